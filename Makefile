@@ -1,0 +1,128 @@
+# zt — build, test, bench.
+#   make            build ./zt (reports what it found)
+#   make test       unit tests (C) and CLI tests (shell)
+#   make SAN=1 ...  the same with ASan + UBSan, in build-san/
+#   make bench      benchmarks (appends to bench/RESULTS.md)
+# Switches: NO_CUDA=1 NO_MPI=1 NO_URING=1 NO_CURL=1 NO_SPM=1 turn an optional part off.
+
+CC      ?= gcc
+NVCC    ?= /usr/local/cuda/bin/nvcc
+SAN     ?= 0
+BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
+
+comma   := ,
+SANFLAGS := -fsanitize=address$(comma)undefined
+OPT     := $(if $(filter 1,$(SAN)),-O1 -fno-omit-frame-pointer $(SANFLAGS) -fno-sanitize-recover=undefined,-O3)
+CFLAGS  += -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -I. -MMD -MP
+LDFLAGS += $(if $(filter 1,$(SAN)),$(SANFLAGS)) -fopenmp
+LDLIBS  += -lm
+
+# --- what this machine has ------------------------------------------------------------
+have_pc = $(shell pkg-config --exists $(1) 2>/dev/null && echo 1)
+HAVE_OPENBLAS := $(call have_pc,openblas)
+ifneq ($(HAVE_OPENBLAS),1)
+$(error OpenBLAS not found: run scripts/install-deps.sh)
+endif
+CFLAGS += $(shell pkg-config --cflags openblas)
+LDLIBS += $(shell pkg-config --libs openblas)
+
+HAVE_CJSON := $(call have_pc,libcjson)
+ifneq ($(HAVE_CJSON),1)
+$(error cJSON not found: run scripts/install-deps.sh)
+endif
+CFLAGS += $(shell pkg-config --cflags libcjson)
+LDLIBS += $(shell pkg-config --libs libcjson)
+
+HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
+HAVE_URING := $(if $(NO_URING),,$(call have_pc,liburing))
+HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl))
+HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
+HAVE_CUDA  := $(if $(NO_CUDA),,$(shell test -x $(NVCC) && echo 1))
+
+mark = $(if $(1),✓,✗)
+REPORT := OpenBLAS ✓  cJSON ✓  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
+          libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  CUDA $(call mark,$(HAVE_CUDA))
+
+# --- sources --------------------------------------------------------------------------
+LIB_SRC   := $(sort $(wildcard lib/*/*.c kernels/cpu/*.c))
+CMD_SRC   := $(sort $(wildcard cmd/*.c))
+TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+# The gradient-check build: the compute path compiled with zt_real = double.
+F64_SRC   := $(sort $(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c))
+F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
+F64_OBJ   := $(F64_SRC:%.c=$(BUILD)/f64/%.o)
+CORE_OBJ  := $(filter-out $(F64_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ))
+TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(filter-out $(F64_TESTS),$(TEST_SRC)))
+F64_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(F64_TESTS))
+
+ZT := $(if $(filter 1,$(SAN)),zt-san,zt)
+
+# Per-file ISA flags: *_avx512.c and *_avx2.c are only entered after a runtime CPU check.
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+ISA_avx2   := -mavx2 -mfma -mf16c
+isa = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
+
+.PHONY: all test test-san tests bench clean report format lint
+all: report $(ZT)
+
+report:
+	@echo "zt build: $(REPORT)"
+
+# A changed switch or flag rebuilds everything.
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LDLIBS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LDLIBS)' > $@
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(call isa,$<) -c $< -o $@
+
+$(BUILD)/f64/%.o: %.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $(call isa,$<) -c $< -o $@
+
+$(BUILD)/libzt.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libzt_f64.a: $(F64_OBJ) $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(ZT): $(CMD_OBJ) $(BUILD)/libzt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
+
+$(F64_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt_f64.a $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $< $(BUILD)/libzt_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
+
+tests: $(TEST_BIN) $(F64_BIN)
+
+test: all tests
+	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT)
+
+# the sanitizer pass (make SAN=1 test-san): unit tests and the bad-input CLI tests
+test-san: all tests
+	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) 't[0-9]*-bad-*.sh'
+
+bench: all
+	@bench/run.sh
+
+clean:
+	rm -rf build build-san zt zt-san
+
+format:
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard lib/*/*.h kernels/cpu/*.h)
+
+lint:
+	cppcheck --quiet --enable=warning,performance --error-exitcode=1 -I. $(LIB_SRC) $(CMD_SRC)
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(F64_OBJ:.o=.d)

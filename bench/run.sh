@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench/run.sh: zt against PyTorch and against the machine's fp32 GEMM ceiling, on one model
+# shape (bench/llama60m.toml), in one environment. `make bench` runs it after building ./zt.
+#
+#   bench/run.sh            prints a table and appends it to bench/RESULTS.md
+#   BENCH_THREADS=1 bench/run.sh
+#
+# Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager (bench/torch_llama.py), then
+# `zt pretrain` in fp32 and in bf16. A part that is missing or fails shows as "missing" and
+# the rest still runs. zt's tokens/s is the mean of metrics.jsonl's tokens_per_s over steps 3..10.
+set -u
+cd "$(dirname "$0")/.."
+
+THREADS=${BENCH_THREADS:-2}
+OUT=build/bench
+PY=/usr/bin/python3
+RECIPE=bench/llama60m.toml
+mkdir -p "$OUT"
+
+# One environment for every run. OPENBLAS_CORETYPE is left as the caller set it (or unset).
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
+ENVLINE="OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
+ENVLINE+=" OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}"
+for v in OMP_PROC_BIND OMP_PLACES GOMP_CPU_AFFINITY OPENBLAS_VERBOSE ZT_CPU; do
+    [ -n "${!v:-}" ] && ENVLINE+=" $v=${!v}"
+done
+
+# json FILE KEY: the value of KEY in the last JSON line of FILE, empty if none.
+json() {
+    $PY - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    lines = [l for l in open(sys.argv[1]) if l.lstrip().startswith("{")]
+    v = json.loads(lines[-1]).get(sys.argv[2]) if lines else None
+    print("" if v is None else v)
+except (OSError, ValueError):
+    print("")
+EOF
+}
+
+log() { echo "bench: $*" >&2; }
+
+# --- 1. OpenBLAS sgemm ceiling ----------------------------------------------------------------
+PEAK="" CORE=""
+if gcc -std=gnu11 -O2 -Wall -Wextra -fopenmp bench/sgemm_peak.c $(pkg-config --cflags --libs openblas) \
+        -o "$OUT/sgemm_peak"; then
+    log "sgemm peak ($THREADS threads)"
+    "$OUT/sgemm_peak" --json | tee "$OUT/sgemm_peak.out" >&2
+    PEAK=$(json "$OUT/sgemm_peak.out" peak_gflops)
+    CORE=$(json "$OUT/sgemm_peak.out" corename)
+else
+    log "sgemm_peak did not build"
+fi
+
+# --- 2. PyTorch --------------------------------------------------------------------------------
+FPT=$($PY bench/torch_llama.py --print-flops)
+log "pytorch ($THREADS threads)"
+$PY bench/torch_llama.py --threads "$THREADS" > "$OUT/torch.out" 2> "$OUT/torch.log" || log "pytorch failed: see $OUT/torch.log"
+TORCH_TPS=$(json "$OUT/torch.out" tokens_per_s)
+TORCH_VER=$(json "$OUT/torch.out" torch)
+
+# --- 3. zt -------------------------------------------------------------------------------------
+# zt_run NAME [overrides...]: trains the recipe, prints the mean tokens/s of steps 3..10.
+zt_run() {
+    local name=$1
+    shift
+    log "zt $name"
+    if ! ./zt pretrain "$RECIPE" "$@" > "$OUT/zt-$name.log" 2>&1; then
+        log "zt $name failed: see $OUT/zt-$name.log"
+        return
+    fi
+    local metrics=$OUT/run-$name/metrics.jsonl
+    $PY - "$metrics" <<'EOF'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        r = json.loads(line)
+        if "tokens_per_s" in r and 3 <= r.get("step", 0) <= 10 and r.get("split") is None:
+            rows.append(r["tokens_per_s"])
+print(f"{sum(rows) / len(rows):.2f}" if rows else "")
+EOF
+}
+
+ZT_FP32="" ZT_BF16=""
+if [ -x ./zt ]; then
+    rm -rf "$OUT/model"
+    if ./zt init --arch llama --out "$OUT/model" --seed 1 hidden_size=512 intermediate_size=1408 \
+            num_hidden_layers=8 num_attention_heads=8 num_key_value_heads=4 vocab_size=32000 \
+            max_position_embeddings=256 tie_word_embeddings=false > "$OUT/zt-init.log" 2>&1; then
+        # 64 sequences of 256 random token ids, the same every run
+        $PY -c '
+import json, random, sys
+r = random.Random(1)
+for _ in range(64):
+    print(json.dumps({"input_ids": [r.randrange(32000) for _ in range(256)]}))' > "$OUT/tokens.jsonl"
+        ZT_FP32=$(zt_run fp32)
+        ZT_BF16=$(zt_run bf16 model.dtype=bf16 output.dir="$OUT/run-bf16")
+    else
+        log "zt init failed: see $OUT/zt-init.log"
+    fi
+else
+    log "./zt not built: zt rows missing"
+fi
+
+# --- table -------------------------------------------------------------------------------------
+TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$ZT_FP32" "$ZT_BF16" <<'EOF'
+import sys
+fpt, peak, torch, zt32, zt16 = sys.argv[1:6]
+fpt = float(fpt)
+peak = float(peak) if peak else None
+torch = float(torch) if torch else None
+out = ["| run | tokens/s | GFLOP/s | % of sgemm peak | vs PyTorch |", "|---|---:|---:|---:|---:|"]
+out.append(f"| OpenBLAS sgemm peak | | {peak:.1f} | 100% | |" if peak else "| OpenBLAS sgemm peak | missing | | | |")
+for name, tps in (("PyTorch eager fp32", torch), ("zt fp32", zt32), ("zt bf16", zt16)):
+    tps = float(tps) if tps else None
+    if tps is None:
+        out.append(f"| {name} | missing | | | |")
+        continue
+    g = tps * fpt / 1e9
+    pct = f"{100 * g / peak:.0f}%" if peak else ""
+    ratio = f"{tps / torch:.2f}x" if torch else ""
+    out.append(f"| {name} | {tps:.1f} | {g:.1f} | {pct} | {ratio} |")
+print("\n".join(out))
+EOF
+)
+
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
+[ -n "$(git status --porcelain 2>/dev/null | head -1)" ] && COMMIT+=" (uncommitted changes)"
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+SHAPE="llama hidden 512, 8 layers, 8 heads / 4 KV, intermediate 1408, vocab 32000, seq 256, batch 4"
+HEAD="### $(date -u '+%Y-%m-%d %H:%M UTC') · $COMMIT"
+INFO="- CPU: $CPU ($(nproc) cores online), OpenBLAS core: ${CORE:-?}, zt CPU level: $([ -x ./zt ] && ./zt env 2>/dev/null | grep -i -m1 -o 'avx[a-z0-9-]*\|scalar' || echo '?')
+- environment: $ENVLINE
+- model: $SHAPE; $(printf "%.1f" "$($PY -c "print($FPT / 1e6)")") MFLOP per token; torch ${TORCH_VER:-?}"
+
+printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE"
+[ -f bench/RESULTS.md ] || printf '# Benchmark results\n\nAppended by bench/run.sh (`make bench`); newest last.\n' > bench/RESULTS.md
+printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE" >> bench/RESULTS.md

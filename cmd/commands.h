@@ -1,0 +1,18 @@
+/* cmd: one file per command; each returns the process exit code
+ * (0 ok, 2 for the user's input, 1 for failures of the system). */
+#ifndef ZT_CMD_COMMANDS_H
+#define ZT_CMD_COMMANDS_H
+
+int cmd_init(int argc, char **argv);
+int cmd_pretrain(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_env(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+/* Prints "zt: error: <message>" and returns the exit code of st. */
+int cmd_fail(int st);
+/* Loads RECIPE and the key=value overrides after it (argv[1..argc-1]); exit code or 0. */
+struct zt_recipe;
+int cmd_load_recipe(struct zt_recipe *r, const char *command, int argc, char **argv);
+
+#endif

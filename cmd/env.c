@@ -1,0 +1,21 @@
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+
+#include "commands.h"
+#include "lib/core/cpu.h"
+#include "lib/core/version.h"
+#include "options.h"
+
+int cmd_env(int argc, char **argv)
+{
+    zt_usage u = {"zt env", "", "Print versions, backends, devices and CPU features."};
+    zt_option opts[] = {{0}};
+    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    printf("zt %s (%s)\n", ZT_VERSION, ZT_COMMIT);
+    printf("cpu: kernels %s, %d OpenMP threads\n", zt_cpu_level_name(), omp_get_max_threads());
+    printf("openblas: %s, core %s, %d threads\n", openblas_get_config(), openblas_get_corename(),
+           openblas_get_num_threads());
+    printf("backends: cpu\n");
+    return 0;
+}

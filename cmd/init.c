@@ -1,0 +1,60 @@
+/* zt init: a randomly initialised model in Hugging Face format. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "lib/core/fileio.h"
+#include "lib/core/log.h"
+#include "lib/model/llama.h"
+#include "options.h"
+
+int cmd_init(int argc, char **argv)
+{
+    const char *arch = NULL, *out = NULL;
+    const char *shard = "5GB";
+    unsigned long long max_shard;
+    long seed = 0;
+    zt_usage u = {"zt init", "--arch llama --out DIR [--seed S] [config_key=value ...]",
+                  "Write config.json (the architecture's defaults plus the given config.json keys) and\n"
+                  "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights, 0 for biases."};
+    zt_option opts[] = {
+        {"arch", 'S', &arch, "NAME", "llama, mistral or qwen2 (sets model_type)", 0, 0},
+        {"out", 'S', &out, "DIR", "output directory", 0, 0},
+        {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
+        {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
+        {0},
+    };
+    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    if (!arch || !out) {
+        fprintf(stderr, "zt: error: zt init: --arch and --out are required (see 'zt init --help')\n");
+        return 2;
+    }
+    if (zt_parse_size(shard, &max_shard) || max_shard == 0) {
+        fprintf(stderr, "zt: error: zt init: --max-shard-size '%s' is not a size like 500MB or 5GB\n", shard);
+        return 2;
+    }
+    zt_llama_config cfg;
+    zt_llama_config_default(&cfg);
+    zt_status st = zt_llama_config_set(&cfg, "model_type", arch);
+    for (int i = 1; i < argc && !st; i++) {
+        char key[128];
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof key) {
+            fprintf(stderr, "zt: error: zt init: '%s' is not a config_key=value pair\n", argv[i]);
+            return 2;
+        }
+        snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
+        st = zt_llama_config_set(&cfg, key, eq + 1);
+    }
+    if (!st && cfg.head_dim == 0 && cfg.num_attention_heads > 0) cfg.head_dim = cfg.hidden_size / cfg.num_attention_heads;
+    zt_llama m;
+    if (!st) st = zt_llama_config_check(&cfg, "zt init");
+    if (st) return cmd_fail(st);
+    if ((st = zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32))) return cmd_fail(st);
+    zt_llama_init_weights(&m, (uint64_t)seed, 0.02);
+    st = zt_llama_save(&m, out, ZT_F32, (size_t)max_shard);
+    if (!st) zt_log_info("wrote a %s model with %zu parameters to '%s'", cfg.model_type, m.numel, out);
+    zt_llama_free(&m);
+    return st ? cmd_fail(st) : 0;
+}

@@ -1,0 +1,166 @@
+/* Causal grouped-query attention with a document mask, blocked by queries:
+ * each block of QB queries multiplies against the keys it can see (from the
+ * earliest document start in the block to the block's last query) with GEMMs,
+ * so packed rows of short documents cost little. Backward recomputes the
+ * probabilities from the saved log-sum-exp (no T×T tensor is kept). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fastmath.h"
+#include "lib/core/arena.h"
+#include "ops.h"
+
+enum { QB = 64 };
+
+typedef struct {
+    int T, H, KV, D, window;
+    int S3; /* qkv row stride */
+    int HD; /* out row stride */
+    zt_real scale;
+} attn_shape;
+
+static attn_shape shape_of(int T, int H, int KV, int D, int window)
+{
+    attn_shape s = {T, H, KV, D, window, (H + 2 * KV) * D, H * D, (zt_real)(1.0 / sqrt((double)D))};
+    return s;
+}
+
+/* first key query t may see */
+static int key_lo(const int32_t *pos, int t, int window)
+{
+    int lo = t - pos[t];
+    if (window > 0 && t - window + 1 > lo) lo = t - window + 1;
+    return lo;
+}
+
+static int block_key_lo(const int32_t *pos, int t0, int t1, int window)
+{
+    int lo = t0;
+    for (int t = t0; t < t1; t++) {
+        int l = key_lo(pos, t, window);
+        lo = l < lo ? l : lo;
+    }
+    return lo;
+}
+
+/* Turns scores S[qb, nk] (keys from klo) into probabilities. With lse == NULL it
+ * computes the softmax and stores each row's log-sum-exp into lse_out; otherwise it
+ * uses the given lse. Entries outside a query's visible keys become 0. */
+ZT_CLONES static void scores_to_probs(zt_real *S, int qb, int nk, int t0, int klo, const int32_t *pos, int window,
+                                      const zt_real *lse, zt_real *lse_out)
+{
+    for (int i = 0; i < qb; i++) {
+        int t = t0 + i, lo = key_lo(pos, t, window) - klo, hi = t - klo; /* inclusive */
+        zt_real *row = S + (size_t)i * nk;
+        for (int j = 0; j < lo; j++) row[j] = 0;
+        for (int j = hi + 1; j < nk; j++) row[j] = 0;
+        if (lse) {
+            zt_real l = lse[t];
+            for (int j = lo; j <= hi; j++) row[j] = zt_vexp(row[j] - l);
+            continue;
+        }
+        zt_real mx = row[lo];
+        for (int j = lo + 1; j <= hi; j++) mx = row[j] > mx ? row[j] : mx;
+        zt_real sum = 0;
+        for (int j = lo; j <= hi; j++) {
+            row[j] = zt_vexp(row[j] - mx);
+            sum += row[j];
+        }
+        zt_real inv = 1 / sum;
+        for (int j = lo; j <= hi; j++) row[j] *= inv;
+        lse_out[t] = mx + (zt_real)log((double)sum);
+    }
+}
+
+void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T,
+                              int H, int KV, int D, int window)
+{
+    attn_shape s = shape_of(T, H, KV, D, window);
+#pragma omp parallel
+    {
+        zt_real *S = zt_calloc_aligned(sizeof(zt_real) * QB * T);
+        ZT_ASSERT(S);
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H, g = h / (H / KV);
+            const int32_t *p = pos + (size_t)b * T;
+            const zt_real *base = qkv + (size_t)b * T * s.S3;
+            for (int t0 = 0; t0 < T; t0 += QB) {
+                int t1 = t0 + QB < T ? t0 + QB : T, qb = t1 - t0;
+                int klo = block_key_lo(p, t0, t1, window), nk = t1 - klo;
+                const zt_real *Q = base + (size_t)t0 * s.S3 + h * D;
+                const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
+                const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;
+                zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, S, nk);
+                scores_to_probs(S, qb, nk, t0, klo, p, window, NULL, lse + (size_t)bh * T);
+                zt_real *O = out + ((size_t)b * T + t0) * s.HD + h * D;
+                zt_cpu_gemm(0, 0, qb, D, nk, 1, S, nk, V, s.S3, 0, O, s.HD);
+            }
+        }
+        zt_free(S);
+    }
+}
+
+/* dS = P ∘ (dP - rowsum(dO ∘ O)), in place in dP */
+ZT_CLONES static void softmax_backward(zt_real *dP, const zt_real *P, const zt_real *dO, const zt_real *O, int qb,
+                                       int nk, int D, int HD)
+{
+    for (int i = 0; i < qb; i++) {
+        zt_real di = 0;
+        for (int d = 0; d < D; d++) di += dO[(size_t)i * HD + d] * O[(size_t)i * HD + d];
+        zt_real *r = dP + (size_t)i * nk;
+        const zt_real *pr = P + (size_t)i * nk;
+        for (int j = 0; j < nk; j++) r[j] = pr[j] * (r[j] - di);
+    }
+}
+
+void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
+                               int window)
+{
+    attn_shape s = shape_of(T, H, KV, D, window);
+    int group = H / KV;
+    /* one task per (row, kv head): the task owns that head's dK and dV */
+#pragma omp parallel
+    {
+        zt_real *P = zt_calloc_aligned(sizeof(zt_real) * QB * T);
+        zt_real *dP = zt_calloc_aligned(sizeof(zt_real) * QB * T);
+        ZT_ASSERT(P && dP);
+#pragma omp for schedule(static)
+        for (int bg = 0; bg < B * KV; bg++) {
+            int b = bg / KV, g = bg % KV;
+            const int32_t *p = pos + (size_t)b * T;
+            const zt_real *base = qkv + (size_t)b * T * s.S3;
+            zt_real *dbase = dqkv + (size_t)b * T * s.S3;
+            for (int t = 0; t < T; t++) {
+                memset(dbase + (size_t)t * s.S3 + (H + g) * D, 0, D * sizeof(zt_real));
+                memset(dbase + (size_t)t * s.S3 + (H + KV + g) * D, 0, D * sizeof(zt_real));
+            }
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                const zt_real *l = lse + ((size_t)b * H + h) * T;
+                for (int t0 = 0; t0 < T; t0 += QB) {
+                    int t1 = t0 + QB < T ? t0 + QB : T, qb = t1 - t0;
+                    int klo = block_key_lo(p, t0, t1, window), nk = t1 - klo;
+                    const zt_real *Q = base + (size_t)t0 * s.S3 + h * D;
+                    const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
+                    const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;
+                    const zt_real *O = out + ((size_t)b * T + t0) * s.HD + h * D;
+                    const zt_real *dO = dout + ((size_t)b * T + t0) * s.HD + h * D;
+                    zt_real *dQ = dbase + (size_t)t0 * s.S3 + h * D;
+                    zt_real *dK = dbase + (size_t)klo * s.S3 + (H + g) * D;
+                    zt_real *dV = dbase + (size_t)klo * s.S3 + (H + KV + g) * D;
+                    zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, P, nk);
+                    scores_to_probs(P, qb, nk, t0, klo, p, window, l, NULL);
+                    zt_cpu_gemm(0, 1, qb, nk, D, 1, dO, s.HD, V, s.S3, 0, dP, nk);
+                    softmax_backward(dP, P, dO, O, qb, nk, D, s.HD);
+                    zt_cpu_gemm(0, 0, qb, D, nk, s.scale, dP, nk, K, s.S3, 0, dQ, s.S3);
+                    zt_cpu_gemm(1, 0, nk, D, qb, s.scale, dP, nk, Q, s.S3, 1, dK, s.S3);
+                    zt_cpu_gemm(1, 0, nk, D, qb, 1, P, nk, dO, s.HD, 1, dV, s.S3);
+                }
+            }
+        }
+        zt_free(P);
+        zt_free(dP);
+    }
+}

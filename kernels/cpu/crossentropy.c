@@ -1,0 +1,44 @@
+#include <math.h>
+#include <string.h>
+
+#include "fastmath.h"
+#include "ops.h"
+
+/* One row: returns logsumexp - logit[target]; with a gradient, the row becomes
+ * (softmax - onehot)·grad_scale. */
+ZT_CLONES static double cross_entropy_row(zt_real *l, int target, int V, zt_real grad_scale)
+{
+    zt_real mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    zt_real picked = l[target];
+    zt_real sum = 0;
+    if (grad_scale == 0) {
+#pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < V; v++) sum += zt_vexp(l[v] - mx);
+        return mx + log((double)sum) - picked;
+    }
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) {
+        l[v] = zt_vexp(l[v] - mx);
+        sum += l[v];
+    }
+    zt_real k = grad_scale / sum;
+    for (int v = 0; v < V; v++) l[v] *= k;
+    l[target] -= grad_scale;
+    return mx + log((double)sum) - picked;
+}
+
+void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                          zt_real grad_scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        zt_real *l = logits + (size_t)i * V;
+        if (targets[i] < 0) {
+            if (grad_scale != 0) memset(l, 0, V * sizeof(zt_real));
+            continue;
+        }
+        loss_rows[i] += cross_entropy_row(l, targets[i], V, grad_scale);
+    }
+}

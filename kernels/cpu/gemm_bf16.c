@@ -1,0 +1,202 @@
+#include "gemm_bf16.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "gemm_bf16_kernel.h"
+#include "lib/core/arena.h"
+#include "lib/core/cpu.h"
+#include "lib/core/dtype.h"
+
+/* ---- reference -------------------------------------------------------------------------- */
+
+void zt_gemm_bf16_ref(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    size_t ars = transa ? 1 : (size_t)lda, aks = transa ? (size_t)lda : 1;
+    size_t bcs = transb ? (size_t)ldb : 1, bks = transb ? 1 : (size_t)ldb;
+#pragma omp parallel for schedule(static) if ((double)M * N * K > 1e6 && !omp_in_parallel())
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++)
+                acc += zt_bf16_to_f32(A[i * ars + k * aks]) * zt_bf16_to_f32(B[j * bcs + k * bks]);
+            float *c = &C[(size_t)i * ldc + j];
+            *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+        }
+}
+
+/* ---- packing ---------------------------------------------------------------------------- */
+
+/* Packs one panel: R rows of X (those past `rows` zero) over k in [0, kb), where
+ * X(r, k) = x[r * rs + k * ks]; the layout is the one gemm_bf16_kernel.h describes. */
+static void pack_panel(zt_gemm_pack fmt, const uint16_t *x, size_t rs, size_t ks, int rows, int R, int kb,
+                       void *dst)
+{
+    int units = fmt == ZT_GEMM_PACK_PAIRS ? (kb + 1) / 2 : kb;
+    if (rows < R) memset(dst, 0, (size_t)units * R * 4);
+    if (fmt == ZT_GEMM_PACK_F32) {
+        float *d = dst;
+        if (ks == 1) {
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < kb; k++) d[(size_t)k * R + r] = zt_bf16_to_f32(x[r * rs + k]);
+        } else {
+            for (int k = 0; k < kb; k++)
+                for (int r = 0; r < rows; r++) d[(size_t)k * R + r] = zt_bf16_to_f32(x[r * rs + k * ks]);
+        }
+        return;
+    }
+    uint32_t *d = dst;
+    int pairs = kb / 2; /* full pairs; an odd last k is paired with 0 */
+    if (ks == 1) {
+        for (int r = 0; r < rows; r++) {
+            const uint16_t *xr = x + r * rs;
+            for (int p = 0; p < pairs; p++) d[(size_t)p * R + r] = xr[2 * p] | (uint32_t)xr[2 * p + 1] << 16;
+            if (kb & 1) d[(size_t)pairs * R + r] = xr[kb - 1];
+        }
+    } else {
+        for (int p = 0; p < pairs; p++) {
+            const uint16_t *x0 = x + 2 * p * ks, *x1 = x0 + ks;
+            for (int r = 0; r < rows; r++) d[(size_t)p * R + r] = x0[r * rs] | (uint32_t)x1[r * rs] << 16;
+        }
+        if (kb & 1)
+            for (int r = 0; r < rows; r++) d[(size_t)pairs * R + r] = x[r * rs + (kb - 1) * ks];
+    }
+}
+
+/* ---- blocked driver --------------------------------------------------------------------- */
+
+static int div_up(int a, int b) { return (a + b - 1) / b; }
+static int round_up(int a, int b) { return div_up(a, b) * b; }
+
+/* The packing buffers stay with the calling thread between calls (a training step makes
+ * thousands of calls of a few shapes). NULL when memory runs out. */
+static void *workspace(size_t bytes)
+{
+    static _Thread_local void *buf;
+    static _Thread_local size_t size;
+    if (bytes > size) {
+        zt_free(buf);
+        buf = zt_calloc_aligned(bytes);
+        size = buf ? bytes : 0;
+    }
+    return buf;
+}
+
+static void scale_c(int M, int N, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+}
+
+void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K,
+                          float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                          float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    const int MR = kern->mr, NR = kern->nr;
+    const int pairs = kern->pack == ZT_GEMM_PACK_PAIRS;
+    /* K blocks depend on K alone, so every element sums its products in the same order
+     * whatever the thread count; M and N blocks only decide who computes what. */
+    int kblocks = div_up(K, kern->kc);
+    int kc = round_up(div_up(K, kblocks), 2);
+    int nc = round_up(div_up(N, div_up(N, kern->nc)), NR);
+    int threads = omp_in_parallel() || (double)M * N * K < 4e6 ? 1 : omp_get_max_threads();
+    /* Row blocks come in a multiple of the thread count, so each thread gets the same work;
+     * when there are fewer row blocks than threads, the columns of a B block are split too. */
+    int mblocks = round_up(div_up(M, kern->mc), threads);
+    if (mblocks > div_up(M, MR)) mblocks = div_up(M, MR);
+    int mc = round_up(div_up(M, mblocks), MR);
+    mblocks = div_up(M, mc);
+    int nsplit = mblocks < threads ? div_up(threads, mblocks) : 1;
+
+    int units = pairs ? kc / 2 : kc;
+    size_t b_bytes = (size_t)units * nc * 4, a_bytes = (size_t)units * mc * 4;
+    char *ws = workspace(b_bytes + (size_t)threads * a_bytes);
+    if (!ws) { /* no memory for packing: the unpacked loops still give the answer */
+        zt_gemm_bf16_ref(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    size_t ars = transa ? 1 : (size_t)lda, aks = transa ? (size_t)lda : 1;
+    size_t bcs = transb ? (size_t)ldb : 1, bks = transb ? 1 : (size_t)ldb;
+
+#pragma omp parallel num_threads(threads)
+    {
+        char *apack = ws + b_bytes + (size_t)omp_get_thread_num() * a_bytes;
+        for (int jc = 0; jc < N; jc += nc) {
+            int nb = N - jc < nc ? N - jc : nc, npanels = div_up(nb, NR);
+            for (int pc = 0; pc < K; pc += kc) {
+                int kb = K - pc < kc ? K - pc : kc;
+                int ku = pairs ? (kb + 1) / 2 : kb;
+                float bet = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+                for (int jp = 0; jp < npanels; jp++) {
+                    int j = jc + jp * NR, cols = N - j < NR ? N - j : NR;
+                    pack_panel(kern->pack, B + j * bcs + pc * bks, bcs, bks, cols, NR, kb,
+                               ws + (size_t)jp * ku * NR * 4);
+                }
+#pragma omp for schedule(static)
+                for (int item = 0; item < mblocks * nsplit; item++) {
+                    int ic = item / nsplit * mc, mb = M - ic < mc ? M - ic : mc;
+                    int per = div_up(npanels, nsplit), jp0 = item % nsplit * per;
+                    int jp1 = jp0 + per < npanels ? jp0 + per : npanels;
+                    if (jp0 >= jp1) continue;
+                    for (int ip = 0; ip * MR < mb; ip++) {
+                        int rows = mb - ip * MR < MR ? mb - ip * MR : MR;
+                        pack_panel(kern->pack, A + (ic + ip * MR) * ars + pc * aks, ars, aks, rows, MR, kb,
+                                   apack + (size_t)ip * ku * MR * 4);
+                    }
+                    for (int jp = jp0; jp < jp1; jp++) {
+                        int j = jc + jp * NR, cols = N - j < NR ? N - j : NR;
+                        const char *bp = ws + (size_t)jp * ku * NR * 4;
+                        for (int ip = 0; ip * MR < mb; ip++) {
+                            int i = ic + ip * MR, rows = M - i < MR ? M - i : MR;
+                            kern->tile(ku, apack + (size_t)ip * ku * MR * 4, bp, C + (size_t)i * ldc + j, ldc,
+                                       rows, cols, alpha, bet);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- entry points ----------------------------------------------------------------------- */
+
+void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                  const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    if (zt_cpu_has(ZT_CPU_AVX512BF16))
+        zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                             ldc);
+    else if (zt_cpu_has(ZT_CPU_AVX2))
+        zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        zt_gemm_bf16_ref(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void zt_f32_to_bf16_run_scalar(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = zt_f32_to_bf16(src[i]);
+}
+
+void zt_f32_to_bf16_array(uint16_t *dst, const float *src, size_t n)
+{
+    void (*run)(uint16_t *, const float *, size_t) =
+        zt_cpu_has(ZT_CPU_AVX2) ? zt_f32_to_bf16_run_avx2 : zt_f32_to_bf16_run_scalar;
+    const size_t chunk = (size_t)1 << 16;
+    if (n < 4 * chunk || omp_in_parallel()) {
+        run(dst, src, n);
+        return;
+    }
+    long chunks = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        size_t i = (size_t)c * chunk;
+        run(dst + i, src + i, n - i < chunk ? n - i : chunk);
+    }
+}

@@ -1,0 +1,65 @@
+/* kernels/cpu: the CPU reference kernels, one file per op family.
+ *
+ * Every op works on zt_real (float; double in the gradient-check build) in
+ * row-major layouts: N = B*T tokens, C = hidden size. Backward kernels say
+ * whether they write (=) or accumulate (+=) each gradient. All kernels are
+ * deterministic for a given thread count (static OpenMP schedules, fixed
+ * reduction orders). The CUDA backend has a twin of each, tested against these.
+ *
+ *     zt_cpu_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+ *     zt_cpu_gemm(0, 1, N, O, C, 1, x, C, W, C, 0, y, O);   // y = x·Wᵀ
+ */
+#ifndef ZT_KERNELS_CPU_OPS_H
+#define ZT_KERNELS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/core/real.h"
+
+/* C[M,N] = alpha·op(A)·op(B) + beta·C; op(A) is [M,K] (A stored [K,M] when transa). */
+void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
+                 const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
+
+/* out[n,:] = table[ids[n],:]; backward: dtable[ids[n],:] += dout[n,:] */
+void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int N, int C);
+void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int N, int C);
+
+/* y = x / rms(x) * w, rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ... */
+void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps);
+void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x, const zt_real *w,
+                             const zt_real *rstd, int N, int C);
+
+/* Rotary embedding in place on heads [0, nheads) of each row (row stride `stride`
+ * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+D/2).
+ * cos/sin tables are [max_pos, D/2]. inverse = 1 rotates back (the backward pass). */
+void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos, const zt_real *cos_t,
+                 const zt_real *sin_t, int inverse);
+
+/* Causal attention with grouped-query heads and a document mask over qkv rows laid
+ * out [q heads (H) | k heads (KV) | v heads (KV)] × D. Query t of a row attends key u
+ * iff t - pos[t] <= u <= t (same document, causal) and t - u < window (0 = none).
+ * out [N, H*D]; lse [B, H, T] (log-sum-exp of each query's scores, kept for backward).
+ * Backward writes dqkv (all three parts). */
+void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T,
+                              int H, int KV, int D, int window);
+void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
+                               int window);
+
+/* h = silu(gate)·up with gateup rows [gate (F) | up (I)]; backward writes dgateup. */
+void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
+void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+
+/* y[n,:] += b; backward: db += Σ_n dy[n,:] */
+void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);
+void zt_cpu_bias_backward(zt_real *db, const zt_real *dy, int N, int M);
+
+/* Cross-entropy over rows of logits [n, V] with targets (-100 = ignored).
+ * Adds each row's loss (logsumexp - logit[target]) into loss_rows[n] (double).
+ * When grad_scale != 0, overwrites logits with dlogits = (softmax - onehot)·grad_scale
+ * (zero rows for ignored targets). */
+void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                          zt_real grad_scale);
+
+#endif

@@ -1,0 +1,37 @@
+#include "fastmath.h"
+#include "ops.h"
+
+ZT_CLONES static void swiglu_row(zt_real *h, const zt_real *g, const zt_real *u, int F)
+{
+    for (int i = 0; i < F; i++) h[i] = g[i] / (1 + zt_vexp(-g[i])) * u[i];
+}
+
+/* silu(g) = g·s with s = sigmoid(g); silu'(g) = s·(1 + g·(1 - s)) */
+ZT_CLONES static void swiglu_row_backward(zt_real *dg, zt_real *du, const zt_real *d, const zt_real *g,
+                                          const zt_real *u, int F)
+{
+    for (int i = 0; i < F; i++) {
+        zt_real s = 1 / (1 + zt_vexp(-g[i]));
+        du[i] = d[i] * g[i] * s;
+        dg[i] = d[i] * u[i] * s * (1 + g[i] * (1 - s));
+    }
+}
+
+void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const zt_real *g = gateup + (size_t)n * 2 * F;
+        swiglu_row(h + (size_t)n * F, g, g + F, F);
+    }
+}
+
+void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const zt_real *g = gateup + (size_t)n * 2 * F;
+        zt_real *dg = dgateup + (size_t)n * 2 * F;
+        swiglu_row_backward(dg, dg + F, dh + (size_t)n * F, g, g + F, F);
+    }
+}

@@ -1,0 +1,118 @@
+/* The CPU backend: host memory, kernels/cpu for the ops. */
+#include <string.h>
+
+#include "backend.h"
+#include "kernels/cpu/ops.h"
+#include "lib/core/arena.h"
+#ifndef ZT_REAL_DOUBLE
+#include "kernels/cpu/gemm_bf16.h"
+#endif
+
+static void *cpu_alloc(zt_backend *be, size_t bytes) { return zt_calloc_aligned(bytes); }
+static void cpu_free(zt_backend *be, void *p) { zt_free(p); }
+static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void cpu_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
+                     const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc)
+{
+    zt_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#ifndef ZT_REAL_DOUBLE
+static void cpu_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                          int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static void cpu_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t n)
+{
+    zt_f32_to_bf16_array(dst, src, n);
+}
+#endif
+
+static void cpu_embedding_forward(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int N,
+                                  int C)
+{
+    zt_cpu_embedding_forward(out, ids, table, N, C);
+}
+static void cpu_embedding_backward(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int N,
+                                   int C)
+{
+    zt_cpu_embedding_backward(dtable, dout, ids, N, C);
+}
+static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N,
+                                int C, double eps)
+{
+    zt_cpu_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+}
+static void cpu_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
+                                 const zt_real *w, const zt_real *rstd, int N, int C)
+{
+    zt_cpu_rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+}
+static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
+                     const zt_real *cos_t, const zt_real *sin_t, int inverse)
+{
+    zt_cpu_rope(x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
+}
+static void cpu_attention_forward(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv,
+                                  const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+{
+    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window);
+}
+static void cpu_attention_backward(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
+                                   const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
+                                   int KV, int D, int window)
+{
+    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+}
+static void cpu_swiglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
+{
+    zt_cpu_swiglu_forward(h, gateup, N, F);
+}
+static void cpu_swiglu_backward(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N,
+                                int F)
+{
+    zt_cpu_swiglu_backward(dgateup, dh, gateup, N, F);
+}
+static void cpu_bias_forward(zt_backend *be, zt_real *y, const zt_real *b, int N, int M)
+{
+    zt_cpu_bias_forward(y, b, N, M);
+}
+static void cpu_bias_backward(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M)
+{
+    zt_cpu_bias_backward(db, dy, N, M);
+}
+static void cpu_cross_entropy(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n,
+                              int V, zt_real grad_scale)
+{
+    zt_cpu_cross_entropy(logits, loss_rows, targets, n, V, grad_scale);
+}
+
+static zt_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memset0 = cpu_memset0,
+    .copy = cpu_copy,
+    .gemm = cpu_gemm,
+#ifndef ZT_REAL_DOUBLE
+    .gemm_bf16 = cpu_gemm_bf16,
+    .to_bf16 = cpu_to_bf16,
+#endif
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope = cpu_rope,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .bias_forward = cpu_bias_forward,
+    .bias_backward = cpu_bias_backward,
+    .cross_entropy = cpu_cross_entropy,
+};
+
+zt_backend *zt_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,326 @@
+/* The safetensors writer: plans shards, then writes each file atomically
+ * (temporary name, fsync, rename; the directory is fsynced at the end). */
+#include "lib/ckpt/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/ckpt/safetensors_internal.h"
+#include "lib/core/arena.h"
+
+#define ST_CHUNK ((size_t)1 << 18) /* elements converted per write */
+
+typedef struct st_entry {
+    char *name;
+    zt_dtype out, src_dtype;
+    int ndim;
+    int64_t shape[ZT_ST_MAX_DIMS];
+    const void *src;
+    size_t numel, nbytes; /* nbytes as written (out dtype) */
+} st_entry;
+
+struct zt_st_writer {
+    st_entry *v;
+    int n, cap;
+    size_t total; /* bytes of all tensors */
+};
+
+zt_st_writer *zt_st_writer_new(void) { return calloc(1, sizeof(zt_st_writer)); }
+
+void zt_st_writer_free(zt_st_writer *w)
+{
+    if (!w) return;
+    for (int i = 0; i < w->n; i++) free(w->v[i].name);
+    free(w->v);
+    free(w);
+}
+
+zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
+                           const void *src, zt_dtype src_dtype)
+{
+    ZT_ASSERT(out_dtype <= ZT_F64 && src_dtype <= ZT_F64);
+    size_t len = strlen(name);
+    if (!len || !strcmp(name, "__metadata__") || zt_st_utf8_check((const unsigned char *)name, len) < len)
+        return zt_fail(ZT_EUSER, "safetensors: '%s' cannot be a tensor name", name);
+    if (ndim < 0 || ndim > ZT_ST_MAX_DIMS)
+        return zt_fail(ZT_EUSER, "safetensors: tensor '%s': %d dimensions (at most %d)", name, ndim, ZT_ST_MAX_DIMS);
+    size_t numel = 1, nbytes, total;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return zt_fail(ZT_EUSER, "safetensors: tensor '%s': negative dimension", name);
+        if (__builtin_mul_overflow(numel, (uint64_t)shape[i], &numel))
+            return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
+    }
+    if (__builtin_mul_overflow(numel, zt_dtype_size(out_dtype), &nbytes) ||
+        __builtin_add_overflow(w->total, nbytes, &total))
+        return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
+    ZT_ASSERT(src || !numel);
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->v[i].name, name)) return zt_fail(ZT_EUSER, "safetensors: tensor '%s' added twice", name);
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 64;
+        st_entry *v = realloc(w->v, (size_t)cap * sizeof *v);
+        if (!v) return zt_fail(ZT_ENOMEM, "out of memory adding tensor '%s'", name);
+        w->v = v, w->cap = cap;
+    }
+    st_entry *e = &w->v[w->n];
+    *e = (st_entry){.out = out_dtype, .src_dtype = src_dtype, .ndim = ndim, .src = src, .numel = numel,
+                    .nbytes = nbytes, .name = strdup(name)};
+    if (!e->name) return zt_fail(ZT_ENOMEM, "out of memory adding tensor '%s'", name);
+    if (ndim) memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
+    w->n++;
+    w->total = total;
+    return ZT_OK;
+}
+
+/* --- one output file: temporary name, then fsync and rename ----------------------------- */
+
+typedef struct st_out {
+    FILE *f;
+    char *tmp, *final;
+} st_out;
+
+static zt_status st_out_open(st_out *o, const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 32;
+    *o = (st_out){.tmp = malloc(n), .final = malloc(n)};
+    if (!o->tmp || !o->final) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", name);
+    snprintf(o->final, n, "%s/%s", dir, name);
+    snprintf(o->tmp, n, "%s/%s.tmp.%ld", dir, name, (long)getpid());
+    if (!(o->f = fopen(o->tmp, "wb"))) return zt_fail(ZT_EIO, "cannot create '%s': %s", o->tmp, strerror(errno));
+    return ZT_OK;
+}
+
+static zt_status st_out_write(st_out *o, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, o->f) != n) return zt_fail(ZT_EIO, "write to '%s' failed: %s", o->tmp, strerror(errno));
+    return ZT_OK;
+}
+
+/* Flushes, syncs and closes the temporary file and renames it; removes it on failure. */
+static zt_status st_out_commit(st_out *o)
+{
+    zt_status st = ZT_OK;
+    if (fflush(o->f)) st = zt_fail(ZT_EIO, "fflush '%s': %s", o->tmp, strerror(errno));
+    else if (fsync(fileno(o->f))) st = zt_fail(ZT_EIO, "fsync '%s': %s", o->tmp, strerror(errno));
+    int closed = fclose(o->f);
+    o->f = NULL;
+    if (!st && closed) st = zt_fail(ZT_EIO, "close '%s': %s", o->tmp, strerror(errno));
+    if (!st && rename(o->tmp, o->final))
+        st = zt_fail(ZT_EIO, "rename '%s' to '%s': %s", o->tmp, o->final, strerror(errno));
+    if (st) unlink(o->tmp);
+    return st;
+}
+
+/* Releases o; a file still open was not committed and is removed. */
+static void st_out_free(st_out *o)
+{
+    if (o->f) {
+        fclose(o->f);
+        unlink(o->tmp);
+    }
+    free(o->tmp);
+    free(o->final);
+}
+
+/* --- headers ------------------------------------------------------------------------------ */
+
+/* cJSON prints large numbers as doubles ("1e+15"); offsets must be plain integers */
+static cJSON *st_json_int(uint64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%" PRIu64, v);
+    return cJSON_CreateRaw(s);
+}
+
+/* The JSON header of tensors [a, b), padded with spaces to a multiple of 8 bytes. */
+static char *st_header(const zt_st_writer *w, int a, int b, size_t *len)
+{
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    int ok = cJSON_AddStringToObject(meta, "format", "pt") != NULL;
+    uint64_t off = 0;
+    for (int i = a; i < b && ok; i++) {
+        const st_entry *e = &w->v[i];
+        cJSON *t = cJSON_AddObjectToObject(root, e->name);
+        ok = cJSON_AddStringToObject(t, "dtype", zt_dtype_safetensors_name(e->out)) != NULL;
+        cJSON *shape = cJSON_AddArrayToObject(t, "shape"), *offs = cJSON_AddArrayToObject(t, "data_offsets");
+        ok = ok && shape && offs;
+        for (int d = 0; d < e->ndim && ok; d++) ok = cJSON_AddItemToArray(shape, st_json_int((uint64_t)e->shape[d]));
+        ok = ok && cJSON_AddItemToArray(offs, st_json_int(off)) &&
+             cJSON_AddItemToArray(offs, st_json_int(off + e->nbytes));
+        off += e->nbytes;
+    }
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return NULL;
+    size_t n = strlen(text), padded = (n + 7) & ~(size_t)7;
+    char *p = realloc(text, padded + 1);
+    if (!p) {
+        free(text);
+        return NULL;
+    }
+    memset(p + n, ' ', padded - n);
+    p[padded] = 0;
+    *len = padded;
+    return p;
+}
+
+static char *st_index_json(const zt_st_writer *w, const int *first, int nshards, char (*names)[64])
+{
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
+    int ok = meta && map && cJSON_AddItemToObject(meta, "total_size", st_json_int(w->total));
+    for (int s = 0; s < nshards && ok; s++)
+        for (int i = first[s]; i < first[s + 1] && ok; i++) ok = cJSON_AddStringToObject(map, w->v[i].name, names[s]) != NULL;
+    char *text = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* --- files ---------------------------------------------------------------------------------- */
+
+static zt_status st_write_shard(const zt_st_writer *w, int a, int b, const char *dir, const char *name, void *buf)
+{
+    st_out o;
+    size_t hlen = 0;
+    char *header = NULL;
+    zt_status st = st_out_open(&o, dir, name);
+    if (!st && !(header = st_header(w, a, b, &hlen))) st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", o.final);
+    if (!st) {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+        if (!(st = st_out_write(&o, len8, 8))) st = st_out_write(&o, header, hlen);
+    }
+    for (int i = a; i < b && !st; i++) {
+        const st_entry *e = &w->v[i];
+        if (e->out == e->src_dtype) {
+            st = st_out_write(&o, e->src, e->nbytes);
+            continue;
+        }
+        size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
+        for (size_t j = 0; j < e->numel && !st; j += ST_CHUNK) {
+            size_t k = e->numel - j < ST_CHUNK ? e->numel - j : ST_CHUNK;
+            zt_st_convert(buf, e->out, (const char *)e->src + j * ss, e->src_dtype, k);
+            st = st_out_write(&o, buf, k * os);
+        }
+    }
+    if (!st) st = st_out_commit(&o);
+    st_out_free(&o);
+    free(header);
+    return st;
+}
+
+static zt_status st_write_text(const char *dir, const char *name, const char *text)
+{
+    st_out o;
+    zt_status st = st_out_open(&o, dir, name);
+    if (!st) st = st_out_write(&o, text, strlen(text));
+    if (!st) st = st_out_commit(&o);
+    st_out_free(&o);
+    return st;
+}
+
+static void st_shard_name(char *buf, size_t cap, unsigned long i, unsigned long n)
+{
+    snprintf(buf, cap, "model-%05lu-of-%05lu.safetensors", i, n);
+}
+
+/* model-<digits>-of-<digits>.safetensors; *i gets the first number */
+static int st_is_shard_name(const char *s, unsigned long *i)
+{
+    char *end;
+    if (strncmp(s, "model-", 6) || !isdigit((unsigned char)s[6])) return 0;
+    *i = strtoul(s + 6, &end, 10);
+    if (strncmp(end, "-of-", 4) || !isdigit((unsigned char)end[4])) return 0;
+    strtoul(end + 4, &end, 10);
+    return !strcmp(end, ".safetensors");
+}
+
+/* Removes the files of an earlier save that this one (nshards files) did not overwrite. */
+static zt_status st_remove_stale(const char *dir, int nshards)
+{
+    DIR *d = opendir(dir);
+    if (!d) return zt_fail(ZT_EIO, "cannot list '%s': %s", dir, strerror(errno));
+    zt_status st = ZT_OK;
+    struct dirent *de;
+    while (!st && (de = readdir(d))) {
+        const char *n = de->d_name;
+        unsigned long i;
+        char ours[64];
+        int stale;
+        if (!strcmp(n, ST_SINGLE_NAME)) stale = nshards > 1;
+        else if (!strcmp(n, ST_INDEX_NAME)) stale = nshards == 1;
+        else if (st_is_shard_name(n, &i)) {
+            stale = nshards == 1 || i < 1 || i > (unsigned long)nshards;
+            if (!stale) {
+                st_shard_name(ours, sizeof ours, i, (unsigned long)nshards);
+                stale = strcmp(n, ours) != 0;
+            }
+        } else {
+            continue;
+        }
+        if (stale && unlinkat(dirfd(d), n, 0) && errno != ENOENT)
+            st = zt_fail(ZT_EIO, "cannot remove the stale '%s/%s': %s", dir, n, strerror(errno));
+    }
+    closedir(d);
+    return st;
+}
+
+static zt_status st_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return zt_fail(ZT_EIO, "cannot open directory '%s': %s", dir, strerror(errno));
+    zt_status st = ZT_OK;
+    if (fsync(fd)) st = zt_fail(ZT_EIO, "fsync directory '%s': %s", dir, strerror(errno));
+    close(fd);
+    return st;
+}
+
+zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max_shard_bytes)
+{
+    /* shards: runs of tensors in insertion order; a tensor larger than the limit gets one alone */
+    int *first = malloc((size_t)(w->n + 2) * sizeof *first), nshards = 0;
+    char(*names)[64] = malloc((size_t)(w->n + 1) * sizeof *names);
+    void *buf = zt_calloc_aligned(ST_CHUNK * sizeof(double));
+    zt_status st = ZT_OK;
+    if (!first || !names || !buf) {
+        st = zt_fail(ZT_ENOMEM, "out of memory saving to '%s'", dir);
+        goto out;
+    }
+    first[0] = 0;
+    size_t used = 0;
+    for (int i = 0; i < w->n; i++) {
+        if (i > first[nshards] && max_shard_bytes && used + w->v[i].nbytes > max_shard_bytes) {
+            first[++nshards] = i;
+            used = 0;
+        }
+        used += w->v[i].nbytes;
+    }
+    first[++nshards] = w->n;
+
+    for (int s = 0; s < nshards && !st; s++) {
+        if (nshards == 1) snprintf(names[s], sizeof names[s], ST_SINGLE_NAME);
+        else st_shard_name(names[s], sizeof names[s], (unsigned long)s + 1, (unsigned long)nshards);
+        st = st_write_shard(w, first[s], first[s + 1], dir, names[s], buf);
+    }
+    if (!st && nshards > 1) {
+        char *index = st_index_json(w, first, nshards, names);
+        st = index ? st_write_text(dir, ST_INDEX_NAME, index)
+                   : zt_fail(ZT_ENOMEM, "out of memory writing '%s/%s'", dir, ST_INDEX_NAME);
+        free(index);
+    }
+    if (!st) st = st_remove_stale(dir, nshards);
+    if (!st) st = st_sync_dir(dir);
+out:
+    free(first);
+    free(names);
+    zt_free(buf);
+    return st;
+}

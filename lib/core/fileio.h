@@ -1,0 +1,37 @@
+/* core/fileio: whole-file reads, atomic writes (temp name, fsync, rename, fsync
+ * of the directory, like redis's rdbSave) and directory helpers.
+ *
+ *     char *text; size_t len;
+ *     if ((st = zt_read_file("config.json", &text, &len))) return st;  // NUL-terminated
+ *     st = zt_write_file_atomic("out/config.json", text, len);
+ */
+#ifndef ZT_CORE_FILEIO_H
+#define ZT_CORE_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "status.h"
+
+zt_status zt_read_file(const char *path, char **data, size_t *len); /* free(*data) */
+zt_status zt_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Opens path.tmp.<pid> for writing; zt_atomic_commit flushes, fsyncs, closes and
+ * renames it to path; zt_atomic_abort closes and removes it. */
+typedef struct zt_atomic_file {
+    FILE *f;
+    char path[4096], tmp[4096 + 32];
+} zt_atomic_file;
+zt_status zt_atomic_open(zt_atomic_file *a, const char *path);
+zt_status zt_atomic_commit(zt_atomic_file *a);
+void zt_atomic_abort(zt_atomic_file *a);
+
+zt_status zt_fsync_dir(const char *dir);
+zt_status zt_mkdir_p(const char *dir);
+/* Removes a directory tree (for replacing a run's final/ directory). */
+zt_status zt_remove_tree(const char *path);
+int zt_path_exists(const char *path);
+/* dst = a/b (b as is when absolute); ZT_EUSER when it does not fit */
+zt_status zt_path_join(char *dst, size_t n, const char *a, const char *b);
+
+#endif

@@ -1,0 +1,24 @@
+/* core/log: leveled logging to stderr (human output; machine output goes to stdout).
+ *
+ *     zt_log_info("loaded %d tensors from '%s'", n, path);
+ *
+ * The level comes from ZT_LOG (error|warn|info|debug), default info. An optional
+ * mirror file (train.log of a run) receives every line as well.
+ */
+#ifndef ZT_CORE_LOG_H
+#define ZT_CORE_LOG_H
+
+#include <stdio.h>
+
+typedef enum { ZT_LOG_ERROR, ZT_LOG_WARN, ZT_LOG_INFO, ZT_LOG_DEBUG } zt_log_level;
+
+void zt_log(zt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void zt_log_set_mirror(FILE *f); /* NULL to stop mirroring */
+int zt_log_enabled(zt_log_level level);
+
+#define zt_log_error(...) zt_log(ZT_LOG_ERROR, __VA_ARGS__)
+#define zt_log_warn(...) zt_log(ZT_LOG_WARN, __VA_ARGS__)
+#define zt_log_info(...) zt_log(ZT_LOG_INFO, __VA_ARGS__)
+#define zt_log_debug(...) zt_log(ZT_LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,242 @@
+/* Llama forward and backward, layer by layer, through the backend interface. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+/* Rows of logits materialised at once: the full [N, V] tensor never is. */
+enum { LOGIT_CHUNK_ELEMS = 4 << 20 };
+
+static void rope_tables(zt_llama *m)
+{
+    const zt_llama_config *c = &m->cfg;
+    int half = m->D / 2;
+    for (int j = 0; j < half; j++) {
+        double inv = pow(c->rope_theta, -2.0 * j / m->D);
+        if (!strcmp(c->rope_scaling.type, "linear")) {
+            inv /= c->rope_scaling.factor;
+        } else if (!strcmp(c->rope_scaling.type, "llama3")) {
+            double f = c->rope_scaling.factor, old = c->rope_scaling.original_max_position_embeddings;
+            double lo = c->rope_scaling.low_freq_factor, hi = c->rope_scaling.high_freq_factor;
+            double wavelen = 2 * M_PI / inv;
+            if (wavelen > old / lo) {
+                inv /= f;
+            } else if (wavelen >= old / hi) {
+                double smooth = (old / wavelen - lo) / (hi - lo);
+                inv = (1 - smooth) * inv / f + smooth * inv;
+            }
+        }
+        for (int p = 0; p < m->T; p++) {
+            m->cos_t[(size_t)p * half + j] = (zt_real)cos(p * inv);
+            m->sin_t[(size_t)p * half + j] = (zt_real)sin(p * inv);
+        }
+    }
+}
+
+zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
+{
+    zt_backend *be = m->be;
+    be->free(be, m->acts_mem);
+    free(m->x);
+    free(m->la);
+    size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
+    m->B = B, m->T = T, m->checkpointing = checkpointing;
+    m->chunk = (int)(LOGIT_CHUNK_ELEMS / m->V);
+    if (m->chunk < 16) m->chunk = 16;
+    if ((size_t)m->chunk > N) m->chunk = (int)N;
+    size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
+    if (widest < 2 * (size_t)m->F) widest = 2 * (size_t)m->F;
+    size_t stage = N * widest; /* bf16 staging: the widest activation, or a chunk of logits */
+    if (stage < (size_t)m->chunk * m->V) stage = (size_t)m->chunk * m->V;
+    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T;
+    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 1) /* lnf */ + (size_t)m->chunk * m->V +
+                   N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
+    size_t bytes = reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
+                   (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64;
+    m->acts_mem = be->alloc(be, bytes);
+    m->x = calloc(L + 1, sizeof *m->x);
+    m->la = calloc(nsets, sizeof *m->la);
+    if (!m->acts_mem || !m->x || !m->la) return zt_fail(ZT_ENOMEM, "out of memory for activations (%zu bytes)", bytes);
+
+    char *p = m->acts_mem;
+#define TAKE(ptr, count)                                                                                           \
+    do {                                                                                                           \
+        (ptr) = (void *)p;                                                                                         \
+        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                        \
+    } while (0)
+    for (size_t l = 0; l <= L; l++) TAKE(m->x[l], N * C);
+    for (size_t s = 0; s < nsets; s++) {
+        zt_llama_layer_acts *a = &m->la[s];
+        TAKE(a->ln1, N * C);
+        TAKE(a->rstd1, N);
+        TAKE(a->qkv, N * m->S3);
+        TAKE(a->att, N * m->HD);
+        TAKE(a->lse, (size_t)B * m->H * T);
+        TAKE(a->xmid, N * C);
+        TAKE(a->ln2, N * C);
+        TAKE(a->rstd2, N);
+        TAKE(a->gateup, N * 2 * m->F);
+        TAKE(a->h, N * m->F);
+    }
+    TAKE(m->lnf, N * C);
+    TAKE(m->rstdf, N);
+    TAKE(m->logits, (size_t)m->chunk * m->V);
+    TAKE(m->dres, N * C);
+    TAKE(m->dln, N * C);
+    TAKE(m->datt, N * m->HD);
+    TAKE(m->dqkv, N * m->S3);
+    TAKE(m->dgateup, N * 2 * m->F);
+    TAKE(m->dh, N * m->F);
+    TAKE(m->cos_t, (size_t)T * (m->D / 2));
+    TAKE(m->sin_t, (size_t)T * (m->D / 2));
+    TAKE(m->loss_rows, N);
+    TAKE(m->input, N);
+    TAKE(m->target, N);
+    TAKE(m->pos, N);
+    if (m->dtype_bf16) {
+        TAKE(m->a16, stage);
+        TAKE(m->b16, stage);
+    }
+#undef TAKE
+    ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
+    rope_tables(m);
+    return ZT_OK;
+}
+
+/* y[N,O] = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array */
+static void linear_forward(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int N, int O, int I, zt_real beta)
+{
+    zt_backend *be = m->be;
+#ifndef ZT_REAL_DOUBLE
+    if (m->dtype_bf16) {
+        be->to_bf16(be, m->a16, x, (size_t)N * I);
+        be->gemm_bf16(be, 0, 1, N, O, I, 1, m->a16, I, m->params16 + w, I, beta, y, O);
+        return;
+    }
+#endif
+    be->gemm(be, 0, 1, N, O, I, 1, x, I, m->params + w, I, beta, y, O);
+}
+
+/* dx[N,I] = dy[N,O]·W (skipped when dx is NULL); dW += dyᵀ·x */
+static void linear_backward(zt_llama *m, zt_real *dx, const zt_real *dy, const zt_real *x, size_t w, int N, int O,
+                            int I)
+{
+    zt_backend *be = m->be;
+#ifndef ZT_REAL_DOUBLE
+    if (m->dtype_bf16) {
+        be->to_bf16(be, m->b16, dy, (size_t)N * O);
+        if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, m->b16, O, m->params16 + w, I, 0, dx, I);
+        be->to_bf16(be, m->a16, x, (size_t)N * I);
+        be->gemm_bf16(be, 1, 0, O, I, N, 1, m->b16, O, m->a16, I, 1, m->grads + w, I);
+        return;
+    }
+#endif
+    if (dx) be->gemm(be, 0, 0, N, I, O, 1, dy, O, m->params + w, I, 0, dx, I);
+    be->gemm(be, 1, 0, O, I, N, 1, dy, O, x, I, 1, m->grads + w, I);
+}
+
+static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
+
+static void layer_forward(zt_llama *m, int l)
+{
+    zt_backend *be = m->be;
+    const zt_llama_layer_layout *y = &m->lay;
+    zt_llama_layer_acts *a = acts_of(m, l);
+    size_t base = m->layer0_off + y->numel * l;
+    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window;
+    const zt_real *x = m->x[l];
+    zt_real *w = m->params + base;
+
+    be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
+    linear_forward(m, a->qkv, a->ln1, base + y->wqkv, N, m->S3, C, 0);
+    if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
+    be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
+    be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
+    be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
+    linear_forward(m, a->xmid, a->att, base + y->wo, N, C, m->HD, 1);
+    if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
+
+    be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, N, C, m->cfg.rms_norm_eps);
+    linear_forward(m, a->gateup, a->ln2, base + y->wgu, N, 2 * m->F, C, 0);
+    be->swiglu_forward(be, a->h, a->gateup, N, m->F);
+    be->copy(be, m->x[l + 1], a->xmid, (size_t)N * C * sizeof(zt_real));
+    linear_forward(m, m->x[l + 1], a->h, base + y->wd, N, C, m->F, 1);
+}
+
+/* m->dres holds ∂loss/∂x[l+1] on entry and ∂loss/∂x[l] on return. */
+static void layer_backward(zt_llama *m, int l)
+{
+    zt_backend *be = m->be;
+    const zt_llama_layer_layout *y = &m->lay;
+    zt_llama_layer_acts *a = acts_of(m, l);
+    size_t base = m->layer0_off + y->numel * l;
+    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window;
+    zt_real *w = m->params + base, *g = m->grads + base;
+
+    if (m->checkpointing) layer_forward(m, l);
+
+    linear_backward(m, m->dh, m->dres, a->h, base + y->wd, N, C, m->F);
+    be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, m->F);
+    linear_backward(m, m->dln, m->dgateup, a->ln2, base + y->wgu, N, 2 * m->F, C);
+    be->rmsnorm_backward(be, m->dres, g + y->ln2, m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
+
+    if (m->cfg.o_bias) be->bias_backward(be, g + y->bo, m->dres, N, C);
+    linear_backward(m, m->datt, m->dres, a->att, base + y->wo, N, C, m->HD);
+    be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
+                           window);
+    be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
+    if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
+    linear_backward(m, m->dln, m->dqkv, a->ln1, base + y->wqkv, N, m->S3, C);
+    be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
+}
+
+static int chunk_has_targets(const int32_t *target, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (target[i] >= 0) return 1;
+    return 0;
+}
+
+/* Final norm, LM head and cross-entropy in row chunks; with a gradient, leaves
+ * ∂loss/∂x[L] in m->dres. */
+static double head_forward_backward(zt_llama *m, zt_real grad_scale)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C, V = m->V;
+    be->rmsnorm_forward(be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, N, C, m->cfg.rms_norm_eps);
+    be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
+    if (grad_scale != 0) be->memset0(be, m->dln, (size_t)N * C * sizeof(zt_real));
+    for (int r0 = 0; r0 < N; r0 += m->chunk) {
+        int n = N - r0 < m->chunk ? N - r0 : m->chunk;
+        if (!chunk_has_targets(m->target + r0, n)) continue;
+        const zt_real *xin = m->lnf + (size_t)r0 * C;
+        linear_forward(m, m->logits, xin, m->head_off, n, V, C, 0);
+        be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
+        if (grad_scale != 0) linear_backward(m, m->dln + (size_t)r0 * C, m->logits, xin, m->head_off, n, V, C);
+    }
+    double loss = 0;
+    for (int i = 0; i < N; i++) loss += m->loss_rows[i];
+    if (grad_scale != 0) {
+        be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
+        be->rmsnorm_backward(be, m->dres, m->grads + m->norm_off, m->dln, m->x[m->L], m->params + m->norm_off,
+                             m->rstdf, N, C);
+    }
+    return loss;
+}
+
+void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                               zt_real grad_scale, double *loss_sum)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T;
+    be->copy(be, m->input, input, (size_t)N * sizeof(int32_t));
+    be->copy(be, m->target, target, (size_t)N * sizeof(int32_t));
+    be->copy(be, m->pos, pos, (size_t)N * sizeof(int32_t));
+    be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
+    for (int l = 0; l < m->L; l++) layer_forward(m, l);
+    *loss_sum += head_forward_backward(m, grad_scale);
+    if (grad_scale == 0) return;
+    for (int l = m->L - 1; l >= 0; l--) layer_backward(m, l);
+    be->embedding_backward(be, m->grads + m->embed_off, m->dres, m->input, N, m->C);
+}

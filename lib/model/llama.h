@@ -1,0 +1,119 @@
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2): config,
+ * parameter layout, and explicit forward/backward per layer (no autograd graph).
+ *
+ * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
+ * final norm (+ LM head when untied)], each layer one contiguous block whose
+ * q/k/v weights sit together (one GEMM makes q, k and v) and so do gate/up.
+ * ZeRO shards and offload files are offsets into these blocks.
+ *
+ *     zt_llama_config cfg;  zt_llama m;
+ *     zt_llama_config_load(&cfg, "model/config.json");
+ *     zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32);
+ *     zt_llama_load_weights(&m, "model");
+ *     zt_llama_alloc_acts(&m, B, T, checkpointing);
+ *     double loss_sum;
+ *     zt_llama_forward_backward(&m, input, target, pos, 1.0 / n_targets, &loss_sum); // grads += ...
+ */
+#ifndef ZT_MODEL_LLAMA_H
+#define ZT_MODEL_LLAMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/backend/backend.h"
+#include "lib/core/status.h"
+
+typedef struct zt_llama_config {
+    char model_type[16]; /* llama | mistral | qwen2 */
+    int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
+    int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
+    double rms_norm_eps, rope_theta;
+    struct {
+        char type[16]; /* "" (none) | linear | llama3 */
+        double factor, low_freq_factor, high_freq_factor;
+        int original_max_position_embeddings;
+    } rope_scaling;
+    int tie_word_embeddings;
+    int qkv_bias, o_bias;  /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
+    int sliding_window;    /* keys per query, 0 = unlimited */
+    int bos_token_id, eos_token_id; /* -1 = unset */
+} zt_llama_config;
+
+/* Defaults of a small Llama (what `zt init --arch llama` starts from). */
+void zt_llama_config_default(zt_llama_config *c);
+/* Reads Hugging Face config.json; every problem names the file and the key (ZT_EUSER). */
+zt_status zt_llama_config_load(zt_llama_config *c, const char *path);
+zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype);
+/* Sets one config.json key from text ("hidden_size", "512"); for `zt init key=value`. */
+zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *value);
+/* Checks sizes and divisibility; names the key at fault. */
+zt_status zt_llama_config_check(const zt_llama_config *c, const char *where);
+
+/* One named tensor inside the flat parameter array. */
+typedef struct zt_llama_tensor {
+    char name[96]; /* Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight */
+    size_t offset; /* elements from the start of the parameter array */
+    int ndim;
+    int64_t shape[2];
+    int decay; /* weight decay applies (matrices yes; norm weights and biases no) */
+} zt_llama_tensor;
+
+/* Offsets of one layer's pieces, in elements from the layer block's start. */
+typedef struct zt_llama_layer_layout {
+    size_t ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd, numel;
+} zt_llama_layer_layout;
+
+typedef struct zt_llama_layer_acts {
+    zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
+} zt_llama_layer_acts;
+
+typedef struct zt_llama {
+    zt_llama_config cfg;
+    zt_backend *be;
+    int dtype_bf16; /* matmuls use the bf16 copy of the weights */
+    int C, F, H, KV, D, L, V, S3, HD;
+
+    zt_llama_layer_layout lay;
+    size_t embed_off, layer0_off, norm_off, head_off, numel; /* elements */
+    zt_llama_tensor *tensors;
+    int n_tensors;
+
+    zt_real *params, *grads; /* fp32 master (double in the check build) and gradients */
+    uint16_t *params16;      /* bf16 copy when dtype_bf16 */
+
+    /* activations for micro-batches of B×T (zt_llama_alloc_acts) */
+    int B, T, checkpointing, chunk;
+    void *acts_mem;
+    zt_real **x; /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
+    zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
+    zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
+    double *loss_rows;
+    uint16_t *a16, *b16; /* bf16 staging for matmul operands */
+    int32_t *input, *target, *pos;
+} zt_llama;
+
+zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
+void zt_llama_free(zt_llama *m);
+const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name);
+/* Parameters used in matrix products (LM head included, embedding lookup excluded). */
+size_t zt_llama_matmul_params(const zt_llama *m);
+/* Training FLOPs per token as DESIGN.md defines them, at sequence length T. */
+double zt_llama_flops_per_token(const zt_llama *m, int T);
+
+/* Weights N(0, std) for matrices, 1 for norm weights, 0 for biases. */
+void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
+zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
+zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
+/* Refreshes the bf16 copy from the master weights (after loading or init). */
+void zt_llama_sync_params16(zt_llama *m);
+
+zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
+
+/* One micro-batch of B×T tokens: input ids, targets (already shifted, -100 =
+ * none) and positions within documents. Adds Σ cross-entropy over targets to
+ * *loss_sum. With grad_scale != 0 also runs backward and accumulates
+ * grad_scale·∂(Σ loss)/∂params into m->grads. */
+void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                               zt_real grad_scale, double *loss_sum);
+
+#endif

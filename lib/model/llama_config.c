@@ -1,0 +1,307 @@
+/* Hugging Face config.json for llama, mistral and qwen2. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/fileio.h"
+#include "llama.h"
+
+void zt_llama_config_default(zt_llama_config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->model_type, "llama");
+    c->vocab_size = 32000;
+    c->hidden_size = 256;
+    c->intermediate_size = 688;
+    c->num_hidden_layers = 4;
+    c->num_attention_heads = 4;
+    c->num_key_value_heads = 4;
+    c->max_position_embeddings = 2048;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000;
+    c->bos_token_id = 1;
+    c->eos_token_id = 2;
+}
+
+static zt_status bad_key(const char *path, const char *key, const char *what)
+{
+    return zt_fail(ZT_EUSER, "'%s': key '%s' %s", path, key, what);
+}
+
+/* integer key; missing → def (or an error when def < 0 means required) */
+static zt_status get_int(const cJSON *o, const char *path, const char *key, int def, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def == -2) return bad_key(path, key, "is missing");
+        *out = def;
+        return ZT_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 2147483647.0)
+        return bad_key(path, key, "must be an integer");
+    *out = (int)v->valuedouble;
+    return ZT_OK;
+}
+
+static zt_status get_num(const cJSON *o, const char *path, const char *key, double def, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ZT_OK;
+    }
+    if (!cJSON_IsNumber(v)) return bad_key(path, key, "must be a number");
+    *out = v->valuedouble;
+    return ZT_OK;
+}
+
+static zt_status get_bool(const cJSON *o, const char *path, const char *key, int def, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ZT_OK;
+    }
+    if (!cJSON_IsBool(v)) return bad_key(path, key, "must be true or false");
+    *out = cJSON_IsTrue(v);
+    return ZT_OK;
+}
+
+/* eos_token_id may be a list in newer configs: the first entry is kept */
+static zt_status get_token_id(const cJSON *o, const char *path, const char *key, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (!v || cJSON_IsNull(v)) {
+        *out = -1;
+        return ZT_OK;
+    }
+    if (!cJSON_IsNumber(v)) return bad_key(path, key, "must be an integer or a list of integers");
+    *out = (int)v->valuedouble;
+    return ZT_OK;
+}
+
+static zt_status parse_rope_scaling(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return ZT_OK;
+    if (!cJSON_IsObject(rs)) return bad_key(path, "rope_scaling", "must be an object or null");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!t) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(t)) return bad_key(path, "rope_scaling.rope_type", "is missing");
+    if (strcmp(t->valuestring, "linear") && strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default"))
+        return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%.32s' is not supported (linear, llama3)", path,
+                       t->valuestring);
+    if (!strcmp(t->valuestring, "default")) return ZT_OK;
+    snprintf(c->rope_scaling.type, sizeof c->rope_scaling.type, "%s", t->valuestring);
+    zt_status st;
+    if ((st = get_num(rs, path, "factor", 0, &c->rope_scaling.factor))) return st;
+    if (!(c->rope_scaling.factor > 0)) return bad_key(path, "rope_scaling.factor", "must be a positive number");
+    if (!strcmp(c->rope_scaling.type, "llama3")) {
+        if ((st = get_num(rs, path, "low_freq_factor", 1, &c->rope_scaling.low_freq_factor)) ||
+            (st = get_num(rs, path, "high_freq_factor", 4, &c->rope_scaling.high_freq_factor)) ||
+            (st = get_int(rs, path, "original_max_position_embeddings", 8192,
+                          &c->rope_scaling.original_max_position_embeddings)))
+            return st;
+        if (!(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor))
+            return bad_key(path, "rope_scaling.high_freq_factor", "must be larger than low_freq_factor");
+    }
+    return ZT_OK;
+}
+
+static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    zt_llama_config_default(c);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    if (!cJSON_IsString(mt)) return bad_key(path, "model_type", "is missing");
+    if (strcmp(mt->valuestring, "llama") && strcmp(mt->valuestring, "mistral") && strcmp(mt->valuestring, "qwen2"))
+        return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2)", path,
+                       mt->valuestring);
+    strcpy(c->model_type, mt->valuestring);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
+        return bad_key(path, "hidden_act", "must be \"silu\"");
+    int qwen = !strcmp(c->model_type, "qwen2"), mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
+    zt_status st;
+    if ((st = get_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
+        (st = get_int(o, path, "hidden_size", -2, &c->hidden_size)) ||
+        (st = get_int(o, path, "intermediate_size", -2, &c->intermediate_size)) ||
+        (st = get_int(o, path, "num_hidden_layers", -2, &c->num_hidden_layers)) ||
+        (st = get_int(o, path, "num_attention_heads", -2, &c->num_attention_heads)) ||
+        (st = get_int(o, path, "num_key_value_heads", c->num_attention_heads, &c->num_key_value_heads)) ||
+        (st = get_int(o, path, "head_dim", 0, &c->head_dim)) ||
+        (st = get_int(o, path, "max_position_embeddings", 2048, &c->max_position_embeddings)) ||
+        (st = get_num(o, path, "rms_norm_eps", 1e-6, &c->rms_norm_eps)) ||
+        (st = get_num(o, path, "rope_theta", 10000, &c->rope_theta)) ||
+        (st = get_bool(o, path, "tie_word_embeddings", 0, &c->tie_word_embeddings)) ||
+        (st = get_bool(o, path, "attention_bias", 0, &attention_bias)) ||
+        (st = get_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
+        (st = get_int(o, path, "sliding_window", 0, &c->sliding_window)) ||
+        (st = get_bool(o, path, "use_sliding_window", !qwen, &use_sw)) ||
+        (st = get_int(o, path, "max_window_layers", c->num_hidden_layers, &max_window_layers)) ||
+        (st = get_token_id(o, path, "bos_token_id", &c->bos_token_id)) ||
+        (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) || (st = parse_rope_scaling(c, o, path)))
+        return st;
+    if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
+    if (qwen) {
+        c->qkv_bias = 1;
+        /* Qwen2 applies its window only to layers from max_window_layers on */
+        if (!use_sw) c->sliding_window = 0;
+        else if (c->sliding_window && max_window_layers != 0)
+            return bad_key(path, "max_window_layers", "other than 0 with use_sliding_window is not supported");
+    } else {
+        c->qkv_bias = c->o_bias = attention_bias;
+    }
+    if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
+    return zt_llama_config_check(c, path);
+}
+
+zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
+{
+    struct { const char *key; int v; } pos[] = {
+        {"vocab_size", c->vocab_size}, {"hidden_size", c->hidden_size},
+        {"intermediate_size", c->intermediate_size}, {"num_hidden_layers", c->num_hidden_layers},
+        {"num_attention_heads", c->num_attention_heads}, {"num_key_value_heads", c->num_key_value_heads},
+        {"head_dim", c->head_dim}, {"max_position_embeddings", c->max_position_embeddings},
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0) return bad_key(where, pos[i].key, "must be a positive integer");
+    if (c->num_attention_heads % c->num_key_value_heads)
+        return bad_key(where, "num_key_value_heads", "must divide num_attention_heads");
+    if (c->head_dim % 2) return bad_key(where, "head_dim", "must be even (rotary embedding)");
+    if (!(c->rms_norm_eps > 0)) return bad_key(where, "rms_norm_eps", "must be positive");
+    if (!(c->rope_theta > 0)) return bad_key(where, "rope_theta", "must be positive");
+    if (c->sliding_window < 0) return bad_key(where, "sliding_window", "must be positive or null");
+    if ((double)c->vocab_size * c->hidden_size > 4e12) return bad_key(where, "vocab_size", "is too large");
+    return ZT_OK;
+}
+
+zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
+{
+    char *text;
+    size_t len;
+    zt_status st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+    }
+    st = parse_config(c, o, path);
+    cJSON_Delete(o);
+    return st;
+}
+
+zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)
+{
+    static const char *arch[][2] = {{"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},
+                                    {"qwen2", "Qwen2ForCausalLM"}};
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(c->model_type, arch[i][0])) cJSON_AddItemToArray(a, cJSON_CreateString(arch[i][1]));
+    cJSON_AddStringToObject(o, "model_type", c->model_type);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", c->hidden_size);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->intermediate_size);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_hidden_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->num_attention_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_key_value_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_position_embeddings);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    if (c->rope_scaling.type[0]) {
+        cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling.type);
+        cJSON_AddNumberToObject(rs, "factor", c->rope_scaling.factor);
+        if (!strcmp(c->rope_scaling.type, "llama3")) {
+            cJSON_AddNumberToObject(rs, "low_freq_factor", c->rope_scaling.low_freq_factor);
+            cJSON_AddNumberToObject(rs, "high_freq_factor", c->rope_scaling.high_freq_factor);
+            cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+                                    c->rope_scaling.original_max_position_embeddings);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "rope_scaling");
+    }
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
+    if (!strcmp(c->model_type, "qwen2")) {
+        cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
+        cJSON_AddNumberToObject(o, "max_window_layers", 0);
+    } else {
+        cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
+        cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    }
+    if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    else cJSON_AddNullToObject(o, "sliding_window");
+    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
+    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", c->eos_token_id);
+    cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
+    cJSON_AddStringToObject(o, "transformers_version", "4.44.0");
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
+    zt_status st = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+static zt_status parse_int_value(const char *key, const char *value, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end || v < -1 || v > 2147483647L)
+        return zt_fail(ZT_EUSER, "config key '%s': '%s' is not a valid integer", key, value);
+    *out = (int)v;
+    return ZT_OK;
+}
+
+static zt_status parse_bool_value(const char *key, const char *value, int *out)
+{
+    if (!strcmp(value, "true")) *out = 1;
+    else if (!strcmp(value, "false")) *out = 0;
+    else return zt_fail(ZT_EUSER, "config key '%s': '%s' is not true or false", key, value);
+    return ZT_OK;
+}
+
+zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *value)
+{
+    struct { const char *key; int *p; } ints[] = {
+        {"vocab_size", &c->vocab_size}, {"hidden_size", &c->hidden_size},
+        {"intermediate_size", &c->intermediate_size}, {"num_hidden_layers", &c->num_hidden_layers},
+        {"num_attention_heads", &c->num_attention_heads}, {"num_key_value_heads", &c->num_key_value_heads},
+        {"head_dim", &c->head_dim}, {"max_position_embeddings", &c->max_position_embeddings},
+        {"sliding_window", &c->sliding_window}, {"bos_token_id", &c->bos_token_id},
+        {"eos_token_id", &c->eos_token_id},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(key, ints[i].key)) return parse_int_value(key, value, ints[i].p);
+    double *num = !strcmp(key, "rms_norm_eps") ? &c->rms_norm_eps : !strcmp(key, "rope_theta") ? &c->rope_theta : NULL;
+    if (num) {
+        char *end;
+        *num = strtod(value, &end);
+        if (end == value || *end || !isfinite(*num))
+            return zt_fail(ZT_EUSER, "config key '%s': '%s' is not a number", key, value);
+        return ZT_OK;
+    }
+    if (!strcmp(key, "tie_word_embeddings")) return parse_bool_value(key, value, &c->tie_word_embeddings);
+    if (!strcmp(key, "attention_bias")) {
+        zt_status st = parse_bool_value(key, value, &c->qkv_bias);
+        c->o_bias = c->qkv_bias;
+        return st;
+    }
+    if (!strcmp(key, "model_type")) {
+        if (strcmp(value, "llama") && strcmp(value, "mistral") && strcmp(value, "qwen2"))
+            return zt_fail(ZT_EUSER, "config key 'model_type': '%s' is not llama, mistral or qwen2", value);
+        strcpy(c->model_type, value);
+        c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
+        c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
+        return ZT_OK;
+    }
+    return zt_fail(ZT_EUSER, "unknown config key '%s'", key);
+}

@@ -1,0 +1,151 @@
+/* Parameter layout: sizes first, then named tensors as offsets into one array. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/rng.h"
+#include "llama.h"
+
+static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int decay, const char *fmt, int layer)
+{
+    zt_llama_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, fmt, layer);
+    t->offset = off;
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->decay = decay;
+}
+
+static void layout(zt_llama *m)
+{
+    const zt_llama_config *c = &m->cfg;
+    zt_llama_layer_layout *y = &m->lay;
+    size_t C = m->C, o = 0;
+    y->ln1 = o, o += C;
+    y->wqkv = o, o += (size_t)m->S3 * C;
+    y->bqkv = o, o += c->qkv_bias ? (size_t)m->S3 : 0;
+    y->wo = o, o += C * m->HD;
+    y->bo = o, o += c->o_bias ? C : 0;
+    y->ln2 = o, o += C;
+    y->wgu = o, o += 2 * (size_t)m->F * C;
+    y->wd = o, o += C * m->F;
+    y->numel = o;
+
+    m->embed_off = 0;
+    m->layer0_off = (size_t)m->V * C;
+    m->norm_off = m->layer0_off + y->numel * m->L;
+    m->head_off = c->tie_word_embeddings ? m->embed_off : m->norm_off + C;
+    m->numel = m->norm_off + C + (c->tie_word_embeddings ? 0 : (size_t)m->V * C);
+}
+
+static void name_tensors(zt_llama *m)
+{
+    const zt_llama_layer_layout *y = &m->lay;
+    int C = m->C, qd = m->H * m->D, kd = m->KV * m->D;
+    add_tensor(m, m->embed_off, m->V, C, 1, "model.embed_tokens.weight", 0);
+    for (int l = 0; l < m->L; l++) {
+        size_t b = m->layer0_off + y->numel * l;
+        add_tensor(m, b + y->ln1, C, 0, 0, "model.layers.%d.input_layernorm.weight", l);
+        add_tensor(m, b + y->wqkv, qd, C, 1, "model.layers.%d.self_attn.q_proj.weight", l);
+        add_tensor(m, b + y->wqkv + (size_t)qd * C, kd, C, 1, "model.layers.%d.self_attn.k_proj.weight", l);
+        add_tensor(m, b + y->wqkv + (size_t)(qd + kd) * C, kd, C, 1, "model.layers.%d.self_attn.v_proj.weight", l);
+        if (m->cfg.qkv_bias) {
+            add_tensor(m, b + y->bqkv, qd, 0, 0, "model.layers.%d.self_attn.q_proj.bias", l);
+            add_tensor(m, b + y->bqkv + qd, kd, 0, 0, "model.layers.%d.self_attn.k_proj.bias", l);
+            add_tensor(m, b + y->bqkv + qd + kd, kd, 0, 0, "model.layers.%d.self_attn.v_proj.bias", l);
+        }
+        add_tensor(m, b + y->wo, C, qd, 1, "model.layers.%d.self_attn.o_proj.weight", l);
+        if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
+        add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+        add_tensor(m, b + y->wgu, m->F, C, 1, "model.layers.%d.mlp.gate_proj.weight", l);
+        add_tensor(m, b + y->wgu + (size_t)m->F * C, m->F, C, 1, "model.layers.%d.mlp.up_proj.weight", l);
+        add_tensor(m, b + y->wd, C, m->F, 1, "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    add_tensor(m, m->norm_off, C, 0, 0, "model.norm.weight", 0);
+    if (!m->cfg.tie_word_embeddings) add_tensor(m, m->head_off, m->V, C, 1, "lm_head.weight", 0);
+}
+
+zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+{
+    memset(m, 0, sizeof *m);
+    zt_status st = zt_llama_config_check(c, "model config");
+    if (st) return st;
+    if (dtype == ZT_F16)
+        return zt_fail(ZT_EUSER, "model.dtype = \"fp16\" is not supported on the %s backend (use bf16 or fp32)",
+                       be->name);
+    if (dtype == ZT_BF16 && !be->gemm_bf16)
+        return zt_fail(ZT_EUSER, "model.dtype = \"bf16\" is not supported by this build of the %s backend", be->name);
+    m->cfg = *c;
+    m->be = be;
+    m->dtype_bf16 = dtype == ZT_BF16;
+    m->C = c->hidden_size, m->F = c->intermediate_size, m->H = c->num_attention_heads;
+    m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
+    m->S3 = (m->H + 2 * m->KV) * m->D;
+    m->HD = m->H * m->D;
+    layout(m);
+    m->tensors = calloc((size_t)m->L * 13 + 4, sizeof *m->tensors);
+    m->params = be->alloc(be, m->numel * sizeof(zt_real));
+    m->grads = be->alloc(be, m->numel * sizeof(zt_real));
+    if (m->dtype_bf16) m->params16 = be->alloc(be, m->numel * sizeof(uint16_t));
+    if (!m->tensors || !m->params || !m->grads || (m->dtype_bf16 && !m->params16)) {
+        size_t numel = m->numel;
+        zt_llama_free(m);
+        return zt_fail(ZT_ENOMEM, "out of memory for %zu parameters", numel);
+    }
+    name_tensors(m);
+    return ZT_OK;
+}
+
+void zt_llama_free(zt_llama *m)
+{
+    if (!m->be) return;
+    free(m->tensors);
+    m->be->free(m->be, m->params);
+    m->be->free(m->be, m->grads);
+    m->be->free(m->be, m->params16);
+    m->be->free(m->be, m->acts_mem);
+    free(m->x);
+    free(m->la);
+    memset(m, 0, sizeof *m);
+}
+
+const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+size_t zt_llama_matmul_params(const zt_llama *m)
+{
+    size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * (size_t)m->F * m->C;
+    return per_layer * m->L + (size_t)m->V * m->C;
+}
+
+double zt_llama_flops_per_token(const zt_llama *m, int T)
+{
+    return 6.0 * (double)zt_llama_matmul_params(m) + 12.0 * m->L * m->C * (double)T;
+}
+
+void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
+{
+    zt_rng rng;
+    zt_rng_seed(&rng, seed, 0);
+    zt_real *p = m->params;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const zt_llama_tensor *t = &m->tensors[i];
+        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        int is_norm = strstr(t->name, "norm.weight") != NULL;
+        for (size_t j = 0; j < n; j++)
+            p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? 1 : 0;
+    }
+    zt_llama_sync_params16(m);
+}
+
+void zt_llama_sync_params16(zt_llama *m)
+{
+#ifndef ZT_REAL_DOUBLE
+    if (m->dtype_bf16) m->be->to_bf16(m->be, m->params16, m->params, m->numel);
+#endif
+}

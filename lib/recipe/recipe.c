@@ -1,0 +1,662 @@
+/* Loading a recipe: defaults, the TOML file, overrides, paths, checks between keys. */
+#include "lib/recipe/recipe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/recipe/toml.h"
+
+/* Where a key got its value: the file position of its key, or an override. */
+struct zt_recipe_origin {
+    int line, col;  /* 0 when not from the file */
+    char *override; /* the override text; NULL when not from one */
+    int seq;        /* order of assignment: the later of two keys has the larger */
+};
+
+/* Where a value being set comes from: for messages, and for resolving paths. */
+typedef struct source {
+    const char *file;     /* the recipe file */
+    const char *override; /* the override text, or NULL */
+    const char *base;     /* absolute directory that relative paths resolve against */
+    int line, col;        /* of the value in the file */
+} source;
+
+static int key_index(const zt_recipe_key *k)
+{
+    int n;
+    return (int)(k - zt_recipe_schema(&n));
+}
+
+/* Fails with the place first: "file:line:col: section.key: msg" or "override 'a.b=c': msg". */
+static zt_status src_fail(const source *s, const zt_recipe_key *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static zt_status src_fail(const source *s, const zt_recipe_key *k, const char *fmt, ...)
+{
+    char msg[768], key[96] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->override) return zt_fail(ZT_EUSER, "override '%.200s': %s", s->override, msg);
+    if (k) snprintf(key, sizeof key, "%s.%s: ", k->section, k->key);
+    if (s->file && s->line) return zt_fail(ZT_EUSER, "%s:%d:%d: %s%s", s->file, s->line, s->col, key, msg);
+    return zt_fail(ZT_EUSER, "%s%s", key, msg);
+}
+
+/* ---- paths ------------------------------------------------------------------------ */
+
+/* a + "/" + b without empty and "." parts (".." is kept: it depends on symlinks). */
+static char *join_path(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    char *out = malloc(na + nb + 3);
+    if (!out) return NULL;
+    size_t o = 0;
+    bool absolute = (na ? a[0] : b[0]) == '/';
+    for (int part = 0; part < 2; part++) {
+        const char *s = part ? b : a;
+        while (*s) {
+            size_t n = strcspn(s, "/");
+            if (n && !(n == 1 && s[0] == '.')) {
+                if (o || absolute) out[o++] = '/';
+                memcpy(out + o, s, n);
+                o += n;
+            }
+            s += n + (s[n] == '/');
+        }
+    }
+    if (!o) out[o++] = absolute ? '/' : '.';
+    out[o] = 0;
+    return out;
+}
+
+static zt_status current_dir(char **out)
+{
+    if (!(*out = getcwd(NULL, 0))) return zt_fail(ZT_EIO, "cannot get the current directory: %s", strerror(errno));
+    return ZT_OK;
+}
+
+/* An absolute path for p: ~/ is $HOME, a relative path joins src->base. */
+static zt_status resolve_path(const source *src, const zt_recipe_key *k, const char *p, char **out)
+{
+    const char *prefix = src->base;
+    if (p[0] == '~' && (p[1] == '/' || !p[1])) {
+        prefix = getenv("HOME");
+        if (!prefix || !prefix[0]) return src_fail(src, k, "cannot expand '%s': HOME is not set", p);
+        p += p[1] ? 2 : 1;
+    } else if (p[0] == '/') {
+        prefix = "";
+    }
+    if (!(*out = join_path(prefix, p))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+/* ---- values ----------------------------------------------------------------------- */
+
+static const char *expected(const zt_recipe_key *k)
+{
+    switch (k->type) {
+    case ZT_RECIPE_STRING:
+    case ZT_RECIPE_ENUM: return "a string";
+    case ZT_RECIPE_LIST: return "a string or an array of strings";
+    case ZT_RECIPE_INT:
+    case ZT_RECIPE_INT64: return "an integer";
+    case ZT_RECIPE_FLOAT: return "a number";
+    case ZT_RECIPE_BOOL: return "true or false";
+    }
+    return "a value";
+}
+
+static bool allowed(const zt_recipe_key *k, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *a = k->allowed; *a;) {
+        size_t m = strcspn(a, "|");
+        if (m == n && !memcmp(a, s, n)) return true;
+        a += m + (a[m] == '|');
+    }
+    return false;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n > m && !strcmp(s + n - m, suffix);
+}
+
+/* The stored form of a string value: checked against the allowed values, a path made absolute. */
+static zt_status string_value(const source *src, const zt_recipe_key *k, const char *s, char **out)
+{
+    bool path = (k->flags & ZT_RECIPE_PATH) && s[0];
+    if (k->type == ZT_RECIPE_ENUM && !allowed(k, s)) {
+        if (!k->path_suffix || !s[0] || !ends_with(s, k->path_suffix)) {
+            char list[256];
+            size_t o = 0;
+            for (const char *a = k->allowed; *a && o < sizeof list - 1;) {
+                size_t m = strcspn(a, "|");
+                o += (size_t)snprintf(list + o, sizeof list - o, "%s%.*s", o ? ", " : "", (int)m, a);
+                a += m + (a[m] == '|');
+            }
+            return src_fail(src, k, "'%.100s' is not one of %s%s%s", s, list, k->path_suffix ? " or a file ending in " : "",
+                            k->path_suffix ? k->path_suffix : "");
+        }
+    } else if (k->type == ZT_RECIPE_ENUM) {
+        path = false;
+    }
+    if (path) return resolve_path(src, k, s, out);
+    if (!(*out = strdup(s))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+static void list_free(zt_strlist *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static zt_status list_value(const source *src, const zt_recipe_key *k, const zt_toml *v, zt_strlist *out)
+{
+    int n = v->kind == ZT_TOML_ARRAY ? v->n : v->len > 0;
+    zt_strlist l = {calloc((size_t)n + 1, sizeof(char *)), 0};
+    if (!l.items) return zt_fail(ZT_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const zt_toml *s = v->kind == ZT_TOML_ARRAY ? v->items[i].value : v;
+        zt_status st = ZT_OK;
+        if (s->kind != ZT_TOML_STRING)
+            st = src_fail(src, k, "expected a string or an array of strings, got an array holding %s", zt_toml_kind_name(s->kind));
+        else if (!s->len) st = src_fail(src, k, "an empty string in the list");
+        else if (strlen(s->str) != s->len) st = src_fail(src, k, "a string holding a NUL character");
+        else st = string_value(src, k, s->str, &l.items[l.n]);
+        if (st) {
+            list_free(&l);
+            return st;
+        }
+        l.n++;
+    }
+    *out = l;
+    return ZT_OK;
+}
+
+static bool in_range(const zt_recipe_key *k, double x)
+{
+    bool lo = k->flags & ZT_RECIPE_MIN_OPEN ? x > k->min : x >= k->min;
+    bool hi = k->flags & ZT_RECIPE_MAX_OPEN ? x < k->max : x <= k->max;
+    return lo && hi;
+}
+
+static zt_status range_fail(const source *src, const zt_recipe_key *k, const char *got)
+{
+    char range[64];
+    zt_recipe_range_text(k, range, sizeof range);
+    return src_fail(src, k, "must be %s%s, got %s", range[0] == '>' ? "" : "in ", range, got);
+}
+
+/* Stores the TOML value v as key k of r. */
+static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v, const source *src)
+{
+    void *dst = (char *)r + k->offset;
+    char got[64];
+    bool number = v->kind == ZT_TOML_INT || v->kind == ZT_TOML_FLOAT;
+    bool ok = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM ? v->kind == ZT_TOML_STRING
+            : k->type == ZT_RECIPE_LIST                              ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY
+            : k->type == ZT_RECIPE_FLOAT                             ? number
+            : k->type == ZT_RECIPE_BOOL                              ? v->kind == ZT_TOML_BOOL
+                                                                     : v->kind == ZT_TOML_INT;
+    if (!ok) return src_fail(src, k, "expected %s, got %s", expected(k), zt_toml_kind_name(v->kind));
+    switch (k->type) {
+    case ZT_RECIPE_STRING:
+    case ZT_RECIPE_ENUM: {
+        if (strlen(v->str) != v->len) return src_fail(src, k, "a string holding a NUL character");
+        char *s;
+        zt_status st = string_value(src, k, v->str, &s);
+        if (st) return st;
+        free(*(char **)dst);
+        *(char **)dst = s;
+        return ZT_OK;
+    }
+    case ZT_RECIPE_LIST: {
+        zt_strlist l;
+        zt_status st = list_value(src, k, v, &l);
+        if (st) return st;
+        list_free(dst);
+        *(zt_strlist *)dst = l;
+        return ZT_OK;
+    }
+    case ZT_RECIPE_INT:
+    case ZT_RECIPE_INT64:
+        snprintf(got, sizeof got, "%lld", (long long)v->i);
+        if (!in_range(k, (double)v->i)) return range_fail(src, k, got);
+        if (k->type == ZT_RECIPE_INT) *(int *)dst = (int)v->i; /* the schema's range fits an int */
+        else *(int64_t *)dst = v->i;
+        return ZT_OK;
+    case ZT_RECIPE_FLOAT: {
+        double x = v->kind == ZT_TOML_INT ? (double)v->i : v->f;
+        snprintf(got, sizeof got, "%g", x);
+        if (!isfinite(x)) return src_fail(src, k, "must be a finite number, got %s", got);
+        if (!in_range(k, x)) return range_fail(src, k, got);
+        *(double *)dst = x;
+        return ZT_OK;
+    }
+    case ZT_RECIPE_BOOL: *(bool *)dst = v->b; return ZT_OK;
+    }
+    return ZT_OK;
+}
+
+/* ---- did you mean ----------------------------------------------------------------- */
+
+/* Edit distance with transpositions (optimal string alignment); large for long strings. */
+static int distance(const char *a, const char *b)
+{
+    enum { MAX = 64 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n >= MAX || m >= MAX) return MAX;
+    int d[MAX + 1][MAX + 1];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+typedef struct guess {
+    const char *word; /* the closest candidate so far */
+    int score;        /* its distance; a substring match scores worse than any close typo */
+} guess;
+
+static void consider(guess *g, const char *typed, const char *candidate)
+{
+    int len = (int)strlen(typed), d = distance(typed, candidate);
+    int limit = len <= 4 ? 1 : len / 3 + 1;
+    int score = d <= limit ? d : (len >= 4 && strstr(candidate, typed)) ? 100 : -1;
+    if (score >= 0 && (!g->word || score < g->score)) *g = (guess){candidate, score};
+}
+
+static bool is_section(const char *name)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s[i].section, name)) return true;
+    return false;
+}
+
+/* "unknown section [name] (did you mean [x]?)", over the full section names. */
+static zt_status unknown_section(const source *src, const char *name)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    guess g = {0};
+    for (int i = 0; i < n; i++)
+        if (!i || strcmp(s[i].section, s[i - 1].section)) consider(&g, name, s[i].section);
+    char hint[96] = "";
+    if (g.word) snprintf(hint, sizeof hint, " (did you mean [%s]?)", g.word);
+    return src_fail(src, NULL, "unknown section [%.64s]%s", name, hint);
+}
+
+/* "unknown key 'x' in [section] (did you mean 'y'?)"; section NULL: at the top level. A
+ * close key of the section is suggested, else the same name in another section. */
+static zt_status unknown_key(const source *src, const char *section, const char *key)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    guess g = {0};
+    for (int i = 0; section && i < n; i++)
+        if (!strcmp(s[i].section, section)) consider(&g, key, s[i].key);
+    char hint[160] = "", where[96] = "at the top level";
+    if (g.word) snprintf(hint, sizeof hint, " (did you mean '%s'?)", g.word);
+    for (int i = 0; !g.word && i < n; i++)
+        if (!strcmp(s[i].key, key)) {
+            snprintf(hint, sizeof hint, " (did you mean '%s' in [%s]?)", s[i].key, s[i].section);
+            break;
+        }
+    if (section) snprintf(where, sizeof where, "in [%s]", section);
+    return src_fail(src, NULL, "unknown key '%.64s' %s%s", key, where, hint);
+}
+
+/* ---- file and overrides ------------------------------------------------------------- */
+
+static zt_status note_origin(zt_recipe *r, const zt_recipe_key *k, int line, int col, const char *override)
+{
+    static _Thread_local int seq; /* only the order matters */
+    struct zt_recipe_origin *o = &r->origin[key_index(k)];
+    free(o->override);
+    *o = (struct zt_recipe_origin){line, col, NULL, ++seq};
+    if (override && !(o->override = strdup(override))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+/* The keys of table t, which is section (NULL: the document root). */
+static zt_status apply_table(zt_recipe *r, const char *section, const zt_toml *t, source *src)
+{
+    for (int i = 0; i < t->n; i++) {
+        const zt_toml_item *it = &t->items[i];
+        const zt_toml *v = it->value;
+        src->line = it->line;
+        src->col = it->col;
+        bool plain = strlen(it->key) == it->keylen && !strchr(it->key, '.') && it->keylen < 64;
+        char sub[160] = "";
+        if (plain) snprintf(sub, sizeof sub, "%s%s%s", section ? section : "", section ? "." : "", it->key);
+        if (plain && is_section(sub)) {
+            if (v->kind != ZT_TOML_TABLE)
+                return src_fail(src, NULL, "[%s] must be a table, got %s", sub, zt_toml_kind_name(v->kind));
+            zt_status st = apply_table(r, sub, v, src);
+            if (st) return st;
+            continue;
+        }
+        const zt_recipe_key *k = plain && section ? zt_recipe_find(section, it->key) : NULL;
+        if (!k && v->kind == ZT_TOML_TABLE) {
+            if (!sub[0]) snprintf(sub, sizeof sub, "%s%s%.64s", section ? section : "", section ? "." : "", it->key);
+            return unknown_section(src, sub);
+        }
+        if (!k) return unknown_key(src, section, it->key);
+        src->line = v->line;
+        src->col = v->col;
+        zt_status st = set_key(r, k, v, src);
+        if (!st) st = note_origin(r, k, it->line, it->col, NULL);
+        if (st) return st;
+    }
+    return ZT_OK;
+}
+
+static zt_status read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "'%s': cannot open the recipe: %s", path,
+                           strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more) free(buf);
+            if (!(buf = more)) break;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (!got) break;
+        n += got;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf) return zt_fail(ZT_ENOMEM, "'%s': out of memory", path);
+    if (bad) {
+        free(buf);
+        return zt_fail(ZT_EIO, "'%s': read error", path);
+    }
+    *text = buf;
+    *len = n;
+    return ZT_OK;
+}
+
+static zt_status apply_file(zt_recipe *r, const char *path, const char *cwd)
+{
+    char *text = NULL, err[256], *dir = strdup(path);
+    size_t len = 0;
+    if (!dir) return zt_fail(ZT_ENOMEM, "out of memory");
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[slash == dir] = 0; /* "/x.toml" keeps its "/" */
+    char *base = join_path(dir[0] == '/' ? "" : cwd, slash ? dir : ".");
+    free(dir);
+    if (!base) return zt_fail(ZT_ENOMEM, "out of memory");
+    zt_status st = read_file(path, &text, &len);
+    if (st) {
+        free(base);
+        return st;
+    }
+    zt_toml *doc = zt_toml_parse(text, len, err, sizeof err);
+    free(text);
+    source src = {.file = path, .base = base};
+    st = doc ? apply_table(r, NULL, doc, &src) : zt_fail(ZT_EUSER, "%s:%s", path, err);
+    zt_toml_free(doc);
+    free(base);
+    return st;
+}
+
+/* Parses "v = <text>" and hands back the value; NULL when it is not one TOML value. */
+static const zt_toml *parse_value_text(const char *text, zt_toml **doc)
+{
+    *doc = zt_toml_parse(text, strlen(text), NULL, 0);
+    if (*doc && (*doc)->n == 1 && !strcmp((*doc)->items[0].key, "v")) return (*doc)->items[0].value;
+    zt_toml_free(*doc);
+    *doc = NULL;
+    return NULL;
+}
+
+/* An override value as TOML: numbers and booleans as written, strings quoted
+ * or not, a list as a TOML array or as [a, b] with bare items. */
+static const zt_toml *override_value(const zt_recipe_key *k, const char *value, zt_toml **doc)
+{
+    bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
+    bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return NULL;
+    fprintf(f, "v = %s", value);
+    fflush(f);
+    const zt_toml *v = NULL;
+    if (!stringy || list || value[0] == '"' || value[0] == '\'') v = parse_value_text(text, doc);
+    if (!v && stringy) {
+        rewind(f);
+        fputs("v = ", f);
+        if (list) { /* bare items: [a, b] */
+            fputc('[', f);
+            const char *s = value + 1, *end = value + strlen(value);
+            if (end > s && end[-1] == ']') end--;
+            while (s < end) {
+                size_t m = strcspn(s, ",");
+                if (s + m > end) m = (size_t)(end - s);
+                const char *a = s, *b = s + m;
+                while (a < b && (*a == ' ' || *a == '\t')) a++;
+                while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+                if (b > a) {
+                    zt_toml_write_string(f, a, (size_t)(b - a));
+                    fputc(',', f);
+                }
+                s += m + 1;
+            }
+            fputc(']', f);
+        } else {
+            zt_toml_write_string(f, value, strlen(value));
+        }
+        fputc(0, f); /* rewinding does not shorten the text: end it here */
+        fflush(f);
+        v = parse_value_text(text, doc);
+    }
+    fclose(f);
+    free(text);
+    return v;
+}
+
+/* Trims spaces and tabs around s[0..n) into out. */
+static void trimmed(const char *s, size_t n, char *out, size_t cap)
+{
+    while (n && (*s == ' ' || *s == '\t')) s++, n--;
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    snprintf(out, cap, "%.*s", (int)n, s);
+}
+
+static zt_status apply_override(zt_recipe *r, const char *text, const char *cwd)
+{
+    source src = {.override = text, .base = cwd};
+    const char *eq = strchr(text, '=');
+    char name[160], *value = NULL;
+    if (eq) trimmed(text, (size_t)(eq - text), name, sizeof name);
+    char *dot = eq ? strrchr(name, '.') : NULL;
+    if (!dot || dot == name || !dot[1]) return src_fail(&src, NULL, "expected section.key=value");
+    *dot = 0;
+    const char *section = name, *key = dot + 1;
+    if (!is_section(section)) return unknown_section(&src, section);
+    const zt_recipe_key *k = zt_recipe_find(section, key);
+    if (!k) return unknown_key(&src, section, key);
+    size_t n = strlen(eq + 1);
+    if (!(value = malloc(n + 1))) return zt_fail(ZT_ENOMEM, "out of memory");
+    trimmed(eq + 1, n, value, n + 1);
+    if (zt_toml_utf8_prefix(value, strlen(value)) < strlen(value)) {
+        free(value);
+        return src_fail(&src, k, "not valid UTF-8");
+    }
+    zt_toml *doc = NULL;
+    const zt_toml *v = override_value(k, value, &doc);
+    free(value);
+    zt_status st = v ? set_key(r, k, v, &src) : src_fail(&src, k, "expected %s", expected(k));
+    zt_toml_free(doc);
+    if (!st) st = note_origin(r, k, 0, 0, text);
+    return st;
+}
+
+static zt_status apply_defaults(zt_recipe *r, const char *cwd)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    source src = {.base = cwd};
+    for (int i = 0; i < n; i++) {
+        zt_toml *doc;
+        const zt_toml *v = override_value(&s[i], s[i].def, &doc);
+        ZT_ASSERT(v != NULL); /* a default the schema cannot read is a bug */
+        zt_status st = set_key(r, &s[i], v, &src);
+        zt_toml_free(doc);
+        if (st) return st;
+    }
+    return ZT_OK;
+}
+
+/* ---- checks between keys ------------------------------------------------------------ */
+
+/* Fails naming where key section.key was set (the file position, the override, or the file). */
+static zt_status key_fail(const zt_recipe *r, const zt_recipe_key *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static zt_status key_fail(const zt_recipe *r, const zt_recipe_key *k, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const struct zt_recipe_origin *o = &r->origin[key_index(k)];
+    if (o->override) return zt_fail(ZT_EUSER, "override '%.200s': %s", o->override, msg);
+    if (o->line) return zt_fail(ZT_EUSER, "%s:%d:%d: %s", r->file, o->line, o->col, msg);
+    if (r->file) return zt_fail(ZT_EUSER, "%s: %s", r->file, msg);
+    return zt_fail(ZT_EUSER, "%s", msg);
+}
+
+static const zt_recipe_key *schema_key(const char *section, const char *name)
+{
+    const zt_recipe_key *k = zt_recipe_find(section, name);
+    ZT_ASSERT(k != NULL);
+    return k;
+}
+
+/* Of two keys, the one set last: the place to point at when they conflict. */
+static const zt_recipe_key *later(const zt_recipe *r, const zt_recipe_key *a, const zt_recipe_key *b)
+{
+    return r->origin[key_index(a)].seq >= r->origin[key_index(b)].seq ? a : b;
+}
+
+static zt_status check_keys(const zt_recipe *r)
+{
+    if (r->train.warmup_steps > 0 && r->train.warmup_ratio > 0)
+        return key_fail(r, later(r, schema_key("train", "warmup_steps"), schema_key("train", "warmup_ratio")),
+                        "train.warmup_steps and train.warmup_ratio are both set; use one");
+    if (!(r->train.num_train_epochs > 0) && r->train.max_steps <= 0)
+        return key_fail(r, later(r, schema_key("train", "num_train_epochs"), schema_key("train", "max_steps")),
+                        "train.num_train_epochs or train.max_steps must be above 0");
+    if (r->data.valid.n > 0 && r->data.valid_split > 0)
+        return key_fail(r, later(r, schema_key("data", "valid"), schema_key("data", "valid_split")), "data.valid and data.valid_split are both set; use one");
+    if (r->rlhf.reward_model[0] && r->rlhf.reward_command[0])
+        return key_fail(r, later(r, schema_key("rlhf", "reward_model"), schema_key("rlhf", "reward_command")),
+                        "rlhf.reward_model and rlhf.reward_command are both set; use one");
+    if (strcmp(r->offload.param, "none") && r->zero.stage != 3)
+        return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")), "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
+                        r->offload.param, r->zero.stage);
+    if (r->offload.aio.block_size % 4096)
+        return key_fail(r, schema_key("offload.aio", "block_size"), "offload.aio.block_size = %lld is not a multiple of 4096",
+                        (long long)r->offload.aio.block_size);
+    return ZT_OK;
+}
+
+zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_node)
+{
+    if (world < 1 || ranks_per_node < 1)
+        return zt_fail(ZT_EUSER, "world size %d and ranks per node %d must be at least 1", world, ranks_per_node);
+    int hpz = r->zero.hpz_partition_size;
+    const zt_recipe_key *k = schema_key("zero", "hpz_partition_size");
+    if (world % hpz) return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the world size %d", hpz, world);
+    if (ranks_per_node % hpz)
+        return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the ranks per node (%d)", hpz, ranks_per_node);
+    return ZT_OK;
+}
+
+/* ---- load and free ------------------------------------------------------------------ */
+
+/* Defaults that depend on other keys: the tokenizer of the model, runs/<recipe name>. */
+static zt_status derive(zt_recipe *r, const char *cwd)
+{
+    if (!r->tokenizer.path[0]) {
+        free(r->tokenizer.path);
+        if (!(r->tokenizer.path = strdup(r->model.path))) return zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    if (!r->output.dir[0]) {
+        const char *name = "default";
+        char stem[256];
+        if (r->file) {
+            const char *slash = strrchr(r->file, '/');
+            snprintf(stem, sizeof stem, "%s", slash ? slash + 1 : r->file);
+            size_t n = strlen(stem);
+            if (n > 5 && !strcmp(stem + n - 5, ".toml")) stem[n - 5] = 0;
+            name = stem;
+        }
+        char rel[300];
+        snprintf(rel, sizeof rel, "runs/%s", name);
+        free(r->output.dir);
+        if (!(r->output.dir = join_path(cwd, rel))) return zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    return ZT_OK;
+}
+
+zt_status zt_recipe_load(zt_recipe *r, const char *path, int noverrides, char *const *overrides)
+{
+    int n;
+    zt_recipe_schema(&n);
+    memset(r, 0, sizeof *r);
+    char *cwd = NULL;
+    zt_status st = current_dir(&cwd);
+    if (!st && !(r->origin = calloc((size_t)n, sizeof *r->origin))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    if (!st && path && !(r->file = strdup(path))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    if (!st) st = apply_defaults(r, cwd);
+    if (!st && path) st = apply_file(r, path, cwd);
+    for (int i = 0; !st && i < noverrides; i++) st = apply_override(r, overrides[i], cwd);
+    if (!st) st = derive(r, cwd);
+    if (!st) st = check_keys(r);
+    free(cwd);
+    if (st) zt_recipe_free(r);
+    return st;
+}
+
+void zt_recipe_free(zt_recipe *r)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    for (int i = 0; i < n; i++) {
+        void *p = (char *)r + s[i].offset;
+        if (s[i].type == ZT_RECIPE_STRING || s[i].type == ZT_RECIPE_ENUM) free(*(char **)p);
+        if (s[i].type == ZT_RECIPE_LIST) list_free(p);
+        if (r->origin) free(r->origin[i].override);
+    }
+    free(r->origin);
+    free(r->file);
+    memset(r, 0, sizeof *r);
+}

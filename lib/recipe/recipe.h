@@ -1,0 +1,190 @@
+/* recipe/recipe: the recipe schema and the zt_recipe it fills.
+ *
+ * One table (zt_recipe_schema) drives everything about a key: its section and
+ * name, type, default, range or allowed values, one line of documentation and
+ * where it lives in zt_recipe. Loading applies the defaults, then the TOML
+ * file, then `section.key=value` overrides, and checks the keys against each
+ * other. Errors are ZT_EUSER and name the place:
+ *   recipe.toml:12:5: unknown key 'learnig_rate' in [train] (did you mean 'learning_rate'?)
+ *   override 'train.lr=1': unknown key 'lr' in [train]
+ *
+ *     zt_recipe r;
+ *     zt_status st = zt_recipe_load(&r, "recipes/tiny.toml", argc - 2, argv + 2);
+ *     if (st) return st;                          // the message is in zt_errmsg()
+ *     if ((st = zt_recipe_check_world(&r, world, ranks_per_node))) ...
+ *     train(r.model.path, r.train.learning_rate, ...);
+ *     zt_recipe_write_resolved(&r, "runs/tiny/recipe.resolved.toml");
+ *     zt_recipe_free(&r);
+ *
+ * Paths come out absolute: relative paths in the file resolve against the
+ * file's directory, those given as overrides against the current directory,
+ * and `~/` is $HOME. An empty tokenizer.path becomes model.path; an empty
+ * output.dir becomes runs/<recipe file name without .toml> in the current
+ * directory.
+ */
+#ifndef ZT_RECIPE_RECIPE_H
+#define ZT_RECIPE_RECIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lib/core/status.h"
+
+typedef struct zt_strlist {
+    char **items;
+    int n;
+} zt_strlist;
+
+typedef struct zt_recipe {
+    struct {
+        char *path;  /* HF-format model directory */
+        char *dtype; /* fp32 | bf16 | fp16 */
+        bool activation_checkpointing;
+        char *device; /* auto | cpu | cuda */
+    } model;
+    struct {
+        char *path;          /* tokenizer directory or file (model.path when not given) */
+        char *chat_template; /* auto | chatml | llama2 | llama3 | mistral | zephyr | alpaca | a .jinja path */
+    } tokenizer;
+    struct {
+        zt_strlist train, valid; /* JSONL paths */
+        double valid_split;      /* fraction of train held out, 0..0.5 */
+        char *format;            /* text | chat | instruct | preference | prompt | tokens */
+        int max_length;          /* tokens */
+        bool packing;
+        char *train_on; /* assistant | all | last */
+        bool shuffle;
+        char *cache_dir;
+        bool skip_bad_lines;
+    } data;
+    struct {
+        double num_train_epochs;
+        int64_t max_steps;
+        int micro_batch_size;
+        int gradient_accumulation_steps;
+        double learning_rate;
+        char *lr_scheduler_type; /* cosine | linear | constant | wsd */
+        int64_t warmup_steps;
+        double warmup_ratio;
+        double decay_ratio;
+        double min_lr_ratio;
+        double weight_decay;
+        double adam_beta1, adam_beta2, adam_epsilon;
+        double max_grad_norm;
+        int64_t seed;
+        int64_t logging_steps, eval_steps, save_steps;
+        int save_total_limit;
+        char *resume; /* auto | never | a checkpoint path */
+        bool resume_force;
+        double collective_timeout_s;
+    } train;
+    struct {
+        bool generate;
+        int max_new_tokens;
+        int64_t max_examples;
+    } eval;
+    struct {
+        int stage;
+        bool quantized_weights;
+        int quant_block_size; /* elements */
+        int hpz_partition_size;
+        bool quantized_gradients;
+        bool quantized_gradients_error_feedback;
+        int prefetch_layers;
+        int64_t reduce_bucket_size; /* elements */
+    } zero;
+    struct {
+        char *optimizer;   /* none | cpu | nvme | auto */
+        char *param;       /* none | cpu | nvme | auto */
+        char *activations; /* none | cpu | nvme */
+        zt_strlist nvme_path;
+        int64_t max_pinned_bytes;
+        struct {
+            int64_t block_size; /* bytes */
+            int queue_depth;
+        } aio;
+    } offload;
+    struct {
+        char *dir;
+        bool overwrite;
+        bool tensorboard;
+    } output;
+    struct {
+        char *algorithm; /* dpo | reward | ppo | grpo */
+        double beta;
+        char *reference, *reward_model, *reward_command;
+        double reward_timeout_s;
+        int num_generations;
+        int max_new_tokens;
+        double temperature, top_p;
+        double kl_coef, gamma, lam, cliprange, cliprange_value, reward_clip;
+    } rlhf;
+
+    char *file;                      /* the recipe file as given; NULL without one */
+    struct zt_recipe_origin *origin; /* where each key was set (for messages) */
+} zt_recipe;
+
+typedef enum zt_recipe_type {
+    ZT_RECIPE_STRING, /* char * */
+    ZT_RECIPE_ENUM,   /* char *: one of `allowed` (or a path, see path_suffix) */
+    ZT_RECIPE_LIST,   /* zt_strlist: a string or an array of strings */
+    ZT_RECIPE_INT,    /* int */
+    ZT_RECIPE_INT64,  /* int64_t */
+    ZT_RECIPE_FLOAT,  /* double; integers are accepted */
+    ZT_RECIPE_BOOL,   /* bool */
+} zt_recipe_type;
+
+enum {
+    ZT_RECIPE_PATH = 1,     /* the string (or each list item) is a path */
+    ZT_RECIPE_DATA = 2,     /* defines the training data: part of zt_recipe_data_hash */
+    ZT_RECIPE_MIN_OPEN = 4, /* the range excludes min */
+    ZT_RECIPE_MAX_OPEN = 8, /* the range excludes max */
+};
+
+typedef struct zt_recipe_key {
+    const char *section; /* "train", "offload.aio" */
+    const char *key;
+    zt_recipe_type type;
+    unsigned flags;
+    const char *def;         /* the default, written as an override value would be */
+    double min, max;         /* numeric range, inclusive unless MIN_OPEN / MAX_OPEN */
+    const char *allowed;     /* ENUM: "fp32|bf16|fp16" */
+    const char *path_suffix; /* ENUM: another value ending in this is a path ("" any); NULL: none */
+    const char *doc;
+    size_t offset; /* of the value in zt_recipe */
+} zt_recipe_key;
+
+/* Fills r: defaults, then the file at path (may be NULL), then the overrides
+ * ("section.key=value", typed by the schema; a string needs no quotes, a list
+ * is "[a, b]" or one string). On failure r is left empty (nothing to free). */
+zt_status zt_recipe_load(zt_recipe *r, const char *path, int noverrides, char *const *overrides);
+void zt_recipe_free(zt_recipe *r);
+
+/* Checks what depends on the world: hpz_partition_size divides the world size
+ * and the ranks per node. */
+zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_node);
+
+/* Writes every key with its final value as TOML that zt_recipe_load reads back
+ * to the same values; atomically (path.tmp, fsync, rename). */
+zt_status zt_recipe_write_resolved(const zt_recipe *r, const char *path);
+
+/* Hash (FNV-1a 64) of the keys that define the training data and its order
+ * (the ZT_RECIPE_DATA keys); the caller adds the world size. */
+uint64_t zt_recipe_data_hash(const zt_recipe *r);
+
+const zt_recipe_key *zt_recipe_schema(int *n);
+/* The schema entry of section.key; NULL when there is none. */
+const zt_recipe_key *zt_recipe_find(const char *section, const char *key);
+
+/* The allowed range of a numeric key as text: "[0, 1)", ">= 1", "" when unbounded. */
+const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap);
+
+/* Writes the value of k in r as a TOML value ("bf16" quoted, 2e-05, ["a", "b"]). */
+void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k);
+
+/* Writes the Markdown reference of every key (docs/recipe.md). */
+zt_status zt_recipe_write_docs(FILE *f);
+
+#endif

@@ -1,0 +1,228 @@
+/* The recipe schema: every key, its type, default, range and documentation. */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "lib/recipe/recipe.h"
+#include "lib/recipe/toml.h"
+
+/* The offset of a field, which must have type T (a mismatch does not compile). */
+#define AT(field, T) _Generic(((zt_recipe *)0)->field, T: offsetof(zt_recipe, field))
+
+#define STR(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_STRING, flags, def, 0, 0, NULL, NULL, doc, AT(field, char *)}
+#define ENUM(sec, key, field, flags, def, allowed, suffix, doc) \
+    {sec, key, ZT_RECIPE_ENUM, flags, def, 0, 0, allowed, suffix, doc, AT(field, char *)}
+#define LIST(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_LIST, flags, def, 0, 0, NULL, NULL, doc, AT(field, zt_strlist)}
+#define INT(sec, key, field, flags, def, lo, hi, doc) {sec, key, ZT_RECIPE_INT, flags, def, lo, hi, NULL, NULL, doc, AT(field, int)}
+#define I64(sec, key, field, flags, def, lo, hi, doc) \
+    {sec, key, ZT_RECIPE_INT64, flags, def, lo, hi, NULL, NULL, doc, AT(field, int64_t)}
+#define FLT(sec, key, field, flags, def, lo, hi, doc) \
+    {sec, key, ZT_RECIPE_FLOAT, flags, def, lo, hi, NULL, NULL, doc, AT(field, double)}
+#define BOOL(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_BOOL, flags, def, 0, 0, NULL, NULL, doc, AT(field, bool)}
+
+#define PATH ZT_RECIPE_PATH
+#define DATA ZT_RECIPE_DATA
+#define LO_OPEN ZT_RECIPE_MIN_OPEN
+#define HI_OPEN ZT_RECIPE_MAX_OPEN
+#define NOMAX INFINITY
+#define IMAX ((double)INT_MAX)
+
+static const zt_recipe_key schema[] = {
+    STR("model", "path", model.path, PATH | DATA, "",
+        "HF-format model directory: config.json, *.safetensors (+ index), tokenizer files; required"),
+    ENUM("model", "dtype", model.dtype, 0, "bf16", "fp32|bf16|fp16", NULL,
+         "compute dtype and 16-bit weight copy; master weights stay fp32"),
+    BOOL("model", "activation_checkpointing", model.activation_checkpointing, 0, "true",
+         "keep only each layer's input and recompute the rest in the backward pass"),
+    ENUM("model", "device", model.device, 0, "auto", "auto|cpu|cuda", NULL, "where to compute; auto takes a GPU when there is one"),
+
+    STR("tokenizer", "path", tokenizer.path, PATH | DATA, "",
+        "tokenizer directory or file (tokenizer.json preferred over tokenizer.model); empty: model.path"),
+    ENUM("tokenizer", "chat_template", tokenizer.chat_template, PATH | DATA, "auto", "auto|chatml|llama2|llama3|mistral|zephyr|alpaca",
+         ".jinja", "chat template; auto takes the one in tokenizer_config.json (an error if it has none)"),
+
+    LIST("data", "train", data.train, PATH | DATA, "[]", "training data: a JSONL path or a list of them; required for training"),
+    LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL path or a list of them"),
+    FLT("data", "valid_split", data.valid_split, DATA, "0", 0, 0.5,
+        "fraction of data.train held out for validation, instead of data.valid"),
+    ENUM("data", "format", data.format, DATA, "chat", "text|chat|instruct|preference|prompt|tokens", NULL,
+         "the JSONL fields: see the data formats in docs"),
+    INT("data", "max_length", data.max_length, DATA, "2048", 1, IMAX, "tokens per sequence; longer examples are split or truncated"),
+    BOOL("data", "packing", data.packing, DATA, "true", "pack examples into full sequences (never attending across documents)"),
+    ENUM("data", "train_on", data.train_on, DATA, "assistant", "assistant|all|last", NULL,
+         "which tokens carry loss in chat data: assistant turns, all, the last assistant turn"),
+    BOOL("data", "shuffle", data.shuffle, DATA, "true", "shuffle examples; false keeps file order"),
+    STR("data", "cache_dir", data.cache_dir, PATH, "~/.cache/zt", "tokenized cache and DPO reference log-probs (locked while built)"),
+    BOOL("data", "skip_bad_lines", data.skip_bad_lines, DATA, "false",
+         "skip and count malformed JSONL lines instead of stopping at the first"),
+
+    FLT("train", "num_train_epochs", train.num_train_epochs, 0, "1", 0, NOMAX, "passes over the training data; max_steps > 0 takes precedence"),
+    I64("train", "max_steps", train.max_steps, 0, "0", 0, NOMAX, "optimizer steps to run; 0: from num_train_epochs"),
+    INT("train", "micro_batch_size", train.micro_batch_size, DATA, "4", 1, IMAX, "sequences per rank per forward/backward pass"),
+    INT("train", "gradient_accumulation_steps", train.gradient_accumulation_steps, DATA, "1", 1, IMAX,
+        "micro-batches per optimizer step"),
+    FLT("train", "learning_rate", train.learning_rate, 0, "2e-5", 0, NOMAX, "peak learning rate"),
+    ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, 0, "cosine", "cosine|linear|constant|wsd", NULL,
+         "learning rate schedule after warmup (wsd: warmup, stable, decay)"),
+    I64("train", "warmup_steps", train.warmup_steps, 0, "0", 0, NOMAX, "linear warmup steps (or warmup_ratio, not both)"),
+    FLT("train", "warmup_ratio", train.warmup_ratio, 0, "0", 0, 1, "warmup as a fraction of all steps (or warmup_steps, not both)"),
+    FLT("train", "decay_ratio", train.decay_ratio, 0, "0.1", 0, 1, "wsd: fraction of steps spent decaying"),
+    FLT("train", "min_lr_ratio", train.min_lr_ratio, 0, "0", 0, 1, "the schedule ends at learning_rate * min_lr_ratio"),
+    FLT("train", "weight_decay", train.weight_decay, 0, "0", 0, NOMAX, "AdamW weight decay; not applied to norm weights and biases"),
+    FLT("train", "adam_beta1", train.adam_beta1, HI_OPEN, "0.9", 0, 1, "AdamW beta1"),
+    FLT("train", "adam_beta2", train.adam_beta2, HI_OPEN, "0.95", 0, 1, "AdamW beta2"),
+    FLT("train", "adam_epsilon", train.adam_epsilon, LO_OPEN, "1e-8", 0, NOMAX, "AdamW epsilon"),
+    FLT("train", "max_grad_norm", train.max_grad_norm, 0, "1.0", 0, NOMAX, "clip the global gradient norm to this; 0: no clipping"),
+    I64("train", "seed", train.seed, DATA, "42", 0, NOMAX, "seed for initialization, shuffling, dropout and sampling"),
+    I64("train", "logging_steps", train.logging_steps, 0, "10", 1, NOMAX, "log metrics every N optimizer steps"),
+    I64("train", "eval_steps", train.eval_steps, 0, "0", 0, NOMAX, "evaluate every N optimizer steps; 0: never during training"),
+    I64("train", "save_steps", train.save_steps, 0, "0", 0, NOMAX, "checkpoint every N optimizer steps; 0: no periodic checkpoints"),
+    INT("train", "save_total_limit", train.save_total_limit, 0, "2", 0, IMAX, "checkpoints to keep (oldest removed first); 0: keep all"),
+    ENUM("train", "resume", train.resume, PATH, "auto", "auto|never", "",
+         "auto: from the newest complete checkpoint in output.dir; never; or a checkpoint directory"),
+    BOOL("train", "resume_force", train.resume_force, 0, "false", "resume even if the data-defining keys changed"),
+    FLT("train", "collective_timeout_s", train.collective_timeout_s, LO_OPEN, "300", 0, NOMAX,
+        "seconds a collective may wait; a lost rank ends every rank within this bound"),
+
+    BOOL("eval", "generate", eval.generate, 0, "false", "also generate answers and report exact-match accuracy"),
+    INT("eval", "max_new_tokens", eval.max_new_tokens, 0, "64", 1, IMAX, "generation limit per answer"),
+    I64("eval", "max_examples", eval.max_examples, 0, "0", 0, NOMAX, "examples to evaluate; 0: all"),
+
+    INT("zero", "stage", zero.stage, 0, "3", 0, 3, "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded"),
+    BOOL("zero", "quantized_weights", zero.quantized_weights, 0, "false", "ZeRO++ qwZ: int8 block-quantized weight all-gather"),
+    INT("zero", "quant_block_size", zero.quant_block_size, 0, "2048", 1, IMAX, "elements per quantization block (qwZ and qgZ)"),
+    INT("zero", "hpz_partition_size", zero.hpz_partition_size, 0, "1", 1, IMAX,
+        "ZeRO++ hpZ: ranks holding a secondary weight copy; 1: off, ranks per node is the usual setting"),
+    BOOL("zero", "quantized_gradients", zero.quantized_gradients, 0, "false",
+         "ZeRO++ qgZ: int4 gradients, hierarchical all-to-all reduce-scatter"),
+    BOOL("zero", "quantized_gradients_error_feedback", zero.quantized_gradients_error_feedback, 0, "false",
+         "qgZ: carry the quantization error into the next step"),
+    INT("zero", "prefetch_layers", zero.prefetch_layers, 0, "1", 0, IMAX, "layers gathered ahead of the one computing"),
+    I64("zero", "reduce_bucket_size", zero.reduce_bucket_size, 0, "50000000", 1, NOMAX, "elements per gradient reduction bucket"),
+
+    ENUM("offload", "optimizer", offload.optimizer, 0, "none", "none|cpu|nvme|auto", NULL, "where the optimizer state lives"),
+    ENUM("offload", "param", offload.param, 0, "none", "none|cpu|nvme|auto", NULL,
+         "where parameters live (auto: placement from bandwidth); needs zero.stage = 3"),
+    ENUM("offload", "activations", offload.activations, 0, "none", "none|cpu|nvme", NULL, "where checkpointed layer inputs live"),
+    LIST("offload", "nvme_path", offload.nvme_path, PATH, "[\"/local_nvme\"]", "NVMe directory or list of them (files striped across)"),
+    I64("offload", "max_pinned_bytes", offload.max_pinned_bytes, 0, "4294967296", 0, NOMAX, "bound on pinned/locked staging buffers"),
+    I64("offload.aio", "block_size", offload.aio.block_size, 0, "1048576", 4096, NOMAX, "bytes per I/O request; a multiple of 4096"),
+    INT("offload.aio", "queue_depth", offload.aio.queue_depth, 0, "32", 1, 32768, "I/O requests in flight"),
+
+    STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/<recipe file name without .toml> in the current directory"),
+    BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
+    BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
+
+    ENUM("rlhf", "algorithm", rlhf.algorithm, 0, "dpo", "dpo|reward|ppo|grpo", NULL, "preference or reinforcement learning algorithm"),
+    FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO / GRPO KL weight"),
+    STR("rlhf", "reference", rlhf.reference, PATH, "", "reference model directory; empty: the starting model"),
+    STR("rlhf", "reward_model", rlhf.reward_model, PATH, "", "reward model directory (or reward_command, not both)"),
+    STR("rlhf", "reward_command", rlhf.reward_command, 0, "",
+        "reward program: JSONL in on stdin, one number per line out (or reward_model, not both)"),
+    FLT("rlhf", "reward_timeout_s", rlhf.reward_timeout_s, LO_OPEN, "60", 0, NOMAX, "seconds the reward program may take per answer"),
+    INT("rlhf", "num_generations", rlhf.num_generations, 0, "8", 1, IMAX, "GRPO group size: completions per prompt"),
+    INT("rlhf", "max_new_tokens", rlhf.max_new_tokens, 0, "128", 1, IMAX, "generation limit per completion"),
+    FLT("rlhf", "temperature", rlhf.temperature, 0, "1.0", 0, NOMAX, "sampling temperature; 0: greedy"),
+    FLT("rlhf", "top_p", rlhf.top_p, LO_OPEN, "1.0", 0, 1, "nucleus sampling threshold"),
+    FLT("rlhf", "kl_coef", rlhf.kl_coef, 0, "0.1", 0, NOMAX, "PPO: KL penalty against the reference"),
+    FLT("rlhf", "gamma", rlhf.gamma, 0, "1.0", 0, 1, "PPO: discount factor"),
+    FLT("rlhf", "lam", rlhf.lam, 0, "0.95", 0, 1, "PPO: GAE lambda"),
+    FLT("rlhf", "cliprange", rlhf.cliprange, 0, "0.2", 0, NOMAX, "PPO: policy ratio clip"),
+    FLT("rlhf", "cliprange_value", rlhf.cliprange_value, 0, "0.2", 0, NOMAX, "PPO: value function clip"),
+    FLT("rlhf", "reward_clip", rlhf.reward_clip, 0, "5.0", 0, NOMAX, "PPO: rewards clipped to [-reward_clip, reward_clip]; 0: off"),
+};
+
+const zt_recipe_key *zt_recipe_schema(int *n)
+{
+    *n = (int)(sizeof schema / sizeof schema[0]);
+    return schema;
+}
+
+const zt_recipe_key *zt_recipe_find(const char *section, const char *key)
+{
+    for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++)
+        if (!strcmp(schema[i].section, section) && !strcmp(schema[i].key, key)) return &schema[i];
+    return NULL;
+}
+
+const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap)
+{
+    bool lo_open = k->flags & ZT_RECIPE_MIN_OPEN, hi_open = k->flags & ZT_RECIPE_MAX_OPEN;
+    bool has_hi = isfinite(k->max) && !(k->type == ZT_RECIPE_INT && k->max >= INT_MAX);
+    buf[0] = 0;
+    if (k->type != ZT_RECIPE_INT && k->type != ZT_RECIPE_INT64 && k->type != ZT_RECIPE_FLOAT) return buf;
+    if (has_hi)
+        snprintf(buf, cap, "%c%.15g, %.15g%c", lo_open ? '(' : '[', k->min, k->max, hi_open ? ')' : ']');
+    else
+        snprintf(buf, cap, "%s %.15g", lo_open ? ">" : ">=", k->min);
+    return buf;
+}
+
+/* A table cell: '|' would end the cell. */
+static void write_cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+static void write_key_row(FILE *f, const zt_recipe_key *k)
+{
+    static const char *type_names[] = {"string", "string", "list of strings", "int", "int", "float", "bool"};
+    const char *type = type_names[k->type];
+    if (k->flags & ZT_RECIPE_PATH) type = k->type == ZT_RECIPE_LIST ? "path or list of paths" : "path";
+    if (k->type == ZT_RECIPE_ENUM) type = "string";
+    fprintf(f, "| `%s` | %s | `", k->key, type);
+    if (k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) zt_toml_write_string(f, k->def, strlen(k->def));
+    else write_cell(f, k->def);
+    fputs("` | ", f);
+    if (k->type == ZT_RECIPE_ENUM) {
+        const char *a = k->allowed;
+        for (bool first = true; *a; first = false) {
+            size_t n = strcspn(a, "|");
+            fprintf(f, "%s`%.*s`", first ? "" : ", ", (int)n, a);
+            a += n + (a[n] == '|');
+        }
+        if (k->path_suffix) fprintf(f, k->path_suffix[0] ? ", or a `%s` file" : ", or a path%s", k->path_suffix);
+    } else {
+        char range[64];
+        write_cell(f, zt_recipe_range_text(k, range, sizeof range));
+    }
+    fputs(" | ", f);
+    write_cell(f, k->doc);
+    fputs(k->flags & ZT_RECIPE_DATA ? " *(data)* |\n" : " |\n", f);
+}
+
+zt_status zt_recipe_write_docs(FILE *f)
+{
+    fputs("# Recipe keys\n\n"
+          "<!-- Generated from the schema in lib/recipe/recipe_schema.c: do not edit. To regenerate,\n"
+          "     run `ZT_UPDATE_DOCS=1 build/tests/test_recipe` from the repository root. -->\n\n"
+          "A recipe is a TOML file with the sections below; every key is optional and has the default shown.\n"
+          "Any key can be given on the command line after the recipe as `section.key=value`\n"
+          "(`train.learning_rate=1e-4`, `offload.aio.queue_depth=64`): the value is typed by the schema, a\n"
+          "string needs no quotes and a list is `[a, b]` or a single string.\n\n"
+          "Relative paths in a recipe resolve against the recipe file's directory; paths given on the command\n"
+          "line resolve against the current directory; `~/` is the home directory. `zt` writes the resolved\n"
+          "recipe, every key with its final value and absolute paths, to `recipe.resolved.toml` in the run\n"
+          "directory.\n\n"
+          "Checks between keys: `train.warmup_steps` and `train.warmup_ratio` are not both set;\n"
+          "`train.num_train_epochs` or `train.max_steps` is above 0; `data.valid` and `data.valid_split` are\n"
+          "not both set; `rlhf.reward_model` and `rlhf.reward_command` are not both set; `offload.param` needs\n"
+          "`zero.stage = 3`; `offload.aio.block_size` is a multiple of 4096; `zero.hpz_partition_size` divides\n"
+          "the world size and the ranks per node.\n\n"
+          "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
+          f);
+    const char *section = "";
+    for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++) {
+        const zt_recipe_key *k = &schema[i];
+        if (strcmp(k->section, section)) {
+            section = k->section;
+            fprintf(f, "\n## [%s]\n\n| key | type | default | allowed | description |\n| --- | --- | --- | --- | --- |\n", section);
+        }
+        write_key_row(f, k);
+    }
+    if (fflush(f) || ferror(f)) return zt_fail(ZT_EIO, "cannot write the recipe docs");
+    return ZT_OK;
+}

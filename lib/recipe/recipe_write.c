@@ -1,0 +1,132 @@
+/* Writing a recipe: values as TOML, the resolved recipe file, the data hash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/recipe/recipe.h"
+#include "lib/recipe/toml.h"
+
+/* The shortest text that reads back as exactly x, in TOML float syntax (x is finite). */
+static void write_float(FILE *f, double x)
+{
+    char b[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, x);
+        if (strtod(b, NULL) == x) break;
+    }
+    char dp = localeconv()->decimal_point[0]; /* printf follows the locale: TOML wants '.' */
+    for (char *c = b; *c; c++)
+        if (*c == dp) *c = '.';
+    fputs(b, f);
+    if (!strpbrk(b, ".e")) fputs(".0", f);
+}
+
+void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k)
+{
+    const void *p = (const char *)r + k->offset;
+    switch (k->type) {
+    case ZT_RECIPE_STRING:
+    case ZT_RECIPE_ENUM: {
+        const char *s = *(char *const *)p ? *(char *const *)p : "";
+        zt_toml_write_string(f, s, strlen(s));
+        break;
+    }
+    case ZT_RECIPE_LIST: {
+        const zt_strlist *l = p;
+        fputc('[', f);
+        for (int i = 0; i < l->n; i++) {
+            if (i) fputs(", ", f);
+            zt_toml_write_string(f, l->items[i], strlen(l->items[i]));
+        }
+        fputc(']', f);
+        break;
+    }
+    case ZT_RECIPE_INT: fprintf(f, "%d", *(const int *)p); break;
+    case ZT_RECIPE_INT64: fprintf(f, "%" PRId64, *(const int64_t *)p); break;
+    case ZT_RECIPE_FLOAT: write_float(f, *(const double *)p); break;
+    case ZT_RECIPE_BOOL: fputs(*(const bool *)p ? "true" : "false", f); break;
+    }
+}
+
+static void write_all(FILE *f, const zt_recipe *r)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    fputs("# The resolved recipe: every key with its final value (written by zt).\n", f);
+    if (r->file) fprintf(f, "# From %s.\n", r->file);
+    for (int i = 0; i < n; i++) {
+        if (!i || strcmp(s[i].section, s[i - 1].section)) fprintf(f, "\n[%s]\n", s[i].section);
+        fprintf(f, "%s = ", s[i].key);
+        zt_recipe_write_value(f, r, &s[i]);
+        fputc('\n', f);
+    }
+}
+
+/* fsync of the directory holding path, so that a rename in it is durable. */
+static int sync_dir(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir) return -1;
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[slash == dir] = 0;
+    int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+    free(dir);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+zt_status zt_recipe_write_resolved(const zt_recipe *r, const char *path)
+{
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 5);
+    if (!tmp) return zt_fail(ZT_ENOMEM, "out of memory");
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp", 5);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        zt_status st = zt_fail(ZT_EIO, "'%s': cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    write_all(f, r);
+    const char *step = NULL;
+    if (fflush(f) || ferror(f)) step = "write";
+    else if (fsync(fileno(f))) step = "fsync";
+    if (fclose(f) && !step) step = "close";
+    if (!step && rename(tmp, path)) step = "rename";
+    if (!step && sync_dir(path)) step = "fsync of the directory";
+    zt_status st = ZT_OK;
+    if (step) {
+        st = zt_fail(ZT_EIO, "'%s': cannot write the resolved recipe (%s: %s)", path, step, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return st;
+}
+
+uint64_t zt_recipe_data_hash(const zt_recipe *r)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ZT_ASSERT(f != NULL);
+    for (int i = 0; i < n; i++) {
+        if (!(s[i].flags & ZT_RECIPE_DATA)) continue;
+        fprintf(f, "%s.%s=", s[i].section, s[i].key);
+        zt_recipe_write_value(f, r, &s[i]);
+        fputc('\n', f);
+    }
+    fclose(f);
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+    free(text);
+    return h;
+}

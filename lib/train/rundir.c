@@ -1,0 +1,133 @@
+#include "rundir.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/core/fileio.h"
+#include "lib/core/log.h"
+#include "lib/core/version.h"
+
+void zt_json_number(cJSON *o, const char *key, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+zt_status zt_json_write(const char *path, const cJSON *doc)
+{
+    char *text = cJSON_Print(doc);
+    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
+    size_t n = strlen(text);
+    text[n] = '\n'; /* cJSON leaves room for the NUL: swap it for a newline */
+    zt_status st = zt_write_file_atomic(path, text, n + 1);
+    free(text);
+    return st;
+}
+
+zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *name)
+{
+    return zt_path_join(out, n, rd->dir, name);
+}
+
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+static void iso_time(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* the run files a new run replaces in an existing directory */
+static zt_status clear_run_files(const zt_rundir *rd)
+{
+    static const char *files[] = {"metrics.jsonl", "summary.json", "run.json", "train.log", "final", "checkpoints"};
+    char path[4096 + 64];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        zt_status st = zt_rundir_path(rd, path, sizeof path, files[i]);
+        if (!st) st = zt_remove_tree(path);
+        if (st) return st;
+    }
+    return ZT_OK;
+}
+
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv)
+{
+    memset(rd, 0, sizeof *rd);
+    if (snprintf(rd->dir, sizeof rd->dir, "%s", dir) >= (int)sizeof rd->dir)
+        return zt_fail(ZT_EUSER, "output.dir is too long");
+    if (!dir_is_empty(dir) && !overwrite)
+        return zt_fail(ZT_EUSER, "output directory '%s' is not empty (set output.overwrite = true to replace it)",
+                       dir);
+    zt_status st = zt_mkdir_p(dir);
+    if (!st && overwrite) st = clear_run_files(rd);
+    if (st) return st;
+
+    char path[4096 + 64], now[32], host[256] = "";
+    iso_time(now, sizeof now);
+    gethostname(host, sizeof host - 1);
+    rd->run = cJSON_CreateObject();
+    cJSON_AddStringToObject(rd->run, "zt_version", ZT_VERSION);
+    cJSON_AddStringToObject(rd->run, "commit", ZT_COMMIT);
+    cJSON *cmd = cJSON_AddArrayToObject(rd->run, "command_line");
+    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
+    cJSON *hosts = cJSON_AddArrayToObject(rd->run, "hosts");
+    cJSON_AddItemToArray(hosts, cJSON_CreateString(host));
+    cJSON_AddNumberToObject(rd->run, "world_size", 1);
+    cJSON_AddStringToObject(rd->run, "start_time", now);
+    if ((st = zt_rundir_path(rd, path, sizeof path, "run.json")) || (st = zt_json_write(path, rd->run))) return st;
+
+    if ((st = zt_rundir_path(rd, path, sizeof path, "metrics.jsonl"))) return st;
+    rd->metrics = fopen(path, "w");
+    if ((st = zt_rundir_path(rd, path, sizeof path, "train.log"))) return st;
+    rd->log = fopen(path, "w");
+    if (!rd->metrics || !rd->log) return zt_fail(ZT_EIO, "cannot create files in '%s'", dir);
+    zt_log_set_mirror(rd->log);
+    return ZT_OK;
+}
+
+zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row)
+{
+    char *text = cJSON_PrintUnformatted(row);
+    cJSON_Delete(row);
+    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing metrics");
+    int bad = fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics);
+    free(text);
+    return bad ? zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir) : ZT_OK;
+}
+
+zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
+{
+    char path[4096 + 64], now[32];
+    zt_status st = ZT_OK;
+    if (summary) {
+        if (!(st = zt_rundir_path(rd, path, sizeof path, "summary.json"))) st = zt_json_write(path, summary);
+        cJSON_Delete(summary);
+    }
+    if (rd->run) {
+        iso_time(now, sizeof now);
+        cJSON_AddStringToObject(rd->run, "end_time", now);
+        if (!st && !(st = zt_rundir_path(rd, path, sizeof path, "run.json"))) st = zt_json_write(path, rd->run);
+        cJSON_Delete(rd->run);
+    }
+    zt_log_set_mirror(NULL);
+    if (rd->metrics && fclose(rd->metrics) && !st) st = zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir);
+    if (rd->log) fclose(rd->log);
+    memset(rd, 0, sizeof *rd);
+    return st;
+}

@@ -1,0 +1,38 @@
+/* train/rundir: the run directory of DESIGN.md section 3: run.json,
+ * train.log, recipe.resolved.toml, metrics.jsonl, summary.json, final/.
+ *
+ *     zt_rundir rd;
+ *     if ((st = zt_rundir_open(&rd, dir, overwrite, argc, argv))) return st;
+ *     cJSON *row = cJSON_CreateObject(); ...; zt_rundir_metrics(&rd, row);  // takes row
+ *     zt_rundir_close(&rd, summary);                                          // takes summary
+ */
+#ifndef ZT_TRAIN_RUNDIR_H
+#define ZT_TRAIN_RUNDIR_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "lib/core/status.h"
+
+typedef struct zt_rundir {
+    char dir[4096];
+    FILE *metrics, *log;
+    cJSON *run; /* run.json, rewritten with the end time at close */
+} zt_rundir;
+
+/* Creates dir (a non-empty one only with overwrite, whose run files are then
+ * replaced), writes run.json and starts mirroring the log into train.log. */
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv);
+/* path of a file inside the run directory */
+zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *name);
+/* Appends one row to metrics.jsonl (non-finite numbers become null). Frees row. */
+zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row);
+/* Writes summary.json and the final run.json; frees summary. */
+zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary);
+
+/* Adds a number to a JSON object, as null when it is not finite (NaN, inf). */
+void zt_json_number(cJSON *o, const char *key, double v);
+/* Writes a JSON document atomically (pretty-printed). */
+zt_status zt_json_write(const char *path, const cJSON *doc);
+
+#endif

@@ -1,0 +1,35 @@
+/* train: the trainer loop shared by pretrain, sft and rlhf, and evaluation.
+ *
+ *     zt_recipe r;  zt_recipe_load(&r, "recipe.toml", n, overrides);
+ *     st = zt_train(&r, argc, argv);            // writes the run directory, final/
+ *     zt_eval_result e;
+ *     st = zt_evaluate(&r, NULL, &e);            // loss over the validation data
+ */
+#ifndef ZT_TRAIN_H
+#define ZT_TRAIN_H
+
+#include <stdint.h>
+
+#include "lib/backend/backend.h"
+#include "lib/data/dataset.h"
+#include "lib/model/llama.h"
+#include "lib/recipe/recipe.h"
+
+/* Loads config.json and the weights of an HF model directory into m. */
+zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype);
+/* Loads the recipe's data files (a list of paths) in its data.format. */
+zt_status zt_data_open(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size);
+
+zt_status zt_train(const zt_recipe *r, int argc, char **argv);
+
+typedef struct zt_eval_result {
+    double loss; /* mean over target tokens */
+    int64_t tokens;
+} zt_eval_result;
+
+/* Mean loss of model m over every row of ds (one pass, file order). */
+zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out);
+/* `zt eval`: the recipe's model (or checkpoint_dir) on data.valid, else data.train. */
+zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out);
+
+#endif

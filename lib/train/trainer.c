@@ -1,0 +1,258 @@
+/* The training loop: micro-batches accumulated into optimizer steps, the loss
+ * normalised by the target tokens of the whole step, AdamW on fp32 masters. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/core/arena.h"
+#include "lib/core/fileio.h"
+#include "lib/core/log.h"
+#include "lib/data/batch.h"
+#include "lib/optim/adamw.h"
+#include "lib/optim/clip.h"
+#include "lib/optim/schedule.h"
+#include "rundir.h"
+#include "train.h"
+
+typedef struct trainer {
+    const zt_recipe *r;
+    zt_llama m;
+    zt_dataset train, valid;
+    zt_loader loader;
+    zt_batch *micro; /* gradient_accumulation_steps batches of one step */
+    float *adam_m, *adam_v;
+    zt_schedule sched;
+    zt_rundir rd;
+    long total_steps;
+    double t_start, flops_per_token;
+    int64_t tokens_seen;
+} trainer;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static zt_status plan_steps(trainer *t)
+{
+    const zt_recipe *r = t->r;
+    if (r->train.max_steps > 0) {
+        t->total_steps = r->train.max_steps;
+        return ZT_OK;
+    }
+    /* epochs → steps: the rows of each epoch, in micro-batches, in optimizer steps */
+    int64_t rows = 0, per_step = (int64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps;
+    long epochs = (long)ceil(r->train.num_train_epochs);
+    for (long e = 0; e < epochs; e++) {
+        int64_t n;
+        zt_status st = zt_loader_epoch_rows(&t->loader, e, &n);
+        if (st) return st;
+        double frac = r->train.num_train_epochs - e;
+        rows += frac < 1 ? (int64_t)ceil(n * frac) : n;
+    }
+    t->total_steps = (long)((rows + per_step - 1) / per_step);
+    if (t->total_steps < 1) t->total_steps = 1;
+    return ZT_OK;
+}
+
+static zt_status setup(trainer *t, int argc, char **argv)
+{
+    const zt_recipe *r = t->r;
+    zt_status st;
+    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, argc, argv))) return st;
+    char path[4096 + 64];
+    if ((st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
+        (st = zt_recipe_write_resolved(r, path)))
+        return st;
+    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
+    if ((st = zt_data_open(&t->train, r, &r->data.train, t->m.V))) return st;
+    if (r->data.valid.n && (st = zt_data_open(&t->valid, r, &r->data.valid, t->m.V))) return st;
+    int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
+    if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
+    if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed, 0, 1)))
+        return st;
+    if ((st = plan_steps(t))) return st;
+    long warmup = r->train.warmup_steps;
+    if ((st = zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
+                               r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
+        return st;
+    t->micro = calloc(A, sizeof *t->micro);
+    t->adam_m = zt_calloc_aligned(t->m.numel * sizeof(float));
+    t->adam_v = zt_calloc_aligned(t->m.numel * sizeof(float));
+    if (!t->micro || !t->adam_m || !t->adam_v) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    for (int i = 0; i < A; i++)
+        if ((st = zt_batch_alloc(&t->micro[i], B, T))) return st;
+    t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
+    zt_loader_stats ls = zt_loader_get_stats(&t->loader);
+    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s; data: %lld examples, %lld rows of %d per epoch "
+                "(%.1f%% padding); %ld steps of %d×%d×%d tokens",
+                r->model.path, t->m.numel, t->m.L, r->model.dtype, (long long)ls.examples, (long long)ls.rows, T,
+                100 * ls.padding_fraction, t->total_steps, A, B, T);
+    return ZT_OK;
+}
+
+/* One optimizer step; returns the mean loss over its target tokens. */
+static zt_status train_step(trainer *t, long step, double *loss_out, float *gnorm_out, int64_t *ntok_out)
+{
+    const zt_recipe *r = t->r;
+    zt_llama *m = &t->m;
+    int A = r->train.gradient_accumulation_steps;
+    int64_t n_targets = 0;
+    for (int i = 0; i < A; i++) {
+        zt_status st = zt_loader_next(&t->loader, &t->micro[i]);
+        if (st) return st;
+        n_targets += t->micro[i].n_targets;
+    }
+    memset(m->grads, 0, m->numel * sizeof(float));
+    double loss = 0;
+    /* the loss of a step is a mean over all its target tokens, not over micro-batches */
+    float scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
+    for (int i = 0; i < A; i++)
+        zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &loss);
+    float norm;
+    float coef = zt_clip_coef(zt_sumsq(m->grads, m->numel), (float)r->train.max_grad_norm, &norm);
+    if (!isfinite(norm) || !isfinite(loss))
+        return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
+                       loss, norm);
+    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
+                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
+    for (int i = 0; i < m->n_tensors; i++) {
+        const zt_llama_tensor *tt = &m->tensors[i];
+        size_t off = tt->offset, n = (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
+        zt_adamw_update(&h, m->params + off, m->grads + off, t->adam_m + off, t->adam_v + off, n, coef, tt->decay,
+                        m->params16 ? m->params16 + off : NULL);
+    }
+    *loss_out = n_targets ? loss / n_targets : 0;
+    *gnorm_out = norm;
+    *ntok_out = n_targets;
+    return ZT_OK;
+}
+
+static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64_t ntok, double lr, double dt,
+                          int64_t input_tokens)
+{
+    double tps = input_tokens / dt, elapsed = now_s() - t->t_start;
+    zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
+                step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, elapsed);
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "step", step);
+    zt_json_number(row, "loss", loss);
+    zt_json_number(row, "lr", lr);
+    zt_json_number(row, "grad_norm", gnorm);
+    cJSON_AddNumberToObject(row, "tokens", (double)ntok);
+    zt_json_number(row, "tokens_per_s", tps);
+    zt_json_number(row, "elapsed_s", elapsed);
+    static const char *zero_fields[] = {"comm_bytes_intra", "comm_bytes_inter", "comm_bytes_fwd_gather",
+                                        "comm_bytes_bwd_gather", "comm_bytes_grad_reduce", "io_read_bytes",
+                                        "io_write_bytes"};
+    for (size_t i = 0; i < sizeof zero_fields / sizeof zero_fields[0]; i++)
+        cJSON_AddNumberToObject(row, zero_fields[i], 0);
+    return zt_rundir_metrics(&t->rd, row);
+}
+
+static zt_status eval_valid(trainer *t, long step)
+{
+    zt_eval_result e;
+    zt_status st = zt_eval_dataset(&t->m, &t->valid, t->r, &e);
+    if (st) return st;
+    zt_log_info("step %ld | valid loss %.4f | %lld tokens", step, e.loss, (long long)e.tokens);
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "step", step);
+    cJSON_AddStringToObject(row, "split", "valid");
+    zt_json_number(row, "loss", e.loss);
+    zt_json_number(row, "perplexity", exp(e.loss));
+    cJSON_AddNumberToObject(row, "tokens", (double)e.tokens);
+    return zt_rundir_metrics(&t->rd, row);
+}
+
+/* final/: the model in model.dtype, its config, tokenizer files and generation config */
+static zt_status save_final(trainer *t)
+{
+    char dir[4096 + 64], src[4096 + 64], dst[8192];
+    zt_dtype dtype;
+    zt_status st = zt_rundir_path(&t->rd, dir, sizeof dir, "final");
+    if (st) return st;
+    zt_dtype_parse(t->r->model.dtype, &dtype);
+    if ((st = zt_llama_save(&t->m, dir, dtype, 5000000000ull))) return st;
+    static const char *copy[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                                 "special_tokens_map.json"};
+    for (size_t i = 0; i < sizeof copy / sizeof copy[0] && !st; i++) {
+        char *data;
+        size_t len;
+        if ((st = zt_path_join(src, sizeof src, t->r->model.path, copy[i]))) break;
+        if (!zt_path_exists(src)) continue;
+        if ((st = zt_read_file(src, &data, &len))) break;
+        if (!(st = zt_path_join(dst, sizeof dst, dir, copy[i]))) st = zt_write_file_atomic(dst, data, len);
+        free(data);
+    }
+    if (st) return st;
+    cJSON *gen = cJSON_CreateObject();
+    if (t->m.cfg.bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", t->m.cfg.bos_token_id);
+    if (t->m.cfg.eos_token_id >= 0) cJSON_AddNumberToObject(gen, "eos_token_id", t->m.cfg.eos_token_id);
+    if (!(st = zt_path_join(dst, sizeof dst, dir, "generation_config.json"))) st = zt_json_write(dst, gen);
+    cJSON_Delete(gen);
+    return st;
+}
+
+static void teardown(trainer *t)
+{
+    if (t->micro)
+        for (int i = 0; i < t->r->train.gradient_accumulation_steps; i++) zt_batch_free(&t->micro[i]);
+    free(t->micro);
+    zt_free(t->adam_m);
+    zt_free(t->adam_v);
+    zt_loader_free(&t->loader);
+    zt_dataset_free(&t->train);
+    zt_dataset_free(&t->valid);
+    zt_llama_free(&t->m);
+}
+
+zt_status zt_train(const zt_recipe *r, int argc, char **argv)
+{
+    trainer t = {.r = r};
+    zt_status st = setup(&t, argc, argv);
+    t.t_start = now_s();
+    double loss = 0, t_log = now_s(), loss_log = 0;
+    int64_t tokens_log = 0, input_log = 0, input_per_step = (int64_t)r->train.micro_batch_size *
+                                                             r->data.max_length * r->train.gradient_accumulation_steps;
+    long step;
+    for (step = 1; !st && step <= t.total_steps; step++) {
+        float gnorm = 0;
+        int64_t ntok = 0;
+        if ((st = train_step(&t, step, &loss, &gnorm, &ntok))) break;
+        t.tokens_seen += ntok;
+        loss_log += loss * ntok, tokens_log += ntok, input_log += input_per_step;
+        if (step % r->train.logging_steps == 0 || step == t.total_steps) {
+            double lr = zt_schedule_lr(&t.sched, step), tnow = now_s();
+            st = log_step(&t, step, tokens_log ? loss_log / tokens_log : 0, gnorm, tokens_log, lr, tnow - t_log,
+                          input_log);
+            t_log = tnow, loss_log = 0, tokens_log = input_log = 0;
+        }
+        if (!st && t.valid.n_examples && r->train.eval_steps > 0 && step % r->train.eval_steps == 0)
+            st = eval_valid(&t, step);
+    }
+    if (!st && t.valid.n_examples) st = eval_valid(&t, t.total_steps);
+    if (!st) st = save_final(&t);
+    cJSON *summary = NULL;
+    if (t.rd.run) {
+        summary = cJSON_CreateObject();
+        double elapsed = now_s() - t.t_start;
+        cJSON_AddNumberToObject(summary, "steps", step - 1);
+        cJSON_AddNumberToObject(summary, "target_tokens", (double)t.tokens_seen);
+        cJSON_AddNumberToObject(summary, "input_tokens", (double)input_per_step * (step - 1));
+        zt_json_number(summary, "final_loss", loss);
+        zt_json_number(summary, "time_s", elapsed);
+        cJSON_AddNumberToObject(summary, "comm_bytes", 0);
+        cJSON_AddNumberToObject(summary, "io_bytes", 0);
+        cJSON_AddStringToObject(summary, "status", st ? "failed" : "ok");
+    }
+    if (t.rd.run) {
+        zt_status cst = zt_rundir_close(&t.rd, summary);
+        if (!st) st = cst;
+    }
+    teardown(&t);
+    return st;
+}

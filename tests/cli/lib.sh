@@ -1,0 +1,45 @@
+# Helpers for the CLI tests (sourced). Each test script runs in its own
+# temporary directory, exits non-zero on the first failure, and cleans up.
+set -u
+ZT=${ZT_BIN:?ZT_BIN must point at the zt binary}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export ZT_LOG=${ZT_LOG:-warn}
+fails=0
+PY=/usr/bin/python3  # Debian's, with numpy (scripts/install-deps.sh)
+
+say() { printf '%s\n' "$*" >&2; }
+fail() { say "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_ok "what" cmd...: the command must exit 0
+expect_ok() {
+  local what=$1; shift
+  if "$@" >"$TMP/out" 2>"$TMP/err"; then say "ok - $what"; else fail "$what (exit $?)"; cat "$TMP/err" >&2; fi
+}
+
+# expect_exit CODE "what" "message pattern" cmd...: the command must exit with CODE
+# (never a crash or a signal) and print a message on stderr matching the pattern
+expect_exit() {
+  local code=$1 what=$2 pattern=$3; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  if [ "$got" != "$code" ]; then fail "$what: exit $got, wanted $code"; cat "$TMP/err" >&2; return; fi
+  if ! grep -qE -- "$pattern" "$TMP/err"; then fail "$what: message does not match '$pattern'"; cat "$TMP/err" >&2; return; fi
+  if grep -qE 'AddressSanitizer|runtime error|LeakSanitizer' "$TMP/err"; then fail "$what: sanitizer report"; cat "$TMP/err" >&2; return; fi
+  say "ok - $what"
+}
+
+# a tiny model and a recipe for it: make_tiny DIR [config_key=value ...]
+make_tiny() {
+  local dir=$1; shift
+  "$ZT" init --arch llama --out "$dir" --seed 1 hidden_size=32 intermediate_size=64 num_hidden_layers=2 \
+    num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
+}
+
+done_testing() {
+  if [ "$fails" -gt 0 ]; then say "$fails check(s) failed"; exit 1; fi
+  say "all checks passed"
+}

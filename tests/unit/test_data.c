@@ -1,0 +1,570 @@
+/* Tests for lib/data (tokens JSONL, dataset, packing, sampler) and lib/core/rng. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/core/rng.h"
+#include "lib/data/batch.h"
+#include "lib/data/tokens.h"
+#include "tests/unit/test.h"
+
+#define NO_LOSS ZT_IGNORE_INDEX
+
+static char tmpdir[64];
+static char *tmpfiles[16];
+static int ntmp;
+
+/* Writes content to tmpdir/name; returns the path (removed and freed at the end). */
+static char *write_file(const char *name, const char *content)
+{
+    char *path = malloc(strlen(tmpdir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    fputs(content, f);
+    fclose(f);
+    for (int i = 0; i < ntmp; i++) {
+        if (strcmp(tmpfiles[i], path) == 0) {
+            free(path);
+            return tmpfiles[i];
+        }
+    }
+    if (ntmp == (int)(sizeof tmpfiles / sizeof *tmpfiles)) abort();
+    tmpfiles[ntmp++] = path;
+    return path;
+}
+
+/* ---- rng ------------------------------------------------------------------------------ */
+
+static void test_rng_determinism(void)
+{
+    zt_rng a, b, c, d;
+    zt_rng_seed(&a, 42, 0);
+    zt_rng_seed(&b, 42, 0);
+    zt_rng_seed(&c, 42, 1);
+    zt_rng_seed(&d, 43, 0);
+    int same_c = 0, same_d = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = zt_rng_next_u64(&a);
+        CHECK(x == zt_rng_next_u64(&b));
+        same_c += x == zt_rng_next_u64(&c);
+        same_d += x == zt_rng_next_u64(&d);
+    }
+    CHECK(same_c == 0 && same_d == 0);
+    /* a fixed value pins the generator, so a change to it is a visible change of every run */
+    zt_rng_seed(&a, 0, 0);
+    uint64_t first = zt_rng_next_u64(&a);
+    zt_rng_seed(&b, 0, 0);
+    CHECK(first == zt_rng_next_u64(&b) && first != 0);
+}
+
+static void test_rng_distributions(void)
+{
+    enum { N = 100000 };
+    zt_rng r;
+    zt_rng_seed(&r, 1234, 7);
+    double su = 0, su2 = 0, sn = 0, sn2 = 0, umin = 1, umax = 0;
+    int64_t counts[10] = {0};
+    for (int i = 0; i < N; i++) {
+        double u = zt_rng_uniform(&r);
+        umin = u < umin ? u : umin;
+        umax = u > umax ? u : umax;
+        su += u;
+        su2 += u * u;
+        double z = zt_rng_normal(&r);
+        CHECK(isfinite(z));
+        sn += z;
+        sn2 += z * z;
+        counts[zt_rng_below(&r, 10)]++;
+    }
+    double mu = su / N, mn = sn / N;
+    CHECK(umin >= 0 && umax < 1);
+    CHECK_NEAR(mu, 0.5, 0.005);
+    CHECK_NEAR(sqrt(su2 / N - mu * mu), sqrt(1.0 / 12), 0.005);
+    CHECK_NEAR(mn, 0.0, 0.015);
+    CHECK_NEAR(sqrt(sn2 / N - mn * mn), 1.0, 0.015);
+    for (int k = 0; k < 10; k++) CHECK_NEAR(counts[k], N / 10, 500);
+    CHECK(zt_rng_below(&r, 1) == 0);
+}
+
+/* ---- tokens JSONL --------------------------------------------------------------------- */
+
+static void test_tokens_good(void)
+{
+    char *a = write_file("good_a.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3], \"id\": \"x\"}\n"
+                                          "\n"
+                                          "  \r\n"
+                                          "{\"input_ids\": [4, 5]}\n"
+                                          "{\"input_ids\": [6], \"labels\": null, \"meta\": {\"k\": [1.5]}}");
+    char *b = write_file("good_b.jsonl", "\xef\xbb\xbf{\"input_ids\":[9,8,7,6],\"labels\":[9,-100,7,-100]}\r\n");
+    char *paths[] = {a, b};
+    zt_dataset ds;
+    zt_status st = zt_tokens_load(&ds, paths, 2, 10);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(ds.n_examples == 4);
+    int64_t off[] = {0, 3, 5, 6, 10};
+    int32_t ids[] = {1, 2, 3, 4, 5, 6, 9, 8, 7, 6};
+    int32_t labels[] = {NO_LOSS, 2, 3, 4, 5, 6, 9, NO_LOSS, 7, NO_LOSS};
+    CHECK(memcmp(ds.offsets, off, sizeof off) == 0);
+    CHECK(memcmp(ds.ids, ids, sizeof ids) == 0);
+    CHECK(memcmp(ds.labels, labels, sizeof labels) == 0);
+    CHECK(zt_dataset_len(&ds, 1) == 2 && zt_dataset_tokens(&ds) == 10);
+    zt_dataset_free(&ds);
+    CHECK(ds.n_examples == 0 && ds.offsets == NULL);
+}
+
+static void test_tokens_long_line(void)
+{
+    enum { N = 200000 }; /* a line of about a megabyte */
+    char *text = malloc(N * 8 + 64), *p = text;
+    p += sprintf(p, "{\"input_ids\": [");
+    for (int i = 0; i < N; i++) p += sprintf(p, i ? ",%d" : "%d", i % 50000);
+    sprintf(p, "]}\n");
+    char *path = write_file("long.jsonl", text);
+    free(text);
+    zt_dataset ds;
+    zt_status st = zt_tokens_load(&ds, &path, 1, 50000);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(ds.n_examples == 1 && zt_dataset_len(&ds, 0) == N);
+    CHECK(ds.ids[N - 1] == (N - 1) % 50000 && ds.labels[12345] == 12345);
+    zt_dataset_free(&ds);
+}
+
+static void test_tokens_bad_lines(void)
+{
+    static const struct {
+        const char *line, *want;
+    } cases[] = {
+        {"{\"input_ids\": [1, 2", "not JSON"},
+        {"{\"input_ids\": [1]} trailing", "not JSON"},
+        {"[1, 2, 3]", "an array, not a JSON object"},
+        {"{\"labels\": [1]}", "missing \"input_ids\""},
+        {"{\"input_ids\": \"1 2\"}", "\"input_ids\" is a string, not an array of integers"},
+        {"{\"input_ids\": [1, \"2\"]}", "input_ids[1] is a string, not an integer"},
+        {"{\"input_ids\": [1, null]}", "input_ids[1] is null, not an integer"},
+        {"{\"input_ids\": [1, 100]}", "input_ids[1] = 100 is outside the vocabulary [0, 100)"},
+        {"{\"input_ids\": [-1]}", "input_ids[0] = -1 is outside the vocabulary"},
+        {"{\"input_ids\": [-100]}", "input_ids[0] = -100 is outside the vocabulary"},
+        {"{\"input_ids\": [1, 2.5]}", "input_ids[1] = 2.5 is not an integer"},
+        {"{\"input_ids\": [1e300]}", "input_ids[0] = 1e+300 is outside the vocabulary"},
+        {"{\"input_ids\": []}", "\"input_ids\" is empty"},
+        {"{\"input_ids\": [1, 2], \"labels\": [1]}", "\"labels\" has 1 entries but \"input_ids\" has 2"},
+        {"{\"input_ids\": [1, 2], \"labels\": [1, -1]}", "labels[1] = -1 is outside the vocabulary [0, 100) and is not -100"},
+        {"{\"input_ids\": [1, 2], \"labels\": [1, 100]}", "labels[1] = 100 is outside"},
+        {"{\"input_ids\": [1, 2], \"labels\": [0.5, 1]}", "labels[0] = 0.5 is not an integer"},
+        {"{\"input_ids\": [1, 2], \"labels\": {\"a\": 1}}", "\"labels\" is an object, not an array"},
+        {"{\"input_ids\": [1, 2], \"labels\": [true, 1]}", "labels[0] is a boolean, not an integer"},
+    };
+    char *good = write_file("good_c.jsonl", "{\"input_ids\": [5]}\n");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[512], want[256];
+        snprintf(text, sizeof text, "{\"input_ids\": [1, 2]}\n\n%s\n{\"input_ids\": [3]}\n", cases[i].line);
+        char *paths[] = {good, write_file("bad.jsonl", text)};
+        zt_dataset ds;
+        zt_status st = zt_tokens_load(&ds, paths, 2, 100);
+        snprintf(want, sizeof want, "%s:3: ", paths[1]);
+        CHECK_MSG(st == ZT_EUSER, "case %zu: status %d", i, st);
+        CHECK_MSG(strstr(zt_errmsg(), want) == zt_errmsg(), "case %zu: '%s' does not start with '%s'", i,
+                  zt_errmsg(), want);
+        CHECK_MSG(strstr(zt_errmsg(), cases[i].want), "case %zu: '%s' lacks '%s'", i, zt_errmsg(), cases[i].want);
+        CHECK(ds.n_examples == 0 && ds.offsets == NULL);
+    }
+}
+
+static void test_tokens_bad_files(void)
+{
+    zt_dataset ds;
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/nope.jsonl", tmpdir);
+    char *p = missing;
+    CHECK(zt_tokens_load(&ds, &p, 1, 10) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "nope.jsonl': cannot open"), "%s", zt_errmsg());
+
+    p = tmpdir;
+    CHECK(zt_tokens_load(&ds, &p, 1, 10) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "is a directory"), "%s", zt_errmsg());
+
+    char *empty[] = {write_file("empty1.jsonl", ""), write_file("empty2.jsonl", "\n  \n")};
+    CHECK(zt_tokens_load(&ds, empty, 1, 10) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "empty1.jsonl': no examples"), "%s", zt_errmsg());
+    CHECK(zt_tokens_load(&ds, empty, 2, 10) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "no examples in the 2 data files"), "%s", zt_errmsg());
+
+    char *nul = write_file("nul.jsonl", "{\"input_ids\": [1]}\n{\"input_ids\": [1]}");
+    FILE *f = fopen(nul, "r+b");
+    fseek(f, 5, SEEK_SET);
+    fputc(0, f);
+    fclose(f);
+    CHECK(zt_tokens_load(&ds, &nul, 1, 10) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), ":1: not JSON: the line contains a NUL byte"), "%s", zt_errmsg());
+}
+
+/* ---- packing and sampling ------------------------------------------------------------- */
+
+/* Checks the invariants every batch keeps: pos restarts or counts up, n_targets is right. */
+static void check_batch_invariants(const zt_batch *b)
+{
+    int64_t n = 0;
+    for (int k = 0; k < b->B; k++) {
+        const int32_t *pos = b->pos + (size_t)k * b->T;
+        CHECK(pos[0] == 0);
+        for (int t = 1; t < b->T; t++) CHECK(pos[t] == 0 || pos[t] == pos[t - 1] + 1);
+    }
+    for (int i = 0; i < b->B * b->T; i++) n += b->target[i] != NO_LOSS;
+    CHECK(n == b->n_targets);
+}
+
+static void append(zt_dataset *ds, const int32_t *ids, const int32_t *labels, int64_t n)
+{
+    zt_status st = zt_dataset_append(ds, ids, labels, n);
+    CHECK(st == ZT_OK);
+}
+
+static void test_packing_layout(void)
+{
+    zt_dataset ds = {0};
+    append(&ds, (int32_t[]){11, 12, 13}, NULL, 3);
+    append(&ds, (int32_t[]){21, 22, 23, 24}, (int32_t[]){NO_LOSS, NO_LOSS, 23, 24}, 4);
+    append(&ds, (int32_t[]){31, 32, 33, 34, 35}, NULL, 5);
+    zt_loader ld;
+    zt_batch b;
+    CHECK(zt_loader_init(&ld, &ds, 8, 2, 1, 0, 42, 0, 1) == ZT_OK);
+    CHECK(zt_batch_alloc(&b, 2, 8) == ZT_OK);
+    CHECK(zt_loader_rows_per_epoch(&ld) == 2);
+    CHECK(zt_loader_next(&ld, &b) == ZT_OK);
+    int32_t input[16] = {11, 12, 13, 21, 22, 23, 24, 0, /**/ 31, 32, 33, 34, 35, 0, 0, 0};
+    int32_t target[16] = {12, 13, NO_LOSS, NO_LOSS, 23, 24, NO_LOSS, NO_LOSS,
+                          32, 33, 34, 35, NO_LOSS, NO_LOSS, NO_LOSS, NO_LOSS};
+    int32_t pos[16] = {0, 1, 2, 0, 1, 2, 3, 0, /**/ 0, 1, 2, 3, 4, 0, 1, 2};
+    CHECK(memcmp(b.input, input, sizeof input) == 0);
+    CHECK(memcmp(b.target, target, sizeof target) == 0);
+    CHECK(memcmp(b.pos, pos, sizeof pos) == 0);
+    CHECK(b.n_targets == 8);
+    check_batch_invariants(&b);
+    zt_loader_stats s = zt_loader_get_stats(&ld);
+    CHECK(s.examples == 3 && s.tokens == 12 && s.rows == 2 && s.batches == 1);
+    CHECK_NEAR(s.padding_fraction, 4.0 / 16, 1e-12);
+    CHECK(s.split == 0 && s.truncated == 0);
+    /* the epoch was one batch: the next one is epoch 1, identical without shuffling */
+    zt_loader_state st = zt_loader_get_state(&ld);
+    CHECK(st.epoch == 1 && st.row == 0);
+    CHECK(zt_loader_next(&ld, &b) == ZT_OK);
+    CHECK(memcmp(b.input, input, sizeof input) == 0 && memcmp(b.pos, pos, sizeof pos) == 0);
+    zt_batch_free(&b);
+    zt_loader_free(&ld);
+    zt_dataset_free(&ds);
+}
+
+static void test_packing_split(void)
+{
+    zt_dataset ds = {0};
+    append(&ds, (int32_t[]){60, 61, 62}, NULL, 3);
+    append(&ds, (int32_t[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, NULL, 10);
+    append(&ds, (int32_t[]){50, 51}, NULL, 2);
+    zt_loader ld;
+    zt_batch b;
+    CHECK(zt_loader_init(&ld, &ds, 4, 4, 1, 0, 0, 0, 1) == ZT_OK);
+    CHECK(zt_batch_alloc(&b, 4, 4) == ZT_OK);
+    CHECK(zt_loader_next(&ld, &b) == ZT_OK);
+    /* the long document starts a fresh row; its last chunk leaves room for the next one */
+    int32_t input[16] = {60, 61, 62, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 50, 51};
+    int32_t target[16] = {61, 62, NO_LOSS, NO_LOSS, 2, 3, 4, 5, 6, 7, 8, 9, 10, NO_LOSS, 51, NO_LOSS};
+    int32_t pos[16] = {0, 1, 2, 0, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 0, 1};
+    CHECK(memcmp(b.input, input, sizeof input) == 0);
+    CHECK(memcmp(b.target, target, sizeof target) == 0);
+    CHECK(memcmp(b.pos, pos, sizeof pos) == 0);
+    CHECK(b.n_targets == 12);
+    zt_loader_stats s = zt_loader_get_stats(&ld);
+    CHECK(s.rows == 4 && s.split == 1 && s.truncated == 0);
+    CHECK_NEAR(s.padding_fraction, 1.0 / 16, 1e-12);
+    zt_batch_free(&b);
+    zt_loader_free(&ld);
+    zt_dataset_free(&ds);
+}
+
+static void test_no_packing(void)
+{
+    zt_dataset ds = {0};
+    append(&ds, (int32_t[]){1, 2}, NULL, 2);
+    append(&ds, (int32_t[]){1, 2, 3, 4, 5, 6}, (int32_t[]){1, NO_LOSS, 3, 4, 5, 6}, 6);
+    zt_loader ld;
+    zt_batch b;
+    CHECK(zt_loader_init(&ld, &ds, 4, 3, 0, 0, 0, 0, 1) == ZT_OK);
+    CHECK(zt_batch_alloc(&b, 3, 4) == ZT_OK);
+    CHECK(zt_loader_next(&ld, &b) == ZT_OK);
+    /* row 2 completes the epoch's only batch: all padding */
+    int32_t input[12] = {1, 2, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0};
+    int32_t target[12] = {2, NO_LOSS, NO_LOSS, NO_LOSS, NO_LOSS, 3, 4, 5, NO_LOSS, NO_LOSS, NO_LOSS, NO_LOSS};
+    int32_t pos[12] = {0, 1, 0, 1, 0, 1, 2, 3, 0, 1, 2, 3};
+    CHECK(memcmp(b.input, input, sizeof input) == 0);
+    CHECK(memcmp(b.target, target, sizeof target) == 0);
+    CHECK(memcmp(b.pos, pos, sizeof pos) == 0);
+    CHECK(b.n_targets == 4);
+    zt_loader_stats s = zt_loader_get_stats(&ld);
+    CHECK(s.rows == 2 && s.batches == 1 && s.truncated == 1 && s.truncated_tokens == 2 && s.split == 0);
+    CHECK_NEAR(s.padding_fraction, 2.0 / 8, 1e-12);
+    zt_batch_free(&b);
+    zt_loader_free(&ld);
+    zt_dataset_free(&ds);
+}
+
+/* A dataset whose token ids say where they came from: example e, position j -> (e+1)*100 + j
+ * (so 0 is only ever padding). */
+enum { N_EX = 57 };
+static int tag_example(int32_t id) { return id / 100 - 1; }
+static void make_tagged(zt_dataset *ds)
+{
+    zt_rng r;
+    zt_rng_seed(&r, 99, 0);
+    int32_t ids[40];
+    for (int e = 0; e < N_EX; e++) {
+        int n = 1 + (int)zt_rng_below(&r, 40);
+        for (int j = 0; j < n; j++) ids[j] = (e + 1) * 100 + j;
+        append(ds, ids, NULL, n);
+    }
+}
+
+/* Serves one epoch (it must start at a row 0) and checks every token appears exactly once,
+ * in one piece per document, with positions and targets consistent with its tag. */
+static void check_epoch_coverage(zt_loader *ld, zt_batch *b, const zt_dataset *ds, int32_t *first_of_row)
+{
+    int64_t epoch = zt_loader_get_state(ld).epoch, rows = zt_loader_rows_per_epoch(ld), row = 0;
+    int64_t group = (int64_t)ld->B * ld->world;
+    char *seen = calloc((N_EX + 1) * 100, 1);
+    for (int64_t step = 0; step < (rows + group - 1) / group; step++) {
+        CHECK(zt_loader_get_state(ld).epoch == epoch);
+        zt_loader_next(ld, b);
+        check_batch_invariants(b);
+        for (int i = 0; i < b->B * b->T; i++) {
+            int t = i % b->T;
+            if (t == 0 && first_of_row && row < rows) first_of_row[row++] = b->input[i];
+            if (b->input[i] == 0) {
+                CHECK(b->target[i] == NO_LOSS && b->input[i - b->pos[i]] == 0);
+                continue;
+            }
+            int e = tag_example(b->input[i]), j = b->input[i] % 100;
+            CHECK(!seen[b->input[i]]);
+            seen[b->input[i]] = 1;
+            int64_t len = zt_dataset_len(ds, e);
+            CHECK(b->target[i] == (j + 1 < len ? b->input[i] + 1 : NO_LOSS));
+            /* attention never leaves the document: the keys t-pos..t are the same example's */
+            CHECK(tag_example(b->input[i - b->pos[i]]) == e && b->input[i - b->pos[i]] % 100 == j - b->pos[i]);
+        }
+    }
+    int64_t total = 0;
+    for (int i = 0; i < (N_EX + 1) * 100; i++) total += seen[i];
+    CHECK(total == zt_dataset_tokens(ds));
+    CHECK(zt_loader_get_state(ld).epoch == epoch + 1);
+    free(seen);
+}
+
+/* Whether the rows' first tokens come from examples in file order. */
+static int rows_in_file_order(const int32_t *first_of_row, int64_t rows)
+{
+    for (int64_t r = 1; r < rows; r++)
+        if (tag_example(first_of_row[r]) < tag_example(first_of_row[r - 1])) return 0;
+    return 1;
+}
+
+static void test_determinism_and_coverage(void)
+{
+    zt_dataset ds = {0};
+    make_tagged(&ds);
+    zt_loader a, b, c;
+    zt_batch ba, bb, bc;
+    CHECK(zt_loader_init(&a, &ds, 16, 3, 1, 1, 7, 0, 1) == ZT_OK);
+    CHECK(zt_loader_init(&b, &ds, 16, 3, 1, 1, 7, 0, 1) == ZT_OK);
+    CHECK(zt_loader_init(&c, &ds, 16, 3, 1, 1, 8, 0, 1) == ZT_OK);
+    zt_batch_alloc(&ba, 3, 16);
+    zt_batch_alloc(&bb, 3, 16);
+    zt_batch_alloc(&bc, 3, 16);
+    int differ = 0;
+    for (int step = 0; step < 100; step++) { /* several epochs */
+        zt_loader_next(&a, &ba);
+        zt_loader_next(&b, &bb);
+        zt_loader_next(&c, &bc);
+        CHECK(memcmp(ba.input, bb.input, 48 * 4) == 0 && memcmp(ba.target, bb.target, 48 * 4) == 0 &&
+              memcmp(ba.pos, bb.pos, 48 * 4) == 0 && ba.n_targets == bb.n_targets);
+        differ += memcmp(ba.input, bc.input, 48 * 4) != 0;
+    }
+    CHECK(differ > 90);
+    CHECK(zt_loader_get_state(&a).epoch >= 3);
+
+    /* every epoch is a different order of the same tokens */
+    zt_loader d;
+    zt_batch bd;
+    CHECK(zt_loader_init(&d, &ds, 16, 3, 1, 1, 7, 0, 1) == ZT_OK);
+    zt_batch_alloc(&bd, 3, 16);
+    int32_t first0[N_EX * 2], first1[N_EX * 2];
+    int64_t rows0 = zt_loader_rows_per_epoch(&d);
+    check_epoch_coverage(&d, &bd, &ds, first0);
+    int64_t rows1 = zt_loader_rows_per_epoch(&d), rows1_ahead;
+    CHECK(zt_loader_epoch_rows(&a, 1, &rows1_ahead) == ZT_OK && rows1_ahead == rows1);
+    check_epoch_coverage(&d, &bd, &ds, first1);
+    CHECK(memcmp(first0, first1, (size_t)(rows0 < rows1 ? rows0 : rows1) * 4) != 0);
+    CHECK(!rows_in_file_order(first0, rows0) && !rows_in_file_order(first1, rows1));
+    zt_loader_free(&d);
+    zt_batch_free(&bd);
+
+    /* unpacked: the same coverage, one example per row */
+    CHECK(zt_loader_init(&d, &ds, 64, 4, 0, 1, 7, 0, 1) == ZT_OK);
+    zt_batch_alloc(&bd, 4, 64);
+    CHECK(zt_loader_rows_per_epoch(&d) == N_EX);
+    check_epoch_coverage(&d, &bd, &ds, NULL);
+    zt_loader_free(&d);
+    zt_batch_free(&bd);
+
+    zt_loader_free(&a);
+    zt_loader_free(&b);
+    zt_loader_free(&c);
+    zt_batch_free(&ba);
+    zt_batch_free(&bb);
+    zt_batch_free(&bc);
+    zt_dataset_free(&ds);
+}
+
+static void test_no_shuffle_keeps_order(void)
+{
+    zt_dataset ds = {0};
+    make_tagged(&ds);
+    int32_t first[N_EX];
+    for (int packing = 0; packing <= 1; packing++) {
+        zt_loader ld;
+        zt_batch b;
+        CHECK(zt_loader_init(&ld, &ds, 40, 2, packing, 0, 7, 0, 1) == ZT_OK);
+        zt_batch_alloc(&b, 2, 40);
+        int64_t rows = zt_loader_rows_per_epoch(&ld);
+        check_epoch_coverage(&ld, &b, &ds, first);
+        CHECK(rows_in_file_order(first, rows));
+        for (int64_t r = 0; r < rows && !packing; r++) CHECK(first[r] == (r + 1) * 100);
+        zt_loader_free(&ld);
+        zt_batch_free(&b);
+    }
+    zt_dataset_free(&ds);
+}
+
+static void test_resume(void)
+{
+    zt_dataset ds = {0};
+    make_tagged(&ds);
+    enum { STEPS = 40, SAVE = 13, BT = 2 * 24 };
+    zt_loader ld;
+    zt_batch b;
+    CHECK(zt_loader_init(&ld, &ds, 24, 2, 1, 1, 5, 0, 1) == ZT_OK);
+    zt_batch_alloc(&b, 2, 24);
+    int32_t input[STEPS][BT], target[STEPS][BT], pos[STEPS][BT];
+    zt_loader_state saved = {0};
+    for (int s = 0; s < STEPS; s++) {
+        if (s == SAVE) saved = zt_loader_get_state(&ld);
+        zt_loader_next(&ld, &b);
+        memcpy(input[s], b.input, sizeof input[s]);
+        memcpy(target[s], b.target, sizeof target[s]);
+        memcpy(pos[s], b.pos, sizeof pos[s]);
+    }
+    CHECK(zt_loader_get_state(&ld).epoch > saved.epoch); /* the replay crosses an epoch */
+    zt_loader_free(&ld);
+
+    CHECK(zt_loader_init(&ld, &ds, 24, 2, 1, 1, 5, 0, 1) == ZT_OK);
+    zt_loader_state bad = {saved.epoch, 1000000};
+    CHECK(zt_loader_set_state(&ld, bad) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "row 1000000 is past the end of epoch"), "%s", zt_errmsg());
+    CHECK(zt_loader_get_state(&ld).epoch == 0 && zt_loader_get_state(&ld).row == 0);
+    CHECK(zt_loader_set_state(&ld, (zt_loader_state){-1, 0}) == ZT_EUSER);
+    CHECK(zt_loader_set_state(&ld, saved) == ZT_OK);
+    for (int s = SAVE; s < STEPS; s++) {
+        zt_loader_next(&ld, &b);
+        CHECK(memcmp(input[s], b.input, sizeof input[s]) == 0);
+        CHECK(memcmp(target[s], b.target, sizeof target[s]) == 0);
+        CHECK(memcmp(pos[s], b.pos, sizeof pos[s]) == 0);
+    }
+    zt_loader_free(&ld);
+    zt_batch_free(&b);
+    zt_dataset_free(&ds);
+}
+
+static void test_rank_slicing(void)
+{
+    enum { W = 3, B = 2, T = 20, STEPS = 30 };
+    zt_dataset ds = {0};
+    make_tagged(&ds);
+    zt_loader one, ranks[W];
+    zt_batch bone, branks[W];
+    CHECK(zt_loader_init(&one, &ds, T, B * W, 1, 1, 11, 0, 1) == ZT_OK);
+    zt_batch_alloc(&bone, B * W, T);
+    for (int r = 0; r < W; r++) {
+        CHECK(zt_loader_init(&ranks[r], &ds, T, B, 1, 1, 11, r, W) == ZT_OK);
+        zt_batch_alloc(&branks[r], B, T);
+    }
+    int64_t epochs_seen = 0;
+    for (int s = 0; s < STEPS; s++) {
+        zt_loader_next(&one, &bone);
+        int64_t n = 0;
+        for (int r = 0; r < W; r++) {
+            zt_loader_next(&ranks[r], &branks[r]);
+            n += branks[r].n_targets;
+            for (int k = 0; k < B; k++) { /* rank r's slot k is global row k*W + r */
+                size_t g = (size_t)(k * W + r) * T, l = (size_t)k * T;
+                CHECK(memcmp(bone.input + g, branks[r].input + l, T * 4) == 0);
+                CHECK(memcmp(bone.target + g, branks[r].target + l, T * 4) == 0);
+                CHECK(memcmp(bone.pos + g, branks[r].pos + l, T * 4) == 0);
+            }
+            CHECK(zt_loader_get_state(&ranks[r]).epoch == zt_loader_get_state(&one).epoch);
+            CHECK(zt_loader_get_state(&ranks[r]).row == zt_loader_get_state(&one).row);
+        }
+        CHECK(n == bone.n_targets);
+        epochs_seen = zt_loader_get_state(&one).epoch;
+    }
+    CHECK(epochs_seen >= 2);
+    zt_loader_free(&one);
+    zt_batch_free(&bone);
+    for (int r = 0; r < W; r++) {
+        zt_loader_free(&ranks[r]);
+        zt_batch_free(&branks[r]);
+    }
+    zt_dataset_free(&ds);
+}
+
+static void test_loader_bad_args(void)
+{
+    zt_dataset ds = {0}, empty = {0};
+    append(&ds, (int32_t[]){1}, NULL, 1);
+    zt_loader ld;
+    CHECK(zt_loader_init(&ld, &ds, 0, 1, 1, 1, 0, 0, 1) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "max_length must be at least 1"), "%s", zt_errmsg());
+    CHECK(zt_loader_init(&ld, &ds, 4, 0, 1, 1, 0, 0, 1) == ZT_EUSER);
+    CHECK(zt_loader_init(&ld, &ds, 4, 1, 1, 1, 0, -1, 1) == ZT_EUSER);
+    CHECK(zt_loader_init(&ld, &ds, 4, 1, 1, 1, 0, 3, 3) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "rank 3 out of range for world size 3"), "%s", zt_errmsg());
+    CHECK(zt_loader_init(&ld, &empty, 4, 1, 1, 1, 0, 0, 1) == ZT_EUSER);
+    zt_dataset_free(&ds);
+}
+
+int main(void)
+{
+    strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_rng_determinism);
+    RUN(test_rng_distributions);
+    RUN(test_tokens_good);
+    RUN(test_tokens_long_line);
+    RUN(test_tokens_bad_lines);
+    RUN(test_tokens_bad_files);
+    RUN(test_packing_layout);
+    RUN(test_packing_split);
+    RUN(test_no_packing);
+    RUN(test_determinism_and_coverage);
+    RUN(test_no_shuffle_keeps_order);
+    RUN(test_resume);
+    RUN(test_rank_slicing);
+    RUN(test_loader_bad_args);
+    for (int i = 0; i < ntmp; i++) {
+        unlink(tmpfiles[i]);
+        free(tmpfiles[i]);
+    }
+    rmdir(tmpdir);
+    return test_summary();
+}

@@ -1,0 +1,394 @@
+/* zt_gemm_bf16 on every CPU path against a double-precision reference on the same bf16
+ * inputs; zt_f32_to_bf16_array against zt_f32_to_bf16; and GFLOP/s next to OpenBLAS sgemm. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_bf16_kernel.h"
+#include "lib/core/cpu.h"
+#include "lib/core/dtype.h"
+#include "tests/unit/test.h"
+
+typedef void (*gemm_fn)(int, int, int, int, int, float, const uint16_t *, int, const uint16_t *, int, float,
+                        float *, int);
+
+static void gemm_avx2(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void gemm_avx512(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                        const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+typedef struct {
+    const char *name;
+    gemm_fn fn;
+    zt_cpu_feature need; /* 0: runs anywhere */
+} path;
+
+static const path paths[] = {
+    {"scalar", zt_gemm_bf16_ref, 0},
+    {"avx2", gemm_avx2, ZT_CPU_AVX2},
+    {"avx512-bf16", gemm_avx512, ZT_CPU_AVX512BF16},
+    {"dispatch", zt_gemm_bf16, 0},
+};
+enum { NPATHS = sizeof paths / sizeof paths[0] };
+
+static int path_runs(const path *p) { return !p->need || zt_cpu_has(p->need); }
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float next_unit(void) { return (float)(next_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
+
+static uint16_t *random_bf16(size_t n)
+{
+    uint16_t *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = zt_f32_to_bf16(next_unit());
+    return x;
+}
+
+/* A problem: operands stored as the trans flags say, leading dimensions padded by `pad`, and
+ * what C must become (want) within what fp32 summation of K products may lose (tol):
+ * (K + 8) ulps of |alpha|·Σ|a||b| + |beta·c|. Padding columns of C must keep their value. */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    uint16_t *A, *B;
+    float *C0;         /* C before the call */
+    double *want, *tol; /* [M * ldc] */
+} problem;
+
+static double a_at(const problem *p, int i, int k)
+{
+    return zt_bf16_to_f32(p->ta ? p->A[(size_t)k * p->lda + i] : p->A[(size_t)i * p->lda + k]);
+}
+static double b_at(const problem *p, int k, int j)
+{
+    return zt_bf16_to_f32(p->tb ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j]);
+}
+
+static problem problem_make(int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
+{
+    problem p = {ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, alpha, beta,
+                 NULL, NULL, NULL, NULL, NULL};
+    size_t csize = (size_t)M * p.ldc;
+    p.A = random_bf16((size_t)(ta ? K : M) * p.lda);
+    p.B = random_bf16((size_t)(tb ? N : K) * p.ldb);
+    p.C0 = malloc(csize * sizeof(float));
+    p.want = malloc(csize * sizeof(double));
+    p.tol = malloc(csize * sizeof(double));
+    for (size_t i = 0; i < csize; i++) p.C0[i] = next_unit();
+    double *arow = malloc((size_t)K * sizeof(double));
+    for (int i = 0; i < M; i++) {
+        for (int k = 0; k < K; k++) arow[k] = a_at(&p, i, k);
+        for (int j = 0; j < p.ldc; j++) {
+            size_t at = (size_t)i * p.ldc + j;
+            double c0 = p.C0[at];
+            if (j >= N) {
+                p.want[at] = c0;
+                p.tol[at] = 0;
+                continue;
+            }
+            double sum = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double ab = arow[k] * b_at(&p, k, j);
+                sum += ab;
+                mag += fabs(ab);
+            }
+            double cterm = beta == 0.0f ? 0.0 : beta * c0;
+            p.want[at] = alpha * sum + cterm;
+            p.tol[at] = (K + 8) * 0x1p-23 * (fabs(alpha) * mag + fabs(cterm));
+        }
+    }
+    free(arow);
+    return p;
+}
+
+static void problem_free(problem *p)
+{
+    free(p->A);
+    free(p->B);
+    free(p->C0);
+    free(p->want);
+    free(p->tol);
+}
+
+/* Runs fn on a copy of C0 and counts the elements off by more than tol (printing a few). */
+static int problem_check(const problem *p, gemm_fn fn, const char *name)
+{
+    size_t csize = (size_t)p->M * p->ldc;
+    float *C = malloc(csize * sizeof(float));
+    memcpy(C, p->C0, csize * sizeof(float));
+    fn(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
+    int bad = 0;
+    for (size_t at = 0; at < csize; at++)
+        if (!(fabs(C[at] - p->want[at]) <= p->tol[at]) && bad++ < 3)
+            fprintf(stderr, "  %s ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g: C[%zu,%zu] = %.9g, want %.9g\n",
+                    name, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->beta, at / p->ldc, at % p->ldc, C[at],
+                    p->want[at]);
+    free(C);
+    return bad;
+}
+
+static void test_shapes_all_paths(void)
+{
+    static const int sizes[] = {1, 3, 17, 64, 127, 300};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    int bad = 0, runs = 0;
+    for (int t = 0; t < 4; t++)
+        for (int im = 0; im < NS; im++)
+            for (int in = 0; in < NS; in++)
+                for (int ik = 0; ik < NS; ik++) {
+                    int M = sizes[im], N = sizes[in], K = sizes[ik];
+                    problem p = problem_make(t >> 1, t & 1, M, N, K, (M + N + K) % 3, 1.0f, 0.0f);
+                    for (int q = 0; q < NPATHS; q++) {
+                        /* the scalar loops are slow; their answers on smaller shapes suffice */
+                        if (!path_runs(&paths[q]) || (paths[q].fn == zt_gemm_bf16_ref && M * N * K > 300000))
+                            continue;
+                        bad += problem_check(&p, paths[q].fn, paths[q].name);
+                        runs++;
+                    }
+                    problem_free(&p);
+                }
+    CHECK_MSG(bad == 0, "%d wrong elements in %d runs", bad, runs);
+}
+
+static void test_alpha_beta(void)
+{
+    static const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0.75f, -1}, {0, 0.5f}, {0, 0}};
+    int bad = 0;
+    for (size_t c = 0; c < sizeof ab / sizeof ab[0]; c++)
+        for (int t = 0; t < 4; t++) {
+            problem p = problem_make(t >> 1, t & 1, 37, 70, 45, 5, ab[c][0], ab[c][1]);
+            for (int q = 0; q < NPATHS; q++)
+                if (path_runs(&paths[q])) bad += problem_check(&p, paths[q].fn, paths[q].name);
+            problem_free(&p);
+        }
+    CHECK_MSG(bad == 0, "%d wrong elements", bad);
+}
+
+/* beta == 0 must not read C: NaN and Inf there must not leak into the result. */
+static void test_beta0_ignores_nan(void)
+{
+    for (int q = 0; q < NPATHS; q++) {
+        if (!path_runs(&paths[q])) continue;
+        for (int t = 0; t < 4; t++)
+            for (int alpha0 = 0; alpha0 < 2; alpha0++) {
+                problem p = problem_make(t >> 1, t & 1, 19, 41, 33, 0, alpha0 ? 0.0f : 1.5f, 0.0f);
+                for (int i = 0; i < p.M * p.ldc; i++) p.C0[i] = i % 2 ? NAN : -INFINITY;
+                CHECK_MSG(problem_check(&p, paths[q].fn, paths[q].name) == 0, "%s ta=%d tb=%d alpha=%g",
+                          paths[q].name, p.ta, p.tb, p.alpha);
+                problem_free(&p);
+            }
+    }
+}
+
+/* More than one K block (the kernels take 256 at a time), with an odd tail and odd lda. */
+static void test_long_k(void)
+{
+    int bad = 0;
+    for (int t = 0; t < 4; t++) {
+        problem p = problem_make(t >> 1, t & 1, 29, 50, 1025, 1, 1.0f, 0.5f);
+        for (int q = 1; q < NPATHS; q++)
+            if (path_runs(&paths[q])) bad += problem_check(&p, paths[q].fn, paths[q].name);
+        problem_free(&p);
+    }
+    CHECK_MSG(bad == 0, "%d wrong elements", bad);
+}
+
+/* Each SIMD path against the scalar loops on the same inputs, element by element. */
+static void test_simd_vs_scalar(void)
+{
+    for (int q = 1; q < 3; q++) {
+        if (!path_runs(&paths[q])) {
+            fprintf(stderr, "  (%s path not run: this CPU lacks it)\n", paths[q].name);
+            continue;
+        }
+        for (int t = 0; t < 4; t++) {
+            problem p = problem_make(t >> 1, t & 1, 70, 90, 301, 3, 1.0f, 0.0f);
+            size_t n = (size_t)p.M * p.ldc;
+            float *ref = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));
+            zt_gemm_bf16_ref(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, 0.0f, ref, p.ldc);
+            paths[q].fn(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, 0.0f, got, p.ldc);
+            double worst = 0;
+            for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
+            CHECK_MSG(worst < 1e-4, "%s ta=%d tb=%d: max |simd - scalar| = %g", paths[q].name, p.ta, p.tb, worst);
+            free(ref);
+            free(got);
+            problem_free(&p);
+        }
+    }
+}
+
+/* Bitwise the same result on 1, 2 and 3 threads (the K order never depends on them). */
+static void test_deterministic_threads(void)
+{
+    int saved = omp_get_max_threads();
+    for (int q = 1; q < NPATHS; q++) {
+        if (!path_runs(&paths[q])) continue;
+        for (int t = 0; t < 4; t++) {
+            problem p = problem_make(t >> 1, t & 1, 250, 333, 600, 0, 1.0f, 0.0f);
+            size_t n = (size_t)p.M * p.ldc;
+            float *c[3];
+            for (int th = 0; th < 3; th++) {
+                c[th] = malloc(n * sizeof(float));
+                omp_set_num_threads(th + 1);
+                paths[q].fn(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, 0.0f, c[th], p.ldc);
+            }
+            CHECK_MSG(!memcmp(c[0], c[1], n * sizeof(float)) && !memcmp(c[0], c[2], n * sizeof(float)),
+                      "%s ta=%d tb=%d", paths[q].name, p.ta, p.tb);
+            for (int th = 0; th < 3; th++) free(c[th]);
+            problem_free(&p);
+        }
+    }
+    omp_set_num_threads(saved);
+}
+
+static void test_empty(void)
+{
+    float c = 7.0f;
+    uint16_t one = 0x3f80;
+    zt_gemm_bf16(0, 0, 0, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1);
+    CHECK(c == 7.0f);
+    zt_gemm_bf16(0, 0, 1, 1, 0, 1.0f, &one, 1, &one, 1, 2.0f, &c, 1);
+    CHECK(c == 14.0f); /* K = 0: C = beta * C */
+}
+
+/* ---- fp32 -> bf16 arrays ----------------------------------------------------------------- */
+
+static int convert_mismatches(void (*run)(uint16_t *, const float *, size_t), const float *src, size_t n)
+{
+    uint16_t *dst = malloc(n * sizeof *dst);
+    run(dst, src, n);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (dst[i] != zt_f32_to_bf16(src[i])) {
+            uint32_t u;
+            memcpy(&u, &src[i], 4);
+            if (bad++ < 3) fprintf(stderr, "  0x%08x -> 0x%04x, want 0x%04x\n", u, dst[i], zt_f32_to_bf16(src[i]));
+        }
+    }
+    free(dst);
+    return bad;
+}
+
+static void test_convert(void)
+{
+    static const uint32_t special[] = {
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000, /* zeros, infinities */
+        0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fbfffff, 0x7fffffff, 0x7f80ffff, /* NaNs */
+        0x00000001, 0x00007fff, 0x00008000, 0x00018000, 0x007fffff, 0x80008001,             /* denormals */
+        0x3f808000, 0x3f818000, 0x3f807fff, 0x3f808001, /* ties to even, just below/above */
+        0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x7f7f7fff, /* rounding up to infinity or not */
+        0x3f800000, 0xbf800000, 0x00800000, 0x80800000,
+    };
+    enum { NSPECIAL = sizeof special / sizeof special[0] };
+    /* specials at every position of a 16-lane vector and in the tail */
+    size_t n = 16 * NSPECIAL + 13;
+    float *src = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) memcpy(&src[i], &special[(i * 7) % NSPECIAL], 4);
+    CHECK(convert_mismatches(zt_f32_to_bf16_array, src, n) == 0);
+    CHECK(convert_mismatches(zt_f32_to_bf16_run_scalar, src, n) == 0);
+    if (zt_cpu_has(ZT_CPU_AVX2)) CHECK(convert_mismatches(zt_f32_to_bf16_run_avx2, src, n) == 0);
+    free(src);
+
+    /* random bit patterns over the whole range, large enough for the threaded path */
+    n = ((size_t)1 << 22) + 5;
+    src = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = next_u32() << 16 | (next_u32() & 0xffff);
+        memcpy(&src[i], &u, 4);
+    }
+    CHECK(convert_mismatches(zt_f32_to_bf16_array, src, n) == 0);
+    if (zt_cpu_has(ZT_CPU_AVX2)) CHECK(convert_mismatches(zt_f32_to_bf16_run_avx2, src, n) == 0);
+    free(src);
+}
+
+/* ---- speed (printed, not asserted) --------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void bench_shape(int M, int N, int K)
+{
+    uint16_t *A = random_bf16((size_t)M * K), *B = random_bf16((size_t)K * N);
+    float *Af = malloc((size_t)M * K * sizeof(float)), *Bf = malloc((size_t)K * N * sizeof(float));
+    float *C = malloc((size_t)M * N * sizeof(float));
+    for (size_t i = 0; i < (size_t)M * K; i++) Af[i] = zt_bf16_to_f32(A[i]);
+    for (size_t i = 0; i < (size_t)K * N; i++) Bf[i] = zt_bf16_to_f32(B[i]);
+    double flop = 2.0 * M * N * K;
+    int reps = flop > 1e10 ? 1 : 3; /* keeps the test at a few seconds; bench/ times longer */
+    static const char *what[] = {"A·B  ", "A·Bt ", "At·B ", "At·Bt"};
+    for (int t = 0; t < 4; t++) {
+        int ta = t >> 1, tb = t & 1, lda = ta ? M : K, ldb = tb ? K : N;
+        double best_z = 1e30, best_s = 1e30;
+        for (int r = 0; r <= reps; r++) {
+            double t0 = now_s();
+            zt_gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+            double t1 = now_s();
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                        1.0f, Af, lda, Bf, ldb, 0.0f, C, N);
+            double t2 = now_s();
+            if (r == 0) continue; /* warm-up: page faults, packing buffers */
+            best_z = fmin(best_z, t1 - t0);
+            best_s = fmin(best_s, t2 - t1);
+        }
+        printf("  M=%-5d N=%-5d K=%-4d %s  zt_gemm_bf16 %7.1f GFLOP/s   sgemm %7.1f GFLOP/s   ratio %.2f\n", M, N,
+               K, what[t], flop / best_z * 1e-9, flop / best_s * 1e-9, best_s / best_z);
+    }
+    free(A);
+    free(B);
+    free(Af);
+    free(Bf);
+    free(C);
+}
+
+#ifdef __SANITIZE_ADDRESS__
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+static void bench_vs_sgemm(void)
+{
+    if (SANITIZED) {
+        printf("  (speed not measured under AddressSanitizer)\n");
+        return;
+    }
+    printf("  zt_gemm_bf16 path: %s, %d threads; OpenBLAS core: %s\n", zt_cpu_level_name(), omp_get_max_threads(),
+           openblas_get_corename());
+    bench_shape(1024, 1408, 512);
+    bench_shape(1024, 32000, 512);
+}
+
+int main(void)
+{
+    RUN(test_empty);
+    RUN(test_shapes_all_paths);
+    RUN(test_alpha_beta);
+    RUN(test_beta0_ignores_nan);
+    RUN(test_long_k);
+    RUN(test_simd_vs_scalar);
+    RUN(test_deterministic_threads);
+    RUN(test_convert);
+    bench_vs_sgemm();
+    return test_summary();
+}

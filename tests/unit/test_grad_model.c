@@ -1,0 +1,135 @@
+/* Whole-model gradient check: the CPU kernels and the model compiled with
+ * zt_real = double; every parameter's gradient against central finite
+ * differences of the summed cross-entropy, on a packed batch of 3 documents. */
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/model/llama.h"
+#include "test.h"
+
+enum { B = 2, T = 10 };
+
+/* row 0: documents of 4 and 6 tokens; row 1: a document of 7 tokens and 3 of padding */
+static int32_t input[B * T], target[B * T], pos[B * T];
+
+static void make_batch(int vocab)
+{
+    int docs[][3] = {{0, 0, 4}, {0, 4, 10}, {1, 0, 7}}; /* row, start, end */
+    for (int i = 0; i < B * T; i++) input[i] = (i * 7 + 3) % vocab, target[i] = -100, pos[i] = 0;
+    for (int d = 0; d < 3; d++) {
+        int r = docs[d][0], s = docs[d][1], e = docs[d][2];
+        for (int t = s; t < e; t++) {
+            pos[r * T + t] = t - s;
+            if (t + 1 < e) target[r * T + t] = input[r * T + t + 1];
+        }
+    }
+    for (int t = 7; t < T; t++) pos[T + t] = t - 7; /* padding is its own pseudo-document */
+}
+
+static zt_llama_config tiny_config(void)
+{
+    zt_llama_config c;
+    zt_llama_config_default(&c);
+    c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
+    return c;
+}
+
+static double loss_of(zt_llama *m)
+{
+    double loss = 0;
+    zt_llama_forward_backward(m, input, target, pos, 0, &loss);
+    return loss;
+}
+
+/* Returns the worst error relative to max(1e-2, |gradient|) over all parameters. */
+static double check_model(zt_llama_config c, int checkpointing, uint64_t seed)
+{
+    zt_llama m;
+    ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, checkpointing) == ZT_OK);
+    zt_llama_init_weights(&m, seed, 0.5);
+    /* norm weights and biases away from their init values, so their gradients are generic */
+    for (int i = 0; i < m.n_tensors; i++)
+        if (m.tensors[i].ndim == 1)
+            for (int64_t j = 0; j < m.tensors[i].shape[0]; j++)
+                m.params[m.tensors[i].offset + j] = 1 + 0.3 * sin(1.7 * j + i);
+    make_batch(c.vocab_size);
+    double loss = 0;
+    memset(m.grads, 0, m.numel * sizeof(double));
+    zt_llama_forward_backward(&m, input, target, pos, 1, &loss);
+    double worst = 0;
+    const double eps = 1e-6;
+    for (size_t i = 0; i < m.numel; i++) {
+        double keep = m.params[i];
+        m.params[i] = keep + eps;
+        double lp = loss_of(&m);
+        m.params[i] = keep - eps;
+        double lm = loss_of(&m);
+        m.params[i] = keep;
+        double fd = (lp - lm) / (2 * eps), an = m.grads[i];
+        double err = fabs(fd - an) / fmax(1e-2, fabs(an));
+        if (err > worst) worst = err;
+    }
+    CHECK_MSG(loss > 0 && isfinite(loss), "loss %g", loss);
+    zt_llama_free(&m);
+    return worst;
+}
+
+static void test_untied(void)
+{
+    zt_llama_config c = tiny_config();
+    double e = check_model(c, 0, 1);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_tied(void)
+{
+    zt_llama_config c = tiny_config();
+    c.tie_word_embeddings = 1;
+    double e = check_model(c, 0, 2);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_checkpointing(void)
+{
+    zt_llama_config c = tiny_config();
+    double e = check_model(c, 1, 3);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.tie_word_embeddings = 1;
+    e = check_model(c, 1, 4);
+    CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
+}
+
+static void test_qwen2_bias_and_window(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "qwen2") == ZT_OK);
+    c.sliding_window = 3;
+    double e = check_model(c, 0, 5);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_llama_bias_rope_scaling(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
+    strcpy(c.rope_scaling.type, "llama3");
+    c.rope_scaling.factor = 8, c.rope_scaling.low_freq_factor = 1, c.rope_scaling.high_freq_factor = 4;
+    c.rope_scaling.original_max_position_embeddings = 16;
+    c.rope_theta = 500000;
+    double e = check_model(c, 1, 6);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+int main(void)
+{
+    RUN(test_untied); /* with the default threads; the rest on one (thousands of tiny passes) */
+    omp_set_num_threads(1);
+    RUN(test_tied);
+    RUN(test_checkpointing);
+    RUN(test_qwen2_bias_and_window);
+    RUN(test_llama_bias_rope_scaling);
+    return test_summary();
+}

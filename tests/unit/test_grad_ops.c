@@ -1,0 +1,254 @@
+/* Per-op checks in double precision: each backward kernel against central finite
+ * differences of its forward kernel (loss = Σ r·output for a fixed random r), and
+ * the forward kernels with index tricks (attention, rope) against naive loops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/ops.h"
+#include "lib/core/rng.h"
+#include "test.h"
+
+static zt_rng rng;
+
+static void fill(double *x, size_t n, double scale)
+{
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2 * zt_rng_uniform(&rng) - 1);
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* forward(ctx) must compute ctx's output from its inputs; loss = r·out */
+typedef void (*forward_fn)(void *ctx);
+
+/* Worst |fd - analytic| / max(1e-2, |analytic|) over every element of x. */
+static double fd_check(forward_fn f, void *ctx, double *x, size_t n, const double *grad, const double *out,
+                       const double *r, size_t nout)
+{
+    double worst = 0, eps = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        double keep = x[i];
+        x[i] = keep + eps;
+        f(ctx);
+        double lp = dot(r, out, nout);
+        x[i] = keep - eps;
+        f(ctx);
+        double lm = dot(r, out, nout);
+        x[i] = keep;
+        double fd = (lp - lm) / (2 * eps), e = fabs(fd - grad[i]) / fmax(1e-2, fabs(grad[i]));
+        worst = e > worst ? e : worst;
+    }
+    f(ctx);
+    return worst;
+}
+
+enum { N = 6, C = 8 };
+
+struct rms_ctx { double x[N * C], w[C], y[N * C], rstd[N]; };
+static void rms_fwd(void *p)
+{
+    struct rms_ctx *c = p;
+    zt_cpu_rmsnorm_forward(c->y, c->rstd, c->x, c->w, N, C, 1e-5);
+}
+
+static void test_rmsnorm(void)
+{
+    struct rms_ctx c;
+    double r[N * C], dx[N * C] = {0}, dw[C] = {0};
+    fill(c.x, N * C, 2), fill(c.w, C, 1.5), fill(r, N * C, 1);
+    rms_fwd(&c);
+    zt_cpu_rmsnorm_backward(dx, dw, r, c.x, c.w, c.rstd, N, C);
+    CHECK(fd_check(rms_fwd, &c, c.x, N * C, dx, c.y, r, N * C) < 1e-6);
+    CHECK(fd_check(rms_fwd, &c, c.w, C, dw, c.y, r, N * C) < 1e-6);
+    /* backward accumulates */
+    double dx2[N * C];
+    for (int i = 0; i < N * C; i++) dx2[i] = 1;
+    double dw2[C] = {0};
+    zt_cpu_rmsnorm_backward(dx2, dw2, r, c.x, c.w, c.rstd, N, C);
+    CHECK_NEAR(dx2[5], dx[5] + 1, 1e-12);
+}
+
+struct swiglu_ctx { double gu[N * 2 * C], h[N * C]; };
+static void swiglu_fwd(void *p)
+{
+    struct swiglu_ctx *c = p;
+    zt_cpu_swiglu_forward(c->h, c->gu, N, C);
+}
+
+static void test_swiglu(void)
+{
+    struct swiglu_ctx c;
+    double r[N * C], d[N * 2 * C];
+    fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
+    swiglu_fwd(&c);
+    zt_cpu_swiglu_backward(d, r, c.gu, N, C);
+    CHECK(fd_check(swiglu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
+}
+
+struct bias_ctx { double x[N * C], b[C], y[N * C]; };
+static void bias_fwd(void *p)
+{
+    struct bias_ctx *c = p;
+    memcpy(c->y, c->x, sizeof c->y);
+    zt_cpu_bias_forward(c->y, c->b, N, C);
+}
+
+static void test_bias(void)
+{
+    struct bias_ctx c;
+    double r[N * C], db[C] = {0};
+    fill(c.x, N * C, 1), fill(c.b, C, 1), fill(r, N * C, 1);
+    bias_fwd(&c);
+    zt_cpu_bias_backward(db, r, N, C);
+    CHECK(fd_check(bias_fwd, &c, c.b, C, db, c.y, r, N * C) < 1e-6);
+}
+
+enum { V = 5 };
+struct emb_ctx { double table[V * C], out[N * C]; int32_t ids[N]; };
+static void emb_fwd(void *p)
+{
+    struct emb_ctx *c = p;
+    zt_cpu_embedding_forward(c->out, c->ids, c->table, N, C);
+}
+
+static void test_embedding(void)
+{
+    struct emb_ctx c = {.ids = {1, 3, 1, 0, 4, 1}};
+    double r[N * C], d[V * C] = {0};
+    fill(c.table, V * C, 1), fill(r, N * C, 1);
+    emb_fwd(&c);
+    zt_cpu_embedding_backward(d, r, c.ids, N, C);
+    CHECK(fd_check(emb_fwd, &c, c.table, V * C, d, c.out, r, N * C) < 1e-6);
+}
+
+struct ce_ctx { double logits[N * V], work[N * V], loss[N]; int32_t target[N]; };
+static void ce_fwd(void *p)
+{
+    struct ce_ctx *c = p;
+    memcpy(c->work, c->logits, sizeof c->work);
+    memset(c->loss, 0, sizeof c->loss);
+    zt_cpu_cross_entropy(c->work, c->loss, c->target, N, V, 0);
+}
+
+static void test_cross_entropy(void)
+{
+    struct ce_ctx c = {.target = {2, -100, 0, 4, -100, 1}};
+    double one[N], d[N * V];
+    for (int i = 0; i < N; i++) one[i] = 1;
+    fill(c.logits, N * V, 3);
+    ce_fwd(&c);
+    /* a naive log-softmax */
+    for (int i = 0; i < N; i++) {
+        double s = 0;
+        for (int v = 0; v < V; v++) s += exp(c.logits[i * V + v]);
+        double want = c.target[i] < 0 ? 0 : log(s) - c.logits[i * V + c.target[i]];
+        CHECK_NEAR(c.loss[i], want, 1e-12);
+    }
+    memcpy(d, c.logits, sizeof d);
+    double loss[N] = {0};
+    zt_cpu_cross_entropy(d, loss, c.target, N, V, 1);
+    CHECK(fd_check(ce_fwd, &c, c.logits, N * V, d, c.loss, one, N) < 1e-6);
+}
+
+/* attention on B=2 rows of T=9, H=4 query heads sharing KV=2 heads, D=4 */
+enum { AB = 2, AT = 9, AH = 4, AKV = 2, AD = 4, S3 = (AH + 2 * AKV) * AD };
+struct att_ctx { double qkv[AB * AT * S3], out[AB * AT * AH * AD], lse[AB * AH * AT]; int32_t pos[AB * AT]; int window; };
+static void att_fwd(void *p)
+{
+    struct att_ctx *c = p;
+    zt_cpu_attention_forward(c->out, c->lse, c->qkv, c->pos, AB, AT, AH, AKV, AD, c->window);
+}
+
+static void naive_attention(const struct att_ctx *c, double *out)
+{
+    for (int b = 0; b < AB; b++)
+        for (int h = 0; h < AH; h++)
+            for (int t = 0; t < AT; t++) {
+                const double *q = c->qkv + (size_t)(b * AT + t) * S3 + h * AD;
+                double s[AT], mx = -1e300, sum = 0;
+                int g = h / (AH / AKV);
+                for (int u = 0; u < AT; u++) {
+                    int visible = u <= t && u >= t - c->pos[b * AT + t] && (!c->window || t - u < c->window);
+                    const double *k = c->qkv + (size_t)(b * AT + u) * S3 + (AH + g) * AD;
+                    s[u] = visible ? dot(q, k, AD) / sqrt(AD) : -INFINITY;
+                    mx = s[u] > mx ? s[u] : mx;
+                }
+                for (int u = 0; u < AT; u++) sum += s[u] == -INFINITY ? 0 : exp(s[u] - mx);
+                for (int d = 0; d < AD; d++) {
+                    double o = 0;
+                    for (int u = 0; u < AT; u++)
+                        if (s[u] != -INFINITY)
+                            o += exp(s[u] - mx) / sum * c->qkv[(size_t)(b * AT + u) * S3 + (AH + AKV + g) * AD + d];
+                    out[(size_t)(b * AT + t) * AH * AD + h * AD + d] = o;
+                }
+            }
+}
+
+static void check_attention(int window)
+{
+    static struct att_ctx c;
+    int32_t pos[AB * AT] = {0, 1, 2, 0, 1, 2, 3, 4, 5, /* docs of 3 and 6 */ 0, 1, 2, 3, 4, 5, 6, 0, 1};
+    memcpy(c.pos, pos, sizeof pos);
+    c.window = window;
+    static double r[AB * AT * AH * AD], d[AB * AT * S3], ref[AB * AT * AH * AD];
+    fill(c.qkv, AB * AT * S3, 1.5), fill(r, AB * AT * AH * AD, 1);
+    att_fwd(&c);
+    naive_attention(&c, ref);
+    double worst = 0;
+    for (int i = 0; i < AB * AT * AH * AD; i++) worst = fmax(worst, fabs(ref[i] - c.out[i]));
+    CHECK_MSG(worst < 1e-12, "forward differs from naive by %g (window %d)", worst, window);
+    zt_cpu_attention_backward(d, r, c.qkv, c.out, c.lse, c.pos, AB, AT, AH, AKV, AD, window);
+    double e = fd_check(att_fwd, &c, c.qkv, AB * AT * S3, d, c.out, r, AB * AT * AH * AD);
+    CHECK_MSG(e < 1e-6, "backward error %g (window %d)", e, window);
+}
+
+static void test_attention(void) { check_attention(0); }
+static void test_attention_window(void) { check_attention(2); }
+
+/* rope with the rotate-half pairing, against the formula written out */
+struct rope_ctx { double x[N * 2 * C], y[N * 2 * C], cs[N * C / 2], sn[N * C / 2]; int32_t pos[N]; };
+static void rope_fwd(void *p)
+{
+    struct rope_ctx *c = p;
+    memcpy(c->y, c->x, sizeof c->y);
+    zt_cpu_rope(c->y, N, 2 * C, 2, C, c->pos, c->cs, c->sn, 0);
+}
+
+static void test_rope(void)
+{
+    struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}};
+    for (int p = 0; p < N; p++)
+        for (int j = 0; j < C / 2; j++) c.cs[p * C / 2 + j] = cos(p * pow(100.0, -2.0 * j / C)), c.sn[p * C / 2 + j] = sin(p * pow(100.0, -2.0 * j / C));
+    double r[N * 2 * C], d[N * 2 * C];
+    fill(c.x, N * 2 * C, 1), fill(r, N * 2 * C, 1);
+    rope_fwd(&c);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < C; j++) {
+                const double *x = c.x + n * 2 * C + h * C;
+                double th = c.pos[n] * pow(100.0, -2.0 * (j % (C / 2)) / C);
+                double rot = j < C / 2 ? -x[j + C / 2] : x[j - C / 2]; /* rotate_half */
+                CHECK_NEAR(c.y[n * 2 * C + h * C + j], x[j] * cos(th) + rot * sin(th), 1e-12);
+            }
+    memcpy(d, r, sizeof d);
+    zt_cpu_rope(d, N, 2 * C, 2, C, c.pos, c.cs, c.sn, 1);
+    CHECK(fd_check(rope_fwd, &c, c.x, N * 2 * C, d, c.y, r, N * 2 * C) < 1e-6);
+}
+
+int main(void)
+{
+    zt_rng_seed(&rng, 7, 0);
+    RUN(test_rmsnorm);
+    RUN(test_swiglu);
+    RUN(test_bias);
+    RUN(test_embedding);
+    RUN(test_cross_entropy);
+    RUN(test_attention);
+    RUN(test_attention_window);
+    RUN(test_rope);
+    return test_summary();
+}
