@@ -79,30 +79,35 @@ FORCE:
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(call isa,$<) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) $(call isa,$<) -c $< -o $@
 
 $(BUILD)/f64/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $(call isa,$<) -c $< -o $@
+	@echo "  CC f64  $<"
+	@$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $(call isa,$<) -c $< -o $@
 
 $(BUILD)/libzt.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/libzt_f64.a: $(F64_OBJ) $(CORE_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(ZT): $(CMD_OBJ) $(BUILD)/libzt.a
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(F64_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt_f64.a $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $< $(BUILD)/libzt_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $< $(BUILD)/libzt_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 tests: $(TEST_BIN) $(F64_BIN)
 

@@ -4,6 +4,7 @@
 #ifndef ZT_KERNELS_CPU_FASTMATH_H
 #define ZT_KERNELS_CPU_FASTMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 

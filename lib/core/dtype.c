@@ -86,10 +86,17 @@ void zt_convert(void *dst, zt_dtype dt, const void *src, zt_dtype st, size_t n)
         memcpy(dst, src, n * zt_dtype_size(dt));
         return;
     }
-    if (dt == ZT_BF16 && st == ZT_F32) { /* the hot case: a plain loop that vectorises */
+    /* the hot cases (saving and loading bf16 weights): plain loops that vectorise */
+    if (dt == ZT_BF16 && st == ZT_F32) {
         const float *s = src;
         uint16_t *d = dst;
         for (size_t i = 0; i < n; i++) d[i] = zt_f32_to_bf16(s[i]);
+        return;
+    }
+    if (dt == ZT_F32 && st == ZT_BF16) {
+        const uint16_t *s = src;
+        float *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = zt_bf16_to_f32(s[i]);
         return;
     }
     for (size_t i = 0; i < n; i++) {

@@ -331,10 +331,13 @@ static zt_status unknown_key(const source *src, const char *section, const char 
 
 static zt_status note_origin(zt_recipe *r, const zt_recipe_key *k, int line, int col, const char *override)
 {
-    static _Thread_local int seq; /* only the order matters */
+    int n, seq = 0;
+    zt_recipe_schema(&n);
+    for (int i = 0; i < n; i++)
+        if (r->origin[i].seq > seq) seq = r->origin[i].seq;
     struct zt_recipe_origin *o = &r->origin[key_index(k)];
     free(o->override);
-    *o = (struct zt_recipe_origin){line, col, NULL, ++seq};
+    *o = (struct zt_recipe_origin){line, col, NULL, seq + 1};
     if (override && !(o->override = strdup(override))) return zt_fail(ZT_ENOMEM, "out of memory");
     return ZT_OK;
 }
@@ -377,24 +380,28 @@ static zt_status read_file(const char *path, char **text, size_t *len)
     FILE *f = fopen(path, "rb");
     if (!f) return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "'%s': cannot open the recipe: %s", path,
                            strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    for (;;) {
         if (n == cap) {
-            char *more = realloc(buf, cap *= 2);
-            if (!more) free(buf);
-            if (!(buf = more)) break;
+            cap = cap ? 2 * cap : 4096;
+            char *more = realloc(buf, cap);
+            if (!more) {
+                free(buf);
+                fclose(f);
+                return zt_fail(ZT_ENOMEM, "'%s': out of memory", path);
+            }
+            buf = more;
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         if (!got) break;
         n += got;
     }
-    bool bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
-    if (!buf) return zt_fail(ZT_ENOMEM, "'%s': out of memory", path);
     if (bad) {
         free(buf);
-        return zt_fail(ZT_EIO, "'%s': read error", path);
+        return zt_fail(bad == EISDIR ? ZT_EUSER : ZT_EIO, "'%s': cannot read the recipe: %s", path, strerror(bad));
     }
     *text = buf;
     *len = n;
@@ -425,59 +432,61 @@ static zt_status apply_file(zt_recipe *r, const char *path, const char *cwd)
     return st;
 }
 
-/* Parses "v = <text>" and hands back the value; NULL when it is not one TOML value. */
-static const zt_toml *parse_value_text(const char *text, zt_toml **doc)
+/* Parses "v = ..." (text, which it frees) and hands back the value; NULL when
+ * it is not exactly one TOML value. */
+static const zt_toml *parse_value_text(char *text, zt_toml **doc)
 {
-    *doc = zt_toml_parse(text, strlen(text), NULL, 0);
+    *doc = text ? zt_toml_parse(text, strlen(text), NULL, 0) : NULL;
+    free(text);
     if (*doc && (*doc)->n == 1 && !strcmp((*doc)->items[0].key, "v")) return (*doc)->items[0].value;
     zt_toml_free(*doc);
     *doc = NULL;
     return NULL;
 }
 
-/* An override value as TOML: numbers and booleans as written, strings quoted
- * or not, a list as a TOML array or as [a, b] with bare items. */
-static const zt_toml *override_value(const zt_recipe_key *k, const char *value, zt_toml **doc)
+/* "v = <value>": as written, or quoted as a string, or as an array of the
+ * quoted items of a bare list "[a, b]". */
+static char *override_toml(const char *value, bool as_written, bool list)
 {
-    bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
-    bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
     char *text = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
     if (!f) return NULL;
-    fprintf(f, "v = %s", value);
-    fflush(f);
-    const zt_toml *v = NULL;
-    if (!stringy || list || value[0] == '"' || value[0] == '\'') v = parse_value_text(text, doc);
-    if (!v && stringy) {
-        rewind(f);
-        fputs("v = ", f);
-        if (list) { /* bare items: [a, b] */
-            fputc('[', f);
-            const char *s = value + 1, *end = value + strlen(value);
-            if (end > s && end[-1] == ']') end--;
-            while (s < end) {
-                size_t m = strcspn(s, ",");
-                if (s + m > end) m = (size_t)(end - s);
-                const char *a = s, *b = s + m;
-                while (a < b && (*a == ' ' || *a == '\t')) a++;
-                while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
-                if (b > a) {
-                    zt_toml_write_string(f, a, (size_t)(b - a));
-                    fputc(',', f);
-                }
-                s += m + 1;
+    fputs("v = ", f);
+    if (as_written) {
+        fputs(value, f);
+    } else if (list) {
+        fputc('[', f);
+        const char *s = value + 1, *end = value + strlen(value);
+        if (end > s && end[-1] == ']') end--;
+        while (s < end) {
+            const char *a = s, *b = memchr(s, ',', (size_t)(end - s));
+            if (!b) b = end;
+            s = b + 1;
+            while (a < b && (*a == ' ' || *a == '\t')) a++;
+            while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+            if (b > a) {
+                zt_toml_write_string(f, a, (size_t)(b - a));
+                fputc(',', f);
             }
-            fputc(']', f);
-        } else {
-            zt_toml_write_string(f, value, strlen(value));
         }
-        fputc(0, f); /* rewinding does not shorten the text: end it here */
-        fflush(f);
-        v = parse_value_text(text, doc);
+        fputc(']', f);
+    } else {
+        zt_toml_write_string(f, value, strlen(value));
     }
     fclose(f);
-    free(text);
+    return text;
+}
+
+/* An override value as TOML: numbers and booleans as written; strings quoted
+ * or not; a list as a TOML array, as [a, b] with bare items, or one string. */
+static const zt_toml *override_value(const zt_recipe_key *k, const char *value, zt_toml **doc)
+{
+    bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
+    bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
+    const zt_toml *v = NULL;
+    if (!stringy || list || value[0] == '"' || value[0] == '\'') v = parse_value_text(override_toml(value, true, list), doc);
+    if (!v && stringy) v = parse_value_text(override_toml(value, false, list), doc);
     return v;
 }
 

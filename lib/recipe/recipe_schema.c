@@ -158,11 +158,11 @@ const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap)
     return buf;
 }
 
-/* A table cell: '|' would end the cell. */
+/* A table cell: '|' would end the cell, '*' start emphasis. */
 static void write_cell(FILE *f, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '|') fputc('\\', f);
+        if (*s == '|' || *s == '*') fputc('\\', f);
         fputc(*s, f);
     }
 }

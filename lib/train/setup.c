@@ -10,6 +10,7 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
     char path[4096];
     zt_llama_config cfg;
     zt_dtype dtype;
+    if (!dir || !dir[0]) return zt_fail(ZT_EUSER, "model.path is not set: name a Hugging Face model directory");
     zt_status st = zt_path_join(path, sizeof path, dir, "config.json");
     if (st) return st;
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);

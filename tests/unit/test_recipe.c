@@ -314,7 +314,7 @@ static void test_file_errors(void)
     EXPECT_ERROR("[trian]\n", 0, NULL, "@:1:2: unknown section [trian] (did you mean [train]?)");
     EXPECT_ERROR("[offload.aoi]\n", 0, NULL, "@:1:10: unknown section [offload.aoi] (did you mean [offload.aio]?)");
     EXPECT_ERROR("[zzz]\n", 0, NULL, "@:1:2: unknown section [zzz]");
-    EXPECT_ERROR("[train.x]\n", 0, NULL, "@:1:8: unknown section [train.x]");
+    EXPECT_ERROR("[train.x]\n", 0, NULL, "@:1:8: unknown section [train.x] (did you mean [train]?)");
     EXPECT_ERROR("train = 1\n", 0, NULL, "@:1:1: [train] must be a table, got an integer");
     EXPECT_ERROR("[offload]\naio = 1\n", 0, NULL, "@:2:1: [offload.aio] must be a table, got an integer");
     /* wrong types: the position is the value's */
@@ -370,6 +370,8 @@ static void test_file_errors(void)
     zt_recipe r;
     zt_status st = zt_recipe_load(&r, path_in("missing.toml"), 0, NULL);
     CHECK(st == ZT_EUSER && strstr(zt_errmsg(), "missing.toml': cannot open the recipe: No such file or directory"));
+    st = zt_recipe_load(&r, tmp, 0, NULL);
+    CHECK(st == ZT_EUSER && strstr(zt_errmsg(), "': cannot read the recipe: Is a directory"));
 }
 
 static void test_overrides(void)
