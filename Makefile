@@ -65,7 +65,7 @@ ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf1
 ISA_avx2   := -mavx2 -mfma -mf16c
 isa = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
 
-.PHONY: all test test-san tests bench clean report format lint
+.PHONY: all test test-san tests bench fuzz clean report format lint
 all: report $(ZT)
 
 report:
@@ -121,8 +121,18 @@ test-san: all tests
 bench: all
 	@bench/run.sh
 
+# libFuzzer harnesses under ASan + UBSan, each for FUZZ_SECONDS on its seed corpus
+FUZZ_SECONDS ?= 60
+FUZZ_CC      := clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. $(shell pkg-config --cflags libcjson)
+fuzz:
+	@mkdir -p build-fuzz/corpus/toml build-fuzz/corpus/safetensors
+	$(FUZZ_CC) tests/fuzz/fuzz_toml.c lib/recipe/toml.c -o build-fuzz/fuzz_toml
+	$(FUZZ_CC) tests/fuzz/fuzz_safetensors.c lib/ckpt/safetensors_*.c lib/core/*.c -o build-fuzz/fuzz_safetensors $(shell pkg-config --libs libcjson) -lm
+	build-fuzz/fuzz_toml -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/toml tests/fuzz/corpus/toml
+	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/safetensors.dict build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
+
 clean:
-	rm -rf build build-san zt zt-san
+	rm -rf build build-san build-fuzz zt zt-san
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard lib/*/*.h kernels/cpu/*.h)

@@ -109,7 +109,7 @@ static const zt_recipe_key schema[] = {
     I64("offload.aio", "block_size", offload.aio.block_size, 0, "1048576", 4096, NOMAX, "bytes per I/O request; a multiple of 4096"),
     INT("offload.aio", "queue_depth", offload.aio.queue_depth, 0, "32", 1, 32768, "I/O requests in flight"),
 
-    STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/<recipe file name without .toml> in the current directory"),
+    STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/NAME in the current directory, NAME being the recipe file name without .toml"),
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
 

@@ -17,6 +17,13 @@
  *
  * The parser has no global state, never reads past text + len and does not
  * need a terminating NUL. Nesting deeper than ZT_TOML_MAX_DEPTH is an error.
+ * Where the spec leaves room: newlines in multi-line strings come out as "\n";
+ * a float too large for a double is an error; seconds run to 59 (no leap
+ * second); digits of a second past nanoseconds are dropped; a leading byte
+ * order mark is skipped. Dotted keys may extend a table that a [header] only
+ * created on the way (as in [a.b.c] then [a] b.d = 1), not one it defined.
+ * Keys are looked up by a linear scan: fine for recipes, slow for tables with
+ * many thousands of keys.
  */
 #ifndef ZT_RECIPE_TOML_H
 #define ZT_RECIPE_TOML_H

@@ -50,4 +50,16 @@ $PY -c "import json,sys; r=json.load(open('$TMP/out')); sys.exit(0 if r['loss'] 
 expect_ok "train with checkpointing" "$ZT" pretrain recipe.toml output.dir=run3 model.activation_checkpointing=true
 cmp -s run1/final/model.safetensors run3/final/model.safetensors && say "ok - checkpointing gives identical weights" \
   || fail "activation checkpointing changed the weights"
+# bf16 compute (fp32 masters, bf16 weight copy and matmul operands) learns the same sequence
+expect_ok "train in bf16" "$ZT" pretrain recipe.toml output.dir=run4 model.dtype=bf16
+last=$(tail -n 1 run4/metrics.jsonl)
+$PY -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['loss'] < 0.05 else 1)" "$last" \
+  && say "ok - bf16 memorised: $last" || fail "bf16: loss not below 0.05: $last"
+$PY - <<'PY' || fail "final/ of a bf16 run is not stored as BF16"
+import json, struct
+b = open("run4/final/model.safetensors", "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+h.pop("__metadata__")
+assert all(e["dtype"] == "BF16" for e in h.values())
+PY
 done_testing
