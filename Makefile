@@ -43,15 +43,24 @@ mark = $(if $(1),✓,✗)
 REPORT := OpenBLAS ✓  cJSON ✓  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
           libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  CUDA $(call mark,$(HAVE_CUDA))
 
+ifeq ($(HAVE_SPM),1)
+CFLAGS += -DZT_HAVE_SPM
+LDLIBS += $(shell pkg-config --libs sentencepiece) -lstdc++
+endif
+CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
+
 # --- sources --------------------------------------------------------------------------
-LIB_SRC   := $(sort $(wildcard lib/*/*.c kernels/cpu/*.c))
+# tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it
+SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
+LIB_SRC   := $(sort $(wildcard lib/*/*.c kernels/cpu/*.c) $(filter-out %_nospm.c,$(wildcard tokenizers/*.c)))
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
 F64_SRC   := $(sort $(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c))
 F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
+             $(patsubst %.c,$(BUILD)/%.o,$(filter %.c,$(SPM_SRC)))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
 F64_OBJ   := $(F64_SRC:%.c=$(BUILD)/f64/%.o)
 CORE_OBJ  := $(filter-out $(F64_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ))
@@ -81,6 +90,11 @@ $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) $(call isa,$<) -c $< -o $@
+
+$(BUILD)/%.o: %.cc $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	@$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/f64/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)

@@ -16,6 +16,7 @@ OUT=build/bench
 PY=/usr/bin/python3
 RECIPE=bench/llama60m.toml
 mkdir -p "$OUT"
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg) # other work on the machine skews every number below
 
 # One environment for every run. OPENBLAS_CORETYPE is left as the caller set it (or unset).
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
@@ -132,7 +133,7 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 SHAPE="llama hidden 512, 8 layers, 8 heads / 4 KV, intermediate 1408, vocab 32000, seq 256, batch 4"
 HEAD="### $(date -u '+%Y-%m-%d %H:%M UTC') · $COMMIT"
 INFO="- CPU: $CPU ($(nproc) cores online), OpenBLAS core: ${CORE:-?}, zt CPU level: $([ -x ./zt ] && ./zt env 2>/dev/null | grep -i -m1 -o 'avx[a-z0-9-]*\|scalar' || echo '?')
-- environment: $ENVLINE
+- environment: $ENVLINE; load average at the start: $LOAD
 - model: $SHAPE; $(printf "%.1f" "$($PY -c "print($FPT / 1e6)")") MFLOP per token; torch ${TORCH_VER:-?}"
 
 printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE"

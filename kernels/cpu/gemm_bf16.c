@@ -7,6 +7,7 @@
 #include "lib/core/arena.h"
 #include "lib/core/cpu.h"
 #include "lib/core/dtype.h"
+#include "lib/core/status.h"
 
 /* ---- reference -------------------------------------------------------------------------- */
 
@@ -170,6 +171,8 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
 void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                   const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
+    ZT_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    ZT_ASSERT(lda >= (transa ? M : K) && ldb >= (transb ? K : N) && ldc >= N);
     if (zt_cpu_has(ZT_CPU_AVX512BF16))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
                              ldc);
