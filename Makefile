@@ -74,7 +74,7 @@ ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf1
 ISA_avx2   := -mavx2 -mfma -mf16c
 isa = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
 
-.PHONY: all test test-san tests bench fuzz clean report format lint
+.PHONY: all test test-san tests bench demo fuzz clean report format lint
 all: report $(ZT)
 
 report:
@@ -134,6 +134,9 @@ test-san: all tests
 
 bench: all
 	@bench/run.sh
+
+demo:
+	@scripts/demo.sh
 
 # libFuzzer harnesses under ASan + UBSan, each for FUZZ_SECONDS on its seed corpus
 FUZZ_SECONDS ?= 60

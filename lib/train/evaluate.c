@@ -34,14 +34,15 @@ zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r,
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
     zt_llama m;
-    zt_dataset ds = {0};
-    const zt_strlist *paths = r->data.valid.n ? &r->data.valid : &r->data.train;
+    zt_dataset train, valid;
     zt_status st = zt_model_open(&m, checkpoint_dir ? checkpoint_dir : r->model.path, r->model.dtype);
     if (st) return st;
-    if (!(st = zt_data_open(&ds, r, paths, m.V)) &&
-        !(st = zt_llama_alloc_acts(&m, r->train.micro_batch_size, r->data.max_length, 0)))
-        st = zt_eval_dataset(&m, &ds, r, out);
-    zt_dataset_free(&ds);
+    if (!(st = zt_data_open(r, m.V, &train, &valid))) {
+        if (!(st = zt_llama_alloc_acts(&m, r->train.micro_batch_size, r->data.max_length, 0)))
+            st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
+        zt_dataset_free(&train);
+        zt_dataset_free(&valid);
+    }
     zt_llama_free(&m);
     return st;
 }

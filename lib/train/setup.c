@@ -21,10 +21,27 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
     return st;
 }
 
-zt_status zt_data_open(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size)
+static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size)
 {
     if (strcmp(r->data.format, "tokens"))
         return zt_fail(ZT_EUSER, "data.format '%s' is not supported yet (only \"tokens\")", r->data.format);
-    if (paths->n == 0) return zt_fail(ZT_EUSER, "data.train is empty");
     return zt_tokens_load(ds, paths->items, paths->n, vocab_size);
+}
+
+zt_status zt_data_open(const zt_recipe *r, int vocab_size, zt_dataset *train, zt_dataset *valid)
+{
+    *train = (zt_dataset){0};
+    *valid = (zt_dataset){0};
+    if (r->data.train.n == 0) return zt_fail(ZT_EUSER, "data.train is not set: name one or more JSONL files");
+    zt_status st = load_files(train, r, &r->data.train, vocab_size);
+    if (st) return st;
+    if (r->data.valid.n) {
+        st = load_files(valid, r, &r->data.valid, vocab_size);
+    } else if (r->data.valid_split > 0) {
+        zt_dataset all = *train;
+        st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, train, valid);
+        zt_dataset_free(&all);
+    }
+    if (st) zt_dataset_free(train);
+    return st;
 }

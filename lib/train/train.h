@@ -17,8 +17,9 @@
 
 /* Loads config.json and the weights of an HF model directory into m. */
 zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype);
-/* Loads the recipe's data files (a list of paths) in its data.format. */
-zt_status zt_data_open(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size);
+/* Loads data.train in data.format, and the validation set: data.valid, or the
+ * data.valid_split part held out of data.train (valid stays empty without either). */
+zt_status zt_data_open(const zt_recipe *r, int vocab_size, zt_dataset *train, zt_dataset *valid);
 
 zt_status zt_train(const zt_recipe *r, int argc, char **argv);
 
@@ -29,7 +30,7 @@ typedef struct zt_eval_result {
 
 /* Mean loss of model m over every row of ds (one pass, file order). */
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out);
-/* `zt eval`: the recipe's model (or checkpoint_dir) on data.valid, else data.train. */
+/* `zt eval`: the recipe's model (or checkpoint_dir) on the validation set, else data.train. */
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out);
 
 #endif

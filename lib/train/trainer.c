@@ -68,8 +68,7 @@ static zt_status setup(trainer *t, int argc, char **argv)
         (st = zt_recipe_write_resolved(r, path)))
         return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
-    if ((st = zt_data_open(&t->train, r, &r->data.train, t->m.V))) return st;
-    if (r->data.valid.n && (st = zt_data_open(&t->valid, r, &r->data.valid, t->m.V))) return st;
+    if ((st = zt_data_open(r, t->m.V, &t->train, &t->valid))) return st;
     int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
     if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
     if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed, 0, 1)))
@@ -234,7 +233,8 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         if (!st && t.valid.n_examples && r->train.eval_steps > 0 && step % r->train.eval_steps == 0)
             st = eval_valid(&t, step);
     }
-    if (!st && t.valid.n_examples) st = eval_valid(&t, t.total_steps);
+    int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
+    if (!st && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
     if (!st) st = save_final(&t);
     cJSON *summary = NULL;
     if (t.rd.run) {
