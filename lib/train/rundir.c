@@ -66,15 +66,22 @@ static zt_status clear_run_files(const zt_rundir *rd)
     return ZT_OK;
 }
 
-zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv)
+zt_status zt_rundir_check(const char *dir, int overwrite)
 {
-    memset(rd, 0, sizeof *rd);
-    if (snprintf(rd->dir, sizeof rd->dir, "%s", dir) >= (int)sizeof rd->dir)
-        return zt_fail(ZT_EUSER, "output.dir is too long");
+    if (strlen(dir) >= sizeof ((zt_rundir *)0)->dir) return zt_fail(ZT_EUSER, "output.dir is too long");
     if (!dir_is_empty(dir) && !overwrite)
         return zt_fail(ZT_EUSER, "output directory '%s' is not empty (set output.overwrite = true to replace it)",
                        dir);
-    zt_status st = zt_mkdir_p(dir);
+    return ZT_OK;
+}
+
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv)
+{
+    memset(rd, 0, sizeof *rd);
+    zt_status st = zt_rundir_check(dir, overwrite);
+    if (st) return st;
+    snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+    st = zt_mkdir_p(dir);
     if (!st && overwrite) st = clear_run_files(rd);
     if (st) return st;
 

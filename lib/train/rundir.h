@@ -20,6 +20,8 @@ typedef struct zt_rundir {
     cJSON *run; /* run.json, rewritten with the end time at close */
 } zt_rundir;
 
+/* Fails (ZT_EUSER) when dir is not empty and overwrite is off: call before slow setup. */
+zt_status zt_rundir_check(const char *dir, int overwrite);
 /* Creates dir (a non-empty one only with overwrite, whose run files are then
  * replaced), writes run.json and starts mirroring the log into train.log. */
 zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv);

@@ -62,13 +62,14 @@ static zt_status setup(trainer *t, int argc, char **argv)
 {
     const zt_recipe *r = t->r;
     zt_status st;
-    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, argc, argv))) return st;
     char path[4096 + 64];
+    if ((st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
+    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
+    if ((st = zt_data_open(r, t->m.V, &t->train, &t->valid))) return st;
+    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, argc, argv))) return st;
     if ((st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
         (st = zt_recipe_write_resolved(r, path)))
         return st;
-    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
-    if ((st = zt_data_open(r, t->m.V, &t->train, &t->valid))) return st;
     int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
     if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
     if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed, 0, 1)))

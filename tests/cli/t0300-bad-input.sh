@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# What a user can get wrong gives a one-line error naming the place and exit 2:
+# commands, options, recipes, data lines, config keys, output directories.
+. "$(dirname "$0")/lib.sh"
+
+make_tiny model
+printf '{"input_ids": [1, 2, 3, 4]}\n{"input_ids": [5, 6, 7]}\n' > data.jsonl
+printf '[model]\npath = "model"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 16\n[train]\nmax_steps = 1\nmicro_batch_size = 1\n' > recipe.toml
+
+expect_exit 2 "unknown command" "'pretrian' is not a zt command \(did you mean 'pretrain'\?\)" "$ZT" pretrian recipe.toml
+expect_exit 2 "unknown option" "unknown option '--chekpoint' \(did you mean '--checkpoint'\?\)" "$ZT" eval recipe.toml --chekpoint x
+expect_exit 2 "bad number" "'--seed': 'x1' is not an integer" "$ZT" init --arch llama --out m2 --seed x1
+expect_exit 2 "missing recipe" "missing RECIPE" "$ZT" pretrain
+expect_exit 2 "no such recipe" "nosuch.toml" "$ZT" pretrain nosuch.toml
+printf '[train]\nlearnig_rate = 1e-4\n' > typo.toml
+expect_exit 2 "unknown recipe key" "typo.toml:2:1: unknown key 'learnig_rate' in \[train\] \(did you mean 'learning_rate'\?\)" "$ZT" pretrain typo.toml
+expect_exit 2 "bad override" "override 'train.learning_rat=1'" "$ZT" pretrain recipe.toml train.learning_rat=1
+expect_exit 2 "out-of-range override" "micro_batch_size" "$ZT" pretrain recipe.toml train.micro_batch_size=0
+expect_exit 2 "unsupported format" "data.format 'chat'" "$ZT" pretrain recipe.toml data.format=chat output.dir=r0
+printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2, 999]}\n' > bad.jsonl
+expect_exit 2 "token id outside the vocabulary" "bad.jsonl:2:" "$ZT" pretrain recipe.toml data.train=bad.jsonl output.dir=r1
+printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2,\n' > broken.jsonl
+expect_exit 2 "line that is not JSON" "broken.jsonl:2:" "$ZT" eval recipe.toml data.train=broken.jsonl
+expect_exit 2 "missing data file" "nodata.jsonl" "$ZT" eval recipe.toml data.train=nodata.jsonl
+expect_exit 2 "unknown config key in zt init" "unknown config key 'hiden_size'" "$ZT" init --arch llama --out m3 hiden_size=8
+expect_exit 2 "heads that do not divide" "num_key_value_heads" "$ZT" init --arch llama --out m4 num_attention_heads=4 num_key_value_heads=3
+expect_exit 2 "fp16 on the CPU" "fp16" "$ZT" eval recipe.toml model.dtype=fp16
+expect_ok "a first run" "$ZT" pretrain recipe.toml output.dir=run
+expect_exit 2 "non-empty output directory" "output directory .*run.* is not empty" "$ZT" pretrain recipe.toml output.dir=run
+expect_ok "overwrite replaces it" "$ZT" pretrain recipe.toml output.dir=run output.overwrite=true
+done_testing
