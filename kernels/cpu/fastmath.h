@@ -16,11 +16,24 @@
 #define ZT_CLONES
 #endif
 
+/* c ? a : b with bit masks: GCC turns ternaries on floats into branches in
+ * some loops (and then does not vectorise them); integer masks it always does. */
+static inline float zt_select(int c, float a, float b)
+{
+    uint32_t ua, ub, m = -(uint32_t)(c != 0);
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    uint32_t r = (ua & m) | (ub & ~m);
+    float f;
+    memcpy(&f, &r, 4);
+    return f;
+}
+
 /* e^x for float, relative error below 3e-7 on [-87, 88]; inputs are clamped there. */
 static inline float zt_expf_fast(float x)
 {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    x = zt_select(x < -87.0f, -87.0f, x);
+    x = zt_select(x > 88.0f, 88.0f, x);
     const float shift = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
     float t = x * 1.44269504088896341f + shift;
     float n = t - shift;

@@ -6,7 +6,7 @@
 #include "llama.h"
 
 /* Rows of logits materialised at once: the full [N, V] tensor never is. */
-enum { LOGIT_CHUNK_ELEMS = 4 << 20 };
+enum { LOGIT_CHUNK_ELEMS = 32 << 20 }; /* 128 MB of fp32 */
 
 static void rope_tables(zt_llama *m)
 {
