@@ -164,3 +164,38 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
         zt_free(dP);
     }
 }
+
+void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const zt_real *k, const zt_real *v,
+                             int kv_stride, int n, int p0, int H, int KV, int D, int window)
+{
+    zt_real scale = (zt_real)(1.0 / sqrt((double)D));
+    int nk = p0 + n;
+#pragma omp parallel
+    {
+        zt_real *S = zt_calloc_aligned(sizeof(zt_real) * nk);
+        ZT_ASSERT(S);
+#pragma omp for schedule(static) collapse(2)
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+                int t = p0 + i, g = h / (H / KV), lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+                const zt_real *qr = q + (size_t)i * q_stride + h * D;
+                zt_real mx = -INFINITY, sum = 0;
+                for (int u = lo; u <= t; u++) {
+                    const zt_real *kr = k + (size_t)u * kv_stride + g * D;
+                    zt_real dot = 0;
+                    for (int d = 0; d < D; d++) dot += qr[d] * kr[d];
+                    S[u] = dot * scale;
+                    mx = S[u] > mx ? S[u] : mx;
+                }
+                for (int u = lo; u <= t; u++) sum += (S[u] = zt_vexp(S[u] - mx));
+                zt_real *o = out + (size_t)i * H * D + h * D;
+                for (int d = 0; d < D; d++) o[d] = 0;
+                for (int u = lo; u <= t; u++) {
+                    const zt_real *vr = v + (size_t)u * kv_stride + g * D;
+                    zt_real p = S[u] / sum;
+                    for (int d = 0; d < D; d++) o[d] += p * vr[d];
+                }
+            }
+        zt_free(S);
+    }
+}

@@ -47,6 +47,12 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
                                const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
                                int window);
 
+/* Attention of n new queries (q rows of stride q_stride, H heads) at positions
+ * p0..p0+n-1 of one sequence over a key/value cache [p0+n, KV*D] (rows of stride
+ * kv_stride) that already holds them: generation with a KV cache. out [n, H*D]. */
+void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const zt_real *k, const zt_real *v,
+                             int kv_stride, int n, int p0, int H, int KV, int D, int window);
+
 /* h = silu(gate)·up with gateup rows [gate (F) | up (I)]; backward writes dgateup. */
 void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
 void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);

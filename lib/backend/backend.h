@@ -51,6 +51,8 @@ struct zt_backend {
     void (*attention_backward)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
                                int KV, int D, int window);
+    void (*attention_decode)(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
+                             const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window);
     void (*swiglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
     void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N,
                             int F);

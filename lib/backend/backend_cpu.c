@@ -67,6 +67,11 @@ static void cpu_attention_backward(zt_backend *be, zt_real *dqkv, const zt_real 
 {
     zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
 }
+static void cpu_attention_decode(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
+                                 const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
+{
+    zt_cpu_attention_decode(out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window);
+}
 static void cpu_swiglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
 {
     zt_cpu_swiglu_forward(h, gateup, N, F);
@@ -108,6 +113,7 @@ static zt_backend cpu_backend = {
     .rope = cpu_rope,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .attention_decode = cpu_attention_decode,
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .bias_forward = cpu_bias_forward,

@@ -8,7 +8,7 @@
 /* Rows of logits materialised at once: the full [N, V] tensor never is. */
 enum { LOGIT_CHUNK_ELEMS = 32 << 20 }; /* 128 MB of fp32 */
 
-static void rope_tables(zt_llama *m)
+void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t)
 {
     const zt_llama_config *c = &m->cfg;
     int half = m->D / 2;
@@ -27,9 +27,9 @@ static void rope_tables(zt_llama *m)
                 inv = (1 - smooth) * inv / f + smooth * inv;
             }
         }
-        for (int p = 0; p < m->T; p++) {
-            m->cos_t[(size_t)p * half + j] = (zt_real)cos(p * inv);
-            m->sin_t[(size_t)p * half + j] = (zt_real)sin(p * inv);
+        for (int p = 0; p < T; p++) {
+            cos_t[(size_t)p * half + j] = (zt_real)cos(p * inv);
+            sin_t[(size_t)p * half + j] = (zt_real)sin(p * inv);
         }
     }
 }
@@ -100,7 +100,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
-    rope_tables(m);
+    zt_llama_rope_tables(m, T, m->cos_t, m->sin_t);
     return ZT_OK;
 }
 

@@ -108,6 +108,8 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
 void zt_llama_sync_params16(zt_llama *m);
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
+/* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling */
+void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t);
 
 /* One micro-batch of B×T tokens: input ids, targets (already shifted, -100 =
  * none) and positions within documents. Adds Σ cross-entropy over targets to
@@ -115,5 +117,29 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
  * grad_scale·∂(Σ loss)/∂params into m->grads. */
 void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
                                zt_real grad_scale, double *loss_sum);
+
+/* Generation with a KV cache, one sequence at a time, in fp32 on the master
+ * weights (also for bf16 models):
+ *
+ *     zt_llama_cache c;
+ *     zt_llama_cache_init(&c, &m, max_len, 512);
+ *     zt_llama_decode(&m, &c, prompt, n_prompt, logits);   // prefill, logits of the last token
+ *     zt_llama_decode(&m, &c, &next, 1, logits);            // one token at a time
+ *     zt_llama_cache_reset(&c);                              // a new sequence
+ */
+typedef struct zt_llama_cache {
+    int capacity, chunk, len; /* positions it holds, tokens per call at most, positions filled */
+    void *mem;
+    zt_real *k, *v;           /* [L][capacity][KV*D], rotary embedding applied to k */
+    zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *cos_t, *sin_t;
+    int32_t *pos;
+} zt_llama_cache;
+
+zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk);
+void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m);
+static inline void zt_llama_cache_reset(zt_llama_cache *c) { c->len = 0; }
+/* Appends n tokens (in pieces of at most chunk) and writes the logits of the last one
+ * into logits [V]. ZT_EUSER when the sequence would pass the cache's capacity. */
+zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits);
 
 #endif

@@ -1,0 +1,97 @@
+/* Generation: the forward pass over new tokens of one sequence, keys and values
+ * of earlier positions kept in a cache. */
+#include <string.h>
+
+#include "llama.h"
+
+zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
+{
+    memset(c, 0, sizeof *c);
+    zt_backend *be = m->be;
+    size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->D / 2;
+    size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
+                   2 * (size_t)capacity * half;
+    size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 16 * 64;
+    c->mem = be->alloc(be, bytes);
+    if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
+    c->capacity = capacity, c->chunk = chunk;
+    char *p = c->mem;
+#define TAKE(ptr, count)                                                                                           \
+    do {                                                                                                           \
+        (ptr) = (void *)p;                                                                                         \
+        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                        \
+    } while (0)
+    TAKE(c->k, (size_t)m->L * capacity * kv);
+    TAKE(c->v, (size_t)m->L * capacity * kv);
+    TAKE(c->x, n * m->C);
+    TAKE(c->ln, n * m->C);
+    TAKE(c->qkv, n * m->S3);
+    TAKE(c->att, n * m->HD);
+    TAKE(c->gateup, n * 2 * m->F);
+    TAKE(c->h, n * m->F);
+    TAKE(c->rstd, n);
+    TAKE(c->cos_t, (size_t)capacity * half);
+    TAKE(c->sin_t, (size_t)capacity * half);
+    TAKE(c->pos, n);
+#undef TAKE
+    ZT_ASSERT((size_t)(p - (char *)c->mem) <= bytes);
+    zt_llama_rope_tables(m, capacity, c->cos_t, c->sin_t);
+    return ZT_OK;
+}
+
+void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m)
+{
+    if (c->mem) m->be->free(m->be, c->mem);
+    memset(c, 0, sizeof *c);
+}
+
+/* y[n,O] = x[n,I]·Wᵀ + beta·y on the fp32 master weights */
+static void linear(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int n, int O, int I, zt_real beta)
+{
+    m->be->gemm(m->be, 0, 1, n, O, I, 1, x, I, m->params + w, I, beta, y, O);
+}
+
+static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
+{
+    zt_backend *be = m->be;
+    const zt_llama_layer_layout *y = &m->lay;
+    int C = m->C, kv = m->KV * m->D, p0 = c->len;
+    double eps = m->cfg.rms_norm_eps;
+    for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
+    be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, n, C);
+    for (int l = 0; l < m->L; l++) {
+        size_t base = m->layer0_off + y->numel * l;
+        zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv, *V = c->v + (size_t)l * c->capacity * kv;
+        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, n, C, eps);
+        linear(m, c->qkv, c->ln, base + y->wqkv, n, m->S3, C, 0);
+        if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
+        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, c->cos_t, c->sin_t, 0);
+        for (int i = 0; i < n; i++) {
+            be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));
+            be->copy(be, V + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD + kv, kv * sizeof(zt_real));
+        }
+        be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D, m->cfg.sliding_window);
+        linear(m, c->x, c->att, base + y->wo, n, C, m->HD, 1);
+        if (m->cfg.o_bias) be->bias_forward(be, c->x, w + y->bo, n, C);
+        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, n, C, eps);
+        linear(m, c->gateup, c->ln, base + y->wgu, n, 2 * m->F, C, 0);
+        be->swiglu_forward(be, c->h, c->gateup, n, m->F);
+        linear(m, c->x, c->h, base + y->wd, n, C, m->F, 1);
+    }
+    c->len += n;
+    const zt_real *last = c->x + (size_t)(n - 1) * C;
+    be->rmsnorm_forward(be, c->ln, c->rstd, last, m->params + m->norm_off, 1, C, eps);
+    linear(m, logits, c->ln, m->head_off, 1, m->V, C, 0);
+}
+
+zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
+{
+    if (n <= 0) return zt_fail(ZT_EUSER, "nothing to decode");
+    if (c->len + n > c->capacity)
+        return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
+    for (int done = 0; done < n; done += c->chunk) {
+        int k = n - done < c->chunk ? n - done : c->chunk;
+        decode_chunk(m, c, tokens + done, k, logits);
+    }
+    return ZT_OK;
+}
