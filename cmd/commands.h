@@ -4,6 +4,7 @@
 #define ZT_CMD_COMMANDS_H
 
 int cmd_init(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_env(int argc, char **argv);

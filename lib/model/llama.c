@@ -34,26 +34,41 @@ void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin
     }
 }
 
+/* rows of logits per chunk, and the elements of each bf16 staging buffer */
+static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage)
+{
+    size_t N = (size_t)B * T, C = m->C;
+    *chunk = (int)(LOGIT_CHUNK_ELEMS / m->V);
+    if (*chunk < 16) *chunk = 16;
+    if ((size_t)*chunk > N) *chunk = (int)N;
+    size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
+    if (widest < 2 * (size_t)m->F) widest = 2 * (size_t)m->F;
+    *stage = N * widest; /* the widest activation, or a chunk of logits */
+    if (*stage < (size_t)*chunk * m->V) *stage = (size_t)*chunk * m->V;
+}
+
+size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
+{
+    int chunk;
+    size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
+    acts_plan(m, B, T, &chunk, &stage);
+    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T;
+    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 1) /* lnf */ + (size_t)chunk * m->V +
+                   N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
+    return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
+           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64;
+}
+
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
 {
     zt_backend *be = m->be;
     be->free(be, m->acts_mem);
     free(m->x);
     free(m->la);
-    size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
+    size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L, stage;
     m->B = B, m->T = T, m->checkpointing = checkpointing;
-    m->chunk = (int)(LOGIT_CHUNK_ELEMS / m->V);
-    if (m->chunk < 16) m->chunk = 16;
-    if ((size_t)m->chunk > N) m->chunk = (int)N;
-    size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
-    if (widest < 2 * (size_t)m->F) widest = 2 * (size_t)m->F;
-    size_t stage = N * widest; /* bf16 staging: the widest activation, or a chunk of logits */
-    if (stage < (size_t)m->chunk * m->V) stage = (size_t)m->chunk * m->V;
-    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T;
-    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 1) /* lnf */ + (size_t)m->chunk * m->V +
-                   N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
-    size_t bytes = reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
-                   (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64;
+    acts_plan(m, B, T, &m->chunk, &stage);
+    size_t bytes = zt_llama_acts_bytes(m, B, T, checkpointing);
     m->acts_mem = be->alloc(be, bytes);
     m->x = calloc(L + 1, sizeof *m->x);
     m->la = calloc(nsets, sizeof *m->la);

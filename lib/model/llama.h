@@ -93,6 +93,8 @@ typedef struct zt_llama {
 } zt_llama;
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
+/* Sizes and layout only, nothing allocated (for memory estimates); zt_llama_free is not needed. */
+zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
 void zt_llama_free(zt_llama *m);
 const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name);
 /* Parameters used in matrix products (LM head included, embedding lookup excluded). */
@@ -108,6 +110,8 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
 void zt_llama_sync_params16(zt_llama *m);
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
+/* What zt_llama_alloc_acts allocates, in bytes. */
+size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
 /* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling */
 void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t);
 

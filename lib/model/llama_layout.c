@@ -66,7 +66,7 @@ static void name_tensors(zt_llama *m)
     if (!m->cfg.tie_word_embeddings) add_tensor(m, m->head_off, m->V, C, 1, "lm_head.weight", 0);
 }
 
-zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
 {
     memset(m, 0, sizeof *m);
     zt_status st = zt_llama_config_check(c, "model config");
@@ -84,6 +84,13 @@ zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, z
     m->S3 = (m->H + 2 * m->KV) * m->D;
     m->HD = m->H * m->D;
     layout(m);
+    return ZT_OK;
+}
+
+zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+{
+    zt_status st = zt_llama_shape(m, c, be, dtype);
+    if (st) return st;
     m->tensors = calloc((size_t)m->L * 13 + 4, sizeof *m->tensors);
     m->params = be->alloc(be, m->numel * sizeof(zt_real));
     m->grads = be->alloc(be, m->numel * sizeof(zt_real));

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "lib/core/arena.h"
@@ -248,6 +249,9 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         zt_json_number(summary, "time_s", elapsed);
         cJSON_AddNumberToObject(summary, "comm_bytes", 0);
         cJSON_AddNumberToObject(summary, "io_bytes", 0);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : "ok");
     }
     if (t.rd.run) {

@@ -1,0 +1,55 @@
+/* zt validate: the resolved recipe and a memory estimate per rank, before anything is loaded. */
+#include <string.h>
+#include <stdio.h>
+
+#include "commands.h"
+#include "lib/train/memory.h"
+#include "options.h"
+
+static void row(const char *what, size_t bytes, const char *note)
+{
+    printf("#   %-24s %10.1f MiB%s%s\n", what, bytes / 1048576.0, note[0] ? "  " : "", note);
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    long world = 1, per_node = 0;
+    zt_usage u = {"zt validate", "RECIPE [--world-size N] [--ranks-per-node K] [section.key=value ...]",
+                  "Check a recipe, print every key with its final value (TOML), and estimate the memory\n"
+                  "each rank will need for the recipe's ZeRO stage, world size and offload settings."};
+    zt_option opts[] = {
+        {"world-size", 'I', &world, "N", "ranks to assume (default 1)", 1, 1 << 20},
+        {"ranks-per-node", 'I', &per_node, "K", "ranks per node to assume (default: the world size)", 1, 1 << 20},
+        {0},
+    };
+    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    zt_recipe r;
+    int code = cmd_load_recipe(&r, "validate", argc, argv);
+    if (code) return code;
+    if (!per_node) per_node = world;
+    zt_mem_estimate e;
+    zt_status st = zt_memory_estimate(&r, (int)world, (int)per_node, &e);
+    if (!st) {
+        int n;
+        const zt_recipe_key *keys = zt_recipe_schema(&n);
+        const char *section = "";
+        for (int i = 0; i < n; i++) {
+            if (strcmp(section, keys[i].section)) printf("%s[%s]\n", i ? "\n" : "", section = keys[i].section);
+            printf("%s = ", keys[i].key);
+            zt_recipe_write_value(stdout, &r, &keys[i]);
+            printf("\n");
+        }
+        printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters\n",
+               r.zero.stage, world, per_node, e.numel);
+        row("parameters", e.params, "");
+        row("gradients", e.grads, "");
+        row("optimizer state", e.optimizer, e.offloaded_host ? "(offloaded to host memory)" : "");
+        row("activations", e.activations, r.model.activation_checkpointing ? "(checkpointing on)" : "(checkpointing off)");
+        row("activations, other way", e.activations_other, r.model.activation_checkpointing ? "(checkpointing off)" : "(checkpointing on)");
+        row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
+        if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
+        row("total", e.total, "");
+    }
+    zt_recipe_free(&r);
+    return st ? cmd_fail(st) : 0;
+}

@@ -1,0 +1,62 @@
+#include "memory.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "lib/core/fileio.h"
+#include "lib/model/llama.h"
+
+/* The process beyond zt's buffers, measured on this kind of machine: the binary,
+ * its libraries and small allocations (~10 MB), and OpenBLAS's per-thread packing
+ * buffers, which grow with the largest GEMM operand up to about 16 MB. */
+enum { RUNTIME_BASE = 10 << 20, PACK_CAP = 16 << 20 };
+
+static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / world; }
+
+zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e)
+{
+    memset(e, 0, sizeof *e);
+    char path[4096];
+    zt_llama_config cfg;
+    zt_llama m;
+    zt_dtype dtype;
+    zt_status st;
+    if (!r->model.path[0]) return zt_fail(ZT_EUSER, "model.path is not set: name a Hugging Face model directory");
+    if ((st = zt_path_join(path, sizeof path, r->model.path, "config.json")) || (st = zt_llama_config_load(&cfg, path)))
+        return st;
+    if (zt_dtype_parse(r->model.dtype, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is unknown", r->model.dtype);
+    if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
+    if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
+
+    int stage = world > 1 ? r->zero.stage : 0; /* one rank holds everything whatever the stage */
+    int B = r->train.micro_batch_size, T = r->data.max_length;
+    size_t P = m.numel, layer = m.lay.numel;
+    size_t copy16 = dtype == ZT_F32 ? 0 : 2;
+    size_t params = P * (4 + copy16), grads = P * 4, optimizer = P * 8;
+    e->numel = P;
+    /* stage 3 keeps a 1/world shard plus the layers gathered for compute (current and prefetched) */
+    e->params = stage >= 3 ? shard(params, world) + (size_t)(r->zero.prefetch_layers + 1) * layer * (4 + copy16) : params;
+    /* stage 2 reduces gradients into 1/world shards through a bucket */
+    size_t bucket = (size_t)r->zero.reduce_bucket_size * 4;
+    e->grads = stage >= 2 ? shard(grads, world) + (bucket < grads ? bucket : grads) : grads;
+    e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
+    if (strcmp(r->offload.optimizer, "none")) {
+        size_t moved = e->optimizer;
+        if (!strcmp(r->offload.optimizer, "nvme")) e->offloaded_nvme += moved, e->optimizer = 0;
+        else e->offloaded_host += moved;
+    }
+    if (!strcmp(r->offload.param, "nvme")) {
+        size_t resident = (size_t)(r->zero.prefetch_layers + 1) * layer * (4 + copy16);
+        e->offloaded_nvme += e->params - resident;
+        e->params = resident;
+    }
+    int ckpt = r->model.activation_checkpointing;
+    e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
+    e->activations_other = zt_llama_acts_bytes(&m, B, T, !ckpt);
+    size_t operand = (size_t)m.V * m.C, n_tokens = (size_t)B * T;
+    if (operand < n_tokens * 2 * m.F) operand = n_tokens * 2 * m.F;
+    size_t pack = operand * 4 < PACK_CAP ? operand * 4 : PACK_CAP;
+    e->runtime = RUNTIME_BASE + (size_t)omp_get_max_threads() * pack;
+    e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime;
+    return ZT_OK;
+}

@@ -1,0 +1,34 @@
+/* train/memory: what a run will need per rank, before anything is loaded
+ * (zt validate). Counts the same buffers the trainer allocates: fp32 master
+ * weights, the bf16 copy, fp32 gradients, AdamW moments, activations (with and
+ * without checkpointing), sharded as the recipe's ZeRO stage says over the world
+ * size, and placed on the device, host or NVMe as the offload settings say.
+ *
+ *     zt_mem_estimate e;
+ *     if ((st = zt_memory_estimate(&r, world, ranks_per_node, &e))) return st;
+ *     printf("%zu bytes per rank\n", e.total);
+ */
+#ifndef ZT_TRAIN_MEMORY_H
+#define ZT_TRAIN_MEMORY_H
+
+#include <stddef.h>
+
+#include "lib/core/status.h"
+#include "lib/recipe/recipe.h"
+
+typedef struct zt_mem_estimate {
+    size_t numel;              /* model parameters */
+    size_t params;             /* fp32 masters + 16-bit copy held by this rank */
+    size_t grads;              /* fp32 gradients held by this rank */
+    size_t optimizer;          /* AdamW moments held by this rank */
+    size_t activations;        /* with the recipe's activation_checkpointing */
+    size_t activations_other;  /* with the opposite setting, for comparison */
+    size_t runtime;            /* the process itself: code, libraries, GEMM buffers */
+    size_t offloaded_host;     /* moved to host memory by [offload] (included in total on the CPU backend) */
+    size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
+    size_t total;              /* what the rank's process will hold */
+} zt_mem_estimate;
+
+zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e);
+
+#endif

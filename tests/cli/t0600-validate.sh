@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# zt validate prints the resolved recipe (valid TOML that loads back) and a memory
+# estimate per rank that shrinks with ZeRO sharding and is within 25% of the peak
+# RSS a real run measures.
+. "$(dirname "$0")/lib.sh"
+
+make_tiny model hidden_size=64 intermediate_size=160 vocab_size=256
+$PY - <<'PY'
+import json, random
+r = random.Random(1)
+with open("data.jsonl", "w") as f:
+    for i in range(64):
+        f.write(json.dumps({"input_ids": [r.randrange(256) for _ in range(r.randrange(10, 60))]}) + "\n")
+PY
+printf '[model]\npath = "model"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 64\n[train]\nmax_steps = 3\nmicro_batch_size = 8\n' > recipe.toml
+
+expect_ok "validate" "$ZT" validate recipe.toml
+sed -n '/^# memory/,$p' "$TMP/out" >&2
+sed '/^#/d' "$TMP/out" > resolved.toml
+expect_ok "the resolved recipe loads back" "$ZT" validate resolved.toml
+total() { sed -n 's/^#   total *\([0-9.]*\) MiB.*/\1/p' "$TMP/out"; }
+one=$(total)
+expect_ok "validate, 4 ranks, ZeRO-3" "$ZT" validate recipe.toml --world-size 4 zero.stage=3
+four=$(total)
+$PY -c "import sys; sys.exit(0 if float('$four') < float('$one') else 1)" && say "ok - 4 ranks need less per rank ($four < $one MiB)" \
+  || fail "ZeRO-3 over 4 ranks does not shrink the estimate ($four vs $one MiB)"
+expect_exit 2 "hpz that does not divide the world" "hpz_partition_size" "$ZT" validate recipe.toml --world-size 4 zero.hpz_partition_size=3
+
+for ckpt in false true; do
+  expect_ok "validate (checkpointing $ckpt)" "$ZT" validate recipe.toml model.activation_checkpointing=$ckpt model.dtype=fp32
+  est=$(total)
+  expect_ok "train (checkpointing $ckpt)" "$ZT" pretrain recipe.toml model.activation_checkpointing=$ckpt model.dtype=fp32 output.dir=run-$ckpt
+  $PY - "$est" run-$ckpt/summary.json <<'PY' && say "ok - estimate $est MiB within 25% of the peak RSS" || fail "estimate $est MiB is off"
+import json, sys
+est = float(sys.argv[1]) * 2**20
+rss = json.load(open(sys.argv[2]))["peak_rss_bytes"]
+print("estimate %.1f MiB, peak RSS %.1f MiB" % (est / 2**20, rss / 2**20), file=sys.stderr)
+sys.exit(0 if abs(est - rss) <= 0.25 * rss else 1)
+PY
+done
+done_testing
