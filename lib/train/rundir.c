@@ -63,7 +63,14 @@ static zt_status clear_run_files(const zt_rundir *rd)
         if (!st) st = zt_remove_tree(path);
         if (st) return st;
     }
-    return ZT_OK;
+    DIR *d = opendir(rd->dir);
+    struct dirent *e;
+    zt_status st = ZT_OK;
+    while (d && !st && (e = readdir(d)))
+        if (!strncmp(e->d_name, "events.out.tfevents.", 20) && !(st = zt_rundir_path(rd, path, sizeof path, e->d_name)))
+            st = zt_remove_tree(path);
+    if (d) closedir(d);
+    return st;
 }
 
 zt_status zt_rundir_check(const char *dir, int overwrite)
@@ -75,7 +82,7 @@ zt_status zt_rundir_check(const char *dir, int overwrite)
     return ZT_OK;
 }
 
-zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv)
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int argc, char **argv)
 {
     memset(rd, 0, sizeof *rd);
     zt_status st = zt_rundir_check(dir, overwrite);
@@ -105,13 +112,33 @@ zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc
     rd->log = fopen(path, "w");
     if (!rd->metrics || !rd->log) return zt_fail(ZT_EIO, "cannot create files in '%s'", dir);
     zt_log_set_mirror(rd->log);
-    return ZT_OK;
+    return tensorboard ? zt_tfevents_open(&rd->tb, dir) : ZT_OK;
+}
+
+static zt_status tensorboard_row(zt_rundir *rd, const cJSON *row)
+{
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(row, "step");
+    const char *prefix = cJSON_GetObjectItemCaseSensitive(row, "split") ? "valid" : "train";
+    zt_status st = ZT_OK;
+    char tag[128];
+    for (const cJSON *f = row->child; f && !st; f = f->next) {
+        if (!cJSON_IsNumber(f) || f == step || !strncmp(f->string, "comm_bytes", 10) || !strncmp(f->string, "io_", 3))
+            continue;
+        snprintf(tag, sizeof tag, "%s/%s", prefix, f->string);
+        st = zt_tfevents_scalar(rd->tb, tag, step ? (int64_t)step->valuedouble : 0, f->valuedouble);
+    }
+    return st;
 }
 
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row)
 {
+    zt_status st = rd->tb ? tensorboard_row(rd, row) : ZT_OK;
     char *text = cJSON_PrintUnformatted(row);
     cJSON_Delete(row);
+    if (st) {
+        free(text);
+        return st;
+    }
     if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing metrics");
     int bad = fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics);
     free(text);
@@ -133,6 +160,8 @@ zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
         cJSON_Delete(rd->run);
     }
     zt_log_set_mirror(NULL);
+    zt_status tst = zt_tfevents_close(rd->tb);
+    if (!st) st = tst;
     if (rd->metrics && fclose(rd->metrics) && !st) st = zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir);
     if (rd->log) fclose(rd->log);
     memset(rd, 0, sizeof *rd);

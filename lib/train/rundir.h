@@ -13,21 +13,26 @@
 #include <stdio.h>
 
 #include "lib/core/status.h"
+#include "tfevents.h"
 
 typedef struct zt_rundir {
     char dir[4096];
     FILE *metrics, *log;
     cJSON *run; /* run.json, rewritten with the end time at close */
+    zt_tfevents *tb; /* TensorBoard scalars (output.tensorboard) */
 } zt_rundir;
 
 /* Fails (ZT_EUSER) when dir is not empty and overwrite is off: call before slow setup. */
 zt_status zt_rundir_check(const char *dir, int overwrite);
 /* Creates dir (a non-empty one only with overwrite, whose run files are then
- * replaced), writes run.json and starts mirroring the log into train.log. */
-zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int argc, char **argv);
+ * replaced), writes run.json, starts mirroring the log into train.log and, with
+ * tensorboard, an events file. */
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int argc, char **argv);
 /* path of a file inside the run directory */
 zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *name);
-/* Appends one row to metrics.jsonl (non-finite numbers become null). Frees row. */
+/* Appends one row to metrics.jsonl (non-finite numbers become null) and its numbers
+ * to TensorBoard as train/<key> (valid/<key> for rows with "split": "valid") at
+ * the row's step. Frees row. */
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row);
 /* Writes summary.json and the final run.json; frees summary. */
 zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary);

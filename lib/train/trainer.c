@@ -67,7 +67,7 @@ static zt_status setup(trainer *t, int argc, char **argv)
     if ((st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
     if ((st = zt_data_open(r, t->m.V, &t->train, &t->valid))) return st;
-    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, argc, argv))) return st;
+    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard, argc, argv))) return st;
     if ((st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
         (st = zt_recipe_write_resolved(r, path)))
         return st;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# output.tensorboard writes events.out.tfevents.* whose records (framing, masked
+# CRC-32C, Event protocol buffers) carry the same scalars as metrics.jsonl.
+. "$(dirname "$0")/lib.sh"
+
+make_tiny model
+$PY -c "
+import json
+with open('data.jsonl', 'w') as f:
+    for i in range(8): f.write(json.dumps({'input_ids': [(i * 3 + j) % 64 for j in range(20)]}) + '\n')
+"
+printf '[model]\npath = "model"\n[data]\ntrain = "data.jsonl"\nvalid_split = 0.25\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 4\nmicro_batch_size = 2\nlogging_steps = 2\neval_steps = 2\n' > recipe.toml
+expect_ok "train" "$ZT" pretrain recipe.toml output.dir=run
+ls run/events.out.tfevents.* >/dev/null 2>&1 && say "ok - events file written" || fail "no events file"
+$PY "$ROOT/tests/cli/tfevents_read.py" run/events.out.tfevents.* > scalars.jsonl || fail "events file does not parse"
+$PY - <<'PY' && say "ok - scalars match metrics.jsonl" || fail "scalars differ from metrics.jsonl"
+import json
+rows = [json.loads(l) for l in open("run/metrics.jsonl")]
+got = {(s["step"], s["tag"]): s["value"] for s in map(json.loads, open("scalars.jsonl"))}
+want = {}
+for r in rows:
+    prefix = "valid" if r.get("split") == "valid" else "train"
+    for k in ("loss", "lr", "grad_norm"):
+        if k in r:
+            want[(r["step"], prefix + "/" + k)] = r[k]
+assert want and all(k in got for k in want), (sorted(want), sorted(got))
+for k, v in want.items():
+    assert abs(got[k] - v) <= 1e-6 * max(1, abs(v)), (k, got[k], v)
+PY
+expect_ok "no events file without output.tensorboard" "$ZT" pretrain recipe.toml output.dir=run2 output.tensorboard=false
+ls run2/events.out.tfevents.* >/dev/null 2>&1 && fail "events file written although tensorboard = false" || say "ok - none"
+done_testing
