@@ -4,7 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 static FILE *mirror;
+static char status[512]; /* the status line shown on a terminal, "" when none */
+
+int zt_log_status(const char *line)
+{
+    static int tty = -1;
+    if (tty < 0) tty = isatty(2);
+    if (!tty) return 0;
+    snprintf(status, sizeof status, "%s", line ? line : "");
+    fprintf(stderr, "\r\033[K%s", status);
+    fflush(stderr);
+    return 1;
+}
 
 static zt_log_level current_level(void)
 {
@@ -32,7 +46,12 @@ void zt_log(zt_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (zt_log_enabled(level)) fprintf(stderr, "%s%s\n", prefix[level], line);
+    if (zt_log_enabled(level)) {
+        if (status[0]) fprintf(stderr, "\r\033[K"); /* the log line replaces the status line... */
+        fprintf(stderr, "%s%s\n", prefix[level], line);
+        if (status[0]) fprintf(stderr, "%s", status); /* ...which is drawn again below it */
+        fflush(stderr);
+    }
     if (mirror) {
         fprintf(mirror, "%s%s\n", prefix[level], line);
         fflush(mirror);

@@ -154,6 +154,24 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     return zt_rundir_metrics(&t->rd, row);
 }
 
+/* The progress bar on a terminal: step, loss, lr, grad-norm, tokens/s, GFLOP/s, memory, ETA. */
+static void show_progress(trainer *t, long step, double loss, double lr, float gnorm, double step_s, int64_t input_tokens)
+{
+    char bar[21], line[400];
+    int filled = (int)(20 * step / t->total_steps);
+    for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '.';
+    bar[20] = 0;
+    double tps = input_tokens / step_s, elapsed = now_s() - t->t_start;
+    long eta = (long)(elapsed / step * (t->total_steps - step));
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    snprintf(line, sizeof line,
+             "[%s] %ld/%ld | loss %.4f | lr %.2e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | mem %.0f MiB | ETA %ld:%02ld",
+             bar, step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, ru.ru_maxrss / 1024.0,
+             eta / 60, eta % 60);
+    zt_log_status(line);
+}
+
 static zt_status eval_valid(trainer *t, long step)
 {
     zt_eval_result e;
@@ -223,7 +241,9 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
     for (step = 1; !st && step <= t.total_steps; step++) {
         float gnorm = 0;
         int64_t ntok = 0;
+        double t_step = now_s();
         if ((st = train_step(&t, step, &loss, &gnorm, &ntok))) break;
+        show_progress(&t, step, loss, zt_schedule_lr(&t.sched, step), gnorm, now_s() - t_step, input_per_step);
         t.tokens_seen += ntok;
         loss_log += loss * ntok, tokens_log += ntok, input_log += input_per_step;
         if (step % r->train.logging_steps == 0 || step == t.total_steps) {
@@ -237,6 +257,7 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
     }
     int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
     if (!st && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
+    zt_log_status(NULL);
     if (!st) st = save_final(&t);
     cJSON *summary = NULL;
     if (t.rd.run) {
