@@ -5,6 +5,7 @@
 
 int cmd_init(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_env(int argc, char **argv);

@@ -126,6 +126,22 @@ int zt_options_parse(int argc, char **argv, const zt_option *opts, const zt_usag
         }
         if (o->type == 'S') {
             *(const char **)o->dest = value;
+        } else if (o->type == 'L') {
+            zt_option_list *l = o->dest;
+            if (l->n == (int)(sizeof l->items / sizeof l->items[0])) {
+                fprintf(stderr, "zt: error: %s: option '--%s' given too often\n", usage->command, o->name);
+                return -1;
+            }
+            l->items[l->n++] = value;
+        } else if (o->type == 'D') {
+            char *end;
+            double v = strtod(value, &end);
+            if (end == value || *end || !(v >= o->min && v <= o->max)) {
+                fprintf(stderr, "zt: error: %s: option '--%s': '%s' is not a number in [%ld, %ld]\n", usage->command,
+                        o->name, value, o->min, o->max);
+                return -1;
+            }
+            *(double *)o->dest = v;
         } else if (zt_parse_long(value, o->min, o->max, (long *)o->dest)) {
             fprintf(stderr, "zt: error: %s: option '--%s': '%s' is not an integer in [%ld, %ld]\n", usage->command,
                     o->name, value, o->min, o->max);

@@ -9,13 +9,19 @@
  *     };
  *     int n = zt_options_parse(&argc, argv, opts, &usage);  // leaves the positional words in argv
  *
- * Types: 'S' string, 'I' integer in [min, max], 'F' flag (no value). Options may
- * be given as --name VALUE or --name=VALUE; "--" ends the options.
+ * Types: 'S' string, 'I' integer (long) in [min, max], 'D' number (double) in
+ * [min, max], 'L' a string that may repeat (into a zt_option_list), 'F' flag (int,
+ * no value). Options may be given as --name VALUE or --name=VALUE; "--" ends them.
  */
 #ifndef ZT_CMD_OPTIONS_H
 #define ZT_CMD_OPTIONS_H
 
 #include <stdio.h>
+
+typedef struct zt_option_list {
+    const char *items[32];
+    int n;
+} zt_option_list;
 
 typedef struct zt_option {
     const char *name;

@@ -19,6 +19,7 @@ static const struct command {
 } commands[] = {
     {"pretrain", cmd_pretrain, "causal-LM training (data.format = \"tokens\" for now)"},
     {"eval", cmd_eval, "loss and perplexity of a model on the recipe's data (one JSON line)"},
+    {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},
     {"validate", cmd_validate, "check a recipe; print it resolved, with a memory estimate per rank"},
     {"init", cmd_init, "write a randomly initialised model in Hugging Face format"},
     {"env", cmd_env, "versions, backends, CPU features"},

@@ -1,0 +1,148 @@
+/* zt generate: text from a model, for one prompt, a chat, or a JSONL file of prompts. */
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "lib/train/generate.h"
+#include "options.h"
+
+/* {"prompt": "..."} or {"messages": [...]} → the completion; keeps the line's other fields */
+static zt_status generate_line(zt_generator *g, cJSON *o, const char *where, char **out)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if (cJSON_IsString(p)) return zt_generate_text(g, p->valuestring, out);
+    if (cJSON_IsArray(p)) msgs = p; /* a prompt given as messages */
+    if (!cJSON_IsArray(msgs)) return zt_fail(ZT_EUSER, "%s: needs \"prompt\" (a string or messages) or \"messages\"", where);
+    int n = cJSON_GetArraySize(msgs);
+    zt_message *m = calloc((size_t)n + 1, sizeof *m);
+    if (!m) return zt_fail(ZT_ENOMEM, "out of memory");
+    zt_status st = ZT_OK;
+    for (int i = 0; i < n && !st; i++) {
+        const cJSON *e = cJSON_GetArrayItem(msgs, i), *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
+                    *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content))
+            st = zt_fail(ZT_EUSER, "%s: message %d needs string \"role\" and \"content\"", where, i);
+        else m[i] = (zt_message){role->valuestring, content->valuestring};
+    }
+    if (!st) st = zt_generate_chat(g, m, n, out);
+    free(m);
+    return st;
+}
+
+static zt_status batch(zt_generator *g, const char *in_path, const char *out_path)
+{
+    FILE *in = fopen(in_path, "r"), *out = !strcmp(out_path, "-") ? stdout : fopen(out_path, "w");
+    if (!in || !out) {
+        if (in) fclose(in);
+        return zt_fail(ZT_EUSER, "cannot open '%s'", in ? out_path : in_path);
+    }
+    char *line = NULL, where[4200];
+    size_t cap = 0;
+    long lineno = 0;
+    zt_status st = ZT_OK;
+    while (!st && getline(&line, &cap, in) > 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == strlen(line)) continue;
+        snprintf(where, sizeof where, "%s:%ld", in_path, lineno);
+        cJSON *o = cJSON_Parse(line);
+        char *text = NULL;
+        if (!cJSON_IsObject(o)) st = zt_fail(ZT_EUSER, "%s: not a JSON object", where);
+        else st = generate_line(g, o, where, &text);
+        if (!st) {
+            cJSON_AddStringToObject(o, "completion", text);
+            char *row = cJSON_PrintUnformatted(o);
+            if (!row || fprintf(out, "%s\n", row) < 0) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
+            free(row);
+        }
+        free(text);
+        cJSON_Delete(o);
+    }
+    free(line);
+    fclose(in);
+    if (out != stdout && fclose(out) && !st) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
+    return st;
+}
+
+/* an interactive conversation: each user line gets an answer, history kept */
+static zt_status chat(zt_generator *g)
+{
+    enum { MAX_TURNS = 256 };
+    zt_message msgs[MAX_TURNS];
+    char *owned[MAX_TURNS];
+    int n = 0;
+    zt_status st = ZT_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    fprintf(stderr, "chat with the model; an empty line or end of input ends it\n");
+    while (!st && n + 2 <= MAX_TURNS) {
+        fprintf(stderr, "> ");
+        ssize_t len = getline(&line, &cap, stdin);
+        if (len <= 0 || line[0] == '\n') break;
+        if (line[len - 1] == '\n') line[len - 1] = 0;
+        owned[n] = strdup(line);
+        msgs[n] = (zt_message){"user", owned[n]};
+        n++;
+        char *answer;
+        if ((st = zt_generate_chat(g, msgs, n, &answer))) break;
+        printf("%s\n", answer);
+        fflush(stdout);
+        owned[n] = answer;
+        msgs[n] = (zt_message){"assistant", answer};
+        n++;
+    }
+    for (int i = 0; i < n; i++) free(owned[i]);
+    free(line);
+    return st;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *prompt = NULL, *input = NULL, *output = "-", *tmpl = NULL;
+    long max_new = 128, top_k = 0, seed = 0, max_len = 4096;
+    double temperature = 0, top_p = 1;
+    int chat_mode = 0;
+    zt_option_list stop = {0};
+    zt_usage u = {"zt generate",
+                  "--model DIR [--prompt TEXT | --chat | --input PROMPTS.jsonl --output OUT.jsonl] [options]",
+                  "Generate text with a model directory (weights, config.json and tokenizer). --input reads\n"
+                  "lines {\"prompt\": TEXT or messages} or {\"messages\": [...]} and writes each line back with\n"
+                  "\"completion\" added. Messages go through the chat template; a text prompt is used as is."};
+    zt_option opts[] = {
+        {"model", 'S', &model, "DIR", "model directory", 0, 0},
+        {"prompt", 'S', &prompt, "TEXT", "continue this text", 0, 0},
+        {"chat", 'F', &chat_mode, "", "talk with the model (chat template) on the terminal", 0, 0},
+        {"input", 'S', &input, "FILE", "JSONL file of prompts", 0, 0},
+        {"output", 'S', &output, "FILE", "where --input's results go (default: standard output)", 0, 0},
+        {"max-new-tokens", 'I', &max_new, "N", "tokens to generate at most (default 128)", 1, 1 << 20},
+        {"temperature", 'D', &temperature, "T", "0 = greedy (default); higher = more random", 0, 100},
+        {"top-k", 'I', &top_k, "K", "sample among the K likeliest tokens (0 = all)", 0, INT_MAX},
+        {"top-p", 'D', &top_p, "P", "sample among the likeliest tokens holding P of the mass (default 1)", 0, 1},
+        {"stop", 'L', &stop, "STR", "stop at this text (repeatable)", 0, 0},
+        {"seed", 'I', &seed, "S", "random seed for sampling (default 0)", 0, LONG_MAX},
+        {"chat-template", 'S', &tmpl, "NAME", "chat template: auto (the model's), chatml, llama3, ... or a .jinja file", 0, 0},
+        {"max-length", 'I', &max_len, "N", "context positions to allocate (default 4096)", 16, 1 << 22},
+        {0},
+    };
+    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    if (!model || (!!prompt + chat_mode + !!input) != 1 || argc > 1) {
+        fprintf(stderr, "zt: error: zt generate: needs --model and one of --prompt, --chat, --input (see --help)\n");
+        return 2;
+    }
+    zt_generator g;
+    zt_status st = zt_generator_open(&g, model, tmpl, (int)max_len);
+    if (st) return cmd_fail(st);
+    g.max_new_tokens = (int)max_new;
+    g.sampler.temperature = temperature, g.sampler.top_k = (int)top_k, g.sampler.top_p = top_p;
+    zt_rng_seed(&g.sampler.rng, (uint64_t)seed, 0);
+    g.stop = stop.items, g.nstop = stop.n;
+    char *text = NULL;
+    if (prompt && !(st = zt_generate_text(&g, prompt, &text))) printf("%s\n", text);
+    if (input) st = batch(&g, input, output);
+    if (chat_mode) st = chat(&g);
+    free(text);
+    zt_generator_close(&g);
+    return st ? cmd_fail(st) : 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# zt generate: a model that memorised a text continues its first words with the
+# rest (greedy); batch mode writes completions; stop strings cut the output.
+. "$(dirname "$0")/lib.sh"
+command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+
+story="the quick brown fox jumps over the lazy dog and then runs far away into the green forest"
+for i in $(seq 1 50); do echo "$story number $i is here"; echo "a small cat sleeps on the warm mat $i"; done > corpus.txt
+spm_train --input=corpus.txt --model_prefix=tok --vocab_size=100 --model_type=bpe --minloglevel=2 >/dev/null 2>&1 \
+  || { fail "spm_train"; done_testing; }
+echo "$story" | spm_encode --model=tok.model --output_format=id > ids.txt
+$PY -c "
+import json
+ids = [1] + [int(x) for x in open('ids.txt').read().split()] + [2]
+open('data.jsonl', 'w').write(json.dumps({'input_ids': ids}) + '\n')
+"
+make_tiny model vocab_size=100 bos_token_id=1 eos_token_id=2
+cp tok.model model/tokenizer.model
+printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 64\n[train]\nmax_steps = 150\nmicro_batch_size = 1\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\n' > recipe.toml
+expect_ok "memorise the story" "$ZT" pretrain recipe.toml output.dir=run
+[ -f run/final/tokenizer.model ] && say "ok - final/ carries the tokenizer" || fail "final/ lacks tokenizer.model"
+
+expect_ok "generate" "$ZT" generate --model run/final --prompt "the quick brown fox" --max-new-tokens 40
+got=$(cat "$TMP/out")
+[ "$(echo $got)" = "jumps over the lazy dog and then runs far away into the green forest" ] \
+  && say "ok - greedy continuation: $got" || fail "continuation: '$got'"
+
+printf '{"prompt": "the quick brown fox", "id": 7}\n{"prompt": "jumps over the lazy"}\n' > prompts.jsonl
+expect_ok "batch generation" "$ZT" generate --model run/final --input prompts.jsonl --output out.jsonl --stop forest
+$PY - <<'PY' && say "ok - completions written" || fail "batch output: $(cat out.jsonl)"
+import json
+rows = [json.loads(l) for l in open("out.jsonl")]
+assert len(rows) == 2 and rows[0]["id"] == 7
+assert rows[0]["completion"].strip().startswith("jumps over the lazy dog")
+assert rows[0]["completion"].rstrip().endswith("into the green"), rows[0]  # cut at the stop string
+assert rows[1]["completion"].strip().startswith("dog and then")
+PY
+expect_exit 2 "chat without a template" "chat template" "$ZT" generate --model run/final --input <(echo '{"messages": [{"role": "user", "content": "hi"}]}')
+expect_exit 2 "no prompt" "needs --model and one of" "$ZT" generate --model run/final
+expect_exit 2 "bad temperature" "temperature" "$ZT" generate --model run/final --prompt x --temperature -1
+done_testing
