@@ -7,6 +7,10 @@ int cmd_init(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
+int cmd_sft(int argc, char **argv);
+/* the training commands: parse, load the recipe, run the trainer */
+struct zt_usage;
+int cmd_train_with(int argc, char **argv, const struct zt_usage *u);
 int cmd_eval(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -33,6 +33,10 @@ int cmd_eval(int argc, char **argv)
     printf("{");
     print_number("loss", e.loss, ", ");
     printf("\"tokens\": %lld, ", (long long)e.tokens);
+    if (e.answered) {
+        print_number("accuracy", e.accuracy, ", ");
+        printf("\"answered\": %lld, ", (long long)e.answered);
+    }
     print_number("perplexity", exp(e.loss), "}\n");
     return 0;
 }

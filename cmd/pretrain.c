@@ -1,19 +1,25 @@
-/* zt pretrain: causal-LM training from a recipe. */
+/* zt pretrain: causal-LM training from a recipe (shares the trainer with zt sft). */
 #include "commands.h"
 #include "lib/train/train.h"
 #include "options.h"
 
-int cmd_pretrain(int argc, char **argv)
+int cmd_train_with(int argc, char **argv, const zt_usage *u)
 {
-    zt_usage u = {"zt pretrain", "RECIPE [section.key=value ...]",
-                  "Train a causal language model as the recipe says; results go to the run directory\n"
-                  "(output.dir), the trained model to its final/ directory."};
     zt_option opts[] = {{0}};
-    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    if ((argc = zt_options_parse(argc, argv, opts, u)) < 0) return argc == -2 ? 0 : 2;
     zt_recipe r;
-    int code = cmd_load_recipe(&r, "pretrain", argc, argv);
+    int code = cmd_load_recipe(&r, u->command + 3, argc, argv);
     if (code) return code;
     zt_status st = zt_train(&r, argc, argv);
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;
+}
+
+int cmd_pretrain(int argc, char **argv)
+{
+    zt_usage u = {"zt pretrain", "RECIPE [section.key=value ...]",
+                  "Train a causal language model on raw text (data.format = text) or token ids (tokens)\n"
+                  "as the recipe says; results go to the run directory (output.dir), the trained model\n"
+                  "to its final/ directory. Every recipe key is described in docs/recipe.md."};
+    return cmd_train_with(argc, argv, &u);
 }

@@ -17,7 +17,8 @@ static const struct command {
     int (*fn)(int argc, char **argv);
     const char *summary;
 } commands[] = {
-    {"pretrain", cmd_pretrain, "causal-LM training (data.format = \"tokens\" for now)"},
+    {"pretrain", cmd_pretrain, "causal-LM training on raw text or token ids"},
+    {"sft", cmd_sft, "supervised fine-tuning on chat or instruction data"},
     {"eval", cmd_eval, "loss and perplexity of a model on the recipe's data (one JSON line)"},
     {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},
     {"validate", cmd_validate, "check a recipe; print it resolved, with a memory estimate per rank"},

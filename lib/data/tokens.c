@@ -1,5 +1,7 @@
 #include "tokens.h"
 
+#include "jsonl.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -7,16 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static const char *json_kind(const cJSON *v)
-{
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsArray(v)) return "an array";
-    return "an object";
-}
 
 /* Line-sized scratch for one example's ids and labels. */
 typedef struct scratch {
@@ -42,7 +34,7 @@ static zt_status read_ints(const cJSON *arr, const char *name, int32_t *out, int
     int64_t i = 0;
     for (const cJSON *v = arr->child; v; v = v->next, i++) {
         if (!cJSON_IsNumber(v))
-            return zt_fail(ZT_EUSER, "%s[%lld] is %s, not an integer", name, (long long)i, json_kind(v));
+            return zt_fail(ZT_EUSER, "%s[%lld] is %s, not an integer", name, (long long)i, zt_json_kind(v));
         double d = v->valuedouble;
         if (d != floor(d)) return zt_fail(ZT_EUSER, "%s[%lld] = %.15g is not an integer", name, (long long)i, d);
         if (is_labels && d == ZT_IGNORE_INDEX) {
@@ -60,17 +52,16 @@ static zt_status read_ints(const cJSON *arr, const char *name, int32_t *out, int
 /* Checks one parsed line and appends its example. */
 static zt_status add_example(zt_dataset *ds, scratch *s, const cJSON *root, int vocab_size)
 {
-    if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "the line is %s, not a JSON object", json_kind(root));
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "input_ids");
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(root, "labels");
     if (cJSON_IsNull(labels)) labels = NULL;
     if (!ids) return zt_fail(ZT_EUSER, "missing \"input_ids\"");
     if (!cJSON_IsArray(ids))
-        return zt_fail(ZT_EUSER, "\"input_ids\" is %s, not an array of integers", json_kind(ids));
+        return zt_fail(ZT_EUSER, "\"input_ids\" is %s, not an array of integers", zt_json_kind(ids));
     int64_t n = cJSON_GetArraySize(ids);
     if (n == 0) return zt_fail(ZT_EUSER, "\"input_ids\" is empty");
     if (labels && !cJSON_IsArray(labels))
-        return zt_fail(ZT_EUSER, "\"labels\" is %s, not an array of integers", json_kind(labels));
+        return zt_fail(ZT_EUSER, "\"labels\" is %s, not an array of integers", zt_json_kind(labels));
     if (labels && cJSON_GetArraySize(labels) != n)
         return zt_fail(ZT_EUSER, "\"labels\" has %d entries but \"input_ids\" has %lld", cJSON_GetArraySize(labels),
                        (long long)n);
@@ -81,67 +72,27 @@ static zt_status add_example(zt_dataset *ds, scratch *s, const cJSON *root, int 
     return zt_dataset_append(ds, s->ids, labels ? s->labels : NULL, n);
 }
 
-/* Parses one non-blank line (NUL-terminated, without its newline). */
-static zt_status parse_line(zt_dataset *ds, scratch *s, const char *line, size_t len, int vocab_size)
+typedef struct tokens_ctx {
+    zt_dataset *ds;
+    scratch s;
+    int vocab_size;
+} tokens_ctx;
+
+static zt_status one_line(void *ctx, const cJSON *root)
 {
-    if (strlen(line) != len) return zt_fail(ZT_EUSER, "not JSON: the line contains a NUL byte");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(line, &end, 1);
-    if (!root) return zt_fail(ZT_EUSER, "not JSON (parse error at column %td)", end ? end - line + 1 : 1);
-    zt_status st = add_example(ds, s, root, vocab_size);
-    cJSON_Delete(root);
-    return st;
+    tokens_ctx *c = ctx;
+    return add_example(c->ds, &c->s, root, c->vocab_size);
 }
 
-static int is_blank(const char *p)
-{
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-    return *p == 0;
-}
-
-static zt_status load_file(zt_dataset *ds, scratch *s, const char *path, int vocab_size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return zt_fail(ZT_EUSER, "'%s': cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return zt_fail(ZT_EUSER, "'%s': is a directory, not a JSONL file", path);
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
-    zt_status st = ZT_OK;
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        char *p = line;
-        if (lineno == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
-            p += 3;
-            len -= 3;
-        }
-        while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
-        if (is_blank(p)) continue;
-        if ((st = parse_line(ds, s, p, (size_t)len, vocab_size))) {
-            st = zt_fail_context(st, "%s:%ld", path, lineno);
-            break;
-        }
-    }
-    if (!st && ferror(f)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld: %s", path, lineno, strerror(errno));
-    free(line);
-    fclose(f);
-    return st;
-}
-
-zt_status zt_tokens_load(zt_dataset *ds, char *const *paths, int npaths, int vocab_size)
+zt_status zt_tokens_load(zt_dataset *ds, char *const *paths, int npaths, int vocab_size, int skip_bad,
+                         int64_t *skipped)
 {
     ZT_ASSERT(vocab_size > 0);
     memset(ds, 0, sizeof *ds);
-    scratch s = {0};
-    zt_status st = ZT_OK;
-    for (int i = 0; i < npaths && !st; i++) st = load_file(ds, &s, paths[i], vocab_size);
-    free(s.ids);
-    free(s.labels);
+    tokens_ctx c = {.ds = ds, .vocab_size = vocab_size};
+    zt_status st = zt_jsonl_load(paths, npaths, skip_bad, one_line, &c, skipped);
+    free(c.s.ids);
+    free(c.s.labels);
     if (!st && ds->n_examples == 0) {
         if (npaths == 0) st = zt_fail(ZT_EUSER, "no data files given");
         else if (npaths == 1) st = zt_fail(ZT_EUSER, "'%s': no examples (the file is empty)", paths[0]);

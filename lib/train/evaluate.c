@@ -1,8 +1,13 @@
 /* Evaluation: mean loss over every row of a data set, one pass in file order. */
+#include <ctype.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "generate.h"
 #include "lib/data/batch.h"
+#include "lib/data/formats.h"
+#include "lib/data/jsonl.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -31,8 +36,64 @@ zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r,
     return st;
 }
 
+typedef struct accuracy_ctx {
+    zt_generator *g;
+    const char *format;
+    int64_t max, seen, right;
+} accuracy_ctx;
+
+static void trim(char **s)
+{
+    while (isspace((unsigned char)**s)) ++*s;
+    size_t n = strlen(*s);
+    while (n && isspace((unsigned char)(*s)[n - 1])) (*s)[--n] = 0;
+}
+
+/* greedy answer to the conversation up to its last assistant turn, compared with that turn */
+static zt_status accuracy_line(void *ctx, const cJSON *o)
+{
+    accuracy_ctx *a = ctx;
+    if (a->max && a->seen >= a->max) return ZT_OK;
+    zt_message *m;
+    int n;
+    char *owned, *gen = NULL;
+    zt_status st = zt_format_messages(o, a->format, &m, &n, &owned);
+    if (st) return st;
+    int last = n - 1;
+    while (last >= 0 && strcmp(m[last].role, "assistant")) last--;
+    if (last > 0 && !(st = zt_generate_chat(a->g, m, last, &gen))) {
+        char *want = strdup(m[last].content), *w = want, *got = gen;
+        trim(&w), trim(&got);
+        a->right += !strcmp(w, got);
+        a->seen++;
+        free(want);
+    }
+    free(gen);
+    free(m);
+    free(owned);
+    return st;
+}
+
+static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eval_result *out)
+{
+    if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
+    zt_generator g;
+    zt_status st = zt_generator_open(&g, model_dir, r->tokenizer.chat_template, r->data.max_length + r->eval.max_new_tokens);
+    if (st) return st;
+    g.max_new_tokens = r->eval.max_new_tokens;
+    accuracy_ctx a = {.g = &g, .format = r->data.format, .max = r->eval.max_examples};
+    int64_t skipped;
+    st = zt_jsonl_load(r->data.valid.items, r->data.valid.n, r->data.skip_bad_lines, accuracy_line, &a, &skipped);
+    zt_generator_close(&g);
+    out->accuracy = a.seen ? (double)a.right / a.seen : NAN;
+    out->answered = a.seen;
+    return st;
+}
+
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
+    out->accuracy = NAN;
+    out->answered = 0;
     zt_llama m;
     zt_dataset train, valid;
     zt_status st = zt_model_open(&m, checkpoint_dir ? checkpoint_dir : r->model.path, r->model.dtype);
@@ -44,5 +105,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
         zt_dataset_free(&valid);
     }
     zt_llama_free(&m);
+    int chat = !strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct");
+    if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);
     return st;
 }

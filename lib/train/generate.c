@@ -30,7 +30,7 @@ zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *
     if (g->m.cfg.eos_token_id >= 0 && g->m.cfg.eos_token_id != g->stop_ids[0]) g->stop_ids[k++] = g->m.cfg.eos_token_id;
     for (size_t i = 0; i < sizeof end_of_turn / sizeof end_of_turn[0] && k < 4; i++) {
         int32_t id = zt_tokenizer_piece_to_id(g->tok, end_of_turn[i]);
-        if (id >= 0 && zt_tokenizer_is_special(g->tok, id)) g->stop_ids[k++] = id;
+        if (id >= 0) g->stop_ids[k++] = id;
     }
     g->logits = zt_calloc_aligned((size_t)g->m.V * sizeof(zt_real));
     g->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(g->m.V));

@@ -26,11 +26,15 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv);
 typedef struct zt_eval_result {
     double loss; /* mean over target tokens */
     int64_t tokens;
+    double accuracy;  /* eval.generate: exact-match fraction of greedy answers; NaN when not measured */
+    int64_t answered; /* conversations the accuracy is over */
 } zt_eval_result;
 
 /* Mean loss of model m over every row of ds (one pass, file order). */
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out);
-/* `zt eval`: the recipe's model (or checkpoint_dir) on the validation set, else data.train. */
+/* `zt eval`: the recipe's model (or checkpoint_dir) on the validation set, else data.train;
+ * with eval.generate on chat/instruct data also the exact-match accuracy of greedy
+ * answers to data.valid's last assistant turns (whitespace trimmed). */
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out);
 
 #endif

@@ -8,6 +8,8 @@
 #include "lib/data/tokens.h"
 #include "tests/unit/test.h"
 
+static int64_t skipped; /* lines skipped by zt_tokens_load (skip_bad is off here) */
+
 #define NO_LOSS ZT_IGNORE_INDEX
 
 static char tmpdir[64];
@@ -98,7 +100,7 @@ static void test_tokens_good(void)
     char *b = write_file("good_b.jsonl", "\xef\xbb\xbf{\"input_ids\":[9,8,7,6],\"labels\":[9,-100,7,-100]}\r\n");
     char *paths[] = {a, b};
     zt_dataset ds;
-    zt_status st = zt_tokens_load(&ds, paths, 2, 10);
+    zt_status st = zt_tokens_load(&ds, paths, 2, 10, 0, &skipped);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
     CHECK(ds.n_examples == 4);
@@ -123,7 +125,7 @@ static void test_tokens_long_line(void)
     char *path = write_file("long.jsonl", text);
     free(text);
     zt_dataset ds;
-    zt_status st = zt_tokens_load(&ds, &path, 1, 50000);
+    zt_status st = zt_tokens_load(&ds, &path, 1, 50000, 0, &skipped);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
     CHECK(ds.n_examples == 1 && zt_dataset_len(&ds, 0) == N);
@@ -162,7 +164,7 @@ static void test_tokens_bad_lines(void)
         snprintf(text, sizeof text, "{\"input_ids\": [1, 2]}\n\n%s\n{\"input_ids\": [3]}\n", cases[i].line);
         char *paths[] = {good, write_file("bad.jsonl", text)};
         zt_dataset ds;
-        zt_status st = zt_tokens_load(&ds, paths, 2, 100);
+        zt_status st = zt_tokens_load(&ds, paths, 2, 100, 0, &skipped);
         snprintf(want, sizeof want, "%s:3: ", paths[1]);
         CHECK_MSG(st == ZT_EUSER, "case %zu: status %d", i, st);
         CHECK_MSG(strstr(zt_errmsg(), want) == zt_errmsg(), "case %zu: '%s' does not start with '%s'", i,
@@ -178,17 +180,17 @@ static void test_tokens_bad_files(void)
     char missing[128];
     snprintf(missing, sizeof missing, "%s/nope.jsonl", tmpdir);
     char *p = missing;
-    CHECK(zt_tokens_load(&ds, &p, 1, 10) == ZT_EUSER);
+    CHECK(zt_tokens_load(&ds, &p, 1, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "nope.jsonl': cannot open"), "%s", zt_errmsg());
 
     p = tmpdir;
-    CHECK(zt_tokens_load(&ds, &p, 1, 10) == ZT_EUSER);
+    CHECK(zt_tokens_load(&ds, &p, 1, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "is a directory"), "%s", zt_errmsg());
 
     char *empty[] = {write_file("empty1.jsonl", ""), write_file("empty2.jsonl", "\n  \n")};
-    CHECK(zt_tokens_load(&ds, empty, 1, 10) == ZT_EUSER);
+    CHECK(zt_tokens_load(&ds, empty, 1, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "empty1.jsonl': no examples"), "%s", zt_errmsg());
-    CHECK(zt_tokens_load(&ds, empty, 2, 10) == ZT_EUSER);
+    CHECK(zt_tokens_load(&ds, empty, 2, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "no examples in the 2 data files"), "%s", zt_errmsg());
 
     char *nul = write_file("nul.jsonl", "{\"input_ids\": [1]}\n{\"input_ids\": [1]}");
@@ -196,7 +198,7 @@ static void test_tokens_bad_files(void)
     fseek(f, 5, SEEK_SET);
     fputc(0, f);
     fclose(f);
-    CHECK(zt_tokens_load(&ds, &nul, 1, 10) == ZT_EUSER);
+    CHECK(zt_tokens_load(&ds, &nul, 1, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), ":1: not JSON: the line contains a NUL byte"), "%s", zt_errmsg());
 }
 

@@ -1,0 +1,237 @@
+#include "formats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonl.h"
+
+enum { IGNORE = -100 };
+
+typedef struct seq {
+    int32_t *ids, *labels;
+    size_t n, cap;
+} seq;
+
+static zt_status seq_push(seq *s, const int32_t *ids, size_t n, int trained)
+{
+    if (s->n + n > s->cap) {
+        size_t cap = (s->n + n) * 2;
+        int32_t *a = realloc(s->ids, cap * sizeof *a);
+        if (a) s->ids = a;
+        int32_t *b = a ? realloc(s->labels, cap * sizeof *b) : NULL;
+        if (!b) return zt_fail(ZT_ENOMEM, "out of memory");
+        s->labels = b, s->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->ids[s->n + i] = ids[i];
+        s->labels[s->n + i] = trained ? ids[i] : IGNORE;
+    }
+    s->n += n;
+    return ZT_OK;
+}
+
+static zt_status seq_push_text(seq *s, const zt_tokenizer *tok, const char *text, size_t len, int parse_special,
+                               int trained)
+{
+    int32_t *ids;
+    size_t n;
+    zt_status st = zt_tokenizer_encode(tok, text, len, parse_special, &ids, &n);
+    if (st) return st;
+    st = seq_push(s, ids, n, trained);
+    free(ids);
+    return st;
+}
+
+void zt_format_end_ids(const zt_tokenizer *tok, int32_t ids[4])
+{
+    static const char *const turn_end[] = {"<|im_end|>", "<|eot_id|>", "<|end|>"};
+    int k = 0;
+    ids[0] = ids[1] = ids[2] = ids[3] = -1;
+    if (zt_tokenizer_eos_id(tok) >= 0) ids[k++] = zt_tokenizer_eos_id(tok);
+    for (int i = 0; i < 3 && k < 4; i++) {
+        int32_t id = zt_tokenizer_piece_to_id(tok, turn_end[i]);
+        if (id >= 0) ids[k++] = id; /* special, added or (SentencePiece) user-defined */
+    }
+}
+
+/* appends the example: split into max_length pieces when not packing (text), else as is */
+static zt_status emit(zt_format *f, const seq *s, int split)
+{
+    size_t piece = split && !f->packing ? (size_t)f->max_length : s->n;
+    zt_status st = ZT_OK;
+    for (size_t at = 0; at < s->n && !st; at += piece) {
+        size_t n = s->n - at < piece ? s->n - at : piece;
+        st = zt_dataset_append(f->ds, s->ids + at, s->labels + at, (int64_t)n);
+    }
+    f->examples++;
+    return st;
+}
+
+static zt_status text_example(zt_format *f, const cJSON *o, seq *s)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "text");
+    if (!cJSON_IsString(t)) return zt_fail(ZT_EUSER, "\"text\" is %s, not a string", zt_json_kind(t));
+    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
+    zt_status st = ZT_OK;
+    if (bos >= 0 && zt_tokenizer_add_bos(f->tok)) st = seq_push(s, &bos, 1, 1);
+    if (!st) st = seq_push_text(s, f->tok, t->valuestring, strlen(t->valuestring), 0, 1);
+    if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
+    if (!st && s->n < 2) return zt_fail(ZT_EUSER, "\"text\" gives no tokens to train on");
+    return st ? st : emit(f, s, 1);
+}
+
+/* messages from OpenAI-style "messages" or ShareGPT "conversations" */
+static zt_status read_messages(const cJSON *o, zt_message **out, int *n)
+{
+    static const char *const sharegpt[][2] = {{"human", "user"}, {"user", "user"}, {"gpt", "assistant"},
+                                              {"assistant", "assistant"}, {"system", "system"}};
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    int share = !list;
+    if (share) list = cJSON_GetObjectItemCaseSensitive(o, "conversations");
+    if (!cJSON_IsArray(list))
+        return zt_fail(ZT_EUSER, "\"messages\" is %s, not a list of {\"role\", \"content\"}", zt_json_kind(list));
+    int k = cJSON_GetArraySize(list);
+    if (k == 0) return zt_fail(ZT_EUSER, "\"%s\" is empty", share ? "conversations" : "messages");
+    zt_message *m = calloc((size_t)k, sizeof *m);
+    if (!m) return zt_fail(ZT_ENOMEM, "out of memory");
+    int i = 0;
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, share ? "from" : "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, share ? "value" : "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
+            free(m);
+            return zt_fail(ZT_EUSER, "message %d needs string \"%s\" and \"%s\"", i, share ? "from" : "role",
+                           share ? "value" : "content");
+        }
+        m[i] = (zt_message){role->valuestring, content->valuestring};
+        if (share) {
+            m[i].role = NULL;
+            for (size_t j = 0; j < sizeof sharegpt / sizeof sharegpt[0]; j++)
+                if (!strcmp(role->valuestring, sharegpt[j][0])) m[i].role = sharegpt[j][1];
+            if (!m[i].role) {
+                free(m);
+                return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt or system", i,
+                               role->valuestring);
+            }
+        }
+    }
+    *out = m;
+    *n = k;
+    return ZT_OK;
+}
+
+static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
+{
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            if (end[k] >= 0 && ids[i] == end[k]) return 1;
+    return 0;
+}
+
+static zt_status conversation(zt_format *f, const zt_message *msgs, int n, seq *s)
+{
+    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok), end[4];
+    const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
+    const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL;
+    zt_span *spans;
+    int nspans;
+    char *text;
+    zt_status st = zt_template_spans(f->tmpl, msgs, n, bos_s, eos_s, f->train_on, &spans, &nspans, &text);
+    if (st) return st;
+    zt_format_end_ids(f->tok, end);
+    size_t at = 0;
+    for (int i = 0; i <= nspans && !st; i++) {
+        size_t b = i < nspans ? spans[i].begin : strlen(text);
+        if (b > at) st = seq_push_text(s, f->tok, text + at, b - at, 1, 0);
+        if (st || i == nspans) break;
+        size_t before = s->n;
+        st = seq_push_text(s, f->tok, text + b, spans[i].end - b, 1, 1);
+        /* the model must learn to stop: each trained turn ends with an end-of-turn token */
+        if (!st && strcmp(f->train_on, "all") && !has_end_id(s->ids + before, s->n - before, end))
+            st = zt_fail(ZT_EUSER, "an assistant turn's trained tokens do not include EOS or an end-of-turn token "
+                                   "(the chat template does not end turns with one the tokenizer knows)");
+        at = spans[i].end;
+    }
+    free(spans);
+    free(text);
+    if (st) return st;
+    if (s->n > (size_t)f->max_length) {
+        s->n = (size_t)f->max_length;
+        f->truncated++;
+    }
+    size_t trained = 0;
+    for (size_t i = 1; i < s->n; i++) trained += s->labels[i] != IGNORE; /* the first token is never a target */
+    if (!trained) {
+        f->no_targets++;
+        return ZT_OK; /* counted and reported; fatal only if every example is like this */
+    }
+    return emit(f, s, 0);
+}
+
+/* instruct fields as a user and an assistant message; the user text is malloc'd into *user */
+static zt_status instruct_messages(const cJSON *o, zt_message **out, int *n, char **user_out)
+{
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(o, "instruction"),
+                *in = cJSON_GetObjectItemCaseSensitive(o, "input"), *ans = cJSON_GetObjectItemCaseSensitive(o, "output");
+    if (!cJSON_IsString(ins)) return zt_fail(ZT_EUSER, "\"instruction\" is %s, not a string", zt_json_kind(ins));
+    if (!cJSON_IsString(ans)) return zt_fail(ZT_EUSER, "\"output\" is %s, not a string", zt_json_kind(ans));
+    if (in && !cJSON_IsString(in) && !cJSON_IsNull(in))
+        return zt_fail(ZT_EUSER, "\"input\" is %s, not a string", zt_json_kind(in));
+    const char *input = cJSON_IsString(in) ? in->valuestring : "";
+    size_t len = strlen(ins->valuestring) + strlen(input) + 3;
+    char *user = malloc(len);
+    zt_message *m = calloc(2, sizeof *m);
+    if (!user || !m) {
+        free(user);
+        free(m);
+        return zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    snprintf(user, len, "%s%s%s", ins->valuestring, input[0] ? "\n\n" : "", input);
+    m[0] = (zt_message){"user", user};
+    m[1] = (zt_message){"assistant", ans->valuestring};
+    *out = m, *n = 2, *user_out = user;
+    return ZT_OK;
+}
+
+zt_status zt_format_messages(const cJSON *o, const char *format, zt_message **msgs, int *n, char **owned)
+{
+    *owned = NULL;
+    return !strcmp(format, "instruct") ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
+}
+
+static zt_status chat_example(zt_format *f, const cJSON *o, seq *s)
+{
+    zt_message *m = NULL;
+    int n = 0;
+    char *owned;
+    zt_status st = zt_format_messages(o, f->format, &m, &n, &owned);
+    if (st) return st;
+    st = conversation(f, m, n, s);
+    free(m);
+    free(owned);
+    return st;
+}
+
+static zt_status one_line(void *ctx, const cJSON *o)
+{
+    zt_format *f = ctx;
+    seq s = {0};
+    zt_status st = !strcmp(f->format, "text") ? text_example(f, o, &s) : chat_example(f, o, &s);
+    free(s.ids);
+    free(s.labels);
+    return st;
+}
+
+zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
+{
+    if (strcmp(f->format, "text") && strcmp(f->format, "chat") && strcmp(f->format, "instruct"))
+        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat or instruct", f->format);
+    if (strcmp(f->format, "text") && !f->tmpl) return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
+    zt_status st = zt_jsonl_load(paths, npaths, skip_bad, one_line, f, skipped);
+    if (!st && f->ds->n_examples == 0)
+        st = f->no_targets ? zt_fail(ZT_EUSER, "none of the %lld examples has a token to train on (data.train_on = %s)",
+                                     (long long)f->no_targets, f->train_on)
+                           : zt_fail(ZT_EUSER, "the data files hold no examples");
+    return st;
+}

@@ -1,0 +1,50 @@
+/* data/formats: JSONL examples in the text, chat and instruct formats turned into
+ * token ids and labels through the tokenizer and the chat template.
+ *
+ *   text      {"text": ...}: BOS (when the tokenizer adds one) + text + EOS, every
+ *             token trained; longer than max_length: split into chunks (the packer
+ *             does it when packing, this layer otherwise), nothing dropped.
+ *   chat      {"messages": [{"role", "content"}]} or ShareGPT {"conversations":
+ *             [{"from": human|gpt|system, "value"}]}: rendered by the chat template;
+ *             the template's loss spans (train_on) become the labels, each span
+ *             tokenized on its own so its tokens are exactly the trained ones;
+ *             too long: truncated and counted.
+ *   instruct  {"instruction", "input", "output"}: a user turn (instruction, then the
+ *             input after a blank line) and an assistant turn, as chat.
+ *
+ *     zt_format f = {.format = "chat", .train_on = "assistant", .max_length = 2048,
+ *                    .packing = 1, .tok = tok, .tmpl = tmpl, .ds = &ds};
+ *     st = zt_format_load(&f, paths, npaths, skip_bad, &skipped);
+ */
+#ifndef ZT_DATA_FORMATS_H
+#define ZT_DATA_FORMATS_H
+
+#include <stdint.h>
+
+#include "dataset.h"
+#include "lib/data/template.h"
+#include "tokenizers/tokenizer.h"
+
+typedef struct zt_format {
+    const char *format;   /* text | chat | instruct */
+    const char *train_on; /* assistant | all | last */
+    int max_length, packing;
+    const zt_tokenizer *tok;
+    const zt_template *tmpl; /* chat and instruct */
+    zt_dataset *ds;          /* examples are appended here */
+    /* counts */
+    int64_t examples, truncated, no_targets;
+} zt_format;
+
+zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped);
+
+/* The conversation of one chat or instruct line: *msgs (free it) points into o and
+ * into *owned (free it too; NULL for chat). */
+struct cJSON;
+zt_status zt_format_messages(const struct cJSON *o, const char *format, zt_message **msgs, int *n, char **owned);
+
+/* The ids that end an assistant turn: EOS and the end-of-turn tokens templates
+ * use (<|im_end|>, <|eot_id|>) when the vocabulary has them; -1 fills the rest. */
+void zt_format_end_ids(const zt_tokenizer *tok, int32_t ids[4]);
+
+#endif

@@ -1,0 +1,673 @@
+/* Tokenizers: byte-level BPE against ids Hugging Face's `tokenizers` gave for
+ * the fixtures in tests/fixtures/tokenizers/ (made by make_bpe_fixture.py), and
+ * SentencePiece against spm_encode on models trained here with spm_train (the
+ * test is skipped, saying so, without spm_train). Run from the repository root. */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/core/fileio.h"
+#include "lib/core/rng.h"
+#include "test.h"
+#include "tokenizers/bpe.h" /* zt_pretok_next */
+#include "tokenizers/tokenizer.h"
+#include "tokenizers/unicode.h" /* zt_nfc */
+
+#define FIXTURES "tests/fixtures/tokenizers"
+
+static char tmpdir[256];
+
+/* --- helpers -------------------------------------------------------------------------- */
+
+static int same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb, const char *what, const char *text)
+{
+    if (na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0)) return 1;
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    fprintf(stderr, "  %s: %zu ids, expected %zu; first difference at %zu (%d vs %d) for text \"%.80s\"\n", what, na,
+            nb, i, i < na ? a[i] : -1, i < nb ? b[i] : -1, text);
+    return 0;
+}
+
+/* JSON array of numbers → malloc'd ids */
+static int32_t *json_ids(const cJSON *arr, size_t *n)
+{
+    *n = (size_t)cJSON_GetArraySize(arr);
+    int32_t *ids = malloc(*n * sizeof *ids + 1);
+    size_t i = 0;
+    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) ids[i++] = (int32_t)v->valuedouble;
+    return ids;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Generated text: English, made-up words, accents, CJK, emoji, numbers, punctuation, runs of
+ * spaces and tabs, special tokens. */
+static const char *W_EN[] = {"the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "are", "with",
+                             "they", "be", "at", "one", "have", "this", "from", "by", "word", "but", "what", "some",
+                             "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your", "how",
+                             "said", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about",
+                             "model", "training", "tokenizer", "gradient", "Hello", "World", "Zero", "Llama"};
+static const char *W_UNI[] = {"café", "naïve", "résumé", "jalapeño", "Zürich", "Ångström", "crème brûlée",
+                              "日本語のテキスト", "中文分词测试", "한국어 문장", "東京都", "你好世界", "🙂", "🚀",
+                              "👩‍👩‍👧", "👍🏽", "Привет", "мир", "Ελληνικά", "עברית", "العربية"};
+static const char *W_NUM[] = {"7", "42", "1234", "3.14159", "2024-06-01", "1,000,000", "٣٤٥", "x²", "½", "100%"};
+static const char *W_PUNCT[] = {".", ",", "!", "?", ";", ":", "...", "--", "(", ")", "\"", "'", "#", "$", "&",
+                                "@", "[", "]", "{", "}", "<", ">", "don't", "I'm", "you're"};
+static const char *W_SPACE[] = {"  ", "   ", "\t", " \t ", "     "};
+static const char *W_SPECIAL[] = {"<|im_start|>", "<|im_end|>", "<|im_start|>user", "<s>", "</s>"};
+static const char *W_SYLLABLE[] = {"ka", "to", "ri", "mon", "el", "sha", "qu", "ing", "er", "ba", "zu", "lo", "ne",
+                                   "ti", "ver", "pre", "st", "on", "al", "ex", "gr", "ü", "é", "ø", "ch", "y"};
+
+static void gen_line(zt_rng *r, char *out, size_t cap)
+{
+    size_t n = 0;
+    int words = 3 + (int)zt_rng_below(r, 18);
+    for (int i = 0; i < words && n + 64 < cap; i++) {
+        double u = zt_rng_uniform(r);
+#define PICK(a) a[zt_rng_below(r, sizeof a / sizeof a[0])]
+        char made[64] = ""; /* a made-up word, so that the vocabulary has room to grow */
+        for (int k = 1 + (int)zt_rng_below(r, 4); k > 0; k--) strcat(made, PICK(W_SYLLABLE));
+        const char *w = u < 0.35 ? PICK(W_EN) : u < 0.55 ? made : u < 0.70 ? PICK(W_UNI) : u < 0.80 ? PICK(W_NUM)
+                      : u < 0.93 ? PICK(W_PUNCT) : PICK(W_SPECIAL);
+        const char *sep = zt_rng_uniform(r) < 0.12 ? PICK(W_SPACE) : zt_rng_uniform(r) < 0.1 ? "" : " ";
+#undef PICK
+        n += (size_t)snprintf(out + n, cap - n, "%s%s%s", i == 0 && zt_rng_uniform(r) < 0.05 ? " " : "", w, sep);
+    }
+}
+
+/* --- tokenizer.json: Hugging Face parity ---------------------------------------------- */
+
+/* The split regexes, against the pieces Hugging Face's Split cut (their lengths). */
+static void test_pretok(void)
+{
+    FILE *f = fopen(FIXTURES "/pretok.jsonl", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    const char *names[] = {"gpt2", "llama3", "qwen2"};
+    zt_pretok_kind kinds[] = {ZT_PRETOK_GPT2, ZT_PRETOK_LLAMA3, ZT_PRETOK_QWEN2};
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 5) {
+        cJSON *row = cJSON_Parse(line);
+        const char *text = cJSON_GetObjectItem(row, "text")->valuestring;
+        size_t len = strlen(text);
+        for (int k = 0; k < 3; k++) {
+            size_t n, i = 0, pos = 0;
+            int32_t *want = json_ids(cJSON_GetObjectItem(row, names[k]), &n);
+            for (; i < n && pos < len; i++) {
+                size_t got = zt_pretok_next(kinds[k], text + pos, len - pos);
+                if (got != (size_t)want[i]) break;
+                pos += got;
+            }
+            CHECK_MSG(i == n && pos == len, "%s: piece %zu of \"%s\" (at byte %zu)", names[k], i, text, pos);
+            bad += i != n || pos != len;
+            free(want);
+        }
+        cJSON_Delete(row);
+        lines++;
+    }
+    CHECK(lines > 100);
+    free(line);
+    fclose(f);
+}
+
+/* Checks every line of dir/expected.jsonl: ids with and without special tokens
+ * parsed, and both decodings. Returns the number of lines checked. */
+static int check_expected(const zt_tokenizer *tok, const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/expected.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 5) {
+        cJSON *row = cJSON_Parse(line);
+        CHECK(row != NULL);
+        if (!row) break;
+        const cJSON *jt = cJSON_GetObjectItem(row, "text"), *jplain = cJSON_GetObjectItem(row, "ids_plain");
+        const cJSON *jdec = cJSON_GetObjectItem(row, "decoded"), *jskip = cJSON_GetObjectItem(row, "decoded_skip");
+        const char *text = jt->valuestring;
+        size_t nwant, nplain, n;
+        int32_t *want = json_ids(cJSON_GetObjectItem(row, "ids"), &nwant), *ids;
+        int32_t *plain = json_ids(jplain ? jplain : cJSON_GetObjectItem(row, "ids"), &nplain);
+        int ok = zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_OK;
+        ok = ok && same_ids(ids, n, want, nwant, "encode", text);
+        free(ids);
+        ok = ok && zt_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n) == ZT_OK;
+        ok = ok && same_ids(ids, n, plain, nplain, "encode without special tokens", text);
+        if (ok) free(ids);
+        char *dec = NULL, *skip = NULL;
+        ok = ok && zt_tokenizer_decode(tok, want, nwant, 0, &dec) == ZT_OK &&
+             zt_tokenizer_decode(tok, want, nwant, 1, &skip) == ZT_OK;
+        const char *want_dec = jdec ? jdec->valuestring : text, *want_skip = jskip ? jskip->valuestring : text;
+        if (ok && strcmp(dec, want_dec) != 0) {
+            fprintf(stderr, "  decode: \"%.80s\", expected \"%.80s\"\n", dec, want_dec);
+            ok = 0;
+        }
+        if (ok && strcmp(skip, want_skip) != 0) {
+            fprintf(stderr, "  decode skipping special: \"%.80s\", expected \"%.80s\"\n", skip, want_skip);
+            ok = 0;
+        }
+        CHECK_MSG(ok, "%s line %d", path, lines + 1);
+        bad += !ok;
+        lines++;
+        free(dec);
+        free(skip);
+        free(want);
+        free(plain);
+        cJSON_Delete(row);
+    }
+    free(line);
+    fclose(f);
+    return lines;
+}
+
+static void test_bpe_llama3(void)
+{
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, FIXTURES "/bpe_llama3");
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(strcmp(zt_tokenizer_kind(tok), "bpe") == 0);
+    CHECK(strcmp(zt_tokenizer_path(tok), FIXTURES "/bpe_llama3/tokenizer.json") == 0);
+    CHECK(zt_tokenizer_vocab_size(tok) == 1002);
+    int32_t bos = zt_tokenizer_piece_to_id(tok, "<|begin_of_text|>"), im_end = zt_tokenizer_piece_to_id(tok, "<|im_end|>");
+    CHECK(bos >= 0 && im_end >= 0);
+    CHECK(zt_tokenizer_bos_id(tok) == bos);
+    CHECK(zt_tokenizer_eos_id(tok) == im_end); /* tokenizer_config.json: {"content": "<|im_end|>"} */
+    CHECK(zt_tokenizer_pad_id(tok) == -1);     /* null there */
+    CHECK(zt_tokenizer_unk_id(tok) == -1);
+    CHECK(zt_tokenizer_add_bos(tok) == 1); /* the post-processor's template */
+    CHECK(zt_tokenizer_is_special(tok, im_end));
+    CHECK(!zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "zt_added")));
+    CHECK(!zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "a")));
+    CHECK(zt_tokenizer_piece_to_id(tok, "no such piece") == -1);
+    const char *p = zt_tokenizer_id_to_piece(tok, zt_tokenizer_piece_to_id(tok, "\xc4\xa0")); /* "Ġ" */
+    CHECK(p && strcmp(p, "\xc4\xa0") == 0);
+    CHECK(zt_tokenizer_id_to_piece(tok, -1) == NULL && zt_tokenizer_id_to_piece(tok, 1002) == NULL);
+    int lines = check_expected(tok, FIXTURES "/bpe_llama3");
+    CHECK(lines > 200);
+    zt_tokenizer_free(tok);
+}
+
+static void test_bpe_gpt2(void)
+{
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, FIXTURES "/bpe_gpt2/tokenizer.json");
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(zt_tokenizer_vocab_size(tok) == 1000);
+    CHECK(zt_tokenizer_bos_id(tok) == -1 && zt_tokenizer_eos_id(tok) == -1); /* no tokenizer_config.json */
+    CHECK(zt_tokenizer_add_bos(tok) == 0);
+    CHECK(zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "<|endoftext|>")));
+    int lines = check_expected(tok, FIXTURES "/bpe_gpt2");
+    CHECK(lines > 200);
+    zt_tokenizer_free(tok);
+}
+
+static void test_bpe_qwen2(void)
+{
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, FIXTURES "/bpe_qwen2");
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(zt_tokenizer_vocab_size(tok) == 1001);
+    CHECK(zt_tokenizer_add_bos(tok) == 0 && zt_tokenizer_bos_id(tok) == -1);
+    int lines = check_expected(tok, FIXTURES "/bpe_qwen2"); /* NFC before the split */
+    CHECK(lines > 200);
+    zt_tokenizer_free(tok);
+}
+
+/* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
+static void test_nfc(void)
+{
+    FILE *f = fopen(FIXTURES "/nfc.jsonl", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 5) {
+        cJSON *row = cJSON_Parse(line);
+        const char *text = cJSON_GetObjectItem(row, "text")->valuestring;
+        const char *want = cJSON_GetObjectItem(row, "nfc")->valuestring;
+        zt_buf out = {0};
+        CHECK(zt_nfc(text, strlen(text), &out) == ZT_OK);
+        int ok = out.n == strlen(want) && memcmp(out.p ? out.p : "", want, out.n) == 0;
+        CHECK_MSG(ok, "NFC of \"%s\" is \"%.*s\", expected \"%s\"", text, (int)out.n, out.p ? out.p : "", want);
+        bad += !ok;
+        free(out.p);
+        cJSON_Delete(row);
+        lines++;
+    }
+    CHECK(lines > 400);
+    /* bytes of invalid UTF-8 pass through, also inside text that changes */
+    const char raw[] = "e\xcc\x81\xff\xe2\x82" "e";
+    zt_buf out = {0};
+    CHECK(zt_nfc(raw, sizeof raw - 1, &out) == ZT_OK);
+    CHECK(out.n == 6 && memcmp(out.p, "\xc3\xa9\xff\xe2\x82" "e", 6) == 0);
+    free(out.p);
+    free(line);
+    fclose(f);
+}
+
+/* Several threads encode with one tokenizer (the word cache is shared) and get the serial ids. */
+typedef struct encode_job {
+    const zt_tokenizer *tok;
+    char **texts;
+    int32_t **ids;
+    size_t *n;
+    int ntexts, mismatches;
+} encode_job;
+
+static void *encode_all(void *arg)
+{
+    encode_job *j = arg;
+    for (int rep = 0; rep < 5; rep++)
+        for (int i = 0; i < j->ntexts; i++) {
+            int32_t *ids;
+            size_t n;
+            if (zt_tokenizer_encode(j->tok, j->texts[i], strlen(j->texts[i]), 1, &ids, &n) ||
+                !same_ids(ids, n, j->ids[i], j->n[i], "threaded encode", j->texts[i]))
+                j->mismatches++;
+            free(ids);
+        }
+    return NULL;
+}
+
+static void test_concurrent_encode(void)
+{
+    zt_tokenizer *tok;
+    if (zt_tokenizer_open(&tok, FIXTURES "/bpe_gpt2")) {
+        CHECK_MSG(0, "%s", zt_errmsg());
+        return;
+    }
+    enum { TEXTS = 200, THREADS = 4 };
+    char *texts[TEXTS];
+    int32_t *ids[TEXTS];
+    size_t n[TEXTS];
+    zt_rng r;
+    zt_rng_seed(&r, 3, 0);
+    for (int i = 0; i < TEXTS; i++) {
+        texts[i] = malloc(2048);
+        gen_line(&r, texts[i], 2048);
+        CHECK(zt_tokenizer_encode(tok, texts[i], strlen(texts[i]), 1, &ids[i], &n[i]) == ZT_OK);
+    }
+    pthread_t th[THREADS];
+    encode_job jobs[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        jobs[t] = (encode_job){tok, texts, ids, n, TEXTS, 0};
+        CHECK(pthread_create(&th[t], NULL, encode_all, &jobs[t]) == 0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        CHECK(jobs[t].mismatches == 0);
+    }
+    for (int i = 0; i < TEXTS; i++) {
+        free(texts[i]);
+        free(ids[i]);
+    }
+    zt_tokenizer_free(tok);
+}
+
+static void test_add_special(void)
+{
+    zt_tokenizer *tok;
+    if (zt_tokenizer_open(&tok, FIXTURES "/bpe_gpt2")) {
+        CHECK_MSG(0, "%s", zt_errmsg());
+        return;
+    }
+    int32_t id, id2, eot = zt_tokenizer_piece_to_id(tok, "<|endoftext|>");
+    CHECK(zt_tokenizer_add_special(tok, "<|im_start|>", &id) == ZT_OK && id == 1000);
+    CHECK(zt_tokenizer_add_special(tok, "<|im_end|>", &id2) == ZT_OK && id2 == 1001);
+    CHECK(zt_tokenizer_add_special(tok, "<|im_start|>", &id) == ZT_OK && id == 1000); /* already there */
+    CHECK(zt_tokenizer_add_special(tok, "<|endoftext|>", &id) == ZT_OK && id == eot);
+    CHECK(zt_tokenizer_vocab_size(tok) == 1002);
+    CHECK(zt_tokenizer_is_special(tok, 1001));
+    CHECK(zt_tokenizer_piece_to_id(tok, "<|im_end|>") == 1001);
+    CHECK(strcmp(zt_tokenizer_id_to_piece(tok, 1000), "<|im_start|>") == 0);
+    const char *text = "<|im_start|>user\nhi<|im_end|>";
+    int32_t *ids;
+    size_t n;
+    CHECK(zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_OK);
+    CHECK(n >= 3 && ids[0] == 1000 && ids[n - 1] == 1001);
+    char *back;
+    CHECK(zt_tokenizer_decode(tok, ids, n, 1, &back) == ZT_OK && strcmp(back, " user\nhi") == 0);
+    free(back);
+    CHECK(zt_tokenizer_decode(tok, ids, n, 0, &back) == ZT_OK && strcmp(back, "<|im_start|> user\nhi<|im_end|>") == 0);
+    free(back);
+    free(ids);
+    CHECK(zt_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n) == ZT_OK);
+    for (size_t i = 0; i < n; i++) CHECK(ids[i] < 1000);
+    free(ids);
+    CHECK(zt_tokenizer_add_special(tok, "", &id) == ZT_EUSER);
+    zt_tokenizer_free(tok);
+}
+
+static void test_decode_edges(void)
+{
+    zt_tokenizer *tok;
+    if (zt_tokenizer_open(&tok, FIXTURES "/bpe_llama3")) {
+        CHECK_MSG(0, "%s", zt_errmsg());
+        return;
+    }
+    char *text;
+    int32_t bad[] = {5, 1002};
+    CHECK(zt_tokenizer_decode(tok, bad, 2, 0, &text) == ZT_EUSER && text == NULL);
+    CHECK_MSG(strstr(zt_errmsg(), "token id 1002 is outside the vocabulary [0, 1002)"), "%s", zt_errmsg());
+    bad[1] = -3;
+    CHECK(zt_tokenizer_decode(tok, bad, 2, 0, &text) == ZT_EUSER);
+    /* a lone UTF-8 lead byte (0xE6 is written "æ" in the byte alphabet) becomes U+FFFD */
+    int32_t lead[] = {zt_tokenizer_piece_to_id(tok, "\xc3\xa6"), zt_tokenizer_piece_to_id(tok, "a")};
+    CHECK(lead[0] >= 0);
+    CHECK(zt_tokenizer_decode(tok, lead, 2, 0, &text) == ZT_OK && strcmp(text, "\xEF\xBF\xBD" "a") == 0);
+    free(text);
+    CHECK(zt_tokenizer_decode(tok, lead, 0, 0, &text) == ZT_OK && strcmp(text, "") == 0);
+    free(text);
+    /* byte-level BPE takes invalid UTF-8; decode writes U+FFFD for it, as Hugging Face does */
+    const char raw[] = "ok \xff\xfe \xe2\x82 end";
+    int32_t *ids;
+    size_t n;
+    CHECK(zt_tokenizer_encode(tok, raw, sizeof raw - 1, 1, &ids, &n) == ZT_OK);
+    CHECK(zt_tokenizer_decode(tok, ids, n, 0, &text) == ZT_OK);
+    CHECK(strcmp(text, "ok \xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD end") == 0);
+    free(text);
+    free(ids);
+    zt_tokenizer_free(tok);
+}
+
+/* Writes dir/tokenizer.json: the llama3 fixture, with `from` replaced by `to` unless from is NULL. */
+static void write_variant(const char *dir, const char *from, const char *to)
+{
+    char *text, path[512];
+    size_t len;
+    CHECK(zt_read_file(FIXTURES "/bpe_llama3/tokenizer.json", &text, &len) == ZT_OK);
+    if (!from) from = to = "";
+    char *at = strstr(text, from);
+    CHECK_MSG(at != NULL, "'%s' is not in the fixture", from);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f && at) {
+        fwrite(text, 1, (size_t)(at - text), f);
+        fputs(to, f);
+        fputs(at + strlen(from), f);
+    }
+    if (f) fclose(f);
+    free(text);
+}
+
+static void expect_open_error(const char *dir, const char *message)
+{
+    zt_tokenizer *tok = (zt_tokenizer *)1;
+    CHECK(zt_tokenizer_open(&tok, dir) == ZT_EUSER && tok == NULL);
+    CHECK_MSG(strstr(zt_errmsg(), message), "'%s' not in '%s'", message, zt_errmsg());
+}
+
+static void test_bpe_refuses(void)
+{
+    char dir[512], msg[600];
+    snprintf(dir, sizeof dir, "%s/refuse", tmpdir);
+    snprintf(msg, sizeof msg, "'%s/tokenizer.json': ", dir);
+    write_variant(dir, "\\\\p{N}{1,3}", "\\\\p{N}{1,4}");
+    expect_open_error(dir, msg);
+    expect_open_error(dir, "pre_tokenizer.pretokenizers[0]: the Split regex '(?i:'s|");
+    expect_open_error(dir, "is not one zt implements");
+    write_variant(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
+    expect_open_error(dir, "model.type 'WordPiece' is not supported");
+    write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}");
+    expect_open_error(dir, "normalizer 'Lowercase' is not supported");
+    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
+    expect_open_error(dir, "pre_tokenizer 'Metaspace' is not supported");
+    write_variant(dir, "\"byte_fallback\": false", "\"byte_fallback\": true");
+    expect_open_error(dir, "model.byte_fallback = true is not supported");
+    write_variant(dir, "\"merges\": [", "\"merges\": [[\"x\", \"no-such-piece\"], ");
+    expect_open_error(dir, "model.merges[0]: 'no-such-piece' is not in the vocabulary");
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_text(path, "{\"model\": ");
+    expect_open_error(dir, "not valid JSON");
+    expect_open_error(tmpdir, "no tokenizer.json or tokenizer.model in this directory");
+    expect_open_error("/nonexistent/zt", "no such tokenizer file or directory");
+    /* a bad tokenizer_config.json next to a good tokenizer.json */
+    write_variant(dir, NULL, NULL);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    write_text(path, "[1, 2]");
+    expect_open_error(dir, "tokenizer_config.json': not a JSON object");
+    unlink(path);
+}
+
+/* --- SentencePiece: parity with spm_encode -------------------------------------------- */
+
+static void write_corpus(const char *path, uint64_t seed, int lines)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    zt_rng r;
+    zt_rng_seed(&r, seed, 0);
+    char line[2048];
+    for (int i = 0; i < lines; i++) {
+        gen_line(&r, line, sizeof line);
+        fprintf(f, "%s\n", line);
+    }
+    fclose(f);
+}
+
+static int run(const char *cmd)
+{
+    int rc = system(cmd);
+    CHECK_MSG(rc == 0, "'%s' failed (%d)", cmd, rc);
+    return rc == 0;
+}
+
+/* ids per line of an spm_encode --output_format=id file */
+static int parse_id_line(char *line, int32_t *ids, size_t cap, size_t *n)
+{
+    *n = 0;
+    for (char *tok = strtok(line, " \n"); tok; tok = strtok(NULL, " \n")) {
+        if (*n == cap) return 0;
+        ids[(*n)++] = (int32_t)strtol(tok, NULL, 10);
+    }
+    return 1;
+}
+
+/* Compares zt with spm_encode line by line; roundtrip: decode gives the line
+ * back (identity normalization); else decode must equal spm_decode's. */
+static void check_spm_model(const char *name, int roundtrip)
+{
+    char model[320], held[320], ids_path[320], dec_path[320], cmd[4096];
+    snprintf(model, sizeof model, "%s/%s.model", tmpdir, name);
+    snprintf(held, sizeof held, "%s/held.txt", tmpdir);
+    snprintf(ids_path, sizeof ids_path, "%s/%s.ids", tmpdir, name);
+    snprintf(dec_path, sizeof dec_path, "%s/%s.dec", tmpdir, name);
+    snprintf(cmd, sizeof cmd, "spm_encode --model=%s --output_format=id < %s > %s && "
+             "spm_decode --model=%s --input_format=id < %s > %s", model, held, ids_path, model, ids_path, dec_path);
+    if (!run(cmd)) return;
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, model);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    CHECK(strcmp(zt_tokenizer_kind(tok), "sentencepiece") == 0);
+    FILE *ft = fopen(held, "r"), *fi = fopen(ids_path, "r"), *fd = fopen(dec_path, "r");
+    char *text = NULL, *idline = NULL, *decline = NULL;
+    size_t ct = 0, ci = 0, cd = 0, nwant, n;
+    static int32_t want[8192];
+    int lines = 0, bad = 0, with_unk = 0, with_user = 0;
+    int32_t unk = zt_tokenizer_unk_id(tok), im_start = zt_tokenizer_piece_to_id(tok, "<|im_start|>");
+    CHECK(im_start > 0 && !zt_tokenizer_is_special(tok, im_start)); /* user-defined: ordinary */
+    ssize_t len;
+    while ((len = getline(&text, &ct, ft)) > 0 && getline(&idline, &ci, fi) > 0 && getline(&decline, &cd, fd) > 0 &&
+           bad < 5) {
+        text[--len] = 0;
+        decline[strcspn(decline, "\n")] = 0;
+        CHECK(parse_id_line(idline, want, 8192, &nwant));
+        int32_t *ids;
+        int ok = zt_tokenizer_encode(tok, text, (size_t)len, 0, &ids, &n) == ZT_OK &&
+                 same_ids(ids, n, want, nwant, name, text);
+        int has_unk = 0;
+        for (size_t i = 0; i < n; i++) {
+            has_unk |= ids[i] == unk;
+            with_user += ids[i] == im_start;
+        }
+        with_unk += has_unk;
+        char *back = NULL;
+        if (ok && zt_tokenizer_decode(tok, ids, n, 0, &back) == ZT_OK) {
+            const char *expect = roundtrip ? text : decline;
+            if (!has_unk && strcmp(back, expect) != 0) {
+                fprintf(stderr, "  %s decode: \"%.80s\", expected \"%.80s\"\n", name, back, expect);
+                ok = 0;
+            }
+        }
+        free(back);
+        free(ids);
+        CHECK_MSG(ok, "%s line %d", held, lines + 1);
+        bad += !ok;
+        lines++;
+    }
+    CHECK(lines == 3000);
+    CHECK(with_user > 100);
+    if (!roundtrip) CHECK(with_unk > 0); /* character_coverage < 1 leaves some characters out */
+    fprintf(stderr, "  %s: %d lines equal to spm_encode's (%d with <unk>)\n", name, lines, with_unk);
+    free(text);
+    free(idline);
+    free(decline);
+    fclose(ft);
+    fclose(fi);
+    fclose(fd);
+
+    /* parse_special: <s> and </s> in the text become BOS and EOS, the rest is encoded as before */
+    int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok), *a, *b;
+    size_t na, nb;
+    CHECK(bos == 1 && eos == 2 && zt_tokenizer_add_bos(tok) == 1);
+    CHECK(zt_tokenizer_is_special(tok, bos) && zt_tokenizer_is_special(tok, unk));
+    const char *with = "<s>Hello world</s>", *plain = "Hello world";
+    CHECK(zt_tokenizer_encode(tok, with, strlen(with), 1, &a, &na) == ZT_OK);
+    CHECK(zt_tokenizer_encode(tok, plain, strlen(plain), 1, &b, &nb) == ZT_OK);
+    CHECK(na == nb + 2 && a[0] == bos && a[na - 1] == eos && memcmp(a + 1, b, nb * sizeof *b) == 0);
+    char *s;
+    CHECK(zt_tokenizer_decode(tok, a, na, 1, &s) == ZT_OK && strcmp(s, plain) == 0);
+    free(s);
+    CHECK(zt_tokenizer_decode(tok, a, na, 0, &s) == ZT_OK && strcmp(s, "<s>Hello world</s>") == 0);
+    free(s);
+    free(a);
+    free(b);
+    int32_t id;
+    CHECK(zt_tokenizer_add_special(tok, "<|tool|>", &id) == ZT_OK && id == zt_tokenizer_vocab_size(tok) - 1);
+    const char *tool = "x<|tool|>y";
+    CHECK(zt_tokenizer_encode(tok, tool, strlen(tool), 1, &a, &na) == ZT_OK);
+    int found = 0;
+    for (size_t i = 0; i < na; i++) found += a[i] == id;
+    CHECK(found == 1);
+    CHECK(zt_tokenizer_decode(tok, a, na, 0, &s) == ZT_OK && strcmp(s, tool) == 0);
+    free(s);
+    free(a);
+    zt_tokenizer_free(tok);
+}
+
+static void test_spm_parity(void)
+{
+#ifndef ZT_HAVE_SPM
+    fprintf(stderr, "  skipped: zt built without sentencepiece\n");
+    return;
+#endif
+    if (system("command -v spm_train >/dev/null 2>&1 && command -v spm_encode >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "  skipped: spm_train/spm_encode not found (apt-get install sentencepiece)\n");
+        return;
+    }
+    char train[320], held[320], cmd[4096];
+    snprintf(train, sizeof train, "%s/train.txt", tmpdir);
+    snprintf(held, sizeof held, "%s/held.txt", tmpdir);
+    write_corpus(train, 1, 4000);
+    write_corpus(held, 2, 3000);
+    const char *common = "--user_defined_symbols='<|im_start|>,<|im_end|>' --num_threads=2 --minloglevel=2 "
+                         "--vocab_size=1000";
+    /* Llama 2 style BPE: lossless (identity, bytes for unknown characters), and a unigram model with
+     * SentencePiece's defaults (NFKC, extra whitespace removed, some characters unknown) */
+    snprintf(cmd, sizeof cmd, "spm_train --input=%s --model_prefix=%s/bpe --model_type=bpe %s "
+             "--character_coverage=1.0 --byte_fallback=true --split_digits=true --normalization_rule_name=identity "
+             "--remove_extra_whitespaces=false --allow_whitespace_only_pieces=true > %s/bpe.log 2>&1 && "
+             "spm_train --input=%s --model_prefix=%s/unigram --model_type=unigram %s --character_coverage=0.995 "
+             "--pad_id=3 > %s/unigram.log 2>&1", train, tmpdir, common, tmpdir, train, tmpdir, common, tmpdir);
+    if (!run(cmd)) return;
+    check_spm_model("bpe", 1);
+    check_spm_model("unigram", 0);
+
+    /* a directory with both files takes tokenizer.json; one whose tokenizer.json zt cannot read, tokenizer.model */
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/both", tmpdir);
+    write_variant(dir, NULL, NULL);
+    snprintf(cmd, sizeof cmd, "cp %s/unigram.model %s/tokenizer.model", tmpdir, dir);
+    run(cmd);
+    zt_tokenizer *tok;
+    CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "bpe") == 0);
+    zt_tokenizer_free(tok);
+    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
+    CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "sentencepiece") == 0);
+    CHECK(zt_tokenizer_pad_id(tok) == 3);
+    zt_tokenizer_free(tok);
+    /* tokenizer_config.json: the special tokens, add_bos_token, added_tokens_decoder */
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    write_text(path, "{\"add_bos_token\": false, \"eos_token\": \"<|im_end|>\", \"pad_token\": null,"
+                     " \"added_tokens_decoder\": {\"1000\": {\"content\": \"<|extra|>\", \"special\": true},"
+                     " \"1\": {\"content\": \"<s>\", \"special\": true}}}");
+    CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK);
+    CHECK(zt_tokenizer_add_bos(tok) == 0 && zt_tokenizer_bos_id(tok) == 1);
+    CHECK(zt_tokenizer_eos_id(tok) == zt_tokenizer_piece_to_id(tok, "<|im_end|>") && zt_tokenizer_pad_id(tok) == -1);
+    CHECK(zt_tokenizer_vocab_size(tok) == 1001 && zt_tokenizer_piece_to_id(tok, "<|extra|>") == 1000);
+    CHECK(zt_tokenizer_is_special(tok, 1000));
+    zt_tokenizer_free(tok);
+}
+
+static void test_spm_bad_model(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.model", tmpdir);
+    write_text(path, "not a model");
+    zt_tokenizer *tok;
+    CHECK(zt_tokenizer_open(&tok, path) == ZT_EUSER);
+#ifdef ZT_HAVE_SPM
+    CHECK_MSG(strstr(zt_errmsg(), "bad.model': not a SentencePiece model"), "%s", zt_errmsg());
+#else
+    CHECK_MSG(strstr(zt_errmsg(), "this zt was built without sentencepiece"), "%s", zt_errmsg());
+#endif
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_test_tokenizer_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_pretok);
+    RUN(test_bpe_llama3);
+    RUN(test_bpe_gpt2);
+    RUN(test_nfc);
+    RUN(test_bpe_qwen2);
+    RUN(test_concurrent_encode);
+    RUN(test_add_special);
+    RUN(test_decode_edges);
+    RUN(test_bpe_refuses);
+    RUN(test_spm_parity);
+    RUN(test_spm_bad_model);
+    if (!getenv("ZT_KEEP_TMP")) zt_remove_tree(tmpdir); /* ZT_KEEP_TMP=1: keep the spm models and logs */
+    else fprintf(stderr, "kept %s\n", tmpdir);
+    return test_summary();
+}

@@ -1,0 +1,325 @@
+/* Byte-level BPE: the vocabulary keyed by the bytes each piece stands for,
+ * merges by rank with a priority queue per word (as Hugging Face's BPE does:
+ * lowest rank first, then leftmost), and ByteLevel decoding. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizers/bpe.h"
+#include "tokenizers/unicode.h"
+
+#define NO_PIECE UINT32_MAX
+
+int zt_bytelevel_byte(uint32_t cp)
+{
+    /* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
+     * the other 68 bytes, in order, for U+0100..U+0143 */
+    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+    if (cp < 256 || cp >= 256 + 68) return -1;
+    uint32_t k = cp - 256;
+    if (k < 33) return (int)k;                   /* 0..32 */
+    if (k < 33 + 34) return (int)(127 + k - 33); /* 127..160 */
+    return 173;
+}
+
+/* Writes the bytes that piece stands for into out (room for len bytes);
+ * returns their count, or -1 when a character is outside the byte alphabet. */
+static long piece_bytes(const char *piece, size_t len, char *out)
+{
+    long n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += zt_utf8_next(piece + i, len - i, &cp);
+        int b = cp == ZT_UNI_INVALID ? -1 : zt_bytelevel_byte(cp);
+        if (b < 0) return -1;
+        out[n++] = (char)b;
+    }
+    return n;
+}
+
+zt_status zt_bpe_set_vocab(zt_bpe *b, const char *const *pieces, const int32_t *ids, int32_t n)
+{
+    size_t total = 0;
+    int32_t max_id = -1;
+    for (int32_t i = 0; i < n; i++) {
+        total += strlen(pieces[i]);
+        if (ids[i] > max_id) max_id = ids[i];
+    }
+    b->n_vocab = max_id + 1;
+    b->blob = malloc(2 * (total + (size_t)n) + 1);
+    b->piece = malloc((size_t)b->n_vocab * sizeof *b->piece + 1);
+    b->bytes = malloc((size_t)b->n_vocab * sizeof *b->bytes + 1);
+    b->nbytes = malloc((size_t)b->n_vocab * sizeof *b->nbytes + 1);
+    zt_status st = ZT_OK;
+    if (!b->blob || !b->piece || !b->bytes || !b->nbytes) return zt_fail(ZT_ENOMEM, "out of memory for the vocabulary");
+    if ((st = zt_strmap_init(&b->by_bytes, (size_t)n)) || (st = zt_strmap_init(&b->by_piece, (size_t)n))) return st;
+    for (int32_t id = 0; id < b->n_vocab; id++) b->piece[id] = NO_PIECE;
+    size_t used = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (b->piece[id] != NO_PIECE)
+            return zt_fail(ZT_EUSER, "model.vocab: id %d is used twice ('%s' and '%s')", id, b->blob + b->piece[id],
+                           pieces[i]);
+        size_t len = strlen(pieces[i]);
+        b->piece[id] = (uint32_t)used;
+        memcpy(b->blob + used, pieces[i], len + 1);
+        used += len + 1;
+        long nb = piece_bytes(pieces[i], len, b->blob + used);
+        if (nb < 0) { /* outside the byte alphabet: decodes to itself, reachable only as an added token */
+            b->bytes[id] = b->piece[id];
+            b->nbytes[id] = (uint32_t)len;
+            zt_strmap_put(&b->by_piece, b->blob + b->piece[id], len, id);
+        } else {
+            b->bytes[id] = (uint32_t)used;
+            b->nbytes[id] = (uint32_t)nb;
+            zt_strmap_put(&b->by_bytes, b->blob + used, (size_t)nb, id);
+            used += (size_t)nb;
+        }
+    }
+    for (int c = 0; c < 256; c++) {
+        char byte = (char)c;
+        b->byte_id[c] = zt_strmap_get(&b->by_bytes, &byte, 1);
+    }
+    return ZT_OK;
+}
+
+int32_t zt_bpe_piece_to_id(const zt_bpe *b, const char *piece, size_t len)
+{
+    char small[256], *buf = len <= sizeof small ? small : malloc(len);
+    if (!buf) return -1;
+    long nb = piece_bytes(piece, len, buf);
+    int32_t id = nb < 0 ? zt_strmap_get(&b->by_piece, piece, len) : zt_strmap_get(&b->by_bytes, buf, (size_t)nb);
+    if (buf != small) free(buf);
+    return id;
+}
+
+zt_status zt_bpe_add_merge(zt_bpe *b, const char *left, size_t nleft, const char *right, size_t nright, int32_t rank)
+{
+    int32_t l = zt_bpe_piece_to_id(b, left, nleft), r = zt_bpe_piece_to_id(b, right, nright);
+    if (l < 0 || r < 0)
+        return zt_fail(ZT_EUSER, "model.merges[%d]: '%.*s' is not in the vocabulary", rank, (int)(l < 0 ? nleft : nright),
+                       l < 0 ? left : right);
+    char small[256], *both = nleft + nright <= sizeof small ? small : malloc(nleft + nright);
+    if (!both) return zt_fail(ZT_ENOMEM, "out of memory for a merge");
+    memcpy(both, left, nleft);
+    memcpy(both + nleft, right, nright);
+    int32_t id = zt_bpe_piece_to_id(b, both, nleft + nright);
+    zt_status st = ZT_OK;
+    if (id < 0)
+        st = zt_fail(ZT_EUSER, "model.merges[%d]: the merged piece '%.*s' is not in the vocabulary", rank,
+                     (int)(nleft + nright), both);
+    else zt_pairmap_put(&b->merges, l, r, rank, id);
+    if (both != small) free(both);
+    return st;
+}
+
+void zt_bpe_free(zt_bpe *b)
+{
+    free(b->path);
+    free(b->blob);
+    free(b->piece);
+    free(b->bytes);
+    free(b->nbytes);
+    zt_strmap_free(&b->by_bytes);
+    zt_strmap_free(&b->by_piece);
+    zt_pairmap_free(&b->merges);
+    zt_bpe_cache_free(b->cache);
+    free(b);
+}
+
+/* --- encoding ------------------------------------------------------------------------- */
+
+typedef struct sym {
+    int32_t id; /* -1 once merged into its left neighbour */
+    int32_t prev, next;
+} sym;
+
+typedef struct cand {
+    int32_t rank, left, right; /* symbol indices */
+    int32_t lid, rid, id;      /* the pair's ids when queued, the merged id */
+} cand;
+
+/* Per-call work space, grown as words need. */
+typedef struct scratch {
+    sym *sym;
+    cand *heap;
+    char *word; /* a long pre-token with its prefix space */
+    size_t cap; /* symbols; heap holds 3 * cap, word cap + 1 bytes */
+} scratch;
+
+static zt_status scratch_reserve(scratch *s, size_t n)
+{
+    if (n <= s->cap) return ZT_OK;
+    size_t cap = s->cap ? s->cap : 64;
+    while (cap < n) cap *= 2;
+    sym *y = realloc(s->sym, cap * sizeof *y);
+    if (y) s->sym = y;
+    cand *h = y ? realloc(s->heap, 3 * cap * sizeof *h) : NULL;
+    if (h) s->heap = h;
+    char *w = h ? realloc(s->word, cap + 1) : NULL;
+    if (!w) return zt_fail(ZT_ENOMEM, "out of memory for a word of %zu bytes", n);
+    s->word = w;
+    s->cap = cap;
+    return ZT_OK;
+}
+
+static int cand_less(const cand *a, const cand *b)
+{
+    return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
+}
+
+static void heap_push(cand *h, size_t *n, cand c)
+{
+    size_t i = (*n)++;
+    while (i > 0 && cand_less(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static cand heap_pop(cand *h, size_t *n)
+{
+    cand top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t k = 2 * i + 1;
+        if (k >= *n) break;
+        if (k + 1 < *n && cand_less(&h[k + 1], &h[k])) k++;
+        if (!cand_less(&h[k], &last)) break;
+        h[i] = h[k];
+        i = k;
+    }
+    h[i] = last;
+    return top;
+}
+
+static void queue_pair(const zt_bpe *b, const sym *y, int32_t left, int32_t right, cand *h, size_t *nh)
+{
+    const zt_pairmap_slot *m = zt_pairmap_get(&b->merges, y[left].id, y[right].id);
+    if (m) heap_push(h, nh, (cand){m->rank, left, right, y[left].id, y[right].id, m->id});
+}
+
+/* Appends the ids of one pre-tokenized word w[0, n). */
+static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *s, zt_ivec *out)
+{
+    if (b->ignore_merges || n == 1) {
+        int32_t id = zt_strmap_get(&b->by_bytes, w, n);
+        if (id >= 0) return zt_ivec_push(out, id);
+    }
+    int cacheable = n <= ZT_BPE_CACHE_WORD;
+    zt_status st = ZT_OK;
+    if (cacheable) {
+        int32_t ids[ZT_BPE_CACHE_IDS];
+        int k = zt_bpe_cache_get(b->cache, w, n, ids);
+        for (int i = 0; i < k && !st; i++) st = zt_ivec_push(out, ids[i]);
+        if (k >= 0) return st;
+    }
+    if ((st = scratch_reserve(s, n))) return st;
+    sym *y = s->sym;
+    int32_t ny = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = b->byte_id[(unsigned char)w[i]];
+        if (id < 0) { /* a byte missing from the vocabulary: unk, or dropped as Hugging Face does */
+            if (b->unk < 0 || (b->fuse_unk && ny > 0 && y[ny - 1].id == b->unk)) continue;
+            id = b->unk;
+        }
+        y[ny] = (sym){id, ny - 1, -1};
+        if (ny > 0) y[ny - 1].next = ny;
+        ny++;
+    }
+    size_t nh = 0;
+    for (int32_t i = 0; i + 1 < ny; i++) queue_pair(b, y, i, i + 1, s->heap, &nh);
+    while (nh) {
+        cand c = heap_pop(s->heap, &nh);
+        sym *l = &y[c.left], *r = &y[c.right];
+        if (l->id != c.lid || l->next != c.right || r->id != c.rid) continue; /* stale */
+        l->id = c.id;
+        l->next = r->next;
+        if (r->next >= 0) y[r->next].prev = c.left;
+        r->id = -1;
+        if (l->prev >= 0) queue_pair(b, y, l->prev, c.left, s->heap, &nh);
+        if (l->next >= 0) queue_pair(b, y, c.left, l->next, s->heap, &nh);
+    }
+    size_t first = out->n;
+    for (int32_t i = ny ? 0 : -1; i >= 0 && !st; i = y[i].next) st = zt_ivec_push(out, y[i].id);
+    if (!st && cacheable && out->n - first <= ZT_BPE_CACHE_IDS)
+        zt_bpe_cache_put(b->cache, w, n, out->v + first, out->n - first);
+    return st;
+}
+
+/* ByteLevel: a space in front unless there is one, then its own regex split. */
+static zt_status encode_piece(const zt_bpe *b, const char *p, size_t n, scratch *s, zt_ivec *out)
+{
+    zt_status st = ZT_OK;
+    char small[256], *word = small;
+    if (b->add_prefix_space && p[0] != ' ') {
+        if (n + 1 > sizeof small) { /* reserved for all of it: encode_word will not move s->word */
+            if ((st = scratch_reserve(s, n + 1))) return st;
+            word = s->word;
+        }
+        word[0] = ' ';
+        memcpy(word + 1, p, n);
+        p = word;
+        n++;
+    }
+    if (!b->bytelevel_regex) return encode_word(b, p, n, s, out);
+    for (size_t i = 0; i < n && !st;) {
+        size_t k = zt_pretok_next(ZT_PRETOK_GPT2, p + i, n - i);
+        st = encode_word(b, p + i, k, s, out);
+        i += k;
+    }
+    return st;
+}
+
+static zt_status bpe_encode(const void *m, const char *text, size_t len, zt_ivec *out)
+{
+    const zt_bpe *b = m;
+    scratch s = {0};
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i < len && !st;) {
+        size_t k = zt_pretok_next(b->split, text + i, len - i);
+        st = encode_piece(b, text + i, k, &s, out);
+        i += k;
+    }
+    free(s.sym);
+    free(s.heap);
+    free(s.word);
+    return st;
+}
+
+static zt_status bpe_decode(const void *m, const int32_t *ids, size_t n, zt_buf *out)
+{
+    const zt_bpe *b = m;
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        int32_t id = ids[i];
+        if (b->piece[id] == NO_PIECE) return zt_fail(ZT_EUSER, "'%s': token id %d has no piece", b->path, id);
+        st = zt_buf_append(out, b->blob + b->bytes[id], b->nbytes[id]);
+    }
+    return st;
+}
+
+static int32_t bpe_vocab_size(const void *m) { return ((const zt_bpe *)m)->n_vocab; }
+
+static int32_t bpe_piece_to_id(const void *m, const char *piece, size_t len)
+{
+    return zt_bpe_piece_to_id(m, piece, len);
+}
+
+static const char *bpe_id_to_piece(const void *m, int32_t id)
+{
+    const zt_bpe *b = m;
+    return b->piece[id] == NO_PIECE ? NULL : b->blob + b->piece[id];
+}
+
+static void bpe_free(void *m) { zt_bpe_free(m); }
+
+const zt_tok_ops zt_bpe_ops = {
+    .name = "bpe",
+    .encode = bpe_encode,
+    .decode = bpe_decode,
+    .vocab_size = bpe_vocab_size,
+    .piece_to_id = bpe_piece_to_id,
+    .id_to_piece = bpe_id_to_piece,
+    .free = bpe_free,
+};

@@ -1,0 +1,74 @@
+/* tokenizers/bpe: the byte-level BPE model of a Hugging Face tokenizer.json
+ * (GPT-2, Llama 3, Qwen2): pre-tokenizer split, byte-to-unicode mapping, merges
+ * by rank, ByteLevel decoding. Internal to tokenizers/; reached through
+ * tokenizers/tokenizer.h.
+ *
+ *   bpe_json.c   reads tokenizer.json into a zt_bpe (zt_bpe_open)
+ *   bpe.c        vocabulary, merges, encode and decode of pre-tokenized words
+ *   bpe_pretok.c the pre-tokenizer regexes, as hand-written matchers
+ *   bpe_cache.c  a thread-safe cache of encoded words
+ */
+#ifndef ZT_TOKENIZERS_BPE_H
+#define ZT_TOKENIZERS_BPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizers/hashmap.h"
+#include "tokenizers/tok_internal.h"
+
+/* The split regexes zt knows (each a hand-written matcher). */
+typedef enum zt_pretok_kind {
+    ZT_PRETOK_NONE,   /* no split: the whole text is one word */
+    ZT_PRETOK_GPT2,   /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+    ZT_PRETOK_LLAMA3, /* (?i:'s|...|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|... */
+    ZT_PRETOK_QWEN2,  /* the Llama 3 pattern with \p{N} instead of \p{N}{1,3} */
+} zt_pretok_kind;
+
+/* ZT_PRETOK_NONE when the regex is not one of the known ones. */
+zt_pretok_kind zt_pretok_from_regex(const char *regex);
+/* The length in bytes of the pre-token at the start of text (len > 0). */
+size_t zt_pretok_next(zt_pretok_kind kind, const char *text, size_t len);
+
+/* Caches words of at most ZT_BPE_CACHE_WORD bytes that encode to at most ZT_BPE_CACHE_IDS ids. */
+#define ZT_BPE_CACHE_WORD 22
+#define ZT_BPE_CACHE_IDS 8
+typedef struct zt_bpe_cache zt_bpe_cache;
+zt_status zt_bpe_cache_new(zt_bpe_cache **out);
+void zt_bpe_cache_free(zt_bpe_cache *c);
+/* Copies the ids of word w[0, n) into ids[] and returns their count; -1 when not cached. */
+int zt_bpe_cache_get(zt_bpe_cache *c, const char *w, size_t n, int32_t *ids);
+void zt_bpe_cache_put(zt_bpe_cache *c, const char *w, size_t n, const int32_t *ids, size_t nids);
+
+typedef struct zt_bpe {
+    char *path;
+    int32_t n_vocab; /* largest id + 1 */
+    char *blob;      /* the pieces, NUL-terminated, then their decoded bytes */
+    uint32_t *piece; /* per id: offset of the piece in blob; UINT32_MAX for an unused id */
+    uint32_t *bytes; /* per id: offset of the decoded bytes */
+    uint32_t *nbytes;
+    zt_strmap by_bytes; /* decoded bytes → id, for pieces written in the byte alphabet */
+    zt_strmap by_piece; /* piece → id, for the others (they never come out of merges) */
+    int32_t byte_id[256];
+    zt_pairmap merges;
+    int32_t unk;
+    int fuse_unk, ignore_merges;
+    /* pre-tokenizer: Split(split) then ByteLevel(add_prefix_space, use_regex) */
+    zt_pretok_kind split;
+    int add_prefix_space, bytelevel_regex;
+    zt_bpe_cache *cache;
+} zt_bpe;
+
+/* The byte that the byte-level alphabet writes as code point cp, or -1. */
+int zt_bytelevel_byte(uint32_t cp);
+
+/* Fills the vocabulary from (piece, id) pairs: the maps and byte_id. */
+zt_status zt_bpe_set_vocab(zt_bpe *b, const char *const *pieces, const int32_t *ids, int32_t n);
+int32_t zt_bpe_piece_to_id(const zt_bpe *b, const char *piece, size_t len);
+/* Adds merge number `rank`, left + right; ZT_EUSER when a part is not in the vocabulary. */
+zt_status zt_bpe_add_merge(zt_bpe *b, const char *left, size_t nleft, const char *right, size_t nright, int32_t rank);
+void zt_bpe_free(zt_bpe *b);
+
+extern const zt_tok_ops zt_bpe_ops;
+
+#endif

@@ -1,0 +1,253 @@
+/* Reads a Hugging Face tokenizer.json with a byte-level BPE model. What zt
+ * does not implement (other models, normalizers, pre-tokenizers, regexes) is
+ * refused with the field named, never approximated. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/fileio.h"
+#include "tokenizers/bpe.h"
+#include "tokenizers/unicode.h"
+
+#define MAX_VOCAB (1 << 26)
+
+static const cJSON *field(const cJSON *obj, const char *name) { return cJSON_GetObjectItemCaseSensitive(obj, name); }
+
+static const char *type_of(const cJSON *obj)
+{
+    const cJSON *t = field(obj, "type");
+    return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+/* A boolean field; def when absent or null. */
+static int flag(const cJSON *obj, const char *name, int def)
+{
+    const cJSON *v = field(obj, name);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static int is_int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble && v->valuedouble >= lo &&
+           v->valuedouble < hi;
+}
+
+static zt_status read_vocab(zt_bpe *b, const cJSON *vocab)
+{
+    if (!cJSON_IsObject(vocab)) return zt_fail(ZT_EUSER, "model.vocab is missing or not an object");
+    int n = cJSON_GetArraySize(vocab);
+    const char **pieces = malloc((size_t)n * sizeof *pieces + 1);
+    int32_t *ids = malloc((size_t)n * sizeof *ids + 1);
+    zt_status st = ZT_OK;
+    if (!pieces || !ids) st = zt_fail(ZT_ENOMEM, "out of memory for a vocabulary of %d pieces", n);
+    int i = 0;
+    for (const cJSON *v = vocab->child; v && !st; v = v->next, i++) {
+        if (!is_int_in(v, 0, MAX_VOCAB))
+            st = zt_fail(ZT_EUSER, "model.vocab['%s'] is not an id in [0, %d)", v->string, MAX_VOCAB);
+        else {
+            pieces[i] = v->string;
+            ids[i] = (int32_t)v->valuedouble;
+        }
+    }
+    if (!st) st = zt_bpe_set_vocab(b, pieces, ids, n);
+    free(pieces);
+    free(ids);
+    return st;
+}
+
+static zt_status read_merges(zt_bpe *b, const cJSON *merges)
+{
+    if (!cJSON_IsArray(merges)) return zt_fail(ZT_EUSER, "model.merges is missing or not an array");
+    zt_status st = zt_pairmap_init(&b->merges, (size_t)cJSON_GetArraySize(merges));
+    int32_t rank = 0;
+    for (const cJSON *m = merges->child; m && !st; m = m->next, rank++) {
+        if (cJSON_IsString(m)) { /* "left right" */
+            const char *s = m->valuestring, *sp = strchr(s, ' ');
+            if (!sp || strchr(sp + 1, ' '))
+                return zt_fail(ZT_EUSER, "model.merges[%d] = '%s' is not two pieces separated by a space", rank, s);
+            st = zt_bpe_add_merge(b, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), rank);
+        } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
+                   cJSON_IsString(m->child->next)) { /* ["left", "right"] */
+            const char *l = m->child->valuestring, *r = m->child->next->valuestring;
+            st = zt_bpe_add_merge(b, l, strlen(l), r, strlen(r), rank);
+        } else {
+            return zt_fail(ZT_EUSER, "model.merges[%d] is neither \"left right\" nor [\"left\", \"right\"]", rank);
+        }
+    }
+    return st;
+}
+
+static zt_status read_model(zt_bpe *b, const cJSON *model)
+{
+    if (!cJSON_IsObject(model)) return zt_fail(ZT_EUSER, "\"model\" is missing or not an object");
+    const char *type = type_of(model);
+    if (strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
+        return zt_fail(ZT_EUSER, "model.type '%s' is not supported (zt reads byte-level BPE)", type);
+    const cJSON *v = field(model, "dropout");
+    if (cJSON_IsNumber(v) && v->valuedouble != 0)
+        return zt_fail(ZT_EUSER, "model.dropout = %g is not supported (BPE-dropout is for training a tokenizer)",
+                       v->valuedouble);
+    const char *affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 2; i++) {
+        v = field(model, affixes[i]);
+        if (cJSON_IsString(v) && v->valuestring[0])
+            return zt_fail(ZT_EUSER, "model.%s = '%s' is not supported", affixes[i], v->valuestring);
+    }
+    if (flag(model, "byte_fallback", 0))
+        return zt_fail(ZT_EUSER, "model.byte_fallback = true is not supported (a SentencePiece-style BPE: "
+                                 "give zt its tokenizer.model)");
+    b->ignore_merges = flag(model, "ignore_merges", 0);
+    b->fuse_unk = flag(model, "fuse_unk", 0);
+    zt_status st;
+    if ((st = read_vocab(b, field(model, "vocab"))) || (st = read_merges(b, field(model, "merges")))) return st;
+    v = field(model, "unk_token");
+    b->unk = cJSON_IsString(v) ? zt_bpe_piece_to_id(b, v->valuestring, strlen(v->valuestring)) : -1;
+    return ZT_OK;
+}
+
+static zt_status read_split(zt_bpe *b, const cJSON *split, const char *where)
+{
+    const cJSON *pattern = field(split, "pattern"), *regex = field(pattern, "Regex");
+    if (!cJSON_IsString(regex))
+        return zt_fail(ZT_EUSER, "%s: only a Split with a \"Regex\" pattern is supported", where);
+    const cJSON *behavior = field(split, "behavior");
+    if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 || flag(split, "invert", 0))
+        return zt_fail(ZT_EUSER, "%s: only a Split with behavior \"Isolated\" and invert false is supported", where);
+    b->split = zt_pretok_from_regex(regex->valuestring);
+    if (b->split == ZT_PRETOK_NONE)
+        return zt_fail(ZT_EUSER, "%s: the Split regex '%s' is not one zt implements (those of GPT-2, Llama 3 and "
+                                 "Qwen2)", where, regex->valuestring);
+    return ZT_OK;
+}
+
+/* ByteLevel, or a Sequence of an optional Split and a ByteLevel. */
+static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
+{
+    const cJSON *items = pre;
+    int n = 1;
+    if (strcmp(type_of(pre), "Sequence") == 0) {
+        items = field(pre, "pretokenizers");
+        n = cJSON_GetArraySize(items);
+        items = items ? items->child : NULL;
+    }
+    const cJSON *split = n == 2 ? items : NULL, *bl = n == 2 ? items->next : n == 1 ? items : NULL;
+    if (!bl || strcmp(type_of(bl), "ByteLevel") != 0 || (split && strcmp(type_of(split), "Split") != 0)) {
+        const char *t = !pre || cJSON_IsNull(pre) ? "null" : type_of(pre);
+        return zt_fail(ZT_EUSER, "pre_tokenizer '%s' is not supported (zt reads byte-level BPE: ByteLevel, "
+                                 "optionally after one Split)", t);
+    }
+    zt_status st;
+    if (split && (st = read_split(b, split, "pre_tokenizer.pretokenizers[0]"))) return st;
+    b->add_prefix_space = flag(bl, "add_prefix_space", 1);
+    b->bytelevel_regex = flag(bl, "use_regex", 1);
+    return ZT_OK;
+}
+
+static zt_status read_added_tokens(zt_tokenizer *tok, const cJSON *added)
+{
+    if (!added || cJSON_IsNull(added)) return ZT_OK;
+    if (!cJSON_IsArray(added)) return zt_fail(ZT_EUSER, "added_tokens is not an array");
+    int i = 0;
+    for (const cJSON *a = added->child; a; a = a->next, i++) {
+        const cJSON *content = field(a, "content"), *id = field(a, "id");
+        if (!cJSON_IsString(content) || !content->valuestring[0] || !is_int_in(id, 0, MAX_VOCAB))
+            return zt_fail(ZT_EUSER, "added_tokens[%d] needs a non-empty \"content\" and an \"id\" in [0, %d)", i,
+                           MAX_VOCAB);
+        unsigned flags = (flag(a, "special", 0) ? ZT_ADDED_SPECIAL : 0) |
+                         (flag(a, "normalized", 0) ? ZT_ADDED_NORMALIZED : 0) |
+                         (flag(a, "lstrip", 0) ? ZT_ADDED_LSTRIP : 0) | (flag(a, "rstrip", 0) ? ZT_ADDED_RSTRIP : 0) |
+                         (flag(a, "single_word", 0) ? ZT_ADDED_SINGLE_WORD : 0);
+        /* a normalized token matches normalized text, so it is normalized too */
+        zt_buf norm = {0};
+        const char *c = content->valuestring;
+        zt_status st = ZT_OK;
+        if ((flags & ZT_ADDED_NORMALIZED) && tok->normalize && !(st = tok->normalize(c, strlen(c), &norm))) c = norm.p;
+        if (!st) st = zt_added_put(&tok->added, c, strlen(c), (int32_t)id->valuedouble, flags);
+        free(norm.p);
+        if (st) return st;
+    }
+    return ZT_OK;
+}
+
+/* The id of a special token named in the post-processor: its "ids" there, or the piece. */
+static int32_t template_token_id(const zt_tokenizer *tok, const zt_bpe *b, const cJSON *tp, const char *name)
+{
+    const cJSON *ids = field(field(field(tp, "special_tokens"), name), "ids");
+    if (cJSON_IsArray(ids) && is_int_in(ids->child, 0, MAX_VOCAB)) return (int32_t)ids->child->valuedouble;
+    const zt_added_token *t = zt_added_by_content(&tok->added, name, strlen(name));
+    return t ? t->id : zt_bpe_piece_to_id(b, name, strlen(name));
+}
+
+/* BOS: a TemplateProcessing (alone or in a Sequence) whose single template
+ * starts with a special token, as Llama 3's does. */
+static void read_post_processor(zt_tokenizer *tok, const zt_bpe *b, const cJSON *post)
+{
+    const cJSON *tp = NULL;
+    if (strcmp(type_of(post), "TemplateProcessing") == 0) tp = post;
+    else if (strcmp(type_of(post), "Sequence") == 0)
+        for (const cJSON *p = field(post, "processors") ? field(post, "processors")->child : NULL; p; p = p->next)
+            if (strcmp(type_of(p), "TemplateProcessing") == 0) tp = p;
+    const cJSON *single = field(tp, "single"), *first = cJSON_IsArray(single) ? single->child : NULL;
+    const cJSON *name = field(field(first, "SpecialToken"), "id");
+    if (!cJSON_IsString(name)) return;
+    int32_t id = template_token_id(tok, b, tp, name->valuestring);
+    if (id < 0) return;
+    tok->bos = id;
+    tok->add_bos = 1;
+}
+
+static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
+{
+    zt_status st;
+    if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
+    if ((st = read_model(b, field(root, "model")))) return st;
+    const cJSON *norm = field(root, "normalizer");
+    if (strcmp(type_of(norm), "NFC") == 0) tok->normalize = zt_nfc;
+    else if (norm && !cJSON_IsNull(norm))
+        return zt_fail(ZT_EUSER, "normalizer '%s' is not supported (zt implements NFC)", type_of(norm));
+    if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
+    const cJSON *dec = field(root, "decoder");
+    if (strcmp(type_of(dec), "ByteLevel") != 0)
+        return zt_fail(ZT_EUSER, "decoder '%s' is not supported (zt reads byte-level BPE: a ByteLevel decoder)",
+                       dec && !cJSON_IsNull(dec) ? type_of(dec) : "null");
+    if ((st = read_added_tokens(tok, field(root, "added_tokens")))) return st;
+    tok->unk = b->unk;
+    read_post_processor(tok, b, field(root, "post_processor"));
+    return ZT_OK;
+}
+
+zt_status zt_bpe_open(zt_tokenizer *tok, const char *path)
+{
+    char *text;
+    size_t len;
+    zt_status st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        st = zt_fail(ZT_EUSER, "'%s': not valid JSON (at byte %td)", path, at ? at - text : (ptrdiff_t)0);
+        free(text);
+        return st;
+    }
+    free(text);
+    zt_bpe *b = calloc(1, sizeof *b);
+    char *p = strdup(path);
+    if (!b || !p) {
+        free(b);
+        free(p);
+        cJSON_Delete(root);
+        return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", path);
+    }
+    b->path = p;
+    b->unk = -1;
+    st = zt_bpe_cache_new(&b->cache);
+    if (!st) st = read_tokenizer(tok, b, root);
+    cJSON_Delete(root);
+    if (st) {
+        zt_bpe_free(b);
+        return zt_fail_context(st, "'%s'", path);
+    }
+    tok->ops = &zt_bpe_ops;
+    tok->model = b;
+    return ZT_OK;
+}
