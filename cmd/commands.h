@@ -6,6 +6,7 @@
 int cmd_init(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 /* the training commands: parse, load the recipe, run the trainer */

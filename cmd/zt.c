@@ -20,6 +20,7 @@ static const struct command {
     {"pretrain", cmd_pretrain, "causal-LM training on raw text or token ids"},
     {"sft", cmd_sft, "supervised fine-tuning on chat or instruction data"},
     {"eval", cmd_eval, "loss and perplexity of a model on the recipe's data (one JSON line)"},
+    {"data", cmd_data, "data inspect: the first examples or packed rows as the trainer sees them"},
     {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},
     {"validate", cmd_validate, "check a recipe; print it resolved, with a memory estimate per rank"},
     {"init", cmd_init, "write a randomly initialised model in Hugging Face format"},
