@@ -142,11 +142,13 @@ demo:
 FUZZ_SECONDS ?= 60
 FUZZ_CC      := clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. $(shell pkg-config --cflags libcjson)
 fuzz:
-	@mkdir -p build-fuzz/corpus/toml build-fuzz/corpus/safetensors
+	@mkdir -p build-fuzz/corpus/toml build-fuzz/corpus/safetensors build-fuzz/corpus/jinja
 	$(FUZZ_CC) tests/fuzz/fuzz_toml.c lib/recipe/toml.c -o build-fuzz/fuzz_toml
 	$(FUZZ_CC) tests/fuzz/fuzz_safetensors.c lib/ckpt/safetensors_*.c lib/core/*.c -o build-fuzz/fuzz_safetensors $(shell pkg-config --libs libcjson) -lm
+	$(FUZZ_CC) tests/fuzz/fuzz_jinja.c lib/data/jinja*.c lib/core/*.c -o build-fuzz/fuzz_jinja $(shell pkg-config --libs libcjson) -lm
 	build-fuzz/fuzz_toml -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/toml tests/fuzz/corpus/toml
 	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/safetensors.dict build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
+	build-fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/jinja.dict build-fuzz/corpus/jinja tests/fuzz/corpus/jinja
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san

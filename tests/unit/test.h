@@ -53,6 +53,16 @@ static int test_passed, test_failed, test_case_failed;
         }                                                                            \
     } while (0)
 
+/* Writes text to path (a test fixture); a failure to write fails the test. */
+static inline void test_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
 static inline int test_summary(void)
 {
     printf("%d passed, %d failed\n", test_passed, test_failed);

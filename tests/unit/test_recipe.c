@@ -25,20 +25,11 @@ static char *path_in(const char *name)
     return out;
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Writes text to <tmp>/recipe.toml and loads it with the overrides. */
 static zt_status load_text(zt_recipe *r, const char *text, int n, char **ov)
 {
     char *p = path_in("recipe.toml");
-    write_text(p, text);
+    test_write_text(p, text);
     return zt_recipe_load(r, p, n, ov);
 }
 
@@ -109,7 +100,7 @@ static void test_defaults(void)
     zt_recipe_free(&r); /* freeing twice is harmless */
 
     /* an empty file gives the defaults, and output.dir is named after it */
-    write_text(path_in("empty.toml"), "# nothing\n");
+    test_write_text(path_in("empty.toml"), "# nothing\n");
     st = zt_recipe_load(&r, path_in("empty.toml"), 0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
@@ -215,7 +206,7 @@ static void test_full_recipe(void)
 {
     mkdir(path_in("sub"), 0755);
     char *p = path_in("sub/full.toml");
-    write_text(p, full_recipe);
+    test_write_text(p, full_recipe);
     zt_recipe r;
     zt_status st = zt_recipe_load(&r, p, 0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
@@ -287,7 +278,7 @@ static void test_other_forms(void)
 
     /* a recipe named without a directory resolves against the current one */
     CHECK(chdir(tmp) == 0);
-    write_text("bare.toml", "[model]\npath = \"m\"\n");
+    test_write_text("bare.toml", "[model]\npath = \"m\"\n");
     st = zt_recipe_load(&r, "bare.toml", 0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (!st) {
@@ -481,7 +472,7 @@ static void test_round_trip(void)
 {
     mkdir(path_in("sub"), 0755);
     char *p = path_in("sub/full.toml");
-    write_text(p, full_recipe);
+    test_write_text(p, full_recipe);
     char *ov[] = {"train.learning_rate=0.30000000000000004", "rlhf.reward_command=say \"hi\"\t\\ \x01", "train.weight_decay=1e-300",
                   "data.max_length=7", "train.num_train_epochs=1e20"};
     zt_recipe a, b;

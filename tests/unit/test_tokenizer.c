@@ -43,15 +43,6 @@ static int32_t *json_ids(const cJSON *arr, size_t *n)
     return ids;
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Generated text: English, made-up words, accents, CJK, emoji, numbers, punctuation, runs of
  * spaces and tabs, special tokens. */
 static const char *W_EN[] = {"the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "are", "with",
@@ -441,14 +432,14 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "model.merges[0]: 'no-such-piece' is not in the vocabulary");
     char path[600];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    write_text(path, "{\"model\": ");
+    test_write_text(path, "{\"model\": ");
     expect_open_error(dir, "not valid JSON");
     expect_open_error(tmpdir, "no tokenizer.json or tokenizer.model in this directory");
     expect_open_error("/nonexistent/zt", "no such tokenizer file or directory");
     /* a bad tokenizer_config.json next to a good tokenizer.json */
     write_variant(dir, NULL, NULL);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    write_text(path, "[1, 2]");
+    test_write_text(path, "[1, 2]");
     expect_open_error(dir, "tokenizer_config.json': not a JSON object");
     unlink(path);
 }
@@ -624,7 +615,7 @@ static void test_spm_parity(void)
     zt_tokenizer_free(tok);
     /* tokenizer_config.json: the special tokens, add_bos_token, added_tokens_decoder */
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    write_text(path, "{\"add_bos_token\": false, \"eos_token\": \"<|im_end|>\", \"pad_token\": null,"
+    test_write_text(path, "{\"add_bos_token\": false, \"eos_token\": \"<|im_end|>\", \"pad_token\": null,"
                      " \"added_tokens_decoder\": {\"1000\": {\"content\": \"<|extra|>\", \"special\": true},"
                      " \"1\": {\"content\": \"<s>\", \"special\": true}}}");
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK);
@@ -639,7 +630,7 @@ static void test_spm_bad_model(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/bad.model", tmpdir);
-    write_text(path, "not a model");
+    test_write_text(path, "not a model");
     zt_tokenizer *tok;
     CHECK(zt_tokenizer_open(&tok, path) == ZT_EUSER);
 #ifdef ZT_HAVE_SPM

@@ -1,0 +1,83 @@
+/* data/template: chat templates, which turn a conversation into the text the
+ * model is trained on, and the byte spans of that text that carry loss.
+ *
+ * A template is named (tokenizer.chat_template in the recipe):
+ *   auto     the model's own: model_dir/chat_template.jinja when present, else
+ *            the chat_template of model_dir/tokenizer_config.json (a string, or
+ *            a list of {name, template} of which "default" is taken)
+ *   chatml   <|im_start|>role\n...<|im_end|>\n as Qwen2 writes it, without a default system prompt
+ *   llama2   Llama-2-chat's [INST] <<SYS>> format      llama3   Llama-3-Instruct's headers
+ *   mistral  Mistral-7B-Instruct-v0.2's [INST] format  zephyr   HuggingFaceH4/zephyr-7b-beta's <|user|> format
+ *   alpaca   the Stanford Alpaca prompt ("### Instruction:" / "### Response:"), one pair per turn
+ *   a path ending in .jinja, read as is.
+ * The named ones are Jinja sources kept in template.c that render the same
+ * text as the models' published templates; all of them run in the Jinja
+ * interpreter (jinja.h) with transformers' environment, so the text equals what
+ * tokenizer.apply_chat_template(messages, tokenize=False) returns. Templates
+ * write BOS themselves where the model wants it (bos_token), so the caller
+ * tokenizes the text without adding special tokens.
+ *
+ * Loss spans come from prefix rendering, so no template needs markers: for
+ * each assistant message i, render messages[0..i) with the generation prompt
+ * (P) and messages[0..i] without it (Q). Q must start with P, and the whole
+ * conversation's text must start with Q; the assistant's span is then
+ * [len(P), len(Q)): its content and whatever the template closes the turn
+ * with (EOS, <|eot_id|>, <|im_end|>\n), so the model learns to stop. A
+ * template for which that does not hold (one that rewrites earlier turns
+ * depending on what follows) is an error naming the turn.
+ * train_on: "assistant" (every assistant turn), "last" (the last one only),
+ * "all" (the whole text).
+ *
+ *     zt_template *t;
+ *     if ((st = zt_template_load(&t, "auto", "models/llama3"))) return st;
+ *     zt_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
+ *     char *text; zt_span *spans; int nspans;
+ *     st = zt_template_spans(t, msgs, 2, "<|begin_of_text|>", "<|eot_id|>", "assistant", &spans, &nspans, &text);
+ *     // text[spans[0].begin .. spans[0].end) == "Hello!<|eot_id|>"
+ *     free(text); free(spans); zt_template_free(t);
+ *
+ * Errors are ZT_EUSER and name the template ("chat template 'mistral':12:13:
+ * After the optional system message, conversation roles must alternate ...").
+ * A loaded template is read-only: render from as many threads as you like.
+ */
+#ifndef ZT_DATA_TEMPLATE_H
+#define ZT_DATA_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "lib/core/status.h"
+
+typedef struct zt_template zt_template;
+
+typedef struct zt_message {
+    const char *role;    /* system | user | assistant | ... */
+    const char *content; /* NULL renders as none */
+} zt_message;
+
+typedef struct zt_span {
+    size_t begin, end; /* bytes [begin, end) of the rendered text */
+} zt_span;
+
+/* NULL-terminated list of the named templates (chatml, llama2, ...), not "auto". */
+extern const char *const zt_template_names[];
+
+/* name_or_path: "auto", a name, or a .jinja path; model_dir is needed for auto only. */
+zt_status zt_template_load(zt_template **t, const char *name_or_path, const char *model_dir);
+void zt_template_free(zt_template *t);
+
+/* The Jinja source (to write into an exported tokenizer_config.json) and what it is called in messages. */
+const char *zt_template_source(const zt_template *t);
+const char *zt_template_name(const zt_template *t);
+/* The source of a named template, or NULL. */
+const char *zt_template_builtin(const char *name);
+
+/* Renders msgs[0..n); bos and eos may be NULL (the variables are then undefined). *out is malloc'ed. */
+zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
+                             const char *bos, const char *eos, char **out);
+
+/* Renders the whole conversation into *text and finds the spans that carry loss
+ * (in order, not overlapping, not empty); free(*text), free(*spans). */
+zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                            const char *train_on, zt_span **spans, int *nspans, char **text);
+
+#endif

@@ -1,0 +1,485 @@
+/* Chat templates and the Jinja interpreter: byte-identical renders against the
+ * real jinja2 (tests/fixtures/templates/renders.jsonl, made by make_renders.py
+ * there), loss spans, error messages and bounds.
+ *
+ *   build/tests/test_template                      run the tests
+ *   build/tests/test_template --dump-named DIR     write the named templates' sources to DIR/<name>.jinja
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/core/fileio.h"
+#include "lib/data/jinja.h"
+#include "lib/data/template.h"
+#include "test.h"
+
+static char fixtures[4096]; /* tests/fixtures/templates, found from this file's path */
+static char tmpdir[] = "/tmp/zt_test_template_XXXXXX";
+
+static const char *fixture(const char *name)
+{
+    static char path[8192];
+    snprintf(path, sizeof path, "%s/%s", fixtures, name);
+    return path;
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char path[8192];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    return path;
+}
+
+/* Renders src with vars (JSON text) through the interpreter; returns malloc'ed text or NULL (error in zt_errmsg). */
+static char *jinja(const char *src, const char *vars_json, const zt_jinja_limits *lim)
+{
+    zt_jinja *t;
+    if (zt_jinja_parse(&t, src, strlen(src), "t.jinja")) return NULL;
+    cJSON *vars = cJSON_Parse(vars_json ? vars_json : "{}");
+    char *out = NULL;
+    size_t len;
+    zt_status st = zt_jinja_render(t, vars, lim, &out, &len);
+    cJSON_Delete(vars);
+    zt_jinja_free(t);
+    return st ? NULL : out;
+}
+
+static void expect_render(const char *src, const char *vars, const char *want)
+{
+    char *got = jinja(src, vars, NULL);
+    CHECK_MSG(got && !strcmp(got, want), "%s\n    got  %s\n    want %s", src, got ? got : zt_errmsg(), want);
+    free(got);
+}
+
+static void expect_error(const char *src, const char *vars, const char *want)
+{
+    char *got = jinja(src, vars, NULL);
+    CHECK_MSG(!got && strstr(zt_errmsg(), want), "%s\n    got  %s\n    want an error with %s", src,
+              got ? got : zt_errmsg(), want);
+    free(got);
+}
+
+/* --- the fixtures: same bytes as jinja2 --------------------------------------------------------- */
+
+static int load_messages(const cJSON *arr, zt_message *msgs, int cap)
+{
+    int n = 0;
+    for (const cJSON *e = arr ? arr->child : NULL; e && n < cap; e = e->next, n++) {
+        msgs[n].role = cJSON_GetObjectItem(e, "role")->valuestring;
+        msgs[n].content = cJSON_GetObjectItem(e, "content")->valuestring;
+    }
+    return n;
+}
+
+static const char *str_or_null(const cJSON *row, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItem(row, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void test_fixture_renders(void)
+{
+    char *data;
+    size_t len;
+    if (zt_read_file(fixture("renders.jsonl"), &data, &len)) {
+        CHECK_MSG(0, "%s", zt_errmsg());
+        return;
+    }
+    int rows = 0, texts = 0, spans_checked = 0;
+    char loaded_name[256] = "";
+    zt_template *t = NULL;
+    for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *row = cJSON_Parse(line);
+        if (!row) {
+            CHECK_MSG(0, "renders.jsonl: a line is not JSON");
+            break;
+        }
+        const char *name = str_or_null(row, "template");
+        if (strcmp(name, loaded_name)) { /* named/x.jinja runs the embedded source of x */
+            zt_template_free(t);
+            t = NULL;
+            char n[256];
+            snprintf(n, sizeof n, "%s", name);
+            if (!strncmp(n, "named/", 6)) *strstr(n, ".jinja") = 0;
+            zt_status st = !strncmp(n, "named/", 6) ? zt_template_load(&t, n + 6, NULL)
+                                                    : zt_template_load(&t, fixture(name), NULL);
+            CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
+            snprintf(loaded_name, sizeof loaded_name, "%s", name);
+        }
+        zt_message msgs[32];
+        int n = load_messages(cJSON_GetObjectItem(row, "messages"), msgs, 32);
+        int agp = cJSON_IsTrue(cJSON_GetObjectItem(row, "add_generation_prompt"));
+        int conv = cJSON_GetObjectItem(row, "conversation")->valueint;
+        const char *bos = str_or_null(row, "bos_token"), *eos = str_or_null(row, "eos_token");
+        const char *want = str_or_null(row, "text"), *want_err = str_or_null(row, "error");
+        char *got = NULL;
+        zt_status st = t ? zt_template_render(t, msgs, n, agp, bos, eos, &got) : ZT_EUSER;
+        if (want) {
+            CHECK_MSG(!st && !strcmp(got, want), "%s, conversation %d, add_generation_prompt=%d:\n    got  %s\n    want %s",
+                      name, conv, agp, st ? zt_errmsg() : got, want);
+            texts++;
+        } else {
+            CHECK_MSG(st, "%s, conversation %d: jinja2 fails (%s) but zt renders %s", name, conv, want_err, got);
+            /* raise_exception's message comes through */
+            const char *msg = want_err && !strncmp(want_err, "TemplateError: ", 15) ? want_err + 15 : NULL;
+            if (st && msg) CHECK_MSG(strstr(zt_errmsg(), msg), "%s: %s lacks %s", name, zt_errmsg(), msg);
+        }
+        free(got);
+        const cJSON *spans = cJSON_GetObjectItem(row, "spans");
+        if (t && !agp && (spans || cJSON_GetObjectItem(row, "spans_error"))) {
+            zt_span *sp;
+            int ns;
+            char *text;
+            st = zt_template_spans(t, msgs, n, bos, eos, "assistant", &sp, &ns, &text);
+            if (!spans) {
+                CHECK_MSG(st, "%s, conversation %d: jinja2 finds no spans but zt does", name, conv);
+            } else if (!st) {
+                int same = ns == cJSON_GetArraySize(spans);
+                for (int k = 0; same && k < ns; k++) {
+                    const cJSON *pair = cJSON_GetArrayItem(spans, k);
+                    same = sp[k].begin == (size_t)cJSON_GetArrayItem(pair, 0)->valuedouble &&
+                           sp[k].end == (size_t)cJSON_GetArrayItem(pair, 1)->valuedouble;
+                }
+                CHECK_MSG(same, "%s, conversation %d: spans differ from jinja2's", name, conv);
+                spans_checked++;
+                free(sp);
+                free(text);
+            } else {
+                CHECK_MSG(0, "%s, conversation %d: %s", name, conv, zt_errmsg());
+            }
+        }
+        cJSON_Delete(row);
+        rows++;
+    }
+    zt_template_free(t);
+    free(data);
+    CHECK_MSG(rows >= 300 && texts >= 250 && spans_checked >= 100, "only %d rows, %d texts, %d spans", rows, texts,
+              spans_checked);
+}
+
+/* The named sources in named/ (read by make_renders.py) are the ones compiled in. */
+static void test_named_sources_match(void)
+{
+    for (int k = 0; zt_template_names[k]; k++) {
+        char rel[64], *text;
+        size_t len;
+        snprintf(rel, sizeof rel, "named/%s.jinja", zt_template_names[k]);
+        if (zt_read_file(fixture(rel), &text, &len)) {
+            CHECK_MSG(0, "%s", zt_errmsg());
+            continue;
+        }
+        CHECK_MSG(!strcmp(text, zt_template_builtin(zt_template_names[k])),
+                  "%s differs from template.c: run build/tests/test_template --dump-named %s/named and make_renders.py",
+                  rel, fixtures);
+        free(text);
+    }
+    CHECK(zt_template_builtin("auto") == NULL && zt_template_builtin("chatml") != NULL);
+}
+
+/* --- loss spans --------------------------------------------------------------------------------- */
+
+static void test_spans(void)
+{
+    static const struct {
+        const char *name, *bos, *eos, *turn1, *turn2;
+    } cases[] = {
+        {"chatml", NULL, "<|im_end|>", "A1<|im_end|>\n", "A2 <|im_end|>\n"},
+        {"llama3", "<|begin_of_text|>", "<|eot_id|>", "A1<|eot_id|>", "A2<|eot_id|>"},
+        {"llama2", "<s>", "</s>", " A1 </s>", " A2 </s>"},
+        {"mistral", "<s>", "</s>", " A1</s>", " A2 </s>"},
+        {"zephyr", "<s>", "</s>", "A1</s>\n", "A2 </s>\n"},
+        {"alpaca", "<s>", "</s>", "A1</s>", "A2 </s>"},
+    };
+    zt_message msgs[] = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}, {"assistant", "A2 "}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        zt_template *t;
+        if (zt_template_load(&t, cases[k].name, NULL)) {
+            CHECK_MSG(0, "%s", zt_errmsg());
+            continue;
+        }
+        zt_span *sp;
+        int n;
+        char *text;
+        zt_status st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, "assistant", &sp, &n, &text);
+        CHECK_MSG(!st && n == 2, "%s: %s", cases[k].name, st ? zt_errmsg() : "not 2 spans");
+        if (!st && n == 2) {
+            CHECK_MSG(!strncmp(text + sp[0].begin, cases[k].turn1, sp[0].end - sp[0].begin) &&
+                          strlen(cases[k].turn1) == sp[0].end - sp[0].begin,
+                      "%s: first turn is '%.*s'", cases[k].name, (int)(sp[0].end - sp[0].begin), text + sp[0].begin);
+            CHECK_MSG(!strncmp(text + sp[1].begin, cases[k].turn2, sp[1].end - sp[1].begin) &&
+                          strlen(cases[k].turn2) == sp[1].end - sp[1].begin,
+                      "%s: second turn is '%.*s'", cases[k].name, (int)(sp[1].end - sp[1].begin), text + sp[1].begin);
+            CHECK(sp[1].end <= strlen(text) && sp[0].end <= sp[1].begin);
+            zt_span first = sp[0], second = sp[1];
+            size_t len = strlen(text);
+            free(sp);
+            free(text);
+            st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, "last", &sp, &n, &text);
+            CHECK(!st && n == 1 && sp[0].begin == second.begin && sp[0].end == second.end);
+            if (!st) free(sp), free(text);
+            st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, "all", &sp, &n, &text);
+            CHECK(!st && n == 1 && sp[0].begin == 0 && sp[0].end == len);
+            if (!st) free(sp), free(text);
+            (void)first;
+        } else if (!st) {
+            free(sp), free(text);
+        }
+        /* no assistant turn: no spans */
+        st = zt_template_spans(t, msgs, 2, cases[k].bos, cases[k].eos, "last", &sp, &n, &text);
+        CHECK(!st && n == 0);
+        if (!st) free(sp), free(text);
+        st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, "everything", &sp, &n, &text);
+        CHECK(st == ZT_EUSER && strstr(zt_errmsg(), "train_on must be assistant, all or last"));
+        zt_template_free(t);
+    }
+
+    /* a template that rewrites earlier turns depending on what follows cannot be split */
+    test_write_text(tmp_path("peek.jinja"),
+               "{% for m in messages %}{{ m.content }}{% if loop.last %}<last>{% endif %}{% endfor %}"
+               "{% if add_generation_prompt %}>{% endif %}");
+    zt_template *t;
+    CHECK(!zt_template_load(&t, tmp_path("peek.jinja"), NULL));
+    zt_span *sp;
+    int n;
+    char *text;
+    zt_status st = zt_template_spans(t, msgs + 1, 4, NULL, NULL, "assistant", &sp, &n, &text);
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "does not render conversations incrementally") &&
+                  strstr(zt_errmsg(), "peek.jinja"),
+              "%s", zt_errmsg());
+    st = zt_template_spans(t, msgs + 1, 4, NULL, NULL, "all", &sp, &n, &text);
+    CHECK(!st && n == 1 && !strcmp(text, "U1A1U2A2 <last>"));
+    if (!st) free(sp), free(text);
+    zt_template_free(t);
+}
+
+/* --- loading and errors ------------------------------------------------------------------------- */
+
+static void test_load_errors(void)
+{
+    zt_template *t;
+    zt_status st = zt_template_load(&t, "chatlm", NULL);
+    CHECK(st == ZT_EUSER && strstr(zt_errmsg(), "unknown chat template 'chatlm'") && strstr(zt_errmsg(), "llama3"));
+    CHECK(zt_template_load(&t, "auto", NULL) == ZT_EUSER && strstr(zt_errmsg(), "model's directory"));
+
+    /* auto: tokenizer_config.json without a chat_template */
+    CHECK(!zt_mkdir_p(tmp_path("m1")));
+    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"bos_token\": \"<s>\"}");
+    st = zt_template_load(&t, "auto", tmp_path("m1"));
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "m1/tokenizer_config.json' has no chat_template; set tokenizer.chat_template"),
+              "%s", zt_errmsg());
+    /* no tokenizer_config.json at all */
+    CHECK(!zt_mkdir_p(tmp_path("m0")));
+    CHECK(zt_template_load(&t, "auto", tmp_path("m0")) == ZT_EUSER && strstr(zt_errmsg(), "tokenizer_config.json"));
+    /* not JSON */
+    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": ");
+    CHECK(zt_template_load(&t, "auto", tmp_path("m1")) == ZT_EUSER && strstr(zt_errmsg(), "not valid JSON"));
+
+    /* a string */
+    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": \"{{ messages[0].content }}!\"}");
+    zt_message hi = {"user", "hi"};
+    char *out;
+    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "hi!"));
+    free(out);
+    CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") && strstr(zt_template_name(t), "tokenizer_config.json"));
+    zt_template_free(t);
+
+    /* a list of named templates: "default" is taken */
+    test_write_text(tmp_path("m1/tokenizer_config.json"),
+               "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
+    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "D"));
+    free(out);
+    zt_template_free(t);
+    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"rag\", \"template\": \"R\"}]}");
+    st = zt_template_load(&t, "auto", tmp_path("m1"));
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "no 'default'") && strstr(zt_errmsg(), "'rag'"), "%s", zt_errmsg());
+
+    /* chat_template.jinja wins over tokenizer_config.json */
+    test_write_text(tmp_path("m1/chat_template.jinja"), "J{{ messages | length }}\n");
+    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "J1"));
+    free(out);
+    zt_template_free(t);
+
+    /* a .jinja path: missing, and a syntax error with line:col */
+    CHECK(zt_template_load(&t, tmp_path("nope.jinja"), NULL) == ZT_EUSER && strstr(zt_errmsg(), "nope.jinja"));
+    test_write_text(tmp_path("bad.jinja"), "{% for m in messages %}\n  {{ m.content + }}\n{% endfor %}");
+    st = zt_template_load(&t, tmp_path("bad.jinja"), NULL);
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "bad.jinja:2:18: unexpected '}}'"), "%s", zt_errmsg());
+    test_write_text(tmp_path("open.jinja"), "a\n  {% if x %}b");
+    st = zt_template_load(&t, tmp_path("open.jinja"), NULL);
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "open.jinja:2:3: 'if' is never closed (expected 'endif')"), "%s",
+              zt_errmsg());
+
+    /* raise_exception's message, with the place */
+    CHECK(!zt_template_load(&t, "mistral", NULL));
+    zt_message two[] = {{"user", "a"}, {"user", "b"}};
+    st = zt_template_render(t, two, 2, 0, "<s>", "</s>", &out);
+    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "chat template 'mistral':10:") &&
+                  strstr(zt_errmsg(), "conversation roles must alternate user/assistant/user/assistant/..."),
+              "%s", zt_errmsg());
+    zt_template_free(t);
+    CHECK(!zt_template_load(&t, "llama3", NULL));
+    zt_message norole = {NULL, "x"};
+    CHECK(zt_template_render(t, &norole, 1, 0, NULL, NULL, &out) == ZT_EUSER && strstr(zt_errmsg(), "no role"));
+    zt_template_free(t);
+}
+
+/* --- the interpreter: semantics checked against jinja2 ------------------------------------------ */
+
+static void test_jinja_semantics(void)
+{
+    const char *v = "{\"xs\": [1, 2, 3], \"d\": {\"a\": 1, \"b\": \"x\"}, \"s\": \"abc\", \"u\": \"Привет 👋\", "
+                    "\"m\": {\"role\": \"user\", \"content\": \" hi \"}}";
+    expect_render("{{ s[1:] }}|{{ s[::-1] }}|{{ xs[-1:] }}|{{ xs[::2] }}|{{ u[0] }}{{ u[-1] }}|{{ u|length }}", v,
+                  "bc|cba|[3]|[1, 3]|П👋|8");
+    expect_render("{{ 7 // 2 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 1 / 2 }}|{{ 2 ** 10 }}|{{ 1e16 }}|{{ 0.1 + 0.2 }}|{{ 1e-5 }}",
+                  v, "3|-4|2|0.5|1024|1e+16|0.30000000000000004|1e-05");
+    expect_render("{{ [1, 'a', none, true, {'k': [1.0]}] }}|{{ (1,) }}|{{ [\"it's\"] }}", v,
+                  "[1, 'a', None, True, {'k': [1.0]}]|(1,)|[\"it's\"]");
+    expect_render("{{ d | tojson }}|{{ 'é<' | tojson }}|{{ {'b': [1, {}]} | tojson(indent=2) }}", v,
+                  "{\"a\": 1, \"b\": \"x\"}|\"é<\"|{\n  \"b\": [\n    1,\n    {}\n  ]\n}");
+    expect_render("{{ m.content.strip() }}|{{ m.content | trim }}|{{ ' a b '.split() }}|{{ 'a,,b'.split(',') }}|"
+                  "{{ 'x'.startswith(('y', 'x')) }}",
+                  v, "hi|hi|['a', 'b']|['a', '', 'b']|True");
+    expect_render("{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}"
+                  "{{ loop.revindex }};{% endfor %}",
+                  v, "10TrueFalse33;21FalseFalse32;32FalseTrue31;");
+    expect_render("{% for x in xs if x > 1 %}{{ x }}{% else %}-{% endfor %}|{% for x in [] %}a{% else %}b{% endfor %}|"
+                  "{% for x in xs %}{% if x == 2 %}{% continue %}{% endif %}{{ x }}{% endfor %}|"
+                  "{% for k, v in d.items() %}{{ k }}={{ v }}{% endfor %}",
+                  v, "23|b|13|a=1b=x");
+    expect_render("{% set x = 0 %}{% for i in xs %}{{ x }}{% set x = i %}{% endfor %}{{ x }}|"
+                  "{% set ns = namespace(n=0) %}{% for i in xs %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+                  v, "0000|6");
+    expect_render("{{ nope is defined }}|{{ s is string }}|{{ none is none }}|{{ 3 is odd }}|{{ d is mapping }}|"
+                  "{{ nope or 'fb' }}|{{ nope | default('x') }}|{{ 'a' if false else 'b' }}|{{ 'b' in s }}|"
+                  "{{ 4 not in xs }}|{{ 1 < 2 < 3 }}",
+                  v, "False|True|True|True|True|fb|x|b|True|True|True");
+    expect_render("{{ 'hello world' | capitalize }}|{{ 'a-b c' | title }}|{{ 'aaa' | replace('a', 'b', 2) }}|"
+                  "{{ xs | join(',') }}|{{ xs | first }}{{ s | last }}|{{ range(3) | list }}|{{ xs | select('odd') | list }}",
+                  v, "Hello world|A-B C|bba|1,2,3|1c|[0, 1, 2]|[1, 3]");
+    /* whitespace control, trim_blocks and lstrip_blocks */
+    expect_render("{%- if true -%}   a   {%- endif -%}   b", v, "ab");
+    expect_render("  {% if true %}\n  x\n  {% endif %}\n  y", v, "  x\n  y");
+    expect_render("a\n  {#- c -#}  \n  b {# c #}\n  c", v, "ab   c");
+    expect_render("{% raw %}{{ x }}{% endraw %}|  {%+ if true %}k{% endif +%}\nn", v, "{{ x }}|  k\nn");
+    expect_render("{% if true %}\r\nwin\r\n{% endif %}\r\n", v, "win\n");
+    expect_render("{% set b %}<{{ s }}>{% endset %}{{ b }}{{ b | length }}", v, "<abc>5");
+    expect_render("{% generation %}g{% endgeneration %}", v, "g");
+
+    expect_error("{{ nope.x }}", v, "t.jinja:1:8: 'nope' is undefined");
+    expect_error("{{ 'a' + 1 }}", v, "unsupported operand types for +: 'str' and 'int'");
+    expect_error("{{ 1 // 0 }}", v, "by zero");
+    expect_error("\n\n  {{ raise_exception('custom message') }}", v, "t.jinja:3:21: custom message");
+    expect_error("{{ x | nofilter }}", v, "unknown filter 'nofilter'");
+    expect_error("{% for %}", v, "t.jinja:1:8: expected a loop variable name, got '%}'");
+    expect_error("{% endif %}", v, "unknown or misplaced tag 'endif'");
+    expect_error("{{ 'abc }}", v, "unterminated string");
+    expect_error("{# open", v, "missing end of comment tag");
+    expect_error("{% break %}", v, "outside of a loop");
+    expect_error("{{ 9223372036854775807 + 1 }}", v, "integer overflow");
+    expect_error("a\xff", v, "t.jinja:1:2: invalid UTF-8");
+    /* strftime_now exists and formats the current time */
+    char *y = jinja("{{ strftime_now('%Y') | length }}", v, NULL);
+    CHECK(y && !strcmp(y, "4"));
+    free(y);
+}
+
+/* --- bounds: nothing a template does may crash or run away ------------------------------------- */
+
+static char *repeat(const char *unit, int n, const char *tail)
+{
+    size_t u = strlen(unit), t = strlen(tail);
+    char *s = malloc(u * (size_t)n + t + 1);
+    for (int k = 0; k < n; k++) memcpy(s + k * u, unit, u);
+    memcpy(s + u * (size_t)n, tail, t + 1);
+    return s;
+}
+
+static void test_bounds(void)
+{
+    static const char *const deep[][3] = { /* prefix, unit repeated 100000 times, suffix */
+        {"{{ ", "(", ""}, {"{{ ", "[", ""}, {"{{ ", "not ", "1 }}"}, {"{{ ", "-", "1 }}"}, {"", "{% if true %}", ""},
+        {"{{ x", ".a", " }}"}, {"{{ ", "1 + ", "1 }}"}, {"{{ x", " | trim", " }}"}, {"{{ ", "1 if 1 else ", "1 }}"},
+    };
+    for (size_t k = 0; k < sizeof deep / sizeof deep[0]; k++) {
+        char *body = repeat(deep[k][1], 100000, deep[k][2]);
+        size_t n = strlen(deep[k][0]) + strlen(body) + 1;
+        char *src = malloc(n);
+        snprintf(src, n, "%s%s", deep[k][0], body);
+        char *out = jinja(src, "{\"x\": {}}", NULL);
+        CHECK_MSG(!out && (strstr(zt_errmsg(), "deeper than") || strstr(zt_errmsg(), "nested too deeply")),
+                  "nesting '%s': %s", deep[k][1], out ? "rendered" : zt_errmsg());
+        free(out);
+        free(src);
+        free(body);
+    }
+    /* moderate nesting is fine */
+    char *body = repeat("(", 40, "1");
+    char *src = malloc(200);
+    snprintf(src, 200, "{{ %s%s }}", body, "))))))))))))))))))))))))))))))))))))))))");
+    char *out = jinja(src, NULL, NULL);
+    CHECK_MSG(out && !strcmp(out, "1"), "%s", out ? out : zt_errmsg());
+    free(out), free(src), free(body);
+
+    zt_jinja_limits lim = {.max_output = 1 << 20, .max_memory = 16 << 20, .max_steps = 1000000};
+    zt_jinja_limits few_steps = {.max_steps = 100000};
+    out = jinja("{% for i in range(5000) %}{% for j in range(5000) %}{% endfor %}{% endfor %}", NULL, &few_steps);
+    CHECK(!out && strstr(zt_errmsg(), "ran for more than 100000 steps"));
+    out = jinja("{% for i in range(100000) %}{{ 'xxxxxxxxxxxxxxxxxxxx' }}{% endfor %}", NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "longer than 1048576 bytes"));
+    out = jinja("{{ ('x' * 1000000) * 1000 }}", NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "more than 16 MiB of memory"));
+    out = jinja("{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v + s.v %}{% endfor %}", NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "memory"));
+    out = jinja("{{ range(1000000) | length }}", NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "range is too big"));
+    out = jinja("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "nested deeper than"));
+    out = jinja("{% set x = [] %}{% for i in range(200) %}{% set x = [x] %}{{ x | length }}{% endfor %}", NULL, &lim);
+    CHECK_MSG(out && strlen(out) == 200, "%s", out ? out : zt_errmsg());
+    free(out);
+    out = jinja("{% set ns = namespace(x=[]) %}{% for i in range(200) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                "{{ ns.x | tojson }}",
+                NULL, &lim);
+    CHECK(!out && strstr(zt_errmsg(), "nested deeper than"));
+}
+
+/* --- dumping the named sources for make_renders.py ---------------------------------------------- */
+
+static int dump_named(const char *dir)
+{
+    if (zt_mkdir_p(dir)) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
+    for (int k = 0; zt_template_names[k]; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.jinja", dir, zt_template_names[k]);
+        const char *src = zt_template_builtin(zt_template_names[k]);
+        if (zt_write_file_atomic(path, src, strlen(src))) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
+        printf("wrote %s\n", path);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--dump-named")) return dump_named(argv[2]);
+    snprintf(fixtures, sizeof fixtures, "%s", __FILE__);
+    char *slash = strrchr(fixtures, '/');
+    snprintf(slash ? slash + 1 : fixtures, sizeof fixtures - (size_t)(slash ? slash + 1 - fixtures : 0),
+             "../fixtures/templates");
+    if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
+    RUN(test_fixture_renders);
+    RUN(test_named_sources_match);
+    RUN(test_spans);
+    RUN(test_load_errors);
+    RUN(test_jinja_semantics);
+    RUN(test_bounds);
+    zt_remove_tree(tmpdir);
+    return test_summary();
+}
