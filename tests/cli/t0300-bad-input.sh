@@ -16,7 +16,8 @@ printf '[train]\nlearnig_rate = 1e-4\n' > typo.toml
 expect_exit 2 "unknown recipe key" "typo.toml:2:1: unknown key 'learnig_rate' in \[train\] \(did you mean 'learning_rate'\?\)" "$ZT" pretrain typo.toml
 expect_exit 2 "bad override" "override 'train.learning_rat=1'" "$ZT" pretrain recipe.toml train.learning_rat=1
 expect_exit 2 "out-of-range override" "micro_batch_size" "$ZT" pretrain recipe.toml train.micro_batch_size=0
-expect_exit 2 "unsupported format" "data.format 'chat'" "$ZT" pretrain recipe.toml data.format=chat output.dir=r0
+expect_exit 2 "chat data without a tokenizer" "no tokenizer.json or tokenizer.model" "$ZT" pretrain recipe.toml data.format=chat output.dir=r0
+expect_exit 2 "preference data in sft" "data.format 'preference' is for zt rlhf" "$ZT" sft recipe.toml data.format=preference output.dir=r0
 printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2, 999]}\n' > bad.jsonl
 expect_exit 2 "token id outside the vocabulary" "bad.jsonl:2:" "$ZT" pretrain recipe.toml data.train=bad.jsonl output.dir=r1
 printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2,\n' > broken.jsonl

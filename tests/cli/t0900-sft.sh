@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Chat, instruct and text data through a real SentencePiece tokenizer and the chat
+# template: the trained tokens are exactly the assistant turns with their end-of-turn
+# token; zt sft and zt eval (with accuracy) run; bad lines and a tokenizer larger
+# than the model stop with exit 2.
+. "$(dirname "$0")/lib.sh"
+command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+
+$PY - <<'PY'
+import json, random
+r = random.Random(2)
+w = lambda: "".join(r.choice("abcdefgh") for _ in range(r.randint(3, 5)))
+with open("chat.jsonl", "w") as f, open("corpus.txt", "w") as c:
+    for i in range(120):
+        a = w()
+        f.write(json.dumps({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "reverse " + a},
+                                         {"role": "assistant", "content": a[::-1]}]}) + "\n")
+        c.write("be brief reverse %s %s\n" % (a, a[::-1]))
+with open("share.jsonl", "w") as f:
+    f.write(json.dumps({"conversations": [{"from": "human", "value": "reverse abc"}, {"from": "gpt", "value": "cba"}]}) + "\n")
+with open("instruct.jsonl", "w") as f:
+    f.write(json.dumps({"instruction": "reverse", "input": "abc", "output": "cba"}) + "\n")
+with open("text.jsonl", "w") as f:
+    f.write(json.dumps({"text": "abc def"}) + "\n")
+PY
+spm_train --input=corpus.txt --model_prefix=tok --vocab_size=30 --model_type=char --minloglevel=2 \
+  --user_defined_symbols='<|im_start|>,<|im_end|>' --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+make_tiny model vocab_size=32 bos_token_id=1 eos_token_id=2
+cp tok.model model/tokenizer.model
+cat > recipe.toml <<'TOML'
+[model]
+path = "model"
+dtype = "fp32"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "chat.jsonl"
+valid = "chat.jsonl"
+format = "chat"
+max_length = 64
+[train]
+max_steps = 10
+micro_batch_size = 4
+learning_rate = 3e-3
+[eval]
+generate = true
+max_new_tokens = 8
+max_examples = 10
+TOML
+
+expect_ok "data inspect --json" "$ZT" data inspect recipe.toml --n 1 --json
+$PY - "$TMP/out" <<'PY' && say "ok - only the assistant turn and its <|im_end|> carry loss" || fail "labels: $(cat "$TMP/out")"
+import json, subprocess, sys
+row = json.loads(open(sys.argv[1]).read())
+trained = [i for i, l in zip(row["input_ids"], row["labels"]) if l != -100]
+pieces = subprocess.run(["spm_decode", "--model=tok.model", "--input_format=id"], input=" ".join(map(str, trained)),
+                        capture_output=True, text=True).stdout.strip()
+end = 4  # <|im_end|>: the second user-defined symbol after <unk> <s> </s> <|im_start|>
+assert trained[-1] == end, trained
+with open("chat.jsonl") as f:
+    answer = json.loads(f.readline())["messages"][2]["content"]
+assert pieces.replace(" ", "") == answer + "<|im_end|>", (pieces, answer)
+PY
+expect_ok "data inspect (human)" "$ZT" data inspect recipe.toml --n 2 --packed
+grep -q '\[\[' "$TMP/out" && say "ok - trained tokens marked" || fail "no marked tokens: $(head -c 300 "$TMP/out")"
+expect_ok "sft" "$ZT" sft recipe.toml output.dir=run
+expect_ok "eval with accuracy" "$ZT" eval recipe.toml --checkpoint run/final
+$PY -c "import json; r=json.loads(open('$TMP/out').read()); assert 0 <= r['accuracy'] <= 1 and r['answered'] == 10, r" \
+  && say "ok - eval reports accuracy: $(cat "$TMP/out")" || fail "eval: $(cat "$TMP/out")"
+expect_ok "ShareGPT conversations" "$ZT" data inspect recipe.toml data.train=share.jsonl data.valid=[] --json
+expect_ok "instruct" "$ZT" data inspect recipe.toml data.train=instruct.jsonl data.valid=[] data.format=instruct --json
+expect_ok "text" "$ZT" data inspect recipe.toml data.train=text.jsonl data.valid=[] data.format=text --json
+$PY -c "import json; r=json.loads(open('$TMP/out').read()); assert r['labels'] == r['input_ids'] and r['input_ids'][-1] == 2, r" \
+  && say "ok - text: every token trained, EOS last" || fail "text: $(cat "$TMP/out")"
+
+printf '{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": "hello"}\n' > bad.jsonl
+expect_exit 2 "a bad chat line" "bad.jsonl:2: \"messages\" is a string" "$ZT" sft recipe.toml data.train=bad.jsonl output.dir=r2
+expect_ok "skip_bad_lines skips it" "$ZT" data inspect recipe.toml 'data.train=["bad.jsonl", "chat.jsonl"]' data.skip_bad_lines=true
+grep -q "skipped 1 bad line" "$TMP/err" && say "ok - the skip is reported" || fail "no skip report: $(cat "$TMP/err")"
+printf '{"messages": [{"role": "user", "content": "hi"}]}\n' > none.jsonl
+expect_exit 2 "no trainable tokens at all" "none of the 1 examples" "$ZT" sft recipe.toml data.train=none.jsonl output.dir=r3
+expect_exit 2 "unknown template" "chat template|template" "$ZT" sft recipe.toml tokenizer.chat_template=nosuch output.dir=r4
+make_tiny small vocab_size=16
+cp tok.model small/tokenizer.model
+expect_exit 2 "tokenizer larger than the model" "has [0-9]+ tokens but the model's vocab_size is 16" "$ZT" sft recipe.toml model.path=small output.dir=r5
+done_testing
