@@ -61,13 +61,15 @@ static int inspect(int argc, char **argv)
     char path[4096];
     zt_llama_config cfg;
     zt_dataset train, valid;
-    zt_tokenizer *tok = NULL;
+    zt_data_tools d = {0};
     zt_status st = zt_path_join(path, sizeof path, r.model.path, "config.json");
     if (!st) st = zt_llama_config_load(&cfg, path);
-    if (!st && strcmp(r.data.format, "tokens")) st = zt_tokenizer_open(&tok, r.tokenizer.path);
-    if (!st) st = zt_data_open(&r, cfg.vocab_size, &train, &valid);
+    if (!st) st = zt_data_tools_open(&d, &r);
+    if (!st) st = zt_vocab_prepare_tokens(&d); /* the tokens training would add for the template */
+    if (!st) st = zt_data_open(&r, &d, cfg.vocab_size, &train, &valid);
+    const zt_tokenizer *tok = d.tok;
     if (st) {
-        zt_tokenizer_free(tok);
+        zt_data_tools_close(&d);
         zt_recipe_free(&r);
         return cmd_fail(st);
     }
@@ -101,7 +103,7 @@ static int inspect(int argc, char **argv)
     }
     zt_dataset_free(&train);
     zt_dataset_free(&valid);
-    zt_tokenizer_free(tok);
+    zt_data_tools_close(&d);
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;
 }

@@ -102,6 +102,10 @@ size_t zt_llama_matmul_params(const zt_llama *m);
 /* Training FLOPs per token as DESIGN.md defines them, at sequence length T. */
 double zt_llama_flops_per_token(const zt_llama *m, int T);
 
+/* Grows the vocabulary to V (embedding and untied LM head): new rows are the mean
+ * of the existing rows. Activations must be allocated again afterwards. */
+zt_status zt_llama_resize_vocab(zt_llama *m, int V);
+
 /* Weights N(0, std) for matrices, 1 for norm weights, 0 for biases. */
 void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);

@@ -156,3 +156,31 @@ void zt_llama_sync_params16(zt_llama *m)
     if (m->dtype_bf16) m->be->to_bf16(m->be, m->params16, m->params, m->numel);
 #endif
 }
+
+zt_status zt_llama_resize_vocab(zt_llama *m, int V)
+{
+    if (V == m->V) return ZT_OK;
+    ZT_ASSERT(V > m->V);
+    zt_llama_config c = m->cfg;
+    c.vocab_size = V;
+    zt_llama n;
+    zt_status st = zt_llama_init(&n, &c, m->be, m->dtype_bf16 ? ZT_BF16 : ZT_F32);
+    if (st) return st;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const zt_llama_tensor *a = &m->tensors[i], *b = &n.tensors[i];
+        size_t cols = a->ndim == 2 ? (size_t)a->shape[1] : 1, old_rows = (size_t)a->shape[0];
+        memcpy(n.params + b->offset, m->params + a->offset, old_rows * cols * sizeof(zt_real));
+        if (b->shape[0] == a->shape[0]) continue;
+        /* a vocabulary-sized matrix: new rows start at the mean of the old ones */
+        for (size_t j = 0; j < cols; j++) {
+            double mean = 0;
+            for (size_t r = 0; r < old_rows; r++) mean += m->params[a->offset + r * cols + j];
+            mean /= (double)old_rows;
+            for (size_t r = old_rows; r < (size_t)b->shape[0]; r++) n.params[b->offset + r * cols + j] = (zt_real)mean;
+        }
+    }
+    zt_llama_sync_params16(&n);
+    zt_llama_free(m);
+    *m = n;
+    return ZT_OK;
+}

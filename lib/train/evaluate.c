@@ -96,14 +96,20 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     out->answered = 0;
     zt_llama m;
     zt_dataset train, valid;
+    zt_data_tools d;
     zt_status st = zt_model_open(&m, checkpoint_dir ? checkpoint_dir : r->model.path, r->model.dtype);
     if (st) return st;
-    if (!(st = zt_data_open(r, m.V, &train, &valid))) {
+    if ((st = zt_data_tools_open(&d, r))) {
+        zt_llama_free(&m);
+        return st;
+    }
+    if (!(st = zt_vocab_prepare(&d, &m)) && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         if (!(st = zt_llama_alloc_acts(&m, r->train.micro_batch_size, r->data.max_length, 0)))
             st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         zt_dataset_free(&train);
         zt_dataset_free(&valid);
     }
+    zt_data_tools_close(&d);
     zt_llama_free(&m);
     int chat = !strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct");
     if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);

@@ -23,31 +23,22 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
     return st;
 }
 
-/* text, chat and instruct: through the recipe's tokenizer and chat template */
-static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size,
+/* text, chat and instruct: through the run's tokenizer and chat template */
+static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths,
                                 int64_t *skipped)
 {
-    zt_tokenizer *tok;
-    zt_template *tmpl = NULL;
-    zt_status st = zt_tokenizer_open(&tok, r->tokenizer.path);
-    if (st) return st;
-    if (zt_tokenizer_vocab_size(tok) > vocab_size)
-        st = zt_fail(ZT_EUSER, "tokenizer '%s' has %d tokens but the model's vocab_size is %d", zt_tokenizer_path(tok),
-                     zt_tokenizer_vocab_size(tok), vocab_size);
-    if (!st && strcmp(r->data.format, "text")) st = zt_template_load(&tmpl, r->tokenizer.chat_template, r->tokenizer.path);
     zt_format f = {.format = r->data.format, .train_on = r->data.train_on, .max_length = r->data.max_length,
-                   .packing = r->data.packing, .tok = tok, .tmpl = tmpl, .ds = ds};
-    if (!st) st = zt_format_load(&f, paths->items, paths->n, r->data.skip_bad_lines, skipped);
+                   .packing = r->data.packing, .tok = d->tok, .tmpl = d->tmpl, .ds = ds};
+    zt_status st = zt_format_load(&f, paths->items, paths->n, r->data.skip_bad_lines, skipped);
     if (!st && (f.truncated || f.no_targets))
         zt_log_warn("%lld of %lld examples truncated to data.max_length = %d; %lld without a token to train on "
                     "(left out)", (long long)f.truncated, (long long)f.examples, r->data.max_length,
                     (long long)f.no_targets);
-    zt_template_free(tmpl);
-    zt_tokenizer_free(tok);
     return st;
 }
 
-static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_strlist *paths, int vocab_size)
+static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths,
+                            int vocab_size)
 {
     int64_t skipped = 0;
     zt_status st;
@@ -56,20 +47,20 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_strlist
     else if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
         st = zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     else
-        st = load_formatted(ds, r, paths, vocab_size, &skipped);
+        st = load_formatted(ds, r, d, paths, &skipped);
     if (!st && skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
     return st;
 }
 
-zt_status zt_data_open(const zt_recipe *r, int vocab_size, zt_dataset *train, zt_dataset *valid)
+zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_size, zt_dataset *train, zt_dataset *valid)
 {
     *train = (zt_dataset){0};
     *valid = (zt_dataset){0};
     if (r->data.train.n == 0) return zt_fail(ZT_EUSER, "data.train is not set: name one or more JSONL files");
-    zt_status st = load_files(train, r, &r->data.train, vocab_size);
+    zt_status st = load_files(train, r, d, &r->data.train, vocab_size);
     if (st) return st;
     if (r->data.valid.n) {
-        st = load_files(valid, r, &r->data.valid, vocab_size);
+        st = load_files(valid, r, d, &r->data.valid, vocab_size);
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
         st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, train, valid);

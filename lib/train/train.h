@@ -14,12 +14,14 @@
 #include "lib/data/dataset.h"
 #include "lib/model/llama.h"
 #include "lib/recipe/recipe.h"
+#include "vocab.h"
 
 /* Loads config.json and the weights of an HF model directory into m. */
 zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype);
-/* Loads data.train in data.format, and the validation set: data.valid, or the
+/* Loads data.train in data.format (text, chat and instruct through d's tokenizer
+ * and template, see vocab.h), and the validation set: data.valid, or the
  * data.valid_split part held out of data.train (valid stays empty without either). */
-zt_status zt_data_open(const zt_recipe *r, int vocab_size, zt_dataset *train, zt_dataset *valid);
+zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_size, zt_dataset *train, zt_dataset *valid);
 
 zt_status zt_train(const zt_recipe *r, int argc, char **argv);
 

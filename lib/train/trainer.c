@@ -20,6 +20,7 @@ typedef struct trainer {
     const zt_recipe *r;
     zt_llama m;
     zt_dataset train, valid;
+    zt_data_tools tools;
     zt_loader loader;
     zt_batch *micro; /* gradient_accumulation_steps batches of one step */
     float *adam_m, *adam_v;
@@ -66,7 +67,9 @@ static zt_status setup(trainer *t, int argc, char **argv)
     char path[4096 + 64];
     if ((st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
-    if ((st = zt_data_open(r, t->m.V, &t->train, &t->valid))) return st;
+    if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
+        (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
+        return st;
     if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard, argc, argv))) return st;
     if ((st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
         (st = zt_recipe_write_resolved(r, path)))
@@ -207,6 +210,7 @@ static zt_status save_final(trainer *t)
         if (!(st = zt_path_join(dst, sizeof dst, dir, copy[i]))) st = zt_write_file_atomic(dst, data, len);
         free(data);
     }
+    if (!st) st = zt_vocab_save(&t->tools, t->r->tokenizer.path, dir);
     if (st) return st;
     cJSON *gen = cJSON_CreateObject();
     if (t->m.cfg.bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", t->m.cfg.bos_token_id);
@@ -226,6 +230,7 @@ static void teardown(trainer *t)
     zt_loader_free(&t->loader);
     zt_dataset_free(&t->train);
     zt_dataset_free(&t->valid);
+    zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
 }
 

@@ -83,4 +83,24 @@ expect_exit 2 "unknown template" "chat template|template" "$ZT" sft recipe.toml 
 make_tiny small vocab_size=16
 cp tok.model small/tokenizer.model
 expect_exit 2 "tokenizer larger than the model" "has [0-9]+ tokens but the model's vocab_size is 16" "$ZT" sft recipe.toml model.path=small output.dir=r5
+
+# a base tokenizer without ChatML's tokens: they are added, the vocabulary grows, and
+# final/ carries the tokens and the template, so generation uses them with no extra flags
+spm_train --input=corpus.txt --model_prefix=base --vocab_size=30 --model_type=char --minloglevel=2 \
+  --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train (base)"
+make_tiny basemodel vocab_size=16 bos_token_id=1 eos_token_id=2
+cp base.model basemodel/tokenizer.model
+expect_ok "sft with chatml on a base tokenizer" "$ZT" sft recipe.toml model.path=basemodel output.dir=grown train.max_steps=3
+grep -q "added the special token <|im_start|>" "$TMP/err" && say "ok - the template's tokens were added" || fail "no tokens added: $(cat "$TMP/err")"
+$PY - <<'PY' && say "ok - final/ has the grown vocabulary, its tokens and the chat template" || fail "final/ of the grown model"
+import json
+cfg = json.load(open("grown/final/config.json"))
+tc = json.load(open("grown/final/tokenizer_config.json"))
+assert cfg["vocab_size"] == 18, cfg["vocab_size"]
+contents = sorted(v["content"] for v in tc["added_tokens_decoder"].values())
+assert contents == ["<|im_end|>", "<|im_start|>"], contents
+assert "<|im_start|>" in tc["chat_template"]
+PY
+echo '{"messages": [{"role": "user", "content": "reverse abc"}]}' > ask.jsonl
+expect_ok "generate with the saved template" "$ZT" generate --model grown/final --input ask.jsonl --max-new-tokens 4
 done_testing
