@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Grows *p to hold at least need elements of size bytes, doubling. */
 static zt_status grow(void **p, int64_t *cap, int64_t need, size_t size)
@@ -20,7 +21,7 @@ static zt_status grow(void **p, int64_t *cap, int64_t need, size_t size)
 
 zt_status zt_dataset_append(zt_dataset *ds, const int32_t *ids, const int32_t *labels, int64_t n)
 {
-    ZT_ASSERT(n >= 1);
+    ZT_ASSERT(n >= 1 && !ds->map);
     int64_t tokens = zt_dataset_tokens(ds);
     int64_t cap_ex = ds->cap_examples, cap_ids = ds->cap_tokens, cap_labels = ds->cap_tokens;
     zt_status st;
@@ -41,6 +42,11 @@ zt_status zt_dataset_append(zt_dataset *ds, const int32_t *ids, const int32_t *l
 
 void zt_dataset_free(zt_dataset *ds)
 {
+    if (ds->map) {
+        munmap(ds->map, ds->map_len);
+        memset(ds, 0, sizeof *ds);
+        return;
+    }
     free(ds->offsets);
     free(ds->ids);
     free(ds->labels);

@@ -11,6 +11,7 @@
 #ifndef ZT_DATA_DATASET_H
 #define ZT_DATA_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/core/status.h"
@@ -23,9 +24,11 @@ typedef struct zt_dataset {
     int32_t *ids;
     int32_t *labels;
     int64_t cap_examples, cap_tokens; /* room allocated, for amortized appends */
+    void *map;                        /* when the arrays point into a mapped cache file */
+    size_t map_len;                   /* bytes */
 } zt_dataset;
 
-/* Appends one example of n >= 1 tokens; labels NULL means labels = ids. */
+/* Appends one example of n >= 1 tokens; labels NULL means labels = ids. Not for a mapped dataset. */
 zt_status zt_dataset_append(zt_dataset *ds, const int32_t *ids, const int32_t *labels, int64_t n);
 void zt_dataset_free(zt_dataset *ds);
 

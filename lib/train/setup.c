@@ -1,8 +1,10 @@
 /* What training and evaluation both need: a model from a directory, data from files. */
+#include <stdio.h>
 #include <string.h>
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/tokens.h"
 #include "train.h"
@@ -23,9 +25,63 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
     return st;
 }
 
-/* text, chat and instruct: through the run's tokenizer and chat template */
+typedef struct build_ctx {
+    const zt_recipe *r;
+    const zt_data_tools *d;
+    const zt_strlist *paths;
+    int64_t *skipped;
+} build_ctx;
+
+static zt_status tokenize(const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths, int64_t *skipped,
+                          zt_dataset *ds);
+
+static zt_status build_entry(void *ctx, zt_dataset *ds)
+{
+    build_ctx *b = ctx;
+    return tokenize(b->r, b->d, b->paths, b->skipped, ds);
+}
+
+/* Everything that decides the tokens: format options, tokenizer files, added tokens, template, data bytes. */
+static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths)
+{
+    char opts[256], side[4096];
+    snprintf(opts, sizeof opts, "zt-tokens-2|%s|%s|%d|%d|%d", r->data.format, r->data.train_on, r->data.max_length,
+             r->data.packing, r->data.skip_bad_lines);
+    zt_cache_key_init(k);
+    zt_cache_key_add_str(k, opts);
+    zt_status st = zt_cache_key_add_file(k, zt_tokenizer_path(d->tok));
+    static const char *const sidecars[] = {"tokenizer_config.json", "special_tokens_map.json"};
+    for (size_t i = 0; i < 2 && !st; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", zt_tokenizer_path(d->tok));
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        if (!(st = zt_path_join(side, sizeof side, slash ? dir : ".", sidecars[i])) && zt_path_exists(side))
+            st = zt_cache_key_add_file(k, side);
+    }
+    for (int i = 0; i < d->nadded; i++) zt_cache_key_add_str(k, zt_tokenizer_id_to_piece(d->tok, d->added[i]));
+    if (d->tmpl) zt_cache_key_add_str(k, zt_template_source(d->tmpl));
+    for (int i = 0; i < paths->n && !st; i++) st = zt_cache_key_add_file(k, paths->items[i]);
+    return st;
+}
+
+/* text, chat and instruct: through the run's tokenizer and chat template, cached in data.cache_dir */
 static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths,
                                 int64_t *skipped)
+{
+    if (!r->data.cache_dir[0]) return tokenize(r, d, paths, skipped, ds);
+    zt_cache_key k;
+    int hit;
+    build_ctx b = {r, d, paths, skipped};
+    zt_status st = cache_key(&k, r, d, paths);
+    if (!st) st = zt_cache_get(r->data.cache_dir, &k, build_entry, &b, ds, &hit);
+    if (!st) zt_log_info("%s tokenized data: %lld examples (%s)", hit ? "using the cached" : "cached the",
+                         (long long)ds->n_examples, r->data.cache_dir);
+    return st;
+}
+
+static zt_status tokenize(const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths, int64_t *skipped,
+                          zt_dataset *ds)
 {
     zt_format f = {.format = r->data.format, .train_on = r->data.train_on, .max_length = r->data.max_length,
                    .packing = r->data.packing, .tok = d->tok, .tmpl = d->tmpl, .ds = ds};

@@ -5,6 +5,7 @@ ZT=${ZT_BIN:?ZT_BIN must point at the zt binary}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP/home" && export HOME="$TMP/home"  # ~/.cache/zt (the tokenized cache) stays inside the test
 cd "$TMP"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export ZT_LOG=${ZT_LOG:-warn}
