@@ -5,12 +5,17 @@
 #include <string.h>
 
 #include "jsonl.h"
+#include "lib/core/log.h"
 
 enum { IGNORE = -100 };
 
+/* one example being built: its tokens, and what happened to it */
 typedef struct seq {
     int32_t *ids, *labels;
     size_t n, cap;
+    int split;      /* text: may be cut into max_length pieces */
+    int truncated;  /* chat: cut to max_length */
+    int no_targets; /* chat: nothing left to train on (left out) */
 } seq;
 
 static zt_status seq_push(seq *s, const int32_t *ids, size_t n, int trained)
@@ -55,20 +60,23 @@ void zt_format_end_ids(const zt_tokenizer *tok, int32_t ids[4])
     }
 }
 
-/* appends the example: split into max_length pieces when not packing (text), else as is */
-static zt_status emit(zt_format *f, const seq *s, int split)
+/* appends the example (text split into max_length pieces when not packing) and counts it */
+static zt_status emit(zt_format *f, const seq *s)
 {
-    size_t piece = split && !f->packing ? (size_t)f->max_length : s->n;
+    f->examples++;
+    f->truncated += s->truncated;
+    f->no_targets += s->no_targets;
+    if (s->no_targets) return ZT_OK; /* counted and reported; fatal only if every example is like this */
+    size_t piece = s->split && !f->packing ? (size_t)f->max_length : s->n;
     zt_status st = ZT_OK;
     for (size_t at = 0; at < s->n && !st; at += piece) {
         size_t n = s->n - at < piece ? s->n - at : piece;
         st = zt_dataset_append(f->ds, s->ids + at, s->labels + at, (int64_t)n);
     }
-    f->examples++;
     return st;
 }
 
-static zt_status text_example(zt_format *f, const cJSON *o, seq *s)
+static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "text");
     if (!cJSON_IsString(t)) return zt_fail(ZT_EUSER, "\"text\" is %s, not a string", zt_json_kind(t));
@@ -78,7 +86,8 @@ static zt_status text_example(zt_format *f, const cJSON *o, seq *s)
     if (!st) st = seq_push_text(s, f->tok, t->valuestring, strlen(t->valuestring), 0, 1);
     if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
     if (!st && s->n < 2) return zt_fail(ZT_EUSER, "\"text\" gives no tokens to train on");
-    return st ? st : emit(f, s, 1);
+    s->split = 1;
+    return st;
 }
 
 /* messages from OpenAI-style "messages" or ShareGPT "conversations" */
@@ -129,7 +138,7 @@ static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
     return 0;
 }
 
-static zt_status conversation(zt_format *f, const zt_message *msgs, int n, seq *s)
+static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, seq *s)
 {
     int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok), end[4];
     const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
@@ -158,15 +167,12 @@ static zt_status conversation(zt_format *f, const zt_message *msgs, int n, seq *
     if (st) return st;
     if (s->n > (size_t)f->max_length) {
         s->n = (size_t)f->max_length;
-        f->truncated++;
+        s->truncated = 1;
     }
     size_t trained = 0;
     for (size_t i = 1; i < s->n; i++) trained += s->labels[i] != IGNORE; /* the first token is never a target */
-    if (!trained) {
-        f->no_targets++;
-        return ZT_OK; /* counted and reported; fatal only if every example is like this */
-    }
-    return emit(f, s, 0);
+    s->no_targets = !trained;
+    return ZT_OK;
 }
 
 /* instruct fields as a user and an assistant message; the user text is malloc'd into *user */
@@ -200,7 +206,7 @@ zt_status zt_format_messages(const cJSON *o, const char *format, zt_message **ms
     return !strcmp(format, "instruct") ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
 }
 
-static zt_status chat_example(zt_format *f, const cJSON *o, seq *s)
+static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
 {
     zt_message *m = NULL;
     int n = 0;
@@ -213,13 +219,13 @@ static zt_status chat_example(zt_format *f, const cJSON *o, seq *s)
     return st;
 }
 
-static zt_status one_line(void *ctx, const cJSON *o)
+/* one line to one example (or a ZT_EUSER message); runs on many threads at once */
+static zt_status convert(const zt_format *f, const char *text, size_t len, seq *s)
 {
-    zt_format *f = ctx;
-    seq s = {0};
-    zt_status st = !strcmp(f->format, "text") ? text_example(f, o, &s) : chat_example(f, o, &s);
-    free(s.ids);
-    free(s.labels);
+    cJSON *o;
+    zt_status st = zt_jsonl_parse(text, len, &o);
+    if (!st) st = !strcmp(f->format, "text") ? text_example(f, o, s) : chat_example(f, o, s);
+    cJSON_Delete(o);
     return st;
 }
 
@@ -228,7 +234,35 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
     if (strcmp(f->format, "text") && strcmp(f->format, "chat") && strcmp(f->format, "instruct"))
         return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat or instruct", f->format);
     if (strcmp(f->format, "text") && !f->tmpl) return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
-    zt_status st = zt_jsonl_load(paths, npaths, skip_bad, one_line, f, skipped);
+    zt_jsonl_lines l;
+    zt_status st = zt_jsonl_read_lines(paths, npaths, &l);
+    if (st) return st;
+    seq *out = calloc((size_t)l.n + 1, sizeof *out);
+    zt_status *res = calloc((size_t)l.n + 1, sizeof *res);
+    char **msg = calloc((size_t)l.n + 1, sizeof *msg);
+    if (!out || !res || !msg) st = zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l.n);
+    if (!st) {
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int64_t i = 0; i < l.n; i++)
+            if ((res[i] = convert(f, l.text[i], l.len[i], &out[i]))) msg[i] = strdup(zt_errmsg());
+    }
+    *skipped = 0;
+    for (int64_t i = 0; !st && i < l.n; i++) { /* in file order: the data set and the first error as if sequential */
+        if (!res[i]) {
+            st = emit(f, &out[i]);
+            continue;
+        }
+        st = zt_fail(res[i], "%s:%ld: %s", paths[l.file[i]], l.lineno[i], msg[i] ? msg[i] : "out of memory");
+        if (st != ZT_EUSER || !skip_bad) break;
+        if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
+        ++*skipped;
+        st = ZT_OK;
+    }
+    for (int64_t i = 0; out && i < l.n; i++) free(out[i].ids), free(out[i].labels), free(msg ? msg[i] : NULL);
+    free(out);
+    free(res);
+    free(msg);
+    zt_jsonl_lines_free(&l);
     if (!st && f->ds->n_examples == 0)
         st = f->no_targets ? zt_fail(ZT_EUSER, "none of the %lld examples has a token to train on (data.train_on = %s)",
                                      (long long)f->no_targets, f->train_on)

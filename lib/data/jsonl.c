@@ -19,17 +19,19 @@ const char *zt_json_kind(const cJSON *v)
     return "an object";
 }
 
-/* Parses one non-blank line (NUL-terminated, without its newline) and hands it on. */
-static zt_status parse_line(const char *line, size_t len, zt_jsonl_fn fn, void *ctx)
+zt_status zt_jsonl_parse(const char *line, size_t len, cJSON **obj)
 {
+    *obj = NULL;
     if (strlen(line) != len) return zt_fail(ZT_EUSER, "not JSON: the line contains a NUL byte");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(line, &end, 1);
     if (!root) return zt_fail(ZT_EUSER, "not JSON (parse error at column %td)", end ? end - line + 1 : 1);
-    zt_status st = cJSON_IsObject(root) ? fn(ctx, root)
-                                        : zt_fail(ZT_EUSER, "the line is %s, not a JSON object", zt_json_kind(root));
-    cJSON_Delete(root);
-    return st;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return zt_fail(ZT_EUSER, "the line is %s, not a JSON object", zt_json_kind(root));
+    }
+    *obj = root;
+    return ZT_OK;
 }
 
 static int is_blank(const char *p)
@@ -38,7 +40,29 @@ static int is_blank(const char *p)
     return *p == 0;
 }
 
-static zt_status load_file(const char *path, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped)
+static zt_status push_line(zt_jsonl_lines *l, const char *text, size_t len, int file, long lineno)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 1024;
+        char **t = realloc(l->text, (size_t)cap * sizeof *t);
+        if (t) l->text = t;
+        size_t *n = t ? realloc(l->len, (size_t)cap * sizeof *n) : NULL;
+        if (n) l->len = n;
+        int *f = n ? realloc(l->file, (size_t)cap * sizeof *f) : NULL;
+        if (f) l->file = f;
+        long *ln = f ? realloc(l->lineno, (size_t)cap * sizeof *ln) : NULL;
+        if (!ln) return zt_fail(ZT_ENOMEM, "out of memory reading the data");
+        l->lineno = ln, l->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return zt_fail(ZT_ENOMEM, "out of memory reading the data");
+    memcpy(copy, text, len + 1);
+    l->text[l->n] = copy, l->len[l->n] = len, l->file[l->n] = file, l->lineno[l->n] = lineno;
+    l->n++;
+    return ZT_OK;
+}
+
+static zt_status read_file_lines(const char *path, int file, zt_jsonl_lines *out)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return zt_fail(ZT_EUSER, "'%s': cannot open: %s", path, strerror(errno));
@@ -52,7 +76,7 @@ static zt_status load_file(const char *path, int skip_bad, zt_jsonl_fn fn, void 
     ssize_t len;
     long lineno = 0;
     zt_status st = ZT_OK;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    while (!st && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         char *p = line;
         if (lineno == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
@@ -60,14 +84,7 @@ static zt_status load_file(const char *path, int skip_bad, zt_jsonl_fn fn, void 
             len -= 3;
         }
         while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
-        if (is_blank(p)) continue;
-        if ((st = parse_line(p, (size_t)len, fn, ctx))) {
-            st = zt_fail_context(st, "%s:%ld", path, lineno);
-            if (st != ZT_EUSER || !skip_bad) break;
-            if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
-            ++*skipped;
-            st = ZT_OK;
-        }
+        if (!is_blank(p)) st = push_line(out, p, (size_t)len, file, lineno);
     }
     if (!st && ferror(f)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld: %s", path, lineno, strerror(errno));
     free(line);
@@ -75,11 +92,42 @@ static zt_status load_file(const char *path, int skip_bad, zt_jsonl_fn fn, void 
     return st;
 }
 
+zt_status zt_jsonl_read_lines(char *const *paths, int npaths, zt_jsonl_lines *out)
+{
+    memset(out, 0, sizeof *out);
+    if (npaths == 0) return zt_fail(ZT_EUSER, "no data files given");
+    zt_status st = ZT_OK;
+    for (int i = 0; i < npaths && !st; i++) st = read_file_lines(paths[i], i, out);
+    if (st) zt_jsonl_lines_free(out);
+    return st;
+}
+
+void zt_jsonl_lines_free(zt_jsonl_lines *l)
+{
+    for (int64_t i = 0; i < l->n; i++) free(l->text[i]);
+    free(l->text);
+    free(l->len);
+    free(l->file);
+    free(l->lineno);
+    memset(l, 0, sizeof *l);
+}
+
 zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped)
 {
     *skipped = 0;
-    if (npaths == 0) return zt_fail(ZT_EUSER, "no data files given");
-    zt_status st = ZT_OK;
-    for (int i = 0; i < npaths && !st; i++) st = load_file(paths[i], skip_bad, fn, ctx, skipped);
+    zt_jsonl_lines l;
+    zt_status st = zt_jsonl_read_lines(paths, npaths, &l);
+    for (int64_t i = 0; !st && i < l.n; i++) {
+        cJSON *o;
+        if (!(st = zt_jsonl_parse(l.text[i], l.len[i], &o))) st = fn(ctx, o);
+        cJSON_Delete(o);
+        if (!st) continue;
+        st = zt_fail_context(st, "%s:%ld", paths[l.file[i]], l.lineno[i]);
+        if (st != ZT_EUSER || !skip_bad) break;
+        if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
+        ++*skipped;
+        st = ZT_OK;
+    }
+    zt_jsonl_lines_free(&l);
     return st;
 }

@@ -16,6 +16,20 @@
 
 typedef zt_status (*zt_jsonl_fn)(void *ctx, const cJSON *obj);
 
+/* Every non-blank line of the files, in order, for callers that work on lines in
+ * parallel; zt_jsonl_parse turns one into an object (or a ZT_EUSER message). */
+typedef struct zt_jsonl_lines {
+    char **text;  /* NUL-terminated, without the newline */
+    size_t *len;
+    int *file;    /* index into the paths */
+    long *lineno; /* 1-based */
+    int64_t n, cap;
+} zt_jsonl_lines;
+
+zt_status zt_jsonl_read_lines(char *const *paths, int npaths, zt_jsonl_lines *out);
+void zt_jsonl_lines_free(zt_jsonl_lines *l);
+zt_status zt_jsonl_parse(const char *text, size_t len, cJSON **obj);
+
 zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped);
 
 /* "a string", "an array", ... for messages about a JSON value of the wrong kind */

@@ -100,8 +100,6 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_to
     zt_status st;
     if (!strcmp(r->data.format, "tokens"))
         st = zt_tokens_load(ds, paths->items, paths->n, vocab_size, r->data.skip_bad_lines, &skipped);
-    else if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
-        st = zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     else
         st = load_formatted(ds, r, d, paths, &skipped);
     if (!st && skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);

@@ -90,7 +90,7 @@ spm_train --input=corpus.txt --model_prefix=base --vocab_size=30 --model_type=ch
   --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train (base)"
 make_tiny basemodel vocab_size=16 bos_token_id=1 eos_token_id=2
 cp base.model basemodel/tokenizer.model
-expect_ok "sft with chatml on a base tokenizer" "$ZT" sft recipe.toml model.path=basemodel output.dir=grown train.max_steps=3
+expect_ok "sft with chatml on a base tokenizer" env ZT_LOG=info "$ZT" sft recipe.toml model.path=basemodel output.dir=grown train.max_steps=3
 grep -q "added the special token <|im_start|>" "$TMP/err" && say "ok - the template's tokens were added" || fail "no tokens added: $(cat "$TMP/err")"
 $PY - <<'PY' && say "ok - final/ has the grown vocabulary, its tokens and the chat template" || fail "final/ of the grown model"
 import json
