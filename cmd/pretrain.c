@@ -1,12 +1,30 @@
 /* zt pretrain: causal-LM training from a recipe (shares the trainer with zt sft). */
+#include <stdio.h>
+
 #include "commands.h"
 #include "lib/train/train.h"
 #include "options.h"
 
+/* the recipe keys, from the schema, after a training command's usage */
+static void print_recipe_keys(void)
+{
+    int n;
+    const zt_recipe_key *k = zt_recipe_schema(&n);
+    printf("\nrecipe keys (section.key = default: meaning; all of them in docs/recipe.md):\n");
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", k[i].section, k[i].key);
+        printf("  %-36s = %-14s %s\n", name, k[i].def[0] ? k[i].def : "\"\"", k[i].doc);
+    }
+}
+
 int cmd_train_with(int argc, char **argv, const zt_usage *u)
 {
     zt_option opts[] = {{0}};
-    if ((argc = zt_options_parse(argc, argv, opts, u)) < 0) return argc == -2 ? 0 : 2;
+    if ((argc = zt_options_parse(argc, argv, opts, u)) < 0) {
+        if (argc == -2) print_recipe_keys();
+        return argc == -2 ? 0 : 2;
+    }
     zt_recipe r;
     int code = cmd_load_recipe(&r, u->command + 3, argc, argv);
     if (code) return code;

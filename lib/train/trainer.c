@@ -10,6 +10,7 @@
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/data/batch.h"
+#include "lib/data/formats.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
 #include "lib/optim/schedule.h"
@@ -214,7 +215,15 @@ static zt_status save_final(trainer *t)
     if (st) return st;
     cJSON *gen = cJSON_CreateObject();
     if (t->m.cfg.bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", t->m.cfg.bos_token_id);
-    if (t->m.cfg.eos_token_id >= 0) cJSON_AddNumberToObject(gen, "eos_token_id", t->m.cfg.eos_token_id);
+    if (t->tools.tmpl) { /* generation stops where training taught turns to end */
+        int32_t end[4];
+        zt_format_end_ids(t->tools.tok, end);
+        cJSON *ids = cJSON_AddArrayToObject(gen, "eos_token_id");
+        for (int i = 0; i < 4; i++)
+            if (end[i] >= 0) cJSON_AddItemToArray(ids, cJSON_CreateNumber(end[i]));
+    } else if (t->m.cfg.eos_token_id >= 0) {
+        cJSON_AddNumberToObject(gen, "eos_token_id", t->m.cfg.eos_token_id);
+    }
     if (!(st = zt_path_join(dst, sizeof dst, dir, "generation_config.json"))) st = zt_json_write(dst, gen);
     cJSON_Delete(gen);
     return st;
