@@ -138,7 +138,7 @@ static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
     return 0;
 }
 
-static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, seq *s)
+static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const char *train_on, seq *s)
 {
     int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok), end[4];
     const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
@@ -146,7 +146,7 @@ static zt_status conversation(const zt_format *f, const zt_message *msgs, int n,
     zt_span *spans;
     int nspans;
     char *text;
-    zt_status st = zt_template_spans(f->tmpl, msgs, n, bos_s, eos_s, f->train_on, &spans, &nspans, &text);
+    zt_status st = zt_template_spans(f->tmpl, msgs, n, bos_s, eos_s, train_on, &spans, &nspans, &text);
     if (st) return st;
     zt_format_end_ids(f->tok, end);
     size_t at = 0;
@@ -157,7 +157,7 @@ static zt_status conversation(const zt_format *f, const zt_message *msgs, int n,
         size_t before = s->n;
         st = seq_push_text(s, f->tok, text + b, spans[i].end - b, 1, 1);
         /* the model must learn to stop: each trained turn ends with an end-of-turn token */
-        if (!st && strcmp(f->train_on, "all") && !has_end_id(s->ids + before, s->n - before, end))
+        if (!st && strcmp(train_on, "all") && !has_end_id(s->ids + before, s->n - before, end))
             st = zt_fail(ZT_EUSER, "an assistant turn's trained tokens do not include EOS or an end-of-turn token "
                                    "(the chat template does not end turns with one the tokenizer knows)");
         at = spans[i].end;
@@ -213,43 +213,134 @@ static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
     char *owned;
     zt_status st = zt_format_messages(o, f->format, &m, &n, &owned);
     if (st) return st;
-    st = conversation(f, m, n, s);
+    st = conversation(f, m, n, f->train_on, s);
     free(m);
     free(owned);
     return st;
 }
 
-/* one line to one example (or a ZT_EUSER message); runs on many threads at once */
-static zt_status convert(const zt_format *f, const char *text, size_t len, seq *s)
+/* a string prompt: BOS (when the tokenizer adds one) and its tokens, none trained */
+static zt_status text_prompt(const zt_format *f, const char *prompt, seq *s)
+{
+    int32_t bos = zt_tokenizer_bos_id(f->tok);
+    zt_status st = bos >= 0 && zt_tokenizer_add_bos(f->tok) ? seq_push(s, &bos, 1, 0) : ZT_OK;
+    return st ? st : seq_push_text(s, f->tok, prompt, strlen(prompt), 0, 0);
+}
+
+/* "prompt" as a string or as messages ({"role", "content"} list) */
+static zt_status prompt_messages(const cJSON *p, zt_message **m, int *n)
+{
+    cJSON *wrap = cJSON_CreateObject();
+    if (!wrap) return zt_fail(ZT_ENOMEM, "out of memory");
+    cJSON_AddItemReferenceToObject(wrap, "messages", (cJSON *)p);
+    zt_status st = read_messages(wrap, m, n);
+    cJSON_Delete(wrap);
+    return st;
+}
+
+/* One side of a preference pair: the prompt untrained, the answer trained (with EOS / end of turn). */
+static zt_status preference_side(const zt_format *f, const cJSON *prompt, const cJSON *answer, const char *name, seq *s)
+{
+    if (cJSON_IsString(prompt)) {
+        if (!cJSON_IsString(answer)) return zt_fail(ZT_EUSER, "\"%s\" must be a string like \"prompt\"", name);
+        int32_t eos = zt_tokenizer_eos_id(f->tok);
+        zt_status st = text_prompt(f, prompt->valuestring, s);
+        if (!st) st = seq_push_text(s, f->tok, answer->valuestring, strlen(answer->valuestring), 0, 1);
+        if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
+        if (!st && s->n > (size_t)f->max_length) s->n = (size_t)f->max_length, s->truncated = 1;
+        return st;
+    }
+    zt_message *pm, *am = NULL;
+    int pn, an = 1;
+    zt_status st = prompt_messages(prompt, &pm, &pn);
+    if (st) return st;
+    zt_message one = {"assistant", cJSON_IsString(answer) ? answer->valuestring : ""};
+    if (!cJSON_IsString(answer)) st = prompt_messages(answer, &am, &an); /* the answer as a list of messages */
+    zt_message *all = st ? NULL : calloc((size_t)(pn + an), sizeof *all);
+    if (!st && !all) st = zt_fail(ZT_ENOMEM, "out of memory");
+    if (!st) {
+        memcpy(all, pm, (size_t)pn * sizeof *all);
+        memcpy(all + pn, am ? am : &one, (size_t)an * sizeof *all);
+        st = conversation(f, all, pn + an, "last", s);
+    }
+    free(all);
+    free(pm);
+    free(am);
+    return st;
+}
+
+static zt_status preference_example(const zt_format *f, const cJSON *o, seq *chosen, seq *rejected)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *c = cJSON_GetObjectItemCaseSensitive(o, "chosen"),
+                *r = cJSON_GetObjectItemCaseSensitive(o, "rejected");
+    if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+        return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
+    if (!c || !r) return zt_fail(ZT_EUSER, "needs \"chosen\" and \"rejected\"");
+    if (cJSON_IsArray(p) && !f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
+    zt_status st = preference_side(f, p, c, "chosen", chosen);
+    return st ? st : preference_side(f, p, r, "rejected", rejected);
+}
+
+static zt_status prompt_example(const zt_format *f, const cJSON *o, seq *s)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (cJSON_IsString(p)) return text_prompt(f, p->valuestring, s);
+    if (!cJSON_IsArray(p)) return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
+    if (!f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
+    zt_message *m = NULL;
+    int n;
+    char *text = NULL;
+    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
+    zt_status st = prompt_messages(p, &m, &n);
+    if (!st) st = zt_template_render(f->tmpl, m, n, 1, bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
+                                     eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
+    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, 0);
+    free(text);
+    free(m);
+    return st;
+}
+
+/* one line to its example (two for a preference pair), or a ZT_EUSER message; runs on many threads at once */
+static zt_status convert(const zt_format *f, const char *text, size_t len, seq s[2])
 {
     cJSON *o;
     zt_status st = zt_jsonl_parse(text, len, &o);
-    if (!st) st = !strcmp(f->format, "text") ? text_example(f, o, s) : chat_example(f, o, s);
+    if (st) return st;
+    if (!strcmp(f->format, "text")) st = text_example(f, o, &s[0]);
+    else if (!strcmp(f->format, "preference")) st = preference_example(f, o, &s[0], &s[1]);
+    else if (!strcmp(f->format, "prompt")) st = prompt_example(f, o, &s[0]);
+    else st = chat_example(f, o, &s[0]);
     cJSON_Delete(o);
     return st;
 }
 
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
-    if (strcmp(f->format, "text") && strcmp(f->format, "chat") && strcmp(f->format, "instruct"))
-        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat or instruct", f->format);
-    if (strcmp(f->format, "text") && !f->tmpl) return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
+    static const char *const known[] = {"text", "chat", "instruct", "preference", "prompt"};
+    int ok = 0;
+    for (int i = 0; i < 5; i++) ok |= !strcmp(f->format, known[i]);
+    if (!ok) return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference or prompt", f->format);
+    if ((!strcmp(f->format, "chat") || !strcmp(f->format, "instruct")) && !f->tmpl)
+        return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
     zt_jsonl_lines l;
     zt_status st = zt_jsonl_read_lines(paths, npaths, &l);
     if (st) return st;
-    seq *out = calloc((size_t)l.n + 1, sizeof *out);
+    seq *out = calloc(2 * (size_t)l.n + 2, sizeof *out); /* two per line: a preference pair */
     zt_status *res = calloc((size_t)l.n + 1, sizeof *res);
     char **msg = calloc((size_t)l.n + 1, sizeof *msg);
     if (!out || !res || !msg) st = zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l.n);
     if (!st) {
 #pragma omp parallel for schedule(dynamic, 16)
         for (int64_t i = 0; i < l.n; i++)
-            if ((res[i] = convert(f, l.text[i], l.len[i], &out[i]))) msg[i] = strdup(zt_errmsg());
+            if ((res[i] = convert(f, l.text[i], l.len[i], &out[2 * i]))) msg[i] = strdup(zt_errmsg());
     }
     *skipped = 0;
     for (int64_t i = 0; !st && i < l.n; i++) { /* in file order: the data set and the first error as if sequential */
         if (!res[i]) {
-            st = emit(f, &out[i]);
+            if (out[2 * i + 1].n && (out[2 * i].no_targets || out[2 * i + 1].no_targets))
+                out[2 * i].no_targets = out[2 * i + 1].no_targets = 1; /* a pair stays whole or goes */
+            st = emit(f, &out[2 * i]);
+            if (!st && out[2 * i + 1].n) st = emit(f, &out[2 * i + 1]);
             continue;
         }
         st = zt_fail(res[i], "%s:%ld: %s", paths[l.file[i]], l.lineno[i], msg[i] ? msg[i] : "out of memory");
@@ -258,7 +349,8 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
         ++*skipped;
         st = ZT_OK;
     }
-    for (int64_t i = 0; out && i < l.n; i++) free(out[i].ids), free(out[i].labels), free(msg ? msg[i] : NULL);
+    for (int64_t i = 0; out && i < 2 * l.n; i++) free(out[i].ids), free(out[i].labels);
+    for (int64_t i = 0; msg && i < l.n; i++) free(msg[i]);
     free(out);
     free(res);
     free(msg);

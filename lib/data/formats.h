@@ -11,6 +11,12 @@
  *             too long: truncated and counted.
  *   instruct  {"instruction", "input", "output"}: a user turn (instruction, then the
  *             input after a blank line) and an assistant turn, as chat.
+ *   preference {"prompt", "chosen", "rejected"}: two examples per line, chosen then
+ *             rejected (pairs sit at 2i and 2i+1): the prompt untrained, the answer
+ *             trained; strings are used as is (BOS + prompt + answer + EOS), message
+ *             lists go through the chat template (the answer as the last assistant turn).
+ *   prompt    {"prompt": text or messages}: the prompt alone (messages rendered with the
+ *             generation prompt), nothing trained: what RL generation starts from.
  *
  *     zt_format f = {.format = "chat", .train_on = "assistant", .max_length = 2048,
  *                    .packing = 1, .tok = tok, .tmpl = tmpl, .ds = &ds};
@@ -26,7 +32,7 @@
 #include "tokenizers/tokenizer.h"
 
 typedef struct zt_format {
-    const char *format;   /* text | chat | instruct */
+    const char *format;   /* text | chat | instruct | preference | prompt */
     const char *train_on; /* assistant | all | last */
     int max_length, packing;
     const zt_tokenizer *tok;

@@ -94,6 +94,8 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
 {
     out->accuracy = NAN;
     out->answered = 0;
+    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
+        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     zt_llama m;
     zt_dataset train, valid;
     zt_data_tools d;

@@ -66,6 +66,8 @@ static zt_status setup(trainer *t, int argc, char **argv)
     const zt_recipe *r = t->r;
     zt_status st;
     char path[4096 + 64];
+    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
+        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     if ((st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||

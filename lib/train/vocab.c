@@ -22,11 +22,14 @@ zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
 {
     memset(d, 0, sizeof *d);
     if (!strcmp(r->data.format, "tokens")) return ZT_OK;
-    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
-        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     zt_status st = zt_tokenizer_open(&d->tok, r->tokenizer.path);
-    if (!st && (!strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct")))
+    int needs = !strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct");
+    int may = !strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt");
+    if (!st && (needs || may)) {
         st = zt_template_load(&d->tmpl, r->tokenizer.chat_template, r->tokenizer.path);
+        /* preference and prompt data need a template only for message lists: without one they stay text */
+        if (st && may && !strcmp(r->tokenizer.chat_template, "auto")) st = ZT_OK, d->tmpl = NULL;
+    }
     if (st) zt_data_tools_close(d);
     return st;
 }

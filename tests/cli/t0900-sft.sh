@@ -84,6 +84,33 @@ make_tiny small vocab_size=16
 cp tok.model small/tokenizer.model
 expect_exit 2 "tokenizer larger than the model" "has [0-9]+ tokens but the model's vocab_size is 16" "$ZT" sft recipe.toml model.path=small output.dir=r5
 
+# preference pairs (strings and messages) and prompts, as zt rlhf will read them
+$PY - <<'PY'
+import json
+with open("pref.jsonl", "w") as f:
+    f.write(json.dumps({"prompt": "reverse abc", "chosen": "cba", "rejected": "abc"}) + "\n")
+    f.write(json.dumps({"prompt": [{"role": "user", "content": "reverse ab"}], "chosen": "ba", "rejected": "ab"}) + "\n")
+with open("prompts.jsonl", "w") as f:
+    f.write(json.dumps({"prompt": [{"role": "user", "content": "reverse abc"}], "answer": "cba"}) + "\n")
+PY
+expect_ok "preference pairs" "$ZT" data inspect recipe.toml data.train=pref.jsonl data.valid=[] data.format=preference --json --n 10
+$PY - "$TMP/out" <<'PY' && say "ok - two sequences per pair, only the answers trained" || fail "preference: $(cat "$TMP/out")"
+import json, subprocess, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, len(rows)
+def trained(r):
+    ids = [i for i, l in zip(r["input_ids"], r["labels"]) if l != -100]
+    out = subprocess.run(["spm_decode", "--model=tok.model", "--input_format=id"], input=" ".join(map(str, ids)),
+                         capture_output=True, text=True).stdout
+    return out.replace(" ", "").replace("</s>", "").replace("<|im_end|>", "").strip()
+assert [trained(r) for r in rows] == ["cba", "abc", "ba", "ab"], [trained(r) for r in rows]
+assert rows[0]["input_ids"][:-4] == rows[1]["input_ids"][:-4]  # the same prompt on both sides
+PY
+expect_ok "prompts" "$ZT" data inspect recipe.toml data.train=prompts.jsonl data.valid=[] data.format=prompt --json
+$PY -c "import json; r=json.loads(open('$TMP/out').read()); assert set(r['labels']) == {-100}, r" \
+  && say "ok - a prompt has nothing to train" || fail "prompt: $(cat "$TMP/out")"
+expect_exit 2 "preference data in zt sft" "is for zt rlhf" "$ZT" sft recipe.toml data.train=pref.jsonl data.valid=[] data.format=preference output.dir=r6
+
 # a base tokenizer without ChatML's tokens: they are added, the vocabulary grows, and
 # final/ carries the tokens and the template, so generation uses them with no extra flags
 spm_train --input=corpus.txt --model_prefix=base --vocab_size=30 --model_type=char --minloglevel=2 \
