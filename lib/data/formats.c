@@ -7,7 +7,7 @@
 #include "jsonl.h"
 #include "lib/core/log.h"
 
-enum { IGNORE = -100 };
+enum { IGNORE = -100, LINES_PER_BATCH = 8192 };
 
 /* one example being built: its tokens, and what happened to it */
 typedef struct seq {
@@ -314,6 +314,38 @@ static zt_status convert(const zt_format *f, const char *text, size_t len, seq s
     return st;
 }
 
+/* Tokenizes a batch of lines on all threads, then appends the results in file order:
+ * the data set, and the first error, are those of a sequential pass. */
+static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad, int64_t *skipped)
+{
+    seq *out = calloc(2 * (size_t)l->n, sizeof *out); /* two per line: a preference pair */
+    zt_status *res = calloc((size_t)l->n, sizeof *res);
+    char **msg = calloc((size_t)l->n, sizeof *msg);
+    zt_status st = out && res && msg ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l->n);
+    if (!st) {
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int64_t i = 0; i < l->n; i++)
+            if ((res[i] = convert(f, l->text[i], l->len[i], &out[2 * i]))) msg[i] = strdup(zt_errmsg());
+    }
+    for (int64_t i = 0; !st && i < l->n; i++) {
+        if (res[i]) {
+            st = zt_fail(res[i], "%s:%ld: %s", l->paths[l->file[i]], l->lineno[i], msg[i] ? msg[i] : "out of memory");
+            st = zt_jsonl_skip(st, skip_bad, skipped);
+            continue;
+        }
+        if (out[2 * i + 1].n && (out[2 * i].no_targets || out[2 * i + 1].no_targets))
+            out[2 * i].no_targets = out[2 * i + 1].no_targets = 1; /* a pair stays whole or goes */
+        st = emit(f, &out[2 * i]);
+        if (!st && out[2 * i + 1].n) st = emit(f, &out[2 * i + 1]);
+    }
+    for (int64_t i = 0; out && i < 2 * l->n; i++) free(out[i].ids), free(out[i].labels);
+    for (int64_t i = 0; msg && i < l->n; i++) free(msg[i]);
+    free(out);
+    free(res);
+    free(msg);
+    return st;
+}
+
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
     static const char *const known[] = {"text", "chat", "instruct", "preference", "prompt"};
@@ -323,38 +355,10 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
     if ((!strcmp(f->format, "chat") || !strcmp(f->format, "instruct")) && !f->tmpl)
         return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
     zt_jsonl_lines l;
-    zt_status st = zt_jsonl_read_lines(paths, npaths, &l);
-    if (st) return st;
-    seq *out = calloc(2 * (size_t)l.n + 2, sizeof *out); /* two per line: a preference pair */
-    zt_status *res = calloc((size_t)l.n + 1, sizeof *res);
-    char **msg = calloc((size_t)l.n + 1, sizeof *msg);
-    if (!out || !res || !msg) st = zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l.n);
-    if (!st) {
-#pragma omp parallel for schedule(dynamic, 16)
-        for (int64_t i = 0; i < l.n; i++)
-            if ((res[i] = convert(f, l.text[i], l.len[i], &out[2 * i]))) msg[i] = strdup(zt_errmsg());
-    }
     *skipped = 0;
-    for (int64_t i = 0; !st && i < l.n; i++) { /* in file order: the data set and the first error as if sequential */
-        if (!res[i]) {
-            if (out[2 * i + 1].n && (out[2 * i].no_targets || out[2 * i + 1].no_targets))
-                out[2 * i].no_targets = out[2 * i + 1].no_targets = 1; /* a pair stays whole or goes */
-            st = emit(f, &out[2 * i]);
-            if (!st && out[2 * i + 1].n) st = emit(f, &out[2 * i + 1]);
-            continue;
-        }
-        st = zt_fail(res[i], "%s:%ld: %s", paths[l.file[i]], l.lineno[i], msg[i] ? msg[i] : "out of memory");
-        if (st != ZT_EUSER || !skip_bad) break;
-        if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
-        ++*skipped;
-        st = ZT_OK;
-    }
-    for (int64_t i = 0; out && i < 2 * l.n; i++) free(out[i].ids), free(out[i].labels);
-    for (int64_t i = 0; msg && i < l.n; i++) free(msg[i]);
-    free(out);
-    free(res);
-    free(msg);
-    zt_jsonl_lines_free(&l);
+    zt_status st = zt_jsonl_open(&l, paths, npaths);
+    while (!st && !(st = zt_jsonl_next(&l, LINES_PER_BATCH)) && l.n > 0) st = load_batch(f, &l, skip_bad, skipped);
+    zt_jsonl_close(&l);
     if (!st && f->ds->n_examples == 0)
         st = f->no_targets ? zt_fail(ZT_EUSER, "none of the %lld examples has a token to train on (data.train_on = %s)",
                                      (long long)f->no_targets, f->train_on)

@@ -62,8 +62,27 @@ static zt_status push_line(zt_jsonl_lines *l, const char *text, size_t len, int 
     return ZT_OK;
 }
 
-static zt_status read_file_lines(const char *path, int file, zt_jsonl_lines *out)
+zt_status zt_jsonl_open(zt_jsonl_lines *l, char *const *paths, int npaths)
 {
+    memset(l, 0, sizeof *l);
+    if (npaths == 0) return zt_fail(ZT_EUSER, "no data files given");
+    l->paths = paths, l->npaths = npaths;
+    return ZT_OK;
+}
+
+static void clear_batch(zt_jsonl_lines *l)
+{
+    for (int64_t i = 0; i < l->n; i++) free(l->text[i]);
+    l->n = 0;
+}
+
+/* opens the next file when none is open; 0 at the end */
+static zt_status next_file(zt_jsonl_lines *l, int *more)
+{
+    *more = 0;
+    if (l->fp) return *more = 1, ZT_OK;
+    if (l->at == l->npaths) return ZT_OK;
+    const char *path = l->paths[l->at];
     FILE *f = fopen(path, "rb");
     if (!f) return zt_fail(ZT_EUSER, "'%s': cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -71,40 +90,42 @@ static zt_status read_file_lines(const char *path, int file, zt_jsonl_lines *out
         fclose(f);
         return zt_fail(ZT_EUSER, "'%s': is a directory, not a JSONL file", path);
     }
+    l->fp = f, l->line = 0;
+    return *more = 1, ZT_OK;
+}
+
+zt_status zt_jsonl_next(zt_jsonl_lines *l, int64_t max)
+{
+    clear_batch(l);
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
     zt_status st = ZT_OK;
-    while (!st && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
+    int more;
+    while (!st && l->n < max && !(st = next_file(l, &more)) && more) {
+        FILE *f = l->fp;
+        ssize_t len = getline(&line, &cap, f);
+        if (len < 0) {
+            if (ferror(f)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld", l->paths[l->at], l->line);
+            fclose(f);
+            l->fp = NULL, l->at++;
+            continue;
+        }
         char *p = line;
-        if (lineno == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
+        if (++l->line == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
             p += 3;
             len -= 3;
         }
         while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
-        if (!is_blank(p)) st = push_line(out, p, (size_t)len, file, lineno);
+        if (!is_blank(p)) st = push_line(l, p, (size_t)len, l->at, l->line);
     }
-    if (!st && ferror(f)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld: %s", path, lineno, strerror(errno));
     free(line);
-    fclose(f);
     return st;
 }
 
-zt_status zt_jsonl_read_lines(char *const *paths, int npaths, zt_jsonl_lines *out)
+void zt_jsonl_close(zt_jsonl_lines *l)
 {
-    memset(out, 0, sizeof *out);
-    if (npaths == 0) return zt_fail(ZT_EUSER, "no data files given");
-    zt_status st = ZT_OK;
-    for (int i = 0; i < npaths && !st; i++) st = read_file_lines(paths[i], i, out);
-    if (st) zt_jsonl_lines_free(out);
-    return st;
-}
-
-void zt_jsonl_lines_free(zt_jsonl_lines *l)
-{
-    for (int64_t i = 0; i < l->n; i++) free(l->text[i]);
+    clear_batch(l);
+    if (l->fp) fclose(l->fp);
     free(l->text);
     free(l->len);
     free(l->file);
@@ -112,22 +133,27 @@ void zt_jsonl_lines_free(zt_jsonl_lines *l)
     memset(l, 0, sizeof *l);
 }
 
+zt_status zt_jsonl_skip(zt_status st, int skip_bad, int64_t *skipped)
+{
+    if (st != ZT_EUSER || !skip_bad) return st;
+    if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
+    ++*skipped;
+    return ZT_OK;
+}
+
 zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped)
 {
     *skipped = 0;
     zt_jsonl_lines l;
-    zt_status st = zt_jsonl_read_lines(paths, npaths, &l);
-    for (int64_t i = 0; !st && i < l.n; i++) {
-        cJSON *o;
-        if (!(st = zt_jsonl_parse(l.text[i], l.len[i], &o))) st = fn(ctx, o);
-        cJSON_Delete(o);
-        if (!st) continue;
-        st = zt_fail_context(st, "%s:%ld", paths[l.file[i]], l.lineno[i]);
-        if (st != ZT_EUSER || !skip_bad) break;
-        if (*skipped < 10) zt_log_warn("skipping a bad line: %s", zt_errmsg());
-        ++*skipped;
-        st = ZT_OK;
+    zt_status st = zt_jsonl_open(&l, paths, npaths);
+    while (!st && !(st = zt_jsonl_next(&l, 4096)) && l.n > 0) {
+        for (int64_t i = 0; i < l.n && !st; i++) {
+            cJSON *o;
+            if (!(st = zt_jsonl_parse(l.text[i], l.len[i], &o))) st = fn(ctx, o);
+            cJSON_Delete(o);
+            if (st) st = zt_jsonl_skip(zt_fail_context(st, "%s:%ld", paths[l.file[i]], l.lineno[i]), skip_bad, skipped);
+        }
     }
-    zt_jsonl_lines_free(&l);
+    zt_jsonl_close(&l);
     return st;
 }

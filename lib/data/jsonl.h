@@ -16,19 +16,30 @@
 
 typedef zt_status (*zt_jsonl_fn)(void *ctx, const cJSON *obj);
 
-/* Every non-blank line of the files, in order, for callers that work on lines in
- * parallel; zt_jsonl_parse turns one into an object (or a ZT_EUSER message). */
+/* The non-blank lines of the files, in order, a batch at a time (memory stays
+ * bounded), for callers that work on a batch's lines in parallel; zt_jsonl_parse
+ * turns one line into an object (or a ZT_EUSER message). */
 typedef struct zt_jsonl_lines {
     char **text;  /* NUL-terminated, without the newline */
     size_t *len;
     int *file;    /* index into the paths */
     long *lineno; /* 1-based */
     int64_t n, cap;
+    /* where reading stands */
+    char *const *paths;
+    int npaths, at;
+    void *fp;
+    long line;
 } zt_jsonl_lines;
 
-zt_status zt_jsonl_read_lines(char *const *paths, int npaths, zt_jsonl_lines *out);
-void zt_jsonl_lines_free(zt_jsonl_lines *l);
+zt_status zt_jsonl_open(zt_jsonl_lines *l, char *const *paths, int npaths);
+/* Replaces the batch with the next up to max lines; l->n == 0 at the end. */
+zt_status zt_jsonl_next(zt_jsonl_lines *l, int64_t max);
+void zt_jsonl_close(zt_jsonl_lines *l);
 zt_status zt_jsonl_parse(const char *text, size_t len, cJSON **obj);
+/* After a line's error (message already naming path:line): with skip_bad a ZT_EUSER
+ * is counted in *skipped (the first ten logged) and ZT_OK returned; else st. */
+zt_status zt_jsonl_skip(zt_status st, int skip_bad, int64_t *skipped);
 
 zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped);
 
