@@ -86,6 +86,15 @@ $(BUILD)/.flags: FORCE
 	@echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LDLIBS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LDFLAGS) $(LDLIBS)' > $@
 FORCE:
 
+# The git commit, for zt version, zt env and run.json: those objects rebuild when it changes.
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/.commit: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(COMMIT)' | cmp -s - $@ || echo '$(COMMIT)' > $@
+VERSIONED := $(BUILD)/cmd/version.o $(BUILD)/cmd/env.o $(BUILD)/lib/train/rundir.o
+$(VERSIONED): $(BUILD)/.commit
+$(VERSIONED): CFLAGS += -DZT_COMMIT='"$(COMMIT)"'
+
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
