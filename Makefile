@@ -43,6 +43,11 @@ mark = $(if $(1),✓,✗)
 REPORT := OpenBLAS ✓  cJSON ✓  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
           libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  CUDA $(call mark,$(HAVE_CUDA))
 
+ifeq ($(HAVE_MPI),1)
+CFLAGS += -DZT_HAVE_MPI $(shell pkg-config --cflags ompi-c)
+LDLIBS += $(shell pkg-config --libs ompi-c)
+endif
+
 ifeq ($(HAVE_SPM),1)
 CFLAGS += -DZT_HAVE_SPM
 LDLIBS += $(shell pkg-config --libs sentencepiece) -lstdc++
@@ -50,9 +55,11 @@ endif
 CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
 
 # --- sources --------------------------------------------------------------------------
-# tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it
+# tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it;
+# likewise lib/comm/*_mpi.c and *_nompi.c for Open MPI
 SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
-LIB_SRC   := $(sort $(wildcard lib/*/*.c kernels/cpu/*.c) $(filter-out %_nospm.c,$(wildcard tokenizers/*.c)))
+MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
+LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c,$(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC))
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
