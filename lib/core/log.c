@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 static FILE *mirror;
+static int log_rank; /* 0, or this process's rank when it is not the first */
+
+void zt_log_set_rank(int rank) { log_rank = rank; }
 static char status[512]; /* the status line shown on a terminal, "" when none */
 
 int zt_log_status(const char *line)
@@ -33,7 +36,10 @@ static zt_log_level current_level(void)
     return (zt_log_level)level;
 }
 
-int zt_log_enabled(zt_log_level level) { return level <= current_level(); }
+int zt_log_enabled(zt_log_level level)
+{
+    return level <= current_level() && (!log_rank || level <= ZT_LOG_WARN);
+}
 
 void zt_log_set_mirror(FILE *f) { mirror = f; }
 
@@ -48,7 +54,8 @@ void zt_log(zt_log_level level, const char *fmt, ...)
     va_end(ap);
     if (zt_log_enabled(level)) {
         if (status[0]) fprintf(stderr, "\r\033[K"); /* the log line replaces the status line... */
-        fprintf(stderr, "%s%s\n", prefix[level], line);
+        if (log_rank) fprintf(stderr, "%srank %d: %s\n", prefix[level], log_rank, line);
+        else fprintf(stderr, "%s%s\n", prefix[level], line);
         if (status[0]) fprintf(stderr, "%s", status); /* ...which is drawn again below it */
         fflush(stderr);
     }

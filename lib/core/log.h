@@ -16,6 +16,8 @@ typedef enum { ZT_LOG_ERROR, ZT_LOG_WARN, ZT_LOG_INFO, ZT_LOG_DEBUG } zt_log_lev
 void zt_log(zt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zt_log_set_mirror(FILE *f); /* NULL to stop mirroring */
 int zt_log_enabled(zt_log_level level);
+/* In a job of several ranks: rank R > 0 prints only warnings and errors, prefixed "rank R: ". */
+void zt_log_set_rank(int rank);
 /* Draws (or with NULL clears) the status line when stderr is a terminal; 0 elsewhere. */
 int zt_log_status(const char *line);
 

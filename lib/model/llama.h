@@ -67,6 +67,10 @@ typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
 } zt_llama_layer_acts;
 
+/* Elements allocated past numel in params and grads (zeros): ZeRO pads the flat
+ * buffers to a multiple of the world size, which is at most this. */
+#define ZT_LLAMA_PAD 65536
+
 typedef struct zt_llama {
     zt_llama_config cfg;
     zt_backend *be;
@@ -96,6 +100,9 @@ zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, z
 /* Sizes and layout only, nothing allocated (for memory estimates); zt_llama_free is not needed. */
 zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
 void zt_llama_free(zt_llama *m);
+/* The named tensors of config c (what zt_llama_init puts in m->tensors) without the
+ * parameter arrays, for reading a checkpoint layer by layer; free(*tensors). */
+zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n);
 const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name);
 /* Parameters used in matrix products (LM head included, embedding lookup excluded). */
 size_t zt_llama_matmul_params(const zt_llama *m);

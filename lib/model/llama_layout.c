@@ -87,13 +87,31 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
     return ZT_OK;
 }
 
+/* room for the most tensors a layer (13 with every bias) and the rest can have */
+static zt_llama_tensor *alloc_tensors(const zt_llama *m)
+{
+    return calloc((size_t)m->L * 13 + 4, sizeof(zt_llama_tensor));
+}
+
+zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n)
+{
+    zt_llama m;
+    zt_status st = zt_llama_shape(&m, c, zt_backend_cpu(), ZT_F32);
+    if (st) return st;
+    if (!(m.tensors = alloc_tensors(&m))) return zt_fail(ZT_ENOMEM, "out of memory for the tensor table");
+    name_tensors(&m);
+    *tensors = m.tensors, *n = m.n_tensors;
+    return ZT_OK;
+}
+
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
 {
     zt_status st = zt_llama_shape(m, c, be, dtype);
     if (st) return st;
-    m->tensors = calloc((size_t)m->L * 13 + 4, sizeof *m->tensors);
-    m->params = be->alloc(be, m->numel * sizeof(zt_real));
-    m->grads = be->alloc(be, m->numel * sizeof(zt_real));
+    m->tensors = alloc_tensors(m);
+    /* room past the end so that ZeRO's equal shards (numel rounded up to the world size) fit */
+    m->params = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    m->grads = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     if (m->dtype_bf16) m->params16 = be->alloc(be, m->numel * sizeof(uint16_t));
     if (!m->tensors || !m->params || !m->grads || (m->dtype_bf16 && !m->params16)) {
         size_t numel = m->numel;

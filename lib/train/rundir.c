@@ -82,17 +82,46 @@ zt_status zt_rundir_check(const char *dir, int overwrite)
     return ZT_OK;
 }
 
-zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int argc, char **argv)
+/* Keeps the rows of metrics.jsonl up to step (a resumed run reads as one run). */
+static zt_status truncate_metrics(const char *path, long step)
+{
+    char *text;
+    size_t len;
+    if (!zt_path_exists(path)) return ZT_OK;
+    zt_status st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    zt_atomic_file a;
+    if ((st = zt_atomic_open(&a, path))) {
+        free(text);
+        return st;
+    }
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        cJSON *row = cJSON_Parse(line);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "step");
+        if (cJSON_IsNumber(s) && s->valuedouble <= step) fprintf(a.f, "%s\n", line);
+        cJSON_Delete(row);
+    }
+    free(text);
+    return zt_atomic_commit(&a);
+}
+
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int world, long resume_step,
+                         int argc, char **argv)
 {
     memset(rd, 0, sizeof *rd);
-    zt_status st = zt_rundir_check(dir, overwrite);
+    zt_status st = resume_step >= 0 ? ZT_OK : zt_rundir_check(dir, overwrite);
     if (st) return st;
     snprintf(rd->dir, sizeof rd->dir, "%s", dir);
     st = zt_mkdir_p(dir);
-    if (!st && overwrite) st = clear_run_files(rd);
+    if (!st && overwrite && resume_step < 0) st = clear_run_files(rd);
+    char path[4096 + 64];
+    if (!st && resume_step >= 0 && !(st = zt_rundir_path(rd, path, sizeof path, "metrics.jsonl")))
+        st = truncate_metrics(path, resume_step);
     if (st) return st;
 
-    char path[4096 + 64], now[32], host[256] = "";
+    char now[32], host[256] = "";
     iso_time(now, sizeof now);
     gethostname(host, sizeof host - 1);
     rd->run = cJSON_CreateObject();
@@ -102,14 +131,15 @@ zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tens
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cmd, cJSON_CreateString(argv[i]));
     cJSON *hosts = cJSON_AddArrayToObject(rd->run, "hosts");
     cJSON_AddItemToArray(hosts, cJSON_CreateString(host));
-    cJSON_AddNumberToObject(rd->run, "world_size", 1);
+    cJSON_AddNumberToObject(rd->run, "world_size", world);
+    if (resume_step >= 0) cJSON_AddNumberToObject(rd->run, "resumed_from_step", resume_step);
     cJSON_AddStringToObject(rd->run, "start_time", now);
     if ((st = zt_rundir_path(rd, path, sizeof path, "run.json")) || (st = zt_json_write(path, rd->run))) return st;
 
     if ((st = zt_rundir_path(rd, path, sizeof path, "metrics.jsonl"))) return st;
-    rd->metrics = fopen(path, "w");
+    rd->metrics = fopen(path, resume_step >= 0 ? "a" : "w");
     if ((st = zt_rundir_path(rd, path, sizeof path, "train.log"))) return st;
-    rd->log = fopen(path, "w");
+    rd->log = fopen(path, resume_step >= 0 ? "a" : "w");
     if (!rd->metrics || !rd->log) return zt_fail(ZT_EIO, "cannot create files in '%s'", dir);
     zt_log_set_mirror(rd->log);
     return tensorboard ? zt_tfevents_open(&rd->tb, dir) : ZT_OK;

@@ -26,8 +26,10 @@ typedef struct zt_rundir {
 zt_status zt_rundir_check(const char *dir, int overwrite);
 /* Creates dir (a non-empty one only with overwrite, whose run files are then
  * replaced), writes run.json, starts mirroring the log into train.log and, with
- * tensorboard, an events file. */
-zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int argc, char **argv);
+ * tensorboard, an events file. resume_step >= 0 continues a run instead: its files
+ * are kept, metrics.jsonl loses the rows after that step and is appended to. */
+zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tensorboard, int world, long resume_step,
+                         int argc, char **argv);
 /* path of a file inside the run directory */
 zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *name);
 /* Appends one row to metrics.jsonl (non-finite numbers become null) and its numbers

@@ -6,11 +6,15 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <signal.h>
+
+#include "lib/ckpt/state.h"
 #include "lib/core/arena.h"
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/data/batch.h"
 #include "lib/data/formats.h"
+#include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
 #include "lib/optim/schedule.h"
@@ -24,12 +28,16 @@ typedef struct trainer {
     zt_data_tools tools;
     zt_loader loader;
     zt_batch *micro; /* gradient_accumulation_steps batches of one step */
-    float *adam_m, *adam_v;
+    zt_comm *comm;   /* NULL for a single process */
+    zt_zero zero;
+    int lead;        /* rank 0: prints and writes the run files */
+    float *adam_m, *adam_v; /* AdamW state for params[zero.lo, zero.hi) */
     zt_schedule sched;
     zt_rundir rd;
-    long total_steps;
+    long total_steps, start_step; /* start_step > 1 when resuming */
     double t_start, flops_per_token;
     int64_t tokens_seen;
+    char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
 } trainer;
 
 static double now_s(void)
@@ -38,6 +46,101 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+static volatile sig_atomic_t stop_requested; /* SIGTERM: checkpoint and exit 0 (Slurm preemption) */
+static void on_sigterm(int sig) { stop_requested = 1; }
+
+/* The keys that define what a step trains on, with the global batch. */
+static uint64_t data_hash(const trainer *t)
+{
+    const zt_recipe *r = t->r;
+    uint64_t global = (uint64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps * t->zero.world;
+    return zt_recipe_data_hash(r) ^ (global * 0x9e3779b97f4a7c15ull);
+}
+
+/* train.resume: auto → the newest complete checkpoint of output.dir (if any), a path → that one */
+static zt_status find_resume(trainer *t)
+{
+    const zt_recipe *r = t->r;
+    t->resume_from[0] = 0;
+    if (!strcmp(r->train.resume, "never")) return ZT_OK;
+    if (strcmp(r->train.resume, "auto")) {
+        if (!zt_state_is_done(r->train.resume))
+            return zt_fail(ZT_EUSER, "train.resume: '%s' is not a complete checkpoint (no DONE marker)", r->train.resume);
+        snprintf(t->resume_from, sizeof t->resume_from, "%s", r->train.resume);
+        return ZT_OK;
+    }
+    int found;
+    zt_status st = zt_state_latest(r->output.dir, t->resume_from, sizeof t->resume_from, &found);
+    if (!found) t->resume_from[0] = 0;
+    return st;
+}
+
+/* Restores weights, AdamW state for [zero.lo, zero.hi), the data cursor and the step. */
+static zt_status restore(trainer *t)
+{
+    const zt_recipe *r = t->r;
+    zt_trainer_state s;
+    zt_status st = zt_state_read_json(t->resume_from, &s);
+    if (st) return st;
+    if (s.numel != t->m.numel)
+        return zt_fail(ZT_EUSER, "checkpoint '%s' holds %zu parameters but the model has %zu", t->resume_from, s.numel,
+                       t->m.numel);
+    if (s.data_hash != data_hash(t) && !r->train.resume_force)
+        return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
+                                 "train.seed or the global batch); set train.resume_force = true to resume anyway",
+                       t->resume_from);
+    size_t lo = t->zero.lo, hi = t->zero.hi;
+    if ((st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL)) ||
+        (st = zt_state_read_range(t->resume_from, s.numel, lo, hi - lo, NULL, t->adam_m, t->adam_v)) ||
+        (st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row})))
+        return st;
+    zt_llama_sync_params16(&t->m);
+    t->start_step = s.step + 1;
+    t->tokens_seen = (int64_t)s.tokens_seen;
+    zt_log_info("resuming from '%s' after step %ld (saved by %d rank(s) at ZeRO stage %d)", t->resume_from, s.step,
+                s.world, s.zero_stage);
+    return ZT_OK;
+}
+
+/* Every rank agrees on failure: a rank's error becomes everyone's. */
+static zt_status agree(trainer *t, zt_status st, const char *what)
+{
+    double bad = st != ZT_OK;
+    zt_status cst = zt_zero_sum(&t->zero, &bad, 1);
+    if (cst) return cst;
+    if (st) return st;
+    return bad > 0 ? zt_fail(ZT_EIO, "%s failed on another rank", what) : ZT_OK;
+}
+
+/* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer
+ * state, model files and DONE from rank 0 once every shard is durable. */
+static zt_status save_checkpoint(trainer *t, long step)
+{
+    const zt_recipe *r = t->r;
+    char dir[4096];
+    zt_status st = t->lead ? zt_state_dir(r->output.dir, step, dir, sizeof dir) : ZT_OK;
+    if ((st = agree(t, st, "creating the checkpoint directory"))) return st;
+    if (!t->lead) snprintf(dir, sizeof dir, "%s/checkpoints/step-%06ld", r->output.dir, step);
+    size_t off, count;
+    zt_state_slice(t->m.numel, t->zero.world, t->zero.rank, &off, &count);
+    float *mm = t->adam_m + (off - t->zero.lo), *vv = t->adam_v + (off - t->zero.lo); /* the slice of our state */
+    st = zt_state_write_shard(dir, t->zero.rank, t->zero.world, t->m.numel, t->m.params + off, mm, vv);
+    if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
+    zt_loader_state ls = zt_loader_get_state(&t->loader);
+    zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
+                          .world = t->zero.world, .zero_stage = t->zero.stage, .numel = t->m.numel,
+                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = now_s() - t->t_start};
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    if ((st = zt_state_write_json(dir, &s)) || (st = zt_state_copy_model_files(dir, r->model.path)) ||
+        (st = zt_llama_config_save(&t->m.cfg, cfg, "float32")) || (st = zt_vocab_save(&t->tools, r->tokenizer.path, dir)) ||
+        (st = zt_state_mark_done(dir)) || (st = zt_state_rotate(r->output.dir, r->train.save_total_limit)))
+        return st;
+    zt_log_info("checkpoint of step %ld written to '%s'", step, dir);
+    return ZT_OK;
+}
+
 
 static zt_status plan_steps(trainer *t)
 {
@@ -68,18 +171,24 @@ static zt_status setup(trainer *t, int argc, char **argv)
     char path[4096 + 64];
     if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
-    if ((st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
+    if ((st = find_resume(t))) return st;
+    if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
+    if ((st = zt_zero_init(&t->zero, t->comm, r->zero.stage, t->m.numel))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
         (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
         return st;
-    if ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard, argc, argv))) return st;
-    if ((st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
-        (st = zt_recipe_write_resolved(r, path)))
+    zt_trainer_state prev = {.step = -1};
+    if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
+    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard,
+                                         t->zero.world, prev.step, argc, argv)) ||
+                    (st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
+                    (st = zt_recipe_write_resolved(r, path))))
         return st;
     int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
     if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
-    if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed, 0, 1)))
+    if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed,
+                             t->zero.rank, t->zero.world)))
         return st;
     if ((st = plan_steps(t))) return st;
     long warmup = r->train.warmup_steps;
@@ -87,61 +196,86 @@ static zt_status setup(trainer *t, int argc, char **argv)
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
     t->micro = calloc(A, sizeof *t->micro);
-    t->adam_m = zt_calloc_aligned(t->m.numel * sizeof(float));
-    t->adam_v = zt_calloc_aligned(t->m.numel * sizeof(float));
+    t->adam_m = zt_calloc_aligned((t->zero.hi - t->zero.lo + 1) * sizeof(float));
+    t->adam_v = zt_calloc_aligned((t->zero.hi - t->zero.lo + 1) * sizeof(float));
     if (!t->micro || !t->adam_m || !t->adam_v) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
     for (int i = 0; i < A; i++)
         if ((st = zt_batch_alloc(&t->micro[i], B, T))) return st;
+    t->start_step = 1;
+    if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
     zt_loader_stats ls = zt_loader_get_stats(&t->loader);
     zt_log_info("model '%s': %zu parameters, %d layers, dtype %s; data: %lld examples, %lld rows of %d per epoch "
-                "(%.1f%% padding); %ld steps of %d×%d×%d tokens",
+                "(%.1f%% padding); %ld steps of %d×%d×%d tokens on %d rank(s), ZeRO stage %d",
                 r->model.path, t->m.numel, t->m.L, r->model.dtype, (long long)ls.examples, (long long)ls.rows, T,
-                100 * ls.padding_fraction, t->total_steps, A, B, T);
+                100 * ls.padding_fraction, t->total_steps, A, B, T, t->zero.world, t->zero.stage);
     return ZT_OK;
 }
 
 /* One optimizer step; returns the mean loss over its target tokens. */
+/* AdamW on params[zero.lo, zero.hi): the parts of each tensor in that range */
+static void optimizer_step(trainer *t, long step, float coef)
+{
+    const zt_recipe *r = t->r;
+    zt_llama *m = &t->m;
+    size_t lo = t->zero.lo, hi = t->zero.hi;
+    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
+                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
+    for (int i = 0; i < m->n_tensors; i++) {
+        const zt_llama_tensor *tt = &m->tensors[i];
+        size_t a = tt->offset, b = a + (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
+        a = a > lo ? a : lo, b = b < hi ? b : hi;
+        if (a >= b) continue;
+        zt_adamw_update(&h, m->params + a, m->grads + a, t->adam_m + (a - lo), t->adam_v + (a - lo), b - a, coef,
+                        tt->decay, m->params16 && !t->comm ? m->params16 + a : NULL);
+    }
+}
+
 static zt_status train_step(trainer *t, long step, double *loss_out, float *gnorm_out, int64_t *ntok_out)
 {
     const zt_recipe *r = t->r;
     zt_llama *m = &t->m;
     int A = r->train.gradient_accumulation_steps;
-    int64_t n_targets = 0;
+    double sums[2] = {0, 0}; /* target tokens, then the loss: over all ranks and micro-batches */
+    zt_status st;
     for (int i = 0; i < A; i++) {
-        zt_status st = zt_loader_next(&t->loader, &t->micro[i]);
-        if (st) return st;
-        n_targets += t->micro[i].n_targets;
+        if ((st = zt_loader_next(&t->loader, &t->micro[i]))) return st;
+        sums[0] += (double)t->micro[i].n_targets;
     }
+    if ((st = zt_zero_sum(&t->zero, sums, 1))) return st;
     memset(m->grads, 0, m->numel * sizeof(float));
-    double loss = 0;
-    /* the loss of a step is a mean over all its target tokens, not over micro-batches */
-    float scale = n_targets ? 1.0f / (float)n_targets : 0.0f;
+    /* the loss of a step is a mean over all its target tokens, not over micro-batches or ranks */
+    float scale = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
     for (int i = 0; i < A; i++)
-        zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &loss);
-    float norm;
-    float coef = zt_clip_coef(zt_sumsq(m->grads, m->numel), (float)r->train.max_grad_norm, &norm);
-    if (!isfinite(norm) || !isfinite(loss))
+        zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &sums[1]);
+    double sumsq;
+    if ((st = zt_zero_sum(&t->zero, &sums[1], 1)) || (st = zt_zero_reduce_grads(&t->zero, m->grads)) ||
+        (st = zt_zero_grad_sumsq(&t->zero, m->grads, &sumsq)))
+        return st;
+    float norm, coef = zt_clip_coef(sumsq, (float)r->train.max_grad_norm, &norm);
+    if (!isfinite(norm) || !isfinite(sums[1]))
         return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
-                       loss, norm);
-    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
-                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
-    for (int i = 0; i < m->n_tensors; i++) {
-        const zt_llama_tensor *tt = &m->tensors[i];
-        size_t off = tt->offset, n = (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
-        zt_adamw_update(&h, m->params + off, m->grads + off, t->adam_m + off, t->adam_v + off, n, coef, tt->decay,
-                        m->params16 ? m->params16 + off : NULL);
-    }
-    *loss_out = n_targets ? loss / n_targets : 0;
+                       sums[1], norm);
+    optimizer_step(t, step, coef);
+    if ((st = zt_zero_gather_params(&t->zero, m->params))) return st;
+    if (t->comm) zt_llama_sync_params16(m); /* one process: AdamW wrote the bf16 copy already */
+    *loss_out = sums[0] > 0 ? sums[1] / sums[0] : 0;
     *gnorm_out = norm;
-    *ntok_out = n_targets;
+    *ntok_out = (int64_t)sums[0];
     return ZT_OK;
 }
 
 static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64_t ntok, double lr, double dt,
                           int64_t input_tokens)
 {
-    double tps = input_tokens / dt, elapsed = now_s() - t->t_start;
+    uint64_t bytes[ZT_COMM_NPURPOSE][2] = {{0}};
+    if (t->comm) { /* a collective: every rank takes part, only the lead writes */
+        zt_status st = zt_comm_bytes_total(t->comm, bytes);
+        zt_comm_bytes_reset(t->comm);
+        if (st) return st;
+    }
+    if (!t->lead) return ZT_OK;
+    double tps = input_tokens * (double)t->zero.world / dt, elapsed = now_s() - t->t_start;
     zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
                 step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, elapsed);
     cJSON *row = cJSON_CreateObject();
@@ -152,11 +286,16 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     cJSON_AddNumberToObject(row, "tokens", (double)ntok);
     zt_json_number(row, "tokens_per_s", tps);
     zt_json_number(row, "elapsed_s", elapsed);
-    static const char *zero_fields[] = {"comm_bytes_intra", "comm_bytes_inter", "comm_bytes_fwd_gather",
-                                        "comm_bytes_bwd_gather", "comm_bytes_grad_reduce", "io_read_bytes",
-                                        "io_write_bytes"};
-    for (size_t i = 0; i < sizeof zero_fields / sizeof zero_fields[0]; i++)
-        cJSON_AddNumberToObject(row, zero_fields[i], 0);
+    uint64_t intra = 0, inter = 0;
+    for (int p = 0; p < ZT_COMM_NPURPOSE; p++) intra += bytes[p][0], inter += bytes[p][1];
+    cJSON_AddNumberToObject(row, "comm_bytes_intra", (double)intra);
+    cJSON_AddNumberToObject(row, "comm_bytes_inter", (double)inter);
+    cJSON_AddNumberToObject(row, "comm_bytes_fwd_gather", (double)(bytes[ZT_COMM_FWD_GATHER][0] + bytes[ZT_COMM_FWD_GATHER][1]));
+    cJSON_AddNumberToObject(row, "comm_bytes_bwd_gather", (double)(bytes[ZT_COMM_BWD_GATHER][0] + bytes[ZT_COMM_BWD_GATHER][1]));
+    cJSON_AddNumberToObject(row, "comm_bytes_grad_reduce",
+                            (double)(bytes[ZT_COMM_GRAD_REDUCE][0] + bytes[ZT_COMM_GRAD_REDUCE][1]));
+    cJSON_AddNumberToObject(row, "io_read_bytes", 0);
+    cJSON_AddNumberToObject(row, "io_write_bytes", 0);
     return zt_rundir_metrics(&t->rd, row);
 }
 
@@ -182,7 +321,7 @@ static zt_status eval_valid(trainer *t, long step)
 {
     zt_eval_result e;
     zt_status st = zt_eval_dataset(&t->m, &t->valid, t->r, &e);
-    if (st) return st;
+    if (st || !t->lead) return st;
     zt_log_info("step %ld | valid loss %.4f | %lld tokens", step, e.loss, (long long)e.tokens);
     cJSON *row = cJSON_CreateObject();
     cJSON_AddNumberToObject(row, "step", step);
@@ -243,23 +382,44 @@ static void teardown(trainer *t)
     zt_dataset_free(&t->valid);
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
+    zt_zero_free(&t->zero);
+}
+
+/* A job started by mpirun or srun (one rank among several) gets a communicator; a
+ * plain process trains alone without initialising MPI at all. */
+static zt_status open_comm(trainer *t, const zt_recipe *r)
+{
+    static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
+    int in_job = 0;
+    for (int i = 0; i < 3; i++) in_job |= getenv(launched[i]) != NULL;
+    t->lead = 1;
+    if (!in_job) return ZT_OK;
+    zt_status st = zt_comm_init(&t->comm, NULL, NULL, r->train.collective_timeout_s);
+    if (st) return st;
+    t->lead = zt_comm_rank(t->comm) == 0;
+    if (!t->lead) zt_log_set_rank(zt_comm_rank(t->comm));
+    return ZT_OK;
 }
 
 zt_status zt_train(const zt_recipe *r, int argc, char **argv)
 {
     trainer t = {.r = r};
-    zt_status st = setup(&t, argc, argv);
+    zt_status st = open_comm(&t, r);
+    if (!st) st = setup(&t, argc, argv);
     t.t_start = now_s();
     double loss = 0, t_log = now_s(), loss_log = 0;
     int64_t tokens_log = 0, input_log = 0, input_per_step = (int64_t)r->train.micro_batch_size *
                                                              r->data.max_length * r->train.gradient_accumulation_steps;
-    long step;
-    for (step = 1; !st && step <= t.total_steps; step++) {
+    long step = 1;
+    if (!st) step = t.start_step;
+    signal(SIGTERM, on_sigterm);
+    int preempted = 0;
+    for (; !st && step <= t.total_steps; step++) {
         float gnorm = 0;
         int64_t ntok = 0;
         double t_step = now_s();
         if ((st = train_step(&t, step, &loss, &gnorm, &ntok))) break;
-        show_progress(&t, step, loss, zt_schedule_lr(&t.sched, step), gnorm, now_s() - t_step, input_per_step);
+        if (t.lead) show_progress(&t, step, loss, zt_schedule_lr(&t.sched, step), gnorm, now_s() - t_step, input_per_step);
         t.tokens_seen += ntok;
         loss_log += loss * ntok, tokens_log += ntok, input_log += input_per_step;
         if (step % r->train.logging_steps == 0 || step == t.total_steps) {
@@ -270,18 +430,27 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         }
         if (!st && t.valid.n_examples && r->train.eval_steps > 0 && step % r->train.eval_steps == 0)
             st = eval_valid(&t, step);
+        double stop = stop_requested; /* every rank stops at the same step */
+        if (!st) st = zt_zero_sum(&t.zero, &stop, 1);
+        if (!st && (stop > 0 || (r->train.save_steps > 0 && step % r->train.save_steps == 0 && step < t.total_steps)))
+            st = save_checkpoint(&t, step);
+        if (!st && stop > 0) {
+            zt_log_warn("stopped by SIGTERM after step %ld; the checkpoint resumes it (train.resume = auto)", step);
+            preempted = 1, step++;
+            break;
+        }
     }
     int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
-    if (!st && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
+    if (!st && !preempted && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
     zt_log_status(NULL);
-    if (!st) st = save_final(&t);
+    if (!st && !preempted && t.lead) st = save_final(&t);
     cJSON *summary = NULL;
     if (t.rd.run) {
         summary = cJSON_CreateObject();
         double elapsed = now_s() - t.t_start;
         cJSON_AddNumberToObject(summary, "steps", step - 1);
         cJSON_AddNumberToObject(summary, "target_tokens", (double)t.tokens_seen);
-        cJSON_AddNumberToObject(summary, "input_tokens", (double)input_per_step * (step - 1));
+        cJSON_AddNumberToObject(summary, "input_tokens", (double)input_per_step * t.zero.world * (step - 1));
         zt_json_number(summary, "final_loss", loss);
         zt_json_number(summary, "time_s", elapsed);
         cJSON_AddNumberToObject(summary, "comm_bytes", 0);
@@ -289,12 +458,13 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
-        cJSON_AddStringToObject(summary, "status", st ? "failed" : "ok");
+        cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }
     if (t.rd.run) {
         zt_status cst = zt_rundir_close(&t.rd, summary);
         if (!st) st = cst;
     }
     teardown(&t);
+    if (t.comm) zt_comm_finalize(t.comm);
     return st;
 }
