@@ -18,6 +18,7 @@
  *
  *     zt_st_writer *w = zt_st_writer_new();
  *     zt_st_writer_add(w, "lm_head.weight", ZT_BF16, shape, 2, logits_w, ZT_F32);
+ *     zt_st_writer_add_fn(w, "model.norm.weight", ZT_BF16, &dim, 1, fill, ctx);  // data on demand
  *     st = zt_st_writer_finish(w, "out/final", 5000000000);  // 5 GB shards
  *     zt_st_writer_free(w);
  */
@@ -75,6 +76,15 @@ zt_st_writer *zt_st_writer_new(void); /* NULL when out of memory */
  * until finish, which converts it to out_dtype in bounded chunks while writing. */
 zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype,
                            const int64_t *shape, int ndim, const void *src, zt_dtype src_dtype);
+
+/* Supplies n elements of a tensor, from element offset on, as fp32 into dst (aligned). */
+typedef zt_status (*zt_st_fill_fn)(void *ctx, float *dst, size_t offset, size_t n);
+
+/* Records a tensor whose data finish asks fill for, in order and in bounded chunks, so
+ * that a model larger than memory can be written (zt export reads checkpoint shards).
+ * A failing fill fails finish with its status and message. */
+zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
+                              zt_st_fill_fn fill, void *ctx);
 
 /* Writes the tensors in insertion order into the existing directory dir: model.safetensors
  * when their bytes fit in max_shard_bytes (0: no limit), else model-0000i-of-0000N.safetensors

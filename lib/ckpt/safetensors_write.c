@@ -24,6 +24,8 @@ typedef struct st_entry {
     int ndim;
     int64_t shape[ZT_ST_MAX_DIMS];
     const void *src;
+    zt_st_fill_fn fill; /* or data on demand, fp32 */
+    void *ctx;
     size_t numel, nbytes; /* nbytes as written (out dtype) */
 } st_entry;
 
@@ -43,25 +45,26 @@ void zt_st_writer_free(zt_st_writer *w)
     free(w);
 }
 
-zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
-                           const void *src, zt_dtype src_dtype)
+/* Checks and appends e (st_entry_init, then its data source set), computing its sizes. */
+static zt_status st_add(zt_st_writer *w, st_entry e)
 {
-    ZT_ASSERT(out_dtype <= ZT_F64 && src_dtype <= ZT_F64);
+    const char *name = e.name;
+    const int64_t *shape = e.shape;
+    int ndim = e.ndim;
+    ZT_ASSERT(e.out <= ZT_F64 && e.src_dtype <= ZT_F64);
     size_t len = strlen(name);
     if (!len || !strcmp(name, "__metadata__") || zt_st_utf8_check((const unsigned char *)name, len) < len)
         return zt_fail(ZT_EUSER, "safetensors: '%s' cannot be a tensor name", name);
-    if (ndim < 0 || ndim > ZT_ST_MAX_DIMS)
-        return zt_fail(ZT_EUSER, "safetensors: tensor '%s': %d dimensions (at most %d)", name, ndim, ZT_ST_MAX_DIMS);
     size_t numel = 1, nbytes, total;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return zt_fail(ZT_EUSER, "safetensors: tensor '%s': negative dimension", name);
         if (__builtin_mul_overflow(numel, (uint64_t)shape[i], &numel))
             return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
     }
-    if (__builtin_mul_overflow(numel, zt_dtype_size(out_dtype), &nbytes) ||
+    if (__builtin_mul_overflow(numel, zt_dtype_size(e.out), &nbytes) ||
         __builtin_add_overflow(w->total, nbytes, &total))
         return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
-    ZT_ASSERT(src || !numel);
+    ZT_ASSERT(e.src || e.fill || !numel);
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->v[i].name, name)) return zt_fail(ZT_EUSER, "safetensors: tensor '%s' added twice", name);
     if (w->n == w->cap) {
@@ -70,14 +73,39 @@ zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype
         if (!v) return zt_fail(ZT_ENOMEM, "out of memory adding tensor '%s'", name);
         w->v = v, w->cap = cap;
     }
-    st_entry *e = &w->v[w->n];
-    *e = (st_entry){.out = out_dtype, .src_dtype = src_dtype, .ndim = ndim, .src = src, .numel = numel,
-                    .nbytes = nbytes, .name = strdup(name)};
-    if (!e->name) return zt_fail(ZT_ENOMEM, "out of memory adding tensor '%s'", name);
-    if (ndim) memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
-    w->n++;
+    e.numel = numel, e.nbytes = nbytes;
+    if (!(e.name = strdup(name))) return zt_fail(ZT_ENOMEM, "out of memory adding tensor '%s'", name);
+    w->v[w->n++] = e;
     w->total = total;
     return ZT_OK;
+}
+
+/* An entry with name and shape; the caller sets the data source. */
+static zt_status st_entry_init(st_entry *e, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim)
+{
+    *e = (st_entry){.name = (char *)name, .out = out_dtype, .src_dtype = ZT_F32, .ndim = ndim};
+    if (ndim < 0 || ndim > ZT_ST_MAX_DIMS)
+        return zt_fail(ZT_EUSER, "safetensors: tensor '%s': %d dimensions (at most %d)", name, ndim, ZT_ST_MAX_DIMS);
+    if (ndim) memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
+    return ZT_OK;
+}
+
+zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
+                           const void *src, zt_dtype src_dtype)
+{
+    st_entry e;
+    zt_status st = st_entry_init(&e, name, out_dtype, shape, ndim);
+    e.src = src, e.src_dtype = src_dtype;
+    return st ? st : st_add(w, e);
+}
+
+zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
+                              zt_st_fill_fn fill, void *ctx)
+{
+    st_entry e;
+    zt_status st = st_entry_init(&e, name, out_dtype, shape, ndim);
+    e.fill = fill, e.ctx = ctx;
+    return st ? st : st_add(w, e);
 }
 
 /* --- one output file: temporary name, then fsync and rename ----------------------------- */
@@ -186,7 +214,27 @@ static char *st_index_json(const zt_st_writer *w, const int *first, int nshards,
 
 /* --- files ---------------------------------------------------------------------------------- */
 
-static zt_status st_write_shard(const zt_st_writer *w, int a, int b, const char *dir, const char *name, void *buf)
+/* Writes entry e's data in chunks of ST_CHUNK elements through buf (ST_CHUNK doubles) and,
+ * for data on demand, fbuf (ST_CHUNK floats). */
+static zt_status st_write_data(st_out *o, const st_entry *e, void *buf, float *fbuf)
+{
+    if (!e->fill && e->out == e->src_dtype) return st_out_write(o, e->src, e->nbytes);
+    size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
+    zt_status st = ZT_OK;
+    for (size_t j = 0; j < e->numel && !st; j += ST_CHUNK) {
+        size_t k = e->numel - j < ST_CHUNK ? e->numel - j : ST_CHUNK;
+        const void *src = fbuf, *out;
+        if (!e->fill) src = (const char *)e->src + j * ss;
+        else if ((st = e->fill(e->ctx, fbuf, j, k))) break;
+        out = src; /* fp32 data on demand written as fp32 */
+        if (e->out != e->src_dtype) zt_st_convert(buf, e->out, src, e->src_dtype, k), out = buf;
+        st = st_out_write(o, out, k * os);
+    }
+    return st;
+}
+
+static zt_status st_write_shard(const zt_st_writer *w, int a, int b, const char *dir, const char *name, void *buf,
+                                float *fbuf)
 {
     st_out o;
     size_t hlen = 0;
@@ -198,19 +246,7 @@ static zt_status st_write_shard(const zt_st_writer *w, int a, int b, const char 
         for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
         if (!(st = st_out_write(&o, len8, 8))) st = st_out_write(&o, header, hlen);
     }
-    for (int i = a; i < b && !st; i++) {
-        const st_entry *e = &w->v[i];
-        if (e->out == e->src_dtype) {
-            st = st_out_write(&o, e->src, e->nbytes);
-            continue;
-        }
-        size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
-        for (size_t j = 0; j < e->numel && !st; j += ST_CHUNK) {
-            size_t k = e->numel - j < ST_CHUNK ? e->numel - j : ST_CHUNK;
-            zt_st_convert(buf, e->out, (const char *)e->src + j * ss, e->src_dtype, k);
-            st = st_out_write(&o, buf, k * os);
-        }
-    }
+    for (int i = a; i < b && !st; i++) st = st_write_data(&o, &w->v[i], buf, fbuf);
     if (!st) st = st_out_commit(&o);
     st_out_free(&o);
     free(header);
@@ -289,8 +325,9 @@ zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max
     int *first = malloc((size_t)(w->n + 2) * sizeof *first), nshards = 0;
     char(*names)[64] = malloc((size_t)(w->n + 1) * sizeof *names);
     void *buf = zt_calloc_aligned(ST_CHUNK * sizeof(double));
+    float *fbuf = zt_calloc_aligned(ST_CHUNK * sizeof(float));
     zt_status st = ZT_OK;
-    if (!first || !names || !buf) {
+    if (!first || !names || !buf || !fbuf) {
         st = zt_fail(ZT_ENOMEM, "out of memory saving to '%s'", dir);
         goto out;
     }
@@ -308,7 +345,7 @@ zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max
     for (int s = 0; s < nshards && !st; s++) {
         if (nshards == 1) snprintf(names[s], sizeof names[s], ST_SINGLE_NAME);
         else st_shard_name(names[s], sizeof names[s], (unsigned long)s + 1, (unsigned long)nshards);
-        st = st_write_shard(w, first[s], first[s + 1], dir, names[s], buf);
+        st = st_write_shard(w, first[s], first[s + 1], dir, names[s], buf, fbuf);
     }
     if (!st && nshards > 1) {
         char *index = st_index_json(w, first, nshards, names);
@@ -322,5 +359,6 @@ out:
     free(first);
     free(names);
     zt_free(buf);
+    zt_free(fbuf);
     return st;
 }

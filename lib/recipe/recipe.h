@@ -171,7 +171,8 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
 zt_status zt_recipe_write_resolved(const zt_recipe *r, const char *path);
 
 /* Hash (FNV-1a 64) of the keys that define the training data and its order
- * (the ZT_RECIPE_DATA keys); the caller adds the world size. */
+ * (the ZT_RECIPE_DATA keys); the caller adds the global batch (micro × accumulation ×
+ * world), which may be split differently on resume. */
 uint64_t zt_recipe_data_hash(const zt_recipe *r);
 
 const zt_recipe_key *zt_recipe_schema(int *n);

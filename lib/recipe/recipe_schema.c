@@ -58,8 +58,8 @@ static const zt_recipe_key schema[] = {
 
     FLT("train", "num_train_epochs", train.num_train_epochs, 0, "1", 0, NOMAX, "passes over the training data; max_steps > 0 takes precedence"),
     I64("train", "max_steps", train.max_steps, 0, "0", 0, NOMAX, "optimizer steps to run; 0: from num_train_epochs"),
-    INT("train", "micro_batch_size", train.micro_batch_size, DATA, "4", 1, IMAX, "sequences per rank per forward/backward pass"),
-    INT("train", "gradient_accumulation_steps", train.gradient_accumulation_steps, DATA, "1", 1, IMAX,
+    INT("train", "micro_batch_size", train.micro_batch_size, 0, "4", 1, IMAX, "sequences per rank per forward/backward pass"),
+    INT("train", "gradient_accumulation_steps", train.gradient_accumulation_steps, 0, "1", 1, IMAX,
         "micro-batches per optimizer step"),
     FLT("train", "learning_rate", train.learning_rate, 0, "2e-5", 0, NOMAX, "peak learning rate"),
     ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, 0, "cosine", "cosine|linear|constant|wsd", NULL,

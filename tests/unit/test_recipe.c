@@ -547,11 +547,12 @@ static void test_data_hash(void)
 {
     uint64_t base = hash_with(NULL);
     CHECK(base == hash_with(NULL));
+    /* the batch split is not part of it: the trainer adds the global batch (micro × accumulation × world) */
     const char *same[] = {"train.learning_rate=1", "output.dir=/elsewhere", "data.cache_dir=/c", "zero.stage=1",
-                          "train.max_steps=9", "offload.optimizer=cpu", "train.resume=never"};
+                          "train.max_steps=9", "offload.optimizer=cpu", "train.resume=never",
+                          "train.micro_batch_size=2", "train.gradient_accumulation_steps=2"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) CHECK_MSG(hash_with(same[i]) == base, "%s", same[i]);
-    const char *differ[] = {"data.train=x.jsonl", "train.seed=1", "train.micro_batch_size=2", "train.gradient_accumulation_steps=2",
-                            "model.path=/m", "tokenizer.chat_template=chatml", "data.max_length=100", "data.shuffle=false",
+    const char *differ[] = {"data.train=x.jsonl", "train.seed=1", "model.path=/m", "tokenizer.chat_template=chatml", "data.max_length=100", "data.shuffle=false",
                             "data.valid_split=0.1", "data.format=text", "data.skip_bad_lines=true", "tokenizer.path=/t"};
     for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++) CHECK_MSG(hash_with(differ[i]) != base, "%s", differ[i]);
 }
