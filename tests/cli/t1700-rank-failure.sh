@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A rank killed with SIGKILL mid-run takes the whole job down within the collective
+# timeout, with a non-zero exit and a message naming the rank.
+. "$(dirname "$0")/lib.sh"
+command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
+export OMP_NUM_THREADS=1
+
+make_tiny model
+$PY -c "
+import json
+with open('data.jsonl', 'w') as f:
+    for i in range(40): f.write(json.dumps({'input_ids': [(i * 5 + j) % 64 for j in range(24)]}) + '\n')
+"
+printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 100000\nmicro_batch_size = 1\ncollective_timeout_s = 10\n[zero]\nstage = 1\n' > recipe.toml
+start=$(date +%s)
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$ZT" pretrain recipe.toml output.dir=run >out 2>err &
+pid=$!
+for i in $(seq 1 50); do [ "$(pgrep -P $pid | wc -l)" -ge 3 ] && [ -s run/metrics.jsonl ] && break; sleep 0.2; done
+victim=$(pgrep -P $pid | sed -n 2p)
+kill -9 "$victim"
+wait $pid; code=$?
+took=$(( $(date +%s) - start ))
+[ "$code" != 0 ] && say "ok - the job failed (exit $code)" || fail "the job exited 0 after a rank was killed"
+[ "$took" -le 30 ] && say "ok - every rank gone after ${took}s" || fail "took ${took}s"
+pgrep -f "output.dir=run" >/dev/null && fail "ranks still running" || say "ok - no rank left"
+grep -qiE "rank [0-9]|process rank" err && say "ok - the message names the rank: $(grep -iE 'rank [0-9]|process rank' err | head -1)" \
+  || { fail "no rank named"; cat err >&2; }
+done_testing
