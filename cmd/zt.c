@@ -22,6 +22,8 @@ static const struct command {
     {"eval", cmd_eval, "loss and perplexity of a model on the recipe's data (one JSON line)"},
     {"data", cmd_data, "data inspect: the first examples or packed rows as the trainer sees them"},
     {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},
+    {"export", cmd_export, "write a Hugging Face model directory from a run or checkpoint"},
+    {"launch", cmd_launch, "start a multi-process job (Open MPI, ssh, Slurm)"},
     {"validate", cmd_validate, "check a recipe; print it resolved, with a memory estimate per rank"},
     {"init", cmd_init, "write a randomly initialised model in Hugging Face format"},
     {"env", cmd_env, "versions, backends, CPU features"},

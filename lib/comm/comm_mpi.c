@@ -525,21 +525,27 @@ static zt_status setup(zt_comm *c, double timeout_s)
     MPI_Comm_rank(c->world.comm, &c->base.rank);
     c->base.chunk = ZT_COMM_CHUNK_DEFAULT;
     int rpn = 1, size = c->base.size, rank = c->base.rank;
-    zt_status st = topology(c, &rpn);
+    zt_status st = watchdog_start(c, timeout_s);
+    if (st) return st;
+    watch(c, "comm init");
+    st = topology(c, &rpn);
+    unwatch(c);
     if (st) return st;
     c->base.ranks_per_node = rpn;
     c->world.size = size, c->world.me = rank;
     if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
     for (int q = 0; q < size; q++) c->world.node[q] = q / rpn;
-    if ((st = group_split(c, &c->intra, rank / rpn, rank / rpn, 0))) return st;
-    if ((st = group_split(c, &c->inter, rank % rpn, 0, 1))) return st;
+    watch(c, "comm init");
+    if (!(st = group_split(c, &c->intra, rank / rpn, rank / rpn, 0))) st = group_split(c, &c->inter, rank % rpn, 0, 1);
+    unwatch(c);
+    if (st) return st;
     ZT_ASSERT(c->intra.size == rpn && c->inter.size == size / rpn);
     c->xs = calloc((size_t)size, sizeof *c->xs);
     c->xr = calloc((size_t)size, sizeof *c->xr);
     c->xs_len = calloc((size_t)size, sizeof *c->xs_len);
     c->xr_len = calloc((size_t)size, sizeof *c->xr_len);
     if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
-    return watchdog_start(c, timeout_s);
+    return ZT_OK;
 }
 
 zt_status zt_comm_init(zt_comm **out, int *argc, char ***argv, double timeout_s)

@@ -23,7 +23,7 @@ static int name_cmp(const char *entry, const char *name, size_t len)
     return c ? c : entry[len] != 0;
 }
 
-/* name is name_len bytes of a longer string; value NULL means inherit */
+/* the name is the first name_len bytes of name; value NULL means inherit */
 static zt_status env_put(zt_launch_env *e, const char *name, size_t name_len, const char *value)
 {
     int at = 0;

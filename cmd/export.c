@@ -1,0 +1,42 @@
+/* zt export: a Hugging Face model directory from a run or a training checkpoint. */
+#include <stdio.h>
+
+#include "commands.h"
+#include "lib/ckpt/export.h"
+#include "lib/core/log.h"
+#include "options.h"
+
+int cmd_export(int argc, char **argv)
+{
+    const char *out = NULL, *dtype = NULL, *shard = "5GB";
+    unsigned long long max_shard;
+    zt_usage u = {"zt export", "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]",
+                  "Write a Hugging Face model directory (config.json, model.safetensors or shards with an\n"
+                  "index, tokenizer files, generation_config.json). A run directory exports its newest\n"
+                  "complete checkpoint, or its final/ when it has none; a checkpoint directory exports\n"
+                  "that one. Tensors are written one at a time: the model never has to fit in memory."};
+    zt_option opts[] = {
+        {"out", 'S', &out, "DIR", "output directory", 0, 0},
+        {"dtype", 'S', &dtype, "TYPE", "bf16 or fp32 (default: the source config.json's torch_dtype)", 0, 0},
+        {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
+        {0},
+    };
+    if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
+    if (argc != 2 || !out) {
+        fprintf(stderr, "zt: error: zt export: needs RUN_OR_CHECKPOINT_DIR and --out DIR (see 'zt export --help')\n");
+        return 2;
+    }
+    if (zt_parse_size(shard, &max_shard) || max_shard == 0) {
+        fprintf(stderr, "zt: error: zt export: --max-shard-size '%s' is not a size like 500MB or 5GB\n", shard);
+        return 2;
+    }
+    zt_export_info info;
+    zt_status st = zt_export(argv[1], out, dtype, (size_t)max_shard, &info);
+    if (st) return cmd_fail(st);
+    if (info.step >= 0)
+        zt_log_info("exported step %ld from '%s' (%zu parameters, %s) to '%s'", info.step, info.source, info.numel,
+                    info.dtype, out);
+    else
+        zt_log_info("exported '%s' (%zu parameters, %s) to '%s'", info.source, info.numel, info.dtype, out);
+    return 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# zt launch across a real network: two "hosts" made of network namespaces on this
+# machine, joined by a veth pair in a private /24. zt launch --launcher ssh runs in
+# the first namespace with an `ip netns exec` script as the remote shell, so Open
+# MPI's daemons and ranks start in both; Open MPI talks TCP over the veth only.
+# Checks: each rank runs in the namespace its hostfile line says, an MPI_Allreduce
+# across the link gives the right sum, and --include with a slot list places ranks
+# and devices per host. docs/launch.md describes the testbed.
+# Needs root and network namespaces; skips (exit 0) with a message where they are not allowed.
+. "$(dirname "$0")/lib.sh"
+
+skip() { say "skip: $*"; exit 0; }
+command -v mpirun >/dev/null || skip "mpirun (Open MPI) is not installed"
+command -v mpicc >/dev/null || skip "mpicc (libopenmpi-dev) is not installed"
+command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+
+# names unique to this run, so concurrent runs do not meet
+A=zt-ha$$ B=zt-hb$$ VA=zt$$a VB=zt$$b MARK="# zt-t1300-$$"
+cleanup() {
+  ip netns delete "$A" 2>/dev/null
+  ip netns delete "$B" 2>/dev/null  # deleting a namespace deletes its veth end, and the pair with it
+  if grep -q -- "$MARK" /etc/hosts; then
+    grep -v -- "$MARK" /etc/hosts > "$TMP/hosts" && cat "$TMP/hosts" > /etc/hosts  # in place: /etc/hosts may be a mount
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$A" 2>"$TMP/err" || skip "network namespaces not permitted here ($(head -c 200 "$TMP/err"))"
+ip netns add "$B" || skip "network namespaces not permitted here"
+
+# a private /24 that nothing on this machine uses yet
+NET=
+for x in $(seq 237 254) $(seq 200 236); do
+  if ! ip -o addr | grep -q " 10\.237\.$x\." && ! ip route | grep -q "^10\.237\.$x\." && ! grep -q "^10\.237\.$x\." /etc/hosts; then
+    NET=10.237.$x; break
+  fi
+done
+[ -n "$NET" ] || skip "no free 10.237.x.0/24 subnet"
+
+ip link add "$VA" type veth peer name "$VB" || skip "veth pairs not permitted here"
+ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" \
+  && ip -n "$A" addr add "$NET.1/24" dev "$VA" && ip -n "$B" addr add "$NET.2/24" dev "$VB" \
+  && ip -n "$A" link set lo up && ip -n "$B" link set lo up \
+  && ip -n "$A" link set "$VA" up && ip -n "$B" link set "$VB" up || { fail "building the testbed"; done_testing; }
+printf '%s %s %s\n%s %s %s\n' "$NET.1" "$A" "$MARK" "$NET.2" "$B" "$MARK" >> /etc/hosts
+ns_a=$(ip netns exec "$A" readlink /proc/self/ns/net) ns_b=$(ip netns exec "$B" readlink /proc/self/ns/net)
+say "testbed: $A ($NET.1, $ns_a) <-veth-> $B ($NET.2, $ns_b)"
+
+# the remote shell: enter the host's namespace instead of ssh-ing to it
+printf '#!/bin/sh\nh=$1; shift; exec ip netns exec "$h" sh -c "$*"\n' > agent && chmod +x agent
+printf '# two namespace hosts\n%s slots=2\n%s slots=2\n' "$A" "$B" > hostfile
+
+cat > allreduce.c <<'C'
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* every rank adds rank+1 into n doubles; prints its namespace, the sum and the time */
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size, n = argc > 1 ? atoi(argv[1]) : 1 << 20, ok = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    double *x = malloc((size_t)n * sizeof *x), want = size * (size + 1) / 2.0;
+    for (int i = 0; i < n; i++) x[i] = rank + 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double ms = (MPI_Wtime() - t0) * 1e3;
+    for (int i = 0; i < n; i++) ok &= x[i] == want;
+    char ns[64] = "?";
+    ssize_t len = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[len > 0 ? len : 1] = 0;
+    printf("rank %d of %d ns %s sum %.0f %s %.1f ms\n", rank, size, ns, x[0], ok ? "ok" : "WRONG", ms);
+    free(x);
+    MPI_Finalize();
+    return !ok;
+}
+C
+mpicc -O2 allreduce.c -o allreduce || { fail "mpicc"; done_testing; }
+
+# TCP over the veth only: no shared-memory transport, even between ranks of one host
+launch() {
+  timeout 60 ip netns exec "$A" "$ZT" launch --hostfile hostfile --launcher ssh --remote-shell "$TMP/agent" \
+    --launcher-args "--mca btl tcp,self --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24" "$@"
+}
+
+expect_ok "ranks start in both namespaces" launch -- \
+  /bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(readlink /proc/self/ns/net) $(ip -o -4 addr show scope global | awk "{print \$4}")"'
+want="rank 0 $ns_a $NET.1/24|rank 1 $ns_a $NET.1/24|rank 2 $ns_b $NET.2/24|rank 3 $ns_b $NET.2/24|"
+got=$(sort "$TMP/out" | tr '\n' '|')
+[ "$got" = "$want" ] && say "ok - ranks 0,1 in $A and 2,3 in $B, each seeing its own veth address" \
+  || fail "placement: got '$got', wanted '$want'"
+
+tx0=$(ip netns exec "$A" cat "/sys/class/net/$VA/statistics/tx_bytes")
+start=$(date +%s%N)
+expect_ok "MPI_Allreduce across the link" launch --log-dir logs -- ./allreduce 1048576
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+tx1=$(ip netns exec "$A" cat "/sys/class/net/$VA/statistics/tx_bytes")
+cat "$TMP/out" >&2
+n_ok=$(grep -c "^rank [0-3] of 4 ns .* sum 10 ok " "$TMP/out")
+[ "$n_ok" = 4 ] && say "ok - 4 ranks, 1M doubles each, all sums 10" || fail "allreduce: $n_ok of 4 ranks right"
+grep -qF "rank 0 of 4 ns $ns_a " "$TMP/out" && grep -qF "rank 3 of 4 ns $ns_b " "$TMP/out" \
+  || fail "allreduce ranks are not in the namespaces the hostfile says"
+# B's ranks cannot hold the sum without at least half of A's 8 MiB partial sum crossing over
+moved=$(( (tx1 - tx0) / 1024 ))
+[ "$moved" -ge 4096 ] && say "ok - $moved KiB left $A over the veth (launch + allreduce: $ms ms)" \
+  || fail "only $moved KiB crossed the veth; the allreduce did not use the link"
+[ "$(ls logs/1 2>/dev/null | tr '\n' ' ')" = "rank.0 rank.1 rank.2 rank.3 " ] && grep -q "sum 10 ok" logs/1/rank.3/stdout \
+  && say "ok - per-rank logs of both hosts under logs/1/rank.N" || fail "logs: $(find logs -type f 2>/dev/null | tr '\n' ' ')"
+
+expect_ok "zt itself as PROGRAM on both hosts" launch -- "$ZT" version
+[ "$(grep -c '^zt ' "$TMP/out")" = 4 ] && say "ok - 4 ranks of '$ZT version'" || fail "zt version: $(cat "$TMP/out")"
+
+# a slot list: one rank on A using slot 1, both slots of B; ZT_RANKS_PER_NODE is not set (uneven)
+expect_ok "--include $A:1@$B" launch --include "$A:1@$B" -- \
+  /bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE $(readlink /proc/self/ns/net) dev=${CUDA_VISIBLE_DEVICES-all} rpn=${ZT_RANKS_PER_NODE-unset}"'
+want="rank 0 of 3 $ns_a dev=1 rpn=unset|rank 1 of 3 $ns_b dev=all rpn=unset|rank 2 of 3 $ns_b dev=all rpn=unset|"
+got=$(sort "$TMP/out" | tr '\n' '|')
+[ "$got" = "$want" ] && say "ok - rank 0 on $A with CUDA_VISIBLE_DEVICES=1, ranks 1,2 on $B" \
+  || fail "--include: got '$got', wanted '$want'"
+
+# a rank failing on the far host fails the job
+launch -- /bin/sh -c '[ $OMPI_COMM_WORLD_RANK = 3 ] && exit 5; exit 0' >"$TMP/out" 2>"$TMP/err"
+code=$?
+[ "$code" != 0 ] && [ "$code" != 124 ] && say "ok - rank 3 (on $B) exiting 5 makes zt launch exit $code" \
+  || fail "a rank failing on $B gave exit $code"
+done_testing

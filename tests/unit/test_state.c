@@ -1,0 +1,437 @@
+/* Tests of lib/ckpt/state (checkpoint shards, trainer_state.json, DONE, newest and
+ * rotation) and of the safetensors writer's fill callback that zt export uses.
+ *
+ * Also a tool for tests/cli/t1400-export.sh:
+ *     test_state --make-checkpoint MODEL_DIR RUN_DIR STEP WORLD
+ * writes MODEL_DIR's weights as a complete WORLD-rank checkpoint of RUN_DIR at STEP
+ * (Adam m and v filled with other values, so that export must pick the weights). */
+#include "lib/ckpt/state.h"
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/ckpt/safetensors.h"
+#include "lib/core/fileio.h"
+#include "lib/core/rng.h"
+#include "lib/model/llama.h"
+#include "tests/unit/test.h"
+
+static char root[256];
+
+static void path_of(char *out, size_t n, const char *a, const char *b) { snprintf(out, n, "%s/%s", a, b); }
+
+/* A fresh directory root/name. */
+static void fresh_dir(char *out, size_t n, const char *name)
+{
+    path_of(out, n, root, name);
+    CHECK(!zt_remove_tree(out) && !zt_mkdir_p(out));
+}
+
+/* n floats of random bits (any pattern, NaNs included: comparisons are bitwise) */
+static float *random_floats(size_t n, uint64_t seed)
+{
+    zt_rng r;
+    zt_rng_seed(&r, seed, 0);
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)zt_rng_next_u64(&r);
+        memcpy(&p[i], &u, 4);
+    }
+    return p;
+}
+
+/* The arrays of a model of numel elements, written as shards of world ranks into dir. */
+static void write_all(const char *dir, size_t numel, int world, const float *p, const float *m, const float *v)
+{
+    for (int r = 0; r < world; r++) {
+        size_t off, count;
+        zt_state_slice(numel, world, r, &off, &count);
+        zt_status st = zt_state_write_shard(dir, r, world, numel, p + off, m + off, v + off);
+        CHECK_MSG(!st, "%s", zt_errmsg());
+    }
+}
+
+/* st failed with ZT_EUSER and a message holding both needles */
+static void expect_user_error(zt_status st, const char *n1, const char *n2)
+{
+    const char *msg = zt_errmsg();
+    CHECK_MSG(st == ZT_EUSER, "status %d (%s)", st, msg);
+    CHECK_MSG(!n1 || strstr(msg, n1), "message lacks '%s': %s", n1, msg);
+    CHECK_MSG(!n2 || strstr(msg, n2), "message lacks '%s': %s", n2, msg);
+}
+
+/* --- slices and shards --------------------------------------------------------------------- */
+
+static void test_slices(void)
+{
+    size_t sizes[] = {1, 2, 3, 5, 7, 37, 1009, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int world = 1; world <= 9; world++) {
+            size_t next = 0, p = (sizes[i] + (size_t)world - 1) / (size_t)world;
+            for (int r = 0; r < world; r++) {
+                size_t off, count;
+                zt_state_slice(sizes[i], world, r, &off, &count);
+                CHECK(off == next && count <= p);
+                CHECK(count == p || off + count == sizes[i]); /* only the tail is short */
+                next = off + count;
+            }
+            CHECK(next == sizes[i]);
+        }
+}
+
+/* Every range of every layout reads back bitwise, any array skippable. */
+static void check_all_ranges(size_t numel, int range_step)
+{
+    const float *src[3] = {random_floats(numel, 1), random_floats(numel, 2), random_floats(numel, 3)};
+    float *got[3] = {malloc(numel * 4), malloc(numel * 4), malloc(numel * 4)};
+    for (int world = 1; world <= 4; world++) {
+        char dir[512], name[64];
+        snprintf(name, sizeof name, "ranges-%zu-w%d", numel, world);
+        fresh_dir(dir, sizeof dir, name);
+        write_all(dir, numel, world, src[0], src[1], src[2]);
+        int bad = 0;
+        for (size_t off = 0; off < numel && !bad; off += (size_t)range_step)
+            for (size_t count = 1; off + count <= numel && !bad; count += count < 8 ? 1 : (size_t)range_step) {
+                int skip = (int)((off + count) % 4); /* 0: read all; 1..3: skip that array */
+                float *dst[3];
+                for (int k = 0; k < 3; k++) {
+                    memset(got[k], 0xA5, count * 4);
+                    dst[k] = skip == k + 1 ? NULL : got[k];
+                }
+                zt_status st = zt_state_read_range(dir, numel, off, count, dst[0], dst[1], dst[2]);
+                for (int k = 0; k < 3 && !st; k++)
+                    if (dst[k] && memcmp(got[k], src[k] + off, count * 4)) st = ZT_ERUNTIME;
+                CHECK_MSG(!st, "world %d, range [%zu, +%zu) array mismatch or error: %s", world, off, count,
+                          zt_errmsg());
+                bad = st != ZT_OK;
+            }
+    }
+    for (int k = 0; k < 3; k++) free((void *)src[k]), free(got[k]);
+}
+
+static void test_ranges_small(void) { check_all_ranges(37, 1); } /* every range */
+static void test_ranges_large(void) { check_all_ranges(100003, 9973); }
+
+/* fewer elements than ranks: the last ranks hold empty shards */
+static void test_tiny_model(void)
+{
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "tiny");
+    float p[3] = {1, 2, 3}, m[3] = {4, 5, 6}, v[3] = {7, 8, 9}, got[3];
+    write_all(dir, 3, 4, p, m, v);
+    CHECK(!zt_state_read_range(dir, 3, 0, 3, got, NULL, NULL) && !memcmp(got, p, sizeof p));
+    CHECK(!zt_state_read_range(dir, 3, 1, 2, NULL, NULL, got) && !memcmp(got, v + 1, 8));
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char *data;
+    size_t len;
+    CHECK(!zt_read_file(from, &data, &len) && !zt_write_file_atomic(to, data, len));
+    free(data);
+}
+
+/* Rewrites bytes [at, at+n) of path. */
+static void patch(const char *path, long at, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && !fseek(f, at, SEEK_SET) && fwrite(bytes, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+static void test_bad_shards(void)
+{
+    enum { N = 101 };
+    char good[512], dir[512], shard[600], other[600];
+    float *p = random_floats(N, 4), buf[N];
+    fresh_dir(good, sizeof good, "bad-good");
+    write_all(good, N, 3, p, p, p);
+    CHECK(!zt_state_read_range(good, N, 0, N, NULL, NULL, NULL)); /* header check only */
+
+    /* each case: a fresh copy of the good checkpoint, one shard damaged */
+    for (int c = 0; c < 7; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "bad-%d", c);
+        fresh_dir(dir, sizeof dir, name);
+        for (int r = 0; r < 3; r++) {
+            char n1[64];
+            snprintf(n1, sizeof n1, "rank-%05d-of-00003.bin", r);
+            path_of(shard, sizeof shard, good, n1);
+            path_of(other, sizeof other, dir, n1);
+            copy_file(shard, other);
+        }
+        path_of(shard, sizeof shard, dir, "rank-00001-of-00003.bin");
+        zt_status st = ZT_OK;
+        const char *what = NULL;
+        if (c == 0) unlink(shard), what = "cannot open";
+        if (c == 1) what = "truncated", st = truncate(shard, 64 + 3 * 34 * 4 - 4) ? ZT_EIO : ZT_OK;
+        if (c == 2) what = "shorter than a shard header", st = truncate(shard, 10) ? ZT_EIO : ZT_OK;
+        CHECK(!st);
+        if (c == 3) patch(shard, 0, "ZTSHARD9", 8), what = "bad magic";
+        if (c == 4) patch(shard, 9, "\x01", 1), what = "checksum";
+        if (c == 5) { /* rank 2's file under rank 1's name */
+            path_of(other, sizeof other, good, "rank-00002-of-00003.bin");
+            copy_file(other, shard);
+            what = "header says rank 2 of 3";
+        }
+        if (c == 6) { /* a stray shard of another layout */
+            path_of(other, sizeof other, dir, "rank-00000-of-00002.bin");
+            copy_file(shard, other);
+            what = "two layouts";
+        }
+        st = zt_state_read_range(dir, N, 30, 10, buf, NULL, NULL); /* straddles ranks 0 and 1 */
+        expect_user_error(st, c == 6 ? dir : shard, what);
+    }
+    /* the model's size must match the checkpoint's */
+    expect_user_error(zt_state_read_range(good, N + 1, 0, 4, buf, NULL, NULL), "rank-00000-of-00003.bin", "101-element");
+    path_of(dir, sizeof dir, root, "nosuch");
+    expect_user_error(zt_state_read_range(dir, N, 0, 4, buf, NULL, NULL), dir, NULL);
+    fresh_dir(dir, sizeof dir, "bad-empty");
+    expect_user_error(zt_state_read_range(dir, N, 0, 4, buf, NULL, NULL), dir, "no rank-");
+    free(p);
+}
+
+/* --- trainer_state.json --------------------------------------------------------------------- */
+
+static void test_json(void)
+{
+    char dir[512], path[600];
+    fresh_dir(dir, sizeof dir, "json");
+    zt_trainer_state s = {.step = 123456, .epoch = 3, .row = 9007199254740991LL,
+                          .rng = {UINT64_MAX, 0, 0x8000000000000001ull, 42}, .data_hash = 0xfedcba9876543210ull,
+                          .world = 4, .zero_stage = 3, .numel = 7000000123ull, .tokens_seen = 1.5e12 + 0.25,
+                          .elapsed_s = 1.0 / 3.0},
+                     t;
+    CHECK(!zt_state_write_json(dir, &s));
+    zt_status st = zt_state_read_json(dir, &t);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    CHECK(t.step == s.step && t.epoch == s.epoch && t.row == s.row && t.data_hash == s.data_hash);
+    CHECK(!memcmp(t.rng, s.rng, sizeof s.rng));
+    CHECK(t.world == 4 && t.zero_stage == 3 && t.numel == s.numel);
+    CHECK(t.tokens_seen == s.tokens_seen && t.elapsed_s == s.elapsed_s);
+
+    path_of(path, sizeof path, dir, "trainer_state.json");
+    static const char *bad[][2] = {
+        {"{\"format\": \"zt-trainer-state\", \"version\": 1}", "'step'"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"format\": \"other\"}", "format"},
+        {"{\"format\": \"zt-trainer-state\", \"version\": 2}", "newer"},
+        {"{\"format\": \"zt-trainer-state\", \"version\": 1, \"step\": 1.5}", "'step'"},
+        {"{\"format\": \"zt-trainer-state\", \"version\": 1, \"step\": 1, \"epoch\": 0, \"row\": 0, \"rng\": [\"1\"]}",
+         "'rng'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        test_write_text(path, bad[i][0]);
+        expect_user_error(zt_state_read_json(dir, &t), path, bad[i][1]);
+    }
+    unlink(path);
+    expect_user_error(zt_state_read_json(dir, &t), path, NULL);
+}
+
+/* --- DONE, newest, rotation ----------------------------------------------------------------- */
+
+static int step_exists(const char *run, const char *name)
+{
+    char a[512], b[600];
+    path_of(a, sizeof a, run, "checkpoints");
+    path_of(b, sizeof b, a, name);
+    return zt_path_exists(b);
+}
+
+static void make_step(const char *run, long step, int done)
+{
+    char dir[4096];
+    float x[4] = {(float)step, 1, 2, 3};
+    CHECK(!zt_state_dir(run, step, dir, sizeof dir));
+    CHECK(!zt_state_write_shard(dir, 0, 1, 4, x, x, x));
+    if (done) CHECK(!zt_state_mark_done(dir));
+}
+
+static void expect_latest(const char *run, const char *name)
+{
+    char out[4096];
+    int found = -1;
+    zt_status st = zt_state_latest(run, out, sizeof out, &found);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    CHECK(found == (name != NULL));
+    if (name && found) {
+        const char *slash = strrchr(out, '/');
+        CHECK_MSG(slash && !strcmp(slash + 1, name), "latest is %s, wanted %s", out, name);
+    }
+}
+
+static void test_latest_rotate(void)
+{
+    char run[512], dir[4096], junk[4200];
+    fresh_dir(run, sizeof run, "run");
+    expect_latest(run, NULL); /* no checkpoints/ at all */
+    make_step(run, 50, 0);    /* an interrupted save */
+    make_step(run, 100, 1);
+    make_step(run, 200, 1);
+    make_step(run, 1000, 1);
+    make_step(run, 1200, 0); /* being written (or interrupted): ignored */
+    path_of(junk, sizeof junk, run, "checkpoints/step-abc");
+    CHECK(!zt_mkdir_p(junk));
+    path_of(junk, sizeof junk, run, "checkpoints/step-002000.tmp");
+    CHECK(!zt_mkdir_p(junk));
+    path_of(dir, sizeof dir, run, "checkpoints/step-001000");
+    CHECK(zt_state_is_done(dir));
+    expect_latest(run, "step-001000"); /* numerically newest, not by name order */
+
+    CHECK(!zt_state_rotate(run, 2));
+    CHECK(!step_exists(run, "step-000050") && !step_exists(run, "step-000100"));
+    CHECK(step_exists(run, "step-000200") && step_exists(run, "step-001000") && step_exists(run, "step-001200"));
+    CHECK(step_exists(run, "step-abc") && step_exists(run, "step-002000.tmp"));
+    CHECK(!zt_state_rotate(run, 0)); /* keep < 1: every complete one stays */
+    CHECK(step_exists(run, "step-000200") && step_exists(run, "step-001000"));
+    CHECK(!zt_state_rotate(run, 1));
+    CHECK(!step_exists(run, "step-000200") && step_exists(run, "step-001000") && step_exists(run, "step-001200"));
+    expect_latest(run, "step-001000");
+
+    /* saving a step again starts from an empty, incomplete directory */
+    CHECK(!zt_state_dir(run, 1000, dir, sizeof dir));
+    CHECK(!zt_state_is_done(dir));
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *de; d && (de = readdir(d));) entries += de->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK(entries == 0);
+    expect_latest(run, NULL);
+    make_step(run, 1200, 1);
+    expect_latest(run, "step-001200");
+}
+
+/* --- the safetensors writer with a fill callback --------------------------------------------- */
+
+typedef struct fill_src {
+    const float *data;
+    int calls;
+    size_t next, max_chunk; /* next offset expected: chunks come in order */
+    int fail_at;            /* fail on this call (0: never) */
+} fill_src;
+
+static zt_status fill(void *ctx, float *dst, size_t offset, size_t n)
+{
+    fill_src *s = ctx;
+    s->calls++;
+    CHECK(offset == s->next);
+    s->next = offset + n;
+    if (n > s->max_chunk) s->max_chunk = n;
+    if (s->calls == s->fail_at) return zt_fail(ZT_EUSER, "fill failed at %zu", offset);
+    memcpy(dst, s->data + offset, n * sizeof *dst);
+    return ZT_OK;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t nx, ny;
+    if (zt_read_file(a, &x, &nx)) return 0;
+    if (zt_read_file(b, &y, &ny)) return free(x), 0;
+    int same = nx == ny && !memcmp(x, y, nx);
+    free(x), free(y);
+    return same;
+}
+
+/* The same tensors through zt_st_writer_add and zt_st_writer_add_fn give the same bytes. */
+static void test_writer_fill(void)
+{
+    enum { ROWS = 1000, COLS = 700 }; /* more than one chunk */
+    const int64_t big[2] = {ROWS, COLS}, small[1] = {33};
+    float *a = random_floats(ROWS * COLS, 5), *b = random_floats(33, 6);
+    for (size_t i = 0; i < ROWS * COLS; i++) a[i] = (float)(i % 977) * 0.01f - 3; /* finite values */
+    for (int i = 0; i < 33; i++) b[i] = (float)i;
+    zt_dtype types[] = {ZT_F32, ZT_BF16};
+    for (int k = 0; k < 2; k++)
+        for (size_t max_shard = 0; max_shard <= 1000; max_shard += 1000) {
+            char d1[512], d2[512], f1[600], f2[600];
+            fresh_dir(d1, sizeof d1, "w-direct");
+            fresh_dir(d2, sizeof d2, "w-fill");
+            zt_st_writer *w1 = zt_st_writer_new(), *w2 = zt_st_writer_new();
+            fill_src sa = {.data = a}, sb = {.data = b};
+            CHECK(!zt_st_writer_add(w1, "a", types[k], big, 2, a, ZT_F32));
+            CHECK(!zt_st_writer_add(w1, "b", types[k], small, 1, b, ZT_F32));
+            CHECK(!zt_st_writer_add_fn(w2, "a", types[k], big, 2, fill, &sa));
+            CHECK(!zt_st_writer_add_fn(w2, "b", types[k], small, 1, fill, &sb));
+            CHECK(!zt_st_writer_finish(w1, d1, max_shard * 1000));
+            zt_status st = zt_st_writer_finish(w2, d2, max_shard * 1000);
+            CHECK_MSG(!st, "%s", zt_errmsg());
+            CHECK(sa.next == ROWS * COLS && sb.next == 33 && sa.calls > 1 && sa.max_chunk < ROWS * COLS);
+            const char *names[] = {"model.safetensors", "model-00001-of-00002.safetensors",
+                                   "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
+            for (int i = max_shard ? 1 : 0; i < (max_shard ? 4 : 1); i++) {
+                path_of(f1, sizeof f1, d1, names[i]);
+                path_of(f2, sizeof f2, d2, names[i]);
+                CHECK_MSG(same_file(f1, f2), "%s differs", f2);
+            }
+            zt_st_writer_free(w1);
+            zt_st_writer_free(w2);
+        }
+    /* a failing fill fails the save with its message and leaves nothing behind */
+    char d[512];
+    fresh_dir(d, sizeof d, "w-fail");
+    zt_st_writer *w = zt_st_writer_new();
+    fill_src sa = {.data = a, .fail_at = 2};
+    CHECK(!zt_st_writer_add_fn(w, "a", ZT_BF16, big, 2, fill, &sa));
+    expect_user_error(zt_st_writer_finish(w, d, 0), "fill failed", NULL);
+    zt_st_writer_free(w);
+    DIR *dd = opendir(d);
+    int entries = 0;
+    for (struct dirent *de; dd && (de = readdir(dd));) entries += de->d_name[0] != '.';
+    if (dd) closedir(dd);
+    CHECK(entries == 0);
+    free(a), free(b);
+}
+
+/* --- the tool for the CLI test ---------------------------------------------------------------- */
+
+static int make_checkpoint(const char *model_dir, const char *run_dir, long step, int world)
+{
+    char cfg_path[4096], dir[4096];
+    zt_llama_config cfg;
+    zt_llama m;
+    zt_status st = zt_path_join(cfg_path, sizeof cfg_path, model_dir, "config.json");
+    if (!st) st = zt_llama_config_load(&cfg, cfg_path);
+    if (!st) st = zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32);
+    if (st) return fprintf(stderr, "%s\n", zt_errmsg()), 2;
+    float *mv = malloc(m.numel * sizeof *mv);
+    for (size_t i = 0; i < m.numel; i++) mv[i] = 1000.0f + (float)i;
+    if (!(st = zt_llama_load_weights(&m, model_dir))) st = zt_state_dir(run_dir, step, dir, sizeof dir);
+    for (int r = 0; r < world && !st; r++) {
+        size_t off, count;
+        zt_state_slice(m.numel, world, r, &off, &count);
+        st = zt_state_write_shard(dir, r, world, m.numel, m.params + off, mv + off, mv + off);
+    }
+    zt_trainer_state s = {.step = step, .world = world, .numel = m.numel};
+    if (!st) st = zt_state_write_json(dir, &s);
+    if (!st) st = zt_state_copy_model_files(dir, model_dir);
+    if (!st) st = zt_state_mark_done(dir);
+    if (!st) printf("%s\n", dir);
+    else fprintf(stderr, "%s\n", zt_errmsg());
+    free(mv);
+    zt_llama_free(&m);
+    return st ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && !strcmp(argv[1], "--make-checkpoint"))
+        return make_checkpoint(argv[2], argv[3], atol(argv[4]), atoi(argv[5]));
+    snprintf(root, sizeof root, "/tmp/zt_test_state_XXXXXX");
+    if (!mkdtemp(root)) return perror("mkdtemp"), 1;
+    RUN(test_slices);
+    RUN(test_ranges_small);
+    RUN(test_ranges_large);
+    RUN(test_tiny_model);
+    RUN(test_bad_shards);
+    RUN(test_json);
+    RUN(test_latest_rotate);
+    RUN(test_writer_fill);
+    if (zt_remove_tree(root)) fprintf(stderr, "cannot remove %s\n", root);
+    return test_summary();
+}
