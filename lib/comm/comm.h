@@ -12,7 +12,8 @@
  *     zt_comm_finalize(c);
  *
  * Ranks and nodes: node = rank / ranks_per_node, local rank = rank % ranks_per_node.
- * ranks_per_node comes from MPI's shared-memory split (ranks on one host) unless the
+ * ranks_per_node is the number of ranks on each host (a host name and network namespace;
+ * not MPI's shared-memory split, which Open MPI 4.1 crashes in across hosts) unless the
  * environment sets ZT_RANKS_PER_NODE (it must divide the world size), which lets one
  * machine pose as several nodes. Without the override the ranks of each host must be
  * consecutive and every host must hold as many; init fails clearly otherwise.
@@ -33,15 +34,17 @@
  *                             all-gather: |block r| plus |block q| elements from each q != r
  *   broadcast                 the bytes, from the root, on the ranks that are not the root
  *
- * The watchdog: with timeout_s > 0 a thread watches every blocking collective and wait;
- * one that takes longer than timeout_s prints
+ * The watchdog: with timeout_s > 0 a thread watches every blocking collective, wait and
+ * init's own collectives; one that takes longer than timeout_s prints
  *     zt: error: rank R: <op> did not complete within T s (a rank failed or is stuck)
  * and calls MPI_Abort, which ends every rank of the job. MPI is initialised with
- * MPI_THREAD_MULTIPLE so that this call from a second thread is legal; where the caller
+ * MPI_THREAD_MULTIPLE so that this call from a second thread is legal (it costs no
+ * measurable bandwidth here against FUNNELED, bench/comm_bw.c); where the caller
  * had initialised MPI at a lower level the call is made anyway, as a last resort, and
- * the process _exits 10 s later if MPI_Abort has not ended it. Only the main thread
- * may call the functions below. Time between collectives is not watched: the timeout
- * must exceed the longest time one rank can wait for another (a checkpoint write, say).
+ * the process _exits 10 s later if MPI_Abort has not ended it. Time between collectives
+ * is not watched: the timeout must exceed the longest time one rank can wait in a
+ * collective for another (while it writes a checkpoint, say). Call the functions below
+ * from one thread, the one that called init.
  *
  * Builds without MPI get a world of one rank (comm_nompi.c): the collectives copy.
  */

@@ -1,10 +1,12 @@
 /* comm over MPI. Collectives are point-to-point exchanges between the members of a
  * group: every rank posts its receives from and sends to every other member at once
  * (pairwise order), so uneven blocks, in-place buffers and sizes past MPI's int counts
- * need no special case. Measured on one host, this all-gather matches MPI_Allgather
- * (and beats it at 3 ranks) and the reduce-scatter is 3x faster than Open MPI's
- * MPI_Reduce_scatter_block (bench/comm_bw.c). Reductions go through a persistent
- * scratch of one piece per member, summed in rank order. */
+ * need no special case. Reductions move a piece of every block per step into a persistent
+ * scratch and sum it in rank order, with the next step's transfers already posted. On one
+ * host this all-gather matches MPI_Allgather (and beats it at 3 ranks) and the
+ * reduce-scatter is 3x faster than Open MPI's MPI_Reduce_scatter_block (bench/comm_bw.c).
+ * The world, intra-node and inter-node groups are built at init; the public functions run
+ * on the world, the others wait for ZeRO++'s hierarchical collectives. */
 #include "comm_internal.h"
 
 #include <limits.h>
@@ -26,6 +28,7 @@ typedef struct group {
     MPI_Comm comm;
     int size, me;
     int *node;
+    int spans_nodes; /* members on more than one node */
 } group;
 
 struct zt_comm {
@@ -36,9 +39,12 @@ struct zt_comm {
     const char **xs;
     char **xr;
     size_t *xs_len, *xr_len;
-    MPI_Request *reqs;
-    size_t reqs_cap;
-    char *scratch; /* reductions: one piece per member */
+    struct {
+        MPI_Request *r;
+        size_t cap;
+        int n;
+    } reqs[2];     /* two exchanges in flight: a reduction posts step k+1 before it sums step k */
+    char *scratch; /* reductions: a piece per member, for each of the two steps */
     size_t scratch_bytes;
     /* the watchdog */
     int64_t timeout_ns;
@@ -58,26 +64,21 @@ struct zt_comm_req {
 
 typedef struct eltype {
     size_t size;
-    void (*sum)(void *out, const void *slots, size_t len, int n); /* out = slot 0 + slot 1 + ... */
+    void (*sum)(void *out, const void *slots, size_t len, int n);
 } eltype;
 
-static void sum_f32(void *out_, const void *slots_, size_t len, int n)
-{
-    float *out = out_;
-    const float *s = slots_;
-    memcpy(out, s, len * sizeof *out);
-    for (int q = 1; q < n; q++)
-        for (size_t i = 0; i < len; i++) out[i] += s[(size_t)q * len + i];
-}
-
-static void sum_f64(void *out_, const void *slots_, size_t len, int n)
-{
-    double *out = out_;
-    const double *s = slots_;
-    memcpy(out, s, len * sizeof *out);
-    for (int q = 1; q < n; q++)
-        for (size_t i = 0; i < len; i++) out[i] += s[(size_t)q * len + i];
-}
+/* out = slot 0 + slot 1 + ... + slot n-1, in this order (slots of len elements, one after another) */
+#define DEFINE_SUM(name, type)                                                              \
+    static void name(void *out_, const void *slots_, size_t len, int n)                     \
+    {                                                                                       \
+        type *out = out_;                                                                   \
+        const type *s = slots_;                                                             \
+        memcpy(out, s, len * sizeof *out);                                                  \
+        for (int q = 1; q < n; q++)                                                         \
+            for (size_t i = 0; i < len; i++) out[i] += s[(size_t)q * len + i];              \
+    }
+DEFINE_SUM(sum_f32, float)
+DEFINE_SUM(sum_f64, double)
 
 static const eltype F32 = {sizeof(float), sum_f32}, F64 = {sizeof(double), sum_f64};
 
@@ -116,14 +117,15 @@ static void *abort_job(void *arg)
     return NULL;
 }
 
-/* Ends the job: MPI_Abort from a thread of its own, and _exit if that has not ended this
- * process 10 s later (MPI_Abort outside MPI_THREAD_MULTIPLE is a last resort). */
+/* Ends the job: MPI_Abort (legal from this thread under MPI_THREAD_MULTIPLE, a last resort
+ * below it) from a thread of its own, and _exit if that has not ended the process 10 s later. */
 static void __attribute__((noreturn)) give_up(zt_comm *c, const char *op)
 {
     char msg[256];
     int n = snprintf(msg, sizeof msg, "zt: error: rank %d: %s did not complete within %g s (a rank failed or is stuck)\n",
                      c->base.rank, op, (double)c->timeout_ns * 1e-9);
-    if (n > 0 && write(STDERR_FILENO, msg, (size_t)n) < 0) n = 0;
+    if (write(STDERR_FILENO, msg, (size_t)n) != n) { /* nowhere to report that */
+    }
     pthread_t t;
     if (pthread_create(&t, NULL, abort_job, NULL) == 0) sleep(10);
     _exit(1);
@@ -220,41 +222,76 @@ static zt_status exchange_post(zt_comm *c, const group *g, int tag, MPI_Request 
     return ZT_OK;
 }
 
-static zt_status exchange(zt_comm *c, const group *g, int tag, const char *op)
+/* Posts the exchange in c->x* into request set k. */
+static zt_status exchange_start(zt_comm *c, const group *g, int tag, int k, const char *op)
 {
     size_t need = exchange_requests(c, g);
     if (need > INT_MAX) return zt_fail(ZT_ERUNTIME, "rank %d: %s: %zu transfers are too many", c->base.rank, op, need);
-    if (need > c->reqs_cap) {
-        MPI_Request *r = realloc(c->reqs, need * sizeof *r);
+    if (need > c->reqs[k].cap) {
+        MPI_Request *r = realloc(c->reqs[k].r, need * sizeof *r);
         if (!r) return zt_fail(ZT_ENOMEM, "rank %d: %s: out of memory for %zu requests", c->base.rank, op, need);
-        c->reqs = r, c->reqs_cap = need;
+        c->reqs[k].r = r, c->reqs[k].cap = need;
     }
-    int n = 0;
-    zt_status st = exchange_post(c, g, tag, c->reqs, &n, op);
-    if (st) return st;
-    int rc = MPI_Waitall(n, c->reqs, MPI_STATUSES_IGNORE);
+    return exchange_post(c, g, tag, c->reqs[k].r, &c->reqs[k].n, op);
+}
+
+static zt_status exchange_finish(zt_comm *c, int k, const char *op)
+{
+    int rc = MPI_Waitall(c->reqs[k].n, c->reqs[k].r, MPI_STATUSES_IGNORE);
     return rc == MPI_SUCCESS ? ZT_OK : fail_mpi(c, op, "MPI_Waitall", rc);
 }
 
-/* Sets up an all-gather of b bytes per member as an exchange (and copies the own block). */
-static void gather_setup(zt_comm *c, const group *g, const void *send, void *recv, size_t b)
+static zt_status exchange(zt_comm *c, const group *g, int tag, const char *op)
+{
+    zt_status st = exchange_start(c, g, tag, 0, op);
+    return st ? st : exchange_finish(c, 0, op);
+}
+
+/* The blocks of a buffer of g->size blocks: n elements each, or (split) the balanced split of n. */
+typedef struct blocks {
+    size_t n;
+    int split;
+} blocks;
+
+/* Block q's length; its first element in *start. Block 0 is never shorter than another. */
+static size_t block(blocks b, const group *g, int q, size_t *start)
+{
+    if (b.split) return zt_comm_block(b.n, g->size, q, start);
+    *start = (size_t)q * b.n;
+    return b.n;
+}
+
+/* Sets up an all-gather of blocks of es bytes elements in place in buf: this member's
+ * block goes to everyone, block q comes from q. */
+static void gather_setup(zt_comm *c, const group *g, char *buf, blocks b, size_t es)
+{
+    size_t start, mine = block(b, g, g->me, &start);
+    const char *own = buf + start * es;
+    for (int q = 0; q < g->size; q++) {
+        c->xs[q] = own, c->xs_len[q] = mine * es;
+        c->xr_len[q] = block(b, g, q, &start) * es, c->xr[q] = buf + start * es;
+    }
+}
+
+/* Sets up an all-gather of b bytes per member into recv, this member's part from send. */
+static void gather_from(zt_comm *c, const group *g, const void *send, void *recv, size_t b)
 {
     char *own = (char *)recv + (size_t)g->me * b;
     if (send != own) memcpy(own, send, b);
-    for (int q = 0; q < g->size; q++) {
-        c->xs[q] = own, c->xs_len[q] = b;
-        c->xr[q] = (char *)recv + (size_t)q * b, c->xr_len[q] = b;
-    }
+    gather_setup(c, g, recv, (blocks){b, 0}, 1);
 }
 
 /* --- reductions --------------------------------------------------------------------- */
 
-/* Elements per member and step of a reduction: a scratch of size pieces stays within
- * 32 MiB (and the L3 for small worlds) and each transfer moves 64 KiB to 1 MiB. */
+/* Elements per member and step of a reduction: each transfer moves 64 KiB to 1 MiB, or
+ * up to 4 MiB when the group spans nodes (measured: 4 MiB pieces reduce 1.5x faster than
+ * 1 MiB over TCP between TESTBED.md's namespaces, 0.7x as fast within a host, where the
+ * scratch falls out of the cache). The scratch, two pieces per member, stays within 64 MiB
+ * up to 512 members. */
 static size_t reduce_piece(const zt_comm *c, const group *g, const eltype *t)
 {
-    size_t bytes = ((size_t)32 << 20) / (size_t)g->size;
-    if (bytes > ((size_t)1 << 20)) bytes = (size_t)1 << 20;
+    size_t bytes = ((size_t)32 << 20) / (size_t)g->size, most = (size_t)(g->spans_nodes ? 4 : 1) << 20;
+    if (bytes > most) bytes = most;
     if (bytes < ((size_t)64 << 10)) bytes = (size_t)64 << 10;
     if (bytes > chunk(c)) bytes = chunk(c);
     return bytes / t->size ? bytes / t->size : 1;
@@ -272,52 +309,53 @@ static zt_status scratch_reserve(zt_comm *c, size_t bytes, const char *op)
 /* The length of the piece at off of a block of len elements. */
 static size_t piece_at(size_t len, size_t off, size_t piece) { return off < len ? (len - off < piece ? len - off : piece) : 0; }
 
-/* recv = the rank-order sum over members of their block me of send (g->size blocks of n). */
-static zt_status reduce_scatter(zt_comm *c, const group *g, const char *send, char *recv, size_t n, const eltype *t,
-                                const char *op)
+/* Posts step k of a reduction: piece k of every block of send to its owner, into the
+ * scratch half k % 2 (a slot of this member's piece length per member). */
+static zt_status reduce_start(zt_comm *c, const group *g, const char *send, blocks b, size_t k, size_t piece,
+                              const eltype *t, const char *op)
 {
-    size_t piece = reduce_piece(c, g, t), es = t->size;
-    zt_status st = scratch_reserve(c, (size_t)g->size * (n < piece ? n : piece) * es, op);
-    for (size_t off = 0; !st && off < n; off += piece) {
-        size_t len = piece_at(n, off, piece), bytes = len * es;
-        for (int q = 0; q < g->size; q++) {
-            c->xs[q] = send + ((size_t)q * n + off) * es, c->xs_len[q] = bytes;
-            c->xr[q] = c->scratch + (size_t)q * bytes, c->xr_len[q] = bytes;
-        }
-        memcpy(c->scratch + (size_t)g->me * bytes, send + ((size_t)g->me * n + off) * es, bytes);
-        if (!(st = exchange(c, g, TAG_REDUCE, op))) t->sum(recv + off * es, c->scratch, len, g->size);
+    size_t start, es = t->size, off = k * piece, my = piece_at(block(b, g, g->me, &start), off, piece);
+    char *slots = c->scratch + (k % 2) * (c->scratch_bytes / 2);
+    for (int q = 0; q < g->size; q++) {
+        c->xs_len[q] = piece_at(block(b, g, q, &start), off, piece) * es, c->xs[q] = send + (start + off) * es;
+        c->xr[q] = slots + (size_t)q * my * es, c->xr_len[q] = my * es;
+    }
+    return exchange_start(c, g, TAG_REDUCE, (int)(k % 2), op);
+}
+
+/* out = the rank-order sum over members of their block me of send. Two steps are in flight:
+ * step k+1 is posted before step k is summed. out may be send's block me. */
+static zt_status reduce_blocks(zt_comm *c, const group *g, const char *send, blocks b, char *out, const eltype *t,
+                               const char *op)
+{
+    size_t piece = reduce_piece(c, g, t), es = t->size, start, first;
+    size_t mine = block(b, g, g->me, &start), largest = block(b, g, 0, &first);
+    size_t steps = (largest + piece - 1) / piece;
+    zt_status st = scratch_reserve(c, 2 * (size_t)g->size * (largest < piece ? largest : piece) * es, op);
+    if (!st && steps) st = reduce_start(c, g, send, b, 0, piece, t, op);
+    for (size_t k = 0; !st && k < steps; k++) {
+        if (k + 1 < steps && (st = reduce_start(c, g, send, b, k + 1, piece, t, op))) break;
+        if ((st = exchange_finish(c, (int)(k % 2), op))) break;
+        size_t off = k * piece, my = piece_at(mine, off, piece);
+        char *slots = c->scratch + (k % 2) * (c->scratch_bytes / 2);
+        memcpy(slots + (size_t)g->me * my * es, send + (start + off) * es, my * es);
+        t->sum(out + off * es, slots, my, g->size);
     }
     return st;
 }
 
-/* buf = the rank-order sum over members of their buf: a reduce-scatter over the balanced
- * split of n, then an all-gather, one piece of every block per step. */
+/* buf = the rank-order sum over members of their buf: a reduction over the balanced split
+ * of n into this member's block, then an all-gather of the blocks. */
 static zt_status allreduce(zt_comm *c, const group *g, char *buf, size_t n, const eltype *t, const char *op)
 {
     if (g->size == 1 || n == 0) return ZT_OK;
-    size_t piece = reduce_piece(c, g, t), es = t->size, start;
-    size_t largest = zt_comm_block(n, g->size, 0, &start); /* block 0 is never shorter */
-    size_t mine_start, mine = zt_comm_block(n, g->size, g->me, &mine_start);
-    zt_status st = scratch_reserve(c, (size_t)g->size * (largest < piece ? largest : piece) * es, op);
-    for (size_t off = 0; !st && off < largest; off += piece) {
-        size_t my = piece_at(mine, off, piece);
-        char *my_piece = buf + (mine_start + off) * es;
-        for (int q = 0; q < g->size; q++) { /* reduce-scatter step: piece off of block q to q */
-            size_t len = piece_at(zt_comm_block(n, g->size, q, &start), off, piece);
-            c->xs[q] = buf + (start + off) * es, c->xs_len[q] = len * es;
-            c->xr[q] = c->scratch + (size_t)q * my * es, c->xr_len[q] = my * es;
-        }
-        memcpy(c->scratch + (size_t)g->me * my * es, my_piece, my * es);
-        if ((st = exchange(c, g, TAG_REDUCE, op))) break;
-        t->sum(my_piece, c->scratch, my, g->size);
-        for (int q = 0; q < g->size; q++) { /* all-gather step: the summed pieces */
-            size_t len = piece_at(zt_comm_block(n, g->size, q, &start), off, piece);
-            c->xs[q] = my_piece, c->xs_len[q] = my * es;
-            c->xr[q] = buf + (start + off) * es, c->xr_len[q] = len * es;
-        }
-        st = exchange(c, g, TAG_GATHER, op);
-    }
-    return st;
+    blocks b = {n, 1};
+    size_t start;
+    block(b, g, g->me, &start);
+    zt_status st = reduce_blocks(c, g, buf, b, buf + start * t->size, t, op);
+    if (st) return st;
+    gather_setup(c, g, buf, b, t->size);
+    return exchange(c, g, TAG_GATHER, op);
 }
 
 /* --- the public collectives (on the world) ------------------------------------------ */
@@ -329,29 +367,30 @@ static zt_status check_blocks(const zt_comm *c, size_t per_rank, size_t elsize, 
     return ZT_OK;
 }
 
+static zt_status allreduce_world(zt_comm *c, void *buf, size_t n, const eltype *t, zt_comm_purpose p, const char *op)
+{
+    watch(c, op);
+    zt_status st = allreduce(c, &c->world, buf, n, t, op);
+    unwatch(c);
+    if (!st) zt_comm_count_allreduce(&c->base, p, members(&c->world), n, t->size);
+    return st;
+}
+
 zt_status zt_comm_allreduce_sum(zt_comm *c, float *buf, size_t n, zt_comm_purpose p)
 {
-    watch(c, "all-reduce");
-    zt_status st = allreduce(c, &c->world, (char *)buf, n, &F32, "all-reduce");
-    unwatch(c);
-    if (!st) zt_comm_count_allreduce(&c->base, p, members(&c->world), n, sizeof *buf);
-    return st;
+    return allreduce_world(c, buf, n, &F32, p, "all-reduce");
 }
 
 zt_status zt_comm_allreduce_sum_f64(zt_comm *c, double *buf, size_t n, zt_comm_purpose p)
 {
-    watch(c, "all-reduce (f64)");
-    zt_status st = allreduce(c, &c->world, (char *)buf, n, &F64, "all-reduce (f64)");
-    unwatch(c);
-    if (!st) zt_comm_count_allreduce(&c->base, p, members(&c->world), n, sizeof *buf);
-    return st;
+    return allreduce_world(c, buf, n, &F64, p, "all-reduce (f64)");
 }
 
 zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p)
 {
     zt_status st = check_blocks(c, bytes_per_rank, 1, "all-gather");
     if (st) return st;
-    gather_setup(c, &c->world, send, recv, bytes_per_rank);
+    gather_from(c, &c->world, send, recv, bytes_per_rank);
     watch(c, "all-gather");
     st = exchange(c, &c->world, TAG_GATHER, "all-gather");
     unwatch(c);
@@ -364,7 +403,7 @@ zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv,
     zt_status st = check_blocks(c, n_per_rank, sizeof *send, "reduce-scatter");
     if (st) return st;
     watch(c, "reduce-scatter");
-    st = reduce_scatter(c, &c->world, (const char *)send, (char *)recv, n_per_rank, &F32, "reduce-scatter");
+    st = reduce_blocks(c, &c->world, (const char *)send, (blocks){n_per_rank, 0}, (char *)recv, &F32, "reduce-scatter");
     unwatch(c);
     if (!st) zt_comm_count_each(&c->base, p, members(&c->world), n_per_rank * sizeof *send);
     return st;
@@ -419,7 +458,7 @@ zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t by
     zt_status st = check_blocks(c, bytes_per_rank, 1, "all-gather");
     if (st) return st;
     const group *g = &c->world;
-    gather_setup(c, g, send, recv, bytes_per_rank);
+    gather_from(c, g, send, recv, bytes_per_rank);
     size_t need = exchange_requests(c, g);
     if (need > INT_MAX) return zt_fail(ZT_ERUNTIME, "rank %d: all-gather: %zu transfers are too many", c->base.rank, need);
     zt_comm_req *r = malloc(sizeof *r + need * sizeof(MPI_Request));
@@ -464,29 +503,49 @@ static long ranks_per_node_env(void)
     return *end || v <= 0 || v > INT_MAX ? -1 : v;
 }
 
-/* ranks_per_node from the environment or the shared-memory split, checked on every rank
- * together so that all ranks fail alike. */
+/* A host is a host name and a network namespace: processes in two namespaces of one
+ * machine talk over the network, like two hosts (TESTBED.md). */
+enum { HOST_KEY = MPI_MAX_PROCESSOR_NAME + 64 };
+static void host_key(char key[HOST_KEY])
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = "", ns[64] = "";
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = 0;
+    memset(key, 0, HOST_KEY);
+    snprintf(key, HOST_KEY, "%s %s", name, ns);
+}
+
+/* The ranks on this rank's host: how many, and how many of them come before it
+ * (this rank's place), from an all-gather of host keys. Not MPI_Comm_split_type: Open MPI
+ * 4.1 crashes in it across hosts (open-mpi/ompi#9010, seen on TESTBED.md's namespaces). */
+static zt_status host_layout(zt_comm *c, int *on_host, int *before)
+{
+    const int size = c->base.size;
+    char mine[HOST_KEY], *all = malloc((size_t)size * HOST_KEY);
+    if (!all) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", c->base.rank);
+    host_key(mine);
+    int rc = MPI_Allgather(mine, HOST_KEY, MPI_CHAR, all, HOST_KEY, MPI_CHAR, c->world.comm);
+    *on_host = *before = 0;
+    for (int q = 0; q < size && rc == MPI_SUCCESS; q++)
+        if (!strcmp(all + (size_t)q * HOST_KEY, mine)) ++*on_host, *before += q < c->base.rank;
+    free(all);
+    return rc == MPI_SUCCESS ? ZT_OK : fail_mpi(c, "comm init", "MPI_Allgather", rc);
+}
+
+/* ranks_per_node from ZT_RANKS_PER_NODE or the hosts, checked on every rank together so
+ * that all ranks fail alike. */
 static zt_status topology(zt_comm *c, int *rpn)
 {
     const int rank = c->base.rank, size = c->base.size;
-    MPI_Comm shm;
-    int shm_size = 0, shm_rank = 0, first = 0;
-    int rc = MPI_Comm_split_type(c->world.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
-    if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Comm_split_type", rc);
-    MPI_Comm_size(shm, &shm_size);
-    MPI_Comm_rank(shm, &shm_rank);
-    rc = MPI_Allreduce(&rank, &first, 1, MPI_INT, MPI_MIN, shm);
-    MPI_Comm_free(&shm);
-    if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Allreduce", rc);
-    long env = ranks_per_node_env();
-    /* the maximum over ranks of each: -x gives the minimum of x */
-    long v[6] = {shm_size, -shm_size, first != rank - shm_rank || first % shm_size != 0, env < 0, env, -env};
-    rc = MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_LONG, MPI_MAX, c->world.comm);
+    long env = ranks_per_node_env(), v[3] = {env < 0, env, -env}; /* the maximum over ranks; -x gives the minimum */
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_LONG, MPI_MAX, c->world.comm);
     if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Allreduce", rc);
     if (env < 0)
         return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE='%s' is not a positive integer", rank,
                        getenv("ZT_RANKS_PER_NODE"));
-    if (v[3] || v[4] != -v[5]) return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE differs between ranks", rank);
+    if (v[0] || v[1] != -v[2]) return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE differs between ranks", rank);
     if (env > 0) {
         if (size % env)
             return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE=%ld does not divide the world size %d", rank, env,
@@ -494,13 +553,20 @@ static zt_status topology(zt_comm *c, int *rpn)
         *rpn = (int)env;
         return ZT_OK;
     }
-    if (v[0] != -v[1])
-        return zt_fail(ZT_EUSER, "rank %d: comm init: the hosts hold different numbers of ranks (%ld to %ld); set ZT_RANKS_PER_NODE",
-                       rank, -v[1], v[0]);
-    if (v[2])
-        return zt_fail(ZT_EUSER, "rank %d: comm init: the ranks of a host are not consecutive (place them by slot, "
-                       "mpirun --map-by slot) or set ZT_RANKS_PER_NODE", rank);
-    *rpn = shm_size;
+    int on_host, before;
+    zt_status st = host_layout(c, &on_host, &before);
+    if (st) return st;
+    /* the hosts' ranks are consecutive and as many on each: host = rank / on_host */
+    long h[3] = {on_host, -on_host, before != rank % on_host};
+    rc = MPI_Allreduce(MPI_IN_PLACE, h, 3, MPI_LONG, MPI_MAX, c->world.comm);
+    if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Allreduce", rc);
+    if (h[0] != -h[1])
+        return zt_fail(ZT_EUSER, "rank %d: comm init: the hosts hold different numbers of ranks (%ld to %ld); "
+                       "set ZT_RANKS_PER_NODE to override", rank, -h[1], h[0]);
+    if (h[2])
+        return zt_fail(ZT_EUSER, "rank %d: comm init: the ranks of a host are not consecutive; place them by slot "
+                       "(mpirun --map-by slot) or set ZT_RANKS_PER_NODE to override", rank);
+    *rpn = on_host;
     return ZT_OK;
 }
 
@@ -513,6 +579,24 @@ static zt_status group_split(zt_comm *c, group *g, int color, int node_base, int
     MPI_Comm_rank(g->comm, &g->me);
     if (!(g->node = malloc((size_t)g->size * sizeof *g->node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", c->base.rank);
     for (int q = 0; q < g->size; q++) g->node[q] = node_base + q * node_step;
+    g->spans_nodes = node_step && g->size > 1;
+    return ZT_OK;
+}
+
+/* The topology and the world, intra and inter groups: collectives, under the watchdog. */
+static zt_status groups(zt_comm *c)
+{
+    int rpn = 1, size = c->base.size, rank = c->base.rank;
+    zt_status st = topology(c, &rpn);
+    if (st) return st;
+    c->base.ranks_per_node = rpn;
+    c->world.size = size, c->world.me = rank;
+    if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
+    for (int q = 0; q < size; q++) c->world.node[q] = q / rpn;
+    c->world.spans_nodes = rpn < size;
+    if ((st = group_split(c, &c->intra, rank / rpn, rank / rpn, 0))) return st;
+    if ((st = group_split(c, &c->inter, rank % rpn, 0, 1))) return st;
+    ZT_ASSERT(c->intra.size == rpn && c->inter.size == size / rpn);
     return ZT_OK;
 }
 
@@ -524,27 +608,18 @@ static zt_status setup(zt_comm *c, double timeout_s)
     MPI_Comm_size(c->world.comm, &c->base.size);
     MPI_Comm_rank(c->world.comm, &c->base.rank);
     c->base.chunk = ZT_COMM_CHUNK_DEFAULT;
-    int rpn = 1, size = c->base.size, rank = c->base.rank;
     zt_status st = watchdog_start(c, timeout_s);
     if (st) return st;
     watch(c, "comm init");
-    st = topology(c, &rpn);
+    st = groups(c);
     unwatch(c);
     if (st) return st;
-    c->base.ranks_per_node = rpn;
-    c->world.size = size, c->world.me = rank;
-    if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
-    for (int q = 0; q < size; q++) c->world.node[q] = q / rpn;
-    watch(c, "comm init");
-    if (!(st = group_split(c, &c->intra, rank / rpn, rank / rpn, 0))) st = group_split(c, &c->inter, rank % rpn, 0, 1);
-    unwatch(c);
-    if (st) return st;
-    ZT_ASSERT(c->intra.size == rpn && c->inter.size == size / rpn);
-    c->xs = calloc((size_t)size, sizeof *c->xs);
-    c->xr = calloc((size_t)size, sizeof *c->xr);
-    c->xs_len = calloc((size_t)size, sizeof *c->xs_len);
-    c->xr_len = calloc((size_t)size, sizeof *c->xr_len);
-    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
+    size_t size = (size_t)c->base.size;
+    c->xs = calloc(size, sizeof *c->xs);
+    c->xr = calloc(size, sizeof *c->xr);
+    c->xs_len = calloc(size, sizeof *c->xs_len);
+    c->xr_len = calloc(size, sizeof *c->xr_len);
+    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", c->base.rank);
     return ZT_OK;
 }
 
@@ -590,7 +665,8 @@ void zt_comm_finalize(zt_comm *c)
     free(c->xr);
     free(c->xs_len);
     free(c->xr_len);
-    free(c->reqs);
+    free(c->reqs[0].r);
+    free(c->reqs[1].r);
     zt_free(c->scratch);
     if (c->did_init) MPI_Finalize();
     free(c);

@@ -62,8 +62,10 @@ static void check_ok(zt_status st)
 
 static void test_topology(void)
 {
-    const char *s = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK"), *rpn = getenv("ZT_RANKS_PER_NODE");
-    int want_size = s ? atoi(s) : 1, want_rpn = rpn && *rpn ? atoi(rpn) : want_size; /* one host */
+    /* mpirun tells each rank its place, and how many of the job's ranks share its host */
+    const char *s = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK"),
+               *host = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *rpn = getenv("ZT_RANKS_PER_NODE");
+    int want_size = s ? atoi(s) : 1, want_rpn = rpn && *rpn ? atoi(rpn) : host ? atoi(host) : 1;
     CHECK(N == want_size);
     CHECK(R == (r ? atoi(r) : 0));
     CHECK(RPN == want_rpn);
