@@ -2,7 +2,6 @@
 
 #include <string.h>
 
-#include "lib/core/arena.h"
 #include "lib/model/llama.h"
 #include "lib/optim/clip.h"
 
@@ -22,17 +21,11 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, size_t numel)
     if (z->stage >= 1) {
         z->lo = z->p * z->rank < numel ? z->p * z->rank : numel;
         z->hi = z->lo + z->p < numel ? z->lo + z->p : numel;
-        z->tmp = zt_calloc_aligned(z->p * sizeof(float));
-        if (!z->tmp) return zt_fail(ZT_ENOMEM, "out of memory for a ZeRO shard of %zu elements", z->p);
     }
     return ZT_OK;
 }
 
-void zt_zero_free(zt_zero *z)
-{
-    zt_free(z->tmp);
-    memset(z, 0, sizeof *z);
-}
+void zt_zero_free(zt_zero *z) { memset(z, 0, sizeof *z); }
 
 zt_status zt_zero_sum(zt_zero *z, double *v, int n)
 {
@@ -43,10 +36,8 @@ zt_status zt_zero_reduce_grads(zt_zero *z, float *grads)
 {
     if (z->world == 1) return ZT_OK;
     if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, grads, z->numel, ZT_COMM_GRAD_REDUCE);
-    /* the padding past numel is zero in every rank's gradient, so the padded blocks reduce to zero */
-    zt_status st = zt_comm_reduce_scatter_sum(z->comm, grads, z->tmp, z->p, ZT_COMM_GRAD_REDUCE);
-    if (!st) memcpy(grads + z->lo, z->tmp, (z->hi - z->lo) * sizeof(float));
-    return st;
+    /* in place: block r lands at r·p; the padding past numel is zero in every rank's gradient */
+    return zt_comm_reduce_scatter_sum(z->comm, grads, grads + z->p * z->rank, z->p, ZT_COMM_GRAD_REDUCE);
 }
 
 zt_status zt_zero_grad_sumsq(zt_zero *z, const float *grads, double *out)
@@ -62,6 +53,5 @@ zt_status zt_zero_grad_sumsq(zt_zero *z, const float *grads, double *out)
 zt_status zt_zero_gather_params(zt_zero *z, float *params)
 {
     if (z->stage < 1) return ZT_OK;
-    memcpy(z->tmp, params + z->lo, (z->hi - z->lo) * sizeof(float)); /* the gather cannot read and write one buffer */
-    return zt_comm_allgather(z->comm, z->tmp, params, z->p * sizeof(float), ZT_COMM_OTHER);
+    return zt_comm_allgather(z->comm, params + z->p * z->rank, params, z->p * sizeof(float), ZT_COMM_OTHER); /* in place */
 }

@@ -27,7 +27,6 @@ typedef struct zt_zero {
     int stage, rank, world;
     size_t numel, p; /* elements, and per shard */
     size_t lo, hi;   /* the range this rank updates: its shard from stage 1 on, else everything */
-    float *tmp;      /* one shard of scratch */
 } zt_zero;
 
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, size_t numel);
