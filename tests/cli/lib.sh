@@ -40,6 +40,25 @@ make_tiny() {
     num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
 }
 
+# for tests of several ranks: skips without mpirun, else sets $MPI (one thread per rank)
+need_mpi() {
+  command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
+  export OMP_NUM_THREADS=1
+  MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+}
+
+# random token documents for tests: random_tokens FILE SEED N
+random_tokens() {
+  $PY - "$@" <<'PY'
+import json, random, sys
+path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+r = random.Random(seed)
+with open(path, "w") as f:
+    for i in range(n):
+        f.write(json.dumps({"input_ids": [r.randrange(64) for _ in range(r.randrange(5, 30))]}) + "\n")
+PY
+}
+
 done_testing() {
   if [ "$fails" -gt 0 ]; then say "$fails check(s) failed"; exit 1; fi
   say "all checks passed"

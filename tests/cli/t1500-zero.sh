@@ -4,18 +4,10 @@
 # 1e-5 relative, the final weights within 1e-5 of each tensor's largest value; the
 # gradient reduce moves the expected bytes.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
-export OMP_NUM_THREADS=1
-MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+need_mpi
 
 make_tiny model
-$PY - <<'PY'
-import json, random
-r = random.Random(5)
-with open("data.jsonl", "w") as f:
-    for i in range(60):
-        f.write(json.dumps({"input_ids": [r.randrange(64) for _ in range(r.randrange(5, 30))]}) + "\n")
-PY
+random_tokens data.jsonl 5 60
 printf '[model]\npath = "model"\ndtype = "fp32"\nactivation_checkpointing = false\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 4\nmicro_batch_size = 1\nlearning_rate = 1e-3\nlogging_steps = 1\nmax_grad_norm = 0.5\n' > recipe.toml
 
 expect_ok "one rank, accumulation 12" "$ZT" pretrain recipe.toml output.dir=ref train.gradient_accumulation_steps=12

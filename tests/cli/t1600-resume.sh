@@ -4,18 +4,10 @@
 # world size or ZeRO stage re-shards; changed data-defining keys are refused;
 # SIGTERM writes a checkpoint and exits 0; zt export writes a loadable model.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
-export OMP_NUM_THREADS=1
-MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+need_mpi
 
 make_tiny model
-$PY - <<'PY'
-import json, random
-r = random.Random(7)
-with open("data.jsonl", "w") as f:
-    for i in range(80):
-        f.write(json.dumps({"input_ids": [r.randrange(64) for _ in range(r.randrange(5, 30))]}) + "\n")
-PY
+random_tokens data.jsonl 7 80
 printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 6\nsave_steps = 2\nsave_total_limit = 2\nmicro_batch_size = 2\ngradient_accumulation_steps = 2\nlearning_rate = 1e-3\nlogging_steps = 1\n' > recipe.toml
 
 expect_ok "uninterrupted, 2 ranks" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=full zero.stage=1

@@ -2,8 +2,7 @@
 # A rank killed with SIGKILL mid-run takes the whole job down within the collective
 # timeout, with a non-zero exit and a message naming the rank.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
-export OMP_NUM_THREADS=1
+need_mpi
 
 make_tiny model
 $PY -c "
@@ -13,7 +12,7 @@ with open('data.jsonl', 'w') as f:
 "
 printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 100000\nmicro_batch_size = 1\ncollective_timeout_s = 10\n[zero]\nstage = 1\n' > recipe.toml
 start=$(date +%s)
-mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$ZT" pretrain recipe.toml output.dir=run >out 2>err &
+$MPI -np 3 "$ZT" pretrain recipe.toml output.dir=run >out 2>err &
 pid=$!
 for i in $(seq 1 50); do [ "$(pgrep -P $pid | wc -l)" -ge 3 ] && [ -s run/metrics.jsonl ] && break; sleep 0.2; done
 victim=$(pgrep -P $pid | sed -n 2p)
