@@ -36,9 +36,10 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->numel = P;
     /* stage 3 keeps a 1/world shard plus the layers gathered for compute (current and prefetched) */
     e->params = stage >= 3 ? shard(params, world) + (size_t)(r->zero.prefetch_layers + 1) * layer * (4 + copy16) : params;
-    /* stage 2 reduces gradients into 1/world shards through a bucket */
+    /* zt's stage 2 still keeps the whole gradient until the optimizer step (reduce-scatter
+     * once per step); stage 3 holds a 1/world shard plus a bucket being reduced */
     size_t bucket = (size_t)r->zero.reduce_bucket_size * 4;
-    e->grads = stage >= 2 ? shard(grads, world) + (bucket < grads ? bucket : grads) : grads;
+    e->grads = stage >= 3 ? shard(grads, world) + (bucket < grads ? bucket : grads) : grads;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
     if (strcmp(r->offload.optimizer, "none")) {
         size_t moved = e->optimizer;
