@@ -478,27 +478,20 @@ static jx_node *not_expr(parser *P)
     return n;
 }
 
-static jx_node *and_expr(parser *P)
+/* a left-associative chain of one keyword operator: operand (word operand)* */
+static jx_node *keyword_chain(parser *P, const char *word, jx_node_kind kind, jx_node *(*operand)(parser *))
 {
-    jx_node *n = not_expr(P);
-    while (is_name(P, "and")) {
+    jx_node *n = operand(P);
+    while (is_name(P, word)) {
         uint32_t pos = cur(P)->pos;
         next(P);
-        n = binary(P, JN_AND, 0, pos, n, not_expr(P));
+        n = binary(P, kind, 0, pos, n, operand(P));
     }
     return n;
 }
 
-static jx_node *or_expr(parser *P)
-{
-    jx_node *n = and_expr(P);
-    while (is_name(P, "or")) {
-        uint32_t pos = cur(P)->pos;
-        next(P);
-        n = binary(P, JN_OR, 0, pos, n, and_expr(P));
-    }
-    return n;
-}
+static jx_node *and_expr(parser *P) { return keyword_chain(P, "and", JN_AND, not_expr); }
+static jx_node *or_expr(parser *P) { return keyword_chain(P, "or", JN_OR, and_expr); }
 
 static jx_node *expression(parser *P)
 {
