@@ -25,7 +25,7 @@ static zt_status run(zt_comm *c, int op, float *in, float *out, size_t n)
     size_t per = n / (size_t)size; /* elements per rank */
     switch (op) {
     case ZT_AG: return zt_comm_allgather(c, in, out, per * sizeof(float), ZT_COMM_OTHER);
-    case ZT_RS: return zt_comm_reduce_scatter_sum(c, in, out, per, ZT_COMM_OTHER);
+    case ZT_RS: return zt_comm_reduce_scatter_sum(c, in, out, per, n, ZT_COMM_OTHER);
     case ZT_AR: return zt_comm_allreduce_sum(c, out, n, ZT_COMM_OTHER);
     case MPI_AG: rc = MPI_Allgather(in, (int)per, MPI_FLOAT, out, (int)per, MPI_FLOAT, MPI_COMM_WORLD); break;
     case MPI_RS: rc = MPI_Reduce_scatter_block(in, out, (int)per, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;

@@ -4,12 +4,14 @@
 #include "backend.h"
 #include "kernels/cpu/ops.h"
 #include "lib/core/arena.h"
+#include "lib/core/pages.h"
 #ifndef ZT_REAL_DOUBLE
 #include "kernels/cpu/gemm_bf16.h"
 #endif
 
-static void *cpu_alloc(zt_backend *be, size_t bytes) { return zt_calloc_aligned(bytes); }
-static void cpu_free(zt_backend *be, void *p) { zt_free(p); }
+static void *cpu_alloc(zt_backend *be, size_t bytes) { return zt_pages_alloc(bytes); }
+static void cpu_free(zt_backend *be, void *p) { zt_pages_free(p); }
+static void cpu_discard(zt_backend *be, void *p, size_t bytes) { zt_pages_discard(p, bytes); }
 static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
@@ -99,6 +101,7 @@ static zt_backend cpu_backend = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .discard = cpu_discard,
     .memset0 = cpu_memset0,
     .copy = cpu_copy,
     .gemm = cpu_gemm,

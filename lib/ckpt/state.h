@@ -3,22 +3,31 @@
  * completeness (DONE), the newest checkpoint and rotation.
  *
  * A checkpoint directory runs/NAME/checkpoints/step-000100/ holds:
- *   rank-00000-of-00004.bin ...  rank r's slice [offset, offset+count) of the three arrays
+ *   rank-00000-of-00004.bin ...  rank r's segments of the three arrays
  *   trainer_state.json           written by rank 0 (zt_trainer_state)
  *   config.json, tokenizer files copied by rank 0 (zt_state_copy_model_files), so that
  *                                `zt export` needs nothing else
  *   DONE                         written last, after every rank's shard is durable
- * The slices are ZeRO's: p = ceil(numel / world), rank r holds [r*p, min((r+1)*p, numel)).
- * Any range can be read back from any layout, so a run may resume with another world
- * size (resharding is index arithmetic).
+ * A shard holds a list of segments [offset, offset+count) of the flat arrays. ZeRO stages
+ * 0-2 write one, the slice zt_state_slice computes; stage 3 shards each model unit
+ * (embedding, each layer, head) separately and writes one segment per unit. Together the
+ * shards hold every element exactly once. Any range can be read back from any layout, so
+ * a run may resume with another world size or stage (resharding is index arithmetic).
  *
- * A shard file is a 64-byte header (magic "ZTSHARD1", then little-endian u64 numel, world,
- * rank, offset, count, arrays = 3, and the CRC-32C of the 56 bytes before it) followed by
- * the three fp32 arrays of count elements each, in that order.
+ * A shard file is
+ *   a 64-byte header: magic "ZTSHARD2", then little-endian u64 numel, world, rank, nseg,
+ *     arrays (= 3), total (elements over all segments), and the CRC-32C of the 56 bytes
+ *     before it;
+ *   the segment table: nseg pairs of u64 (offset, count), ascending, disjoint and not
+ *     empty, then a u64 CRC-32C of those 16*nseg bytes;
+ *   the three fp32 arrays params, m, v of total elements each, each packed in segment order.
+ * Its size is exactly 64 + 16*nseg + 8 + 3*total*4 bytes.
  *
  *     char dir[4096];
  *     if (rank == 0) st = zt_state_dir(run, step, dir, sizeof dir);     // then a barrier
- *     st = zt_state_write_shard(dir, rank, world, numel, params + off, m + off, v + off);
+ *     zt_state_segment seg;                                             // stages 0-2: one slice
+ *     zt_state_slice(numel, world, rank, &seg.offset, &seg.count);
+ *     st = zt_state_write_shard(dir, rank, world, numel, &seg, 1, params + seg.offset, my_m, my_v);
  *     if (rank == 0) st = zt_state_write_json(dir, &s);                 // and the model files
  *     barrier;  if (rank == 0) { zt_state_mark_done(dir); zt_state_rotate(run, keep); }
  *
@@ -47,15 +56,24 @@ typedef struct zt_trainer_state {
 /* Rank's slice of numel elements over world ranks (count 0 for ranks past the end). */
 void zt_state_slice(size_t numel, int world, int rank, size_t *offset, size_t *count);
 
-/* Writes rank's shard: params, m and v point at that rank's slice (zt_state_slice).
- * Atomic: a temporary name, fsynced, renamed, the directory fsynced. */
-zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const float *params,
-                               const float *m, const float *v);
+/* One range of the flat arrays that a shard holds. */
+typedef struct zt_state_segment {
+    size_t offset, count;
+} zt_state_segment;
+
+/* Writes rank's shard: the elements of segs (ascending and disjoint, inside [0, numel); empty
+ * ones are left out) of the three arrays params, m, v, each of which holds them packed, one
+ * segment after another. Atomic: a temporary name, fsynced, renamed, the directory fsynced. */
+zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const zt_state_segment *segs,
+                               int nseg, const float *params, const float *m, const float *v);
 
 /* Reads elements [offset, offset+count) of the arrays from whatever shards hold them,
- * whatever world size wrote them. Any of params, m, v may be NULL to skip that array
- * (all three NULL over [0, numel): checks every shard's header and size, reads nothing).
- * A missing, short or corrupt shard, or one of another numel, is ZT_EUSER naming the file. */
+ * whatever world size and segments wrote them: every shard's header and segment table are
+ * read, and the parts of its segments inside the range. Any of params, m, v may be NULL to
+ * skip that array (all three NULL over [0, numel): checks every shard's header, table and
+ * size and that the shards cover every element once, reads no data). A missing, short or
+ * corrupt shard, or one of another numel, is ZT_EUSER naming the file; an element of the
+ * range that no shard holds, or two do, is ZT_EUSER naming the checkpoint and the elements. */
 zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params,
                               float *m, float *v);
 

@@ -28,7 +28,7 @@
  * receives that originate from other ranks, under its purpose and at level 0 (the source
  * rank is on this node) or 1 (another node), whatever the transfers underneath:
  *   all-gather, all-to-all    bytes_per_rank from each other rank
- *   reduce-scatter            n_per_rank elements from each other rank
+ *   reduce-scatter            each other rank's block (n_per_rank elements, or fewer at the end)
  *   all-reduce of n elements  as a reduce-scatter over the balanced split of n (block q
  *                             has n/size elements, one more when q < n % size) then an
  *                             all-gather: |block r| plus |block q| elements from each q != r
@@ -88,9 +88,11 @@ zt_status zt_comm_allreduce_sum_f64(zt_comm *c, double *buf, size_t n, zt_comm_p
 /* recv (size * bytes_per_rank) = rank 0's send, rank 1's, ...; send may be recv's own
  * block (recv + rank * bytes_per_rank), otherwise the two must not overlap */
 zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p);
-/* send: size blocks of n_per_rank elements; rank r's recv = the sum over ranks of their
- * block r. recv may be send's own block (send + rank * n_per_rank). */
-zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank,
+/* send: n elements in size blocks of n_per_rank, the last ones cut short or empty where
+ * n < size * n_per_rank (ZeRO's shards of a flat buffer, no padding moved); rank r's recv
+ * = the sum over ranks of their block r. recv may be send's own block (send + rank *
+ * n_per_rank). */
+zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, size_t n,
                                      zt_comm_purpose p);
 /* Block q of send goes to rank q; block q of recv comes from rank q. No overlap. */
 zt_status zt_comm_alltoall(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p);
@@ -101,9 +103,11 @@ zt_status zt_comm_barrier(zt_comm *c);
 /* A non-blocking all-gather (prefetching one layer while another computes): the buffers
  * must stay untouched until zt_comm_wait, which frees req. Other collectives may run in
  * between. Open MPI moves the data only inside MPI calls, so most of it moves in the wait
- * or in the collectives between. The bytes count when the gather starts. */
+ * or in the collectives between. The bytes count when the gather starts. recv holds
+ * recv_bytes (at most size * bytes_per_rank): the blocks past it are cut short or empty,
+ * as in the reduce-scatter, and this rank's send is as long as its block. */
 typedef struct zt_comm_req zt_comm_req;
-zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank,
+zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, size_t recv_bytes,
                              zt_comm_purpose p, zt_comm_req **req);
 zt_status zt_comm_wait(zt_comm *c, zt_comm_req *req); /* NULL is a no-op */
 

@@ -247,18 +247,31 @@ static zt_status exchange(zt_comm *c, const group *g, int tag, const char *op)
     return st ? st : exchange_finish(c, 0, op);
 }
 
-/* The blocks of a buffer of g->size blocks: n elements each, or (split) the balanced split of n. */
+/* The blocks of a buffer of g->size blocks: n elements each, or (split) the balanced split
+ * of n; cut off at total elements (blocks past it shorter or empty). */
 typedef struct blocks {
     size_t n;
     int split;
+    size_t total;
 } blocks;
+
+#define UNCUT SIZE_MAX
 
 /* Block q's length; its first element in *start. Block 0 is never shorter than another. */
 static size_t block(blocks b, const group *g, int q, size_t *start)
 {
-    if (b.split) return zt_comm_block(b.n, g->size, q, start);
-    *start = (size_t)q * b.n;
-    return b.n;
+    size_t len = b.n;
+    if (b.split) len = zt_comm_block(b.n, g->size, q, start);
+    else *start = (size_t)q * b.n;
+    if (*start >= b.total) *start = b.total, len = 0;
+    return len < b.total - *start ? len : b.total - *start;
+}
+
+/* Counts the blocks received from every other member: es bytes per element. */
+static void count_blocks(zt_comm *c, zt_comm_purpose p, const group *g, blocks b, size_t es)
+{
+    size_t start;
+    for (int q = 0; q < g->size; q++) zt_comm_count_from(&c->base, p, members(g), q, block(b, g, q, &start) * es);
 }
 
 /* Sets up an all-gather of blocks of es bytes elements in place in buf: this member's
@@ -273,12 +286,13 @@ static void gather_setup(zt_comm *c, const group *g, char *buf, blocks b, size_t
     }
 }
 
-/* Sets up an all-gather of b bytes per member into recv, this member's part from send. */
-static void gather_from(zt_comm *c, const group *g, const void *send, void *recv, size_t b)
+/* Sets up an all-gather of blocks b of bytes into recv, this member's block from send. */
+static void gather_from(zt_comm *c, const group *g, const void *send, void *recv, blocks b)
 {
-    char *own = (char *)recv + (size_t)g->me * b;
-    if (send != own) memcpy(own, send, b);
-    gather_setup(c, g, recv, (blocks){b, 0}, 1);
+    size_t start, mine = block(b, g, g->me, &start);
+    char *own = (char *)recv + start;
+    if (send != own && mine) memcpy(own, send, mine);
+    gather_setup(c, g, recv, b, 1);
 }
 
 /* --- reductions --------------------------------------------------------------------- */
@@ -349,7 +363,7 @@ static zt_status reduce_blocks(zt_comm *c, const group *g, const char *send, blo
 static zt_status allreduce(zt_comm *c, const group *g, char *buf, size_t n, const eltype *t, const char *op)
 {
     if (g->size == 1 || n == 0) return ZT_OK;
-    blocks b = {n, 1};
+    blocks b = {n, 1, UNCUT};
     size_t start;
     block(b, g, g->me, &start);
     zt_status st = reduce_blocks(c, g, buf, b, buf + start * t->size, t, op);
@@ -390,7 +404,7 @@ zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t byt
 {
     zt_status st = check_blocks(c, bytes_per_rank, 1, "all-gather");
     if (st) return st;
-    gather_from(c, &c->world, send, recv, bytes_per_rank);
+    gather_from(c, &c->world, send, recv, (blocks){bytes_per_rank, 0, UNCUT});
     watch(c, "all-gather");
     st = exchange(c, &c->world, TAG_GATHER, "all-gather");
     unwatch(c);
@@ -398,14 +412,16 @@ zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t byt
     return st;
 }
 
-zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, zt_comm_purpose p)
+zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, size_t n,
+                                     zt_comm_purpose p)
 {
     zt_status st = check_blocks(c, n_per_rank, sizeof *send, "reduce-scatter");
     if (st) return st;
+    blocks b = {n_per_rank, 0, n};
     watch(c, "reduce-scatter");
-    st = reduce_blocks(c, &c->world, (const char *)send, (blocks){n_per_rank, 0}, (char *)recv, &F32, "reduce-scatter");
+    st = reduce_blocks(c, &c->world, (const char *)send, b, (char *)recv, &F32, "reduce-scatter");
     unwatch(c);
-    if (!st) zt_comm_count_each(&c->base, p, members(&c->world), n_per_rank * sizeof *send);
+    if (!st) count_blocks(c, p, &c->world, b, sizeof *send);
     return st;
 }
 
@@ -451,14 +467,15 @@ zt_status zt_comm_barrier(zt_comm *c)
     return rc == MPI_SUCCESS ? ZT_OK : fail_mpi(c, "barrier", "MPI_Barrier", rc);
 }
 
-zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p,
-                             zt_comm_req **req)
+zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, size_t recv_bytes,
+                             zt_comm_purpose p, zt_comm_req **req)
 {
     *req = NULL;
     zt_status st = check_blocks(c, bytes_per_rank, 1, "all-gather");
     if (st) return st;
     const group *g = &c->world;
-    gather_from(c, g, send, recv, bytes_per_rank);
+    blocks b = {bytes_per_rank, 0, recv_bytes};
+    gather_from(c, g, send, recv, b);
     size_t need = exchange_requests(c, g);
     if (need > INT_MAX) return zt_fail(ZT_ERUNTIME, "rank %d: all-gather: %zu transfers are too many", c->base.rank, need);
     zt_comm_req *r = malloc(sizeof *r + need * sizeof(MPI_Request));
@@ -467,7 +484,7 @@ zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t by
         free(r);
         return st;
     }
-    zt_comm_count_each(&c->base, p, members(g), bytes_per_rank);
+    count_blocks(c, p, g, b, 1);
     *req = r;
     return ZT_OK;
 }

@@ -28,9 +28,10 @@ zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t byt
     return ZT_OK;
 }
 
-zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, zt_comm_purpose p)
+zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, size_t n,
+                                     zt_comm_purpose p)
 {
-    if (send != recv) memcpy(recv, send, n_per_rank * sizeof *send);
+    if (send != recv) memcpy(recv, send, (n < n_per_rank ? n : n_per_rank) * sizeof *send);
     return ZT_OK;
 }
 
@@ -47,11 +48,11 @@ zt_status zt_comm_bcast(zt_comm *c, void *buf, size_t bytes, int root, zt_comm_p
 
 zt_status zt_comm_barrier(zt_comm *c) { return ZT_OK; }
 
-zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p,
-                             zt_comm_req **req)
+zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, size_t recv_bytes,
+                             zt_comm_purpose p, zt_comm_req **req)
 {
     *req = NULL; /* done already: the wait has nothing to do */
-    return zt_comm_allgather(c, send, recv, bytes_per_rank, p);
+    return zt_comm_allgather(c, send, recv, recv_bytes < bytes_per_rank ? recv_bytes : bytes_per_rank, p);
 }
 
 zt_status zt_comm_wait(zt_comm *c, zt_comm_req *req) { return ZT_OK; }

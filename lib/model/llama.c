@@ -206,6 +206,16 @@ static void layer_backward(zt_llama *m, int l)
     be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
 }
 
+static void acquire(zt_llama *m, int unit, zt_llama_use use)
+{
+    if (m->hooks) m->hooks->acquire(m->hooks->ctx, unit, use);
+}
+
+static void release(zt_llama *m, int unit, zt_llama_use use)
+{
+    if (m->hooks) m->hooks->release(m->hooks->ctx, unit, use);
+}
+
 static int chunk_has_targets(const int32_t *target, int n)
 {
     for (int i = 0; i < n; i++)
@@ -248,10 +258,33 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     be->copy(be, m->input, input, (size_t)N * sizeof(int32_t));
     be->copy(be, m->target, target, (size_t)N * sizeof(int32_t));
     be->copy(be, m->pos, pos, (size_t)N * sizeof(int32_t));
+    int head = m->L + 1, tied = m->cfg.tie_word_embeddings, grad = grad_scale != 0;
+    acquire(m, 0, ZT_LLAMA_FORWARD);
     be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
-    for (int l = 0; l < m->L; l++) layer_forward(m, l);
+    release(m, 0, ZT_LLAMA_FORWARD);
+    for (int l = 0; l < m->L; l++) {
+        acquire(m, 1 + l, ZT_LLAMA_FORWARD);
+        layer_forward(m, l);
+        release(m, 1 + l, ZT_LLAMA_FORWARD);
+    }
+    acquire(m, head, ZT_LLAMA_FORWARD);
+    if (tied) acquire(m, 0, ZT_LLAMA_FORWARD);
+    if (grad) acquire(m, head, ZT_LLAMA_BACKWARD);
+    if (grad && tied) acquire(m, 0, ZT_LLAMA_GRADS);
     *loss_sum += head_forward_backward(m, grad_scale);
-    if (grad_scale == 0) return;
-    for (int l = m->L - 1; l >= 0; l--) layer_backward(m, l);
-    be->embedding_backward(be, m->grads + m->embed_off, m->dres, m->input, N, m->C);
+    if (grad && tied) release(m, 0, ZT_LLAMA_GRADS);
+    if (grad) release(m, head, ZT_LLAMA_BACKWARD);
+    if (tied) release(m, 0, ZT_LLAMA_FORWARD);
+    release(m, head, ZT_LLAMA_FORWARD);
+    if (grad) {
+        for (int l = m->L - 1; l >= 0; l--) {
+            acquire(m, 1 + l, ZT_LLAMA_BACKWARD);
+            layer_backward(m, l);
+            release(m, 1 + l, ZT_LLAMA_BACKWARD);
+        }
+        acquire(m, 0, ZT_LLAMA_GRADS);
+        be->embedding_backward(be, m->grads + m->embed_off, m->dres, m->input, N, m->C);
+        release(m, 0, ZT_LLAMA_GRADS);
+    }
+    if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);
 }

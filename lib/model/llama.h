@@ -67,6 +67,21 @@ typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
 } zt_llama_layer_acts;
 
+/* How a unit's memory is about to be used, or was: its weights read in the forward pass,
+ * weights read and gradient accumulated in the backward pass, or (the embedding's
+ * backward) the gradient only. */
+typedef enum { ZT_LLAMA_FORWARD, ZT_LLAMA_BACKWARD, ZT_LLAMA_GRADS } zt_llama_use;
+
+/* Hooks around every use of a unit in zt_llama_forward_backward (ZeRO stage 3 gathers
+ * the weights in acquire and frees them in release). finish ends the micro-batch. With a
+ * tied LM head the embedding is used again by the head: acquired there as well. */
+typedef struct zt_llama_hooks {
+    void *ctx;
+    void (*acquire)(void *ctx, int unit, zt_llama_use use);
+    void (*release)(void *ctx, int unit, zt_llama_use use);
+    void (*finish)(void *ctx, int backward);
+} zt_llama_hooks;
+
 /* Elements allocated past numel in params and grads (zeros): ZeRO pads the flat
  * buffers to a multiple of the world size, which is at most this. */
 #define ZT_LLAMA_PAD 65536
@@ -94,7 +109,13 @@ typedef struct zt_llama {
     double *loss_rows;
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
+    const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
 } zt_llama;
+
+/* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time. Unit 0 is
+ * the embedding, unit 1 + l layer l, unit L + 1 the final norm and (untied) LM head. */
+int zt_llama_units(const zt_llama *m);
+void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
 /* Sizes and layout only, nothing allocated (for memory estimates); zt_llama_free is not needed. */

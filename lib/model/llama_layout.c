@@ -142,6 +142,16 @@ const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name)
     return NULL;
 }
 
+int zt_llama_units(const zt_llama *m) { return m->L + 2; }
+
+void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count)
+{
+    ZT_ASSERT(unit >= 0 && unit <= m->L + 1);
+    if (unit == 0) *offset = m->embed_off, *count = m->layer0_off - m->embed_off;
+    else if (unit <= m->L) *offset = m->layer0_off + m->lay.numel * (size_t)(unit - 1), *count = m->lay.numel;
+    else *offset = m->norm_off, *count = m->numel - m->norm_off;
+}
+
 size_t zt_llama_matmul_params(const zt_llama *m)
 {
     size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * (size_t)m->F * m->C;

@@ -34,12 +34,16 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     size_t copy16 = dtype == ZT_F32 ? 0 : 2;
     size_t params = P * (4 + copy16), grads = P * 4, optimizer = P * 8;
     e->numel = P;
-    /* stage 3 keeps a 1/world shard plus the layers gathered for compute (current and prefetched) */
-    e->params = stage >= 3 ? shard(params, world) + (size_t)(r->zero.prefetch_layers + 1) * layer * (4 + copy16) : params;
-    /* zt's stage 2 still keeps the whole gradient until the optimizer step (reduce-scatter
-     * once per step); stage 3 holds a 1/world shard plus a bucket being reduced */
-    size_t bucket = (size_t)r->zero.reduce_bucket_size * 4;
-    e->grads = stage >= 3 ? shard(grads, world) + (bucket < grads ? bucket : grads) : grads;
+    /* stage 3 keeps 1/world of the fp32 weights plus the units gathered for compute (the
+     * current one and the prefetched; a tied embedding stays from the forward pass's start
+     * to the backward pass's end), and 1/world of the gradient plus the gradients of the
+     * unit in backward (and of the tied embedding). zt's stage 2 still keeps the whole
+     * gradient until the optimizer step (reduce-scatter once per step). */
+    size_t largest = layer > (size_t)m.V * m.C ? layer : (size_t)m.V * m.C;
+    size_t pinned = cfg.tie_word_embeddings ? (size_t)m.V * m.C : 0;
+    size_t gathered = ((size_t)(r->zero.prefetch_layers + 1) * largest + pinned) * (4 + copy16);
+    e->params = stage >= 3 ? shard(P * 4, world) + gathered : params;
+    e->grads = stage >= 3 ? shard(grads, world) + (largest + pinned) * 4 : grads;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
     if (strcmp(r->offload.optimizer, "none")) {
         size_t moved = e->optimizer;
@@ -47,9 +51,8 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         else e->offloaded_host += moved;
     }
     if (!strcmp(r->offload.param, "nvme")) {
-        size_t resident = (size_t)(r->zero.prefetch_layers + 1) * layer * (4 + copy16);
-        e->offloaded_nvme += e->params - resident;
-        e->params = resident;
+        e->offloaded_nvme += e->params - gathered;
+        e->params = gathered;
     }
     int ckpt = r->model.activation_checkpointing;
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);

@@ -12,6 +12,7 @@
 #include "lib/core/arena.h"
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "lib/core/pages.h"
 #include "lib/data/batch.h"
 #include "lib/data/formats.h"
 #include "lib/zero/zero.h"
@@ -31,7 +32,7 @@ typedef struct trainer {
     zt_comm *comm;   /* NULL for a single process */
     zt_zero zero;
     int lead;        /* rank 0: prints and writes the run files */
-    float *adam_m, *adam_v; /* AdamW state for params[zero.lo, zero.hi) */
+    float *adam_m, *adam_v; /* AdamW state for the segments this rank updates (zero.seg) */
     zt_schedule sched;
     zt_rundir rd;
     long total_steps, start_step; /* start_step > 1 when resuming */
@@ -76,7 +77,7 @@ static zt_status find_resume(trainer *t)
     return st;
 }
 
-/* Restores weights, AdamW state for [zero.lo, zero.hi), the data cursor and the step. */
+/* Restores weights, AdamW state for this rank's segments, the data cursor and the step. */
 static zt_status restore(trainer *t)
 {
     const zt_recipe *r = t->r;
@@ -90,12 +91,17 @@ static zt_status restore(trainer *t)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
-    size_t lo = t->zero.lo, hi = t->zero.hi;
-    if ((st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL)) ||
-        (st = zt_state_read_range(t->resume_from, s.numel, lo, hi - lo, NULL, t->adam_m, t->adam_v)) ||
-        (st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row})))
-        return st;
-    zt_llama_sync_params16(&t->m);
+    const zt_zero *z = &t->zero;
+    int sharded = z->stage == 3; /* the weights are this rank's segments too */
+    if (!sharded && (st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL))) return st;
+    for (int i = 0; i < z->nseg; i++) {
+        const zt_zero_segment *g = &z->seg[i];
+        if ((st = zt_state_read_range(t->resume_from, s.numel, g->lo, g->hi - g->lo, sharded ? z->master + g->local : NULL,
+                                      t->adam_m + g->local, t->adam_v + g->local)))
+            return st;
+    }
+    if ((st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row}))) return st;
+    if (!sharded) zt_llama_sync_params16(&t->m);
     t->start_step = s.step + 1;
     t->tokens_seen = (int64_t)s.tokens_seen;
     zt_log_info("resuming from '%s' after step %ld (saved by %d rank(s) at ZeRO stage %d)", t->resume_from, s.step,
@@ -113,6 +119,25 @@ static zt_status agree(trainer *t, zt_status st, const char *what)
     return bad > 0 ? zt_fail(ZT_EIO, "%s failed on another rank", what) : ZT_OK;
 }
 
+/* This rank's part of a checkpoint: what it updates (zero.seg, packed in its arrays from
+ * local 0), or at stage 0, where every rank updates everything, its zt_state_slice. */
+static zt_status write_shard(trainer *t, const char *dir)
+{
+    const zt_zero *z = &t->zero;
+    if (z->stage == 0) {
+        zt_state_segment one;
+        zt_state_slice(z->numel, z->world, z->rank, &one.offset, &one.count);
+        size_t o = one.offset;
+        return zt_state_write_shard(dir, z->rank, z->world, z->numel, &one, 1, z->master + o, t->adam_m + o, t->adam_v + o);
+    }
+    zt_state_segment *segs = malloc((size_t)z->nseg * sizeof *segs);
+    if (!segs) return zt_fail(ZT_ENOMEM, "out of memory");
+    for (int i = 0; i < z->nseg; i++) segs[i] = (zt_state_segment){z->seg[i].lo, z->seg[i].hi - z->seg[i].lo};
+    zt_status st = zt_state_write_shard(dir, z->rank, z->world, z->numel, segs, z->nseg, z->master, t->adam_m, t->adam_v);
+    free(segs);
+    return st;
+}
+
 /* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer
  * state, model files and DONE from rank 0 once every shard is durable. */
 static zt_status save_checkpoint(trainer *t, long step)
@@ -122,10 +147,7 @@ static zt_status save_checkpoint(trainer *t, long step)
     zt_status st = t->lead ? zt_state_dir(r->output.dir, step, dir, sizeof dir) : ZT_OK;
     if ((st = agree(t, st, "creating the checkpoint directory"))) return st;
     if (!t->lead) snprintf(dir, sizeof dir, "%s/checkpoints/step-%06ld", r->output.dir, step);
-    size_t off, count;
-    zt_state_slice(t->m.numel, t->zero.world, t->zero.rank, &off, &count);
-    float *mm = t->adam_m + (off - t->zero.lo), *vv = t->adam_v + (off - t->zero.lo); /* the slice of our state */
-    st = zt_state_write_shard(dir, t->zero.rank, t->zero.world, t->m.numel, t->m.params + off, mm, vv);
+    st = write_shard(t, dir);
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
     zt_loader_state ls = zt_loader_get_state(&t->loader);
     zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
@@ -174,8 +196,8 @@ static zt_status setup(trainer *t, int argc, char **argv)
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
-    if ((st = zt_zero_init(&t->zero, t->comm, r->zero.stage, t->m.numel))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
+        (st = zt_zero_init(&t->zero, t->comm, r->zero.stage, r->zero.prefetch_layers, &t->m)) ||
         (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
         return st;
     zt_trainer_state prev = {.step = -1};
@@ -196,8 +218,8 @@ static zt_status setup(trainer *t, int argc, char **argv)
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
     t->micro = calloc(A, sizeof *t->micro);
-    t->adam_m = zt_calloc_aligned((t->zero.hi - t->zero.lo + 1) * sizeof(float));
-    t->adam_v = zt_calloc_aligned((t->zero.hi - t->zero.lo + 1) * sizeof(float));
+    t->adam_m = zt_calloc_aligned((t->zero.local_numel + 1) * sizeof(float));
+    t->adam_v = zt_calloc_aligned((t->zero.local_numel + 1) * sizeof(float));
     if (!t->micro || !t->adam_m || !t->adam_v) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
     for (int i = 0; i < A; i++)
         if ((st = zt_batch_alloc(&t->micro[i], B, T))) return st;
@@ -212,22 +234,25 @@ static zt_status setup(trainer *t, int argc, char **argv)
     return ZT_OK;
 }
 
-/* One optimizer step; returns the mean loss over its target tokens. */
-/* AdamW on params[zero.lo, zero.hi): the parts of each tensor in that range */
+/* AdamW on this rank's segments: the parts of each tensor inside them */
 static void optimizer_step(trainer *t, long step, float coef)
 {
     const zt_recipe *r = t->r;
-    zt_llama *m = &t->m;
-    size_t lo = t->zero.lo, hi = t->zero.hi;
+    const zt_llama *m = &t->m;
+    const zt_zero *z = &t->zero;
     zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
                   .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
-    for (int i = 0; i < m->n_tensors; i++) {
-        const zt_llama_tensor *tt = &m->tensors[i];
-        size_t a = tt->offset, b = a + (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
-        a = a > lo ? a : lo, b = b < hi ? b : hi;
-        if (a >= b) continue;
-        zt_adamw_update(&h, m->params + a, m->grads + a, t->adam_m + (a - lo), t->adam_v + (a - lo), b - a, coef,
-                        tt->decay, m->params16 && !t->comm ? m->params16 + a : NULL);
+    for (int k = 0; k < z->nseg; k++) {
+        const zt_zero_segment *g = &z->seg[k];
+        for (int i = 0; i < m->n_tensors; i++) {
+            const zt_llama_tensor *tt = &m->tensors[i];
+            size_t a = tt->offset, b = a + (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
+            a = a > g->lo ? a : g->lo, b = b < g->hi ? b : g->hi;
+            if (a >= b) continue;
+            size_t j = g->local + (a - g->lo);
+            zt_adamw_update(&h, z->master + j, z->grad + j, t->adam_m + j, t->adam_v + j, b - a, coef, tt->decay,
+                            m->params16 && !t->comm ? m->params16 + a : NULL);
+        }
     }
 }
 
@@ -243,22 +268,21 @@ static zt_status train_step(trainer *t, long step, double *loss_out, float *gnor
         sums[0] += (double)t->micro[i].n_targets;
     }
     if ((st = zt_zero_sum(&t->zero, sums, 1))) return st;
-    memset(m->grads, 0, m->numel * sizeof(float));
+    zt_zero_zero_grads(&t->zero);
     /* the loss of a step is a mean over all its target tokens, not over micro-batches or ranks */
     float scale = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
     for (int i = 0; i < A; i++)
         zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &sums[1]);
     double sumsq;
-    if ((st = zt_zero_sum(&t->zero, &sums[1], 1)) || (st = zt_zero_reduce_grads(&t->zero, m->grads)) ||
-        (st = zt_zero_grad_sumsq(&t->zero, m->grads, &sumsq)))
+    if ((st = zt_zero_reduce_grads(&t->zero)) || (st = zt_zero_sum(&t->zero, &sums[1], 1)) ||
+        (st = zt_zero_grad_sumsq(&t->zero, &sumsq)))
         return st;
     float norm, coef = zt_clip_coef(sumsq, (float)r->train.max_grad_norm, &norm);
     if (!isfinite(norm) || !isfinite(sums[1]))
         return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
                        sums[1], norm);
     optimizer_step(t, step, coef);
-    if ((st = zt_zero_gather_params(&t->zero, m->params))) return st;
-    if (t->comm) zt_llama_sync_params16(m); /* one process: AdamW wrote the bf16 copy already */
+    if ((st = zt_zero_params_updated(&t->zero))) return st;
     *loss_out = sums[0] > 0 ? sums[1] / sums[0] : 0;
     *gnorm_out = norm;
     *ntok_out = (int64_t)sums[0];
@@ -274,6 +298,7 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
         zt_comm_bytes_reset(t->comm);
         if (st) return st;
     }
+    double wait_s = zt_zero_take_wait_s(&t->zero); /* rank 0's exposed gather time */
     if (!t->lead) return ZT_OK;
     double tps = input_tokens * (double)t->zero.world / dt, elapsed = now_s() - t->t_start;
     zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
@@ -294,9 +319,22 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     cJSON_AddNumberToObject(row, "comm_bytes_bwd_gather", (double)(bytes[ZT_COMM_BWD_GATHER][0] + bytes[ZT_COMM_BWD_GATHER][1]));
     cJSON_AddNumberToObject(row, "comm_bytes_grad_reduce",
                             (double)(bytes[ZT_COMM_GRAD_REDUCE][0] + bytes[ZT_COMM_GRAD_REDUCE][1]));
+    zt_json_number(row, "gather_wait_s", wait_s);
     cJSON_AddNumberToObject(row, "io_read_bytes", 0);
     cJSON_AddNumberToObject(row, "io_write_bytes", 0);
     return zt_rundir_metrics(&t->rd, row);
+}
+
+/* What ZeRO partitions, as this rank holds it (rank 0 holds the largest shards). */
+static void add_memory(cJSON *summary, const zt_zero_memory *m, int stage)
+{
+    zt_zero_memory u = *m;
+    cJSON *o = cJSON_AddObjectToObject(summary, "model_state_bytes");
+    cJSON_AddNumberToObject(o, "params", (double)u.params);
+    cJSON_AddNumberToObject(o, "grads", (double)u.grads);
+    cJSON_AddNumberToObject(o, "optimizer", (double)u.optimizer);
+    cJSON_AddNumberToObject(o, "gathered_peak", (double)u.gathered_peak);
+    cJSON_AddNumberToObject(summary, "zero_stage", stage);
 }
 
 /* The progress bar on a terminal: step, loss, lr, grad-norm, tokens/s, GFLOP/s, memory, ETA. */
@@ -443,7 +481,12 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
     int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
     if (!st && !preempted && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
     zt_log_status(NULL);
+    /* before the final save assembles the whole model */
+    size_t peak_rss_train = zt_peak_rss_bytes();
+    zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
+    if (!st && !preempted) st = zt_zero_gather_all(&t.zero);
     if (!st && !preempted && t.lead) st = save_final(&t);
+    zt_zero_release_all(&t.zero);
     cJSON *summary = NULL;
     if (t.rd.run) {
         summary = cJSON_CreateObject();
@@ -458,6 +501,8 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
+        cJSON_AddNumberToObject(summary, "peak_rss_train_bytes", (double)peak_rss_train);
+        add_memory(summary, &mem, t.zero.stage);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }
     if (t.rd.run) {

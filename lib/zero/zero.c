@@ -1,57 +1,93 @@
+/* ZeRO stages 0-2, and what all stages share. */
 #include "zero.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#include "lib/model/llama.h"
 #include "lib/optim/clip.h"
+#include "zero3.h"
 
-zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, size_t numel)
+zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, int prefetch_layers, zt_llama *m)
 {
     memset(z, 0, sizeof *z);
     z->comm = comm;
+    z->m = m;
     z->world = comm ? zt_comm_size(comm) : 1;
     z->rank = comm ? zt_comm_rank(comm) : 0;
     z->stage = z->world > 1 ? stage : 0; /* one rank: nothing to shard */
-    if (z->stage > 2)
-        return zt_fail(ZT_EUSER, "zero.stage = %d is not supported yet with %d ranks (use 0, 1 or 2)", stage, z->world);
-    z->numel = numel;
-    z->p = (numel + z->world - 1) / z->world;
-    if (z->p * z->world - numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
-    z->lo = 0, z->hi = numel;
+    z->numel = m->numel;
+    z->p = (z->numel + z->world - 1) / z->world;
+    if (z->stage == 3) return zt_zero3_init(z, prefetch_layers);
+    if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
+    size_t lo = 0, hi = z->numel;
     if (z->stage >= 1) {
-        z->lo = z->p * z->rank < numel ? z->p * z->rank : numel;
-        z->hi = z->lo + z->p < numel ? z->lo + z->p : numel;
+        lo = z->p * z->rank < z->numel ? z->p * z->rank : z->numel;
+        hi = lo + z->p < z->numel ? lo + z->p : z->numel;
     }
+    if (!(z->seg = malloc(sizeof *z->seg))) return zt_fail(ZT_ENOMEM, "out of memory");
+    z->seg[0] = (zt_zero_segment){lo, hi, 0};
+    z->nseg = 1;
+    z->local_numel = hi - lo;
+    z->master = m->params + lo;
+    z->grad = m->grads + lo;
     return ZT_OK;
 }
 
-void zt_zero_free(zt_zero *z) { memset(z, 0, sizeof *z); }
+void zt_zero_free(zt_zero *z)
+{
+    if (z->z3) zt_zero3_free(z);
+    free(z->seg);
+    memset(z, 0, sizeof *z);
+}
 
 zt_status zt_zero_sum(zt_zero *z, double *v, int n)
 {
     return z->comm && z->world > 1 ? zt_comm_allreduce_sum_f64(z->comm, v, (size_t)n, ZT_COMM_OTHER) : ZT_OK;
 }
 
-zt_status zt_zero_reduce_grads(zt_zero *z, float *grads)
+void zt_zero_zero_grads(zt_zero *z)
 {
-    if (z->world == 1) return ZT_OK;
-    if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, grads, z->numel, ZT_COMM_GRAD_REDUCE);
-    /* in place: block r lands at r·p; the padding past numel is zero in every rank's gradient */
-    return zt_comm_reduce_scatter_sum(z->comm, grads, grads + z->p * z->rank, z->p, ZT_COMM_GRAD_REDUCE);
+    if (z->stage == 3) memset(z->grad, 0, z->local_numel * sizeof *z->grad);
+    else memset(z->m->grads, 0, z->numel * sizeof *z->m->grads);
 }
 
-zt_status zt_zero_grad_sumsq(zt_zero *z, const float *grads, double *out)
+zt_status zt_zero_reduce_grads(zt_zero *z)
+{
+    if (z->world == 1) return ZT_OK;
+    if (z->stage == 3) return zt_zero3_error(z); /* reduced unit by unit in the backward pass */
+    float *g = z->m->grads;
+    if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
+    /* in place: block r lands at r·p */
+    return zt_comm_reduce_scatter_sum(z->comm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
+}
+
+zt_status zt_zero_grad_sumsq(zt_zero *z, double *out)
 {
     if (z->stage < 2) { /* every rank holds the whole summed gradient */
-        *out = zt_sumsq(grads, z->numel);
+        *out = zt_sumsq(z->m->grads, z->numel);
         return ZT_OK;
     }
-    *out = zt_sumsq(grads + z->lo, z->hi - z->lo);
+    *out = zt_sumsq(z->grad, z->local_numel);
     return zt_zero_sum(z, out, 1);
 }
 
-zt_status zt_zero_gather_params(zt_zero *z, float *params)
+zt_status zt_zero_params_updated(zt_zero *z)
 {
-    if (z->stage < 1) return ZT_OK;
-    return zt_comm_allgather(z->comm, params + z->p * z->rank, params, z->p * sizeof(float), ZT_COMM_OTHER); /* in place */
+    zt_status st = ZT_OK;
+    if (z->stage == 1 || z->stage == 2) /* in place */
+        st = zt_comm_allgather(z->comm, z->m->params + z->p * z->rank, z->m->params, z->p * sizeof(float), ZT_COMM_OTHER);
+    if (!st && z->comm && z->stage < 3) zt_llama_sync_params16(z->m); /* one process: AdamW wrote the bf16 copy */
+    return st;
+}
+
+zt_zero_memory zt_zero_memory_use(const zt_zero *z)
+{
+    size_t n = z->numel, local = z->local_numel, copy16 = z->m->params16 ? 2 : 0;
+    zt_zero_memory u = {.params = n * (4 + copy16), .grads = n * 4, .optimizer = local * 8};
+    if (z->z3) {
+        u.params = local * 4; /* the bf16 copy exists only for gathered units */
+        u.grads = local * 4;
+        u.gathered_peak = zt_zero3_gathered_peak(z);
+    }
+    return u;
 }

@@ -1,18 +1,34 @@
-/* zero: ZeRO data parallelism over the flat parameter array (stages 0-2).
+/* zero: ZeRO data parallelism over the model's flat parameter array, stages 0-3.
  *
- * Every rank holds the whole model for compute. Stage 0 all-reduces gradients
- * and every rank runs the whole optimizer. Stage 1 keeps AdamW state only for this
- * rank's shard: gradients are all-reduced, the shard is updated, and the updated
- * shards are all-gathered. Stage 2 also reduces gradients straight into the owners'
- * shards (reduce-scatter). Shards are equal slices [r·p, (r+1)·p) with
- * p = ceil(numel / world) (the flat buffers have room for the padding).
+ * Stage 0 all-reduces gradients and every rank runs the whole optimizer. Stage 1 keeps
+ * AdamW state only for this rank's shard: gradients are all-reduced, the shard is
+ * updated, and the updated shards are all-gathered. Stage 2 reduces gradients straight
+ * into the owners' shards (reduce-scatter). Stages 1-2 shard the flat array in equal
+ * slices [r·p, (r+1)·p), p = ceil(numel / world) (the flat buffers have room for the
+ * padding).
+ *
+ * Stage 3 (zero3.c) also partitions the parameters: each unit of the model (the
+ * embedding, each layer, the final norm and head: zt_llama_units) is cut into equal slices
+ * of its own, and a rank keeps only its slices of the fp32 weights, the gradients and the
+ * AdamW state. Through the model's hooks a unit is all-gathered into the model's flat
+ * array just before it is used, in the forward pass and again in the backward pass, and
+ * freed right after (its pages go back to the system); the next zero.prefetch_layers
+ * units' gathers are started before the current one computes. Each unit's gradient is
+ * reduce-scattered into its owners' slices as soon as its backward is done, every
+ * micro-batch.
+ *
+ * What this rank updates is a list of segments of the flat array, stored one after
+ * another in its local arrays: z.master (weights) and z.grad (summed gradients). For
+ * stages 0-2 they are views of the model's arrays, at stage 3 arrays of their own.
  * With comm == NULL (one process) every call is local.
  *
  *     zt_zero z;
- *     zt_zero_init(&z, comm, recipe.zero.stage, m.numel);
- *     zt_zero_sum(&z, sums, 2);                 // loss and target counts over ranks
- *     zt_zero_reduce_grads(&z, m.grads);        // then AdamW on [z.lo, z.hi)
- *     zt_zero_gather_params(&z, m.params);      // every rank has the new weights
+ *     zt_zero_init(&z, comm, recipe.zero.stage, recipe.zero.prefetch_layers, &m);
+ *     zt_zero_zero_grads(&z);
+ *     for each micro-batch: zt_llama_forward_backward(&m, ...);
+ *     zt_zero_sum(&z, sums, 2);               // loss and target counts over ranks
+ *     zt_zero_reduce_grads(&z);               // then AdamW on every segment of z.master
+ *     zt_zero_params_updated(&z);             // every rank can compute with the new weights
  */
 #ifndef ZT_ZERO_H
 #define ZT_ZERO_H
@@ -21,23 +37,57 @@
 
 #include "lib/comm/comm.h"
 #include "lib/core/status.h"
+#include "lib/model/llama.h"
+
+/* Elements [lo, hi) of the flat array, at z.master[local] and z.grad[local]. */
+typedef struct zt_zero_segment {
+    size_t lo, hi, local;
+} zt_zero_segment;
+
+/* Bytes of model state this rank holds (what ZeRO partitions): fp32 weights (and their
+ * bf16 copy), gradients, AdamW's two moments; at stage 3 also the most bytes of
+ * gathered units (weights and gradients) held at once, which the others do not need. */
+typedef struct zt_zero_memory {
+    size_t params, grads, optimizer, gathered_peak;
+} zt_zero_memory;
+
+typedef struct zt_zero3 zt_zero3;
 
 typedef struct zt_zero {
     zt_comm *comm; /* NULL: a single process */
     int stage, rank, world;
-    size_t numel, p; /* elements, and per shard */
-    size_t lo, hi;   /* the range this rank updates: its shard from stage 1 on, else everything */
+    zt_llama *m;
+    size_t numel, p; /* elements; per slice at stages 1-2 */
+    zt_zero_segment *seg;
+    int nseg;
+    size_t local_numel; /* the segments' elements, together */
+    float *master, *grad;
+    zt_zero3 *z3; /* stage 3 */
 } zt_zero;
 
-zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, size_t numel);
+/* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
+ * and installs the model's hooks. */
+zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, int prefetch_layers, zt_llama *m);
 void zt_zero_free(zt_zero *z);
 /* Sums n doubles over the ranks, in place. */
 zt_status zt_zero_sum(zt_zero *z, double *v, int n);
-/* After backward: the summed gradient over all ranks in grads[lo, hi) (everywhere for stages 0-1). */
-zt_status zt_zero_reduce_grads(zt_zero *z, float *grads);
+/* Before a step's first micro-batch. */
+void zt_zero_zero_grads(zt_zero *z);
+/* After the step's micro-batches: the gradient summed over all ranks in z.grad, every
+ * segment. Also reports a collective that failed inside stage 3's hooks. */
+zt_status zt_zero_reduce_grads(zt_zero *z);
 /* Σ g² over the whole gradient, the same on every rank. */
-zt_status zt_zero_grad_sumsq(zt_zero *z, const float *grads, double *out);
-/* After the optimizer updated params[lo, hi): the whole array on every rank (stages 1-2). */
-zt_status zt_zero_gather_params(zt_zero *z, float *params);
+zt_status zt_zero_grad_sumsq(zt_zero *z, double *out);
+/* After the optimizer updated z.master: the model computes with the new weights (stages
+ * 1-2 all-gather them; stage 3 gathers at the next use) and its bf16 copy follows. */
+zt_status zt_zero_params_updated(zt_zero *z);
+/* The functions below are no-ops but at stage 3 (zero3.c). */
+/* The whole model in m->params on every rank (to save it or generate), a
+ * collective; zt_zero_release_all frees it again. No-ops at the other stages. */
+zt_status zt_zero_gather_all(zt_zero *z);
+void zt_zero_release_all(zt_zero *z);
+zt_zero_memory zt_zero_memory_use(const zt_zero *z);
+/* Seconds spent waiting for gathers (exposed communication) since the last call. */
+double zt_zero_take_wait_s(zt_zero *z);
 
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZeRO data parallelism: 1, 2, 3 and 4 ranks (accumulation scaled so the global batch
-# is the same) at stages 0, 1 and 2 train like one rank: the loss of every step within
+# is the same) at stages 0, 1, 2 and 3 train like one rank: the loss of every step within
 # 1e-5 relative, the final weights within 1e-5 of each tensor's largest value; the
 # gradient reduce moves the expected bytes.
 . "$(dirname "$0")/lib.sh"
@@ -11,7 +11,7 @@ random_tokens data.jsonl 5 60
 printf '[model]\npath = "model"\ndtype = "fp32"\nactivation_checkpointing = false\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 4\nmicro_batch_size = 1\nlearning_rate = 1e-3\nlogging_steps = 1\nmax_grad_norm = 0.5\n' > recipe.toml
 
 expect_ok "one rank, accumulation 12" "$ZT" pretrain recipe.toml output.dir=ref train.gradient_accumulation_steps=12
-for stage in 0 1 2; do
+for stage in 0 1 2 3; do
   for n in 2 3 4; do
     expect_ok "$n ranks, stage $stage" $MPI -np $n "$ZT" pretrain recipe.toml output.dir=r$n-s$stage \
       train.gradient_accumulation_steps=$((12 / n)) zero.stage=$stage

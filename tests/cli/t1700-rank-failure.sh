@@ -10,7 +10,7 @@ import json
 with open('data.jsonl', 'w') as f:
     for i in range(40): f.write(json.dumps({'input_ids': [(i * 5 + j) % 64 for j in range(24)]}) + '\n')
 "
-printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 100000\nmicro_batch_size = 1\ncollective_timeout_s = 10\n[zero]\nstage = 1\n' > recipe.toml
+printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 100000\nmicro_batch_size = 1\ncollective_timeout_s = 10\n[zero]\nstage = 3\n' > recipe.toml
 start=$(date +%s)
 $MPI -np 3 "$ZT" pretrain recipe.toml output.dir=run >out 2>err &
 pid=$!

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/ckpt/safetensors.h"
+#include "lib/core/crc32c.h"
 #include "lib/core/fileio.h"
 #include "lib/core/rng.h"
 #include "lib/model/llama.h"
@@ -45,15 +46,84 @@ static float *random_floats(size_t n, uint64_t seed)
     return p;
 }
 
-/* The arrays of a model of numel elements, written as shards of world ranks into dir. */
+/* Writes rank's shard of segs, packing them from the whole arrays src (params, m, v). */
+static void write_segments(const char *dir, int rank, int world, size_t numel, const zt_state_segment *segs, int nseg,
+                           const float *const src[3])
+{
+    size_t total = 0;
+    for (int i = 0; i < nseg; i++) total += segs[i].count;
+    float *packed[3];
+    for (int k = 0; k < 3; k++) {
+        packed[k] = malloc((total ? total : 1) * sizeof(float));
+        size_t at = 0;
+        for (int i = 0; i < nseg; i++) {
+            memcpy(packed[k] + at, src[k] + segs[i].offset, segs[i].count * sizeof(float));
+            at += segs[i].count;
+        }
+    }
+    zt_status st = zt_state_write_shard(dir, rank, world, numel, segs, nseg, packed[0], packed[1], packed[2]);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    for (int k = 0; k < 3; k++) free(packed[k]);
+}
+
+/* The arrays of a model of numel elements, written as shards of world ranks into dir,
+ * one slice each (ZeRO stages 0-2). */
 static void write_all(const char *dir, size_t numel, int world, const float *p, const float *m, const float *v)
 {
+    const float *src[3] = {p, m, v};
     for (int r = 0; r < world; r++) {
-        size_t off, count;
-        zt_state_slice(numel, world, r, &off, &count);
-        zt_status st = zt_state_write_shard(dir, r, world, numel, p + off, m + off, v + off);
-        CHECK_MSG(!st, "%s", zt_errmsg());
+        zt_state_segment seg;
+        zt_state_slice(numel, world, r, &seg.offset, &seg.count);
+        write_segments(dir, r, world, numel, &seg, 1, src);
     }
+}
+
+/* Rank's segments when each unit (units[i] elements, one after another) is cut into world
+ * slices of ceil(n / world), as ZeRO stage 3 shards each model unit; some may be empty. */
+static void unit_segments(const size_t *units, int nunits, int world, int rank, zt_state_segment *segs)
+{
+    size_t base = 0;
+    for (int u = 0; u < nunits; u++) {
+        zt_state_slice(units[u], world, rank, &segs[u].offset, &segs[u].count);
+        segs[u].offset += base;
+        base += units[u];
+    }
+}
+
+/* The arrays written as shards of world ranks in the stage 3 layout of units. */
+static void write_units(const char *dir, size_t numel, int world, const size_t *units, int nunits,
+                        const float *const src[3])
+{
+    zt_state_segment *segs = malloc((size_t)nunits * sizeof *segs);
+    for (int r = 0; r < world; r++) {
+        unit_segments(units, nunits, world, r, segs);
+        write_segments(dir, r, world, numel, segs, nunits, src);
+    }
+    free(segs);
+}
+
+/* The sum of n unit sizes. */
+static size_t units_numel(const size_t *units, int n)
+{
+    size_t sum = 0;
+    for (int i = 0; i < n; i++) sum += units[i];
+    return sum;
+}
+
+/* Reads [off, off+count) of all three arrays and compares them bitwise with src. */
+static int read_equal(const char *dir, size_t numel, size_t off, size_t count, const float *const src[3])
+{
+    float *got[3];
+    int same = 1;
+    for (int k = 0; k < 3; k++) got[k] = malloc((count ? count : 1) * sizeof(float));
+    zt_status st = zt_state_read_range(dir, numel, off, count, got[0], got[1], got[2]);
+    CHECK_MSG(!st, "range [%zu, +%zu): %s", off, count, zt_errmsg());
+    for (int k = 0; k < 3; k++) {
+        same &= !st && !memcmp(got[k], src[k] + off, count * sizeof(float));
+        free(got[k]);
+    }
+    CHECK_MSG(same, "range [%zu, +%zu) reads back different values", off, count);
+    return same;
 }
 
 /* st failed with ZT_EUSER and a message holding both needles */
@@ -84,16 +154,19 @@ static void test_slices(void)
         }
 }
 
-/* Every range of every layout reads back bitwise, any array skippable. */
-static void check_all_ranges(size_t numel, int range_step)
+/* Every range of every layout (one slice per rank, or the stage 3 layout of units when
+ * units is not NULL) reads back bitwise, any array skippable. */
+static void check_all_ranges(size_t numel, int range_step, const size_t *units, int nunits)
 {
     const float *src[3] = {random_floats(numel, 1), random_floats(numel, 2), random_floats(numel, 3)};
     float *got[3] = {malloc(numel * 4), malloc(numel * 4), malloc(numel * 4)};
     for (int world = 1; world <= 4; world++) {
         char dir[512], name[64];
-        snprintf(name, sizeof name, "ranges-%zu-w%d", numel, world);
+        snprintf(name, sizeof name, "ranges-%zu-w%d%s", numel, world, units ? "-units" : "");
         fresh_dir(dir, sizeof dir, name);
-        write_all(dir, numel, world, src[0], src[1], src[2]);
+        if (units) write_units(dir, numel, world, units, nunits, src);
+        else write_all(dir, numel, world, src[0], src[1], src[2]);
+        CHECK(!zt_state_read_range(dir, numel, 0, numel, NULL, NULL, NULL)); /* every shard and the coverage */
         int bad = 0;
         for (size_t off = 0; off < numel && !bad; off += (size_t)range_step)
             for (size_t count = 1; off + count <= numel && !bad; count += count < 8 ? 1 : (size_t)range_step) {
@@ -114,8 +187,97 @@ static void check_all_ranges(size_t numel, int range_step)
     for (int k = 0; k < 3; k++) free((void *)src[k]), free(got[k]);
 }
 
-static void test_ranges_small(void) { check_all_ranges(37, 1); } /* every range */
-static void test_ranges_large(void) { check_all_ranges(100003, 9973); }
+/* units of uneven sizes, some smaller than the world (empty slices) */
+static const size_t small_units[] = {5, 1, 13, 2, 8, 3, 1, 4};
+static const size_t large_units[] = {3000, 7, 50000, 1, 2, 46993};
+
+static void test_ranges_small(void) { check_all_ranges(37, 1, NULL, 0); } /* every range */
+static void test_ranges_large(void) { check_all_ranges(100003, 9973, NULL, 0); }
+static void test_units_small(void) { check_all_ranges(units_numel(small_units, 8), 1, small_units, 8); }
+static void test_units_large(void) { check_all_ranges(units_numel(large_units, 6), 9973, large_units, 6); }
+
+/* A 1500-unit model at 64 ranks: shards of about 1500 segments each. */
+static void test_many_segments(void)
+{
+    enum { UNITS = 1500, WORLD = 64 };
+    size_t units[UNITS];
+    for (int i = 0; i < UNITS; i++) units[i] = 1 + (size_t)i * 37 % 211;
+    size_t numel = units_numel(units, UNITS);
+    const float *src[3] = {random_floats(numel, 7), random_floats(numel, 8), random_floats(numel, 9)};
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "many");
+    write_units(dir, numel, WORLD, units, UNITS, src);
+    CHECK(!zt_state_read_range(dir, numel, 0, numel, NULL, NULL, NULL));
+    read_equal(dir, numel, 0, numel, src);
+    zt_rng rng;
+    zt_rng_seed(&rng, 10, 0);
+    for (int i = 0; i < 50; i++) {
+        size_t off = zt_rng_next_u64(&rng) % numel, count = 1 + zt_rng_next_u64(&rng) % (numel - off);
+        if (!read_equal(dir, numel, off, count, src)) break;
+    }
+    for (int k = 0; k < 3; k++) free((void *)src[k]);
+}
+
+/* Written in one layout, read in another: the ranges each rank of the other reads. */
+static void test_reshard(void)
+{
+    static const size_t units[] = {100, 1, 400, 7, 501};
+    size_t numel = units_numel(units, 5);
+    const float *src[3] = {random_floats(numel, 11), random_floats(numel, 12), random_floats(numel, 13)};
+    char dir[512];
+    fresh_dir(dir, sizeof dir, "reshard-3units");
+    write_units(dir, numel, 3, units, 5, src);
+    for (int r = 0; r < 2; r++) { /* stage 3 on 3 ranks → one slice per rank on 2 */
+        size_t off, count;
+        zt_state_slice(numel, 2, r, &off, &count);
+        read_equal(dir, numel, off, count, src);
+    }
+    fresh_dir(dir, sizeof dir, "reshard-2flat");
+    write_all(dir, numel, 2, src[0], src[1], src[2]);
+    for (int r = 0; r < 3; r++) { /* one slice per rank on 2 → stage 3 on 3 ranks, segment by segment */
+        zt_state_segment segs[5];
+        unit_segments(units, 5, 3, r, segs);
+        for (int i = 0; i < 5; i++) read_equal(dir, numel, segs[i].offset, segs[i].count, src);
+    }
+    for (int k = 0; k < 3; k++) free((void *)src[k]);
+}
+
+/* Shards that leave elements out, or hold some twice, are refused where a read needs them. */
+static void test_gap_overlap(void)
+{
+    static const size_t units[] = {30, 40, 30}; /* rank 1 of 3 holds [10, 20), [44, 58), [80, 90) */
+    enum { N = 100 };
+    const float *src[3] = {random_floats(N, 14), random_floats(N, 15), random_floats(N, 16)};
+    float buf[N];
+    char dir[512];
+    zt_state_segment segs[3];
+
+    fresh_dir(dir, sizeof dir, "gap");
+    write_units(dir, N, 3, units, 3, src);
+    unit_segments(units, 3, 3, 1, segs);
+    segs[1] = segs[2]; /* rank 1 without [44, 58) */
+    write_segments(dir, 1, 3, N, segs, 2, src);
+    expect_user_error(zt_state_read_range(dir, N, 0, N, NULL, NULL, NULL), dir, "no shard holds elements [44, 58)");
+    expect_user_error(zt_state_read_range(dir, N, 50, 10, buf, NULL, NULL), dir, "no shard holds elements [50, 58)");
+    read_equal(dir, N, 0, 44, src); /* the rest reads */
+    read_equal(dir, N, 58, N - 58, src);
+
+    fresh_dir(dir, sizeof dir, "gap-end");
+    zt_state_segment most = {0, N - 1};
+    write_segments(dir, 0, 1, N, &most, 1, src);
+    expect_user_error(zt_state_read_range(dir, N, 0, N, buf, NULL, NULL), dir, "no shard holds elements [99, 100)");
+
+    fresh_dir(dir, sizeof dir, "overlap");
+    write_units(dir, N, 3, units, 3, src);
+    unit_segments(units, 3, 3, 1, segs);
+    segs[0] = (zt_state_segment){5, 15}; /* rank 1 also holds [5, 10) of rank 0's [0, 10) */
+    write_segments(dir, 1, 3, N, segs, 3, src);
+    expect_user_error(zt_state_read_range(dir, N, 0, N, NULL, NULL, NULL), dir,
+                      "elements [5, 10) are in two shards (ranks 0 and 1 of 3)");
+    expect_user_error(zt_state_read_range(dir, N, 8, 1, buf, NULL, NULL), dir, "elements [8, 9) are in two shards");
+    read_equal(dir, N, 10, N - 10, src);
+    for (int k = 0; k < 3; k++) free((void *)src[k]);
+}
 
 /* fewer elements than ranks: the last ranks hold empty shards */
 static void test_tiny_model(void)
@@ -144,6 +306,19 @@ static void patch(const char *path, long at, const void *bytes, size_t n)
     if (f) fclose(f);
 }
 
+/* Sets field i (0: numel ... 5: total) of path's header and the header CRC to match. */
+static void set_header_field(const char *path, int i, uint64_t value)
+{
+    unsigned char h[64];
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(h, 1, 64, f) == 64);
+    if (f) fclose(f);
+    memcpy(h + 8 + 8 * i, &value, 8);
+    uint64_t crc = zt_crc32c(0, h, 56);
+    memcpy(h + 56, &crc, 8);
+    patch(path, 0, h, 64);
+}
+
 static void test_bad_shards(void)
 {
     enum { N = 101 };
@@ -154,7 +329,7 @@ static void test_bad_shards(void)
     CHECK(!zt_state_read_range(good, N, 0, N, NULL, NULL, NULL)); /* header check only */
 
     /* each case: a fresh copy of the good checkpoint, one shard damaged */
-    for (int c = 0; c < 7; c++) {
+    for (int c = 0; c < 11; c++) {
         char name[32];
         snprintf(name, sizeof name, "bad-%d", c);
         fresh_dir(dir, sizeof dir, name);
@@ -169,7 +344,7 @@ static void test_bad_shards(void)
         zt_status st = ZT_OK;
         const char *what = NULL;
         if (c == 0) unlink(shard), what = "cannot open";
-        if (c == 1) what = "truncated", st = truncate(shard, 64 + 3 * 34 * 4 - 4) ? ZT_EIO : ZT_OK;
+        if (c == 1) what = "truncated", st = truncate(shard, 64 + 16 + 8 + 3 * 34 * 4 - 4) ? ZT_EIO : ZT_OK;
         if (c == 2) what = "shorter than a shard header", st = truncate(shard, 10) ? ZT_EIO : ZT_OK;
         CHECK(!st);
         if (c == 3) patch(shard, 0, "ZTSHARD9", 8), what = "bad magic";
@@ -183,6 +358,28 @@ static void test_bad_shards(void)
             path_of(other, sizeof other, dir, "rank-00000-of-00002.bin");
             copy_file(shard, other);
             what = "two layouts";
+        }
+        if (c == 7) patch(shard, 64, "\x23", 1), what = "segment table checksum"; /* offset 34 → 35 */
+        if (c == 8) set_header_field(shard, 3, (uint64_t)1 << 40), what = "cannot hold the 1099511627776 segments";
+        if (c == 9) { /* rank 1's one segment [34, +34) says [34, +35), its table CRC updated */
+            uint64_t entry[2] = {34, 35}, crc = zt_crc32c(0, entry, 16);
+            patch(shard, 64, entry, 16);
+            patch(shard, 80, &crc, 8);
+            what = "segments of 35 elements, the header says 34";
+        }
+        if (c == 10) { /* two segments out of order, the header and table consistent */
+            uint64_t table[5] = {50, 18, 34, 16};
+            table[4] = zt_crc32c(0, table, 32);
+            char *data;
+            size_t len;
+            CHECK(!zt_read_file(shard, &data, &len) && len == 88 + 3 * 34 * 4);
+            FILE *f = fopen(shard, "wb");
+            CHECK(f && fwrite(data, 1, 64, f) == 64 && fwrite(table, 8, 5, f) == 5 &&
+                  fwrite(data + 88, 1, len - 88, f) == len - 88);
+            if (f) fclose(f);
+            free(data);
+            set_header_field(shard, 3, 2);
+            what = "segment 1 [34, +16) is empty, out of order";
         }
         st = zt_state_read_range(dir, N, 30, 10, buf, NULL, NULL); /* straddles ranks 0 and 1 */
         expect_user_error(st, c == 6 ? dir : shard, what);
@@ -248,7 +445,8 @@ static void make_step(const char *run, long step, int done)
     char dir[4096];
     float x[4] = {(float)step, 1, 2, 3};
     CHECK(!zt_state_dir(run, step, dir, sizeof dir));
-    CHECK(!zt_state_write_shard(dir, 0, 1, 4, x, x, x));
+    zt_state_segment all = {0, 4};
+    CHECK(!zt_state_write_shard(dir, 0, 1, 4, &all, 1, x, x, x));
     if (done) CHECK(!zt_state_mark_done(dir));
 }
 
@@ -403,9 +601,10 @@ static int make_checkpoint(const char *model_dir, const char *run_dir, long step
     for (size_t i = 0; i < m.numel; i++) mv[i] = 1000.0f + (float)i;
     if (!(st = zt_llama_load_weights(&m, model_dir))) st = zt_state_dir(run_dir, step, dir, sizeof dir);
     for (int r = 0; r < world && !st; r++) {
-        size_t off, count;
-        zt_state_slice(m.numel, world, r, &off, &count);
-        st = zt_state_write_shard(dir, r, world, m.numel, m.params + off, mv + off, mv + off);
+        zt_state_segment seg;
+        zt_state_slice(m.numel, world, r, &seg.offset, &seg.count);
+        st = zt_state_write_shard(dir, r, world, m.numel, &seg, 1, m.params + seg.offset, mv + seg.offset,
+                                  mv + seg.offset);
     }
     zt_trainer_state s = {.step = step, .world = world, .numel = m.numel};
     if (!st) st = zt_state_write_json(dir, &s);
@@ -427,6 +626,11 @@ int main(int argc, char **argv)
     RUN(test_slices);
     RUN(test_ranges_small);
     RUN(test_ranges_large);
+    RUN(test_units_small);
+    RUN(test_units_large);
+    RUN(test_many_segments);
+    RUN(test_reshard);
+    RUN(test_gap_overlap);
     RUN(test_tiny_model);
     RUN(test_bad_shards);
     RUN(test_json);

@@ -1,0 +1,236 @@
+/* ZeRO stage 3: each unit's weights gathered just before use and freed right after,
+ * gradients reduce-scattered unit by unit, through the model's hooks (zero.h). */
+#include "zero3.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/core/arena.h"
+
+typedef struct unit {
+    size_t off, n, p;        /* the unit's elements in the flat array; per slice */
+    size_t mine, local;      /* this rank's slice: mine elements at z.master[local] */
+    int weights, grads_in;   /* the weights' state (below); a live gradient in the model's arrays */
+    zt_comm_req *req;        /* the gather in flight */
+} unit;
+
+enum { OUT, GATHERING, IN };
+
+struct zt_zero3 {
+    unit *u;
+    int units, prefetch;
+    int pinned;  /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
+    int fwd_pos; /* the furthest unit of this forward pass: going back is the tied head's reuse */
+    float *scratch;
+    size_t held, held_peak; /* bytes of gathered weights and live gradients */
+    double wait_s;
+    zt_status error; /* the first collective that failed; the hooks do no more after it */
+    zt_llama_hooks hooks;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void hold(zt_zero3 *s, long long bytes)
+{
+    s->held += bytes;
+    if (s->held > s->held_peak) s->held_peak = s->held;
+}
+
+static size_t weight_bytes(const zt_zero *z, const unit *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
+
+static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
+{
+    zt_zero3 *s = z->z3;
+    unit *u = &s->u[i];
+    if (u->weights != OUT) return;
+    u->weights = GATHERING;
+    hold(s, (long long)weight_bytes(z, u));
+    if (!s->error)
+        s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->m->params + u->off, u->p * sizeof(float),
+                                      u->n * sizeof(float), p, &u->req);
+}
+
+static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
+{
+    zt_zero3 *s = z->z3;
+    unit *u = &s->u[i];
+    zt_llama *m = z->m;
+    if (u->weights == IN) return;
+    start_gather(z, i, p); /* nothing when prefetched */
+    double t = now_s();
+    zt_status st = zt_comm_wait(z->comm, u->req);
+    s->wait_s += now_s() - t;
+    if (!s->error) s->error = st;
+    u->req = NULL;
+    u->weights = IN;
+    if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
+}
+
+static void drop_params(zt_zero *z, int i)
+{
+    zt_zero3 *s = z->z3;
+    unit *u = &s->u[i];
+    zt_llama *m = z->m;
+    if (u->weights == GATHERING) finish_gather(z, i, ZT_COMM_OTHER); /* a prefetch nobody used: its buffer is busy */
+    if (u->weights != IN) return;
+    m->be->discard(m->be, m->params + u->off, u->n * sizeof(float));
+    if (m->params16) m->be->discard(m->be, m->params16 + u->off, u->n * 2);
+    u->weights = OUT;
+    hold(s, -(long long)weight_bytes(z, u));
+}
+
+/* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice. */
+static void reduce(zt_zero *z, int i)
+{
+    zt_zero3 *s = z->z3;
+    unit *u = &s->u[i];
+    zt_llama *m = z->m;
+    if (!u->grads_in) return;
+    if (!s->error)
+        s->error = zt_comm_reduce_scatter_sum(z->comm, m->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
+    float *g = z->grad + u->local;
+    for (size_t j = 0; j < u->mine; j++) g[j] += s->scratch[j];
+    m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
+    u->grads_in = 0;
+    hold(s, -(long long)(u->n * sizeof(float)));
+}
+
+/* Starts the gathers of the next units in this pass's order. */
+static void prefetch(zt_zero *z, int i, zt_llama_use use)
+{
+    zt_zero3 *s = z->z3;
+    if (use == ZT_LLAMA_FORWARD) {
+        if (i < s->fwd_pos) return;
+        s->fwd_pos = i;
+        for (int v = i + 1; v <= i + s->prefetch && v < s->units; v++) start_gather(z, v, ZT_COMM_FWD_GATHER);
+    } else {
+        for (int v = i - 1; v >= i - s->prefetch && v >= 1; v--) start_gather(z, v, ZT_COMM_BWD_GATHER); /* unit 0's backward reads no weights */
+    }
+}
+
+static void on_acquire(void *ctx, int i, zt_llama_use use)
+{
+    zt_zero *z = ctx;
+    zt_zero3 *s = z->z3;
+    unit *u = &s->u[i];
+    if (use != ZT_LLAMA_GRADS) {
+        finish_gather(z, i, use == ZT_LLAMA_FORWARD ? ZT_COMM_FWD_GATHER : ZT_COMM_BWD_GATHER);
+        prefetch(z, i, use);
+    }
+    if (use != ZT_LLAMA_FORWARD && !u->grads_in) {
+        memset(z->m->grads + u->off, 0, u->n * sizeof(float));
+        u->grads_in = 1;
+        hold(s, (long long)(u->n * sizeof(float)));
+    }
+}
+
+static void on_release(void *ctx, int i, zt_llama_use use)
+{
+    zt_zero *z = ctx;
+    if (i == z->z3->pinned) return; /* until the micro-batch ends */
+    if (use != ZT_LLAMA_FORWARD) reduce(z, i);
+    drop_params(z, i);
+}
+
+static void on_finish(void *ctx, int backward)
+{
+    zt_zero *z = ctx;
+    zt_zero3 *s = z->z3;
+    for (int i = 0; i < s->units; i++) {
+        reduce(z, i);
+        drop_params(z, i);
+    }
+    s->fwd_pos = 0;
+}
+
+zt_status zt_zero3_init(zt_zero *z, int prefetch_layers)
+{
+    zt_llama *m = z->m;
+    zt_zero3 *s = z->z3 = calloc(1, sizeof *s);
+    if (!s) return zt_fail(ZT_ENOMEM, "out of memory");
+    s->units = zt_llama_units(m);
+    s->prefetch = prefetch_layers;
+    s->pinned = m->cfg.tie_word_embeddings ? 0 : -1;
+    s->u = calloc((size_t)s->units, sizeof *s->u);
+    z->seg = calloc((size_t)s->units, sizeof *z->seg);
+    if (!s->u || !z->seg) return zt_fail(ZT_ENOMEM, "out of memory");
+    size_t local = 0, widest = 0;
+    for (int i = 0; i < s->units; i++) {
+        unit *u = &s->u[i];
+        zt_llama_unit_range(m, i, &u->off, &u->n);
+        u->p = (u->n + z->world - 1) / z->world;
+        size_t lo = u->p * z->rank < u->n ? u->p * z->rank : u->n;
+        u->mine = (lo + u->p < u->n ? lo + u->p : u->n) - lo;
+        u->local = local;
+        z->seg[i] = (zt_zero_segment){u->off + lo, u->off + lo + u->mine, local};
+        local += u->mine;
+        if (u->p > widest) widest = u->p;
+    }
+    z->nseg = s->units;
+    z->local_numel = local;
+    z->master = zt_calloc_aligned((local + 1) * sizeof(float));
+    z->grad = zt_calloc_aligned((local + 1) * sizeof(float));
+    s->scratch = zt_calloc_aligned((widest + 1) * sizeof(float));
+    if (!z->master || !z->grad || !s->scratch)
+        return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
+    for (int i = 0; i < z->nseg; i++)
+        memcpy(z->master + z->seg[i].local, m->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+    /* the rest of the model is gathered when used */
+    m->be->discard(m->be, m->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
+    m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
+    if (m->params16) m->be->discard(m->be, m->params16, m->numel * 2);
+    s->hooks = (zt_llama_hooks){z, on_acquire, on_release, on_finish};
+    m->hooks = &s->hooks;
+    return ZT_OK;
+}
+
+void zt_zero3_free(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    if (z->m && z->m->hooks == &s->hooks) z->m->hooks = NULL;
+    for (int i = 0; s->u && i < s->units; i++) zt_comm_wait(z->comm, s->u[i].req); /* never leave MPI a dead buffer */
+    free(s->u);
+    zt_free(s->scratch);
+    zt_free(z->master);
+    zt_free(z->grad);
+    free(s);
+    z->z3 = NULL;
+}
+
+zt_status zt_zero3_error(zt_zero *z)
+{
+    zt_status st = z->z3->error;
+    z->z3->error = ZT_OK;
+    return st;
+}
+
+size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }
+
+zt_status zt_zero_gather_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    if (!s) return ZT_OK;
+    for (int i = 0; i < s->units; i++) start_gather(z, i, ZT_COMM_OTHER);
+    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER);
+    return zt_zero3_error(z);
+}
+
+void zt_zero_release_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; s && i < s->units; i++) drop_params(z, i);
+}
+
+double zt_zero_take_wait_s(zt_zero *z)
+{
+    if (!z->z3) return 0;
+    double t = z->z3->wait_s;
+    z->z3->wait_s = 0;
+    return t;
+}
