@@ -150,6 +150,7 @@ test-san: all tests
 
 bench: all
 	@bench/run.sh
+	@bench/zero.sh
 
 demo:
 	@scripts/demo.sh

@@ -31,6 +31,9 @@ void *zt_pages_alloc(size_t bytes)
     size_t pg = page(), len = pg + ((bytes + pg - 1) / pg) * pg;
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return NULL;
+    /* huge pages where the kernel offers them: a gathered 100 MB layer then faults in 50
+     * times instead of 25000 (THP "madvise" mode, the usual default, needs the hint) */
+    madvise(base, len, MADV_HUGEPAGE);
     memcpy(base, &len, sizeof len);
     return base + pg;
 #endif
