@@ -3,7 +3,8 @@
 # padding) at N = 1, 2 and 4; a step moves the ZeRO paper's 3M, per micro-step (forward
 # gather, backward gather, gradient reduce-scatter, each (N-1)/N·M received per rank);
 # prefetching changes no bit of the result; a tied embedding and bf16 train as at stage
-# 0; checkpoints re-shard between stage 3 and the other stages, and resume bitwise.
+# 0; checkpoints re-shard between stage 3 and the other stages, and a job killed with
+# SIGKILL resumes bitwise.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -123,6 +124,24 @@ expect_ok "resume at stage 1 on 4 ranks" $MPI -np 4 "$ZT" pretrain recipe.toml o
 cp -r cut single && rm -rf single/final single/summary.json
 expect_ok "resume on one rank" "$ZT" pretrain recipe.toml output.dir=single train.gradient_accumulation_steps=4
 $PY same.py full stage1 && $PY same.py full single && say "ok - stage 3 checkpoints re-shard" || fail "re-sharded resume"
+# kill -9 of the whole job (mpirun and every rank) after its first checkpoint, then resume = auto
+expect_ok "uninterrupted, 600 steps" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=long train.max_steps=600 \
+  train.save_steps=20 train.gradient_accumulation_steps=2
+$MPI -np 2 "$ZT" pretrain recipe.toml output.dir=killed train.max_steps=600 train.save_steps=20 \
+  train.gradient_accumulation_steps=2 >killed.out 2>&1 &
+pid=$!
+for i in $(seq 1 400); do ls killed/checkpoints/*/DONE >/dev/null 2>&1 && break; sleep 0.05; done
+pkill -9 -P $pid; kill -9 $pid; wait $pid 2>/dev/null
+at=$(ls -d killed/checkpoints/*/DONE 2>/dev/null | tail -1)
+if [ -e killed/final ] || [ -z "$at" ]; then
+  fail "the job was not killed between its first checkpoint and its end (${at:-no checkpoint})"
+else
+  say "ok - killed after ${at%/DONE}, at step $($PY -c "import json; print(json.loads(open('killed/metrics.jsonl').readlines()[-1])['step'])")"
+  expect_ok "resume = auto after kill -9" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=killed train.max_steps=600 \
+    train.save_steps=20 train.gradient_accumulation_steps=2
+  cmp -s long/final/model.safetensors killed/final/model.safetensors && say "ok - bitwise identical to the uninterrupted run" \
+    || fail "the resumed run differs from the uninterrupted one"
+fi
 expect_ok "zt export of a stage 3 checkpoint" "$ZT" export full/checkpoints/step-000002 --out exported
 expect_ok "eval of the export" "$ZT" eval recipe.toml --checkpoint exported
 done_testing
