@@ -131,8 +131,8 @@ code=$?
 [ "$code" != 0 ] && [ "$code" != 124 ] && say "ok - rank 3 (on $B) exiting 5 makes zt launch exit $code" \
   || fail "a rank failing on $B gave exit $code"
 
-# ZeRO training across the link: 4 ranks on the two hosts train like one rank, and the
-# gradient reduce-scatter crosses between the hosts
+# ZeRO training across the link: 4 ranks on the two hosts train like one rank at stages 2
+# and 3, and the gradient reduce-scatter (and stage 3's gathers) cross between the hosts
 make_tiny "$TMP/model"
 $PY - <<'PY'
 import json, random
@@ -144,16 +144,20 @@ PY
 printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 3\nmicro_batch_size = 1\nlogging_steps = 1\n' > "$TMP/recipe.toml"
 expect_ok "one rank, accumulation 4" env OMP_NUM_THREADS=1 "$ZT" pretrain "$TMP/recipe.toml" output.dir="$TMP/one" \
   train.gradient_accumulation_steps=4
-expect_ok "ZeRO-2 training on 4 ranks over the two hosts" launch -- "$ZT" pretrain "$TMP/recipe.toml" \
-  output.dir="$TMP/multi" zero.stage=2 train.gradient_accumulation_steps=1
-$PY - "$TMP" <<'PY' && say "ok - the same losses as one rank; gradient bytes crossed between the hosts" || fail "multi-host training differs"
+for stage in 2 3; do
+  expect_ok "ZeRO-$stage training on 4 ranks over the two hosts" launch -- "$ZT" pretrain "$TMP/recipe.toml" \
+    output.dir="$TMP/multi$stage" zero.stage=$stage train.gradient_accumulation_steps=1
+  $PY - "$TMP" $stage <<'PY' && say "ok - stage $stage: the same losses as one rank; bytes crossed between the hosts" \
+    || fail "multi-host training at stage $stage differs"
 import json, sys
-t = sys.argv[1]
+t, stage = sys.argv[1], sys.argv[2]
 a = [json.loads(l) for l in open(t + "/one/metrics.jsonl")]
-b = [json.loads(l) for l in open(t + "/multi/metrics.jsonl")]
+b = [json.loads(l) for l in open(t + "/multi" + stage + "/metrics.jsonl")]
 assert len(a) == len(b) == 3
 for x, y in zip(a, b):
     assert abs(x["loss"] - y["loss"]) <= 1e-5 * x["loss"], (x["loss"], y["loss"])
     assert y["comm_bytes_inter"] > 0 and y["comm_bytes_intra"] > 0, y
+    assert stage == "2" or y["comm_bytes_fwd_gather"] > 0 and y["comm_bytes_bwd_gather"] > 0, y
 PY
+done
 done_testing
