@@ -70,8 +70,17 @@ typedef struct zt_comm zt_comm;
  * the watchdog (timeout_s <= 0: none). ZT_EUSER for a bad ZT_RANKS_PER_NODE or a
  * placement of ranks that the topology cannot describe. */
 zt_status zt_comm_init(zt_comm **out, int *argc, char ***argv, double timeout_s);
-/* Stops the watchdog, frees c and calls MPI_Finalize when init called MPI_Init. NULL is fine. */
+/* Stops the watchdog, frees c and calls MPI_Finalize when init called MPI_Init. NULL is fine.
+ * On a group (zt_comm_split) frees the group only. */
 void zt_comm_finalize(zt_comm *c);
+
+/* Splits the world (a collective) into groups of k consecutive ranks, k dividing the size:
+ * *group is this rank's group; with across = 1 instead the ranks of the same place in those
+ * groups (rank % k), one from each. A group is a zt_comm of its own for every collective
+ * below (ranks numbered within it; the topology functions describe its members as they sit
+ * on the nodes), with the world's watchdog, and its bytes count in the world's counters (call
+ * zt_comm_bytes_total on the world only). zt_comm_finalize frees it; before the world's. */
+zt_status zt_comm_split(zt_comm *c, int k, int across, zt_comm **group);
 
 int zt_comm_rank(const zt_comm *c);
 int zt_comm_size(const zt_comm *c);
@@ -94,6 +103,13 @@ zt_status zt_comm_allgather(zt_comm *c, const void *send, void *recv, size_t byt
  * n_per_rank). */
 zt_status zt_comm_reduce_scatter_sum(zt_comm *c, const float *send, float *recv, size_t n_per_rank, size_t n,
                                      zt_comm_purpose p);
+/* The length of block q of n elements cut into blocks of per_rank (the last ones shorter
+ * or empty), as the reduce-scatter and iallgather above cut them. */
+static inline size_t zt_comm_cut(size_t n, size_t per_rank, size_t q)
+{
+    return q * per_rank < n ? (n - q * per_rank < per_rank ? n - q * per_rank : per_rank) : 0;
+}
+
 /* Block q of send goes to rank q; block q of recv comes from rank q. No overlap. */
 zt_status zt_comm_alltoall(zt_comm *c, const void *send, void *recv, size_t bytes_per_rank, zt_comm_purpose p);
 /* root's buf to every rank's buf */

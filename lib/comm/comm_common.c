@@ -20,10 +20,10 @@ const char *zt_comm_purpose_name(zt_comm_purpose p)
 
 void zt_comm_bytes(const zt_comm *c, uint64_t out[ZT_COMM_NPURPOSE][2])
 {
-    memcpy(out, BASE(c)->bytes, sizeof BASE(c)->bytes);
+    memcpy(out, BASE(c)->bytes, sizeof BASE(c)->counts);
 }
 
-void zt_comm_bytes_reset(zt_comm *c) { memset(((zt_comm_base *)c)->bytes, 0, sizeof BASE(c)->bytes); }
+void zt_comm_bytes_reset(zt_comm *c) { memset(((zt_comm_base *)c)->bytes, 0, sizeof BASE(c)->counts); }
 
 void zt_comm_set_chunk_bytes(zt_comm *c, size_t bytes)
 {

@@ -5,8 +5,8 @@
  * scratch and sum it in rank order, with the next step's transfers already posted. On one
  * host this all-gather matches MPI_Allgather (and beats it at 3 ranks) and the
  * reduce-scatter is 3x faster than Open MPI's MPI_Reduce_scatter_block (bench/comm_bw.c).
- * The world, intra-node and inter-node groups are built at init; the public functions run
- * on the world, the others wait for ZeRO++'s hierarchical collectives. */
+ * A group (zt_comm_split) is a zt_comm of its own over a split of the world's communicator;
+ * it borrows the world's watchdog and byte counters. */
 #include "comm_internal.h"
 
 #include <limits.h>
@@ -33,8 +33,9 @@ typedef struct group {
 
 struct zt_comm {
     zt_comm_base base; /* first: comm_common.c reads it */
-    group world, intra, inter;
-    int did_init; /* init called MPI_Init */
+    group world;       /* the world, or a group's members */
+    zt_comm *root;     /* a group (zt_comm_split): the world, whose watchdog it uses; NULL for the world */
+    int did_init;      /* init called MPI_Init */
     /* one exchange: to member q send xs_len[q] bytes from xs[q], from q receive xr_len[q] into xr[q] */
     const char **xs;
     char **xr;
@@ -103,12 +104,13 @@ static int64_t now_ns(void)
 
 static void watch(zt_comm *c, const char *op)
 {
+    if (c->root) c = c->root;
     if (!c->watching) return;
     atomic_store(&c->op, op);
     atomic_store(&c->deadline, now_ns() + c->timeout_ns);
 }
 
-static void unwatch(zt_comm *c) { atomic_store(&c->deadline, 0); }
+static void unwatch(zt_comm *c) { atomic_store(c->root ? &c->root->deadline : &c->deadline, 0); }
 
 static void *abort_job(void *arg)
 {
@@ -587,20 +589,7 @@ static zt_status topology(zt_comm *c, int *rpn)
     return ZT_OK;
 }
 
-/* A group from a split of the world; node[q] = node_base + q * node_step. */
-static zt_status group_split(zt_comm *c, group *g, int color, int node_base, int node_step)
-{
-    int rc = MPI_Comm_split(c->world.comm, color, c->base.rank, &g->comm);
-    if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Comm_split", rc);
-    MPI_Comm_size(g->comm, &g->size);
-    MPI_Comm_rank(g->comm, &g->me);
-    if (!(g->node = malloc((size_t)g->size * sizeof *g->node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", c->base.rank);
-    for (int q = 0; q < g->size; q++) g->node[q] = node_base + q * node_step;
-    g->spans_nodes = node_step && g->size > 1;
-    return ZT_OK;
-}
-
-/* The topology and the world, intra and inter groups: collectives, under the watchdog. */
+/* The topology and the world's nodes: collectives, under the watchdog. */
 static zt_status groups(zt_comm *c)
 {
     int rpn = 1, size = c->base.size, rank = c->base.rank;
@@ -611,9 +600,18 @@ static zt_status groups(zt_comm *c)
     if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
     for (int q = 0; q < size; q++) c->world.node[q] = q / rpn;
     c->world.spans_nodes = rpn < size;
-    if ((st = group_split(c, &c->intra, rank / rpn, rank / rpn, 0))) return st;
-    if ((st = group_split(c, &c->inter, rank % rpn, 0, 1))) return st;
-    ZT_ASSERT(c->intra.size == rpn && c->inter.size == size / rpn);
+    return ZT_OK;
+}
+
+/* The per-member arrays of an exchange. */
+static zt_status exchange_alloc(zt_comm *c)
+{
+    size_t size = (size_t)c->base.size;
+    c->xs = calloc(size, sizeof *c->xs);
+    c->xr = calloc(size, sizeof *c->xr);
+    c->xs_len = calloc(size, sizeof *c->xs_len);
+    c->xr_len = calloc(size, sizeof *c->xr_len);
+    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm: out of memory", c->base.rank);
     return ZT_OK;
 }
 
@@ -625,19 +623,14 @@ static zt_status setup(zt_comm *c, double timeout_s)
     MPI_Comm_size(c->world.comm, &c->base.size);
     MPI_Comm_rank(c->world.comm, &c->base.rank);
     c->base.chunk = ZT_COMM_CHUNK_DEFAULT;
+    c->base.bytes = c->base.counts;
     zt_status st = watchdog_start(c, timeout_s);
     if (st) return st;
     watch(c, "comm init");
     st = groups(c);
     unwatch(c);
     if (st) return st;
-    size_t size = (size_t)c->base.size;
-    c->xs = calloc(size, sizeof *c->xs);
-    c->xr = calloc(size, sizeof *c->xr);
-    c->xs_len = calloc(size, sizeof *c->xs_len);
-    c->xr_len = calloc(size, sizeof *c->xr_len);
-    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", c->base.rank);
-    return ZT_OK;
+    return exchange_alloc(c);
 }
 
 zt_status zt_comm_init(zt_comm **out, int *argc, char ***argv, double timeout_s)
@@ -655,7 +648,7 @@ zt_status zt_comm_init(zt_comm **out, int *argc, char ***argv, double timeout_s)
         return zt_fail(ZT_ENOMEM, "comm init: out of memory");
     }
     c->did_init = !initialised;
-    c->world.comm = c->intra.comm = c->inter.comm = MPI_COMM_NULL;
+    c->world.comm = MPI_COMM_NULL;
     zt_status st = setup(c, timeout_s);
     if (st) {
         zt_comm_finalize(c);
@@ -671,12 +664,48 @@ static void group_free(group *g)
     free(g->node);
 }
 
+zt_status zt_comm_split(zt_comm *c, int k, int across, zt_comm **out)
+{
+    *out = NULL;
+    const int me = c->base.rank, size = c->base.size;
+    if (k < 1 || size % k) return zt_fail(ZT_EUSER, "rank %d: %d ranks do not split into groups of %d", me, size, k);
+    zt_comm *g = calloc(1, sizeof *g);
+    if (!g) return zt_fail(ZT_ENOMEM, "rank %d: comm split: out of memory", me);
+    g->root = c->root ? c->root : c;
+    g->world.comm = MPI_COMM_NULL;
+    watch(c, "comm split");
+    int rc = MPI_Comm_split(c->world.comm, across ? me % k : me / k, me, &g->world.comm);
+    unwatch(c);
+    zt_status st = rc == MPI_SUCCESS ? ZT_OK : fail_mpi(c, "comm split", "MPI_Comm_split", rc);
+    group *w = &g->world;
+    if (!st) {
+        MPI_Comm_size(w->comm, &w->size);
+        MPI_Comm_rank(w->comm, &w->me);
+        if (!(w->node = malloc((size_t)w->size * sizeof *w->node))) st = zt_fail(ZT_ENOMEM, "rank %d: comm split: out of memory", me);
+    }
+    int on_first = 0; /* members on member 0's node */
+    for (int q = 0; !st && q < w->size; q++) {
+        w->node[q] = c->world.node[across ? q * k + me % k : me / k * k + q];
+        on_first += w->node[q] == w->node[0];
+        w->spans_nodes |= w->node[q] != w->node[0];
+    }
+    if (!st) {
+        g->base = (zt_comm_base){.rank = w->me, .size = w->size, .ranks_per_node = on_first, .chunk = c->base.chunk,
+                                 .bytes = g->root->base.counts};
+        st = exchange_alloc(g);
+    }
+    if (st) {
+        zt_comm_finalize(g);
+        return st;
+    }
+    *out = g;
+    return ZT_OK;
+}
+
 void zt_comm_finalize(zt_comm *c)
 {
     if (!c) return;
     watchdog_stop(c);
-    group_free(&c->inter);
-    group_free(&c->intra);
     group_free(&c->world);
     free(c->xs);
     free(c->xr);

@@ -591,6 +591,15 @@ static zt_status check_keys(const zt_recipe *r)
     if (strcmp(r->offload.param, "none") && r->zero.stage != 3)
         return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")), "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
                         r->offload.param, r->zero.stage);
+    static const char *const zeropp[] = {"quantized_weights", "hpz_partition_size", "quantized_gradients"};
+    const int on[] = {r->zero.quantized_weights, r->zero.hpz_partition_size > 1, r->zero.quantized_gradients};
+    for (int i = 0; i < 3; i++)
+        if (on[i] && r->zero.stage != 3)
+            return key_fail(r, later(r, schema_key("zero", zeropp[i]), schema_key("zero", "stage")),
+                            "zero.%s (ZeRO++) needs zero.stage = 3 (it is %d)", zeropp[i], r->zero.stage);
+    if (r->zero.quantized_gradients_error_feedback && !r->zero.quantized_gradients)
+        return key_fail(r, schema_key("zero", "quantized_gradients_error_feedback"),
+                        "zero.quantized_gradients_error_feedback needs zero.quantized_gradients = true");
     if (r->offload.aio.block_size % 4096)
         return key_fail(r, schema_key("offload.aio", "block_size"), "offload.aio.block_size = %lld is not a multiple of 4096",
                         (long long)r->offload.aio.block_size);

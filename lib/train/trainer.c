@@ -195,9 +195,13 @@ static zt_status setup(trainer *t, int argc, char **argv)
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
+    zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
+                            r->zero.hpz_partition_size, r->zero.quantized_gradients,
+                            r->zero.quantized_gradients_error_feedback};
+    if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
-        (st = zt_zero_init(&t->zero, t->comm, r->zero.stage, r->zero.prefetch_layers, &t->m)) ||
+        (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) ||
         (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
         return st;
     zt_trainer_state prev = {.step = -1};
@@ -315,10 +319,14 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     for (int p = 0; p < ZT_COMM_NPURPOSE; p++) intra += bytes[p][0], inter += bytes[p][1];
     cJSON_AddNumberToObject(row, "comm_bytes_intra", (double)intra);
     cJSON_AddNumberToObject(row, "comm_bytes_inter", (double)inter);
-    cJSON_AddNumberToObject(row, "comm_bytes_fwd_gather", (double)(bytes[ZT_COMM_FWD_GATHER][0] + bytes[ZT_COMM_FWD_GATHER][1]));
-    cJSON_AddNumberToObject(row, "comm_bytes_bwd_gather", (double)(bytes[ZT_COMM_BWD_GATHER][0] + bytes[ZT_COMM_BWD_GATHER][1]));
-    cJSON_AddNumberToObject(row, "comm_bytes_grad_reduce",
-                            (double)(bytes[ZT_COMM_GRAD_REDUCE][0] + bytes[ZT_COMM_GRAD_REDUCE][1]));
+    for (int p = 0; p < ZT_COMM_NPURPOSE; p++) { /* comm_bytes_fwd_gather, and its inter-node part ..._inter */
+        if (p == ZT_COMM_OTHER) continue;
+        char key[64];
+        snprintf(key, sizeof key, "comm_bytes_%s", zt_comm_purpose_name(p));
+        cJSON_AddNumberToObject(row, key, (double)(bytes[p][0] + bytes[p][1]));
+        snprintf(key, sizeof key, "comm_bytes_%s_inter", zt_comm_purpose_name(p));
+        cJSON_AddNumberToObject(row, key, (double)bytes[p][1]);
+    }
     zt_json_number(row, "gather_wait_s", wait_s);
     cJSON_AddNumberToObject(row, "io_read_bytes", 0);
     cJSON_AddNumberToObject(row, "io_write_bytes", 0);

@@ -7,17 +7,18 @@
 #include "lib/optim/clip.h"
 #include "zero3.h"
 
-zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, int prefetch_layers, zt_llama *m)
+zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m)
 {
     memset(z, 0, sizeof *z);
     z->comm = comm;
     z->m = m;
+    z->o = *o;
     z->world = comm ? zt_comm_size(comm) : 1;
     z->rank = comm ? zt_comm_rank(comm) : 0;
-    z->stage = z->world > 1 ? stage : 0; /* one rank: nothing to shard */
+    z->stage = z->world > 1 ? o->stage : 0; /* one rank: nothing to shard */
     z->numel = m->numel;
     z->p = (z->numel + z->world - 1) / z->world;
-    if (z->stage == 3) return zt_zero3_init(z, prefetch_layers);
+    if (z->stage == 3) return zt_zero3_init(z);
     if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
     size_t lo = 0, hi = z->numel;
     if (z->stage >= 1) {
@@ -77,6 +78,7 @@ zt_status zt_zero_params_updated(zt_zero *z)
     if (z->stage == 1 || z->stage == 2) /* in place */
         st = zt_comm_allgather(z->comm, z->m->params + z->p * z->rank, z->m->params, z->p * sizeof(float), ZT_COMM_OTHER);
     if (!st && z->comm && z->stage < 3) zt_llama_sync_params16(z->m); /* one process: AdamW wrote the bf16 copy */
+    if (z->z3) zt_zero3_params_updated(z);
     return st;
 }
 
@@ -85,8 +87,8 @@ zt_zero_memory zt_zero_memory_use(const zt_zero *z)
     size_t n = z->numel, local = z->local_numel, copy16 = z->m->params16 ? 2 : 0;
     zt_zero_memory u = {.params = n * (4 + copy16), .grads = n * 4, .optimizer = local * 8};
     if (z->z3) {
-        u.params = local * 4; /* the bf16 copy exists only for gathered units */
-        u.grads = local * 4;
+        u.params = (local + z->z3->secondary_numel) * 4; /* the bf16 copy exists only for gathered units */
+        u.grads = (local + (z->z3->residual ? z->numel : 0)) * 4;
         u.gathered_peak = zt_zero3_gathered_peak(z);
     }
     return u;

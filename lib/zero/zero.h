@@ -15,7 +15,10 @@
  * freed right after (its pages go back to the system); the next zero.prefetch_layers
  * units' gathers are started before the current one computes. Each unit's gradient is
  * reduce-scattered into its owners' slices as soon as its backward is done, every
- * micro-batch.
+ * micro-batch. ZeRO++ (zeropp.c) changes how stage 3 moves the bytes: qwZ gathers int8
+ * weights with a scale per block, hpZ serves the backward gathers from a secondary slice
+ * kept inside a group of consecutive ranks, qgZ reduces int4 gradients through an
+ * all-to-all inside the node and then one across the nodes.
  *
  * What this rank updates is a list of segments of the flat array, stored one after
  * another in its local arrays: z.master (weights) and z.grad (summed gradients). For
@@ -23,7 +26,7 @@
  * With comm == NULL (one process) every call is local.
  *
  *     zt_zero z;
- *     zt_zero_init(&z, comm, recipe.zero.stage, recipe.zero.prefetch_layers, &m);
+ *     zt_zero_init(&z, comm, &(zt_zero_options){.stage = 3, .prefetch_layers = 1}, &m);
  *     zt_zero_zero_grads(&z);
  *     for each micro-batch: zt_llama_forward_backward(&m, ...);
  *     zt_zero_sum(&z, sums, 2);               // loss and target counts over ranks
@@ -51,6 +54,16 @@ typedef struct zt_zero_memory {
     size_t params, grads, optimizer, gathered_peak;
 } zt_zero_memory;
 
+/* The recipe's [zero] keys. */
+typedef struct zt_zero_options {
+    int stage, prefetch_layers;
+    int quantized_weights;   /* ZeRO++ qwZ: int8 weight gathers */
+    int quant_block;         /* elements per quantization block (qwZ and qgZ) */
+    int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
+    int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
+    int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
+} zt_zero_options;
+
 typedef struct zt_zero3 zt_zero3;
 
 typedef struct zt_zero {
@@ -63,11 +76,12 @@ typedef struct zt_zero {
     size_t local_numel; /* the segments' elements, together */
     float *master, *grad;
     zt_zero3 *z3; /* stage 3 */
+    zt_zero_options o;
 } zt_zero;
 
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */
-zt_status zt_zero_init(zt_zero *z, zt_comm *comm, int stage, int prefetch_layers, zt_llama *m);
+zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m);
 void zt_zero_free(zt_zero *z);
 /* Sums n doubles over the ranks, in place. */
 zt_status zt_zero_sum(zt_zero *z, double *v, int n);

@@ -8,27 +8,6 @@
 
 #include "lib/core/arena.h"
 
-typedef struct unit {
-    size_t off, n, p;        /* the unit's elements in the flat array; per slice */
-    size_t mine, local;      /* this rank's slice: mine elements at z.master[local] */
-    int weights, grads_in;   /* the weights' state (below); a live gradient in the model's arrays */
-    zt_comm_req *req;        /* the gather in flight */
-} unit;
-
-enum { OUT, GATHERING, IN };
-
-struct zt_zero3 {
-    unit *u;
-    int units, prefetch;
-    int pinned;  /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
-    int fwd_pos; /* the furthest unit of this forward pass: going back is the tied head's reuse */
-    float *scratch;
-    size_t held, held_peak; /* bytes of gathered weights and live gradients */
-    double wait_s;
-    zt_status error; /* the first collective that failed; the hooks do no more after it */
-    zt_llama_hooks hooks;
-};
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -42,46 +21,52 @@ static void hold(zt_zero3 *s, long long bytes)
     if (s->held > s->held_peak) s->held_peak = s->held;
 }
 
-static size_t weight_bytes(const zt_zero *z, const unit *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
+static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
 
 static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
 {
     zt_zero3 *s = z->z3;
-    unit *u = &s->u[i];
-    if (u->weights != OUT) return;
-    u->weights = GATHERING;
+    zt_unit3 *u = &s->u[i];
+    if (u->weights != UNIT_OUT) return;
+    u->weights = UNIT_GATHERING;
     hold(s, (long long)weight_bytes(z, u));
-    if (!s->error)
+    if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
+    if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
+    else
         s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->m->params + u->off, u->p * sizeof(float),
-                                      u->n * sizeof(float), p, &u->req);
+                                      u->n * sizeof(float), p, &u->req[0]);
 }
 
 static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
 {
     zt_zero3 *s = z->z3;
-    unit *u = &s->u[i];
+    zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
-    if (u->weights == IN) return;
+    if (u->weights == UNIT_IN) return;
     start_gather(z, i, p); /* nothing when prefetched */
     double t = now_s();
-    zt_status st = zt_comm_wait(z->comm, u->req);
+    for (int k = 0; k < 2; k++) {
+        zt_status st = zt_comm_wait(z->comm, u->req[k]);
+        if (!s->error) s->error = st;
+        u->req[k] = NULL;
+    }
     s->wait_s += now_s() - t;
-    if (!s->error) s->error = st;
-    u->req = NULL;
-    u->weights = IN;
+    if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
+    u->weights = UNIT_IN;
+    if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
 }
 
 static void drop_params(zt_zero *z, int i)
 {
     zt_zero3 *s = z->z3;
-    unit *u = &s->u[i];
+    zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
-    if (u->weights == GATHERING) finish_gather(z, i, ZT_COMM_OTHER); /* a prefetch nobody used: its buffer is busy */
-    if (u->weights != IN) return;
+    if (u->weights == UNIT_GATHERING) finish_gather(z, i, ZT_COMM_OTHER); /* a prefetch nobody used: its buffer is busy */
+    if (u->weights != UNIT_IN) return;
     m->be->discard(m->be, m->params + u->off, u->n * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16 + u->off, u->n * 2);
-    u->weights = OUT;
+    u->weights = UNIT_OUT;
     hold(s, -(long long)weight_bytes(z, u));
 }
 
@@ -89,10 +74,13 @@ static void drop_params(zt_zero *z, int i)
 static void reduce(zt_zero *z, int i)
 {
     zt_zero3 *s = z->z3;
-    unit *u = &s->u[i];
+    zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
-    if (!s->error)
+    if (!s->error && s->o.quantized_gradients)
+        s->error = zt_qgz_reduce_scatter(&s->qgz, m->grads + u->off, u->n, s->residual ? s->residual + u->off : NULL,
+                                         s->scratch, ZT_COMM_GRAD_REDUCE);
+    else if (!s->error)
         s->error = zt_comm_reduce_scatter_sum(z->comm, m->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
     float *g = z->grad + u->local;
     for (size_t j = 0; j < u->mine; j++) g[j] += s->scratch[j];
@@ -108,9 +96,10 @@ static void prefetch(zt_zero *z, int i, zt_llama_use use)
     if (use == ZT_LLAMA_FORWARD) {
         if (i < s->fwd_pos) return;
         s->fwd_pos = i;
-        for (int v = i + 1; v <= i + s->prefetch && v < s->units; v++) start_gather(z, v, ZT_COMM_FWD_GATHER);
+        for (int v = i + 1; v <= i + s->o.prefetch_layers && v < s->units; v++) start_gather(z, v, ZT_COMM_FWD_GATHER);
     } else {
-        for (int v = i - 1; v >= i - s->prefetch && v >= 1; v--) start_gather(z, v, ZT_COMM_BWD_GATHER); /* unit 0's backward reads no weights */
+        for (int v = i - 1; v >= i - s->o.prefetch_layers && v >= 1; v--) /* unit 0's backward reads no weights */
+            start_gather(z, v, ZT_COMM_BWD_GATHER);
     }
 }
 
@@ -118,7 +107,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
 {
     zt_zero *z = ctx;
     zt_zero3 *s = z->z3;
-    unit *u = &s->u[i];
+    zt_unit3 *u = &s->u[i];
     if (use != ZT_LLAMA_GRADS) {
         finish_gather(z, i, use == ZT_LLAMA_FORWARD ? ZT_COMM_FWD_GATHER : ZT_COMM_BWD_GATHER);
         prefetch(z, i, use);
@@ -149,24 +138,24 @@ static void on_finish(void *ctx, int backward)
     s->fwd_pos = 0;
 }
 
-zt_status zt_zero3_init(zt_zero *z, int prefetch_layers)
+zt_status zt_zero3_init(zt_zero *z)
 {
     zt_llama *m = z->m;
     zt_zero3 *s = z->z3 = calloc(1, sizeof *s);
     if (!s) return zt_fail(ZT_ENOMEM, "out of memory");
+    s->o = z->o;
     s->units = zt_llama_units(m);
-    s->prefetch = prefetch_layers;
     s->pinned = m->cfg.tie_word_embeddings ? 0 : -1;
     s->u = calloc((size_t)s->units, sizeof *s->u);
     z->seg = calloc((size_t)s->units, sizeof *z->seg);
     if (!s->u || !z->seg) return zt_fail(ZT_ENOMEM, "out of memory");
     size_t local = 0, widest = 0;
     for (int i = 0; i < s->units; i++) {
-        unit *u = &s->u[i];
+        zt_unit3 *u = &s->u[i];
         zt_llama_unit_range(m, i, &u->off, &u->n);
         u->p = (u->n + z->world - 1) / z->world;
         size_t lo = u->p * z->rank < u->n ? u->p * z->rank : u->n;
-        u->mine = (lo + u->p < u->n ? lo + u->p : u->n) - lo;
+        u->mine = zt_comm_cut(u->n, u->p, (size_t)z->rank);
         u->local = local;
         z->seg[i] = (zt_zero_segment){u->off + lo, u->off + lo + u->mine, local};
         local += u->mine;
@@ -182,6 +171,8 @@ zt_status zt_zero3_init(zt_zero *z, int prefetch_layers)
     for (int i = 0; i < z->nseg; i++)
         memcpy(z->master + z->seg[i].local, m->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
     /* the rest of the model is gathered when used */
+    zt_status st = zt_zeropp_init(z);
+    if (st) return st;
     m->be->discard(m->be, m->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16, m->numel * 2);
@@ -194,7 +185,12 @@ void zt_zero3_free(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
     if (z->m && z->m->hooks == &s->hooks) z->m->hooks = NULL;
-    for (int i = 0; s->u && i < s->units; i++) zt_comm_wait(z->comm, s->u[i].req); /* never leave MPI a dead buffer */
+    for (int i = 0; s->u && i < s->units; i++) { /* never leave MPI a dead buffer */
+        zt_comm_wait(z->comm, s->u[i].req[0]);
+        zt_comm_wait(z->comm, s->u[i].req[1]);
+        free(s->u[i].staging);
+    }
+    zt_zeropp_free(z);
     free(s->u);
     zt_free(s->scratch);
     zt_free(z->master);
@@ -211,6 +207,11 @@ zt_status zt_zero3_error(zt_zero *z)
 }
 
 size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }
+
+void zt_zero3_params_updated(zt_zero *z)
+{
+    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].held = 0;
+}
 
 zt_status zt_zero_gather_all(zt_zero *z)
 {

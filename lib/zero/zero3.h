@@ -1,13 +1,61 @@
-/* zero3: ZeRO stage 3's part of zt_zero (zero.h), for zero.c. */
+/* zero3: ZeRO stage 3's part of zt_zero (zero.h), for zero.c, and the state that
+ * zero3.c (gathers, hooks) and zeropp.c (ZeRO++: qwZ, hpZ, qgZ) share. */
 #ifndef ZT_ZERO3_H
 #define ZT_ZERO3_H
 
+#include "qgz.h"
 #include "zero.h"
 
-zt_status zt_zero3_init(zt_zero *z, int prefetch_layers);
+enum { UNIT_OUT, UNIT_GATHERING, UNIT_IN }; /* where a unit's weights are */
+
+typedef struct zt_unit3 {
+    size_t off, n, p;    /* the unit's elements in the flat array; per slice (ceil(n / world)) */
+    size_t mine, local;  /* this rank's slice: mine elements at z.master[local] */
+    int weights;         /* UNIT_OUT, UNIT_GATHERING, UNIT_IN */
+    int grads_in;        /* a live gradient in the model's array */
+    zt_comm_req *req[2]; /* the gather in flight: data, and qwZ's scales */
+    void *staging;       /* qwZ: the int8 slices and scales being gathered */
+    size_t hp, hlocal;   /* hpZ: slices of ceil(n / K) within the group; this rank's at secondary[hlocal] */
+    int held;            /* hpZ: the secondary slice holds this step's weights */
+} zt_unit3;
+
+struct zt_zero3 {
+    zt_zero_options o;
+    zt_unit3 *u;
+    int units;
+    int pinned;  /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
+    int fwd_pos; /* the furthest unit of this forward pass: going back is the tied head's reuse */
+    float *scratch;
+    size_t held, held_peak; /* bytes of gathered weights and live gradients */
+    double wait_s;
+    zt_status error; /* the first collective that failed; the hooks do no more after it */
+    zt_llama_hooks hooks;
+    /* hpZ */
+    zt_comm *hpz;     /* the K consecutive ranks that serve the backward gathers */
+    float *secondary; /* this rank's 1/K slice of each unit, unit after unit */
+    size_t secondary_numel;
+    /* qgZ */
+    zt_qgz qgz;
+    float *residual; /* error feedback: each unit's first-hop quantization residual, at its offset */
+};
+
+zt_status zt_zero3_init(zt_zero *z);
 void zt_zero3_free(zt_zero *z);
 /* The first collective that failed inside the model's hooks since the last call. */
 zt_status zt_zero3_error(zt_zero *z);
 size_t zt_zero3_gathered_peak(const zt_zero *z);
+/* After the optimizer step: hpZ's secondary slices are stale. */
+void zt_zero3_params_updated(zt_zero *z);
+
+/* zeropp.c */
+zt_status zt_zeropp_init(zt_zero *z);
+void zt_zeropp_free(zt_zero *z);
+/* qwZ: starts the int8 gather of unit i (this rank's slice quantized); finish dequantizes. */
+zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p);
+zt_status zt_qwz_finish(zt_zero *z, int i);
+/* hpZ: starts unit i's backward gather inside the group when its secondary slice is held (1),
+ * else returns 0; keep copies this rank's slice after a forward gather. */
+int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p);
+void zt_hpz_keep(zt_zero *z, int i);
 
 #endif

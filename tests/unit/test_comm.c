@@ -20,11 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/comm/comm.h"
-#include "tests/unit/test.h"
-
-static zt_comm *C;
-static int R, N, RPN;
+#include "tests/unit/test_mpi.h"
 
 typedef uint64_t counts[ZT_COMM_NPURPOSE][2];
 
@@ -172,20 +168,14 @@ static void test_allreduce(void)
 }
 
 /* n per rank, the last cut elements of the N·n missing (ZeRO's shards of a flat buffer) */
-static size_t cut_len(size_t n, size_t total, int q)
-{
-    size_t a = (size_t)q * n < total ? (size_t)q * n : total;
-    return total - a < n ? total - a : n;
-}
-
 static void reduce_scatter(size_t n, size_t cut, zt_comm_purpose p, int in_place)
 {
-    size_t total = N * n - cut, mine = cut_len(n, total, R);
+    size_t total = N * n - cut, mine = zt_comm_cut(total, n, R);
     float *send = malloc(N * n * sizeof *send + 1), *recv = in_place ? send + (size_t)R * n : malloc(n * sizeof *recv + 1);
     for (int q = 0; q < N; q++)
         for (size_t i = 0; i < n; i++) send[(size_t)q * n + i] = (size_t)q * n + i < total ? val(R, q, i) : NAN;
     counts e = {{0}};
-    for (int q = 0; q < N; q++) expect_from(e, p, q, cut_len(n, total, q) * sizeof(float));
+    for (int q = 0; q < N; q++) expect_from(e, p, q, zt_comm_cut(total, n, q) * sizeof(float));
     zt_comm_bytes_reset(C);
     check_ok(zt_comm_reduce_scatter_sum(C, send, recv, n, total, p));
     size_t bad = 0;
@@ -304,6 +294,40 @@ static void test_bcast(void)
     zt_comm_set_chunk_bytes(C, 0);
 }
 
+/* groups of k consecutive ranks, and across them: the collectives run inside, the bytes
+ * land in the world's counters at the world's levels */
+static void test_split(void)
+{
+    for (int k = 1; k <= N; k++) {
+        if (N % k) continue;
+        for (int across = 0; across < 2; across++) {
+            zt_comm *g = NULL;
+            check_ok(zt_comm_split(C, k, across, &g));
+            if (!g) continue;
+            int size = zt_comm_size(g);
+            CHECK(size == (across ? N / k : k));
+            CHECK(zt_comm_rank(g) == (across ? R / k : R % k));
+            size_t b = 1001;
+            unsigned char *send = malloc(b), *recv = malloc((size_t)size * b);
+            for (size_t i = 0; i < b; i++) send[i] = byte_of(R, 0, i);
+            counts e = {{0}};
+            for (int q = 0; q < size; q++) expect_from(e, ZT_COMM_FWD_GATHER, across ? q * k + R % k : R / k * k + q, b);
+            zt_comm_bytes_reset(C);
+            check_ok(zt_comm_allgather(g, send, recv, b, ZT_COMM_FWD_GATHER));
+            size_t bad = 0;
+            for (int q = 0; q < size; q++)
+                for (size_t i = 0; i < b; i++)
+                    bad += recv[(size_t)q * b + i] != byte_of(across ? q * k + R % k : R / k * k + q, 0, i);
+            CHECK_MSG(bad == 0, "rank %d: all-gather in groups of %d%s: %zu bytes wrong", R, k, across ? " (across)" : "", bad);
+            check_counts(e, "group all-gather", b);
+            if (g != C) zt_comm_finalize(g);
+            free(send), free(recv);
+        }
+    }
+    zt_comm *g = NULL;
+    CHECK(zt_comm_split(C, N + 1, 0, &g) == ZT_EUSER && g == NULL);
+}
+
 /* two gathers in flight (the second cut short: its last blocks shorter or empty), a
  * blocking collective between, waited in reverse order */
 static void test_iallgather(void)
@@ -319,7 +343,7 @@ static void test_iallgather(void)
         for (size_t i = 0; i < n; i++) x[i] = val(R, 0, i);
         counts e = {{0}};
         expect_each(e, ZT_COMM_FWD_GATHER, b1);
-        for (int q = 0; q < N; q++) expect_from(e, ZT_COMM_BWD_GATHER, q, cut_len(b2, t2, q));
+        for (int q = 0; q < N; q++) expect_from(e, ZT_COMM_BWD_GATHER, q, zt_comm_cut(t2, b2, q));
         for (int s = 0; s < N; s++) expect_from(e, ZT_COMM_OTHER, s, (block_len(n, R) + block_len(n, s)) * sizeof(float));
         zt_comm_bytes_reset(C);
         zt_comm_req *q1 = NULL, *q2 = NULL;
@@ -410,35 +434,6 @@ static void test_big(void)
 
 /* --- the harness -------------------------------------------------------------------- */
 
-/* Open MPI leaks at MPI_Finalize: the sanitizer build skips leaks allocated under its
- * libraries, which needs full stacks (they lack frame pointers). Unused elsewhere. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "fast_unwind_on_malloc=0"; }
-const char *__lsan_default_options(void);
-const char *__lsan_default_options(void) { return "print_suppressions=0"; }
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libhwloc.so\nleak:libpmix.so\n"
-           "leak:libevent\nleak:mca_\n";
-}
-
-/* Runs a case on every rank; it fails everywhere when it failed anywhere. */
-static void run_case(const char *name, void (*fn)(void))
-{
-    test_case_failed = 0;
-    fn();
-    double failed = test_case_failed;
-    if (zt_comm_allreduce_sum_f64(C, &failed, 1, ZT_COMM_OTHER)) {
-        fprintf(stderr, "rank %d: %s\n", R, zt_errmsg());
-        failed = 1;
-    }
-    if (failed) test_failed++;
-    else test_passed++;
-    if (R == 0) fprintf(stderr, "%s %s\n", failed ? "not ok" : "ok", name);
-}
-#define RUN_ALL(fn) run_case(#fn, fn)
-
 /* rank victim stops at the 5th of a loop of collectives; the others go on calling them */
 static int run_victim(int victim, int kill_it)
 {
@@ -476,12 +471,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    zt_status st = zt_comm_init(&C, &argc, &argv, timeout);
-    if (st) {
-        fprintf(stderr, "zt: error: %s\n", zt_errmsg());
-        return zt_exit_code(st);
-    }
-    R = zt_comm_rank(C), N = zt_comm_size(C), RPN = zt_comm_ranks_per_node(C);
+    int rc = mpi_test_init(&argc, &argv, timeout);
+    if (rc) return rc;
     if (victim >= 0) return run_victim(victim, kill_it);
     if (big) {
         RUN_ALL(test_big);
@@ -495,11 +486,9 @@ int main(int argc, char **argv)
         RUN_ALL(test_alltoall);
         RUN_ALL(test_bcast);
         RUN_ALL(test_iallgather);
+        RUN_ALL(test_split);
         RUN_ALL(test_bytes_total);
         RUN_ALL(test_errors);
     }
-    if (R == 0) test_summary(); /* before finalize: mpirun may end the job at the first rank's failing exit */
-    fflush(stdout);
-    zt_comm_finalize(C);
-    return test_failed ? 1 : 0;
+    return mpi_test_finish();
 }

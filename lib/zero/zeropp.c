@@ -1,0 +1,140 @@
+/* ZeRO++ on top of stage 3 (arXiv 2306.10209): qwZ, hpZ and qgZ.
+ *
+ * qwZ: a gather sends each rank's slice as int8 with one fp32 scale per block
+ * (zero.quant_block_size elements, blocks starting at the slice's start); every rank,
+ * the sender included, computes with the dequantized values, and since the slice
+ * quantizes the same way each time, forward and backward see the same weights.
+ *
+ * hpZ: after a unit's forward gather each rank copies its 1/K slice of the gathered
+ * (dequantized) weights into a secondary array; the backward gather then runs inside the
+ * group of K consecutive ranks (K divides the ranks per node, so it never leaves the node).
+ * The optimizer step makes the secondary slices stale.
+ *
+ * qgZ: each unit's gradient goes through the quantized two-level reduce-scatter of qgz.h.
+ * Its result is the sum over ranks, as the unquantized reduce-scatter's: zt scales each
+ * rank's gradient by 1/(target tokens of the whole step) before, so the sum is the step's
+ * mean gradient. With error feedback each rank adds the residual of its previous first-hop
+ * quantization of the unit before quantizing and keeps the new one (4 bytes a parameter).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/quant.h"
+#include "lib/core/arena.h"
+#include "zero3.h"
+
+
+zt_status zt_zeropp_init(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    const zt_zero_options *o = &s->o;
+    if ((o->quantized_weights || o->quantized_gradients) && o->quant_block < 1)
+        return zt_fail(ZT_EUSER, "zero.quant_block_size must be at least 1");
+    zt_status st;
+    if (o->hpz > 1) {
+        if ((st = zt_comm_split(z->comm, o->hpz, 0, &s->hpz))) return st;
+        size_t local = 0, me = (size_t)zt_comm_rank(s->hpz);
+        for (int i = 0; i < s->units; i++) {
+            zt_unit3 *u = &s->u[i];
+            u->hp = (u->n + o->hpz - 1) / o->hpz;
+            u->hlocal = local;
+            local += zt_comm_cut(u->n, u->hp, me);
+        }
+        s->secondary_numel = local;
+        if (!(s->secondary = zt_calloc_aligned((local + 1) * sizeof(float))))
+            return zt_fail(ZT_ENOMEM, "out of memory for hpZ's secondary slices (%zu parameters)", local);
+    }
+    if (o->quantized_gradients) {
+        size_t widest = 0;
+        for (int i = 0; i < s->units; i++) widest = s->u[i].n > widest ? s->u[i].n : widest;
+        if ((st = zt_qgz_init(&s->qgz, z->comm, (size_t)o->quant_block, widest))) return st;
+        if (o->error_feedback && !(s->residual = zt_calloc_aligned((z->numel + 1) * sizeof(float))))
+            return zt_fail(ZT_ENOMEM, "out of memory for qgZ's residuals (%zu parameters)", z->numel);
+    }
+    return ZT_OK;
+}
+
+void zt_zeropp_free(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    zt_comm_finalize(s->hpz);
+    if (s->qgz.world) zt_qgz_free(&s->qgz);
+    zt_free(s->secondary);
+    zt_free(s->residual);
+}
+
+/* --- qwZ ------------------------------------------------------------------------------ */
+
+/* The staging of a unit's int8 gather: received slices (n bytes, padded to 4), received
+ * scales (nb per rank), this rank's slice (p bytes, padded), its scales. */
+typedef struct qwz_layout {
+    size_t nb, data, scales, send, send_scales, bytes;
+} qwz_layout;
+
+static qwz_layout qwz_of(const zt_zero *z, const zt_unit3 *u)
+{
+    qwz_layout l;
+    l.nb = zt_quant_nblocks(u->p, (size_t)z->z3->o.quant_block);
+    l.data = 0;
+    l.scales = (u->n + 3) & ~(size_t)3;
+    l.send = l.scales + (size_t)z->world * l.nb * sizeof(float);
+    l.send_scales = l.send + ((u->p + 3) & ~(size_t)3);
+    l.bytes = l.send_scales + l.nb * sizeof(float);
+    return l;
+}
+
+zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p)
+{
+    zt_zero3 *s = z->z3;
+    zt_unit3 *u = &s->u[i];
+    qwz_layout l = qwz_of(z, u);
+    char *b = u->staging = calloc(1, l.bytes); /* zeroed: the scales past a short slice's blocks */
+    if (!b) return zt_fail(ZT_ENOMEM, "rank %d: out of memory for a quantized gather (%zu bytes)", z->rank, l.bytes);
+    size_t bad = zt_quant8(z->master + u->local, u->mine, (size_t)s->o.quant_block, (int8_t *)(b + l.send),
+                           (float *)(b + l.send_scales));
+    if (bad)
+        return zt_fail(ZT_ERUNTIME, "rank %d: %zu weights of unit %d (of %d: embedding, layers, head) are NaN or Inf",
+                       z->rank, bad, i, s->units);
+    zt_status st = zt_comm_iallgather(z->comm, b + l.send, b + l.data, u->p, u->n, p, &u->req[0]);
+    if (!st)
+        st = zt_comm_iallgather(z->comm, b + l.send_scales, b + l.scales, l.nb * sizeof(float),
+                                (size_t)z->world * l.nb * sizeof(float), p, &u->req[1]);
+    return st;
+}
+
+zt_status zt_qwz_finish(zt_zero *z, int i)
+{
+    zt_zero3 *s = z->z3;
+    zt_unit3 *u = &s->u[i];
+    qwz_layout l = qwz_of(z, u);
+    const char *b = u->staging;
+    for (size_t q = 0; q < (size_t)z->world; q++)
+        zt_dequant8((const int8_t *)(b + l.data) + q * u->p, (const float *)(b + l.scales) + q * l.nb,
+                    zt_comm_cut(u->n, u->p, q), (size_t)s->o.quant_block, z->m->params + u->off + q * u->p);
+    free(u->staging);
+    u->staging = NULL;
+    return ZT_OK;
+}
+
+/* --- hpZ ------------------------------------------------------------------------------ */
+
+int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p)
+{
+    zt_zero3 *s = z->z3;
+    zt_unit3 *u = &s->u[i];
+    if (!s->hpz || !u->held) return 0;
+    s->error = zt_comm_iallgather(s->hpz, s->secondary + u->hlocal, z->m->params + u->off, u->hp * sizeof(float),
+                                  u->n * sizeof(float), p, &u->req[0]);
+    return 1;
+}
+
+void zt_hpz_keep(zt_zero *z, int i)
+{
+    zt_zero3 *s = z->z3;
+    zt_unit3 *u = &s->u[i];
+    if (!s->hpz) return;
+    size_t me = (size_t)zt_comm_rank(s->hpz);
+    memcpy(s->secondary + u->hlocal, z->m->params + u->off + me * u->hp, zt_comm_cut(u->n, u->hp, me) * sizeof(float));
+    u->held = 1;
+}
