@@ -15,43 +15,14 @@ command -v mpicc >/dev/null || skip "mpicc (libopenmpi-dev) is not installed"
 command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 
-# names unique to this run, so concurrent runs do not meet
-A=zt-ha$$ B=zt-hb$$ VA=zt$$a VB=zt$$b MARK="# zt-t1300-$$"
-cleanup() {
-  ip netns delete "$A" 2>/dev/null
-  ip netns delete "$B" 2>/dev/null  # deleting a namespace deletes its veth end, and the pair with it
-  if grep -q -- "$MARK" /etc/hosts; then
-    grep -v -- "$MARK" /etc/hosts > "$TMP/hosts" && cat "$TMP/hosts" > /etc/hosts  # in place: /etc/hosts may be a mount
-  fi
-  rm -rf "$TMP"
-}
+. "$ROOT/scripts/netns-testbed.sh"
+cleanup() { testbed_down; rm -rf "$TMP"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-ip netns add "$A" 2>"$TMP/err" || skip "network namespaces not permitted here ($(head -c 200 "$TMP/err"))"
-ip netns add "$B" || skip "network namespaces not permitted here"
-
-# a private /24 that nothing on this machine uses yet
-NET=
-for x in $(seq 237 254) $(seq 200 236); do
-  if ! ip -o addr | grep -q " 10\.237\.$x\." && ! ip route | grep -q "^10\.237\.$x\." && ! grep -q "^10\.237\.$x\." /etc/hosts; then
-    NET=10.237.$x; break
-  fi
-done
-[ -n "$NET" ] || skip "no free 10.237.x.0/24 subnet"
-
-ip link add "$VA" type veth peer name "$VB" || skip "veth pairs not permitted here"
-ip link set "$VA" netns "$A" && ip link set "$VB" netns "$B" \
-  && ip -n "$A" addr add "$NET.1/24" dev "$VA" && ip -n "$B" addr add "$NET.2/24" dev "$VB" \
-  && ip -n "$A" link set lo up && ip -n "$B" link set lo up \
-  && ip -n "$A" link set "$VA" up && ip -n "$B" link set "$VB" up || { fail "building the testbed"; done_testing; }
-printf '%s %s %s\n%s %s %s\n' "$NET.1" "$A" "$MARK" "$NET.2" "$B" "$MARK" >> /etc/hosts
+testbed_up "$TMP" || skip "$TB_ERR"
+A=$TB_A B=$TB_B NET=$TB_NET VA=$TB_VA
 ns_a=$(ip netns exec "$A" readlink /proc/self/ns/net) ns_b=$(ip netns exec "$B" readlink /proc/self/ns/net)
 say "testbed: $A ($NET.1, $ns_a) <-veth-> $B ($NET.2, $ns_b)"
-
-# the remote shell: enter the host's namespace instead of ssh-ing to it
-printf '#!/bin/sh\nh=$1; shift; exec ip netns exec "$h" sh -c "$*"\n' > agent && chmod +x agent
-printf '# two namespace hosts\n%s slots=2\n%s slots=2\n' "$A" "$B" > hostfile
 
 cat > allreduce.c <<'C'
 #include <mpi.h>
@@ -84,11 +55,7 @@ int main(int argc, char **argv)
 C
 mpicc -O2 allreduce.c -o allreduce || { fail "mpicc"; done_testing; }
 
-# TCP over the veth only: no shared-memory transport, even between ranks of one host
-launch() {
-  timeout 60 ip netns exec "$A" "$ZT" launch --hostfile hostfile --launcher ssh --remote-shell "$TMP/agent" \
-    --launcher-args "--mca btl tcp,self --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24" "$@"
-}
+launch() { testbed_launch 60 "$@"; }
 
 expect_ok "ranks start in both namespaces" launch -- \
   /bin/sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(readlink /proc/self/ns/net) $(ip -o -4 addr show scope global | awk "{print \$4}")"'
