@@ -171,8 +171,8 @@ static zt_status plan_steps(trainer *t)
         t->total_steps = r->train.max_steps;
         return ZT_OK;
     }
-    /* epochs → steps: the rows of each epoch, in micro-batches, in optimizer steps */
-    int64_t rows = 0, per_step = (int64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps;
+    /* epochs → steps: the rows of each epoch (all ranks'), in global batches */
+    int64_t rows = 0, per_step = (int64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps * t->zero.world;
     long epochs = (long)ceil(r->train.num_train_epochs);
     for (long e = 0; e < epochs; e++) {
         int64_t n;

@@ -39,4 +39,14 @@ assert json.load(open(run + "/run.json"))["world_size"] == n
 PY
   done
 done
+# epochs count global batches: 3 ranks with accumulation 4 take as many steps as one with 12
+expect_ok "one rank, one epoch" "$ZT" pretrain recipe.toml output.dir=e1 train.max_steps=0 train.num_train_epochs=1 \
+  train.gradient_accumulation_steps=12
+expect_ok "3 ranks, one epoch" $MPI -np 3 "$ZT" pretrain recipe.toml output.dir=e3 train.max_steps=0 \
+  train.num_train_epochs=1 train.gradient_accumulation_steps=4 zero.stage=3
+$PY -c "
+import json
+a, b = (json.load(open(d + '/summary.json'))['steps'] for d in ('e1', 'e3'))
+assert a == b == 5, (a, b)
+" && say "ok - an epoch is 5 global batches on 1 and on 3 ranks" || fail "epochs on several ranks: $(cat e3/summary.json)"
 done_testing
