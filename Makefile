@@ -48,6 +48,11 @@ CFLAGS += -DZT_HAVE_MPI $(shell pkg-config --cflags ompi-c)
 LDLIBS += $(shell pkg-config --libs ompi-c)
 endif
 
+ifeq ($(HAVE_URING),1)
+CFLAGS += -DZT_HAVE_URING $(shell pkg-config --cflags liburing)
+LDLIBS += $(shell pkg-config --libs liburing)
+endif
+
 ifeq ($(HAVE_SPM),1)
 CFLAGS += -DZT_HAVE_SPM
 LDLIBS += $(shell pkg-config --libs sentencepiece) -lstdc++
@@ -56,10 +61,13 @@ CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
 
 # --- sources --------------------------------------------------------------------------
 # tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it;
-# likewise lib/comm/*_mpi.c and *_nompi.c for Open MPI
+# likewise lib/comm/*_mpi.c and *_nompi.c for Open MPI, lib/offload/*_uring.c and *_nouring.c
+# for liburing
 SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
 MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
-LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c,$(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC))
+URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
+LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c,$(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) \
+             $(MPI_SRC) $(URING_SRC))
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.

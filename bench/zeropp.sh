@@ -39,6 +39,7 @@ convergence() {
         local keys=()
         [ $run = zeropp ] && keys=("${ZEROPP[@]}")
         log "demo, 4 ranks, stage 3, $run"
+        rm -rf "$OUT/demo-$run" # never resume an older run's checkpoints
         "${MPI[@]}" "$ZT" sft recipes/demo-sft.toml output.dir="$PWD/$OUT/demo-$run" zero.stage=3 \
             train.micro_batch_size=2 "${keys[@]}" > "$OUT/demo-$run.log" 2>&1 || { log "failed: $OUT/demo-$run.log"; continue; }
         "$ZT" eval recipes/demo-sft.toml --checkpoint "$OUT/demo-$run/final" > "$OUT/eval-$run.out" 2> "$OUT/eval-$run.log" \
@@ -110,6 +111,7 @@ for _ in range(64):
             all) keys=("${ZEROPP[@]}") ;;
         esac
         log "network ($rate), 2 hosts × 2 ranks, stage 3, $run"
+        rm -rf "$OUT/net-$run"
         testbed_launch 900 -- "$ZT" pretrain "$PWD/bench/llama60m.toml" output.dir="$PWD/$OUT/net-$run" \
             train.max_steps=4 train.micro_batch_size=1 zero.stage=3 "${keys[@]}" > "$OUT/net-$run.log" 2>&1 \
             || log "failed: $OUT/net-$run.log"

@@ -66,8 +66,9 @@ static int write_table(FILE *f, const zt_state_segment *segs, int nseg, uint64_t
     return ok;
 }
 
-zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const zt_state_segment *segs,
-                               int nseg, const float *params, const float *m, const float *v)
+/* The shard from arrays, or (arrays NULL) from source through a bounce buffer. */
+static zt_status write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const zt_state_segment *segs,
+                             int nseg, const float *const *arrays, zt_state_source source, void *ctx)
 {
     ZT_ASSERT(world > 0 && rank >= 0 && rank < world && nseg >= 0 && (segs || !nseg));
     shard_header h = {.magic = SHARD_MAGIC, .numel = numel, .world = (uint64_t)world, .rank = (uint64_t)rank,
@@ -79,27 +80,47 @@ zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t
         h.nseg += segs[i].count != 0;
         h.total += segs[i].count;
     }
-    ZT_ASSERT(!h.total || (params && m && v));
+    ZT_ASSERT(!h.total || source || (arrays[0] && arrays[1] && arrays[2]));
     h.crc = header_crc(&h);
+    float *bounce = NULL;
+    if (source && h.total && !(bounce = malloc((h.total < SHARD_CHUNK ? h.total : SHARD_CHUNK) * sizeof *bounce)))
+        return zt_fail(ZT_ENOMEM, "out of memory writing a checkpoint shard");
     char path[4096];
     zt_status st = shard_path(path, sizeof path, ckpt_dir, rank, world);
     zt_atomic_file a;
-    if (st || (st = zt_atomic_open(&a, path))) return st;
+    if (st || (st = zt_atomic_open(&a, path))) {
+        free(bounce);
+        return st;
+    }
     uint64_t table_crc;
     int ok = fwrite(&h, sizeof h, 1, a.f) == 1 && write_table(a.f, segs, nseg, &table_crc) &&
              fwrite(&table_crc, sizeof table_crc, 1, a.f) == 1;
-    const float *arrays[SHARD_ARRAYS] = {params, m, v};
-    for (int k = 0; k < SHARD_ARRAYS && ok; k++)
-        for (size_t j = 0; j < h.total && ok; j += SHARD_CHUNK) {
+    for (int k = 0; k < SHARD_ARRAYS && ok && !st; k++)
+        for (size_t j = 0; j < h.total && ok && !st; j += SHARD_CHUNK) {
             size_t c = h.total - j < SHARD_CHUNK ? h.total - j : SHARD_CHUNK;
-            ok = fwrite(arrays[k] + j, sizeof(float), c, a.f) == c;
+            if (source) st = source(ctx, k, j, c, bounce);
+            ok = st || fwrite(source ? bounce : arrays[k] + j, sizeof(float), c, a.f) == c;
         }
-    if (!ok) {
+    free(bounce);
+    if (!ok || st) {
         int e = errno;
         zt_atomic_abort(&a);
-        return zt_fail(ZT_EIO, "writing '%s' failed: %s", path, strerror(e));
+        return st ? st : zt_fail(ZT_EIO, "writing '%s' failed: %s", path, strerror(e));
     }
     return zt_atomic_commit(&a);
+}
+
+zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const zt_state_segment *segs,
+                               int nseg, const float *params, const float *m, const float *v)
+{
+    const float *arrays[SHARD_ARRAYS] = {params, m, v};
+    return write_shard(ckpt_dir, rank, world, numel, segs, nseg, arrays, NULL, NULL);
+}
+
+zt_status zt_state_write_shard_from(const char *ckpt_dir, int rank, int world, size_t numel,
+                                    const zt_state_segment *segs, int nseg, zt_state_source source, void *ctx)
+{
+    return write_shard(ckpt_dir, rank, world, numel, segs, nseg, NULL, source, ctx);
 }
 
 /* --- reading -------------------------------------------------------------------------------- */

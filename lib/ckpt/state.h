@@ -67,6 +67,12 @@ typedef struct zt_state_segment {
 zt_status zt_state_write_shard(const char *ckpt_dir, int rank, int world, size_t numel, const zt_state_segment *segs,
                                int nseg, const float *params, const float *m, const float *v);
 
+/* The same, the packed arrays coming from source in pieces (offloaded state, never all in
+ * memory): array 0 params, 1 m, 2 v; n elements from packed position first into dst. */
+typedef zt_status (*zt_state_source)(void *ctx, int array, size_t first, size_t n, float *dst);
+zt_status zt_state_write_shard_from(const char *ckpt_dir, int rank, int world, size_t numel,
+                                    const zt_state_segment *segs, int nseg, zt_state_source source, void *ctx);
+
 /* Reads elements [offset, offset+count) of the arrays from whatever shards hold them,
  * whatever world size and segments wrote them: every shard's header and segment table are
  * read, and the parts of its segments inside the range. Any of params, m, v may be NULL to

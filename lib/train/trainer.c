@@ -19,6 +19,7 @@
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
 #include "lib/optim/schedule.h"
+#include "optstate.h"
 #include "rundir.h"
 #include "train.h"
 
@@ -32,12 +33,13 @@ typedef struct trainer {
     zt_comm *comm;   /* NULL for a single process */
     zt_zero zero;
     int lead;        /* rank 0: prints and writes the run files */
-    float *adam_m, *adam_v; /* AdamW state for the segments this rank updates (zero.seg) */
+    zt_optstate opt; /* AdamW state for the segments this rank updates (zero.seg) */
     zt_schedule sched;
     zt_rundir rd;
     long total_steps, start_step; /* start_step > 1 when resuming */
     double t_start, flops_per_token;
     int64_t tokens_seen;
+    double io_bytes; /* offload I/O of the run, all ranks */
     char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
 } trainer;
 
@@ -91,17 +93,11 @@ static zt_status restore(trainer *t)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
-    const zt_zero *z = &t->zero;
-    int sharded = z->stage == 3; /* the weights are this rank's segments too */
-    if (!sharded && (st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL))) return st;
-    for (int i = 0; i < z->nseg; i++) {
-        const zt_zero_segment *g = &z->seg[i];
-        if ((st = zt_state_read_range(t->resume_from, s.numel, g->lo, g->hi - g->lo, sharded ? z->master + g->local : NULL,
-                                      t->adam_m + g->local, t->adam_v + g->local)))
-            return st;
-    }
+    if (t->zero.stage < 3 && (st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL)))
+        return st;
+    if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
     if ((st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row}))) return st;
-    if (!sharded) zt_llama_sync_params16(&t->m);
+    if (t->zero.stage < 3) zt_llama_sync_params16(&t->m);
     t->start_step = s.step + 1;
     t->tokens_seen = (int64_t)s.tokens_seen;
     zt_log_info("resuming from '%s' after step %ld (saved by %d rank(s) at ZeRO stage %d)", t->resume_from, s.step,
@@ -119,25 +115,6 @@ static zt_status agree(trainer *t, zt_status st, const char *what)
     return bad > 0 ? zt_fail(ZT_EIO, "%s failed on another rank", what) : ZT_OK;
 }
 
-/* This rank's part of a checkpoint: what it updates (zero.seg, packed in its arrays from
- * local 0), or at stage 0, where every rank updates everything, its zt_state_slice. */
-static zt_status write_shard(trainer *t, const char *dir)
-{
-    const zt_zero *z = &t->zero;
-    if (z->stage == 0) {
-        zt_state_segment one;
-        zt_state_slice(z->numel, z->world, z->rank, &one.offset, &one.count);
-        size_t o = one.offset;
-        return zt_state_write_shard(dir, z->rank, z->world, z->numel, &one, 1, z->master + o, t->adam_m + o, t->adam_v + o);
-    }
-    zt_state_segment *segs = malloc((size_t)z->nseg * sizeof *segs);
-    if (!segs) return zt_fail(ZT_ENOMEM, "out of memory");
-    for (int i = 0; i < z->nseg; i++) segs[i] = (zt_state_segment){z->seg[i].lo, z->seg[i].hi - z->seg[i].lo};
-    zt_status st = zt_state_write_shard(dir, z->rank, z->world, z->numel, segs, z->nseg, z->master, t->adam_m, t->adam_v);
-    free(segs);
-    return st;
-}
-
 /* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer
  * state, model files and DONE from rank 0 once every shard is durable. */
 static zt_status save_checkpoint(trainer *t, long step)
@@ -147,7 +124,7 @@ static zt_status save_checkpoint(trainer *t, long step)
     zt_status st = t->lead ? zt_state_dir(r->output.dir, step, dir, sizeof dir) : ZT_OK;
     if ((st = agree(t, st, "creating the checkpoint directory"))) return st;
     if (!t->lead) snprintf(dir, sizeof dir, "%s/checkpoints/step-%06ld", r->output.dir, step);
-    st = write_shard(t, dir);
+    st = zt_optstate_save(&t->opt, dir);
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
     zt_loader_state ls = zt_loader_get_state(&t->loader);
     zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
@@ -193,6 +170,12 @@ static zt_status setup(trainer *t, int argc, char **argv)
     char path[4096 + 64];
     if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
+    const char *const keys[] = {"param", "activations"}, *set[] = {r->offload.param, r->offload.activations};
+    for (int i = 0; i < 2; i++)
+        if (strcmp(set[i], "none"))
+            return zt_fail(ZT_EUSER, "offload.%s = \"%s\" is not supported yet (offload.optimizer is)", keys[i], set[i]);
+    if (!strcmp(r->offload.optimizer, "auto"))
+        return zt_fail(ZT_EUSER, "offload.optimizer = \"auto\" is not supported yet: choose none, cpu or nvme");
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
@@ -222,9 +205,8 @@ static zt_status setup(trainer *t, int argc, char **argv)
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
     t->micro = calloc(A, sizeof *t->micro);
-    t->adam_m = zt_calloc_aligned((t->zero.local_numel + 1) * sizeof(float));
-    t->adam_v = zt_calloc_aligned((t->zero.local_numel + 1) * sizeof(float));
-    if (!t->micro || !t->adam_m || !t->adam_v) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    if (!t->micro) return zt_fail(ZT_ENOMEM, "out of memory");
+    if ((st = zt_optstate_open(&t->opt, r, &t->zero))) return st;
     for (int i = 0; i < A; i++)
         if ((st = zt_batch_alloc(&t->micro[i], B, T))) return st;
     t->start_step = 1;
@@ -236,28 +218,6 @@ static zt_status setup(trainer *t, int argc, char **argv)
                 r->model.path, t->m.numel, t->m.L, r->model.dtype, (long long)ls.examples, (long long)ls.rows, T,
                 100 * ls.padding_fraction, t->total_steps, A, B, T, t->zero.world, t->zero.stage);
     return ZT_OK;
-}
-
-/* AdamW on this rank's segments: the parts of each tensor inside them */
-static void optimizer_step(trainer *t, long step, float coef)
-{
-    const zt_recipe *r = t->r;
-    const zt_llama *m = &t->m;
-    const zt_zero *z = &t->zero;
-    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
-                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
-    for (int k = 0; k < z->nseg; k++) {
-        const zt_zero_segment *g = &z->seg[k];
-        for (int i = 0; i < m->n_tensors; i++) {
-            const zt_llama_tensor *tt = &m->tensors[i];
-            size_t a = tt->offset, b = a + (size_t)tt->shape[0] * (tt->ndim == 2 ? (size_t)tt->shape[1] : 1);
-            a = a > g->lo ? a : g->lo, b = b < g->hi ? b : g->hi;
-            if (a >= b) continue;
-            size_t j = g->local + (a - g->lo);
-            zt_adamw_update(&h, z->master + j, z->grad + j, t->adam_m + j, t->adam_v + j, b - a, coef, tt->decay,
-                            m->params16 && !t->comm ? m->params16 + a : NULL);
-        }
-    }
 }
 
 static zt_status train_step(trainer *t, long step, double *loss_out, float *gnorm_out, int64_t *ntok_out)
@@ -285,7 +245,9 @@ static zt_status train_step(trainer *t, long step, double *loss_out, float *gnor
     if (!isfinite(norm) || !isfinite(sums[1]))
         return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
                        sums[1], norm);
-    optimizer_step(t, step, coef);
+    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
+                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
+    if ((st = zt_optstate_step(&t->opt, m, &h, coef))) return st;
     if ((st = zt_zero_params_updated(&t->zero))) return st;
     *loss_out = sums[0] > 0 ? sums[1] / sums[0] : 0;
     *gnorm_out = norm;
@@ -303,6 +265,12 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
         if (st) return st;
     }
     double wait_s = zt_zero_take_wait_s(&t->zero); /* rank 0's exposed gather time */
+    uint64_t rd, wr;
+    zt_optstate_take_io(&t->opt, &rd, &wr);
+    double io[2] = {(double)rd, (double)wr}; /* summed over ranks, as the comm bytes */
+    zt_status st = zt_zero_sum(&t->zero, io, 2);
+    if (st) return st;
+    t->io_bytes += io[0] + io[1];
     if (!t->lead) return ZT_OK;
     double tps = input_tokens * (double)t->zero.world / dt, elapsed = now_s() - t->t_start;
     zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
@@ -328,8 +296,8 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
         cJSON_AddNumberToObject(row, key, (double)bytes[p][1]);
     }
     zt_json_number(row, "gather_wait_s", wait_s);
-    cJSON_AddNumberToObject(row, "io_read_bytes", 0);
-    cJSON_AddNumberToObject(row, "io_write_bytes", 0);
+    cJSON_AddNumberToObject(row, "io_read_bytes", io[0]);
+    cJSON_AddNumberToObject(row, "io_write_bytes", io[1]);
     return zt_rundir_metrics(&t->rd, row);
 }
 
@@ -421,8 +389,7 @@ static void teardown(trainer *t)
     if (t->micro)
         for (int i = 0; i < t->r->train.gradient_accumulation_steps; i++) zt_batch_free(&t->micro[i]);
     free(t->micro);
-    zt_free(t->adam_m);
-    zt_free(t->adam_v);
+    zt_optstate_close(&t->opt);
     zt_loader_free(&t->loader);
     zt_dataset_free(&t->train);
     zt_dataset_free(&t->valid);
@@ -505,7 +472,7 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         zt_json_number(summary, "final_loss", loss);
         zt_json_number(summary, "time_s", elapsed);
         cJSON_AddNumberToObject(summary, "comm_bytes", 0);
-        cJSON_AddNumberToObject(summary, "io_bytes", 0);
+        cJSON_AddNumberToObject(summary, "io_bytes", t.io_bytes);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);

@@ -1,0 +1,92 @@
+/* aio: what both engines share (aio.h). */
+#define _GNU_SOURCE
+#include "aio_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/core/fileio.h"
+#include "lib/core/log.h"
+
+void *zt_aio_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, ZT_AIO_ALIGN, zt_aio_round(bytes ? bytes : 1))) return NULL;
+    memset(p, 0, zt_aio_round(bytes ? bytes : 1));
+    return p;
+}
+
+void zt_aio_free(void *p) { free(p); }
+
+zt_status zt_aio_file_open(zt_aio *a, zt_aio_file *f, const char *const *paths, int npaths, const char *name)
+{
+    (void)a;
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < ZT_AIO_MAX_PATHS; i++) f->fd[i] = -1;
+    if (npaths < 1 || npaths > ZT_AIO_MAX_PATHS)
+        return zt_fail(ZT_EUSER, "offload.nvme_path: %d directories (1 to %d)", npaths, ZT_AIO_MAX_PATHS);
+    f->direct = 1;
+    for (int i = 0; i < npaths; i++) {
+        zt_status st = zt_mkdir_p(paths[i]);
+        if (!st && snprintf(f->path[i], sizeof f->path[i], "%s/%s", paths[i], name) >= (int)sizeof f->path[i])
+            st = zt_fail(ZT_EUSER, "offload.nvme_path '%s': the path is too long", paths[i]);
+        int fd = st ? -1 : open(f->path[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600);
+        if (!st && fd < 0 && errno == EINVAL) { /* no O_DIRECT here (tmpfs): the page cache it is */
+            fd = open(f->path[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd >= 0 && f->direct)
+                zt_log_warn("'%s' does not take O_DIRECT: offload I/O goes through the page cache", f->path[i]);
+            f->direct = 0;
+        }
+        if (!st && fd < 0)
+            st = zt_fail(errno == ENOENT || errno == EACCES || errno == EROFS ? ZT_EUSER : ZT_EIO,
+                         "cannot create the offload file '%s': %s", f->path[i], strerror(errno));
+        if (st) {
+            zt_aio_file_close(f, 1);
+            return st;
+        }
+        f->fd[i] = fd;
+        f->nfd = i + 1;
+    }
+    return ZT_OK;
+}
+
+void zt_aio_file_close(zt_aio_file *f, int unlink_it)
+{
+    for (int i = 0; i < f->nfd; i++) {
+        if (f->fd[i] >= 0) close(f->fd[i]);
+        if (unlink_it) unlink(f->path[i]);
+        f->fd[i] = -1;
+    }
+    f->nfd = 0;
+}
+
+int zt_aio_place(const zt_aio_file *f, size_t block, uint64_t off, uint64_t *file_off, uint64_t *room)
+{
+    uint64_t b = off / block, in = off % block;
+    *file_off = (b / (uint64_t)f->nfd) * block + in;
+    *room = block - in;
+    return (int)(b % (uint64_t)f->nfd);
+}
+
+zt_status zt_aio_fail(const zt_aio_req *r, size_t block, uint64_t off, int err)
+{
+    uint64_t at, room;
+    int k = zt_aio_place(r->f, block, off, &at, &room);
+    if (!err)
+        return zt_fail(ZT_EIO, "reading '%s' at byte %llu: the file ends there (truncated or removed underneath)",
+                       r->f->path[k], (unsigned long long)at);
+    return zt_fail(ZT_EIO, "%s '%s' at byte %llu failed: %s",
+                   r->write ? "writing" : "reading", r->f->path[k], (unsigned long long)at, strerror(err));
+}
+
+zt_status zt_aio_prepare(zt_aio_file *f, void *buf, size_t bytes, uint64_t off, int write, zt_aio_req *r)
+{
+    memset(r, 0, sizeof *r);
+    r->f = f, r->buf = buf, r->off = off, r->bytes = zt_aio_round(bytes), r->write = write;
+    ZT_ASSERT(off % ZT_AIO_ALIGN == 0 && (uintptr_t)buf % ZT_AIO_ALIGN == 0 && f->nfd > 0);
+    return ZT_OK;
+}

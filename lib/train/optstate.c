@@ -1,0 +1,159 @@
+/* AdamW's state (optstate.h). */
+#include "optstate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/ckpt/state.h"
+#include "lib/core/arena.h"
+
+zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
+{
+    memset(o, 0, sizeof *o);
+    o->z = z;
+    size_t n = z->local_numel;
+    if (strcmp(r->offload.optimizer, "nvme")) {
+        o->m = zt_calloc_aligned((n + 1) * sizeof(float));
+        o->v = zt_calloc_aligned((n + 1) * sizeof(float));
+        return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    }
+    zt_status st = zt_aio_open(&o->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth);
+    if (st) return st;
+    /* chunks: three of m and v within offload.max_pinned_bytes, at most 64 MiB an array */
+    size_t chunk = (size_t)r->offload.max_pinned_bytes / 6, whole = zt_aio_round(n * sizeof(float));
+    if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
+    if (chunk > whole) chunk = whole;
+    if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
+    char host[64] = "host", name[160];
+    gethostname(host, sizeof host - 1);
+    snprintf(name, sizeof name, "zt-%s-%ld-rank-%05d.optim", host, (long)getpid(), z->rank);
+    st = zt_swap_open(&o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
+                      chunk);
+    uint64_t rd, wr; /* the file's first zeros are not a step's I/O */
+    if (!st) zt_aio_take_bytes(o->aio, &rd, &wr);
+    return st;
+}
+
+void zt_optstate_close(zt_optstate *o)
+{
+    zt_free(o->m);
+    zt_free(o->v);
+    if (o->swap.file.nfd) zt_swap_close(&o->swap);
+    zt_aio_close(o->aio);
+    memset(o, 0, sizeof *o);
+}
+
+typedef struct window {
+    const zt_optstate *o;
+    const zt_llama *m;
+    const zt_adamw *h;
+    float coef;
+} window;
+
+/* AdamW on this rank's elements local [w0, w0 + n): the parts of each tensor there; m and v
+ * hold that window */
+static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *mm, float *vv)
+{
+    const window *w = ctx;
+    const zt_zero *z = w->o->z;
+    const zt_llama *m = w->m;
+    for (int k = 0; k < z->nseg; k++) {
+        const zt_zero_segment *g = &z->seg[k];
+        size_t l0 = g->local > w0 ? g->local : w0, l1 = g->local + (g->hi - g->lo);
+        if (l1 > w0 + n) l1 = w0 + n;
+        if (l0 >= l1) continue;
+        size_t lo = g->lo + (l0 - g->local), hi = g->lo + (l1 - g->local); /* in the flat array */
+        for (int i = 0; i < m->n_tensors; i++) {
+            const zt_llama_tensor *t = &m->tensors[i];
+            size_t a = t->offset, b = a + (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+            a = a > lo ? a : lo, b = b < hi ? b : hi;
+            if (a >= b) continue;
+            size_t j = g->local + (a - g->lo);
+            zt_adamw_update(w->h, z->master + j, z->grad + j, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
+                            m->params16 && !z->comm ? m->params16 + a : NULL);
+        }
+    }
+    return ZT_OK;
+}
+
+zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef)
+{
+    window w = {o, m, h, coef};
+    if (o->m) return adamw_window(&w, 0, o->z->local_numel, o->m, o->v);
+    return zt_swap_update(&o->swap, adamw_window, &w);
+}
+
+/* The shard's arrays in pieces: weights from z.master, moments from memory or the swap file. */
+typedef struct source {
+    zt_optstate *o;
+    size_t base; /* the first local element the shard holds */
+} source;
+
+static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float *dst)
+{
+    source *s = ctx;
+    size_t at = s->base + first;
+    if (array == 0) memcpy(dst, s->o->z->master + at, n * sizeof *dst);
+    else if (s->o->m) memcpy(dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
+    else return zt_swap_get(&s->o->swap, array, at, n, dst);
+    return ZT_OK;
+}
+
+/* This rank's part of a checkpoint: what it updates (zero.seg, packed in its arrays from
+ * local 0), or at stage 0, where every rank updates everything, its zt_state_slice. */
+zt_status zt_optstate_save(zt_optstate *o, const char *dir)
+{
+    const zt_zero *z = o->z;
+    source src = {o, 0};
+    if (z->stage == 0) {
+        zt_state_segment one;
+        zt_state_slice(z->numel, z->world, z->rank, &one.offset, &one.count);
+        src.base = one.offset;
+        return zt_state_write_shard_from(dir, z->rank, z->world, z->numel, &one, 1, read_piece, &src);
+    }
+    zt_state_segment *segs = malloc((size_t)z->nseg * sizeof *segs);
+    if (!segs) return zt_fail(ZT_ENOMEM, "out of memory");
+    for (int i = 0; i < z->nseg; i++) segs[i] = (zt_state_segment){z->seg[i].lo, z->seg[i].hi - z->seg[i].lo};
+    zt_status st = zt_state_write_shard_from(dir, z->rank, z->world, z->numel, segs, z->nseg, read_piece, &src);
+    free(segs);
+    return st;
+}
+
+zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
+{
+    const zt_zero *z = o->z;
+    int sharded = z->stage == 3; /* the weights are this rank's segments too */
+    size_t piece = o->m ? 0 : o->swap.chunk;
+    float *bounce[2] = {NULL, NULL};
+    if (piece && (!(bounce[0] = malloc(piece * sizeof(float))) || !(bounce[1] = malloc(piece * sizeof(float))))) {
+        free(bounce[0]);
+        return zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state");
+    }
+    zt_status st = ZT_OK;
+    for (int i = 0; i < z->nseg && !st; i++) {
+        const zt_zero_segment *g = &z->seg[i];
+        size_t len = g->hi - g->lo;
+        if (sharded) st = zt_state_read_range(dir, numel, g->lo, len, z->master + g->local, NULL, NULL);
+        if (!piece) {
+            if (!st) st = zt_state_read_range(dir, numel, g->lo, len, NULL, o->m + g->local, o->v + g->local);
+            continue;
+        }
+        for (size_t j = 0; j < len && !st; j += piece) { /* through the swap file, a piece at a time */
+            size_t n = len - j < piece ? len - j : piece;
+            if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, NULL, bounce[0], bounce[1])) &&
+                !(st = zt_swap_put(&o->swap, 1, g->local + j, n, bounce[0])))
+                st = zt_swap_put(&o->swap, 2, g->local + j, n, bounce[1]);
+        }
+    }
+    free(bounce[0]);
+    free(bounce[1]);
+    return st;
+}
+
+void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written)
+{
+    *read = *written = 0;
+    if (o->aio) zt_aio_take_bytes(o->aio, read, written);
+}

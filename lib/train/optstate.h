@@ -1,0 +1,38 @@
+/* optstate: AdamW's state for the elements this rank updates (zero.seg), in memory or
+ * (offload.optimizer = "nvme") in a swap file streamed through each step, and its part
+ * of checkpoints.
+ *
+ *     zt_optstate o;
+ *     zt_optstate_open(&o, recipe, &zero);
+ *     zt_optstate_step(&o, &model, &hyper, clip_coef);   // AdamW on zero.master
+ *     zt_optstate_save(&o, ckpt_dir);                   // this rank's shard
+ *     zt_optstate_restore(&o, ckpt_dir, numel);         // moments (and stage 3's weights) back
+ *     zt_optstate_close(&o);
+ */
+#ifndef ZT_TRAIN_OPTSTATE_H
+#define ZT_TRAIN_OPTSTATE_H
+
+#include "lib/offload/swap.h"
+#include "lib/optim/adamw.h"
+#include "lib/recipe/recipe.h"
+#include "lib/zero/zero.h"
+
+typedef struct zt_optstate {
+    const zt_zero *z;
+    float *m, *v; /* in memory, or NULL with the swap file */
+    zt_aio *aio;
+    zt_swap swap;
+} zt_optstate;
+
+/* offload.optimizer: none or cpu keep the moments in memory (on the CPU backend host memory
+ * is the compute memory), nvme in a swap file under offload.nvme_path. */
+zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z);
+void zt_optstate_close(zt_optstate *o);
+zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef);
+zt_status zt_optstate_save(zt_optstate *o, const char *ckpt_dir);
+/* The moments of this rank's elements, and at stage 3 its weights, from a checkpoint. */
+zt_status zt_optstate_restore(zt_optstate *o, const char *ckpt_dir, size_t numel);
+/* Bytes the swap file read and wrote since the last call. */
+void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written);
+
+#endif
