@@ -63,19 +63,29 @@ static void test_roundtrip(void)
 
 static int has(const char *msg, const char *part) { return strstr(msg, part) != NULL; }
 
+/* Writes 1 MiB of zeros to dir/name; the status of the write. */
+static zt_status write_mib(zt_aio *a, zt_aio_file *f, const char *dir, const char *name)
+{
+    const char *paths[1] = {dir};
+    CHECK(zt_aio_file_open(a, f, paths, 1, name) == ZT_OK);
+    char *buf = zt_aio_alloc(1 << 20);
+    zt_aio_req r;
+    zt_status st = zt_aio_write(a, f, buf, 1 << 20, 0, &r);
+    if (!st) st = zt_aio_wait(a, &r);
+    zt_aio_free(buf);
+    return st;
+}
+
 static void test_truncated(void)
 {
     zt_aio *a;
-    CHECK(zt_aio_open(&a, 65536, 8) == ZT_OK);
-    const char *paths[1] = {root};
     zt_aio_file f;
-    CHECK(zt_aio_file_open(a, &f, paths, 1, "cut.swap") == ZT_OK);
-    size_t bytes = 1 << 20;
-    char *buf = zt_aio_alloc(bytes);
-    zt_aio_req r;
-    CHECK(zt_aio_write(a, &f, buf, bytes, 0, &r) == ZT_OK && zt_aio_wait(a, &r) == ZT_OK);
+    CHECK(zt_aio_open(&a, 65536, 8) == ZT_OK);
+    CHECK(write_mib(a, &f, root, "cut.swap") == ZT_OK);
     CHECK(truncate(f.path[0], 100000) == 0);
-    CHECK(zt_aio_read(a, &f, buf, bytes, 0, &r) == ZT_OK);
+    char *buf = zt_aio_alloc(1 << 20);
+    zt_aio_req r;
+    CHECK(zt_aio_read(a, &f, buf, 1 << 20, 0, &r) == ZT_OK);
     zt_status st = zt_aio_wait(a, &r);
     CHECK_MSG(st == ZT_EIO && has(zt_errmsg(), "cut.swap") && has(zt_errmsg(), "ends there"), "%s", zt_errmsg());
     zt_aio_file_close(&f, 1);
@@ -95,8 +105,8 @@ static void test_bad_dir(void)
     const char *paths[1] = {sub};
     zt_aio_file f;
     CHECK(zt_aio_file_open(a, &f, paths, 1, "x.swap") != ZT_OK && has(zt_errmsg(), "a-file"));
-    CHECK(zt_aio_open(&a, 1000, 4) == ZT_EUSER && has(zt_errmsg(), "block_size"));
     zt_aio_close(a);
+    CHECK(zt_aio_open(&a, 1000, 4) == ZT_EUSER && has(zt_errmsg(), "block_size"));
 }
 
 /* a 256 KiB tmpfs (with or without O_DIRECT, by kernel): a 1 MiB write runs out of space */
@@ -110,18 +120,11 @@ static void test_tmpfs_full(void)
         return;
     }
     zt_aio *a;
-    CHECK(zt_aio_open(&a, 65536, 8) == ZT_OK);
-    const char *paths[1] = {mnt};
     zt_aio_file f;
-    CHECK(zt_aio_file_open(a, &f, paths, 1, "full.swap") == ZT_OK);
-    size_t bytes = 1 << 20;
-    char *buf = zt_aio_alloc(bytes);
-    zt_aio_req r;
-    CHECK(zt_aio_write(a, &f, buf, bytes, 0, &r) == ZT_OK);
-    zt_status st = zt_aio_wait(a, &r);
+    CHECK(zt_aio_open(&a, 65536, 8) == ZT_OK);
+    zt_status st = write_mib(a, &f, mnt, "full.swap");
     CHECK_MSG(st == ZT_EIO && has(zt_errmsg(), "full.swap") && has(zt_errmsg(), "No space left"), "%s", zt_errmsg());
     zt_aio_file_close(&f, 1);
-    zt_aio_free(buf);
     zt_aio_close(a);
     CHECK(umount(mnt) == 0);
 }
