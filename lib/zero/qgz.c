@@ -1,4 +1,5 @@
-/* The quantized two-level reduce-scatter of qgz.h. */
+/* The quantized two-level reduce-scatter of qgz.h. Each slice travels in a slot of fixed
+ * size: its int4 pieces, then (at a 4-byte boundary) its scales. */
 #include "qgz.h"
 
 #include <string.h>
@@ -6,21 +7,28 @@
 #include "kernels/cpu/quant.h"
 #include "lib/core/arena.h"
 
-/* Bytes of one quantized int4 slice of p elements: data, padded to 4, then the scales. */
-static size_t q4_data(size_t p) { return ((p + 1) / 2 + 3) & ~(size_t)3; }
-static size_t q4_bytes(size_t p, size_t block) { return q4_data(p) + zt_quant_nblocks(p, block) * sizeof(float); }
+/* The slot of a slice of at most p elements: data bytes (scales start there), total bytes. */
+static size_t slot_data(const zt_qpieces *l, size_t p)
+{
+    return ((p + 1) / 2 + zt_qpieces_most(l, p) + 3) & ~(size_t)3;
+}
 
+static size_t slot_bytes(const zt_qpieces *l, size_t p)
+{
+    return slot_data(l, p) + (zt_quant_nblocks(p, l->block) + zt_qpieces_most(l, p)) * sizeof(float);
+}
 
-zt_status zt_qgz_init(zt_qgz *q, zt_comm *world, size_t block, size_t widest)
+zt_status zt_qgz_init(zt_qgz *q, zt_comm *world, size_t block, size_t widest, int most_cuts)
 {
     memset(q, 0, sizeof *q);
     if (block < 1) return zt_fail(ZT_EUSER, "zero.quant_block_size must be at least 1");
-    q->world = world, q->block = block, q->widest = widest;
+    q->world = world, q->block = block, q->widest = widest, q->most_cuts = most_cuts;
     int rpn = zt_comm_ranks_per_node(world), size = zt_comm_size(world);
     zt_status st = zt_comm_split(world, rpn, 0, &q->node);
     if (!st) st = zt_comm_split(world, rpn, 1, &q->across);
     if (st) return st;
-    size_t p = (widest + size - 1) / size, bytes = q4_bytes(p, block) * (size_t)size;
+    zt_qpieces l = {NULL, most_cuts, block};
+    size_t p = (widest + size - 1) / size, bytes = slot_bytes(&l, p) * (size_t)size;
     q->send = zt_calloc_aligned(bytes);
     q->recv = zt_calloc_aligned(bytes);
     q->sum = zt_calloc_aligned((p + 1) * sizeof(float));
@@ -38,57 +46,39 @@ void zt_qgz_free(zt_qgz *q)
     memset(q, 0, sizeof *q);
 }
 
-/* Quantizes slice k of x (n elements in slices of p) into dst: data then scales. A NaN or
- * Inf makes its block's scale NaN, and so its block of the result. */
-static void quantize_slice(const float *x, size_t n, size_t p, size_t k, size_t block, unsigned char *dst)
+zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, const size_t *cuts, int ncuts, float *residual, float *out,
+                                zt_comm_purpose purpose)
 {
-    memset(dst, 0, q4_bytes(p, block)); /* a short slice's tail: zero data, zero scales */
-    zt_quant4(x + k * p, zt_comm_cut(n, p, k), block, dst, (float *)(dst + q4_data(p)));
-}
-
-/* sum (p elements) = Σ_j dequant(slice j) in order, the k slices stride bytes apart */
-static void sum_slices(const unsigned char *first, size_t stride, int k, size_t p, size_t block, float *sum)
-{
-    const uint8_t *q[64];
-    const float *sc[64];
-    for (int j0 = 0; j0 < k; j0 += 64) { /* in pieces, in order: ((s0 + s1) + ...) */
-        int m = k - j0 < 64 ? k - j0 : 64;
-        for (int j = 0; j < m; j++) {
-            q[j] = first + (size_t)(j0 + j) * stride;
-            sc[j] = (const float *)(q[j] + q4_data(p));
-        }
-        zt_dequant4_sum(q, sc, m, p, block, sum, j0 > 0);
-    }
-}
-
-zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, float *residual, float *out, zt_comm_purpose purpose)
-{
-    ZT_ASSERT(n <= q->widest);
+    ZT_ASSERT(n <= q->widest && ncuts <= q->most_cuts);
     int R = zt_comm_size(q->node), N = zt_comm_size(q->across), W = R * N, me = zt_comm_rank(q->world);
-    size_t block = q->block, p = (n + W - 1) / W, bytes = q4_bytes(p, block);
+    zt_qpieces l = {cuts, ncuts, q->block};
+    size_t p = (n + W - 1) / W, data = slot_data(&(zt_qpieces){NULL, q->most_cuts, q->block}, p);
+    size_t bytes = slot_bytes(&(zt_qpieces){NULL, q->most_cuts, q->block}, p);
     if (residual)
         for (size_t j = 0; j < n; j++) x[j] += residual[j];
     /* to local rank j: the slices of ranks (node', j), node' = 0..N-1, in node' order */
     for (int j = 0; j < R; j++)
-        for (int nd = 0; nd < N; nd++)
-            quantize_slice(x, n, p, (size_t)nd * R + j, block, q->send + ((size_t)j * N + nd) * bytes);
-    if (residual) /* what the first hop lost, for the next call */
-        for (int j = 0; j < R; j++)
-            for (int nd = 0; nd < N; nd++) {
-                size_t k = (size_t)nd * R + j, len = zt_comm_cut(n, p, k);
-                const unsigned char *src = q->send + ((size_t)j * N + nd) * bytes;
-                zt_dequant4(src, (const float *)(src + q4_data(p)), len, block, residual + k * p);
-                for (size_t e = 0; e < len; e++) residual[k * p + e] = x[k * p + e] - residual[k * p + e];
+        for (int nd = 0; nd < N; nd++) {
+            size_t k = (size_t)nd * R + j, a = k * p < n ? k * p : n, b = a + zt_comm_cut(n, p, k);
+            unsigned char *slot = q->send + ((size_t)j * N + nd) * bytes;
+            zt_qpieces_quant4(&l, x + a, a, b, slot, (float *)(slot + data)); /* NaN: its block's scale is NaN */
+            if (residual) { /* what this hop lost, for the next call */
+                zt_qpieces_dequant4_sum(&l, slot, bytes, data, 1, a, b, residual + a, 0);
+                for (size_t e = a; e < b; e++) residual[e] = x[e] - residual[e];
             }
+        }
     zt_status st = zt_comm_alltoall(q->node, q->send, q->recv, (size_t)N * bytes, purpose);
     if (st) return st;
-    /* from local rank r, N slices for ranks (node', me's local index): sum each over r, requantize */
+    /* from local rank r, N slices for ranks (node', my local index): sum each over r, requantize */
+    int local = me % R;
     for (int nd = 0; nd < N; nd++) {
-        sum_slices(q->recv + (size_t)nd * bytes, (size_t)N * bytes, R, p, block, q->sum);
-        quantize_slice(q->sum, p, p, 0, block, q->send + (size_t)nd * bytes);
+        size_t k = (size_t)nd * R + local, a = k * p < n ? k * p : n, b = a + zt_comm_cut(n, p, k);
+        zt_qpieces_dequant4_sum(&l, q->recv + (size_t)nd * bytes, (size_t)N * bytes, data, R, a, b, q->sum, 0);
+        unsigned char *slot = q->send + (size_t)nd * bytes;
+        zt_qpieces_quant4(&l, q->sum, a, b, slot, (float *)(slot + data));
     }
     if ((st = zt_comm_alltoall(q->across, q->send, q->recv, bytes, purpose))) return st;
-    sum_slices(q->recv, bytes, N, p, block, q->sum);
-    memcpy(out, q->sum, zt_comm_cut(n, p, (size_t)me) * sizeof *out);
+    size_t a = (size_t)me * p < n ? (size_t)me * p : n, b = a + zt_comm_cut(n, p, (size_t)me);
+    zt_qpieces_dequant4_sum(&l, q->recv, bytes, data, N, a, b, out, 0);
     return ZT_OK;
 }

@@ -3,7 +3,8 @@
  * x (n elements on every rank) is cut into the world's slices, ceil(n / W) elements each
  * (the last ones shorter); rank r ends with slice r of the sum over ranks. Each slice
  * is quantized to int4 (symmetric blocks of `block` elements, fp32 scales,
- * kernels/cpu/quant.h); an all-to-all inside the node brings each rank, from every rank of
+ * kernels/cpu/quant.h; blocks restart at every cut, where a tensor of the buffer starts:
+ * qpieces.h); an all-to-all inside the node brings each rank, from every rank of
  * its node, the slices of the ranks with its local index on every node; it dequantizes
  * them, sums them in rank order and quantizes the sums again; an all-to-all across the
  * nodes (between the ranks of one local index) brings each rank the partial sums of its
@@ -14,8 +15,8 @@
  * absmax(its block)/14, plus Σ over nodes of absmax(the partial sum's block)/14.
  *
  *     zt_qgz q;
- *     zt_qgz_init(&q, world, 2048, widest_n);
- *     zt_qgz_reduce_scatter(&q, grads, n, NULL, my_slice, ZT_COMM_GRAD_REDUCE);
+ *     zt_qgz_init(&q, world, 2048, widest_n, most_cuts);
+ *     zt_qgz_reduce_scatter(&q, grads, n, cuts, ncuts, NULL, my_slice, ZT_COMM_GRAD_REDUCE);
  *     zt_qgz_free(&q);
  *
  * With residual (n floats, zero at first) the call adds it to x before quantizing and
@@ -28,20 +29,24 @@
 
 #include "lib/comm/comm.h"
 #include "lib/core/status.h"
+#include "qpieces.h"
 
 typedef struct zt_qgz {
     zt_comm *world, *node, *across; /* the world; the ranks of this node; this local rank's on every node */
     size_t block, widest;
+    int most_cuts;
     unsigned char *send, *recv;
     float *sum;
 } zt_qgz;
 
-/* widest: the largest n that will be reduced. A collective (it splits the world). */
-zt_status zt_qgz_init(zt_qgz *q, zt_comm *world, size_t block, size_t widest);
+/* widest: the largest n that will be reduced; most_cuts: the most tensor edges in one buffer.
+ * A collective (it splits the world). */
+zt_status zt_qgz_init(zt_qgz *q, zt_comm *world, size_t block, size_t widest, int most_cuts);
 void zt_qgz_free(zt_qgz *q);
 /* out: this rank's slice of the sum (its length: ceil(n / W), fewer at the end). A NaN or
  * Inf makes its quantization block NaN in the result (the trainer's gradient-norm check
  * then stops the step on every rank). */
-zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, float *residual, float *out, zt_comm_purpose p);
+zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, const size_t *cuts, int ncuts, float *residual,
+                                float *out, zt_comm_purpose p);
 
 #endif

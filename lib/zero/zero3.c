@@ -78,8 +78,8 @@ static void reduce(zt_zero *z, int i)
     zt_llama *m = z->m;
     if (!u->grads_in) return;
     if (!s->error && s->o.quantized_gradients)
-        s->error = zt_qgz_reduce_scatter(&s->qgz, m->grads + u->off, u->n, s->residual ? s->residual + u->off : NULL,
-                                         s->scratch, ZT_COMM_GRAD_REDUCE);
+        s->error = zt_qgz_reduce_scatter(&s->qgz, m->grads + u->off, u->n, u->cuts, u->ncuts,
+                                         s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
     else if (!s->error)
         s->error = zt_comm_reduce_scatter_sum(z->comm, m->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
     float *g = z->grad + u->local;

@@ -16,6 +16,8 @@ typedef struct zt_unit3 {
     zt_comm_req *req[2]; /* the gather in flight: data, and qwZ's scales */
     void *staging;       /* qwZ: the int8 slices and scales being gathered */
     size_t hp, hlocal;   /* hpZ: slices of ceil(n / K) within the group; this rank's at secondary[hlocal] */
+    size_t *cuts;        /* qwZ, qgZ: where the unit's tensors start (quantization blocks restart there) */
+    int ncuts;
     int held;            /* hpZ: the secondary slice holds this step's weights */
 } zt_unit3;
 

@@ -1,7 +1,8 @@
 /* ZeRO++ on top of stage 3 (arXiv 2306.10209): qwZ, hpZ and qgZ.
  *
  * qwZ: a gather sends each rank's slice as int8 with one fp32 scale per block
- * (zero.quant_block_size elements, blocks starting at the slice's start); every rank,
+ * (zero.quant_block_size elements; blocks restart at the slice's start and wherever a
+ * tensor starts, qpieces.h); every rank,
  * the sender included, computes with the dequantized values, and since the slice
  * quantizes the same way each time, forward and backward see the same weights.
  *
@@ -21,9 +22,25 @@
 #include <string.h>
 
 #include "kernels/cpu/quant.h"
+#include "qpieces.h"
 #include "lib/core/arena.h"
 #include "zero3.h"
 
+
+/* Each unit's cuts: the offsets (in the unit) where its tensors after the first start. */
+static zt_status find_cuts(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    const zt_llama *m = z->m;
+    for (int i = 0; i < s->units; i++) {
+        zt_unit3 *u = &s->u[i];
+        if (!(u->cuts = calloc((size_t)m->n_tensors + 1, sizeof *u->cuts))) return zt_fail(ZT_ENOMEM, "out of memory");
+        for (int t = 0; t < m->n_tensors; t++) /* in layout order */
+            if (m->tensors[t].offset > u->off && m->tensors[t].offset < u->off + u->n)
+                u->cuts[u->ncuts++] = m->tensors[t].offset - u->off;
+    }
+    return ZT_OK;
+}
 
 zt_status zt_zeropp_init(zt_zero *z)
 {
@@ -45,10 +62,15 @@ zt_status zt_zeropp_init(zt_zero *z)
         if (!(s->secondary = zt_calloc_aligned((local + 1) * sizeof(float))))
             return zt_fail(ZT_ENOMEM, "out of memory for hpZ's secondary slices (%zu parameters)", local);
     }
+    if ((o->quantized_weights || o->quantized_gradients) && (st = find_cuts(z))) return st;
     if (o->quantized_gradients) {
         size_t widest = 0;
-        for (int i = 0; i < s->units; i++) widest = s->u[i].n > widest ? s->u[i].n : widest;
-        if ((st = zt_qgz_init(&s->qgz, z->comm, (size_t)o->quant_block, widest))) return st;
+        int most = 0;
+        for (int i = 0; i < s->units; i++) {
+            widest = s->u[i].n > widest ? s->u[i].n : widest;
+            most = s->u[i].ncuts > most ? s->u[i].ncuts : most;
+        }
+        if ((st = zt_qgz_init(&s->qgz, z->comm, (size_t)o->quant_block, widest, most))) return st;
         if (o->error_feedback && !(s->residual = zt_calloc_aligned((z->numel + 1) * sizeof(float))))
             return zt_fail(ZT_ENOMEM, "out of memory for qgZ's residuals (%zu parameters)", z->numel);
     }
@@ -60,6 +82,7 @@ void zt_zeropp_free(zt_zero *z)
     zt_zero3 *s = z->z3;
     zt_comm_finalize(s->hpz);
     if (s->qgz.world) zt_qgz_free(&s->qgz);
+    for (int i = 0; i < s->units; i++) free(s->u[i].cuts);
     zt_free(s->secondary);
     zt_free(s->residual);
 }
@@ -72,10 +95,16 @@ typedef struct qwz_layout {
     size_t nb, data, scales, send, send_scales, bytes;
 } qwz_layout;
 
+static zt_qpieces pieces_of(const zt_zero *z, const zt_unit3 *u)
+{
+    return (zt_qpieces){u->cuts, u->ncuts, (size_t)z->z3->o.quant_block};
+}
+
 static qwz_layout qwz_of(const zt_zero *z, const zt_unit3 *u)
 {
     qwz_layout l;
-    l.nb = zt_quant_nblocks(u->p, (size_t)z->z3->o.quant_block);
+    zt_qpieces pc = pieces_of(z, u);
+    l.nb = zt_quant_nblocks(u->p, pc.block) + zt_qpieces_most(&pc, u->p); /* scales a slice may need */
     l.data = 0;
     l.scales = (u->n + 3) & ~(size_t)3;
     l.send = l.scales + (size_t)z->world * l.nb * sizeof(float);
@@ -91,8 +120,10 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p)
     qwz_layout l = qwz_of(z, u);
     char *b = u->staging = calloc(1, l.bytes); /* zeroed: the scales past a short slice's blocks */
     if (!b) return zt_fail(ZT_ENOMEM, "rank %d: out of memory for a quantized gather (%zu bytes)", z->rank, l.bytes);
-    size_t bad = zt_quant8(z->master + u->local, u->mine, (size_t)s->o.quant_block, (int8_t *)(b + l.send),
-                           (float *)(b + l.send_scales));
+    zt_qpieces pc = pieces_of(z, u);
+    size_t lo = u->p * (size_t)z->rank < u->n ? u->p * (size_t)z->rank : u->n;
+    size_t bad = zt_qpieces_quant8(&pc, z->master + u->local, lo, lo + u->mine, (int8_t *)(b + l.send),
+                                   (float *)(b + l.send_scales));
     if (bad)
         return zt_fail(ZT_ERUNTIME, "rank %d: %zu weights of unit %d (of %d: embedding, layers, head) are NaN or Inf",
                        z->rank, bad, i, s->units);
@@ -109,9 +140,12 @@ zt_status zt_qwz_finish(zt_zero *z, int i)
     zt_unit3 *u = &s->u[i];
     qwz_layout l = qwz_of(z, u);
     const char *b = u->staging;
-    for (size_t q = 0; q < (size_t)z->world; q++)
-        zt_dequant8((const int8_t *)(b + l.data) + q * u->p, (const float *)(b + l.scales) + q * l.nb,
-                    zt_comm_cut(u->n, u->p, q), (size_t)s->o.quant_block, z->m->params + u->off + q * u->p);
+    zt_qpieces pc = pieces_of(z, u);
+    for (size_t q = 0; q < (size_t)z->world; q++) {
+        size_t lo = q * u->p < u->n ? q * u->p : u->n, hi = lo + zt_comm_cut(u->n, u->p, q);
+        zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.data) + lo, (const float *)(b + l.scales) + q * l.nb, lo, hi,
+                            z->m->params + u->off + lo);
+    }
     free(u->staging);
     u->staging = NULL;
     return ZT_OK;

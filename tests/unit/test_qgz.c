@@ -37,20 +37,23 @@ static float absmax(const float *x, size_t n)
 /* Reduces every rank's input; checks this rank's slice against the exact sum and the bound:
  * Σ over ranks of absmax(their block)/14, plus Σ over nodes of the partial sum's block
  * bound, absmax ≤ Σ over the node's ranks of absmax·(1 + 1/14). Returns the errors. */
-static double *check_case(size_t n, size_t block, uint64_t seed, size_t *count)
+static double *check_case(size_t n, size_t block, uint64_t seed, const size_t *cuts, int ncuts, size_t *count)
 {
     zt_qgz q;
-    CHECK(zt_qgz_init(&q, C, block, n) == ZT_OK);
+    CHECK(zt_qgz_init(&q, C, block, n, ncuts) == ZT_OK);
     size_t p = (n + N - 1) / N, lo = (size_t)R * p < n ? (size_t)R * p : n, len = zt_comm_cut(n, p, (size_t)R);
     float *x = malloc((n + 1) * sizeof *x), *all = malloc(((size_t)N * n + 1) * sizeof *all);
     float *out = malloc((p + 1) * sizeof *out);
     double *err = malloc((p + 1) * sizeof *err);
     for (int r = 0; r < N; r++) input(r, seed, n, all + (size_t)r * n);
     memcpy(x, all + (size_t)R * n, n * sizeof *x);
-    CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
-    size_t bad = 0;
-    for (size_t b0 = 0; b0 < len; b0 += block) {
-        size_t bl = len - b0 < block ? len - b0 : block;
+    CHECK(zt_qgz_reduce_scatter(&q, x, n, cuts, ncuts, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    size_t bad = 0, bl;
+    for (size_t b0 = 0; b0 < len; b0 += bl) { /* blocks restart where the slice starts and at every cut */
+        size_t end = len;
+        for (int c = 0; c < ncuts; c++)
+            if (cuts[c] > lo + b0 && cuts[c] - lo < end) end = cuts[c] - lo;
+        bl = end - b0 < block ? end - b0 : block;
         double bound = 0;
         for (int nd = 0; nd < N / RPN; nd++) {
             double node = 0;
@@ -75,18 +78,22 @@ static void test_bound(void)
 {
     static const size_t ns[] = {1, 7, 1000, 30011};
     static const size_t blocks[] = {2048, 7, 64, 1};
+    static const size_t cuts[] = {3, 100, 101, 2500, 7001, 7003, 29000}; /* tensors of odd sizes */
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
-        for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
-            size_t count;
-            free(check_case(ns[a], blocks[b], 100 * a + b, &count));
-        }
+        for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++)
+            for (int with_cuts = 0; with_cuts < 2; with_cuts++) {
+                int ncuts = 0;
+                while (with_cuts && ncuts < 7 && cuts[ncuts] < ns[a]) ncuts++;
+                size_t count;
+                free(check_case(ns[a], blocks[b], 100 * a + b, cuts, ncuts, &count));
+            }
 }
 
 /* no bias: the mean error over the slice within 3σ/√n of zero */
 static void test_unbiased(void)
 {
     size_t count;
-    double *err = check_case(400000, 256, 7, &count), mean = 0, var = 0;
+    double *err = check_case(400000, 256, 7, NULL, 0, &count), mean = 0, var = 0;
     for (size_t i = 0; i < count; i++) mean += err[i];
     mean /= (double)count;
     for (size_t i = 0; i < count; i++) var += (err[i] - mean) * (err[i] - mean);
@@ -102,7 +109,7 @@ static void test_error_feedback(void)
 {
     size_t n = 20000, block = 128, p = (n + N - 1) / N, len = zt_comm_cut(n, p, (size_t)R), K = 8;
     zt_qgz q;
-    CHECK(zt_qgz_init(&q, C, block, n) == ZT_OK);
+    CHECK(zt_qgz_init(&q, C, block, n, 0) == ZT_OK);
     float *x = malloc(n * sizeof *x), *x0 = malloc(n * sizeof *x0), *res = calloc(n, sizeof *res);
     float *out = malloc((p + 1) * sizeof *out), *exact = calloc(p + 1, sizeof *exact);
     double *sum[2] = {calloc(p + 1, sizeof(double)), calloc(p + 1, sizeof(double))};
@@ -114,7 +121,7 @@ static void test_error_feedback(void)
     for (int fb = 0; fb < 2; fb++)
         for (size_t k = 0; k < K; k++) {
             memcpy(x, x0, n * sizeof *x);
-            CHECK(zt_qgz_reduce_scatter(&q, x, n, fb ? res : NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+            CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, 0, fb ? res : NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
             for (size_t i = 0; i < len; i++) sum[fb][i] += out[i];
         }
     double e[2] = {0, 0};
@@ -130,11 +137,11 @@ static void test_nonfinite(void)
 {
     size_t n = 1000, block = 50, p = (n + N - 1) / N;
     zt_qgz q;
-    CHECK(zt_qgz_init(&q, C, block, n) == ZT_OK);
+    CHECK(zt_qgz_init(&q, C, block, n, 0) == ZT_OK);
     float *x = malloc(n * sizeof *x), *out = malloc((p + 1) * sizeof *out);
     input(R, 5, n, x);
     if (R == N - 1) x[3] = INFINITY; /* in rank 0's slice */
-    CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, 0, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
     if (R == 0) CHECK(isnan(out[3]) && isnan(out[0]) && (p <= block || isfinite(out[block])));
     else CHECK(isfinite(out[0]));
     zt_qgz_free(&q);
@@ -146,12 +153,12 @@ static void test_bytes(void)
 {
     size_t n = 1 << 20, block = 2048, p = (n + N - 1) / N;
     zt_qgz q;
-    CHECK(zt_qgz_init(&q, C, block, n) == ZT_OK);
+    CHECK(zt_qgz_init(&q, C, block, n, 0) == ZT_OK);
     float *x = malloc(n * sizeof *x), *out = malloc((p + 1) * sizeof *out);
     input(R, 3, n, x);
     uint64_t b[ZT_COMM_NPURPOSE][2];
     zt_comm_bytes_reset(C);
-    CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    CHECK(zt_qgz_reduce_scatter(&q, x, n, NULL, 0, NULL, out, ZT_COMM_GRAD_REDUCE) == ZT_OK);
     zt_comm_bytes(C, b);
     double plain = (double)(N - RPN) * p * 4, scales = (double)(N / RPN - 1) * (p / block + 1) * 4 + 8 * N;
     CHECK_MSG(b[ZT_COMM_GRAD_REDUCE][1] <= plain / (8 * RPN) + scales, "rank %d: %llu inter-node bytes, plain %.0f", R,
