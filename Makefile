@@ -159,6 +159,7 @@ test-san: all tests
 bench: all
 	@bench/run.sh
 	@bench/zero.sh
+	@bench/offload.sh
 
 demo:
 	@scripts/demo.sh

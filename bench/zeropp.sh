@@ -73,7 +73,7 @@ for r, name in (("plain", "stage 3"), ("zeropp", "stage 3 + qwZ + hpZ + qgZ")):
     x = e[r]
     acc = x.get("accuracy")
     lines.append(f"| {name} | {x.get('loss', float('nan')):.4f} | {'' if acc is None else f'{100 * acc:.1f}%'} |")
-fa, fb = (rows(r)[-1]["loss"] if rows(r) else None for r in ("plain", "zeropp"))
+fa, fb = (max(train[r].items())[1] if train[r] else None for r in ("plain", "zeropp"))  # the last training row
 if fa and fb:
     lines.append(f"\nFinal training loss: {fa:.4f} (stage 3) against {fb:.4f} (ZeRO++), {100 * (fb - fa) / fa:+.2f}%.")
 print("\n".join(lines))

@@ -14,7 +14,7 @@ packages=(
   python3 python3-numpy    # test cross-checks
   clang                    # fuzz harnesses (libFuzzer)
 )
-if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch); fi
+if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch fio); fi # bench/run.sh, bench/offload.sh
 
 missing=()
 for p in "${packages[@]}"; do
