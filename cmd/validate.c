@@ -42,6 +42,7 @@ int cmd_validate(int argc, char **argv)
         printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters\n",
                r.zero.stage, world, per_node, e.numel);
         row("parameters", e.params, "");
+        if (e.hpz) row("  of which hpZ's slices", e.hpz, "(zero.hpz_partition_size)");
         row("gradients", e.grads, "");
         row("optimizer state", e.optimizer, e.offloaded_host ? "(offloaded to host memory)" : "");
         row("activations", e.activations, r.model.activation_checkpointing ? "(checkpointing on)" : "(checkpointing off)");

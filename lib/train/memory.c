@@ -45,7 +45,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->params = stage >= 3 ? shard(P * 4, world) + gathered : params;
     e->grads = stage >= 3 ? shard(grads, world) + (largest + pinned) * 4 : grads;
     /* ZeRO++: hpZ's secondary slices (1/K of the fp32 weights), qgZ's error-feedback residual */
-    if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += shard(P * 4, r->zero.hpz_partition_size);
+    if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
     if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
     if (strcmp(r->offload.optimizer, "none")) {

@@ -18,7 +18,8 @@
 
 typedef struct zt_mem_estimate {
     size_t numel;              /* model parameters */
-    size_t params;             /* fp32 masters + 16-bit copy held by this rank */
+    size_t params;             /* fp32 masters + 16-bit copy held by this rank (hpZ's slices included) */
+    size_t hpz;                /* of which hpZ's secondary slices */
     size_t grads;              /* fp32 gradients held by this rank */
     size_t optimizer;          /* AdamW moments held by this rank */
     size_t activations;        /* with the recipe's activation_checkpointing */

@@ -63,6 +63,8 @@ for run in ("qw", "qg", "all"):
 PY
 done
 
+expect_ok "zt validate with hpZ" "$ZT" validate recipe.toml --world-size 4 --ranks-per-node 2 zero.hpz_partition_size=2
+grep -q "of which hpZ's slices" "$TMP/out" && say "ok - zt validate shows hpZ's memory" || fail "no hpZ row: $(tail -9 "$TMP/out")"
 expect_exit 2 "hpZ groups that do not divide the ranks per node" "hpz_partition_size" \
   $MPI -np 4 -x ZT_RANKS_PER_NODE=2 "$ZT" pretrain recipe.toml output.dir=bad zero.hpz_partition_size=4
 expect_exit 2 "ZeRO++ below stage 3" "zero.quantized_weights .ZeRO..+. needs zero.stage = 3" \
