@@ -120,8 +120,9 @@ else:
 
 said = []
 if ratios:
-    said.append("zt's engine moves " + ", ".join(f"{v} {k}" for k, v in ratios.items()).replace(" ", " of fio's bandwidth ", 1) +
-                f" (target: 90% both ways), the best of rounds that differ by up to {100 * (max(spread) - 1):.0f}%")
+    moves = ", ".join(f"{v} {k}" for k, v in ratios.items()).replace(" ", " of fio's bandwidth ", 1)
+    said.append(f"zt's engine moves {moves} (target: 90% both ways), the best of rounds that differ by up to "
+                f"{100 * (max(spread) - 1):.0f}%")
 if a:
     said.append(f"AdamW streams its state at {a['adamw_GBps']:.1f} GB/s, {100 * a['adamw_vs_triad_wa']:.0f}% of the "
                 f"triad's memory traffic counted with write-allocate ({100 * a['adamw_vs_triad']:.0f}% of STREAM's "

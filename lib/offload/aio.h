@@ -58,6 +58,10 @@ void zt_aio_close(zt_aio *a);
 /* Opens (creates, empties) name in each of the paths (directories, made if missing). */
 zt_status zt_aio_file_open(zt_aio *a, zt_aio_file *f, const char *const *paths, int npaths, const char *name);
 void zt_aio_file_close(zt_aio_file *f, int unlink_it);
+/* Reserves the blocks of bytes logical bytes on the disks (posix_fallocate each stripe's
+ * share): a full disk shows here rather than in the middle of a step, and first writes need
+ * not grow the file (which ext4 serialises under O_DIRECT). */
+zt_status zt_aio_file_reserve(zt_aio *a, zt_aio_file *f, uint64_t bytes);
 /* Queue a transfer of bytes at logical offset off; r must live until zt_aio_wait. */
 zt_status zt_aio_read(zt_aio *a, zt_aio_file *f, void *buf, size_t bytes, uint64_t off, zt_aio_req *r);
 zt_status zt_aio_write(zt_aio *a, zt_aio_file *f, const void *buf, size_t bytes, uint64_t off, zt_aio_req *r);

@@ -64,6 +64,19 @@ void zt_aio_file_close(zt_aio_file *f, int unlink_it)
     f->nfd = 0;
 }
 
+zt_status zt_aio_file_reserve(zt_aio *a, zt_aio_file *f, uint64_t bytes)
+{
+    uint64_t block = zt_aio_block_size(a), blocks = (bytes + block - 1) / block;
+    for (int k = 0; k < f->nfd; k++) {
+        uint64_t mine = blocks / (uint64_t)f->nfd + ((uint64_t)k < blocks % (uint64_t)f->nfd);
+        int rc = mine ? posix_fallocate(f->fd[k], 0, (off_t)(mine * block)) : 0;
+        if (rc)
+            return zt_fail(ZT_EIO, "reserving %llu bytes for '%s' failed: %s", (unsigned long long)(mine * block),
+                           f->path[k], strerror(rc));
+    }
+    return ZT_OK;
+}
+
 int zt_aio_place(const zt_aio_file *f, size_t block, uint64_t off, uint64_t *file_off, uint64_t *room)
 {
     uint64_t b = off / block, in = off % block;

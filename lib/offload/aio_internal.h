@@ -10,6 +10,8 @@ int zt_aio_place(const zt_aio_file *f, size_t block, uint64_t off, uint64_t *fil
 /* The failure of a transfer of r's at logical offset off: errno-style err (negative res) or
  * a read past the end (err == 0). */
 zt_status zt_aio_fail(const zt_aio_req *r, size_t block, uint64_t off, int err);
+/* The engine's block size. */
+size_t zt_aio_block_size(const zt_aio *a);
 /* Checks a transfer's arguments and fills r. */
 zt_status zt_aio_prepare(zt_aio_file *f, void *buf, size_t bytes, uint64_t off, int write, zt_aio_req *r);
 

@@ -62,6 +62,8 @@ zt_status zt_aio_wait(zt_aio *a, zt_aio_req *r)
     return r->st;
 }
 
+size_t zt_aio_block_size(const zt_aio *a) { return a->block; }
+
 void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
 {
     *read = a->read_bytes, *written = a->write_bytes;

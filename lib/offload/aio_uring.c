@@ -156,6 +156,8 @@ zt_status zt_aio_write(zt_aio *a, zt_aio_file *f, const void *buf, size_t bytes,
     return queue(a, f, (void *)buf, bytes, off, 1, r);
 }
 
+size_t zt_aio_block_size(const zt_aio *a) { return a->block; }
+
 void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
 {
     *read = a->read_bytes, *written = a->write_bytes;

@@ -42,6 +42,7 @@ zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int np
             return zt_fail(ZT_ENOMEM, "out of memory for the optimizer's swap buffers");
         }
     zt_status st = zt_aio_file_open(aio, &s->file, paths, npaths, name);
+    if (!st) st = zt_aio_file_reserve(aio, &s->file, s->v_at * 2);
     if (st) {
         zt_swap_close(s);
         return st;
