@@ -50,6 +50,9 @@ int cmd_validate(int argc, char **argv)
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
         row("total", e.total, "");
+        if (e.io_per_step)
+            printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each)\n",
+                   e.io_per_step, e.io_per_step / 1048576.0);
     }
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;

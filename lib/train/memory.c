@@ -13,6 +13,20 @@ enum { RUNTIME_BASE = 10 << 20, PACK_CAP = 16 << 20 };
 
 static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / world; }
 
+/* The elements rank 0 updates (its AdamW state): all at stage 0, its slice of the flat
+ * array at stages 1-2, its slice of each unit at stage 3 (as lib/zero does). */
+static size_t updated_elements(const zt_llama *m, int stage, int world)
+{
+    if (stage == 0) return m->numel;
+    if (stage < 3) return (m->numel + world - 1) / world;
+    size_t n = 0, off, count;
+    for (int u = 0; u < zt_llama_units(m); u++) {
+        zt_llama_unit_range(m, u, &off, &count);
+        n += (count + world - 1) / world;
+    }
+    return n;
+}
+
 zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e)
 {
     memset(e, 0, sizeof *e);
@@ -48,6 +62,8 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
     if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
+    if (!strcmp(r->offload.optimizer, "nvme")) /* the moments stream through every step: m and v, whole blocks */
+        e->io_per_step = 2 * ((updated_elements(&m, stage, world) * 4 + 4095) / 4096 * 4096);
     if (strcmp(r->offload.optimizer, "none")) {
         size_t moved = e->optimizer;
         if (!strcmp(r->offload.optimizer, "nvme")) e->offloaded_nvme += moved, e->optimizer = 0;

@@ -28,6 +28,7 @@ typedef struct zt_mem_estimate {
     size_t offloaded_host;     /* moved to host memory by [offload] (included in total on the CPU backend) */
     size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
     size_t total;              /* what the rank's process will hold */
+    size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0) */
 } zt_mem_estimate;
 
 zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e);

@@ -44,6 +44,22 @@ assert all(r["io_read_bytes"] == 0 for r in map(json.loads, open("one-none/metri
 assert json.load(open("one-nvme/summary.json"))["io_bytes"] == 2 * want * len(rows)
 PY
 
+# zt validate predicts the bytes each step moves: exactly on one rank; on 2 ranks at stage 3
+# (every rank about rank 0's share) within 5%
+for cfg in "1 0 one-nvme" "2 3 s3-nvme"; do
+  set -- $cfg
+  expect_ok "zt validate, $1 rank(s), stage $2" "$ZT" validate recipe.toml --world-size $1 zero.stage=$2 offload.optimizer=nvme
+  predicted=$(sed -n 's/^# offload I\/O per optimizer step: \([0-9]*\) bytes.*/\1/p' "$TMP/out")
+  $PY - "$3" "$1" "${predicted:-0}" <<'PY' && say "ok - $1 rank(s): the predicted I/O per step matches the run's counters" \
+    || fail "$1 rank(s): predicted ${predicted:-nothing}"
+import json, sys
+run, ranks, predicted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for r in map(json.loads, open(run + "/metrics.jsonl")):
+    for k in ("io_read_bytes", "io_write_bytes"):
+        assert (r[k] == predicted) if ranks == 1 else abs(r[k] - ranks * predicted) <= 0.05 * ranks * predicted, (k, r[k], predicted)
+PY
+done
+
 # checkpoints: cut after step 2, resume with the moments on disk, and with them in memory
 expect_ok "2 ranks, stage 3, nvme, checkpoints" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=full zero.stage=3 \
   offload.optimizer=nvme train.gradient_accumulation_steps=1 train.save_steps=2
