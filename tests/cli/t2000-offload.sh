@@ -4,7 +4,8 @@
 # on 2 ranks, with the file striped over two directories; the I/O counters count every
 # byte; a checkpoint streams the moments out and a resume writes them back, bitwise; a
 # full file system (a 64 KiB tmpfs, where root may mount one) ends the run with the file
-# named, and the checkpoint before it still resumes. Unsupported offload keys are refused.
+# named, and the checkpoint before it still resumes; a swap file truncated under a running
+# job stops it, naming the file. Unsupported offload keys are refused.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -90,6 +91,18 @@ else
   say "skip: cannot mount a tmpfs here (the ENOSPC case)"
 fi
 
+# the swap file cut short under a running job: the next step's read meets its end, and the run
+# stops naming the file
+"$ZT" pretrain recipe.toml output.dir=cutswap offload.optimizer=nvme train.max_steps=100000 train.save_steps=0 \
+  >cutswap.out 2>cutswap.err &
+pid=$!
+for i in $(seq 1 100); do [ -s cutswap/metrics.jsonl ] && break; sleep 0.1; done
+swap=$(find swap-a -name 'zt-*.optim' | head -1)
+[ -n "$swap" ] && truncate -s 0 "$swap"
+wait $pid; code=$?
+[ "$code" = 1 ] && grep -q "reading '.*zt-.*\.optim' at byte .*the file ends there" cutswap.err \
+  && say "ok - a truncated swap file stops the run: $(grep -o "reading.*" cutswap.err | head -1)" \
+  || { fail "truncated swap file: exit $code"; cat cutswap.err >&2; }
 expect_exit 2 "offload.param is not there yet" "offload.param = \"nvme\" is not supported yet" \
   "$ZT" pretrain recipe.toml output.dir=bad zero.stage=3 offload.param=nvme
 done_testing
