@@ -1,7 +1,10 @@
 /* The moments' swap file of swap.h: m at 0, v at v_at, each rounded to whole blocks. */
 #include "swap.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "lib/core/crc32c.h"
 
 static size_t chunk_len(const zt_swap *s, size_t k)
 {
@@ -9,16 +12,26 @@ static size_t chunk_len(const zt_swap *s, size_t k)
     return s->numel - first < s->chunk ? s->numel - first : s->chunk;
 }
 
-/* Transfers chunk k of m and v to or from buffer b (m in its first half, v in its second). */
+/* Transfers chunk k of m and v to or from buffer b (m in its first half, v in its second);
+ * a write records the chunk's checksums. */
 static zt_status transfer(zt_swap *s, size_t k, float *b, int write, zt_aio_req r[2])
 {
     size_t n = chunk_len(s, k) * sizeof(float);
+    if (write) s->crc[2 * k] = zt_crc32c(0, b, n), s->crc[2 * k + 1] = zt_crc32c(0, b + s->chunk, n);
     uint64_t at = (uint64_t)k * s->chunk * sizeof(float);
     zt_status st = write ? zt_aio_write(s->aio, &s->file, b, n, at, &r[0]) : zt_aio_read(s->aio, &s->file, b, n, at, &r[0]);
     if (st) return st;
     float *bv = b + s->chunk;
     return write ? zt_aio_write(s->aio, &s->file, bv, n, s->v_at + at, &r[1])
                  : zt_aio_read(s->aio, &s->file, bv, n, s->v_at + at, &r[1]);
+}
+
+/* Chunk k of array a (0: m, 1: v) as read into p is what was written there. */
+static zt_status verify(const zt_swap *s, size_t k, int a, const float *p)
+{
+    if (zt_crc32c(0, p, chunk_len(s, k) * sizeof(float)) == s->crc[2 * k + a]) return ZT_OK;
+    return zt_fail(ZT_EIO, "the optimizer's swap file '%s' changed underneath: chunk %zu of %s fails its checksum "
+                           "(truncated, overwritten or corrupt)", s->file.path[0], k, a ? "v" : "m");
 }
 
 static zt_status finish(zt_swap *s, zt_aio_req r[2], int *pending)
@@ -36,6 +49,8 @@ zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int np
     s->aio = aio, s->numel = numel;
     s->chunk = zt_aio_round(chunk_bytes ? chunk_bytes : 1) / sizeof(float);
     s->v_at = zt_aio_round(numel * sizeof(float));
+    if (!(s->crc = calloc(2 * ((numel + s->chunk - 1) / s->chunk) + 1, sizeof *s->crc)))
+        return zt_fail(ZT_ENOMEM, "out of memory");
     for (int i = 0; i < 3; i++)
         if (!(s->buf[i] = zt_aio_alloc(2 * s->chunk * sizeof(float)))) {
             zt_swap_close(s);
@@ -69,6 +84,7 @@ void zt_swap_close(zt_swap *s)
 {
     if (s->file.nfd) zt_aio_file_close(&s->file, 1);
     for (int i = 0; i < 3; i++) zt_aio_free(s->buf[i]);
+    free(s->crc);
     memset(s, 0, sizeof *s);
 }
 
@@ -85,7 +101,8 @@ zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
             if ((st = finish(s, wr[nb], &writing[nb])) || (st = transfer(s, k + 1, s->buf[nb], 0, rd[nb]))) break;
             reading[nb] = 1;
         }
-        if ((st = finish(s, rd[b], &reading[b])) ||
+        if ((st = finish(s, rd[b], &reading[b])) || (st = verify(s, k, 0, s->buf[b])) ||
+            (st = verify(s, k, 1, s->buf[b] + s->chunk)) ||
             (st = fn(ctx, k * s->chunk, chunk_len(s, k), s->buf[b], s->buf[b] + s->chunk)) ||
             (st = transfer(s, k, s->buf[b], 1, wr[b])))
             break;
@@ -111,12 +128,15 @@ static zt_status copy(zt_swap *s, int which, size_t first, size_t n, float *get,
         size_t b = first + n < w0 + len ? first + n : w0 + len;
         uint64_t at = base + (uint64_t)w0 * sizeof(float);
         zt_aio_req r;
-        if ((st = zt_aio_read(s->aio, &s->file, w, len * sizeof(float), at, &r)) || (st = zt_aio_wait(s->aio, &r))) break;
+        if ((st = zt_aio_read(s->aio, &s->file, w, len * sizeof(float), at, &r)) || (st = zt_aio_wait(s->aio, &r)) ||
+            (st = verify(s, k, which - 1, w)))
+            break;
         if (get) {
             memcpy(get + (a - first), w + (a - w0), (b - a) * sizeof(float));
             continue;
         }
         memcpy(w + (a - w0), put + (a - first), (b - a) * sizeof(float));
+        s->crc[2 * k + which - 1] = zt_crc32c(0, w, len * sizeof(float));
         if (!(st = zt_aio_write(s->aio, &s->file, w, len * sizeof(float), at, &r))) st = zt_aio_wait(s->aio, &r);
     }
     return st;

@@ -3,7 +3,9 @@
  * k+1 is read while AdamW updates chunk k and chunk k-1 is written back. Memory: three
  * chunks of m and v. The file is this run's own scratch (a name with the host and pid),
  * deleted at close; checkpoints copy the moments out of it in pieces and resume writes
- * them back, so no checkpoint ever shares a file that training rewrites.
+ * them back, so no checkpoint ever shares a file that training rewrites. Every chunk read
+ * back is checked against the CRC-32C it was written with: a file truncated, overwritten
+ * or corrupted underneath stops the run instead of feeding AdamW zeros.
  *
  *     zt_swap s;
  *     zt_swap_open(&s, aio, paths, npaths, "rank-00000", numel, 4 << 20);   // zeros
@@ -22,6 +24,7 @@ typedef struct zt_swap {
     size_t numel, chunk; /* elements; per chunk (a multiple of ZT_AIO_ALIGN / 4) */
     uint64_t v_at;       /* where v starts in the file */
     float *buf[3];       /* each: a chunk of m, then a chunk of v */
+    uint32_t *crc;       /* CRC-32C of each chunk of m and v as last written: what is read back must match */
 } zt_swap;
 
 /* chunk_bytes: bytes of each array per chunk (rounded to ZT_AIO_ALIGN). */
