@@ -86,16 +86,7 @@ EOF
 
 ZT_FP32="" ZT_BF16=""
 if [ -x ./zt ]; then
-    rm -rf "$OUT/model"
-    if ./zt init --arch llama --out "$OUT/model" --seed 1 hidden_size=512 intermediate_size=1408 \
-            num_hidden_layers=8 num_attention_heads=8 num_key_value_heads=4 vocab_size=32000 \
-            max_position_embeddings=256 tie_word_embeddings=false > "$OUT/zt-init.log" 2>&1; then
-        # 64 sequences of 256 random token ids, the same every run
-        $PY -c '
-import json, random, sys
-r = random.Random(1)
-for _ in range(64):
-    print(json.dumps({"input_ids": [r.randrange(32000) for _ in range(256)]}))' > "$OUT/tokens.jsonl"
+    if bench/make-model.sh > "$OUT/zt-init.log" 2>&1; then
         ZT_FP32=$(zt_run fp32)
         ZT_BF16=$(zt_run bf16 model.dtype=bf16 output.dir="$OUT/run-bf16")
     else

@@ -21,16 +21,7 @@ log() { echo "bench: $*" >&2; }
 
 command -v mpirun >/dev/null || { log "mpirun not installed: no ZeRO benchmark"; exit 0; }
 [ -x ./zt ] || { log "./zt not built"; exit 1; }
-if [ ! -f build/bench/model/config.json ]; then
-    ./zt init --arch llama --out build/bench/model --seed 1 hidden_size=512 intermediate_size=1408 \
-        num_hidden_layers=8 num_attention_heads=8 num_key_value_heads=4 vocab_size=32000 \
-        max_position_embeddings=256 tie_word_embeddings=false >/dev/null
-    $PY -c '
-import json, random
-r = random.Random(1)
-for _ in range(64):
-    print(json.dumps({"input_ids": [r.randrange(32000) for _ in range(256)]}))' > build/bench/tokens.jsonl
-fi
+[ -f build/bench/model/config.json ] || bench/make-model.sh >/dev/null || { log "bench/make-model.sh failed"; exit 1; }
 
 # run NAME RANKS STAGE PREFETCH: one training run; its directory is $OUT/NAME
 run() {

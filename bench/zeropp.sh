@@ -91,16 +91,7 @@ network() {
     testbed_up "$PWD/$tb" || { log "no testbed: $TB_ERR"; return; }
     trap testbed_down EXIT
     testbed_rate "$rate" || { log "tc failed"; return; }
-    if [ ! -f build/bench/model/config.json ]; then
-        "$ZT" init --arch llama --out build/bench/model --seed 1 hidden_size=512 intermediate_size=1408 \
-            num_hidden_layers=8 num_attention_heads=8 num_key_value_heads=4 vocab_size=32000 \
-            max_position_embeddings=256 tie_word_embeddings=false >/dev/null
-        $PY -c '
-import json, random
-r = random.Random(1)
-for _ in range(64):
-    print(json.dumps({"input_ids": [r.randrange(32000) for _ in range(256)]}))' > build/bench/tokens.jsonl
-    fi
+    [ -f build/bench/model/config.json ] || bench/make-model.sh >/dev/null || { log "bench/make-model.sh failed"; return; }
     local load=$(cut -d' ' -f1-3 /proc/loadavg) run
     for run in plain qwz hpz qgz all; do
         local keys=()
