@@ -84,5 +84,4 @@ static size_t status_kb(const char *key)
     return kb * 1024;
 }
 
-size_t zt_rss_bytes(void) { return status_kb("VmRSS:"); }
 size_t zt_peak_rss_bytes(void) { return status_kb("VmHWM:"); }

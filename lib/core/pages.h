@@ -23,8 +23,7 @@ void zt_pages_free(void *p);        /* NULL is fine */
  * read as zeros afterwards (the partial pages at its ends are zeroed in place). */
 void zt_pages_discard(void *p, size_t bytes);
 
-/* This process's resident memory now, and at its peak (VmHWM), in bytes; 0 if unknown. */
-size_t zt_rss_bytes(void);
+/* This process's peak resident memory (VmHWM), in bytes; 0 if unknown. */
 size_t zt_peak_rss_bytes(void);
 
 #endif

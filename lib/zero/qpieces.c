@@ -15,20 +15,6 @@ static size_t piece_end(const zt_qpieces *l, size_t a, size_t b)
     return lo < l->ncuts && l->cuts[lo] < b ? l->cuts[lo] : b;
 }
 
-size_t zt_qpieces_scales(const zt_qpieces *l, size_t a, size_t b)
-{
-    size_t n = 0;
-    for (size_t e; a < b; a = e) n += zt_quant_nblocks((e = piece_end(l, a, b)) - a, l->block);
-    return n;
-}
-
-size_t zt_qpieces_q4_bytes(const zt_qpieces *l, size_t a, size_t b)
-{
-    size_t n = 0;
-    for (size_t e; a < b; a = e) n += ((e = piece_end(l, a, b)) - a + 1) / 2;
-    return n;
-}
-
 size_t zt_qpieces_most(const zt_qpieces *l, size_t n) { return (size_t)l->ncuts + 1 < n ? (size_t)l->ncuts + 1 : n; }
 
 size_t zt_qpieces_quant8(const zt_qpieces *l, const float *x, size_t a, size_t b, int8_t *q, float *scales)

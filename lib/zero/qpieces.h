@@ -5,7 +5,7 @@
  * starts); int4 pieces start on a whole byte.
  *
  *     zt_qpieces l = {cuts, ncuts, 2048};
- *     size_t nq = zt_qpieces_scales(&l, a, b);        // scales for [a, b)
+ *     size_t most = zt_qpieces_most(&l, b - a);        // sizes scales and int4 buffers
  *     zt_qpieces_quant8(&l, x + a, a, b, q, scales);  // q: b - a bytes
  *     zt_qpieces_dequant8(&l, q, scales, a, b, y + a);
  */
@@ -21,10 +21,8 @@ typedef struct zt_qpieces {
     size_t block;
 } zt_qpieces;
 
-/* Scales, and int4 bytes, that [a, b) needs. */
-size_t zt_qpieces_scales(const zt_qpieces *l, size_t a, size_t b);
-size_t zt_qpieces_q4_bytes(const zt_qpieces *l, size_t a, size_t b);
-/* The most pieces any range of length n can have. */
+/* The most pieces any range of length n can have: a range needs at most
+ * zt_quant_nblocks(n, block) + that many scales, and (n + 1) / 2 + that many int4 bytes. */
 size_t zt_qpieces_most(const zt_qpieces *l, size_t n);
 
 /* a and b are offsets in the buffer (they place the cuts); x, y, q and scales point at the
