@@ -59,6 +59,15 @@ LDLIBS += $(shell pkg-config --libs sentencepiece) -lstdc++
 endif
 CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
 
+# CUDA: kernels/cuda/*.cu for Hopper (sm_90a machine code) plus PTX that newer GPUs compile at load
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -MMD -MP -Xcompiler -Wall \
+           -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+ifeq ($(HAVE_CUDA),1)
+CFLAGS += -DZT_HAVE_CUDA -I$(CUDA_HOME)/include
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+endif
+
 # --- sources --------------------------------------------------------------------------
 # tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it;
 # likewise lib/comm/*_mpi.c and *_nompi.c for Open MPI, lib/offload/*_uring.c and *_nouring.c
@@ -66,21 +75,25 @@ CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
 SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
 MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
 URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
-LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c,$(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) \
-             $(MPI_SRC) $(URING_SRC))
+CUDA_SRC  := $(if $(HAVE_CUDA),$(wildcard lib/*/*_cuda.c),$(wildcard lib/*/*_nocuda.c))
+CU_SRC    := $(if $(HAVE_CUDA),$(sort $(wildcard kernels/cuda/*.cu)))
+LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_cuda.c %_nocuda.c,\
+                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CUDA_SRC))
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
-F64_SRC   := $(sort $(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c))
+F64_SRC   := $(sort $(filter-out %_cuda.c %_nocuda.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
 F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
              $(patsubst %.c,$(BUILD)/%.o,$(filter %.c,$(SPM_SRC)))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
 F64_OBJ   := $(F64_SRC:%.c=$(BUILD)/f64/%.o)
 CORE_OBJ  := $(filter-out $(F64_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ))
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(filter-out $(F64_TESTS),$(TEST_SRC)))
 F64_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(F64_TESTS))
+# tests/gpu: built wherever CUDA is (CI links them), run by tests/gpu/run.sh on a GPU machine
+GPU_BIN   := $(if $(HAVE_CUDA),$(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c)))
 
 ZT := $(if $(filter 1,$(SAN)),zt-san,zt)
 
@@ -120,6 +133,11 @@ $(BUILD)/%.o: %.cc $(BUILD)/.flags
 	@echo "  CXX     $<"
 	@$(CXX) $(CXXFLAGS) -c $< -o $@
 
+$(BUILD)/%.o: %.cu $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVFLAGS) -c $< -o $@
+
 $(BUILD)/f64/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  CC f64  $<"
@@ -137,6 +155,11 @@ $(ZT): $(CMD_OBJ) $(BUILD)/libzt.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libzt.a $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
@@ -147,7 +170,7 @@ $(F64_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt_f64.a $(BUILD)/.flag
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $< $(BUILD)/libzt_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 
-tests: $(TEST_BIN) $(F64_BIN)
+tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN)
 
 test: all tests
 	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "lib/backend/backend.h"
 #include "lib/core/cpu.h"
 #include "lib/core/version.h"
 #include "options.h"
@@ -16,6 +17,9 @@ int cmd_env(int argc, char **argv)
     printf("cpu: kernels %s, %d OpenMP threads\n", zt_cpu_level_name(), omp_get_max_threads());
     printf("openblas: %s, core %s, %d threads\n", openblas_get_config(), openblas_get_corename(),
            openblas_get_num_threads());
-    printf("backends: cpu\n");
+    zt_backend *cuda;
+    zt_status st = zt_backend_cuda(&cuda);
+    printf("backends: cpu%s\n", st ? "" : " cuda");
+    printf("cuda: %s\n", st ? zt_errmsg() : cuda->description);
     return 0;
 }

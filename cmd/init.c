@@ -52,8 +52,8 @@ int cmd_init(int argc, char **argv)
     if (!st) st = zt_llama_config_check(&cfg, "zt init");
     if (st) return cmd_fail(st);
     if ((st = zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32))) return cmd_fail(st);
-    zt_llama_init_weights(&m, (uint64_t)seed, 0.02);
-    st = zt_llama_save(&m, out, ZT_F32, (size_t)max_shard);
+    st = zt_llama_init_weights(&m, (uint64_t)seed, 0.02);
+    if (!st) st = zt_llama_save(&m, out, ZT_F32, (size_t)max_shard);
     if (!st) zt_log_info("wrote a %s model with %zu parameters to '%s'", cfg.model_type, m.numel, out);
     zt_llama_free(&m);
     return st ? cmd_fail(st) : 0;

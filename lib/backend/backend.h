@@ -19,11 +19,14 @@
 #include <stdint.h>
 
 #include "lib/core/real.h"
+#include "lib/core/status.h"
+#include "lib/optim/adamw.h"
 
 typedef struct zt_backend zt_backend;
 
 struct zt_backend {
     const char *name;
+    char description[160]; /* the device: "NVIDIA H200, 139 GiB, sm_90, driver 13.0" */
 
     void *(*alloc)(zt_backend *be, size_t bytes); /* zeroed; NULL when out of memory */
     void (*free)(zt_backend *be, void *p);
@@ -32,6 +35,10 @@ struct zt_backend {
     void (*discard)(zt_backend *be, void *p, size_t bytes);
     void (*memset0)(zt_backend *be, void *p, size_t bytes);
     void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+    void (*upload)(zt_backend *be, void *dst, const void *src, size_t bytes);   /* host to device */
+    void (*download)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to host; waits */
+    void (*sync)(zt_backend *be); /* waits until all queued work is done */
+    int host_memory;              /* 1: device pointers are host pointers (the CPU backend) */
 
     void (*gemm)(zt_backend *be, int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A,
                  int lda, const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
@@ -63,9 +70,20 @@ struct zt_backend {
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
                           zt_real grad_scale);
+
+    /* The optimizer's kernels (lib/optim/adamw.h and clip.h on device memory): fp32 only. */
+    void (*adamw)(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,
+                  float grad_scale, int apply_decay, uint16_t *param_bf16);
+    double (*sumsq)(zt_backend *be, const float *x, size_t n); /* waits */
 };
 
 /* The CPU backend (a static table; never freed). */
 zt_backend *zt_backend_cpu(void);
+/* The CUDA backend on the current device (created once, never freed); fails naming the
+ * reason when zt was built without CUDA or no usable GPU is found. */
+zt_status zt_backend_cuda(zt_backend **be);
+/* The backend model.device names: "cpu", "cuda", or "auto" (CUDA when a GPU is usable,
+ * else the CPU). */
+zt_status zt_backend_open(const char *device, zt_backend **be);
 
 #endif

@@ -5,6 +5,7 @@
 #include "kernels/cpu/ops.h"
 #include "lib/core/arena.h"
 #include "lib/core/pages.h"
+#include "lib/optim/clip.h"
 #ifndef ZT_REAL_DOUBLE
 #include "kernels/cpu/gemm_bf16.h"
 #endif
@@ -14,6 +15,13 @@ static void cpu_free(zt_backend *be, void *p) { zt_pages_free(p); }
 static void cpu_discard(zt_backend *be, void *p, size_t bytes) { zt_pages_discard(p, bytes); }
 static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_sync(zt_backend *be) {}
+static void cpu_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,
+                      float grad_scale, int apply_decay, uint16_t *param_bf16)
+{
+    zt_adamw_update(h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
+}
+static double cpu_sumsq(zt_backend *be, const float *x, size_t n) { return zt_sumsq(x, n); }
 
 static void cpu_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                      const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc)
@@ -104,6 +112,10 @@ static zt_backend cpu_backend = {
     .discard = cpu_discard,
     .memset0 = cpu_memset0,
     .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = cpu_sync,
+    .host_memory = 1,
     .gemm = cpu_gemm,
 #ifndef ZT_REAL_DOUBLE
     .gemm_bf16 = cpu_gemm_bf16,
@@ -122,6 +134,8 @@ static zt_backend cpu_backend = {
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,
+    .adamw = cpu_adamw,
+    .sumsq = cpu_sumsq,
 };
 
 zt_backend *zt_backend_cpu(void) { return &cpu_backend; }

@@ -65,6 +65,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     be->free(be, m->acts_mem);
     free(m->x);
     free(m->la);
+    free(m->loss_host);
     size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L, stage;
     m->B = B, m->T = T, m->checkpointing = checkpointing;
     acts_plan(m, B, T, &m->chunk, &stage);
@@ -115,7 +116,19 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
-    zt_llama_rope_tables(m, T, m->cos_t, m->sin_t);
+    size_t tab = (size_t)T * (m->D / 2) * sizeof(zt_real);
+    zt_real *cos_t = malloc(tab), *sin_t = malloc(tab);
+    m->loss_host = malloc(N * sizeof(double));
+    if (!cos_t || !sin_t || !m->loss_host) {
+        free(cos_t);
+        free(sin_t);
+        return zt_fail(ZT_ENOMEM, "out of memory for activations");
+    }
+    zt_llama_rope_tables(m, T, cos_t, sin_t);
+    be->upload(be, m->cos_t, cos_t, tab);
+    be->upload(be, m->sin_t, sin_t, tab);
+    free(cos_t);
+    free(sin_t);
     return ZT_OK;
 }
 
@@ -223,9 +236,9 @@ static int chunk_has_targets(const int32_t *target, int n)
     return 0;
 }
 
-/* Final norm, LM head and cross-entropy in row chunks; with a gradient, leaves
- * ∂loss/∂x[L] in m->dres. */
-static double head_forward_backward(zt_llama *m, zt_real grad_scale)
+/* Final norm, LM head and cross-entropy in row chunks (target: the host's copy of
+ * m->target); with a gradient, leaves ∂loss/∂x[L] in m->dres. */
+static double head_forward_backward(zt_llama *m, const int32_t *target, zt_real grad_scale)
 {
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C, V = m->V;
@@ -234,14 +247,15 @@ static double head_forward_backward(zt_llama *m, zt_real grad_scale)
     if (grad_scale != 0) be->memset0(be, m->dln, (size_t)N * C * sizeof(zt_real));
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
-        if (!chunk_has_targets(m->target + r0, n)) continue;
+        if (!chunk_has_targets(target + r0, n)) continue;
         const zt_real *xin = m->lnf + (size_t)r0 * C;
         linear_forward(m, m->logits, xin, m->head_off, n, V, C, 0);
         be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale != 0) linear_backward(m, m->dln + (size_t)r0 * C, m->logits, xin, m->head_off, n, V, C);
     }
     double loss = 0;
-    for (int i = 0; i < N; i++) loss += m->loss_rows[i];
+    be->download(be, m->loss_host, m->loss_rows, (size_t)N * sizeof(double));
+    for (int i = 0; i < N; i++) loss += m->loss_host[i];
     if (grad_scale != 0) {
         be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
         be->rmsnorm_backward(be, m->dres, m->grads + m->norm_off, m->dln, m->x[m->L], m->params + m->norm_off,
@@ -255,9 +269,9 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
 {
     zt_backend *be = m->be;
     int N = m->B * m->T;
-    be->copy(be, m->input, input, (size_t)N * sizeof(int32_t));
-    be->copy(be, m->target, target, (size_t)N * sizeof(int32_t));
-    be->copy(be, m->pos, pos, (size_t)N * sizeof(int32_t));
+    be->upload(be, m->input, input, (size_t)N * sizeof(int32_t));
+    be->upload(be, m->target, target, (size_t)N * sizeof(int32_t));
+    be->upload(be, m->pos, pos, (size_t)N * sizeof(int32_t));
     int head = m->L + 1, tied = m->cfg.tie_word_embeddings, grad = grad_scale != 0;
     acquire(m, 0, ZT_LLAMA_FORWARD);
     be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
@@ -271,7 +285,7 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     if (tied) acquire(m, 0, ZT_LLAMA_FORWARD);
     if (grad) acquire(m, head, ZT_LLAMA_BACKWARD);
     if (grad && tied) acquire(m, 0, ZT_LLAMA_GRADS);
-    *loss_sum += head_forward_backward(m, grad_scale);
+    *loss_sum += head_forward_backward(m, target, grad_scale);
     if (grad && tied) release(m, 0, ZT_LLAMA_GRADS);
     if (grad) release(m, head, ZT_LLAMA_BACKWARD);
     if (tied) release(m, 0, ZT_LLAMA_FORWARD);

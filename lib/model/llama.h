@@ -106,7 +106,7 @@ typedef struct zt_llama {
     zt_real **x; /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
-    double *loss_rows;
+    double *loss_rows, *loss_host; /* each row's loss, and its copy in host memory */
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
@@ -135,11 +135,16 @@ double zt_llama_flops_per_token(const zt_llama *m, int T);
 zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 
 /* Weights N(0, std) for matrices, 1 for norm weights, 0 for biases. */
-void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
+zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
 /* Refreshes the bf16 copy from the master weights (after loading or init). */
 void zt_llama_sync_params16(zt_llama *m);
+/* The weights in host memory, to read or write them: m->params itself on a host-memory
+ * backend, else a copy from the device (NULL when out of memory). zt_llama_params_unmap
+ * ends the access; with `changed` the device and the bf16 copy take the new values. */
+zt_real *zt_llama_params_map(const zt_llama *m);
+void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed);
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
 /* What zt_llama_alloc_acts allocates, in bytes. */

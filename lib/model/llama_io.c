@@ -19,6 +19,8 @@ zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
     zt_st_reader *r;
     zt_status st = zt_st_open(&r, dir);
     if (st) return st;
+    zt_real *params = zt_llama_params_map(m);
+    if (!params) st = zt_fail(ZT_ENOMEM, "out of memory loading '%s'", dir);
     for (int i = 0; i < zt_st_count(r) && !st; i++) {
         const zt_st_tensor *t = zt_st_get(r, i);
         if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name))
@@ -29,10 +31,10 @@ zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
         const zt_llama_tensor *mt = &m->tensors[i];
         const zt_st_tensor *t = zt_st_find(r, mt->name);
         if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, mt->name);
-        else st = zt_st_read_into(t, m->params + mt->offset, ZT_REAL_DTYPE, mt->shape, mt->ndim);
+        else st = zt_st_read_into(t, params + mt->offset, ZT_REAL_DTYPE, mt->shape, mt->ndim);
     }
     zt_st_close(r);
-    if (!st) zt_llama_sync_params16(m);
+    if (params) zt_llama_params_unmap(m, params, !st);
     return st;
 }
 
@@ -41,13 +43,15 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
     zt_st_writer *w = zt_st_writer_new();
-    if (!w) return zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
+    zt_real *params = zt_llama_params_map(m);
+    if (!w || !params) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
     for (int i = 0; i < m->n_tensors && !st; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
-        st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, m->params + t->offset, ZT_REAL_DTYPE);
+        st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, params + t->offset, ZT_REAL_DTYPE);
     }
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     zt_st_writer_free(w);
+    if (params) zt_llama_params_unmap((zt_llama *)m, params, 0);
     char path[4096];
     if (!st) st = zt_path_join(path, sizeof path, dir, "config.json");
     static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};

@@ -132,6 +132,7 @@ void zt_llama_free(zt_llama *m)
     m->be->free(m->be, m->acts_mem);
     free(m->x);
     free(m->la);
+    free(m->loss_host);
     memset(m, 0, sizeof *m);
 }
 
@@ -163,11 +164,29 @@ double zt_llama_flops_per_token(const zt_llama *m, int T)
     return 6.0 * (double)zt_llama_matmul_params(m) + 12.0 * m->L * m->C * (double)T;
 }
 
-void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
+zt_real *zt_llama_params_map(const zt_llama *m)
+{
+    zt_backend *be = m->be;
+    if (be->host_memory) return m->params;
+    zt_real *host = malloc(m->numel * sizeof *host);
+    if (host) be->download(be, host, m->params, m->numel * sizeof *host);
+    return host;
+}
+
+void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed)
+{
+    zt_backend *be = m->be;
+    if (!be->host_memory && host && changed) be->upload(be, m->params, host, m->numel * sizeof *host);
+    if (changed) zt_llama_sync_params16(m);
+    if (host != m->params) free(host);
+}
+
+zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
 {
     zt_rng rng;
     zt_rng_seed(&rng, seed, 0);
-    zt_real *p = m->params;
+    zt_real *p = zt_llama_params_map(m);
+    if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the weights");
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
         size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
@@ -175,7 +194,8 @@ void zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
         for (size_t j = 0; j < n; j++)
             p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? 1 : 0;
     }
-    zt_llama_sync_params16(m);
+    zt_llama_params_unmap(m, p, 1);
+    return ZT_OK;
 }
 
 void zt_llama_sync_params16(zt_llama *m)
@@ -194,20 +214,28 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V)
     zt_llama n;
     zt_status st = zt_llama_init(&n, &c, m->be, m->dtype_bf16 ? ZT_BF16 : ZT_F32);
     if (st) return st;
+    zt_real *from = zt_llama_params_map(m), *to = zt_llama_params_map(&n);
+    if (!from || !to) {
+        zt_llama_params_unmap(m, from, 0);
+        zt_llama_params_unmap(&n, to, 0);
+        zt_llama_free(&n);
+        return zt_fail(ZT_ENOMEM, "out of memory resizing the vocabulary");
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *a = &m->tensors[i], *b = &n.tensors[i];
         size_t cols = a->ndim == 2 ? (size_t)a->shape[1] : 1, old_rows = (size_t)a->shape[0];
-        memcpy(n.params + b->offset, m->params + a->offset, old_rows * cols * sizeof(zt_real));
+        memcpy(to + b->offset, from + a->offset, old_rows * cols * sizeof(zt_real));
         if (b->shape[0] == a->shape[0]) continue;
         /* a vocabulary-sized matrix: new rows start at the mean of the old ones */
         for (size_t j = 0; j < cols; j++) {
             double mean = 0;
-            for (size_t r = 0; r < old_rows; r++) mean += m->params[a->offset + r * cols + j];
+            for (size_t r = 0; r < old_rows; r++) mean += from[a->offset + r * cols + j];
             mean /= (double)old_rows;
-            for (size_t r = old_rows; r < (size_t)b->shape[0]; r++) n.params[b->offset + r * cols + j] = (zt_real)mean;
+            for (size_t r = old_rows; r < (size_t)b->shape[0]; r++) to[b->offset + r * cols + j] = (zt_real)mean;
         }
     }
-    zt_llama_sync_params16(&n);
+    zt_llama_params_unmap(m, from, 0);
+    zt_llama_params_unmap(&n, to, 1);
     zt_llama_free(m);
     *m = n;
     return ZT_OK;

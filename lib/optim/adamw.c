@@ -30,7 +30,7 @@ void zt_adamw_kernel_scalar(const zt_adamw_consts *c, float *param, const float 
     }
 }
 
-static zt_adamw_consts adamw_consts(const zt_adamw *h, float grad_scale, int apply_decay)
+zt_adamw_consts zt_adamw_consts_of(const zt_adamw *h, float grad_scale, int apply_decay)
 {
     ZT_ASSERT(h->step >= 1);
     double t = (double)h->step;
@@ -51,7 +51,7 @@ void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *par
                           float *m, float *v, size_t n, float grad_scale, int apply_decay,
                           uint16_t *param_bf16)
 {
-    zt_adamw_consts c = adamw_consts(h, grad_scale, apply_decay);
+    zt_adamw_consts c = zt_adamw_consts_of(h, grad_scale, apply_decay);
     size_t chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (size_t k = 0; k < chunks; k++) {

@@ -16,6 +16,9 @@ typedef struct zt_adamw_consts {
     float eps, grad_scale;
 } zt_adamw_consts;
 
+/* The constants of step h with that gradient scale (the CUDA kernel takes them too). */
+zt_adamw_consts zt_adamw_consts_of(const zt_adamw *h, float grad_scale, int apply_decay);
+
 typedef void zt_adamw_kernel(const zt_adamw_consts *c, float *param, const float *grad, float *m,
                              float *v, size_t n, uint16_t *param_bf16);
 

@@ -99,7 +99,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     zt_llama m;
     zt_dataset train, valid;
     zt_data_tools d;
-    zt_status st = zt_model_open(&m, checkpoint_dir ? checkpoint_dir : r->model.path, r->model.dtype);
+    zt_status st = zt_model_open(&m, checkpoint_dir ? checkpoint_dir : r->model.path, r->model.dtype, r->model.device);
     if (st) return st;
     if ((st = zt_data_tools_open(&d, r))) {
         zt_llama_free(&m);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "lib/ckpt/state.h"
-#include "lib/core/arena.h"
 
 zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
 {
@@ -15,9 +14,9 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
     o->z = z;
     size_t n = z->local_numel;
     if (strcmp(r->offload.optimizer, "nvme")) {
-        o->m = zt_calloc_aligned((n + 1) * sizeof(float));
-        o->v = zt_calloc_aligned((n + 1) * sizeof(float));
-        return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+        o->m = z->be->alloc(z->be, (n + 1) * sizeof(float));
+        o->v = z->be->alloc(z->be, (n + 1) * sizeof(float));
+        return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", z->be->name);
     }
     zt_status st = zt_aio_open(&o->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth);
     if (st) return st;
@@ -38,8 +37,10 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
 
 void zt_optstate_close(zt_optstate *o)
 {
-    zt_free(o->m);
-    zt_free(o->v);
+    if (o->z) {
+        o->z->be->free(o->z->be, o->m);
+        o->z->be->free(o->z->be, o->v);
+    }
     if (o->swap.file.nfd) zt_swap_close(&o->swap);
     zt_aio_close(o->aio);
     memset(o, 0, sizeof *o);
@@ -71,8 +72,8 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *mm, float *
             a = a > lo ? a : lo, b = b < hi ? b : hi;
             if (a >= b) continue;
             size_t j = g->local + (a - g->lo);
-            zt_adamw_update(w->h, z->master + j, z->grad + j, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
-                            m->params16 && !z->comm ? m->params16 + a : NULL);
+            z->be->adamw(z->be, w->h, z->master + j, z->grad + j, mm + (j - w0), vv + (j - w0), b - a, w->coef,
+                         t->decay, z->params16 ? z->params16 + a : NULL);
         }
     }
     return ZT_OK;
@@ -95,8 +96,9 @@ static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float 
 {
     source *s = ctx;
     size_t at = s->base + first;
-    if (array == 0) memcpy(dst, s->o->z->master + at, n * sizeof *dst);
-    else if (s->o->m) memcpy(dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
+    zt_backend *be = s->o->z->be;
+    if (array == 0) be->download(be, dst, s->o->z->master + at, n * sizeof *dst);
+    else if (s->o->m) be->download(be, dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
     else return zt_swap_get(&s->o->swap, array, at, n, dst);
     return ZT_OK;
 }
@@ -121,11 +123,20 @@ zt_status zt_optstate_save(zt_optstate *o, const char *dir)
     return st;
 }
 
+/* n restored elements of moment `array` (1: m, 2: v) at local element `at` */
+static zt_status put(zt_optstate *o, int array, size_t at, size_t n, const float *src)
+{
+    if (!o->m) return zt_swap_put(&o->swap, array, at, n, src);
+    o->z->be->upload(o->z->be, (array == 1 ? o->m : o->v) + at, src, n * sizeof *src);
+    return ZT_OK;
+}
+
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    int sharded = z->stage == 3; /* the weights are this rank's segments too */
-    size_t piece = o->m ? 0 : o->swap.chunk;
+    int sharded = z->stage == 3; /* the weights are this rank's segments too (in host memory) */
+    int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */
+    size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap.chunk;
     float *bounce[2] = {NULL, NULL};
     if (piece && (!(bounce[0] = malloc(piece * sizeof(float))) || !(bounce[1] = malloc(piece * sizeof(float))))) {
         free(bounce[0]);
@@ -136,15 +147,15 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
         const zt_zero_segment *g = &z->seg[i];
         size_t len = g->hi - g->lo;
         if (sharded) st = zt_state_read_range(dir, numel, g->lo, len, z->master + g->local, NULL, NULL);
-        if (!piece) {
+        if (direct) {
             if (!st) st = zt_state_read_range(dir, numel, g->lo, len, NULL, o->m + g->local, o->v + g->local);
             continue;
         }
-        for (size_t j = 0; j < len && !st; j += piece) { /* through the swap file, a piece at a time */
+        for (size_t j = 0; j < len && !st; j += piece) {
             size_t n = len - j < piece ? len - j : piece;
             if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, NULL, bounce[0], bounce[1])) &&
-                !(st = zt_swap_put(&o->swap, 1, g->local + j, n, bounce[0])))
-                st = zt_swap_put(&o->swap, 2, g->local + j, n, bounce[1]);
+                !(st = put(o, 1, g->local + j, n, bounce[0])))
+                st = put(o, 2, g->local + j, n, bounce[1]);
         }
     }
     free(bounce[0]);

@@ -9,7 +9,7 @@
 #include "lib/data/tokens.h"
 #include "train.h"
 
-zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
+zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, const char *device)
 {
     char path[4096];
     zt_llama_config cfg;
@@ -19,8 +19,9 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name)
     if (st) return st;
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);
     if (zt_dtype_parse(dtype_name, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is not fp32, bf16 or fp16", dtype_name);
-    if ((st = zt_llama_config_load(&cfg, path))) return st;
-    if ((st = zt_llama_init(m, &cfg, zt_backend_cpu(), dtype))) return st;
+    zt_backend *be;
+    if ((st = zt_llama_config_load(&cfg, path)) || (st = zt_backend_open(device, &be))) return st;
+    if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
     if ((st = zt_llama_load_weights(m, dir))) zt_llama_free(m);
     return st;
 }

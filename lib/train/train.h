@@ -16,8 +16,9 @@
 #include "lib/recipe/recipe.h"
 #include "vocab.h"
 
-/* Loads config.json and the weights of an HF model directory into m. */
-zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype);
+/* Loads config.json and the weights of an HF model directory into m, on the backend of
+ * `device` (model.device: auto, cpu or cuda). */
+zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype, const char *device);
 /* Loads data.train in data.format (text, chat and instruct through d's tokenizer
  * and template, see vocab.h), and the validation set: data.valid, or the
  * data.valid_split part held out of data.train (valid stays empty without either). */

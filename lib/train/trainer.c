@@ -93,11 +93,9 @@ static zt_status restore(trainer *t)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
-    if (t->zero.stage < 3 && (st = zt_state_read_range(t->resume_from, s.numel, 0, s.numel, t->m.params, NULL, NULL)))
-        return st;
+    if (t->zero.stage < 3 && (st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
     if ((st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row}))) return st;
-    if (t->zero.stage < 3) zt_llama_sync_params16(&t->m);
     t->start_step = s.step + 1;
     t->tokens_seen = (int64_t)s.tokens_seen;
     zt_log_info("resuming from '%s' after step %ld (saved by %d rank(s) at ZeRO stage %d)", t->resume_from, s.step,
@@ -180,9 +178,9 @@ static zt_status setup(trainer *t, int argc, char **argv)
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
                             r->zero.hpz_partition_size, r->zero.quantized_gradients,
-                            r->zero.quantized_gradients_error_feedback};
+                            r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0};
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
-    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype))) return st;
+    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype, r->model.device))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
         (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) ||
         (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))

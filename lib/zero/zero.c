@@ -4,8 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/optim/clip.h"
+#include "lib/ckpt/state.h"
+#include "lib/core/pages.h"
 #include "zero3.h"
+
+/* Host copies of the flat arrays, the weights downloaded (staged: zero.h). */
+static zt_status stage_in(zt_zero *z)
+{
+    size_t bytes = (z->numel + ZT_LLAMA_PAD) * sizeof(float);
+    z->params = zt_pages_alloc(bytes);
+    z->grads = zt_pages_alloc(bytes);
+    if (!z->params || !z->grads) return zt_fail(ZT_ENOMEM, "out of host memory for %zu parameters", z->numel);
+    z->m->be->download(z->m->be, z->params, z->m->params, z->numel * sizeof(float));
+    return ZT_OK;
+}
 
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m)
 {
@@ -18,6 +30,12 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->stage = z->world > 1 ? o->stage : 0; /* one rank: nothing to shard */
     z->numel = m->numel;
     z->p = (z->numel + z->world - 1) / z->world;
+    z->staged = !m->be->host_memory && (z->world > 1 || o->host_optimizer);
+    z->be = z->staged ? zt_backend_cpu() : m->be;
+    z->params = m->params, z->grads = m->grads;
+    z->params16 = z->comm || z->staged ? NULL : m->params16;
+    zt_status st = z->staged ? stage_in(z) : ZT_OK;
+    if (st) return st;
     if (z->stage == 3) return zt_zero3_init(z);
     if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
     size_t lo = 0, hi = z->numel;
@@ -29,14 +47,18 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->seg[0] = (zt_zero_segment){lo, hi, 0};
     z->nseg = 1;
     z->local_numel = hi - lo;
-    z->master = m->params + lo;
-    z->grad = m->grads + lo;
+    z->master = z->params + lo;
+    z->grad = z->grads + lo;
     return ZT_OK;
 }
 
 void zt_zero_free(zt_zero *z)
 {
     if (z->z3) zt_zero3_free(z);
+    if (z->staged) {
+        zt_pages_free(z->params);
+        zt_pages_free(z->grads);
+    }
     free(z->seg);
     memset(z, 0, sizeof *z);
 }
@@ -48,15 +70,18 @@ zt_status zt_zero_sum(zt_zero *z, double *v, int n)
 
 void zt_zero_zero_grads(zt_zero *z)
 {
-    if (z->stage == 3) memset(z->grad, 0, z->local_numel * sizeof *z->grad);
-    else memset(z->m->grads, 0, z->numel * sizeof *z->m->grads);
+    zt_backend *be = z->m->be;
+    if (z->stage == 3) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
+    else be->memset0(be, z->m->grads, z->numel * sizeof *z->m->grads);
 }
 
 zt_status zt_zero_reduce_grads(zt_zero *z)
 {
+    zt_backend *be = z->m->be;
+    if (z->stage == 3) return z->world > 1 ? zt_zero3_error(z) : ZT_OK; /* reduced unit by unit in the backward pass */
+    if (z->staged) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
     if (z->world == 1) return ZT_OK;
-    if (z->stage == 3) return zt_zero3_error(z); /* reduced unit by unit in the backward pass */
-    float *g = z->m->grads;
+    float *g = z->grads;
     if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
     /* in place: block r lands at r·p */
     return zt_comm_reduce_scatter_sum(z->comm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
@@ -65,20 +90,34 @@ zt_status zt_zero_reduce_grads(zt_zero *z)
 zt_status zt_zero_grad_sumsq(zt_zero *z, double *out)
 {
     if (z->stage < 2) { /* every rank holds the whole summed gradient */
-        *out = zt_sumsq(z->m->grads, z->numel);
+        *out = z->be->sumsq(z->be, z->grads, z->numel);
         return ZT_OK;
     }
-    *out = zt_sumsq(z->grad, z->local_numel);
+    *out = z->be->sumsq(z->be, z->grad, z->local_numel);
     return zt_zero_sum(z, out, 1);
 }
 
 zt_status zt_zero_params_updated(zt_zero *z)
 {
     zt_status st = ZT_OK;
+    zt_backend *be = z->m->be;
     if (z->stage == 1 || z->stage == 2) /* in place */
-        st = zt_comm_allgather(z->comm, z->m->params + z->p * z->rank, z->m->params, z->p * sizeof(float), ZT_COMM_OTHER);
-    if (!st && z->comm && z->stage < 3) zt_llama_sync_params16(z->m); /* one process: AdamW wrote the bf16 copy */
+        st = zt_comm_allgather(z->comm, z->params + z->p * z->rank, z->params, z->p * sizeof(float), ZT_COMM_OTHER);
+    if (!st && z->staged && z->stage < 3) be->upload(be, z->m->params, z->params, z->numel * sizeof(float));
+    if (!st && !z->params16 && z->stage < 3) zt_llama_sync_params16(z->m); /* else AdamW wrote the bf16 copy */
     if (z->z3) zt_zero3_params_updated(z);
+    return st;
+}
+
+zt_status zt_zero_read_params(zt_zero *z, const char *dir, size_t numel)
+{
+    zt_backend *be = z->m->be;
+    float *host = be->host_memory || z->staged ? z->params : malloc(numel * sizeof(float));
+    if (!host) return zt_fail(ZT_ENOMEM, "out of memory reading the weights of '%s'", dir);
+    zt_status st = zt_state_read_range(dir, numel, 0, numel, host, NULL, NULL);
+    if (!st && !be->host_memory) be->upload(be, z->m->params, host, numel * sizeof(float));
+    if (host != z->params) free(host);
+    if (!st) zt_llama_sync_params16(z->m);
     return st;
 }
 

@@ -22,8 +22,16 @@
  *
  * What this rank updates is a list of segments of the flat array, stored one after
  * another in its local arrays: z.master (weights) and z.grad (summed gradients). For
- * stages 0-2 they are views of the model's arrays, at stage 3 arrays of their own.
- * With comm == NULL (one process) every call is local.
+ * stages 0-2 they are views of the flat arrays z.params and z.grads, at stage 3 arrays of
+ * their own. With comm == NULL (one process) every call is local.
+ *
+ * Where the model computes on a device (the CUDA backend), collectives and the optimizer
+ * run on host copies unless nothing needs them: with one process and the optimizer state
+ * on the device (offload.optimizer = "none") the update runs on the device, on the model's
+ * own arrays. Otherwise z.params and z.grads are host copies of the flat arrays ("staged"):
+ * gradients come down after the backward pass (at stage 3 unit by unit), collectives and
+ * AdamW run on the host, and weights go up after the update (at stage 3 each gathered
+ * unit). z.be is the backend whose memory z.master, z.grad and the AdamW state live in.
  *
  *     zt_zero z;
  *     zt_zero_init(&z, comm, &(zt_zero_options){.stage = 3, .prefetch_layers = 1}, &m);
@@ -62,6 +70,7 @@ typedef struct zt_zero_options {
     int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
     int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
+    int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
 } zt_zero_options;
 
 typedef struct zt_zero3 zt_zero3;
@@ -75,6 +84,10 @@ typedef struct zt_zero {
     int nseg;
     size_t local_numel; /* the segments' elements, together */
     float *master, *grad;
+    float *params, *grads; /* the flat arrays collectives use: the model's, or host copies (staged) */
+    int staged;
+    zt_backend *be;    /* where master, grad and the optimizer state live */
+    uint16_t *params16; /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
     zt_zero3 *z3; /* stage 3 */
     zt_zero_options o;
 } zt_zero;
@@ -95,6 +108,9 @@ zt_status zt_zero_grad_sumsq(zt_zero *z, double *out);
 /* After the optimizer updated z.master: the model computes with the new weights (stages
  * 1-2 all-gather them; stage 3 gathers at the next use) and its bf16 copy follows. */
 zt_status zt_zero_params_updated(zt_zero *z);
+/* The weights of a checkpoint (stages 0-2; stage 3 reads its segments with the optimizer
+ * state) into the model. */
+zt_status zt_zero_read_params(zt_zero *z, const char *ckpt_dir, size_t numel);
 /* The functions below are no-ops but at stage 3 (zero3.c). */
 /* The whole model in m->params on every rank (to save it or generate), a
  * collective; zt_zero_release_all frees it again. No-ops at the other stages. */

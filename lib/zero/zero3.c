@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "lib/core/arena.h"
+#include "lib/core/pages.h"
 
 static double now_s(void)
 {
@@ -33,7 +34,7 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
     else
-        s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->m->params + u->off, u->p * sizeof(float),
+        s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->params + u->off, u->p * sizeof(float),
                                       u->n * sizeof(float), p, &u->req[0]);
 }
 
@@ -54,6 +55,7 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
+    if (z->staged) m->be->upload(m->be, m->params + u->off, z->params + u->off, u->n * sizeof(float));
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
 }
 
@@ -66,6 +68,7 @@ static void drop_params(zt_zero *z, int i)
     if (u->weights != UNIT_IN) return;
     m->be->discard(m->be, m->params + u->off, u->n * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16 + u->off, u->n * 2);
+    if (z->staged) zt_pages_discard(z->params + u->off, u->n * sizeof(float));
     u->weights = UNIT_OUT;
     hold(s, -(long long)weight_bytes(z, u));
 }
@@ -77,14 +80,16 @@ static void reduce(zt_zero *z, int i)
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
+    if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, u->n * sizeof(float));
     if (!s->error && s->o.quantized_gradients)
-        s->error = zt_qgz_reduce_scatter(&s->qgz, m->grads + u->off, u->n, u->cuts, u->ncuts,
+        s->error = zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
                                          s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
     else if (!s->error)
-        s->error = zt_comm_reduce_scatter_sum(z->comm, m->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
+        s->error = zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
     float *g = z->grad + u->local;
     for (size_t j = 0; j < u->mine; j++) g[j] += s->scratch[j];
     m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
+    if (z->staged) zt_pages_discard(z->grads + u->off, u->n * sizeof(float));
     u->grads_in = 0;
     hold(s, -(long long)(u->n * sizeof(float)));
 }
@@ -113,7 +118,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         prefetch(z, i, use);
     }
     if (use != ZT_LLAMA_FORWARD && !u->grads_in) {
-        memset(z->m->grads + u->off, 0, u->n * sizeof(float));
+        z->m->be->memset0(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
         u->grads_in = 1;
         hold(s, (long long)(u->n * sizeof(float)));
     }
@@ -169,13 +174,14 @@ zt_status zt_zero3_init(zt_zero *z)
     if (!z->master || !z->grad || !s->scratch)
         return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
     for (int i = 0; i < z->nseg; i++)
-        memcpy(z->master + z->seg[i].local, m->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+        memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
     /* the rest of the model is gathered when used */
     zt_status st = zt_zeropp_init(z);
     if (st) return st;
     m->be->discard(m->be, m->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16, m->numel * 2);
+    if (z->staged) zt_pages_discard(z->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     s->hooks = (zt_llama_hooks){z, on_acquire, on_release, on_finish};
     m->hooks = &s->hooks;
     return ZT_OK;

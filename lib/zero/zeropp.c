@@ -144,7 +144,7 @@ zt_status zt_qwz_finish(zt_zero *z, int i)
     for (size_t q = 0; q < (size_t)z->world; q++) {
         size_t lo = q * u->p < u->n ? q * u->p : u->n, hi = lo + zt_comm_cut(u->n, u->p, q);
         zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.data) + lo, (const float *)(b + l.scales) + q * l.nb, lo, hi,
-                            z->m->params + u->off + lo);
+                            z->params + u->off + lo);
     }
     free(u->staging);
     u->staging = NULL;
@@ -158,7 +158,7 @@ int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p)
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     if (!s->hpz || !u->held) return 0;
-    s->error = zt_comm_iallgather(s->hpz, s->secondary + u->hlocal, z->m->params + u->off, u->hp * sizeof(float),
+    s->error = zt_comm_iallgather(s->hpz, s->secondary + u->hlocal, z->params + u->off, u->hp * sizeof(float),
                                   u->n * sizeof(float), p, &u->req[0]);
     return 1;
 }
@@ -169,6 +169,6 @@ void zt_hpz_keep(zt_zero *z, int i)
     zt_unit3 *u = &s->u[i];
     if (!s->hpz) return;
     size_t me = (size_t)zt_comm_rank(s->hpz);
-    memcpy(s->secondary + u->hlocal, z->m->params + u->off + me * u->hp, zt_comm_cut(u->n, u->hp, me) * sizeof(float));
+    memcpy(s->secondary + u->hlocal, z->params + u->off + me * u->hp, zt_comm_cut(u->n, u->hp, me) * sizeof(float));
     u->held = 1;
 }

@@ -1,0 +1,93 @@
+/* kernels/cuda: the CUDA twins of kernels/cpu, one file per op family (.cu).
+ *
+ * Each launcher has the arguments of its CPU twin (kernels/cpu/ops.h, quant.h,
+ * lib/optim/adamw.h, clip.h) after a leading stream, and the same write/accumulate
+ * rules; every pointer is device memory. Launchers only enqueue work on the stream:
+ * nothing waits, except the ones that return a value to the host (they say so).
+ * float only (the CUDA backend has no double-precision build).
+ *
+ *     zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, N, C, eps);
+ *     zt_cuda_check("rmsnorm");            // a launch error aborts with the op's name
+ */
+#ifndef ZT_KERNELS_CUDA_OPS_H
+#define ZT_KERNELS_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "lib/optim/adamw_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Aborts with `what` and the CUDA error string when the last launch failed. */
+void zt_cuda_check(const char *what);
+
+/* --- GEMM through cuBLASLt (gemm.cu). C[M,N] = alpha·op(A)·op(B) + beta·C in row-major
+ * terms, op(A) [M,K] (A stored [K,M] when transa); fp32 accumulation. One context per
+ * backend: a cuBLASLt handle and a workspace. */
+typedef struct zt_cuda_gemm_ctx zt_cuda_gemm_ctx;
+zt_cuda_gemm_ctx *zt_cuda_gemm_init(void);
+void zt_cuda_gemm_free(zt_cuda_gemm_ctx *g);
+void zt_cuda_gemm_f32(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* bf16 × bf16 → fp32 C */
+void zt_cuda_gemm_bf16(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K,
+                       float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                       int ldc);
+
+/* --- casts (cast.cu): round to nearest even, as zt_f32_to_bf16 */
+void zt_cuda_to_bf16(cudaStream_t s, uint16_t *dst, const float *src, size_t n);
+
+/* --- row ops (embedding.cu, rmsnorm.cu, rope.cu, swiglu.cu, bias.cu) */
+void zt_cuda_embedding_forward(cudaStream_t s, float *out, const int32_t *ids, const float *table, int N, int C);
+void zt_cuda_embedding_backward(cudaStream_t s, float *dtable, const float *dout, const int32_t *ids, int N, int C);
+void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, int N, int C,
+                             double eps);
+void zt_cuda_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                              const float *rstd, int N, int C);
+void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
+                  const float *cos_t, const float *sin_t, int inverse);
+void zt_cuda_swiglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);
+void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, const float *dh, const float *gateup, int N, int F);
+void zt_cuda_bias_forward(cudaStream_t s, float *y, const float *b, int N, int M);
+void zt_cuda_bias_backward(cudaStream_t s, float *db, const float *dy, int N, int M);
+
+/* --- attention (attention.cu): tiled, online softmax, no T×T matrix in memory */
+void zt_cuda_attention_forward(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                               int T, int H, int KV, int D, int window);
+void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
+                                int window);
+void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_stride, const float *k,
+                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window);
+
+/* --- loss (crossentropy.cu): loss_rows is device memory too */
+void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                           float grad_scale);
+
+/* --- optimizer (adamw.cu): the CPU scalar kernel's arithmetic, bitwise (no FMA); c is host memory */
+void zt_cuda_adamw(cudaStream_t s, const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v,
+                   size_t n, uint16_t *param_bf16);
+/* Σ x² in double; waits for the stream and returns the value. */
+double zt_cuda_sumsq(cudaStream_t s, const float *x, size_t n);
+
+/* --- ZeRO++ block quantization (quant.cu): kernels/cpu/quant.h's arithmetic, bitwise.
+ * The quantizers return (after waiting for the stream) how many inputs were NaN or Inf. */
+size_t zt_cuda_quant8(cudaStream_t s, const float *x, size_t n, size_t block, int8_t *q, float *scales);
+void zt_cuda_dequant8(cudaStream_t s, const int8_t *q, const float *scales, size_t n, size_t block, float *y);
+size_t zt_cuda_quant4(cudaStream_t s, const float *x, size_t n, size_t block, uint8_t *q, float *scales);
+void zt_cuda_dequant4(cudaStream_t s, const uint8_t *q, const float *scales, size_t n, size_t block, float *y);
+/* y = Σ_j dequant4(q[j], scales[j]) (+ y when accumulate); q and scales are device arrays of k
+ * device pointers. */
+void zt_cuda_dequant4_sum(cudaStream_t s, const uint8_t *const *q, const float *const *scales, int k, size_t n,
+                          size_t block, float *y, int accumulate);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
