@@ -59,14 +59,14 @@ LDLIBS += $(shell pkg-config --libs sentencepiece) -lstdc++
 endif
 CXXFLAGS := $(filter-out -std=gnu11,$(CFLAGS)) -std=gnu++17
 
-# CUDA: kernels/cuda/*.cu for Hopper (sm_90a machine code) plus PTX that newer GPUs compile at load
+# CUDA: the backend (lib/backend/backend_cuda.c + kernels/cuda/*.cu, Hopper sm_90a machine code
+# plus PTX that newer GPUs compile at load) is a shared library, BUILD/libzt_cuda.so, that zt
+# loads when a recipe asks for the GPU (lib/backend/cuda_loader.c); zt itself never links CUDA.
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -MMD -MP -Xcompiler -Wall \
+NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -MMD -MP -Xcompiler -Wall,-fPIC \
            -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
-ifeq ($(HAVE_CUDA),1)
-CFLAGS += -DZT_HAVE_CUDA -I$(CUDA_HOME)/include
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
-endif
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+LDFLAGS += -rdynamic
 
 # --- sources --------------------------------------------------------------------------
 # tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it;
@@ -75,25 +75,26 @@ endif
 SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
 MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
 URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
-CUDA_SRC  := $(if $(HAVE_CUDA),$(wildcard lib/*/*_cuda.c),$(wildcard lib/*/*_nocuda.c))
-CU_SRC    := $(if $(HAVE_CUDA),$(sort $(wildcard kernels/cuda/*.cu)))
-LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_cuda.c %_nocuda.c,\
-                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CUDA_SRC))
+LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_cuda.c,\
+                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC))
+CUDA_OBJ  := $(if $(HAVE_CUDA),$(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*/*_cuda.c) lib/optim/adamw_consts.c) \
+                               $(patsubst %.cu,$(BUILD)/%.o,$(sort $(wildcard kernels/cuda/*.cu))))
+CUDA_SO   := $(if $(HAVE_CUDA),$(BUILD)/libzt_cuda.so)
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
-F64_SRC   := $(sort $(filter-out %_cuda.c %_nocuda.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
+F64_SRC   := $(sort $(filter-out %_cuda.c %cuda_loader.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
 F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
              $(patsubst %.c,$(BUILD)/%.o,$(filter %.c,$(SPM_SRC)))
 CMD_OBJ   := $(CMD_SRC:%.c=$(BUILD)/%.o)
 F64_OBJ   := $(F64_SRC:%.c=$(BUILD)/f64/%.o)
 CORE_OBJ  := $(filter-out $(F64_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ))
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(filter-out $(F64_TESTS),$(TEST_SRC)))
 F64_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(F64_TESTS))
-# tests/gpu: built wherever CUDA is (CI links them), run by tests/gpu/run.sh on a GPU machine
-GPU_BIN   := $(if $(HAVE_CUDA),$(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c)))
+# tests/gpu: built into BUILD/gpu wherever CUDA is (CI links them), run by tests/gpu/run.sh on a GPU machine
+GPU_BIN   := $(if $(HAVE_CUDA),$(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c)))
 
 ZT := $(if $(filter 1,$(SAN)),zt-san,zt)
 
@@ -103,7 +104,7 @@ ISA_avx2   := -mavx2 -mfma -mf16c
 isa = $(if $(findstring _avx512,$(1)),$(ISA_avx512),$(if $(findstring _avx2,$(1)),$(ISA_avx2)))
 
 .PHONY: all test test-san tests bench demo fuzz clean report format lint
-all: report $(ZT)
+all: report $(ZT) $(CUDA_SO)
 
 report:
 	@echo "zt build: $(REPORT)"
@@ -143,6 +144,12 @@ $(BUILD)/f64/%.o: %.c $(BUILD)/.flags
 	@echo "  CC f64  $<"
 	@$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $(call isa,$<) -c $< -o $@
 
+$(CUDA_OBJ): CFLAGS += -fPIC -I$(CUDA_HOME)/include
+$(BUILD)/lib/backend/cuda_loader.o: CFLAGS += -DZT_CUDA_LIB_DIR='"$(abspath $(BUILD))"'
+$(CUDA_SO): $(CUDA_OBJ)
+	@echo "  LINK    $@"
+	@$(CC) -shared $^ -o $@ $(CUDA_LIBS)
+
 $(BUILD)/libzt.a: $(LIB_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
@@ -155,10 +162,12 @@ $(ZT): $(CMD_OBJ) $(BUILD)/libzt.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libzt.a $(BUILD)/.flags
+# (all of libzt: libzt_cuda.so takes zt_fail and friends from the executable)
+$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libzt.a $(CUDA_SO) $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	@$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -I$(CUDA_HOME)/include $< -Wl,--whole-archive $(BUILD)/libzt.a -Wl,--no-whole-archive $(CUDA_SO) \
+	    -o $@ $(LDFLAGS) $(LDLIBS) $(CUDA_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -208,4 +217,4 @@ format:
 lint:
 	cppcheck --quiet --enable=warning,performance --error-exitcode=1 -I. $(LIB_SRC) $(CMD_SRC)
 
--include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(F64_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(F64_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)

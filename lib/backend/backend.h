@@ -79,6 +79,9 @@ struct zt_backend {
 
 /* The CPU backend (a static table; never freed). */
 zt_backend *zt_backend_cpu(void);
+/* The CPU backend posing as a device (host_memory = 0), so that tests run the trainer's
+ * device paths (host copies, uploads, downloads) without a GPU: ZT_CPU_AS_DEVICE=1. */
+zt_backend *zt_backend_cpu_as_device(void);
 /* The CUDA backend on the current device (created once, never freed); fails naming the
  * reason when zt was built without CUDA or no usable GPU is found. */
 zt_status zt_backend_cuda(zt_backend **be);

@@ -139,3 +139,14 @@ static zt_backend cpu_backend = {
 };
 
 zt_backend *zt_backend_cpu(void) { return &cpu_backend; }
+
+zt_backend *zt_backend_cpu_as_device(void)
+{
+    static zt_backend staged;
+    if (!staged.name) {
+        staged = cpu_backend;
+        staged.name = "cpu (as a device)";
+        staged.host_memory = 0;
+    }
+    return &staged;
+}

@@ -1,0 +1,68 @@
+/* The AdamW update of lib/optim/adamw.c, bit for bit: every multiply, add, divide and
+ * square root is an explicitly rounded intrinsic, so nvcc cannot contract them into FMAs,
+ * in the order of zt_adamw_kernel_scalar. And the sum of squares for gradient clipping. */
+#include "kernels/cuda/device.cuh"
+#include "kernels/cuda/ops.h"
+
+#define ADAMW_THREADS 256
+#define SUMSQ_THREADS 256
+#define SUMSQ_BLOCKS 1024 /* partial sums, added by one block in a fixed order */
+
+static __global__ void adamw_kernel(zt_adamw_consts c, float *param, const float *grad, float *m, float *v, size_t n,
+                                    uint16_t *param_bf16)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = __fmul_rn(grad[i], c.grad_scale);
+        float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(c.one_minus_beta1, g));
+        float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(c.one_minus_beta2, g), g));
+        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c.bias2_sqrt), c.eps);
+        float p = __fsub_rn(__fmul_rn(param[i], c.decay), __fmul_rn(c.step_size, __fdiv_rn(mi, denom)));
+        m[i] = mi;
+        v[i] = vi;
+        param[i] = p;
+        if (param_bf16) param_bf16[i] = zt_bf16_round(p);
+    }
+}
+
+/* c is host memory (the constants of zt_adamw_consts_of); they travel as a kernel argument. */
+void zt_cuda_adamw(cudaStream_t s, const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v,
+                   size_t n, uint16_t *param_bf16)
+{
+    if (n == 0) return;
+    adamw_kernel<<<zt_stride_blocks(n, ADAMW_THREADS), ADAMW_THREADS, 0, s>>>(*c, param, grad, m, v, n, param_bf16);
+    zt_cuda_check("adamw");
+}
+
+static __global__ void sumsq_partial_kernel(double *partials, const float *x, size_t n)
+{
+    double acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc += (double)x[i] * x[i];
+    acc = zt_block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+static __global__ void sumsq_finish_kernel(double *total, const double *partials, int nblocks)
+{
+    double acc = 0;
+    for (int b = threadIdx.x; b < nblocks; b += blockDim.x) acc += partials[b];
+    acc = zt_block_sum(acc);
+    if (threadIdx.x == 0) *total = acc;
+}
+
+/* Deterministic: fixed partial blocks for a given n, summed in a fixed order. */
+double zt_cuda_sumsq(cudaStream_t s, const float *x, size_t n)
+{
+    if (n == 0) return 0;
+    size_t b = zt_ceil_div(n, SUMSQ_THREADS);
+    int nblocks = (int)(b < SUMSQ_BLOCKS ? b : SUMSQ_BLOCKS);
+    double *scratch, total;
+    zt_cuda_ok(cudaMallocAsync((void **)&scratch, sizeof(double) * (nblocks + 1), s), "sumsq scratch");
+    sumsq_partial_kernel<<<nblocks, SUMSQ_THREADS, 0, s>>>(scratch + 1, x, n);
+    sumsq_finish_kernel<<<1, SUMSQ_THREADS, 0, s>>>(scratch, scratch + 1, nblocks);
+    zt_cuda_check("sumsq");
+    zt_cuda_ok(cudaMemcpyAsync(&total, scratch, sizeof total, cudaMemcpyDeviceToHost, s), "sumsq copy");
+    zt_cuda_ok(cudaFreeAsync(scratch, s), "sumsq scratch");
+    zt_cuda_ok(cudaStreamSynchronize(s), "sumsq");
+    return total;
+}

@@ -1,0 +1,236 @@
+/* The CUDA backend: device memory, kernels/cuda for the ops, everything queued in order on one
+ * non-blocking stream. Entries that hand data to the host (upload, download, sumsq, free) wait
+ * for the stream; the rest only enqueue. A failing CUDA call is a broken invariant: it aborts. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+#include "backend.h"
+#include "kernels/cuda/ops.h"
+#include "lib/optim/adamw_kernels.h"
+
+#ifdef ZT_REAL_DOUBLE
+#error "the CUDA backend is float only: zt_real must be float"
+#endif
+
+static cudaStream_t stream;
+static zt_cuda_gemm_ctx *gemm_ctx;
+
+static void cuda_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "zt: CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+    abort();
+}
+
+static void *cuda_alloc(zt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is reported by NULL, not left for the next launch check */
+        return NULL;
+    }
+    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "alloc: cudaMemsetAsync");
+    return p;
+}
+
+static void cuda_free(zt_backend *be, void *p)
+{
+    if (!p) return;
+    cuda_ok(cudaStreamSynchronize(stream), "free: cudaStreamSynchronize");
+    cuda_ok(cudaFree(p), "free: cudaFree");
+}
+
+/* Device memory is not given back: the range only reads as zeros, as the contract requires. */
+static void cuda_discard(zt_backend *be, void *p, size_t bytes)
+{
+    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "discard: cudaMemsetAsync");
+}
+
+static void cuda_memset0(zt_backend *be, void *p, size_t bytes)
+{
+    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "memset0: cudaMemsetAsync");
+}
+
+static void cuda_copy(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy: cudaMemcpyAsync");
+}
+
+/* Waits: the caller may reuse the host buffer as soon as this returns. */
+static void cuda_upload(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "upload: cudaMemcpyAsync");
+    cuda_ok(cudaStreamSynchronize(stream), "upload: cudaStreamSynchronize");
+}
+
+static void cuda_download(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "download: cudaMemcpyAsync");
+    cuda_ok(cudaStreamSynchronize(stream), "download: cudaStreamSynchronize");
+}
+
+static void cuda_sync(zt_backend *be) { cuda_ok(cudaStreamSynchronize(stream), "sync: cudaStreamSynchronize"); }
+
+static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_cuda_gemm_f32(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cuda_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                           int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_cuda_gemm_bf16(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cuda_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t n)
+{
+    zt_cuda_to_bf16(stream, dst, src, n);
+}
+
+static void cuda_embedding_forward(zt_backend *be, float *out, const int32_t *ids, const float *table, int N, int C)
+{
+    zt_cuda_embedding_forward(stream, out, ids, table, N, C);
+}
+
+static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *dout, const int32_t *ids, int N,
+                                    int C)
+{
+    zt_cuda_embedding_backward(stream, dtable, dout, ids, N, C);
+}
+
+static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, int N, int C,
+                                 double eps)
+{
+    zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, N, C, eps);
+}
+
+static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x,
+                                  const float *w, const float *rstd, int N, int C)
+{
+    zt_cuda_rmsnorm_backward(stream, dx, dw, dy, x, w, rstd, N, C);
+}
+
+static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
+                      const float *cos_t, const float *sin_t, int inverse)
+{
+    zt_cuda_rope(stream, x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
+}
+
+static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
+                                   int B, int T, int H, int KV, int D, int window)
+{
+    zt_cuda_attention_forward(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
+}
+
+static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                    const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
+                                    int KV, int D, int window)
+{
+    zt_cuda_attention_backward(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+}
+
+static void cuda_attention_decode(zt_backend *be, float *out, const float *q, int q_stride, const float *k,
+                                  const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
+{
+    zt_cuda_attention_decode(stream, out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window);
+}
+
+static void cuda_swiglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
+{
+    zt_cuda_swiglu_forward(stream, h, gateup, N, F);
+}
+
+static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
+{
+    zt_cuda_swiglu_backward(stream, dgateup, dh, gateup, N, F);
+}
+
+static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
+{
+    zt_cuda_bias_forward(stream, y, b, N, M);
+}
+
+static void cuda_bias_backward(zt_backend *be, float *db, const float *dy, int N, int M)
+{
+    zt_cuda_bias_backward(stream, db, dy, N, M);
+}
+
+static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n,
+                               int V, float grad_scale)
+{
+    zt_cuda_cross_entropy(stream, logits, loss_rows, targets, n, V, grad_scale);
+}
+
+static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v,
+                       size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
+{
+    zt_adamw_consts c = zt_adamw_consts_of(h, grad_scale, apply_decay);
+    zt_cuda_adamw(stream, &c, param, grad, m, v, n, param_bf16);
+}
+
+static double cuda_sumsq(zt_backend *be, const float *x, size_t n) { return zt_cuda_sumsq(stream, x, n); }
+
+static zt_backend cuda_backend = {
+    .name = "cuda",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .discard = cuda_discard,
+    .memset0 = cuda_memset0,
+    .copy = cuda_copy,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .sync = cuda_sync,
+    .host_memory = 0,
+    .gemm = cuda_gemm,
+    .gemm_bf16 = cuda_gemm_bf16,
+    .to_bf16 = cuda_to_bf16,
+    .embedding_forward = cuda_embedding_forward,
+    .embedding_backward = cuda_embedding_backward,
+    .rmsnorm_forward = cuda_rmsnorm_forward,
+    .rmsnorm_backward = cuda_rmsnorm_backward,
+    .rope = cuda_rope,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .attention_decode = cuda_attention_decode,
+    .swiglu_forward = cuda_swiglu_forward,
+    .swiglu_backward = cuda_swiglu_backward,
+    .bias_forward = cuda_bias_forward,
+    .bias_backward = cuda_bias_backward,
+    .cross_entropy = cuda_cross_entropy,
+    .adamw = cuda_adamw,
+    .sumsq = cuda_sumsq,
+};
+
+/* The device is the process's current one (device 0 unless the caller chose another). A failed
+ * first call leaves nothing behind, so a later call tries again. */
+zt_status zt_backend_cuda_create(zt_backend **be)
+{
+    *be = NULL;
+    if (gemm_ctx) {
+        *be = &cuda_backend;
+        return ZT_OK;
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return zt_fail(ZT_EUSER, "no CUDA device: %s", cudaGetErrorString(e));
+    if (count == 0) return zt_fail(ZT_EUSER, "no CUDA device: the CUDA runtime found none");
+    int dev = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess || (e = cudaSetDevice(dev)) != cudaSuccess)
+        return zt_fail(ZT_EUSER, "no CUDA device: cannot use device %d: %s", dev, cudaGetErrorString(e));
+    if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
+    if (!(gemm_ctx = zt_cuda_gemm_init()))
+        return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot set up cuBLASLt (see the message above)", dev);
+    struct cudaDeviceProp p;
+    int driver = 0;
+    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess && cudaDriverGetVersion(&driver) == cudaSuccess)
+        snprintf(cuda_backend.description, sizeof cuda_backend.description,
+                 "device %d of %d: %.64s, %.0f GiB, sm_%d%d, %d multiprocessors, driver CUDA %d.%d", dev, count, p.name,
+                 p.totalGlobalMem / 1073741824.0, p.major, p.minor, p.multiProcessorCount, driver / 1000,
+                 driver % 1000 / 10);
+    *be = &cuda_backend;
+    return ZT_OK;
+}

@@ -1,0 +1,551 @@
+/* Every entry of the CUDA backend (but alloc and free, used throughout) against the CPU backend
+ * on the same random inputs. Outputs start from the same random contents on both sides, so an
+ * entry that accumulates where it should write (or the reverse) shows up. Each output prints
+ *
+ *     op  case  nmse  tol  ok|FAIL
+ *
+ * with nmse = Σ(cuda - cpu)² / Σ cpu² over the finite elements; NaN and ±Inf must sit at the
+ * same places. Bitwise checks print the count of differing bytes and "bitwise" instead.
+ * Tolerances: fp32 element-wise ops, gemm and short sums 1e-10 (rounding and exp differences give
+ * ~1e-13); gemm_bf16 and the long fp32 column sums (rmsnorm dw, bias db) 1e-8; attention 1e-9
+ * (online softmax against the CPU's two passes); copies, to_bf16 and adamw bitwise,
+ * sumsq relative 1e-12. Every device buffer has 256 bytes of 0xA5 on each side, checked after
+ * each case. Exits 77 (skipped) without a usable GPU.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/backend/backend.h"
+#include "lib/core/dtype.h"
+#include "lib/core/rng.h"
+#include "tests/unit/test.h"
+
+static zt_backend *cpu, *gpu;
+static zt_rng rng;
+static char case_name[128];
+
+/* --- buffers: one allocation per side with the same contents, freed by case_end() --- */
+
+enum { GUARD = 256, MAX_BUFS = 64 };
+static unsigned char guard_pattern[GUARD];
+
+typedef struct {
+    void *cpu, *gpu;
+    size_t bytes;
+} buf;
+
+static void *host_bufs[MAX_BUFS];
+static int n_host;
+static unsigned char *gpu_bufs[MAX_BUFS]; /* the allocation: guard, bytes, guard */
+static size_t gpu_bytes[MAX_BUFS];
+static int n_gpu;
+
+static void *host_alloc(size_t bytes)
+{
+    ZT_ASSERT(n_host < MAX_BUFS);
+    void *p = malloc(bytes ? bytes : 1);
+    ZT_ASSERT(p);
+    host_bufs[n_host++] = p;
+    return p;
+}
+
+static buf buf_of(const void *init, size_t bytes)
+{
+    ZT_ASSERT(n_gpu < MAX_BUFS);
+    unsigned char *base = gpu->alloc(gpu, bytes + 2 * GUARD);
+    ZT_ASSERT(base);
+    gpu->upload(gpu, base, guard_pattern, GUARD);
+    gpu->upload(gpu, base + GUARD, init, bytes);
+    gpu->upload(gpu, base + GUARD + bytes, guard_pattern, GUARD);
+    gpu_bufs[n_gpu] = base, gpu_bytes[n_gpu++] = bytes;
+    buf b = {host_alloc(bytes), base + GUARD, bytes};
+    memcpy(b.cpu, init, bytes);
+    return b;
+}
+
+static double uniform(void) { return 2 * zt_rng_uniform(&rng) - 1; }
+
+static float *host_floats(size_t n, double scale)
+{
+    float *x = host_alloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * uniform());
+    return x;
+}
+
+static buf buf_floats(size_t n, double scale) { return buf_of(host_floats(n, scale), n * sizeof(float)); }
+
+static buf buf_bytes(size_t bytes)
+{
+    unsigned char *x = host_alloc(bytes);
+    for (size_t i = 0; i < bytes; i++) x[i] = (unsigned char)zt_rng_below(&rng, 256);
+    return buf_of(x, bytes);
+}
+
+static buf buf_doubles(size_t n)
+{
+    double *x = host_alloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = uniform();
+    return buf_of(x, n * sizeof *x);
+}
+
+static int32_t *host_ids(size_t n, int below)
+{
+    int32_t *x = host_alloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)zt_rng_below(&rng, (uint64_t)below);
+    return x;
+}
+
+static buf buf_bf16(const float *x, size_t n)
+{
+    uint16_t *b = host_alloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) b[i] = zt_f32_to_bf16(x[i]);
+    return buf_of(b, n * sizeof *b);
+}
+
+/* The CPU's contents copied over the GPU's (to feed both sides the same intermediate). */
+static void mirror(buf b) { gpu->upload(gpu, b.gpu, b.cpu, b.bytes); }
+
+/* Checks the guards of every GPU buffer of the case, then frees everything. */
+static void case_end(void)
+{
+    unsigned char seen[GUARD];
+    for (int i = 0; i < n_gpu; i++) {
+        for (int side = 0; side < 2; side++) {
+            gpu->download(gpu, seen, gpu_bufs[i] + (side ? GUARD + gpu_bytes[i] : 0), GUARD);
+            CHECK_MSG(!memcmp(seen, guard_pattern, GUARD), "%s: buffer %d (%zu bytes): guard %s it overwritten",
+                      case_name, i, gpu_bytes[i], side ? "after" : "before");
+        }
+        gpu->free(gpu, gpu_bufs[i]);
+    }
+    for (int i = 0; i < n_host; i++) free(host_bufs[i]);
+    n_gpu = n_host = 0;
+}
+
+static void set_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_case(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(case_name, sizeof case_name, fmt, ap);
+    va_end(ap);
+}
+
+/* Runs one backend entry on the CPU, then on the GPU; S(b) is buffer b on the side running. */
+#define BOTH(entry, ...)                                                                                       \
+    do {                                                                                                       \
+        for (int side_ = 0; side_ < 2; side_++) {                                                              \
+            zt_backend *be_ = side_ ? gpu : cpu;                                                               \
+            be_->entry(be_, __VA_ARGS__);                                                                      \
+        }                                                                                                      \
+    } while (0)
+#define S(b) (side_ ? (b).gpu : (b).cpu)
+#define SF(b, offset) ((float *)S(b) + (offset))
+
+/* --- comparison --- */
+
+typedef enum { AS_F32, AS_F64, AS_BYTES } kind;
+
+static int fp_class(double x) { return isnan(x) ? 1 : isinf(x) ? (x > 0 ? 2 : 3) : 0; }
+
+static void report(const char *what, int ok)
+{
+    CHECK_MSG(ok, "%s %s", what, case_name);
+    fflush(stdout);
+}
+
+static void expect(const char *what, buf b, kind k, double tol)
+{
+    unsigned char *got = host_alloc(b.bytes);
+    gpu->download(gpu, got, b.gpu, b.bytes);
+    if (k == AS_BYTES) {
+        const unsigned char *want = b.cpu;
+        size_t diff = 0, first = 0;
+        for (size_t i = 0; i < b.bytes; i++)
+            if (want[i] != got[i] && !diff++) first = i;
+        printf("%-22s %-52s %10zu %9s %s\n", what, case_name, diff, "bitwise", diff ? "FAIL" : "ok");
+        if (diff) printf("    first at byte %zu: cpu %02x cuda %02x\n", first, want[first], got[first]);
+        report(what, !diff);
+        return;
+    }
+    size_t size = k == AS_F64 ? sizeof(double) : sizeof(float), n = b.bytes / size, worst = 0, nclass = 0,
+           first_class = 0;
+    double err = 0, ref = 0, worst_diff = -1;
+    for (size_t i = 0; i < n; i++) {
+        double w = k == AS_F64 ? ((const double *)b.cpu)[i] : ((const float *)b.cpu)[i];
+        double g = k == AS_F64 ? ((const double *)got)[i] : ((const float *)got)[i];
+        if (fp_class(w) != fp_class(g) && !nclass++) first_class = i;
+        if (fp_class(w) || fp_class(g)) continue;
+        err += (g - w) * (g - w), ref += w * w;
+        if (fabs(g - w) > worst_diff) worst_diff = fabs(g - w), worst = i;
+    }
+    double nmse = err / fmax(ref, 1e-30);
+    int ok = nmse <= tol && !nclass;
+    printf("%-22s %-52s %10.3e %9.1e %s\n", what, case_name, nmse, tol, ok ? "ok" : "FAIL");
+    if (!ok && n) {
+        size_t at = nclass ? first_class : worst;
+        double w = k == AS_F64 ? ((const double *)b.cpu)[at] : ((const float *)b.cpu)[at];
+        double g = k == AS_F64 ? ((const double *)got)[at] : ((const float *)got)[at];
+        printf("    %zu of %zu elements differ in NaN/Inf; element %zu: cpu %.9g cuda %.9g\n", nclass, n, at, w, g);
+    }
+    report(what, ok);
+}
+
+/* --- memory entries --- */
+
+static void test_memory(void)
+{
+    const size_t bytes = 3 * 65536 + 123;
+    set_case("bytes=%zu", bytes);
+    buf b = buf_bytes(bytes), patch = buf_bytes(777);
+    /* discard gives whole pages back on the CPU: that side must be the CPU backend's own memory */
+    unsigned char *host = b.cpu;
+    b.cpu = cpu->alloc(cpu, bytes);
+    memcpy(b.cpu, host, bytes);
+    BOTH(memset0, (char *)S(b) + 13, 1000);
+    BOTH(discard, (char *)S(b) + 2001, 2 * 65536);
+    BOTH(copy, (char *)S(b) + 140003, (char *)S(b) + 17, 9999);
+    BOTH(upload, (char *)S(b) + 160001, patch.cpu, 777);
+    cpu->sync(cpu), gpu->sync(gpu);
+    expect("memset0/discard/copy", b, AS_BYTES, 0);
+    cpu->free(cpu, b.cpu);
+    buf fresh = {host_alloc(bytes), gpu->alloc(gpu, bytes), bytes};
+    memset(fresh.cpu, 0, bytes);
+    expect("alloc (zeroed)", fresh, AS_BYTES, 0);
+    gpu->free(gpu, fresh.gpu);
+    case_end();
+}
+
+/* --- GEMM --- */
+
+typedef struct {
+    int ta, tb, M, N, K, pad;
+    float alpha, beta;
+    int poison; /* 1: a NaN in op(A) at (M/2, K/2); 2: C all NaN (with beta 0 it must not be read) */
+    int shift;  /* elements between each operand and a 256-byte boundary */
+} gemm_shape;
+
+static void gemm_case(int bf16, gemm_shape g)
+{
+    int lda = (g.ta ? g.M : g.K) + g.pad, ldb = (g.tb ? g.K : g.N) + g.pad, ldc = g.N + g.pad, s = g.shift;
+    size_t na = (size_t)(g.ta ? g.K : g.M) * lda, nb = (size_t)(g.tb ? g.N : g.K) * ldb, nc = (size_t)g.M * ldc;
+    set_case("ta=%d tb=%d M=%d N=%d K=%d pad=%d a=%g b=%g%s%s", g.ta, g.tb, g.M, g.N, g.K, g.pad, g.alpha, g.beta,
+             g.poison == 1 ? " nan(A)" : g.poison == 2 ? " nan(C)" : "", s ? " unaligned" : "");
+    float *A = host_floats(na + s, 1), *B = host_floats(nb + s, 1), *C = host_floats(nc + s, 1);
+    if (g.poison == 1 && g.M && g.K)
+        A[s + (g.ta ? (size_t)(g.K / 2) * lda + g.M / 2 : (size_t)(g.M / 2) * lda + g.K / 2)] = NAN;
+    if (g.poison == 2)
+        for (size_t i = 0; i < nc + s; i++) C[i] = NAN;
+    buf c = buf_of(C, (nc + s) * sizeof(float));
+    if (bf16) {
+        buf a = buf_bf16(A, na + s), b = buf_bf16(B, nb + s);
+        BOTH(gemm_bf16, g.ta, g.tb, g.M, g.N, g.K, g.alpha, (uint16_t *)S(a) + s, lda, (uint16_t *)S(b) + s, ldb,
+             g.beta, SF(c, s), ldc);
+    } else {
+        buf a = buf_of(A, (na + s) * sizeof(float)), b = buf_of(B, (nb + s) * sizeof(float));
+        BOTH(gemm, g.ta, g.tb, g.M, g.N, g.K, g.alpha, SF(a, s), lda, SF(b, s), ldb, g.beta, SF(c, s), ldc);
+    }
+    expect(bf16 ? "gemm_bf16" : "gemm", c, AS_F32, bf16 ? 1e-8 : 1e-10);
+    case_end();
+}
+
+static void gemm_all(int bf16)
+{
+    static const int shapes[][4] = {{1, 1, 1, 0},       {7, 5, 3, 1},        {17, 33, 65, 3},   {64, 64, 64, 0},
+                                    {129, 257, 511, 5}, {300, 70, 1, 2},     {256, 768, 1024, 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int t = 0; t < 4; t++)
+            for (int beta = 0; beta < 2; beta++)
+                gemm_case(bf16, (gemm_shape){t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                             beta ? 0.75f : 1.0f, (float)beta, 0, 0});
+    /* BLAS corners: K = 0 and alpha = 0 only scale C; M = 0 does nothing; NaN in A, in C with beta 0 */
+    gemm_shape corners[] = {{0, 0, 9, 11, 0, 2, 1, 0, 0, 0},    {1, 0, 9, 11, 0, 2, 1, 0.5f, 0, 0},
+                            {0, 1, 9, 11, 13, 2, 0, 0.5f, 0, 0}, {0, 0, 0, 11, 13, 2, 1, 1, 0, 0},
+                            {0, 1, 33, 17, 40, 1, 1, 0, 1, 0},   {1, 0, 33, 17, 40, 1, 1, 1, 1, 0},
+                            {1, 1, 33, 17, 40, 1, 1, 0, 2, 0}};
+    for (size_t i = 0; i < sizeof corners / sizeof corners[0]; i++) gemm_case(bf16, corners[i]);
+}
+
+static void test_gemm(void) { gemm_all(0); }
+static void test_gemm_bf16(void) { gemm_all(1); }
+
+/* Operands one element off a 256-byte boundary (views into larger buffers). Last: if cuBLASLt
+ * has no algorithm for such pointers the run aborts here, after everything else has printed. */
+static void test_gemm_unaligned(void)
+{
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int t = 0; t < 4; t++)
+            gemm_case(bf16, (gemm_shape){t >> 1, t & 1, 67, 129, 96, 0, 1, 1, 0, 1});
+}
+
+static void test_to_bf16(void)
+{
+    static const uint32_t special[] = {0x7fc00000, 0xffc00001, 0x7f800001, 0x7fbfffff, 0x7f800000, 0xff800000,
+                                       0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x7f7fffff, 0xff7fffff,
+                                       0x3f808000, 0x3f818000, 0x3f80ffff, 0x3f807fff, 0x7f7f8000, 0x00008000};
+    static const size_t sizes[] = {1, 7, 100003};
+    for (size_t c = 0; c < 3; c++) {
+        size_t n = sizes[c];
+        set_case("n=%zu", n);
+        float *x = host_floats(n, 1);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = i < sizeof special / sizeof special[0] ? special[i] : (uint32_t)zt_rng_next_u64(&rng);
+            if (i % 2 || i < sizeof special / sizeof special[0]) memcpy(&x[i], &u, 4); /* half random bit patterns */
+        }
+        buf src = buf_of(x, n * sizeof(float)), dst = buf_bytes(n * sizeof(uint16_t));
+        BOTH(to_bf16, S(dst), S(src), n);
+        expect("to_bf16", dst, AS_BYTES, 0);
+        case_end();
+    }
+}
+
+/* --- row ops --- */
+
+static void test_embedding(void)
+{
+    static const int cases[][3] = {{1, 1, 1}, {300, 193, 50}, {64, 4096, 7}}; /* N, C, V: ids repeat */
+    for (size_t c = 0; c < 3; c++) {
+        int N = cases[c][0], C = cases[c][1], V = cases[c][2];
+        set_case("N=%d C=%d V=%d", N, C, V);
+        buf ids = buf_of(host_ids(N, V), N * sizeof(int32_t)), table = buf_floats((size_t)V * C, 1);
+        buf out = buf_floats((size_t)N * C, 1), dtable = buf_floats((size_t)V * C, 1);
+        buf dout = buf_floats((size_t)N * C, 1);
+        BOTH(embedding_forward, S(out), S(ids), S(table), N, C);
+        expect("embedding_fwd", out, AS_BYTES, 0);
+        BOTH(embedding_backward, S(dtable), S(dout), S(ids), N, C);
+        expect("embedding_bwd", dtable, AS_F32, 1e-10);
+        case_end();
+    }
+}
+
+static void rmsnorm_case(int N, int C, int poison)
+{
+    set_case("N=%d C=%d%s", N, C, poison ? " nan(x)" : "");
+    float *xs = host_floats((size_t)N * C, 2);
+    if (poison) xs[(size_t)(N / 2) * C + C / 3] = NAN;
+    buf x = buf_of(xs, (size_t)N * C * sizeof(float)), w = buf_floats(C, 1.5);
+    buf y = buf_floats((size_t)N * C, 1), rstd = buf_floats(N, 1);
+    BOTH(rmsnorm_forward, S(y), S(rstd), S(x), S(w), N, C, 1e-5);
+    expect("rmsnorm_fwd.y", y, AS_F32, 1e-10);
+    expect("rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
+    mirror(rstd);
+    buf dy = buf_floats((size_t)N * C, 1), dx = buf_floats((size_t)N * C, 1), dw = buf_floats(C, 1);
+    BOTH(rmsnorm_backward, S(dx), S(dw), S(dy), S(x), S(w), S(rstd), N, C);
+    expect("rmsnorm_bwd.dx", dx, AS_F32, 1e-10);
+    expect("rmsnorm_bwd.dw", dw, AS_F32, 1e-8);
+    case_end();
+}
+
+static void test_rmsnorm(void)
+{
+    static const int cases[][2] = {{1, 1}, {37, 64}, {257, 1001}, {64, 4096}};
+    for (size_t c = 0; c < 4; c++) rmsnorm_case(cases[c][0], cases[c][1], 0);
+    rmsnorm_case(37, 1001, 1);
+}
+
+static void test_rope(void)
+{
+    static const int Ds[] = {16, 64, 128};
+    const int N = 50, H = 4, KV = 2, max_pos = 64;
+    for (size_t c = 0; c < 3; c++)
+        for (int inverse = 0; inverse < 2; inverse++) {
+            int D = Ds[c], half = D / 2, stride = (H + 2 * KV) * D;
+            set_case("N=%d heads=%d of %d D=%d", N, H + KV, H + 2 * KV, D);
+            size_t table_bytes = (size_t)max_pos * half * sizeof(float);
+            float *cs = host_alloc(table_bytes), *sn = host_alloc(table_bytes);
+            for (int p = 0; p < max_pos; p++)
+                for (int j = 0; j < half; j++) {
+                    double theta = p * pow(10000.0, -2.0 * j / D);
+                    cs[p * half + j] = (float)cos(theta), sn[p * half + j] = (float)sin(theta);
+                }
+            buf x = buf_floats((size_t)N * stride, 1), pos = buf_of(host_ids(N, max_pos), N * sizeof(int32_t));
+            buf cos_t = buf_of(cs, table_bytes), sin_t = buf_of(sn, table_bytes);
+            BOTH(rope, S(x), N, stride, H + KV, D, S(pos), S(cos_t), S(sin_t), inverse);
+            expect(inverse ? "rope_inverse" : "rope", x, AS_F32, 1e-10);
+            case_end();
+        }
+}
+
+static void test_swiglu(void)
+{
+    static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
+    for (size_t c = 0; c < 3; c++) {
+        int N = cases[c][0], F = cases[c][1];
+        set_case("N=%d F=%d", N, F);
+        buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
+        buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
+        BOTH(swiglu_forward, S(h), S(gateup), N, F);
+        expect("swiglu_fwd", h, AS_F32, 1e-10);
+        BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        expect("swiglu_bwd", dgateup, AS_F32, 1e-10);
+        case_end();
+    }
+}
+
+static void test_bias(void)
+{
+    static const int cases[][2] = {{1, 1}, {333, 517}, {64, 4096}};
+    for (size_t c = 0; c < 3; c++) {
+        int N = cases[c][0], M = cases[c][1];
+        set_case("N=%d M=%d", N, M);
+        buf y = buf_floats((size_t)N * M, 1), b = buf_floats(M, 1), dy = buf_floats((size_t)N * M, 1);
+        buf db = buf_floats(M, 1);
+        BOTH(bias_forward, S(y), S(b), N, M);
+        expect("bias_fwd", y, AS_F32, 1e-10);
+        BOTH(bias_backward, S(db), S(dy), N, M);
+        expect("bias_bwd", db, AS_F32, 1e-8);
+        case_end();
+    }
+}
+
+/* --- attention --- */
+
+/* Positions of B rows of T tokens, each row packed with several documents (pos restarts at 0). */
+static int32_t *doc_positions(int B, int T)
+{
+    int32_t *pos = host_alloc((size_t)B * T * sizeof *pos);
+    for (int b = 0; b < B; b++)
+        for (int t = 0, start = 0; t < T; t++) {
+            if (t && zt_rng_below(&rng, (uint64_t)T / 4 + 1) == 0) start = t;
+            pos[b * T + t] = t - start;
+        }
+    return pos;
+}
+
+static void attention_case(int T, int KV, int D, int window)
+{
+    const int B = 2, H = 4, stride = (H + 2 * KV) * D;
+    size_t nqkv = (size_t)B * T * stride, nout = (size_t)B * T * H * D, nlse = (size_t)B * H * T;
+    set_case("B=%d T=%d H=%d KV=%d D=%d window=%d", B, T, H, KV, D, window);
+    buf qkv = buf_floats(nqkv, 1.5), pos = buf_of(doc_positions(B, T), (size_t)B * T * sizeof(int32_t));
+    buf out = buf_floats(nout, 1), lse = buf_floats(nlse, 1);
+    BOTH(attention_forward, S(out), S(lse), S(qkv), S(pos), B, T, H, KV, D, window);
+    expect("attention_fwd.out", out, AS_F32, 1e-9);
+    expect("attention_fwd.lse", lse, AS_F32, 1e-9);
+    mirror(out), mirror(lse); /* backward checked on its own: the same forward results on both sides */
+    buf dout = buf_floats(nout, 1), dqkv = buf_floats(nqkv, 1);
+    BOTH(attention_backward, S(dqkv), S(dout), S(qkv), S(out), S(lse), S(pos), B, T, H, KV, D, window);
+    expect("attention_bwd.dqkv", dqkv, AS_F32, 1e-9);
+    case_end();
+}
+
+static void test_attention(void)
+{
+    static const int Ts[] = {1, 7, 64, 200}, KVs[] = {1, 2, 4}, Ds[] = {16, 32, 64, 128};
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < 4; d++)
+                for (int window = 0; window <= 5; window += 5) attention_case(Ts[t], KVs[k], Ds[d], window);
+}
+
+/* n new queries at positions p0.. over a cache holding p0 + n rows, laid out like qkv rows. */
+static void test_attention_decode(void)
+{
+    static const int shapes[][2] = {{1, 16}, {2, 64}, {4, 128}}; /* KV, D */
+    const int H = 4, p0 = 37;
+    for (int n = 1; n <= 5; n += 4)
+        for (int s = 0; s < 3; s++)
+            for (int window = 0; window <= 5; window += 5) {
+                int KV = shapes[s][0], D = shapes[s][1], stride = (H + 2 * KV) * D;
+                set_case("n=%d p0=%d H=%d KV=%d D=%d window=%d", n, p0, H, KV, D, window);
+                buf qkv = buf_floats((size_t)(p0 + n) * stride, 1.5), out = buf_floats((size_t)n * H * D, 1);
+                BOTH(attention_decode, S(out), SF(qkv, (size_t)p0 * stride), stride, SF(qkv, H * D),
+                     SF(qkv, (H + KV) * D), stride, n, p0, H, KV, D, window);
+                expect("attention_decode", out, AS_F32, 1e-9);
+                case_end();
+            }
+}
+
+/* --- loss and optimizer --- */
+
+static void cross_entropy_case(int V, float grad_scale, int poison)
+{
+    const int n = 37;
+    set_case("n=%d V=%d grad_scale=%g%s", n, V, grad_scale, poison ? " nan(logit)" : "");
+    int32_t *t = host_ids(n, V);
+    for (int i = 0; i < n; i++)
+        if (i == 1 || zt_rng_below(&rng, 4) == 0) t[i] = -100;
+    float *l = host_floats((size_t)n * V, 4);
+    if (poison) t[2] = 5, l[2 * (size_t)V + V / 2] = NAN;
+    buf logits = buf_of(l, (size_t)n * V * sizeof(float)), targets = buf_of(t, n * sizeof(int32_t));
+    buf loss = buf_doubles(n);
+    BOTH(cross_entropy, S(logits), S(loss), S(targets), n, V, grad_scale);
+    expect("cross_entropy.loss", loss, AS_F64, 1e-10);
+    expect(grad_scale ? "cross_entropy.dlogits" : "cross_entropy.logits", logits, AS_F32, 1e-10);
+    case_end();
+}
+
+static void test_cross_entropy(void)
+{
+    for (int v = 0; v < 2; v++)
+        for (int g = 0; g < 2; g++) cross_entropy_case(v ? 32003 : 1000, g ? 0.5f : 0.0f, 0);
+    cross_entropy_case(1000, 0.5f, 1);
+    cross_entropy_case(1000, 0.0f, 1);
+}
+
+static void test_adamw(void)
+{
+    const size_t n = 100003;
+    zt_adamw h = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 7};
+    for (int decay = 0; decay < 2; decay++)
+        for (int copy = 0; copy < 2; copy++) {
+            set_case("n=%zu step=%ld decay=%d bf16=%d", n, h.step, decay, copy);
+            float *vs = host_floats(n, 1e-4);
+            for (size_t i = 0; i < n; i++) vs[i] = fabsf(vs[i]);
+            buf param = buf_floats(n, 1), grad = buf_floats(n, 0.1), m = buf_floats(n, 1e-2);
+            buf v = buf_of(vs, n * sizeof(float)), pb = buf_bytes(n * sizeof(uint16_t));
+            BOTH(adamw, &h, S(param), S(grad), S(m), S(v), n, 0.37f, decay, copy ? S(pb) : NULL);
+            expect("adamw.param", param, AS_BYTES, 0);
+            expect("adamw.m", m, AS_BYTES, 0);
+            expect("adamw.v", v, AS_BYTES, 0);
+            expect("adamw.param_bf16", pb, AS_BYTES, 0);
+            case_end();
+        }
+}
+
+static void test_sumsq(void)
+{
+    static const size_t sizes[] = {0, 1, 4097, 1000003};
+    for (size_t c = 0; c < 4; c++) {
+        size_t n = sizes[c];
+        set_case("n=%zu", n);
+        buf x = buf_floats(n, 3);
+        double want = cpu->sumsq(cpu, x.cpu, n), got = gpu->sumsq(gpu, x.gpu, n);
+        double rel = fabs(got - want) / fmax(fabs(want), 1e-300);
+        int ok = rel <= 1e-12;
+        printf("%-22s %-52s %10.3e %9.1e %s\n", "sumsq (relative)", case_name, rel, 1e-12, ok ? "ok" : "FAIL");
+        report("sumsq", ok);
+        case_end();
+    }
+}
+
+int main(void)
+{
+    zt_status st = zt_backend_cuda(&gpu);
+    if (st) {
+        printf("skipped: %s\n", zt_errmsg());
+        return 77;
+    }
+    cpu = zt_backend_cpu();
+    zt_rng_seed(&rng, 20240601, 0);
+    memset(guard_pattern, 0xA5, sizeof guard_pattern);
+    printf("%-22s %-52s %10s %9s %s\n", "op", "case", "nmse", "tol", "result");
+    RUN(test_memory);
+    RUN(test_gemm);
+    RUN(test_gemm_bf16);
+    RUN(test_to_bf16);
+    RUN(test_embedding);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_swiglu);
+    RUN(test_bias);
+    RUN(test_attention);
+    RUN(test_attention_decode);
+    RUN(test_cross_entropy);
+    RUN(test_adamw);
+    RUN(test_sumsq);
+    RUN(test_gemm_unaligned);
+    return test_summary();
+}
