@@ -148,7 +148,7 @@ $(CUDA_OBJ): CFLAGS += -fPIC -I$(CUDA_HOME)/include
 $(BUILD)/lib/backend/cuda_loader.o: CFLAGS += -DZT_CUDA_LIB_DIR='"$(abspath $(BUILD))"'
 $(CUDA_SO): $(CUDA_OBJ)
 	@echo "  LINK    $@"
-	@$(CC) -shared $^ -o $@ $(CUDA_LIBS)
+	@$(CC) -shared -Wl,-soname,libzt_cuda.so $^ -o $@ $(CUDA_LIBS)
 
 $(BUILD)/libzt.a: $(LIB_OBJ)
 	@rm -f $@

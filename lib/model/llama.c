@@ -5,8 +5,12 @@
 
 #include "llama.h"
 
-/* Rows of logits materialised at once: the full [N, V] tensor never is. */
-enum { LOGIT_CHUNK_ELEMS = 32 << 20 }; /* 128 MB of fp32 */
+/* Rows of logits materialised at once: the full [N, V] tensor never is. A device takes
+ * larger chunks: the LM head's weight-gradient product then has a long inner dimension. */
+static size_t logit_chunk_elems(const zt_llama *m)
+{
+    return m->be->host_memory ? (size_t)32 << 20 : (size_t)256 << 20; /* 128 MB or 1 GB of fp32 */
+}
 
 void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t)
 {
@@ -38,7 +42,7 @@ void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin
 static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage)
 {
     size_t N = (size_t)B * T, C = m->C;
-    *chunk = (int)(LOGIT_CHUNK_ELEMS / m->V);
+    *chunk = (int)(logit_chunk_elems(m) / m->V);
     if (*chunk < 16) *chunk = 16;
     if ((size_t)*chunk > N) *chunk = (int)N;
     size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
@@ -180,7 +184,10 @@ static void layer_forward(zt_llama *m, int l)
     linear_forward(m, a->qkv, a->ln1, base + y->wqkv, N, m->S3, C, 0);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
-    be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
+    if (m->dtype_bf16 && be->attention_forward_bf16)
+        be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
+    else
+        be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
     be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
     linear_forward(m, a->xmid, a->att, base + y->wo, N, C, m->HD, 1);
     if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
@@ -211,8 +218,12 @@ static void layer_backward(zt_llama *m, int l)
 
     if (m->cfg.o_bias) be->bias_backward(be, g + y->bo, m->dres, N, C);
     linear_backward(m, m->datt, m->dres, a->att, base + y->wo, N, C, m->HD);
-    be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
-                           window);
+    if (m->dtype_bf16 && be->attention_backward_bf16)
+        be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV,
+                                    m->D, window);
+    else
+        be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
+                               window);
     be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
     if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, m->dqkv, a->ln1, base + y->wqkv, N, m->S3, C);

@@ -183,14 +183,16 @@ void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed)
 
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
 {
-    zt_rng rng;
-    zt_rng_seed(&rng, seed, 0);
     zt_real *p = zt_llama_params_map(m);
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the weights");
+    /* tensor i draws from stream i: the same weights for any thread count */
+#pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
         size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
         int is_norm = strstr(t->name, "norm.weight") != NULL;
+        zt_rng rng;
+        zt_rng_seed(&rng, seed, (uint64_t)i);
         for (size_t j = 0; j < n; j++)
             p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? 1 : 0;
     }

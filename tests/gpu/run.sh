@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: the checks that need a GPU, run on the GPU machine from the repository root, in
+# under 5 minutes:
+#   machine           nvidia-smi -L and the versions of the driver, CUDA, torch, zt and MPI
+#   test_cuda_ops     the CUDA kernels against their CPU twins (exit 77: skipped)
+#   test_cuda_quant   the CUDA quantization kernels against theirs
+#   tiny model        zt init of a tiny Llama (hidden 128, 2 layers, 4 heads / 2 KV, vocab 512) and
+#                     64 random sequences of 128 tokens
+#   cuda vs cpu fp32  10 steps of 4 sequences with model.device = "cuda" and "cpu": every step's loss
+#                     within 1e-3 relative
+#   cuda vs cpu bf16  the same in bf16, within 2e-2
+#   zero3 2 ranks     `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
+#                     collectives through host memory) against one rank with the same global batch
+#                     (micro-batch 2 on each of 2 ranks, 4 on one): every loss within 1e-3 relative
+# Every part runs, each under `timeout`, whatever the others did. With .gpu/ (tests/gpu/pack.sh made it
+# on the build machine) it runs the packed binaries after `. .gpu/env.sh`; without, it builds
+# (`make all tests`). ZT_GPU_DEVICE=cpu puts the "cuda" side on the CPU, to try the script without a GPU.
+# Writes ${OUT:-build/gpu}/run.log (everything) and summary.md (the table); exits 1 if a part failed.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+SELF=$ROOT/tests/gpu/run.sh
+WORK=$ROOT/build/gpu-work
+DEVICE=${ZT_GPU_DEVICE:-cuda}
+
+# run.sh: everything, logged by tee; run.sh --all: the same without the log; run.sh --part FUNCTION ...
+if [ $# = 0 ]; then
+    OUT=${OUT:-build/gpu}
+    mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+    rm -rf "$WORK" && mkdir -p "$WORK/home"
+    OUT=$OUT bash "$SELF" --all 2>&1 | tee "$OUT/run.log"
+    exit "${PIPESTATUS[0]}"
+fi
+[ "$1" = --all ] && [ ! -f .gpu/env.sh ] && { make -j"$(nproc)" all tests || exit 1; }
+if [ -f .gpu/env.sh ]; then
+    . .gpu/env.sh
+    ZT=$ZT_GPU/bin/zt
+    TESTS=$ZT_GPU/bin
+else
+    ZT=$ROOT/zt
+    TESTS=$ROOT/build/gpu
+fi
+export HOME=$WORK/home  # zt's default cache lives under it
+# python3 runs with the machine's libraries, not the packed ones
+py() { LD_LIBRARY_PATH=${ZT_GPU_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 "$@"; }
+
+# --- the parts: each prints its detail line last and returns 0 (pass), 77 (skip) or else (fail) ---------
+
+machine() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" --version | tail -1
+    py -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.is_available())'
+    "$ZT" env
+    echo "$(mpirun --version 2>&1 | head -1) at $(command -v mpirun) (env.sh: ${ZT_GPU_MPI:-no pack})"
+    ldd --version | head -1
+    nvidia-smi -L | grep '^GPU'
+}
+
+gpu_test() {
+    [ -x "$TESTS/$1" ] || { echo "$TESTS/$1 is not built"; return 1; }
+    "$TESTS/$1"
+}
+
+tiny_model() {
+    "$ZT" init --arch llama --out "$WORK/model" --seed 1 hidden_size=128 intermediate_size=256 \
+        num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 \
+        max_position_embeddings=128 tie_word_embeddings=false || return 1
+    py -c 'import json, random
+r = random.Random(1)
+for _ in range(64): print(json.dumps({"input_ids": [r.randrange(512) for _ in range(128)]}))' > "$WORK/tokens.jsonl"
+    printf '%s\n' '[model]' "path = \"$WORK/model\"" 'dtype = "fp32"' 'activation_checkpointing = false' \
+        '[data]' "train = \"$WORK/tokens.jsonl\"" 'format = "tokens"' 'max_length = 128' 'packing = false' \
+        'shuffle = false' "cache_dir = \"$WORK/cache\"" \
+        '[train]' 'max_steps = 10' 'micro_batch_size = 4' 'learning_rate = 3e-3' 'logging_steps = 1' \
+        '[output]' 'overwrite = true' 'tensorboard = false' > "$WORK/recipe.toml"
+    echo "in $WORK"
+}
+
+# train NAME [overrides...]: the recipe's 10 steps into $WORK/NAME
+train() {
+    local name=$1
+    shift
+    echo "--- zt pretrain $* ($name)"
+    OMP_NUM_THREADS=8 "$ZT" pretrain "$WORK/recipe.toml" output.dir="$WORK/$name" "$@"
+}
+
+# compare A B TOL: every step's loss of run B within TOL (relative) of run A's; prints both columns
+compare() {
+    py - "$WORK/$1/metrics.jsonl" "$WORK/$2/metrics.jsonl" "$3" "$1" "$2" <<'EOF'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if l.startswith("{")] for p in sys.argv[1:3])
+tol = float(sys.argv[3])
+print(f"{'step':>4} {sys.argv[4]:>14} {sys.argv[5]:>14} {'rel diff':>10}")
+worst = 0.0
+for x, y in zip(a, b):
+    rel = abs(x["loss"] - y["loss"]) / abs(x["loss"])
+    worst = max(worst, rel)
+    print(f"{x['step']:>4} {x['loss']:>14.8f} {y['loss']:>14.8f} {rel:>10.2e}{'  <- over' if rel > tol else ''}")
+same_tokens = all(x["tokens"] == y["tokens"] for x, y in zip(a, b))
+print(f"{len(a)} and {len(b)} steps{'' if same_tokens else ', different token counts'}, "
+      f"max rel diff {worst:.2e} (limit {tol:g})")
+sys.exit(0 if len(a) == len(b) == 10 and same_tokens and worst <= tol else 1)
+EOF
+}
+
+cuda_vs_cpu() {
+    train "cpu-$1" model.dtype="$1" model.device=cpu || return 1
+    train "$DEVICE-$1" model.dtype="$1" model.device="$DEVICE" || return 1
+    compare "cpu-$1" "$DEVICE-$1" "$2"
+}
+
+zero3() {
+    train zero-1rank model.device="$DEVICE" zero.stage=3 || return 1
+    echo "--- mpirun -np 2 zt pretrain model.device=$DEVICE zero.stage=3 train.micro_batch_size=2 (zero-2ranks)"
+    OMP_NUM_THREADS=4 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$ZT" pretrain \
+        "$WORK/recipe.toml" output.dir="$WORK/zero-2ranks" model.device="$DEVICE" zero.stage=3 \
+        train.micro_batch_size=2 || return 1
+    py -c 'import json, sys; assert json.load(open(sys.argv[1]))["world_size"] == 2' "$WORK/zero-2ranks/run.json" ||
+        { echo "zero-2ranks did not run on 2 ranks"; return 1; }
+    compare zero-1rank zero-2ranks 1e-3
+}
+
+if [ "$1" = --part ]; then
+    shift
+    "$@"
+    exit
+fi
+
+# --- the run: every part in its own process under a time limit ---------------------------------------
+names=() results=() details=()
+part() {
+    local name=$1 limit=$2 rc
+    shift 2
+    printf '\n=== %s\n' "$name"
+    timeout -k 10 "$limit" bash "$SELF" --part "$@" > "$WORK/part.out" 2>&1
+    rc=$?
+    [ $rc = 124 ] || [ $rc = 137 ] && echo "timed out after $limit s" >> "$WORK/part.out"
+    cat "$WORK/part.out"
+    names+=("$name")
+    case $rc in 0) results+=(pass) ;; 77) results+=(skip) ;; *) results+=("FAIL ($rc)") ;; esac
+    details+=("$(grep -v '^[[:space:]]*$' "$WORK/part.out" | tail -1 | cut -c1-120 | tr '|' '/')")
+}
+part machine 20 machine
+part test_cuda_ops 70 gpu_test test_cuda_ops
+part test_cuda_quant 40 gpu_test test_cuda_quant
+part "tiny model" 20 tiny_model
+part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
+part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
+part "zero3 2 ranks vs 1" 60 zero3
+
+{
+    echo "| part | result | detail |"
+    echo "|---|---|---|"
+    for i in "${!names[@]}"; do echo "| ${names[$i]} | ${results[$i]} | ${details[$i]} |"; done
+} > "$OUT/summary.md"
+echo
+cat "$OUT/summary.md"
+for r in "${results[@]}"; do [[ $r != FAIL* ]] || exit 1; done
