@@ -1,20 +1,25 @@
 /* model.device: which backend computes. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "lib/core/log.h"
 
+static zt_backend *cpu(void)
+{
+    const char *test = getenv("ZT_CPU_AS_DEVICE");
+    return test && !strcmp(test, "1") ? zt_backend_cpu_as_device() : zt_backend_cpu();
+}
+
 zt_status zt_backend_open(const char *device, zt_backend **be)
 {
-    if (!device || !strcmp(device, "cpu")) {
-        const char *test = getenv("ZT_CPU_AS_DEVICE");
-        *be = test && !strcmp(test, "1") ? zt_backend_cpu_as_device() : zt_backend_cpu();
-        return ZT_OK;
-    }
+    *be = cpu();
+    if (!device || !strcmp(device, "cpu")) return ZT_OK;
+    if (!strcmp(device, "auto") && access("/dev/nvidiactl", F_OK)) return ZT_OK; /* no NVIDIA driver: no GPU */
     zt_status st = zt_backend_cuda(be);
     if (!st || strcmp(device, "auto")) return st;
     zt_log_info("model.device = \"auto\": no GPU (%s), computing on the CPU", zt_errmsg());
-    *be = zt_backend_cpu();
+    *be = cpu();
     return ZT_OK;
 }

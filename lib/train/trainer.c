@@ -211,10 +211,12 @@ static zt_status setup(trainer *t, int argc, char **argv)
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
     zt_loader_stats ls = zt_loader_get_stats(&t->loader);
-    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s; data: %lld examples, %lld rows of %d per epoch "
-                "(%.1f%% padding); %ld steps of %d×%d×%d tokens on %d rank(s), ZeRO stage %d",
-                r->model.path, t->m.numel, t->m.L, r->model.dtype, (long long)ls.examples, (long long)ls.rows, T,
-                100 * ls.padding_fraction, t->total_steps, A, B, T, t->zero.world, t->zero.stage);
+    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s, on %s%s; data: %lld examples, %lld rows of %d per "
+                "epoch (%.1f%% padding); %ld steps of %d×%d×%d tokens on %d rank(s), ZeRO stage %d",
+                r->model.path, t->m.numel, t->m.L, r->model.dtype, t->m.be->name,
+                t->zero.staged ? " (optimizer and collectives on host copies)" : "", (long long)ls.examples,
+                (long long)ls.rows, T, 100 * ls.padding_fraction, t->total_steps, A, B, T, t->zero.world,
+                t->zero.stage);
     return ZT_OK;
 }
 

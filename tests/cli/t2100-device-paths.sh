@@ -30,24 +30,27 @@ for spec in "${runs[@]}"; do
   name=${spec%%|*} keys=${spec#*|}
   tag=$(echo "$name" | tr -c 'a-z0-9\n' '-')
   expect_ok "$name, cpu" "$ZT" pretrain recipe.toml output.dir=cpu-$tag $keys
-  ZT_CPU_AS_DEVICE=1 expect_ok "$name, as a device" "$ZT" pretrain recipe.toml output.dir=dev-$tag $keys
+  expect_ok "$name, as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 "$ZT" pretrain recipe.toml output.dir=dev-$tag $keys
+  grep -q "on cpu (as a device)" "$TMP/err" && say "ok - $name: took the device path" || fail "$name: not as a device"
   same cpu-$tag dev-$tag "$name: the device path trains like the CPU"
 done
 for stage in 0 1 2 3; do
   expect_ok "2 ranks, stage $stage, cpu" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=cpu-s$stage \
     zero.stage=$stage train.gradient_accumulation_steps=2
-  ZT_CPU_AS_DEVICE=1 expect_ok "2 ranks, stage $stage, as a device" $MPI -np 2 -x ZT_CPU_AS_DEVICE "$ZT" pretrain \
+  expect_ok "2 ranks, stage $stage, as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG "$ZT" pretrain \
     recipe.toml output.dir=dev-s$stage zero.stage=$stage train.gradient_accumulation_steps=2
+  grep -q "on cpu (as a device) (optimizer and collectives on host copies)" "$TMP/err" \
+    && say "ok - stage $stage: took the staged path" || fail "stage $stage: not staged"
   same cpu-s$stage dev-s$stage "2 ranks at stage $stage: host copies train like the CPU"
 done
 
 # resume from the step-2 checkpoint, through uploads of weights and moments
 for d in one-process s3; do
   src=dev-$d
-  [ $d = s3 ] && launch="$MPI -np 2 -x ZT_CPU_AS_DEVICE" keys="zero.stage=3 train.gradient_accumulation_steps=2" \
+  [ $d = s3 ] && launch="$MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG" keys="zero.stage=3 train.gradient_accumulation_steps=2" \
     || launch="" keys=""
   cp -r $src cut-$d && rm -rf cut-$d/final cut-$d/summary.json cut-$d/checkpoints/step-000004
-  ZT_CPU_AS_DEVICE=1 expect_ok "resume $d as a device" $launch "$ZT" pretrain recipe.toml output.dir=cut-$d $keys
+  expect_ok "resume $d as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $launch "$ZT" pretrain recipe.toml output.dir=cut-$d $keys
   cmp -s $src/final/model.safetensors cut-$d/final/model.safetensors && say "ok - resumed $d is bitwise identical" \
     || fail "resumed $d differs"
 done
