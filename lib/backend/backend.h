@@ -30,6 +30,9 @@ struct zt_backend {
 
     void *(*alloc)(zt_backend *be, size_t bytes); /* zeroed; NULL when out of memory */
     void (*free)(zt_backend *be, void *p);
+    /* host memory the device copies to and from fastest (pinned); zeroed; NULL when out of memory */
+    void *(*host_alloc)(zt_backend *be, size_t bytes);
+    void (*host_free)(zt_backend *be, void *p);
     /* The contents of [p, p + bytes) inside an allocation are no longer needed: its memory
      * may go back to the system (ZeRO stage 3 after a layer); it reads as zeros afterwards. */
     void (*discard)(zt_backend *be, void *p, size_t bytes);

@@ -8,12 +8,24 @@
 #include "lib/core/pages.h"
 #include "zero3.h"
 
-/* Host copies of the flat arrays, the weights downloaded (staged: zero.h). */
+/* Host copies of the flat arrays, the weights downloaded (staged: zero.h). Stage 3 frees
+ * their pages unit by unit (zt_pages_discard); the others keep them pinned for fast copies. */
+static void *host_alloc(zt_zero *z, size_t bytes)
+{
+    return z->stage == 3 ? zt_pages_alloc(bytes) : z->model_be->host_alloc(z->model_be, bytes);
+}
+
+static void host_free(zt_zero *z, void *p)
+{
+    if (z->stage == 3) zt_pages_free(p);
+    else z->model_be->host_free(z->model_be, p);
+}
+
 static zt_status stage_in(zt_zero *z)
 {
     size_t bytes = (z->numel + ZT_LLAMA_PAD) * sizeof(float);
-    z->params = zt_pages_alloc(bytes);
-    z->grads = zt_pages_alloc(bytes);
+    z->params = host_alloc(z, bytes);
+    z->grads = host_alloc(z, bytes);
     if (!z->params || !z->grads) return zt_fail(ZT_ENOMEM, "out of host memory for %zu parameters", z->numel);
     z->m->be->download(z->m->be, z->params, z->m->params, z->numel * sizeof(float));
     return ZT_OK;
@@ -32,6 +44,7 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->p = (z->numel + z->world - 1) / z->world;
     z->staged = !m->be->host_memory && (z->world > 1 || o->host_optimizer);
     z->be = z->staged ? zt_backend_cpu() : m->be;
+    z->model_be = m->be;
     z->params = m->params, z->grads = m->grads;
     z->params16 = z->comm || z->staged ? NULL : m->params16;
     zt_status st = z->staged ? stage_in(z) : ZT_OK;
@@ -56,8 +69,8 @@ void zt_zero_free(zt_zero *z)
 {
     if (z->z3) zt_zero3_free(z);
     if (z->staged) {
-        zt_pages_free(z->params);
-        zt_pages_free(z->grads);
+        host_free(z, z->params);
+        host_free(z, z->grads);
     }
     free(z->seg);
     memset(z, 0, sizeof *z);

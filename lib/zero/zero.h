@@ -87,6 +87,7 @@ typedef struct zt_zero {
     float *params, *grads; /* the flat arrays collectives use: the model's, or host copies (staged) */
     int staged;
     zt_backend *be;    /* where master, grad and the optimizer state live */
+    zt_backend *model_be; /* the model's (the model may be freed first) */
     uint16_t *params16; /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
     zt_zero3 *z3; /* stage 3 */
     zt_zero_options o;
