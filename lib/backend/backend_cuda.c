@@ -1,6 +1,7 @@
 /* The CUDA backend: device memory, kernels/cuda for the ops, everything queued in order on one
  * non-blocking stream. Entries that hand data to the host (upload, download, sumsq, free) wait
  * for the stream; the rest only enqueue. A failing CUDA call is a broken invariant: it aborts. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,19 @@ static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const
     zt_cuda_attention_forward(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
 }
 
+static void cuda_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv,
+                                        const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+{
+    zt_cuda_attention_forward_bf16(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
+}
+
+static void cuda_attention_backward_bf16(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                         const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
+                                         int KV, int D, int window)
+{
+    zt_cuda_attention_backward_bf16(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+}
+
 static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
                                     const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
                                     int KV, int D, int window)
@@ -214,6 +228,8 @@ static zt_backend cuda_backend = {
     .rope = cuda_rope,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
+    .attention_forward_bf16 = cuda_attention_forward_bf16,
+    .attention_backward_bf16 = cuda_attention_backward_bf16,
     .attention_decode = cuda_attention_decode,
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
@@ -242,6 +258,12 @@ zt_status zt_backend_cuda_create(zt_backend **be)
         return zt_fail(ZT_EUSER, "no CUDA device: cannot use device %d: %s", dev, cudaGetErrorString(e));
     if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
+    /* kernels take scratch with cudaMallocAsync: the pool keeps what it got instead of giving it back at each sync */
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    if ((e = cudaDeviceGetDefaultMemPool(&pool, dev)) != cudaSuccess ||
+        (e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess)
+        return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot set up the memory pool: %s", dev, cudaGetErrorString(e));
     if (!(gemm_ctx = zt_cuda_gemm_init()))
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot set up cuBLASLt (see the message above)", dev);
     struct cudaDeviceProp p;

@@ -3,7 +3,7 @@
 # .gpu/ in the repository root, a folder that runs on a GPU machine which has the NVIDIA driver,
 # CUDA (cuBLAS), python3 and a newer glibc, but none of zt's other libraries and maybe no MPI:
 #
-#   bin/     zt, test_cuda_ops, test_cuda_quant (stripped)
+#   bin/     zt and the tests/gpu binaries (stripped)
 #   lib/     libzt_cuda.so (the CUDA backend zt loads when a recipe asks for the GPU; env.sh points
 #            ZT_CUDA_LIB at it) and every shared library these load except glibc's, the driver's and
 #            the CUDA toolkit's (libcudart travels: it is small)
@@ -23,7 +23,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 G=$ROOT/.gpu
-BINS=(zt build/gpu/test_cuda_ops build/gpu/test_cuda_quant)
+BINS=(zt build/gpu/test_cuda_ops build/gpu/test_cuda_quant build/gpu/test_cuda_attention_bf16)
 CUDA_LIB=build/libzt_cuda.so
 # The Debian packages of Open MPI's runtime on one node; libopenmpi3's other dependencies
 # (libfabric1, libucx0, libpsm*, libibverbs1, libnl) only serve the plugins left out.

@@ -4,7 +4,8 @@
 #   machine           nvidia-smi -L and the versions of the driver, CUDA, torch, zt and MPI
 #   test_cuda_ops     the CUDA kernels against their CPU twins (exit 77: skipped)
 #   test_cuda_quant   the CUDA quantization kernels against theirs
-#   tiny model        zt init of a tiny Llama (hidden 128, 2 layers, 4 heads / 2 KV, vocab 512) and
+#   test_cuda_attention_bf16  the tensor-core attention against the CPU's fp32 attention, and its speed
+#   tiny model        zt init of a tiny Llama (hidden 256, 2 layers, 4 heads / 2 KV: head size 64, vocab 512) and
 #                     64 random sequences of 128 tokens
 #   cuda vs cpu fp32  10 steps of 4 sequences with model.device = "cuda" and "cpu": every step's loss
 #                     within 1e-3 relative
@@ -62,7 +63,7 @@ gpu_test() {
 }
 
 tiny_model() {
-    "$ZT" init --arch llama --out "$WORK/model" --seed 1 hidden_size=128 intermediate_size=256 \
+    "$ZT" init --arch llama --out "$WORK/model" --seed 1 hidden_size=256 intermediate_size=512 \
         num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 \
         max_position_embeddings=128 tie_word_embeddings=false || return 1
     py -c 'import json, random
@@ -143,6 +144,7 @@ part() {
 part machine 20 machine
 part test_cuda_ops 70 gpu_test test_cuda_ops
 part test_cuda_quant 40 gpu_test test_cuda_quant
+part test_cuda_attention_bf16 60 gpu_test test_cuda_attention_bf16
 part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
