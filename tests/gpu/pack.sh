@@ -49,7 +49,8 @@ build=1
 if [ $build = 1 ]; then
     make -j2 "${BINS[@]}" "$CUDA_LIB" || die "build failed"
 fi
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+EXCLUDE=$(git rev-parse --git-path info/exclude) # a worktree's .git is a file
+grep -qx '/.gpu/' "$EXCLUDE" 2>/dev/null || echo '/.gpu/' >> "$EXCLUDE"
 
 rm -rf "$G"
 mkdir -p "$G/bin" "$G/lib" "$G/mpi"
