@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "kernels/cuda/ops.h"
+#include "profile_cuda.h"
 #include "lib/optim/adamw_kernels.h"
 
 #ifdef ZT_REAL_DOUBLE
@@ -26,6 +27,17 @@ static void cuda_ok(cudaError_t e, const char *what)
     abort();
 }
 
+/* ZT_CUDA_PROFILE: each entry marks where its work starts on the stream, named after the
+ * function without its "cuda_" prefix (profile_cuda.h). */
+#define MARK() zt_cuda_profile_mark(__func__ + sizeof "cuda_" - 1)
+
+static void wait_stream(const char *what)
+{
+    zt_cuda_profile_sync();
+    cuda_ok(cudaStreamSynchronize(stream), what);
+    zt_cuda_profile_synced();
+}
+
 static void *cuda_alloc(zt_backend *be, size_t bytes)
 {
     void *p = NULL;
@@ -40,7 +52,7 @@ static void *cuda_alloc(zt_backend *be, size_t bytes)
 static void cuda_free(zt_backend *be, void *p)
 {
     if (!p) return;
-    cuda_ok(cudaStreamSynchronize(stream), "free: cudaStreamSynchronize");
+    wait_stream("free: cudaStreamSynchronize");
     cuda_ok(cudaFree(p), "free: cudaFree");
 }
 
@@ -64,89 +76,104 @@ static void cuda_host_free(zt_backend *be, void *p)
 /* Device memory is not given back: the range only reads as zeros, as the contract requires. */
 static void cuda_discard(zt_backend *be, void *p, size_t bytes)
 {
+    MARK();
     cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "discard: cudaMemsetAsync");
 }
 
 static void cuda_memset0(zt_backend *be, void *p, size_t bytes)
 {
+    MARK();
     cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "memset0: cudaMemsetAsync");
 }
 
 static void cuda_copy(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    MARK();
     cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy: cudaMemcpyAsync");
 }
 
 /* Waits: the caller may reuse the host buffer as soon as this returns. */
 static void cuda_upload(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    MARK();
     cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "upload: cudaMemcpyAsync");
-    cuda_ok(cudaStreamSynchronize(stream), "upload: cudaStreamSynchronize");
+    wait_stream("upload: cudaStreamSynchronize");
 }
 
 static void cuda_download(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    MARK();
     cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "download: cudaMemcpyAsync");
-    cuda_ok(cudaStreamSynchronize(stream), "download: cudaStreamSynchronize");
+    wait_stream("download: cudaStreamSynchronize");
 }
 
-static void cuda_sync(zt_backend *be) { cuda_ok(cudaStreamSynchronize(stream), "sync: cudaStreamSynchronize"); }
+static void cuda_sync(zt_backend *be) { wait_stream("sync: cudaStreamSynchronize"); }
 
 static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc)
 {
+    MARK();
     zt_cuda_gemm_f32(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void cuda_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                            int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
+    MARK();
     zt_cuda_gemm_bf16(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void cuda_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t n)
 {
+    MARK();
     zt_cuda_to_bf16(stream, dst, src, n);
 }
 
 static void cuda_embedding_forward(zt_backend *be, float *out, const int32_t *ids, const float *table, int N, int C)
 {
+    MARK();
     zt_cuda_embedding_forward(stream, out, ids, table, N, C);
 }
 
 static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *dout, const int32_t *ids, int N,
                                     int C)
 {
+    MARK();
     zt_cuda_embedding_backward(stream, dtable, dout, ids, N, C);
 }
 
 static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, int N, int C,
                                  double eps)
 {
+    MARK();
     zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, N, C, eps);
 }
 
 static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x,
                                   const float *w, const float *rstd, int N, int C)
 {
+    MARK();
     zt_cuda_rmsnorm_backward(stream, dx, dw, dy, x, w, rstd, N, C);
 }
 
 static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
                       const float *cos_t, const float *sin_t, int inverse)
 {
+    MARK();
     zt_cuda_rope(stream, x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
 }
 
 static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
                                    int B, int T, int H, int KV, int D, int window)
 {
+    MARK();
     zt_cuda_attention_forward(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
 }
 
 static void cuda_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv,
                                         const int32_t *pos, int B, int T, int H, int KV, int D, int window)
 {
+    MARK();
     zt_cuda_attention_forward_bf16(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
 }
 
@@ -154,6 +181,7 @@ static void cuda_attention_backward_bf16(zt_backend *be, float *dqkv, const floa
                                          const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
                                          int KV, int D, int window)
 {
+    MARK();
     zt_cuda_attention_backward_bf16(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
 }
 
@@ -161,49 +189,64 @@ static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *do
                                     const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
                                     int KV, int D, int window)
 {
+    MARK();
     zt_cuda_attention_backward(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
 }
 
 static void cuda_attention_decode(zt_backend *be, float *out, const float *q, int q_stride, const float *k,
                                   const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
 {
+    MARK();
     zt_cuda_attention_decode(stream, out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window);
 }
 
 static void cuda_swiglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
 {
+    MARK();
     zt_cuda_swiglu_forward(stream, h, gateup, N, F);
 }
 
 static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
 {
+    MARK();
     zt_cuda_swiglu_backward(stream, dgateup, dh, gateup, N, F);
 }
 
 static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
 {
+    MARK();
     zt_cuda_bias_forward(stream, y, b, N, M);
 }
 
 static void cuda_bias_backward(zt_backend *be, float *db, const float *dy, int N, int M)
 {
+    MARK();
     zt_cuda_bias_backward(stream, db, dy, N, M);
 }
 
 static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n,
                                int V, float grad_scale)
 {
+    MARK();
     zt_cuda_cross_entropy(stream, logits, loss_rows, targets, n, V, grad_scale);
 }
 
 static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v,
                        size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
 {
+    MARK();
     zt_adamw_consts c = zt_adamw_consts_of(h, grad_scale, apply_decay);
     zt_cuda_adamw(stream, &c, param, grad, m, v, n, param_bf16);
 }
 
-static double cuda_sumsq(zt_backend *be, const float *x, size_t n) { return zt_cuda_sumsq(stream, x, n); }
+static double cuda_sumsq(zt_backend *be, const float *x, size_t n)
+{
+    MARK();
+    double v = zt_cuda_sumsq(stream, x, n); /* waits */
+    zt_cuda_profile_sync();
+    zt_cuda_profile_synced();
+    return v;
+}
 
 static zt_backend cuda_backend = {
     .name = "cuda",
@@ -258,6 +301,7 @@ zt_status zt_backend_cuda_create(zt_backend **be)
         return zt_fail(ZT_EUSER, "no CUDA device: cannot use device %d: %s", dev, cudaGetErrorString(e));
     if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
+    zt_cuda_profile_init(stream);
     /* kernels take scratch with cudaMallocAsync: the pool keeps what it got instead of giving it back at each sync */
     cudaMemPool_t pool;
     uint64_t keep = UINT64_MAX;
