@@ -5,7 +5,7 @@
 # from the repository root; it finishes within 4 minutes, prints a table and writes it to
 # ${OUT:-build/bench}/gpu.md (the integrator copies it into bench/RESULTS.md), all output to gpu.log.
 #
-#   zt init       the model (6 GB of fp32 weights, drawn on one core: about a minute) and 64 random
+#   zt init       the model (6 GB of fp32 weights, drawn on all cores: about 20 s) and 64 random
 #                 sequences, in the background while PyTorch runs
 #   PyTorch       bench/torch_llama.py --device cuda --dtype bf16 --gemm-peak: torch.matmul of two
 #                 8192 x 8192 bf16 matrices (mean of 10 after 3 warm-ups), then eager training with
@@ -14,6 +14,7 @@
 #                 (2 if 4 runs out of memory), 8 steps: the mean of metrics.jsonl's tokens_per_s over steps 3..8
 #   zt offload    the same with offload.optimizer = "cpu", 6 steps (3..6); "not supported" if zt
 #                 refuses the combination
+#   zt profile    4 steps with ZT_CUDA_PROFILE=1: GPU time per backend entry (profile.txt)
 # MFU = tokens/s x FLOPs per token (bench/torch_llama.py --print-flops: the project's count) / 989
 # TFLOP/s (H100 and H200 dense bf16, the datasheet) and / the measured GEMM rate. Every part runs
 # under `timeout` within the 4 minutes; one that fails or is cut shows as "missing" or partial.
@@ -136,6 +137,9 @@ if [ -f "$WORK/init.s" ]; then
         log "offload.optimizer = \"cpu\" with model.device = \"$DEVICE\": not supported"
         echo "not supported: $(grep -m1 'error' "$WORK/offload.log" | cut -c1-100)" > "$WORK/offload.refused"
     fi
+    # where the GPU's time goes: 4 steps with the per-entry profile (lib/backend/profile_cuda.c)
+    [ "$DEVICE" = cuda ] && ZT_CUDA_PROFILE=1 zt_run profile "$(limit 40 0)" train.micro_batch_size=$MICRO \
+        train.max_steps=4 >/dev/null 2>&1 && grep -A40 'CUDA profile' "$WORK/profile.log" | tee "$OUT/profile.txt"
 fi
 
 # --- the table -----------------------------------------------------------------------------------
