@@ -168,17 +168,18 @@ static zt_status setup(trainer *t, int argc, char **argv)
     char path[4096 + 64];
     if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
-    const char *const keys[] = {"param", "activations"}, *set[] = {r->offload.param, r->offload.activations};
-    for (int i = 0; i < 2; i++)
-        if (strcmp(set[i], "none"))
-            return zt_fail(ZT_EUSER, "offload.%s = \"%s\" is not supported yet (offload.optimizer is)", keys[i], set[i]);
+    if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "cpu"))
+        return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
+    if (strcmp(r->offload.activations, "none"))
+        return zt_fail(ZT_EUSER, "offload.activations = \"%s\" is not supported yet", r->offload.activations);
     if (!strcmp(r->offload.optimizer, "auto"))
         return zt_fail(ZT_EUSER, "offload.optimizer = \"auto\" is not supported yet: choose none, cpu or nvme");
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
                             r->zero.hpz_partition_size, r->zero.quantized_gradients,
-                            r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0};
+                            r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0,
+                            strcmp(r->offload.param, "none") != 0};
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype, r->model.device))) return st;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||

@@ -71,6 +71,7 @@ typedef struct zt_zero_options {
     int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
+    int host_params;         /* offload.param = cpu: stage 3 even in one process, the weights' slices in host memory */
 } zt_zero_options;
 
 typedef struct zt_zero3 zt_zero3;

@@ -33,6 +33,8 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     hold(s, (long long)weight_bytes(z, u));
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
+    else if (!z->comm) /* one process: the only slice is the unit */
+        memcpy(z->params + u->off, z->master + u->local, u->n * sizeof(float));
     else
         s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->params + u->off, u->p * sizeof(float),
                                       u->n * sizeof(float), p, &u->req[0]);
@@ -84,6 +86,8 @@ static void reduce(zt_zero *z, int i)
     if (!s->error && s->o.quantized_gradients)
         s->error = zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
                                          s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
+    else if (!s->error && !z->comm)
+        memcpy(s->scratch, z->grads + u->off, u->n * sizeof(float));
     else if (!s->error)
         s->error = zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
     float *g = z->grad + u->local;
