@@ -14,6 +14,8 @@
 #                 (2 if 4 runs out of memory), 8 steps: the mean of metrics.jsonl's tokens_per_s over steps 3..8
 #   zt offload    the same with offload.optimizer = "cpu", 6 steps (3..6); "not supported" if zt
 #                 refuses the combination
+#   zt offload-param  zero.stage = 3 with offload.param and offload.optimizer = "cpu": the GPU holds
+#                 only the layers in use; GPU peak memory of each zt run from summary.json
 #   zt profile    4 steps with ZT_CUDA_PROFILE=1: GPU time per backend entry (profile.txt)
 # MFU = tokens/s x FLOPs per token (bench/torch_llama.py --print-flops: the project's count) / 989
 # TFLOP/s (H100 and H200 dense bf16, the datasheet) and / the measured GEMM rate. Every part runs
@@ -137,6 +139,9 @@ if [ -f "$WORK/init.s" ]; then
         log "offload.optimizer = \"cpu\" with model.device = \"$DEVICE\": not supported"
         echo "not supported: $(grep -m1 'error' "$WORK/offload.log" | cut -c1-100)" > "$WORK/offload.refused"
     fi
+    # the GPU holding only the layers in use: weights' slices and AdamW on the host
+    zt_run offload-param "$(limit 70 45)" train.micro_batch_size=$MICRO train.max_steps=6 zero.stage=3 \
+        offload.param=cpu offload.optimizer=cpu || log "zt offload-param failed or was cut"
     # where the GPU's time goes: 4 steps with the per-entry profile (lib/backend/profile_cuda.c)
     [ "$DEVICE" = cuda ] && ZT_CUDA_PROFILE=1 zt_run profile "$(limit 40 0)" train.micro_batch_size=$MICRO \
         train.max_steps=4 >/dev/null 2>&1 && grep -A40 'CUDA profile' "$WORK/profile.log" | tee "$OUT/profile.txt"
@@ -181,6 +186,12 @@ else:
     out.append("| cuBLAS bf16 GEMM 8192³ (torch.matmul) | missing | | | | | |")
 ttps = torch.get("tokens_per_s")
 
+def device_gib(name):
+    try:
+        return json.load(open(os.path.join(work, name, "summary.json")))["device_peak_bytes"] / 2**30
+    except (OSError, ValueError, KeyError):
+        return None
+
 def row(name, tps, note):
     if tps is None:
         out.append(f"| {name} | {note or 'missing'} | | | | | |")
@@ -193,14 +204,20 @@ def row(name, tps, note):
 mem = torch.get("peak_memory_gib")
 row("PyTorch eager, bf16 autocast, SDPA, fused AdamW", ttps,
     f"peak {mem} GiB" if mem is not None else "")
+def with_memory(name, note):
+    gib = device_gib(name)
+    return f"{note}; GPU peak {gib:.1f} GiB" if gib else note
+
 tps, note = zt_tps(main) if main else (None, "")
-row(f"zt bf16, micro-batch {micro}", tps, note)
+row(f"zt bf16, micro-batch {micro}", tps, with_memory(main, note) if main else note)
 refused = os.path.join(work, "offload.refused")
 if os.path.exists(refused):
     row('zt bf16, offload.optimizer = "cpu"', None, open(refused).read().strip().replace("|", "/"))
 else:
     tps, note = zt_tps("offload")
-    row('zt bf16, offload.optimizer = "cpu"', tps, note)
+    row('zt bf16, offload.optimizer = "cpu"', tps, with_memory("offload", note))
+tps, note = zt_tps("offload-param")
+row('zt bf16, stage 3, offload.param and .optimizer = "cpu"', tps, with_memory("offload-param", note))
 print("\n".join(out))
 EOF
 )

@@ -34,8 +34,11 @@ struct zt_backend {
     void *(*host_alloc)(zt_backend *be, size_t bytes);
     void (*host_free)(zt_backend *be, void *p);
     /* The contents of [p, p + bytes) inside an allocation are no longer needed: its memory
-     * may go back to the system (ZeRO stage 3 after a layer); it reads as zeros afterwards. */
+     * may go back to the system (ZeRO stage 3 after a layer). Before the range is used again,
+     * populate makes it usable; it then reads as zeros. */
     void (*discard)(zt_backend *be, void *p, size_t bytes);
+    void (*populate)(zt_backend *be, void *p, size_t bytes);
+    size_t (*memory_peak)(zt_backend *be); /* device memory in use at its highest; 0: not tracked */
     void (*memset0)(zt_backend *be, void *p, size_t bytes);
     void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
     void (*upload)(zt_backend *be, void *dst, const void *src, size_t bytes);   /* host to device */

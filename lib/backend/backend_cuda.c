@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "kernels/cuda/ops.h"
 #include "profile_cuda.h"
+#include "vmm_cuda.h"
 #include "lib/optim/adamw_kernels.h"
 
 #ifdef ZT_REAL_DOUBLE
@@ -38,14 +39,28 @@ static void wait_stream(const char *what)
     zt_cuda_profile_synced();
 }
 
+/* The device's memory in use, at its highest so far (sampled where memory is taken) */
+static size_t peak_in_use;
+
+static void sample_memory(void)
+{
+    size_t free_b, total;
+    if (cudaMemGetInfo(&free_b, &total) == cudaSuccess && total - free_b > peak_in_use) peak_in_use = total - free_b;
+}
+
+static size_t cuda_memory_peak(zt_backend *be) { return peak_in_use; }
+
+/* Arrays of 1 MiB and more are granule-mapped (vmm_cuda.h) where the device allows it, so that
+ * discard gives their memory back; the rest, and everything when that fails, come from cudaMalloc. */
 static void *cuda_alloc(zt_backend *be, size_t bytes)
 {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    void *p = bytes >= ((size_t)1 << 20) ? zt_vmm_alloc(bytes, stream) : NULL;
+    if (!p && cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
         cudaGetLastError(); /* out of memory is reported by NULL, not left for the next launch check */
         return NULL;
     }
-    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "alloc: cudaMemsetAsync");
+    if (!zt_vmm_owns(p)) cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "alloc: cudaMemsetAsync");
+    sample_memory();
     return p;
 }
 
@@ -53,7 +68,8 @@ static void cuda_free(zt_backend *be, void *p)
 {
     if (!p) return;
     wait_stream("free: cudaStreamSynchronize");
-    cuda_ok(cudaFree(p), "free: cudaFree");
+    if (zt_vmm_owns(p)) zt_vmm_free(p);
+    else cuda_ok(cudaFree(p), "free: cudaFree");
 }
 
 /* Page-locked host memory: copies to and from it run at the bus's full speed. */
@@ -73,11 +89,27 @@ static void cuda_host_free(zt_backend *be, void *p)
     if (p) cuda_ok(cudaFreeHost(p), "host_free: cudaFreeHost");
 }
 
-/* Device memory is not given back: the range only reads as zeros, as the contract requires. */
+static void cuda_populate(zt_backend *be, void *p, size_t bytes)
+{
+    if (!zt_vmm_owns(p)) return;
+    if (!zt_vmm_populate(p, bytes, stream)) {
+        fprintf(stderr, "zt: out of GPU memory mapping %zu bytes back\n", bytes);
+        abort();
+    }
+    sample_memory();
+}
+
+/* A granule-mapped array gives back the granules wholly inside the range (after the work
+ * queued so far, which may still read them); the rest of the range is zeroed. */
 static void cuda_discard(zt_backend *be, void *p, size_t bytes)
 {
     MARK();
-    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "discard: cudaMemsetAsync");
+    if (!zt_vmm_owns(p)) {
+        cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "discard: cudaMemsetAsync");
+        return;
+    }
+    wait_stream("discard: cudaStreamSynchronize");
+    zt_vmm_release(p, bytes, stream);
 }
 
 static void cuda_memset0(zt_backend *be, void *p, size_t bytes)
@@ -252,6 +284,8 @@ static zt_backend cuda_backend = {
     .name = "cuda",
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .populate = cuda_populate,
+    .memory_peak = cuda_memory_peak,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .discard = cuda_discard,
@@ -302,6 +336,7 @@ zt_status zt_backend_cuda_create(zt_backend **be)
     if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
     zt_cuda_profile_init(stream);
+    zt_vmm_init(dev); /* without it, arrays come from cudaMalloc and discard only zeroes */
     /* kernels take scratch with cudaMallocAsync: the pool keeps what it got instead of giving it back at each sync */
     cudaMemPool_t pool;
     uint64_t keep = UINT64_MAX;

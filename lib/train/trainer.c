@@ -478,6 +478,7 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
         cJSON_AddNumberToObject(summary, "peak_rss_train_bytes", (double)peak_rss_train);
+        cJSON_AddNumberToObject(summary, "device_peak_bytes", (double)t.m.be->memory_peak(t.m.be));
         add_memory(summary, &mem, t.zero.stage);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }

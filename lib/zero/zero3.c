@@ -31,6 +31,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (u->weights != UNIT_OUT) return;
     u->weights = UNIT_GATHERING;
     hold(s, (long long)weight_bytes(z, u));
+    zt_backend *be = z->m->be;
+    be->populate(be, z->m->params + u->off, u->n * sizeof(float));
+    if (z->m->params16) be->populate(be, z->m->params16 + u->off, u->n * 2);
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
     else if (!z->comm) /* one process: the only slice is the unit */
@@ -122,6 +125,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         prefetch(z, i, use);
     }
     if (use != ZT_LLAMA_FORWARD && !u->grads_in) {
+        z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
         z->m->be->memset0(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
         u->grads_in = 1;
         hold(s, (long long)(u->n * sizeof(float)));

@@ -10,6 +10,8 @@
 #   cuda vs cpu fp32  10 steps of 4 sequences with model.device = "cuda" and "cpu": every step's loss
 #                     within 1e-3 relative
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
+#   offload.param cpu one process at stage 3 with the weights' slices and AdamW on the host, against
+#                     the plain CUDA fp32 run: every loss within 1e-4 relative
 #   zero3 2 ranks     `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
 #                     collectives through host memory) against one rank with the same global batch
 #                     (micro-batch 2 on each of 2 ranks, 4 on one): every loss within 1e-3 relative
@@ -121,6 +123,17 @@ zero3() {
     compare zero-1rank zero-2ranks 1e-3
 }
 
+# offload.param = cpu: stage 3 in one process, the GPU holding only the layers in use (their memory
+# mapped in and given back granule by granule), AdamW on the host; against the plain CUDA run
+param_offload() {
+    train param-offload model.device="$DEVICE" zero.stage=3 offload.param=cpu offload.optimizer=cpu || return 1
+    py -c 'import json, sys
+for d in sys.argv[1:]:
+    print(d, "device_peak_bytes", json.load(open(d + "/summary.json"))["device_peak_bytes"])' \
+        "$WORK/$DEVICE-fp32" "$WORK/param-offload"
+    compare "$DEVICE-fp32" param-offload 1e-4
+}
+
 if [ "$1" = --part ]; then
     shift
     "$@"
@@ -148,6 +161,7 @@ part test_cuda_attention_bf16 60 gpu_test test_cuda_attention_bf16
 part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
+part "offload.param cpu" 40 param_offload
 part "zero3 2 ranks vs 1" 60 zero3
 
 {
