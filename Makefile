@@ -35,7 +35,7 @@ LDLIBS += $(shell pkg-config --libs libcjson)
 
 HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
 HAVE_URING := $(if $(NO_URING),,$(call have_pc,liburing))
-HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl))
+HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl libcrypto))
 HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
 HAVE_CUDA  := $(if $(NO_CUDA),,$(shell test -x $(NVCC) && echo 1))
 
@@ -51,6 +51,12 @@ endif
 ifeq ($(HAVE_URING),1)
 CFLAGS += -DZT_HAVE_URING $(shell pkg-config --cflags liburing)
 LDLIBS += $(shell pkg-config --libs liburing)
+endif
+
+# libcurl for zt download (lib/hub/*_curl.c), OpenSSL's libcrypto for its sha256 checks
+ifeq ($(HAVE_CURL),1)
+CFLAGS += -DZT_HAVE_CURL $(shell pkg-config --cflags libcurl libcrypto)
+LDLIBS += $(shell pkg-config --libs libcurl libcrypto)
 endif
 
 ifeq ($(HAVE_SPM),1)
@@ -71,12 +77,13 @@ LDFLAGS += -rdynamic
 # --- sources --------------------------------------------------------------------------
 # tokenizers/*_spm.cc need libsentencepiece; tokenizers/*_nospm.c stand in without it;
 # likewise lib/comm/*_mpi.c and *_nompi.c for Open MPI, lib/offload/*_uring.c and *_nouring.c
-# for liburing
+# for liburing, lib/hub/*_curl.c and *_nocurl.c for libcurl
 SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokenizers/*_nospm.c))
 MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
 URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
-LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_cuda.c,\
-                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC))
+CURL_SRC  := $(if $(HAVE_CURL),$(wildcard lib/hub/*_curl.c),$(wildcard lib/hub/*_nocurl.c))
+LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_curl.c %_nocurl.c %_cuda.c,\
+                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CURL_SRC))
 CUDA_OBJ  := $(if $(HAVE_CUDA),$(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*/*_cuda.c) lib/optim/adamw_consts.c) \
                                $(patsubst %.cu,$(BUILD)/%.o,$(sort $(wildcard kernels/cuda/*.cu))))
 CUDA_SO   := $(if $(HAVE_CUDA),$(BUILD)/libzt_cuda.so)

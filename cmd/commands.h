@@ -14,6 +14,7 @@ struct zt_usage;
 int cmd_train_with(int argc, char **argv, const struct zt_usage *u);
 int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_download(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -1,12 +1,14 @@
 /* zt: the command table and what every command shares. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "lib/core/log.h"
 #include "lib/core/status.h"
+#include "lib/hub/hub.h"
 #include "lib/recipe/recipe.h"
 #include "options.h"
 
@@ -23,6 +25,7 @@ static const struct command {
     {"data", cmd_data, "data inspect: the first examples or packed rows as the trainer sees them"},
     {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},
     {"export", cmd_export, "write a Hugging Face model directory from a run or checkpoint"},
+    {"download", cmd_download, "download a Hugging Face Hub repository into the shared cache or a directory"},
     {"launch", cmd_launch, "start a multi-process job (Open MPI, ssh, Slurm)"},
     {"validate", cmd_validate, "check a recipe; print it resolved, with a memory estimate per rank"},
     {"init", cmd_init, "write a randomly initialised model in Hugging Face format"},
@@ -38,6 +41,25 @@ int cmd_fail(int st)
     return zt_exit_code((zt_status)st);
 }
 
+/* model.path = "hf://org/name@revision": from here on the snapshot's directory in the Hub cache
+ * (downloaded when missing), and the tokenizer's too when it is the model's. */
+static zt_status resolve_hub_model(zt_recipe *r)
+{
+    char dir[4096], *copy;
+    if (strncmp(r->model.path, "hf://", 5)) return ZT_OK;
+    zt_status st = zt_hub_resolve_model_path(r->model.path, dir, sizeof dir);
+    if (st) return st;
+    if (!strcmp(r->tokenizer.path, r->model.path)) {
+        if (!(copy = strdup(dir))) return zt_fail(ZT_ENOMEM, "out of memory");
+        free(r->tokenizer.path);
+        r->tokenizer.path = copy;
+    }
+    if (!(copy = strdup(dir))) return zt_fail(ZT_ENOMEM, "out of memory");
+    free(r->model.path);
+    r->model.path = copy;
+    return ZT_OK;
+}
+
 int cmd_load_recipe(zt_recipe *r, const char *command, int argc, char **argv)
 {
     if (argc < 2) {
@@ -45,6 +67,7 @@ int cmd_load_recipe(zt_recipe *r, const char *command, int argc, char **argv)
         return 2;
     }
     zt_status st = zt_recipe_load(r, argv[1], argc - 2, argv + 2);
+    if (!st) st = resolve_hub_model(r);
     return st ? cmd_fail(st) : 0;
 }
 

@@ -9,12 +9,13 @@ packages=(
   libcjson-dev             # JSON: config.json, safetensors headers, metrics
   libopenmpi-dev openmpi-bin
   liburing-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev libssl-dev   # zt download (libcurl, sha256 from libcrypto)
   libsentencepiece-dev sentencepiece
   python3 python3-numpy    # test cross-checks
+  python3-venv             # the venv with huggingface_hub (below)
   clang                    # fuzz harnesses (libFuzzer)
 )
-if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch fio); fi # bench/run.sh, bench/offload.sh
+if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch fio curl); fi # bench/run.sh, bench/offload.sh, bench/download.sh
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,10 +23,19 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# huggingface_hub from PyPI, in a venv inside the build directory: tests/cli/t2200-download.sh
+# checks with it that the Python client reads zt's cache. A failure here leaves that test failing.
+venv="$(cd "$(dirname "$0")/.." && pwd)/build/hub-venv"
+if ! "$venv/bin/python" -c 'import huggingface_hub' 2>/dev/null; then
+  echo "install-deps: installing huggingface_hub into $venv"
+  /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check 'huggingface_hub==2.4.0' ||
+    echo "install-deps: warning: huggingface_hub did not install; tests/cli/t2200-download.sh will fail" >&2
+fi

@@ -84,6 +84,10 @@ static zt_status current_dir(char **out)
 static zt_status resolve_path(const source *src, const zt_recipe_key *k, const char *p, char **out)
 {
     const char *prefix = src->base;
+    if (!strncmp(p, "hf://", 5)) { /* a Hub repository (zt download): resolved when a command loads the recipe */
+        *out = strdup(p);
+        return *out ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+    }
     if (p[0] == '~' && (p[1] == '/' || !p[1])) {
         prefix = getenv("HOME");
         if (!prefix || !prefix[0]) return src_fail(src, k, "cannot expand '%s': HOME is not set", p);

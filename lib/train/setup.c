@@ -7,15 +7,18 @@
 #include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/tokens.h"
+#include "lib/hub/hub.h"
 #include "train.h"
 
 zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, const char *device)
 {
-    char path[4096];
+    char path[4096], hub_dir[4096];
     zt_llama_config cfg;
     zt_dtype dtype;
     if (!dir || !dir[0]) return zt_fail(ZT_EUSER, "model.path is not set: name a Hugging Face model directory");
-    zt_status st = zt_path_join(path, sizeof path, dir, "config.json");
+    zt_status st = zt_hub_resolve_model_path(dir, hub_dir, sizeof hub_dir); /* hf://org/name@revision: its snapshot */
+    if (!st) st = zt_path_join(path, sizeof path, hub_dir, "config.json");
+    dir = hub_dir;
     if (st) return st;
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);
     if (zt_dtype_parse(dtype_name, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is not fp32, bf16 or fp16", dtype_name);
