@@ -13,6 +13,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/ops.h"
 #include "tests/unit/test.h"
+#include "tests/unit/test_rand.h"
 
 #define CUDA_OK(call)                                                                                          \
     do {                                                                                                       \
@@ -24,22 +25,6 @@
     } while (0)
 
 static cudaStream_t stream;
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-/* uniform in [-1, 1) */
-static float rnd(void) { return (float)((double)(rnd_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
-
-/* uniform integer in [lo, hi] */
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd_u64() % (uint64_t)(hi - lo + 1)); }
 
 /* Random data whose runs of 1..300 elements each have an exponent in [emin, emax]; a few elements stand out
  * by 2^10 (where that stays finite), so blocks span exponents between and within themselves. */
@@ -55,13 +40,6 @@ static void fill_range(float *x, size_t n, int emin, int emax)
 }
 
 static void fill_spread(float *x, size_t n) { fill_range(x, n, -30, 30); }
-
-static uint32_t bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
 
 /* The index of the first float of a that differs from b in its bits (with nan_equal, any two NaNs are
  * equal), or n. */

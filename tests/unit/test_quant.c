@@ -7,22 +7,7 @@
 #include "kernels/cpu/quant.h"
 #include "lib/core/cpu.h"
 #include "tests/unit/test.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-/* uniform in [-1, 1) */
-static float rnd(void) { return (float)((double)(rnd_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
-
-/* uniform integer in [lo, hi] */
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd_u64() % (uint64_t)(hi - lo + 1)); }
+#include "tests/unit/test_rand.h"
 
 /* Random data of varied magnitude: each run of 1..300 elements has its own exponent in [-30, 30], and a few
  * elements stand out by 2^10, so blocks span exponents both between and within themselves. */
@@ -34,13 +19,6 @@ static void fill_spread(float *x, size_t n)
         float scale = ldexpf(1.0f, rnd_int(-30, 30));
         for (; run && i < n; run--, i++) x[i] = rnd() * scale * (rnd_int(0, 50) ? 1.0f : 1024.0f);
     }
-}
-
-static uint32_t bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
 }
 
 static size_t nblocks(size_t n, size_t block) { return (n + block - 1) / block; }
