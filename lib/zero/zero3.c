@@ -24,6 +24,12 @@ static void hold(zt_zero3 *s, long long bytes)
 
 static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
 
+/* The host memory a staged unit's gathered weights go up from: in one process its slice itself. */
+static const float *host_weights(const zt_zero *z, const zt_unit3 *u)
+{
+    return z->comm ? z->params + u->off : z->master + u->local;
+}
+
 static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
 {
     zt_zero3 *s = z->z3;
@@ -36,9 +42,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (z->m->params16) be->populate(be, z->m->params16 + u->off, u->n * 2);
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
-    else if (!z->comm) /* one process: the only slice is the unit */
-        memcpy(z->params + u->off, z->master + u->local, u->n * sizeof(float));
-    else
+    else if (!z->comm) { /* one process: the only slice is the unit (staged, it goes up from there) */
+        if (!z->staged) memcpy(z->params + u->off, z->master + u->local, u->n * sizeof(float));
+    } else
         s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->params + u->off, u->p * sizeof(float),
                                       u->n * sizeof(float), p, &u->req[0]);
 }
@@ -60,7 +66,7 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
-    if (z->staged) m->be->upload(m->be, m->params + u->off, z->params + u->off, u->n * sizeof(float));
+    if (z->staged) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
 }
 
@@ -78,6 +84,24 @@ static void drop_params(zt_zero *z, int i)
     hold(s, -(long long)weight_bytes(z, u));
 }
 
+/* The unit's gradient of this micro-batch summed over the ranks: this rank's slice of it, in s->scratch. */
+static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u)
+{
+    zt_zero3 *s = z->z3;
+    zt_llama *m = z->m;
+    size_t bytes = u->n * sizeof(float);
+    if (!z->comm) { /* one process: the unit's gradient is its reduction */
+        if (z->staged) m->be->download(m->be, s->scratch, m->grads + u->off, bytes);
+        else memcpy(s->scratch, z->grads + u->off, bytes);
+        return ZT_OK;
+    }
+    if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, bytes);
+    if (s->o.quantized_gradients)
+        return zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
+                                     s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
+    return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
+}
+
 /* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice. */
 static void reduce(zt_zero *z, int i)
 {
@@ -85,14 +109,7 @@ static void reduce(zt_zero *z, int i)
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
-    if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, u->n * sizeof(float));
-    if (!s->error && s->o.quantized_gradients)
-        s->error = zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
-                                         s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
-    else if (!s->error && !z->comm)
-        memcpy(s->scratch, z->grads + u->off, u->n * sizeof(float));
-    else if (!s->error)
-        s->error = zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
+    if (!s->error) s->error = reduced_slice(z, u);
     float *g = z->grad + u->local;
     for (size_t j = 0; j < u->mine; j++) g[j] += s->scratch[j];
     m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
@@ -151,6 +168,19 @@ static void on_finish(void *ctx, int backward)
     s->fwd_pos = 0;
 }
 
+/* This rank's slices and the reduction's scratch: pinned where a device copies straight to and from
+ * them (staged, one process) */
+static void *slices_alloc(const zt_zero *z, size_t bytes)
+{
+    return z->staged && !z->comm ? z->model_be->host_alloc(z->model_be, bytes) : zt_calloc_aligned(bytes);
+}
+
+static void slices_free(const zt_zero *z, void *p)
+{
+    if (z->staged && !z->comm) z->model_be->host_free(z->model_be, p);
+    else zt_free(p);
+}
+
 zt_status zt_zero3_init(zt_zero *z)
 {
     zt_llama *m = z->m;
@@ -176,9 +206,9 @@ zt_status zt_zero3_init(zt_zero *z)
     }
     z->nseg = s->units;
     z->local_numel = local;
-    z->master = zt_calloc_aligned((local + 1) * sizeof(float));
-    z->grad = zt_calloc_aligned((local + 1) * sizeof(float));
-    s->scratch = zt_calloc_aligned((widest + 1) * sizeof(float));
+    z->master = slices_alloc(z, (local + 1) * sizeof(float));
+    z->grad = slices_alloc(z, (local + 1) * sizeof(float));
+    s->scratch = slices_alloc(z, (widest + 1) * sizeof(float));
     if (!z->master || !z->grad || !s->scratch)
         return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
     for (int i = 0; i < z->nseg; i++)
@@ -206,9 +236,9 @@ void zt_zero3_free(zt_zero *z)
     }
     zt_zeropp_free(z);
     free(s->u);
-    zt_free(s->scratch);
-    zt_free(z->master);
-    zt_free(z->grad);
+    slices_free(z, s->scratch);
+    slices_free(z, z->master);
+    slices_free(z, z->grad);
     free(s);
     z->z3 = NULL;
 }
