@@ -39,8 +39,8 @@ int cmd_validate(int argc, char **argv)
             zt_recipe_write_value(stdout, &r, &keys[i]);
             printf("\n");
         }
-        printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters\n",
-               r.zero.stage, world, per_node, e.numel);
+        printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters%s\n",
+               e.stage, world, per_node, e.numel, e.device.total ? ", if it computed on the CPU" : "");
         row("parameters", e.params, "");
         if (e.hpz) row("  of which hpZ's slices", e.hpz, "(zero.hpz_partition_size)");
         row("gradients", e.grads, "");
@@ -50,6 +50,16 @@ int cmd_validate(int argc, char **argv)
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
         row("total", e.total, "");
+        if (e.device.total) {
+            printf("\n# GPU memory per rank (model.device = \"cuda\")\n");
+            row("parameters", e.device.params, e.stage == 3 ? "(the units in use)" : "");
+            row("gradients", e.device.grads, e.stage == 3 ? "(the units in use)" : "");
+            row("optimizer state", e.device.optimizer, e.device.optimizer ? "" : "(on the host)");
+            row("activations", e.device.activations, "");
+            row("runtime", e.device.runtime, "(CUDA context, cuBLASLt workspace, kernel scratch)");
+            row("total", e.device.total, "");
+            if (e.device.host_copies) row("host copies", e.device.host_copies, "(weights and gradients, on the host)");
+        }
         if (e.io_per_step)
             printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each)\n",
                    e.io_per_step, e.io_per_step / 1048576.0);

@@ -10,6 +10,9 @@
  * libraries (libcurl and OpenSSL's among them) and small allocations (~15 MB), and OpenBLAS's
  * per-thread packing buffers, which grow with the largest GEMM operand up to about 16 MB. */
 enum { RUNTIME_BASE = 16 << 20, PACK_CAP = 16 << 20 };
+/* On a GPU: the CUDA context, cuBLASLt's workspace and the kernels' scratch (the bf16 attention
+ * takes a bf16 copy of q, k and v), about what an H200 showed beyond the arrays counted here. */
+static const size_t CUDA_RUNTIME = (size_t)1 << 30;
 
 static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / world; }
 
@@ -27,6 +30,21 @@ static size_t updated_elements(const zt_llama *m, int stage, int world)
     return n;
 }
 
+static void device_estimate(const zt_recipe *r, const zt_llama *m, int stage, int world, size_t gathered,
+                            size_t gathered_grads, zt_mem_estimate *e)
+{
+    size_t P = m->numel, copy16 = m->dtype_bf16 ? 2 : 0;
+    int staged = world > 1 || strcmp(r->offload.optimizer, "none") || strcmp(r->offload.param, "none");
+    e->device.params = stage >= 3 ? gathered : P * (4 + copy16);
+    e->device.grads = stage >= 3 ? gathered_grads : P * 4;
+    e->device.optimizer = staged ? 0 : P * 8;
+    e->device.activations = e->activations;
+    e->device.runtime = CUDA_RUNTIME;
+    e->device.total = e->device.params + e->device.grads + e->device.optimizer + e->device.activations +
+                      e->device.runtime;
+    e->device.host_copies = !staged ? 0 : stage >= 3 ? 2 * shard(P * 4, world) : 2 * P * 4;
+}
+
 zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e)
 {
     memset(e, 0, sizeof *e);
@@ -42,12 +60,14 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
-    int stage = world > 1 ? r->zero.stage : 0; /* one rank holds everything whatever the stage */
+    /* one rank holds everything whatever the stage, unless offload.param moves the weights away */
+    int stage = world > 1 || strcmp(r->offload.param, "none") ? r->zero.stage : 0;
     int B = r->train.micro_batch_size, T = r->data.max_length;
     size_t P = m.numel, layer = m.lay.numel;
     size_t copy16 = dtype == ZT_F32 ? 0 : 2;
     size_t params = P * (4 + copy16), grads = P * 4, optimizer = P * 8;
     e->numel = P;
+    e->stage = stage;
     /* stage 3 keeps 1/world of the fp32 weights plus the units gathered for compute (the
      * current one and the prefetched; a tied embedding stays from the forward pass's start
      * to the backward pass's end), and 1/world of the gradient plus the gradients of the
@@ -81,5 +101,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     size_t pack = operand * 4 < PACK_CAP ? operand * 4 : PACK_CAP;
     e->runtime = RUNTIME_BASE + (size_t)omp_get_max_threads() * pack;
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime;
+    if (!strcmp(r->model.device, "cuda"))
+        device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);
     return ZT_OK;
 }

@@ -18,6 +18,7 @@
 
 typedef struct zt_mem_estimate {
     size_t numel;              /* model parameters */
+    int stage;                 /* the ZeRO stage that runs (0 in one process without offload.param) */
     size_t params;             /* fp32 masters + 16-bit copy held by this rank (hpZ's slices included) */
     size_t hpz;                /* of which hpZ's secondary slices */
     size_t grads;              /* fp32 gradients held by this rank */
@@ -29,6 +30,13 @@ typedef struct zt_mem_estimate {
     size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
     size_t total;              /* what the rank's process will hold */
     size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0) */
+    /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
+     * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the
+     * optimizer runs there (one process, nothing offloaded), and the runtime; host_copies is
+     * the host's share then: the staged copies of weights and gradients (lib/zero/zero.h). */
+    struct {
+        size_t params, grads, optimizer, activations, runtime, total, host_copies;
+    } device;
 } zt_mem_estimate;
 
 zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e);

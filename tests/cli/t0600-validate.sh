@@ -38,4 +38,25 @@ print("estimate %.1f MiB, peak RSS %.1f MiB" % (est / 2**20, rss / 2**20), file=
 sys.exit(0 if abs(est - rss) <= 0.25 * rss else 1)
 PY
 done
+
+# model.device = "cuda": the GPU's share, estimated without a GPU. The 1.5B shape of bench/gpu.sh (a
+# config.json is all validate reads), against what an H200 measured (bench/RESULTS.md, GPU run 4):
+# 47.4 GiB plain, 36.2 with offload.optimizer = cpu, 25.2 with offload.param = cpu as well; within 5%.
+mkdir -p big
+$PY - > big/config.json <<'PY'
+import json
+print(json.dumps({"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192,
+                  "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+                  "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}))
+PY
+printf '[model]\npath = "big"\ndtype = "bf16"\ndevice = "cuda"\nactivation_checkpointing = false\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 2048\n[train]\nmicro_batch_size = 4\n' > gpu.toml
+gpu_total() { sed -n '/# GPU memory/,$p' "$TMP/out" | awk '$2 == "total" {print $3}'; }
+for spec in "47.4|" "36.2|offload.optimizer=cpu" "25.2|zero.stage=3 offload.param=cpu offload.optimizer=cpu"; do
+  measured=${spec%%|*} keys=${spec#*|}
+  expect_ok "validate on a GPU${keys:+, $keys}" "$ZT" validate gpu.toml $keys
+  est=$(gpu_total)
+  $PY -c "import sys; e = float(sys.argv[1]) / 1024; m = float(sys.argv[2]); sys.exit(abs(e - m) > 0.05 * m)" \
+    "${est:-0}" "$measured" && say "ok - GPU estimate ${est:-?} MiB against $measured GiB measured" ||
+    fail "GPU estimate ${est:-?} MiB against $measured GiB measured"
+done
 done_testing
