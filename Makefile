@@ -37,7 +37,8 @@ HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
 HAVE_URING := $(if $(NO_URING),,$(call have_pc,liburing))
 HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl libcrypto))
 HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
-HAVE_CUDA  := $(if $(NO_CUDA),,$(shell test -x $(NVCC) && echo 1))
+# (the sanitizer pass skips CUDA: the plain build compiles and links it)
+HAVE_CUDA  := $(if $(NO_CUDA)$(filter 1,$(SAN)),,$(shell test -x $(NVCC) && echo 1))
 
 mark = $(if $(1),✓,✗)
 REPORT := OpenBLAS ✓  cJSON ✓  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
