@@ -4,11 +4,24 @@
 
 #include "commands.h"
 #include "lib/train/memory.h"
+#include "lib/train/placement.h"
 #include "options.h"
 
 static void row(const char *what, size_t bytes, const char *note)
 {
     printf("#   %-24s %10.1f MiB%s%s\n", what, bytes / 1048576.0, note[0] ? "  " : "", note);
+}
+
+/* offload = "auto": what it chose, and for NVMe the disk's speed and the time a step's I/O takes */
+static void print_placement(const zt_placement *p)
+{
+    printf("# offload = \"auto\": offload.optimizer = \"%s\", offload.param = \"%s\" (%.1f MiB of the %.1f MiB a rank "
+           "has where it computes)\n",
+           p->optimizer, p->param, p->need / 1048576.0, p->have / 1048576.0);
+    if (p->disk_read > 0 && p->disk_write > 0)
+        printf("# disk at offload.nvme_path: %.0f MB/s read, %.0f MB/s write: %.2f s of I/O per optimizer step\n",
+               p->disk_read / 1e6, p->disk_write / 1e6,
+               p->io_per_step / p->disk_read + p->io_per_step / p->disk_write);
 }
 
 int cmd_validate(int argc, char **argv)
@@ -27,8 +40,13 @@ int cmd_validate(int argc, char **argv)
     int code = cmd_load_recipe(&r, "validate", argc, argv);
     if (code) return code;
     if (!per_node) per_node = world;
+    zt_placement place = {0};
+    int automatic = !strcmp(r.offload.optimizer, "auto") || !strcmp(r.offload.param, "auto");
+    zt_status st = automatic ? zt_placement_decide(&r, (int)world, (int)per_node, &place) : ZT_OK;
+    zt_recipe placed = r; /* the estimate of what "auto" chose */
+    if (automatic) placed.offload.optimizer = (char *)place.optimizer, placed.offload.param = (char *)place.param;
     zt_mem_estimate e;
-    zt_status st = zt_memory_estimate(&r, (int)world, (int)per_node, &e);
+    if (!st) st = zt_memory_estimate(&placed, (int)world, (int)per_node, &e);
     if (!st) {
         int n;
         const zt_recipe_key *keys = zt_recipe_schema(&n);
@@ -63,6 +81,7 @@ int cmd_validate(int argc, char **argv)
         if (e.io_per_step)
             printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each)\n",
                    e.io_per_step, e.io_per_step / 1048576.0);
+        if (automatic) print_placement(&place);
     }
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;

@@ -27,6 +27,7 @@ typedef struct zt_backend zt_backend;
 struct zt_backend {
     const char *name;
     char description[160]; /* the device: "NVIDIA H200, 139 GiB, sm_90, driver 13.0" */
+    size_t memory_bytes;   /* the device's memory (0 on the CPU backend: host memory) */
 
     void *(*alloc)(zt_backend *be, size_t bytes); /* zeroed; NULL when out of memory */
     void (*free)(zt_backend *be, void *p);

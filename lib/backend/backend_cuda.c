@@ -347,6 +347,7 @@ zt_status zt_backend_cuda_create(zt_backend **be)
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot set up cuBLASLt (see the message above)", dev);
     struct cudaDeviceProp p;
     int driver = 0;
+    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) cuda_backend.memory_bytes = p.totalGlobalMem;
     if (cudaGetDeviceProperties(&p, dev) == cudaSuccess && cudaDriverGetVersion(&driver) == cudaSuccess)
         snprintf(cuda_backend.description, sizeof cuda_backend.description,
                  "device %d of %d: %.64s, %.0f GiB, sm_%d%d, %d multiprocessors, driver CUDA %d.%d", dev, count, p.name,

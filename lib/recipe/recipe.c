@@ -592,7 +592,7 @@ static zt_status check_keys(const zt_recipe *r)
     if (r->rlhf.reward_model[0] && r->rlhf.reward_command[0])
         return key_fail(r, later(r, schema_key("rlhf", "reward_model"), schema_key("rlhf", "reward_command")),
                         "rlhf.reward_model and rlhf.reward_command are both set; use one");
-    if (strcmp(r->offload.param, "none") && r->zero.stage != 3)
+    if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "auto") && r->zero.stage != 3)
         return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")), "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
                         r->offload.param, r->zero.stage);
     static const char *const zeropp[] = {"quantized_weights", "hpz_partition_size", "quantized_gradients"};

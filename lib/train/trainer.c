@@ -18,6 +18,7 @@
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
+#include "lib/train/placement.h"
 #include "lib/optim/schedule.h"
 #include "optstate.h"
 #include "rundir.h"
@@ -25,6 +26,7 @@
 
 typedef struct trainer {
     const zt_recipe *r;
+    zt_recipe placed; /* the recipe with offload's "auto" decided (r points here then) */
     zt_llama m;
     zt_dataset train, valid;
     zt_data_tools tools;
@@ -161,10 +163,31 @@ static zt_status plan_steps(trainer *t)
     return ZT_OK;
 }
 
-static zt_status setup(trainer *t, int argc, char **argv)
+/* offload.* = "auto": decided here, for this world (train/placement.h); the run's
+ * recipe.resolved.toml shows the decision. */
+static zt_status place(trainer *t)
 {
     const zt_recipe *r = t->r;
-    zt_status st;
+    if (strcmp(r->offload.optimizer, "auto") && strcmp(r->offload.param, "auto")) return ZT_OK;
+    zt_placement p;
+    int world = t->comm ? zt_comm_size(t->comm) : 1, per_node = t->comm ? zt_comm_ranks_per_node(t->comm) : 1;
+    zt_status st = zt_placement_decide(r, world, per_node, &p);
+    if (st) return st;
+    t->placed = *r;
+    t->placed.offload.optimizer = (char *)p.optimizer;
+    t->placed.offload.param = (char *)p.param;
+    t->r = &t->placed;
+    if (t->lead)
+        zt_log_info("offload = \"auto\": optimizer state %s, weights %s (%.1f of %.1f MiB where it computes)",
+                    p.optimizer, p.param, p.need / 1048576.0, p.have / 1048576.0);
+    return ZT_OK;
+}
+
+static zt_status setup(trainer *t, int argc, char **argv)
+{
+    zt_status st = place(t);
+    if (st) return st;
+    const zt_recipe *r = t->r;
     char path[4096 + 64];
     if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
@@ -172,8 +195,6 @@ static zt_status setup(trainer *t, int argc, char **argv)
         return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
     if (strcmp(r->offload.activations, "none"))
         return zt_fail(ZT_EUSER, "offload.activations = \"%s\" is not supported yet", r->offload.activations);
-    if (!strcmp(r->offload.optimizer, "auto"))
-        return zt_fail(ZT_EUSER, "offload.optimizer = \"auto\" is not supported yet: choose none, cpu or nvme");
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,

@@ -5,7 +5,8 @@
 # byte; a checkpoint streams the moments out and a resume writes them back, bitwise; a
 # full file system (a 64 KiB tmpfs, where root may mount one) ends the run with the file
 # named, and the checkpoint before it still resumes; a swap file truncated under a running
-# job stops it, naming the file. Unsupported offload keys are refused.
+# job stops it, naming the file. offload.optimizer = "auto" keeps the state in memory when it
+# fits and moves it to NVMe when only that fits. Unsupported offload keys are refused.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -111,4 +112,24 @@ wait $pid; code=$?
   || { fail "truncated swap file: exit $code"; cat cutswap.err >&2; }
 expect_exit 2 "offload.param is not there yet" "offload.param = \"nvme\" is not supported yet" \
   "$ZT" pretrain recipe.toml output.dir=bad zero.stage=3 offload.param=nvme
+
+# offload.optimizer = "auto": the state stays in memory when the estimate fits, goes to NVMe when only that
+# fits (ZT_MEMORY_AVAILABLE stands in for the machine's memory), and a rank that fits neither way is refused
+total() { "$ZT" validate recipe.toml "$@" | awk '/# memory per rank/ {on = 1} on && $2 == "total" {print $3; exit}'; }
+in_mem=$(total offload.optimizer=none) on_disk=$(total offload.optimizer=nvme)
+between=$($PY -c "import sys; a, b = map(float, sys.argv[1:]); print(int((a + b) / 2 / 0.9 * 2**20))" "$in_mem" "$on_disk")
+expect_ok "validate, auto, plenty of memory" "$ZT" validate recipe.toml offload.optimizer=auto
+grep -q 'offload = "auto": offload.optimizer = "none"' "$TMP/out" && say "ok - ...the moments stay in memory" \
+  || fail "auto with memory: $(grep auto "$TMP/out")"
+expect_ok "validate, auto, $between bytes" env ZT_MEMORY_AVAILABLE=$between "$ZT" validate recipe.toml offload.optimizer=auto
+grep -q 'offload = "auto": offload.optimizer = "nvme"' "$TMP/out" && grep -q '# disk at offload.nvme_path: .* MB/s read' "$TMP/out" \
+  && say "ok - ...the moments go to NVMe, the disk measured: $(grep -o '[0-9.]* s of I/O.*' "$TMP/out")" \
+  || fail "auto with little memory: $(grep -E 'auto|disk' "$TMP/out")"
+expect_ok "train, auto, $between bytes" env ZT_MEMORY_AVAILABLE=$between "$ZT" pretrain recipe.toml output.dir=auto \
+  offload.optimizer=auto
+grep -q 'optimizer = "nvme"' auto/recipe.resolved.toml && cmp -s one-none/final/model.safetensors auto/final/model.safetensors \
+  && $PY -c "import json; assert sum(json.loads(l)['io_read_bytes'] for l in open('auto/metrics.jsonl')) > 0" \
+  && say "ok - ...and trains through the swap file, bitwise the weights of none" || fail "auto run"
+expect_exit 2 "auto, too little memory" 'a rank needs .* MiB of memory, and has 0.0 MiB' \
+  env ZT_MEMORY_AVAILABLE=1000 "$ZT" pretrain recipe.toml output.dir=small offload.optimizer=auto
 done_testing
