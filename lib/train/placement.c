@@ -32,18 +32,13 @@ static size_t host_available(void)
 static zt_status memory_of(const zt_recipe *r, int ranks_per_node, int *gpu, size_t *have)
 {
     const char *test = getenv("ZT_MEMORY_AVAILABLE");
-    *gpu = !strcmp(r->model.device, "cuda");
-    if (test && test[0]) {
-        *have = (size_t)strtoull(test, NULL, 10);
-        return ZT_OK;
-    }
-    if (*gpu) {
-        zt_backend *be;
-        zt_status st = zt_backend_cuda(&be);
-        *have = st ? 0 : be->memory_bytes;
-        return st;
-    }
-    *have = host_available() / (size_t)(ranks_per_node > 0 ? ranks_per_node : 1);
+    zt_backend *be;
+    zt_status st = zt_backend_open(r->model.device, &be); /* "auto" as the run will resolve it */
+    if (st) return st;
+    *gpu = be->memory_bytes > 0;
+    if (test && test[0]) *have = (size_t)strtoull(test, NULL, 10);
+    else if (*gpu) *have = be->memory_bytes;
+    else *have = host_available() / (size_t)(ranks_per_node > 0 ? ranks_per_node : 1);
     return ZT_OK;
 }
 
@@ -117,6 +112,7 @@ static zt_status need_with(const zt_recipe *r, int world, int rpn, int gpu, cons
                            size_t *need, size_t *io)
 {
     zt_recipe trial = *r;
+    trial.model.device = gpu ? "cuda" : "cpu";
     trial.offload.optimizer = (char *)opt;
     trial.offload.param = (char *)param;
     zt_mem_estimate e;
