@@ -287,10 +287,13 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     acquire(m, 0, ZT_LLAMA_FORWARD);
     be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
     release(m, 0, ZT_LLAMA_FORWARD);
+    const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
+    size_t x_bytes = (size_t)N * m->C * sizeof(zt_real);
     for (int l = 0; l < m->L; l++) {
         acquire(m, 1 + l, ZT_LLAMA_FORWARD);
         layer_forward(m, l);
         release(m, 1 + l, ZT_LLAMA_FORWARD);
+        if (store) store->put(store->ctx, l, m->x[l], x_bytes);
     }
     acquire(m, head, ZT_LLAMA_FORWARD);
     if (tied) acquire(m, 0, ZT_LLAMA_FORWARD);
@@ -303,6 +306,7 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     release(m, head, ZT_LLAMA_FORWARD);
     if (grad) {
         for (int l = m->L - 1; l >= 0; l--) {
+            if (store) store->get(store->ctx, l, m->x[l], x_bytes);
             acquire(m, 1 + l, ZT_LLAMA_BACKWARD);
             layer_backward(m, l);
             release(m, 1 + l, ZT_LLAMA_BACKWARD);

@@ -82,6 +82,15 @@ typedef struct zt_llama_hooks {
     void (*finish)(void *ctx, int backward);
 } zt_llama_hooks;
 
+/* Activation offload (lib/offload/actstore.h): with checkpointing and a gradient, put takes
+ * layer l's input x[l] once the layer's forward is done, and get brings it back just before
+ * the layer's backward. */
+typedef struct zt_llama_act_hooks {
+    void *ctx;
+    void (*put)(void *ctx, int layer, zt_real *x, size_t bytes);
+    void (*get)(void *ctx, int layer, zt_real *x, size_t bytes);
+} zt_llama_act_hooks;
+
 /* Elements allocated past numel in params and grads (zeros): ZeRO pads the flat
  * buffers to a multiple of the world size, which is at most this. */
 #define ZT_LLAMA_PAD 65536
@@ -110,6 +119,7 @@ typedef struct zt_llama {
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
+    const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
 } zt_llama;
 
 /* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time. Unit 0 is

@@ -73,6 +73,8 @@ void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written);
 /* An aligned, zeroed buffer of bytes rounded up to ZT_AIO_ALIGN; free with zt_aio_free. */
 void *zt_aio_alloc(size_t bytes);
 void zt_aio_free(void *p);
+/* The name of a run's scratch file: zt-<host>-<pid>-rank-<R>.<kind> (whose it was, should a killed run leave it). */
+void zt_aio_scratch_name(char *out, size_t n, int rank, const char *kind);
 static inline size_t zt_aio_round(size_t bytes) { return (bytes + ZT_AIO_ALIGN - 1) & ~(size_t)(ZT_AIO_ALIGN - 1); }
 
 #endif

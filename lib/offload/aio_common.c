@@ -103,3 +103,10 @@ zt_status zt_aio_prepare(zt_aio_file *f, void *buf, size_t bytes, uint64_t off, 
     ZT_ASSERT(off % ZT_AIO_ALIGN == 0 && (uintptr_t)buf % ZT_AIO_ALIGN == 0 && f->nfd > 0);
     return ZT_OK;
 }
+
+void zt_aio_scratch_name(char *out, size_t n, int rank, const char *kind)
+{
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, n, "zt-%s-%ld-rank-%05d.%s", host, (long)getpid(), rank, kind);
+}

@@ -96,6 +96,16 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     int ckpt = r->model.activation_checkpointing;
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
     e->activations_other = zt_llama_acts_bytes(&m, B, T, !ckpt);
+    if (ckpt && strcmp(r->offload.activations, "none")) { /* the layer inputs leave (lib/offload/actstore.h) */
+        size_t input = (size_t)B * T * m.C * 4, inputs = (size_t)m.L * input;
+        e->activations -= inputs;
+        if (strcmp(r->offload.activations, "nvme")) {
+            e->offloaded_host += inputs;
+        } else { /* each micro-batch writes every input once and reads it back once, in whole blocks */
+            e->offloaded_nvme += inputs;
+            e->io_per_step += (size_t)m.L * ((input + 4095) / 4096 * 4096) * (size_t)r->train.gradient_accumulation_steps;
+        }
+    }
     size_t operand = (size_t)m.V * m.C, n_tokens = (size_t)B * T;
     if (operand < n_tokens * 2 * m.F) operand = n_tokens * 2 * m.F;
     size_t pack = operand * 4 < PACK_CAP ? operand * 4 : PACK_CAP;

@@ -29,7 +29,8 @@ typedef struct zt_mem_estimate {
     size_t offloaded_host;     /* moved to host memory by [offload] (included in total on the CPU backend) */
     size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
     size_t total;              /* what the rank's process will hold */
-    size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0) */
+    size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0):
+                                  the optimizer state's and the layer inputs' */
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the
      * optimizer runs there (one process, nothing offloaded), and the runtime; host_copies is

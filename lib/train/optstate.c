@@ -25,9 +25,8 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
     if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
     if (chunk > whole) chunk = whole;
     if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
-    char host[64] = "host", name[160];
-    gethostname(host, sizeof host - 1);
-    snprintf(name, sizeof name, "zt-%s-%ld-rank-%05d.optim", host, (long)getpid(), z->rank);
+    char name[160];
+    zt_aio_scratch_name(name, sizeof name, z->rank, "optim");
     st = zt_swap_open(&o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
                       chunk);
     uint64_t rd, wr; /* the file's first zeros are not a step's I/O */

@@ -17,6 +17,7 @@
 #include "lib/data/formats.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
+#include "lib/offload/actstore.h"
 #include "lib/optim/clip.h"
 #include "lib/train/placement.h"
 #include "lib/optim/schedule.h"
@@ -36,6 +37,7 @@ typedef struct trainer {
     zt_zero zero;
     int lead;        /* rank 0: prints and writes the run files */
     zt_optstate opt; /* AdamW state for the segments this rank updates (zero.seg) */
+    zt_actstore acts; /* offload.activations */
     zt_schedule sched;
     zt_rundir rd;
     long total_steps, start_step; /* start_step > 1 when resuming */
@@ -193,8 +195,6 @@ static zt_status setup(trainer *t, int argc, char **argv)
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "cpu"))
         return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
-    if (strcmp(r->offload.activations, "none"))
-        return zt_fail(ZT_EUSER, "offload.activations = \"%s\" is not supported yet", r->offload.activations);
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
     zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
@@ -207,6 +207,12 @@ static zt_status setup(trainer *t, int argc, char **argv)
         (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) ||
         (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
         return st;
+    if (strcmp(r->offload.activations, "none")) { /* the checkpointed layer inputs go to host memory or a file */
+        char name[160];
+        zt_aio_scratch_name(name, sizeof name, t->zero.rank, "acts");
+        if ((st = zt_actstore_open(&t->acts, r, &t->m, name))) return st;
+        t->m.act_store = &t->acts.hooks;
+    }
     zt_trainer_state prev = {.step = -1};
     if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
     if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard,
@@ -216,6 +222,7 @@ static zt_status setup(trainer *t, int argc, char **argv)
         return st;
     int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
     if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
+
     if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed,
                              t->zero.rank, t->zero.world)))
         return st;
@@ -259,6 +266,7 @@ static zt_status train_step(trainer *t, long step, double *loss_out, float *gnor
     float scale = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
     for (int i = 0; i < A; i++)
         zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &sums[1]);
+    if ((st = zt_actstore_error(&t->acts))) return st;
     double sumsq;
     if ((st = zt_zero_reduce_grads(&t->zero)) || (st = zt_zero_sum(&t->zero, &sums[1], 1)) ||
         (st = zt_zero_grad_sumsq(&t->zero, &sumsq)))
@@ -287,9 +295,10 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
         if (st) return st;
     }
     double wait_s = zt_zero_take_wait_s(&t->zero); /* rank 0's exposed gather time */
-    uint64_t rd, wr;
+    uint64_t rd, wr, ard, awr;
     zt_optstate_take_io(&t->opt, &rd, &wr);
-    double io[2] = {(double)rd, (double)wr}; /* summed over ranks, as the comm bytes */
+    zt_actstore_take_io(&t->acts, &ard, &awr);
+    double io[2] = {(double)(rd + ard), (double)(wr + awr)}; /* summed over ranks, as the comm bytes */
     zt_status st = zt_zero_sum(&t->zero, io, 2);
     if (st) return st;
     t->io_bytes += io[0] + io[1];
@@ -412,6 +421,7 @@ static void teardown(trainer *t)
         for (int i = 0; i < t->r->train.gradient_accumulation_steps; i++) zt_batch_free(&t->micro[i]);
     free(t->micro);
     zt_optstate_close(&t->opt);
+    zt_actstore_close(&t->acts);
     zt_loader_free(&t->loader);
     zt_dataset_free(&t->train);
     zt_dataset_free(&t->valid);

@@ -6,7 +6,8 @@
 # full file system (a 64 KiB tmpfs, where root may mount one) ends the run with the file
 # named, and the checkpoint before it still resumes; a swap file truncated under a running
 # job stops it, naming the file. offload.optimizer = "auto" keeps the state in memory when it
-# fits and moves it to NVMe when only that fits. Unsupported offload keys are refused.
+# fits and moves it to NVMe when only that fits. offload.activations moves the checkpointed layer
+# inputs through a file or host memory, bitwise. Unsupported offload keys are refused.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -112,6 +113,29 @@ wait $pid; code=$?
   || { fail "truncated swap file: exit $code"; cat cutswap.err >&2; }
 expect_exit 2 "offload.param is not there yet" "offload.param = \"nvme\" is not supported yet" \
   "$ZT" pretrain recipe.toml output.dir=bad zero.stage=3 offload.param=nvme
+
+# offload.activations: the checkpointed layer inputs through a file (nvme) or, beside a device, host memory
+# (cpu; ZT_CPU_AS_DEVICE makes the CPU backend one): bitwise the weights of none, and the file's I/O as
+# zt validate predicts it; what cannot work is refused
+expect_ok "one rank, offload.activations = nvme" "$ZT" pretrain recipe.toml output.dir=acts-nvme offload.activations=nvme
+expect_ok "one rank, offload.activations = cpu, as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" pretrain recipe.toml \
+  output.dir=acts-cpu offload.activations=cpu
+for o in nvme cpu; do
+  cmp -s one-none/final/model.safetensors acts-$o/final/model.safetensors \
+    && say "ok - activations $o: bitwise the weights of none" || fail "offload.activations = $o changed the weights"
+done
+expect_ok "validate, offload.activations = nvme" "$ZT" validate recipe.toml offload.activations=nvme
+predicted=$(grep -o 'per optimizer step: [0-9]*' "$TMP/out" | grep -o '[0-9]*$')
+$PY - "${predicted:-0}" <<'PY' && say "ok - the layer inputs' I/O is what validate predicts ($predicted bytes a step each way)" \
+  || fail "activation I/O against validate's $predicted"
+import json, sys
+rows = [json.loads(l) for l in open("acts-nvme/metrics.jsonl")]
+assert all(r["io_read_bytes"] == r["io_write_bytes"] == int(sys.argv[1]) > 0 for r in rows), (rows[0], sys.argv[1])
+PY
+expect_exit 2 "activations to host memory on the CPU backend" "moves nothing" \
+  "$ZT" pretrain recipe.toml output.dir=bad offload.activations=cpu
+expect_exit 2 "activation offload without checkpointing" "needs model.activation_checkpointing = true" \
+  "$ZT" pretrain recipe.toml output.dir=bad offload.activations=nvme model.activation_checkpointing=false
 
 # offload.optimizer = "auto": the state stays in memory when the estimate fits, goes to NVMe when only that
 # fits (ZT_MEMORY_AVAILABLE stands in for the machine's memory), and a rank that fits neither way is refused

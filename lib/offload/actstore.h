@@ -1,0 +1,46 @@
+/* offload/actstore: activation offload (offload.activations = cpu | nvme). With activation
+ * checkpointing the model keeps only each layer's input between the forward and the backward
+ * pass; the store takes those inputs away once a layer's forward is done and brings them back
+ * just before the layer's backward recomputes it (reverse order).
+ *
+ *   cpu   pinned host memory, one slot per layer: for a GPU (on the CPU backend, where host
+ *         memory is the compute memory, it is refused as pointless)
+ *   nvme  a file under offload.nvme_path (the I/O engine: O_DIRECT, striped), one slot per
+ *         layer, through one aligned staging buffer
+ *
+ * The model's copy is discarded (its memory given back) while the layer's input is away.
+ *
+ *     zt_actstore s;
+ *     zt_actstore_open(&s, &recipe, &model, "zt-host-123-rank-00000.acts");
+ *     model.act_store = &s.hooks;                // zt_llama_forward_backward calls them
+ *     ...; st = zt_actstore_error(&s);           // after each micro-batch
+ *     zt_actstore_close(&s);
+ */
+#ifndef ZT_OFFLOAD_ACTSTORE_H
+#define ZT_OFFLOAD_ACTSTORE_H
+
+#include <stdint.h>
+
+#include "lib/model/llama.h"
+#include "lib/offload/aio.h"
+#include "lib/recipe/recipe.h"
+
+typedef struct zt_actstore {
+    zt_llama_act_hooks hooks;
+    zt_backend *be;
+    int nvme, layers;
+    size_t bytes, slot; /* one layer input; its slot in the file (whole blocks) */
+    char *host;         /* cpu: every layer's slot; nvme: the staging buffer */
+    zt_aio *aio;
+    zt_aio_file file;
+    zt_status error; /* the first failure inside the hooks */
+} zt_actstore;
+
+zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, const char *name);
+void zt_actstore_close(zt_actstore *s);
+/* The first failure since the last call (the hooks cannot return one). */
+zt_status zt_actstore_error(zt_actstore *s);
+/* Bytes the file read and wrote since the last call. */
+void zt_actstore_take_io(zt_actstore *s, uint64_t *read, uint64_t *written);
+
+#endif
