@@ -3,18 +3,38 @@
 
 #include <string.h>
 
+/* nvme: finishes the transfer of staging buffer b, if one is in flight */
+static void finish(zt_actstore *s, int b)
+{
+    if (!s->busy[b]) return;
+    zt_status st = zt_aio_wait(s->aio, &s->req[b]);
+    if (!s->error) s->error = st;
+    s->busy[b] = 0;
+}
+
+/* nvme: starts reading layer's slot into staging buffer b */
+static void start_read(zt_actstore *s, int b, int layer)
+{
+    finish(s, b);
+    if (s->error) return;
+    s->error = zt_aio_read(s->aio, &s->file, s->stage[b], s->bytes, (uint64_t)layer * s->slot, &s->req[b]);
+    s->busy[b] = !s->error;
+    s->staged[b] = layer;
+}
+
 static void put(void *ctx, int layer, zt_real *x, size_t bytes)
 {
     zt_actstore *s = ctx;
     zt_backend *be = s->be;
-    if (s->error) return;
     if (!s->nvme) {
         be->download(be, s->host + (size_t)layer * s->slot, x, bytes);
-    } else {
-        zt_aio_req w;
-        be->download(be, s->host, x, bytes);
-        if (!(s->error = zt_aio_write(s->aio, &s->file, s->host, bytes, (uint64_t)layer * s->slot, &w)))
-            s->error = zt_aio_wait(s->aio, &w);
+    } else { /* written while the next layers compute; two buffers, so at most one write waits */
+        int b = layer & 1;
+        finish(s, b);
+        be->download(be, s->stage[b], x, bytes);
+        if (!s->error && !(s->error = zt_aio_write(s->aio, &s->file, s->stage[b], bytes,
+                                                    (uint64_t)layer * s->slot, &s->req[b])))
+            s->busy[b] = 1, s->staged[b] = -1;
     }
     be->discard(be, x, bytes);
 }
@@ -24,15 +44,21 @@ static void get(void *ctx, int layer, zt_real *x, size_t bytes)
     zt_actstore *s = ctx;
     zt_backend *be = s->be;
     be->populate(be, x, bytes);
-    if (s->error) return;
-    char *from = s->host + (s->nvme ? 0 : (size_t)layer * s->slot);
-    if (s->nvme) {
-        zt_aio_req q;
-        if (!(s->error = zt_aio_read(s->aio, &s->file, s->host, bytes, (uint64_t)layer * s->slot, &q)))
-            s->error = zt_aio_wait(s->aio, &q);
-        if (s->error) return;
+    if (!s->nvme) {
+        be->upload(be, x, s->host + (size_t)layer * s->slot, bytes);
+        return;
     }
-    be->upload(be, x, from, bytes);
+    int b = layer & 1;
+    if (layer == s->layers - 1) { /* the backward's first layer: the forward's writes must be done */
+        finish(s, 0), finish(s, 1);
+        start_read(s, b, layer);
+    }
+    if (s->staged[b] != layer) start_read(s, b, layer); /* not prefetched */
+    finish(s, b);
+    if (s->error) return;
+    be->upload(be, x, s->stage[b], bytes);
+    s->staged[b] = -1;
+    if (layer > 0) start_read(s, b ^ 1, layer - 1); /* the next layer's input, while this one computes */
 }
 
 zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, const char *name)
@@ -43,36 +69,39 @@ zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, cons
     s->layers = m->L;
     s->bytes = (size_t)r->train.micro_batch_size * r->data.max_length * m->C * sizeof(zt_real);
     s->slot = zt_aio_round(s->bytes);
+    s->staged[0] = s->staged[1] = -1;
     if (!r->model.activation_checkpointing)
         return zt_fail(ZT_EUSER, "offload.activations = \"%s\" needs model.activation_checkpointing = true (it "
                                  "moves the checkpointed layer inputs)", r->offload.activations);
     if (!s->nvme && m->be->host_memory)
         return zt_fail(ZT_EUSER, "offload.activations = \"cpu\" on the CPU backend moves nothing: host memory is "
                                  "where it computes (use nvme, or none)");
-    zt_status st;
+    s->hooks = (zt_llama_act_hooks){s, put, get};
     if (!s->nvme) {
         s->host = m->be->host_alloc(m->be, s->slot * (size_t)s->layers);
-        if (!s->host) return zt_fail(ZT_ENOMEM, "out of host memory for %d layer inputs", s->layers);
-    } else {
-        const zt_strlist *paths = &r->offload.nvme_path;
-        if (!(s->host = zt_aio_alloc(s->slot))) return zt_fail(ZT_ENOMEM, "out of memory for activation staging");
-        if ((st = zt_aio_open(&s->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth)) ||
-            (st = zt_aio_file_open(s->aio, &s->file, (const char *const *)paths->items, paths->n, name)) ||
-            (st = zt_aio_file_reserve(s->aio, &s->file, (uint64_t)s->slot * s->layers)))
-            return st;
-        uint64_t rd, wr;
-        zt_aio_take_bytes(s->aio, &rd, &wr);
+        return s->host ? ZT_OK : zt_fail(ZT_ENOMEM, "out of host memory for %d layer inputs", s->layers);
     }
-    s->hooks = (zt_llama_act_hooks){s, put, get};
+    const zt_strlist *paths = &r->offload.nvme_path;
+    zt_status st;
+    if (!(s->stage[0] = zt_aio_alloc(s->slot)) || !(s->stage[1] = zt_aio_alloc(s->slot)))
+        return zt_fail(ZT_ENOMEM, "out of memory for activation staging");
+    if ((st = zt_aio_open(&s->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth)) ||
+        (st = zt_aio_file_open(s->aio, &s->file, (const char *const *)paths->items, paths->n, name)) ||
+        (st = zt_aio_file_reserve(s->aio, &s->file, (uint64_t)s->slot * s->layers)))
+        return st;
+    uint64_t rd, wr;
+    zt_aio_take_bytes(s->aio, &rd, &wr);
     return ZT_OK;
 }
 
 void zt_actstore_close(zt_actstore *s)
 {
     if (s->nvme) {
+        finish(s, 0), finish(s, 1);
         if (s->file.nfd) zt_aio_file_close(&s->file, 1);
         zt_aio_close(s->aio);
-        zt_aio_free(s->host);
+        zt_aio_free(s->stage[0]);
+        zt_aio_free(s->stage[1]);
     } else if (s->host) {
         s->be->host_free(s->be, s->host);
     }

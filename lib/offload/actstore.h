@@ -6,7 +6,8 @@
  *   cpu   pinned host memory, one slot per layer: for a GPU (on the CPU backend, where host
  *         memory is the compute memory, it is refused as pointless)
  *   nvme  a file under offload.nvme_path (the I/O engine: O_DIRECT, striped), one slot per
- *         layer, through one aligned staging buffer
+ *         layer, through two aligned staging buffers: writes overlap the next layers' forward,
+ *         and each layer's input is read back while the layer after it runs its backward
  *
  * The model's copy is discarded (its memory given back) while the layer's input is away.
  *
@@ -30,7 +31,12 @@ typedef struct zt_actstore {
     zt_backend *be;
     int nvme, layers;
     size_t bytes, slot; /* one layer input; its slot in the file (whole blocks) */
-    char *host;         /* cpu: every layer's slot; nvme: the staging buffer */
+    char *host;         /* cpu: every layer's slot */
+    /* nvme: two staging buffers, so that a layer's input is written while the next layer computes
+     * and read back while the layer after it in the backward pass computes */
+    char *stage[2];
+    zt_aio_req req[2];
+    int busy[2], staged[2]; /* a transfer in flight; the layer a finished or running read holds (-1: none) */
     zt_aio *aio;
     zt_aio_file file;
     zt_status error; /* the first failure inside the hooks */
