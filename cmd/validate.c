@@ -79,8 +79,9 @@ int cmd_validate(int argc, char **argv)
             if (e.device.host_copies) row("host copies", e.device.host_copies, "(weights and gradients, on the host)");
         }
         if (e.io_per_step)
-            printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each)\n",
-                   e.io_per_step, e.io_per_step / 1048576.0);
+            printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each), through "
+                   "%.1f MiB of buffers\n",
+                   e.io_per_step, e.io_per_step / 1048576.0, e.io_buffers / 1048576.0);
         if (automatic) print_placement(&place);
     }
     zt_recipe_free(&r);

@@ -5,6 +5,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/model/llama.h"
+#include "lib/train/optstate.h"
 
 /* The process beyond zt's buffers, measured on this kind of machine: the binary, its
  * libraries (libcurl and OpenSSL's among them) and small allocations (~15 MB), and OpenBLAS's
@@ -82,8 +83,11 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
     if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
-    if (!strcmp(r->offload.optimizer, "nvme")) /* the moments stream through every step: m and v, whole blocks */
-        e->io_per_step = 2 * ((updated_elements(&m, stage, world) * 4 + 4095) / 4096 * 4096);
+    if (!strcmp(r->offload.optimizer, "nvme")) { /* the moments stream through every step: m and v, whole blocks */
+        size_t n = updated_elements(&m, stage, world);
+        e->io_per_step = 2 * ((n * 4 + 4095) / 4096 * 4096);
+        e->io_buffers = 6 * zt_optstate_chunk_bytes(r, n);
+    }
     if (strcmp(r->offload.optimizer, "none")) {
         size_t moved = e->optimizer;
         if (!strcmp(r->offload.optimizer, "nvme")) e->offloaded_nvme += moved, e->optimizer = 0;
@@ -103,14 +107,16 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
             e->offloaded_host += inputs;
         } else { /* each micro-batch writes every input once and reads it back once, in whole blocks */
             e->offloaded_nvme += inputs;
-            e->io_per_step += (size_t)m.L * ((input + 4095) / 4096 * 4096) * (size_t)r->train.gradient_accumulation_steps;
+            size_t slot = (input + 4095) / 4096 * 4096;
+            e->io_per_step += (size_t)m.L * slot * (size_t)r->train.gradient_accumulation_steps;
+            e->io_buffers += 2 * slot;
         }
     }
     size_t operand = (size_t)m.V * m.C, n_tokens = (size_t)B * T;
     if (operand < n_tokens * 2 * m.F) operand = n_tokens * 2 * m.F;
     size_t pack = operand * 4 < PACK_CAP ? operand * 4 : PACK_CAP;
     e->runtime = RUNTIME_BASE + (size_t)omp_get_max_threads() * pack;
-    e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime;
+    e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     if (!strcmp(r->model.device, "cuda"))
         device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);
     return ZT_OK;

@@ -8,6 +8,16 @@
 
 #include "lib/ckpt/state.h"
 
+size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n)
+{
+    /* three chunks of m and v within offload.max_pinned_bytes, at most 64 MiB an array */
+    size_t chunk = (size_t)r->offload.max_pinned_bytes / 6, whole = zt_aio_round(n * sizeof(float));
+    if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
+    if (chunk > whole) chunk = whole;
+    if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
+    return chunk;
+}
+
 zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
 {
     memset(o, 0, sizeof *o);
@@ -20,11 +30,7 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
     }
     zt_status st = zt_aio_open(&o->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth);
     if (st) return st;
-    /* chunks: three of m and v within offload.max_pinned_bytes, at most 64 MiB an array */
-    size_t chunk = (size_t)r->offload.max_pinned_bytes / 6, whole = zt_aio_round(n * sizeof(float));
-    if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
-    if (chunk > whole) chunk = whole;
-    if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
+    size_t chunk = zt_optstate_chunk_bytes(r, n);
     char name[160];
     zt_aio_scratch_name(name, sizeof name, z->rank, "optim");
     st = zt_swap_open(&o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,

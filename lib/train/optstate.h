@@ -26,6 +26,9 @@ typedef struct zt_optstate {
 
 /* offload.optimizer: none or cpu keep the moments in memory (on the CPU backend host memory
  * is the compute memory), nvme in a swap file under offload.nvme_path. */
+/* Bytes of each of m and v per chunk of the swap file, for n elements (three chunks of both are
+ * in memory: the buffers offload.max_pinned_bytes bounds). */
+size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n);
 zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z);
 void zt_optstate_close(zt_optstate *o);
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef);
