@@ -12,16 +12,30 @@ static void row(const char *what, size_t bytes, const char *note)
     printf("#   %-24s %10.1f MiB%s%s\n", what, bytes / 1048576.0, note[0] ? "  " : "", note);
 }
 
-/* offload = "auto": what it chose, and for NVMe the disk's speed and the time a step's I/O takes */
+/* What the NVMe offload moves a step, each class, and how long that takes at the disk's speed. */
+static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
+{
+    double rd = 0, wr = 0;
+    if (zt_disk_bandwidth(r, &rd, &wr) || rd <= 0 || wr <= 0) {
+        printf("# (the disk under offload.nvme_path could not be measured: %s)\n", zt_errmsg());
+        return;
+    }
+    printf("# offload I/O per step      read MiB  written MiB      seconds at %.0f MB/s read, %.0f MB/s write\n",
+           rd / 1e6, wr / 1e6);
+    const char *what[] = {"optimizer state", "layer inputs"}, *when[] = {"(during AdamW)", "(beside forward and backward)"};
+    size_t bytes[] = {e->io_optimizer, e->io_activations};
+    for (int i = 0; i < 2; i++)
+        if (bytes[i])
+            printf("#   %-22s %9.1f %12.1f %12.3f  %s\n", what[i], bytes[i] / 1048576.0, bytes[i] / 1048576.0,
+                   bytes[i] / rd + bytes[i] / wr, when[i]);
+}
+
+/* offload = "auto": what it chose */
 static void print_placement(const zt_placement *p)
 {
     printf("# offload = \"auto\": offload.optimizer = \"%s\", offload.param = \"%s\" (%.1f MiB of the %.1f MiB a rank "
            "has where it computes)\n",
            p->optimizer, p->param, p->need / 1048576.0, p->have / 1048576.0);
-    if (p->disk_read > 0 && p->disk_write > 0)
-        printf("# disk at offload.nvme_path: %.0f MB/s read, %.0f MB/s write: %.2f s of I/O per optimizer step\n",
-               p->disk_read / 1e6, p->disk_write / 1e6,
-               p->io_per_step / p->disk_read + p->io_per_step / p->disk_write);
 }
 
 int cmd_validate(int argc, char **argv)
@@ -83,6 +97,7 @@ int cmd_validate(int argc, char **argv)
                    "%.1f MiB of buffers\n",
                    e.io_per_step, e.io_per_step / 1048576.0, e.io_buffers / 1048576.0);
         if (automatic) print_placement(&place);
+        if (e.io_per_step) print_io(&placed, &e);
     }
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;

@@ -115,8 +115,10 @@ zt_status zt_actstore_error(zt_actstore *s)
     return st;
 }
 
-void zt_actstore_take_io(zt_actstore *s, uint64_t *read, uint64_t *written)
+void zt_actstore_take_io(zt_actstore *s, uint64_t *read, uint64_t *written, double *wait_s)
 {
-    *read = *written = 0;
-    if (s->aio) zt_aio_take_bytes(s->aio, read, written);
+    *read = *written = 0, *wait_s = 0;
+    if (!s->aio) return;
+    zt_aio_take_bytes(s->aio, read, written);
+    *wait_s = zt_aio_take_wait_s(s->aio);
 }

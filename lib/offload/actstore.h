@@ -46,7 +46,7 @@ zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, cons
 void zt_actstore_close(zt_actstore *s);
 /* The first failure since the last call (the hooks cannot return one). */
 zt_status zt_actstore_error(zt_actstore *s);
-/* Bytes the file read and wrote since the last call. */
-void zt_actstore_take_io(zt_actstore *s, uint64_t *read, uint64_t *written);
+/* Bytes the file read and wrote since the last call, and the seconds spent waiting for them. */
+void zt_actstore_take_io(zt_actstore *s, uint64_t *read, uint64_t *written, double *wait_s);
 
 #endif

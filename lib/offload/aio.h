@@ -69,6 +69,8 @@ zt_status zt_aio_write(zt_aio *a, zt_aio_file *f, const void *buf, size_t bytes,
 zt_status zt_aio_wait(zt_aio *a, zt_aio_req *r);
 /* Bytes read and written since the last call (for metrics' io_read_bytes, io_write_bytes). */
 void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written);
+/* Seconds callers spent waiting for transfers since the last call (I/O not hidden behind work). */
+double zt_aio_take_wait_s(zt_aio *a);
 
 /* An aligned, zeroed buffer of bytes rounded up to ZT_AIO_ALIGN; free with zt_aio_free. */
 void *zt_aio_alloc(size_t bytes);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/core/fileio.h"
@@ -109,4 +110,26 @@ void zt_aio_scratch_name(char *out, size_t n, int rank, const char *kind)
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
     snprintf(out, n, "zt-%s-%ld-rank-%05d.%s", host, (long)getpid(), rank, kind);
+}
+
+double zt_aio_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
+{
+    zt_aio_stats *s = zt_aio_stats_of(a);
+    *read = s->read_bytes, *written = s->write_bytes;
+    s->read_bytes = s->write_bytes = 0;
+}
+
+double zt_aio_take_wait_s(zt_aio *a)
+{
+    zt_aio_stats *s = zt_aio_stats_of(a);
+    double t = s->wait_s;
+    s->wait_s = 0;
+    return t;
 }

@@ -15,4 +15,12 @@ size_t zt_aio_block_size(const zt_aio *a);
 /* Checks a transfer's arguments and fills r. */
 zt_status zt_aio_prepare(zt_aio_file *f, void *buf, size_t bytes, uint64_t off, int write, zt_aio_req *r);
 
+/* What each engine counts: bytes moved, and seconds the caller spent waiting for transfers. */
+typedef struct zt_aio_stats {
+    uint64_t read_bytes, write_bytes;
+    double wait_s;
+} zt_aio_stats;
+zt_aio_stats *zt_aio_stats_of(zt_aio *a);
+double zt_aio_now(void); /* seconds, monotonic */
+
 #endif

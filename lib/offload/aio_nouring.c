@@ -7,7 +7,7 @@
 
 struct zt_aio {
     size_t block;
-    uint64_t read_bytes, write_bytes;
+    zt_aio_stats stats;
 };
 
 zt_status zt_aio_open(zt_aio **out, size_t block_size, int queue_depth)
@@ -36,23 +36,31 @@ static zt_status run(zt_aio *a, zt_aio_req *r)
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return r->st = zt_aio_fail(r, a->block, off, n < 0 ? errno : 0);
         r->done += (uint64_t)n;
-        *(r->write ? &a->write_bytes : &a->read_bytes) += (uint64_t)n;
+        *(r->write ? &a->stats.write_bytes : &a->stats.read_bytes) += (uint64_t)n;
     }
     r->next = r->bytes;
     return ZT_OK;
 }
 
+/* the transfer, done here and now: all of it is time the caller waits */
+static void timed_run(zt_aio *a, zt_aio_req *r)
+{
+    double t0 = zt_aio_now();
+    run(a, r);
+    a->stats.wait_s += zt_aio_now() - t0;
+}
+
 zt_status zt_aio_read(zt_aio *a, zt_aio_file *f, void *buf, size_t bytes, uint64_t off, zt_aio_req *r)
 {
     zt_status st = zt_aio_prepare(f, buf, bytes, off, 0, r);
-    if (!st) run(a, r); /* its status comes with the wait */
+    if (!st) timed_run(a, r); /* its status comes with the wait */
     return st;
 }
 
 zt_status zt_aio_write(zt_aio *a, zt_aio_file *f, const void *buf, size_t bytes, uint64_t off, zt_aio_req *r)
 {
     zt_status st = zt_aio_prepare(f, (void *)buf, bytes, off, 1, r);
-    if (!st) run(a, r);
+    if (!st) timed_run(a, r);
     return st;
 }
 
@@ -64,8 +72,4 @@ zt_status zt_aio_wait(zt_aio *a, zt_aio_req *r)
 
 size_t zt_aio_block_size(const zt_aio *a) { return a->block; }
 
-void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
-{
-    *read = a->read_bytes, *written = a->write_bytes;
-    a->read_bytes = a->write_bytes = 0;
-}
+zt_aio_stats *zt_aio_stats_of(zt_aio *a) { return &a->stats; }

@@ -19,7 +19,7 @@ struct zt_aio {
     slot *slots;
     int *free_slots, nfree;
     zt_aio_req *head, *tail; /* transfers with blocks not yet submitted, in order */
-    uint64_t read_bytes, write_bytes;
+    zt_aio_stats stats;
 };
 
 zt_status zt_aio_open(zt_aio **out, size_t block_size, int queue_depth)
@@ -114,7 +114,7 @@ static void complete_one(zt_aio *a)
     if (res > 0) {
         b->done += (uint64_t)res;
         r->done += (uint64_t)res;
-        *(r->write ? &a->write_bytes : &a->read_bytes) += (uint64_t)res;
+        *(r->write ? &a->stats.write_bytes : &a->stats.read_bytes) += (uint64_t)res;
         if (b->done < b->len && !r->st) { /* short: the rest of the block again */
             prep(a, s);
             io_uring_submit(&a->ring);
@@ -129,11 +129,13 @@ static void complete_one(zt_aio *a)
 
 zt_status zt_aio_wait(zt_aio *a, zt_aio_req *r)
 {
+    double t0 = zt_aio_now();
     for (;;) {
         pump(a);
         if (r->inflight == 0 && (r->st || r->next == r->bytes)) break;
         complete_one(a);
     }
+    a->stats.wait_s += zt_aio_now() - t0;
     return r->st;
 }
 
@@ -158,8 +160,4 @@ zt_status zt_aio_write(zt_aio *a, zt_aio_file *f, const void *buf, size_t bytes,
 
 size_t zt_aio_block_size(const zt_aio *a) { return a->block; }
 
-void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
-{
-    *read = a->read_bytes, *written = a->write_bytes;
-    a->read_bytes = a->write_bytes = 0;
-}
+zt_aio_stats *zt_aio_stats_of(zt_aio *a) { return &a->stats; }

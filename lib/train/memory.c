@@ -85,7 +85,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
     if (!strcmp(r->offload.optimizer, "nvme")) { /* the moments stream through every step: m and v, whole blocks */
         size_t n = updated_elements(&m, stage, world);
-        e->io_per_step = 2 * ((n * 4 + 4095) / 4096 * 4096);
+        e->io_per_step = e->io_optimizer = 2 * ((n * 4 + 4095) / 4096 * 4096);
         e->io_buffers = 6 * zt_optstate_chunk_bytes(r, n);
     }
     if (strcmp(r->offload.optimizer, "none")) {
@@ -108,7 +108,8 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         } else { /* each micro-batch writes every input once and reads it back once, in whole blocks */
             e->offloaded_nvme += inputs;
             size_t slot = (input + 4095) / 4096 * 4096;
-            e->io_per_step += (size_t)m.L * slot * (size_t)r->train.gradient_accumulation_steps;
+            e->io_activations = (size_t)m.L * slot * (size_t)r->train.gradient_accumulation_steps;
+            e->io_per_step += e->io_activations;
             e->io_buffers += 2 * slot;
         }
     }

@@ -31,6 +31,7 @@ typedef struct zt_mem_estimate {
     size_t total;              /* what the rank's process will hold */
     size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0):
                                   the optimizer state's and the layer inputs' */
+    size_t io_optimizer, io_activations; /* io_per_step's two parts */
     size_t io_buffers;         /* the staging buffers of that I/O (in the total) */
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the

@@ -168,8 +168,10 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
     return st;
 }
 
-void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written)
+void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written, double *wait_s)
 {
-    *read = *written = 0;
-    if (o->aio) zt_aio_take_bytes(o->aio, read, written);
+    *read = *written = 0, *wait_s = 0;
+    if (!o->aio) return;
+    zt_aio_take_bytes(o->aio, read, written);
+    *wait_s = zt_aio_take_wait_s(o->aio);
 }

@@ -35,7 +35,7 @@ zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h,
 zt_status zt_optstate_save(zt_optstate *o, const char *ckpt_dir);
 /* The moments of this rank's elements, and at stage 3 its weights, from a checkpoint. */
 zt_status zt_optstate_restore(zt_optstate *o, const char *ckpt_dir, size_t numel);
-/* Bytes the swap file read and wrote since the last call. */
-void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written);
+/* Bytes the swap file read and wrote since the last call, and the seconds spent waiting for them. */
+void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written, double *wait_s);
 
 #endif

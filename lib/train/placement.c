@@ -84,7 +84,7 @@ static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, d
 
 /* The disk under offload.nvme_path's first directory: measured once per file system, then
  * read from ~/.cache/zt/disk-<device>.txt. */
-static zt_status disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
+zt_status zt_disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
 {
     const char *dir = r->offload.nvme_path.n ? r->offload.nvme_path.items[0] : ".", *home = getenv("HOME");
     char cache[4200] = "", *text = NULL;
@@ -109,7 +109,7 @@ static zt_status disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
 
 /* The estimate with these placements: what the rank needs where it computes. */
 static zt_status need_with(const zt_recipe *r, int world, int rpn, int gpu, const char *opt, const char *param,
-                           size_t *need, size_t *io)
+                           size_t *need)
 {
     zt_recipe trial = *r;
     trial.model.device = gpu ? "cuda" : "cpu";
@@ -118,7 +118,6 @@ static zt_status need_with(const zt_recipe *r, int world, int rpn, int gpu, cons
     zt_mem_estimate e;
     zt_status st = zt_memory_estimate(&trial, world, rpn, &e);
     *need = gpu ? e.device.total : e.total;
-    *io = e.io_per_step;
     return st;
 }
 
@@ -141,8 +140,7 @@ zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node,
         for (int j = 0; j < nopt && !fits; j++) {
             if (!gpu && nopt > 1 && !strcmp(opt_tiers[j], "cpu")) continue; /* the same memory as none */
             p->param = param_tiers[i], p->optimizer = opt_tiers[j];
-            if ((st = need_with(r, world, ranks_per_node, gpu, p->optimizer, p->param, &p->need, &p->io_per_step)))
-                return st;
+            if ((st = need_with(r, world, ranks_per_node, gpu, p->optimizer, p->param, &p->need))) return st;
             fits = p->need <= budget;
         }
     if (!fits)
@@ -150,6 +148,5 @@ zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node,
                                  "rank needs %.1f MiB %s, and has %.1f MiB (90%% of it usable)",
                        p->optimizer, p->param, p->need / 1048576.0, gpu ? "on its GPU" : "of memory",
                        p->have / 1048576.0);
-    if (!strcmp(p->optimizer, "nvme")) return disk_bandwidth(r, &p->disk_read, &p->disk_write);
     return ZT_OK;
 }

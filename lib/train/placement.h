@@ -1,14 +1,14 @@
 /* train/placement: offload.optimizer / offload.param = "auto", decided from the memory each
- * placement needs (train/memory.h), the memory the machine has, and the disk's bandwidth.
+ * placement needs (train/memory.h) and the memory the machine has; and the disk's bandwidth.
  *
  * Tiers, fastest first: where the model computes (none), host memory (cpu; on the CPU backend
  * the same memory as none), NVMe files (nvme; the optimizer state only, so far). The optimizer
  * state and the weights each take the fastest tier with which the rank's whole estimate fits
  * in 90% of the memory available to it (MemAvailable split over the node's ranks; a GPU's
  * memory for model.device = "cuda"), the weights staying put as long as anything can move
- * instead. The disk is measured once per file system (a short O_DIRECT write and read through
- * the I/O engine, cached under ~/.cache/zt), so that `zt validate` can show what a step moves
- * and how long that takes.
+ * instead. The disk under offload.nvme_path is measured once per file system (a short O_DIRECT
+ * write and read through the I/O engine, cached under ~/.cache/zt), so that `zt validate` can
+ * show what a step moves and how long that takes.
  *
  *     zt_placement p;
  *     if ((st = zt_placement_decide(&r, world, ranks_per_node, &p))) return st;
@@ -25,9 +25,10 @@
 typedef struct zt_placement {
     const char *optimizer, *param; /* the decisions (the recipe's own value where it is not "auto") */
     size_t need, have;             /* bytes the chosen placement needs where it computes, and there are */
-    size_t io_per_step;            /* NVMe bytes read per step, and as many written */
-    double disk_read, disk_write;  /* bytes/s at offload.nvme_path (0: not measured) */
 } zt_placement;
+
+/* The disk under offload.nvme_path's first directory, bytes/s (measured once per file system). */
+zt_status zt_disk_bandwidth(const zt_recipe *r, double *read, double *write);
 
 /* ZT_MEMORY_AVAILABLE (bytes) stands in for the memory a rank has, for tests. */
 zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node, zt_placement *p);

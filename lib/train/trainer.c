@@ -296,8 +296,9 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     }
     double wait_s = zt_zero_take_wait_s(&t->zero); /* rank 0's exposed gather time */
     uint64_t rd, wr, ard, awr;
-    zt_optstate_take_io(&t->opt, &rd, &wr);
-    zt_actstore_take_io(&t->acts, &ard, &awr);
+    double io_wait_s, acts_wait_s; /* rank 0's exposed I/O */
+    zt_optstate_take_io(&t->opt, &rd, &wr, &io_wait_s);
+    zt_actstore_take_io(&t->acts, &ard, &awr, &acts_wait_s);
     double io[2] = {(double)(rd + ard), (double)(wr + awr)}; /* summed over ranks, as the comm bytes */
     zt_status st = zt_zero_sum(&t->zero, io, 2);
     if (st) return st;
@@ -329,6 +330,7 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     zt_json_number(row, "gather_wait_s", wait_s);
     cJSON_AddNumberToObject(row, "io_read_bytes", io[0]);
     cJSON_AddNumberToObject(row, "io_write_bytes", io[1]);
+    zt_json_number(row, "io_wait_s", io_wait_s + acts_wait_s);
     return zt_rundir_metrics(&t->rd, row);
 }
 
