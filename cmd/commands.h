@@ -9,9 +9,13 @@ int cmd_generate(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
-/* the training commands: parse, load the recipe, run the trainer */
+int cmd_rlhf(int argc, char **argv);
+/* the training commands: parse, load the recipe, run train (zt_train or zt_rlhf) */
 struct zt_usage;
-int cmd_train_with(int argc, char **argv, const struct zt_usage *u);
+struct zt_recipe;
+int cmd_train_with(int argc, char **argv, const struct zt_usage *u,
+                   int (*train)(const struct zt_recipe *r, int argc, char **argv));
+int cmd_run_train(const struct zt_recipe *r, int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_download(int argc, char **argv);
@@ -22,7 +26,6 @@ int cmd_version(int argc, char **argv);
 /* Prints "zt: error: <message>" and returns the exit code of st. */
 int cmd_fail(int st);
 /* Loads RECIPE and the key=value overrides after it (argv[1..argc-1]); exit code or 0. */
-struct zt_recipe;
 int cmd_load_recipe(struct zt_recipe *r, const char *command, int argc, char **argv);
 
 #endif

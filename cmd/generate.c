@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/log.h"
 #include "commands.h"
 #include "lib/train/generate.h"
 #include "options.h"
@@ -143,6 +144,9 @@ int cmd_generate(int argc, char **argv)
     if (input) st = batch(&g, input, output);
     if (chat_mode) st = chat(&g);
     free(text);
+    if (!st && g.seconds > 0)
+        zt_log_info("generated %lld tokens in %.2f s: %.1f tokens/s", (long long)g.generated, g.seconds,
+                    g.generated / g.seconds);
     zt_generator_close(&g);
     return st ? cmd_fail(st) : 0;
 }

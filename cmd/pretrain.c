@@ -18,7 +18,7 @@ static void print_recipe_keys(void)
     }
 }
 
-int cmd_train_with(int argc, char **argv, const zt_usage *u)
+int cmd_train_with(int argc, char **argv, const zt_usage *u, int (*train)(const zt_recipe *r, int argc, char **argv))
 {
     zt_option opts[] = {{0}};
     if ((argc = zt_options_parse(argc, argv, opts, u)) < 0) {
@@ -28,10 +28,13 @@ int cmd_train_with(int argc, char **argv, const zt_usage *u)
     zt_recipe r;
     int code = cmd_load_recipe(&r, u->command + 3, argc, argv);
     if (code) return code;
-    zt_status st = zt_train(&r, argc, argv);
+    zt_status st = train(&r, argc, argv);
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;
 }
+
+/* zt_train as a training command's function */
+int cmd_run_train(const zt_recipe *r, int argc, char **argv) { return zt_train(r, argc, argv); }
 
 int cmd_pretrain(int argc, char **argv)
 {
@@ -39,5 +42,5 @@ int cmd_pretrain(int argc, char **argv)
                   "Train a causal language model on raw text (data.format = text) or token ids (tokens)\n"
                   "as the recipe says; results go to the run directory (output.dir), the trained model\n"
                   "to its final/ directory. Every recipe key is described in docs/recipe.md."};
-    return cmd_train_with(argc, argv, &u);
+    return cmd_train_with(argc, argv, &u, cmd_run_train);
 }

@@ -9,5 +9,5 @@ int cmd_sft(int argc, char **argv)
                   "conversation goes through the chat template and only data.train_on turns carry loss.\n"
                   "Results go to the run directory (output.dir), the model to its final/ directory with\n"
                   "the tokenizer and the chat template used. Every recipe key is in docs/recipe.md."};
-    return cmd_train_with(argc, argv, &u);
+    return cmd_train_with(argc, argv, &u, cmd_run_train);
 }

@@ -21,6 +21,7 @@ static const struct command {
 } commands[] = {
     {"pretrain", cmd_pretrain, "causal-LM training on raw text or token ids"},
     {"sft", cmd_sft, "supervised fine-tuning on chat or instruction data"},
+    {"rlhf", cmd_rlhf, "preference and RL training: dpo, reward models, grpo, ppo"},
     {"eval", cmd_eval, "loss and perplexity of a model on the recipe's data (one JSON line)"},
     {"data", cmd_data, "data inspect: the first examples or packed rows as the trainer sees them"},
     {"generate", cmd_generate, "generate text: a prompt, a chat, or a JSONL file of prompts"},

@@ -42,3 +42,13 @@ void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *tar
         loss_rows[i] += cross_entropy_row(l, targets[i], V, grad_scale);
     }
 }
+
+void zt_cpu_scale_rows(zt_real *x, const zt_real *scale, int n, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        zt_real k = scale[i], *row = x + (size_t)i * V;
+#pragma omp simd
+        for (int v = 0; v < V; v++) row[v] *= k;
+    }
+}

@@ -67,5 +67,7 @@ void zt_cpu_bias_backward(zt_real *db, const zt_real *dy, int N, int M);
  * (zero rows for ignored targets). */
 void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
                           zt_real grad_scale);
+/* x[i, :] *= scale[i] over n rows of V */
+void zt_cpu_scale_rows(zt_real *x, const zt_real *scale, int n, int V);
 
 #endif

@@ -81,3 +81,17 @@ void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, con
     cross_entropy_kernel<<<n, CE_THREADS, 0, s>>>(logits, loss_rows, targets, V, grad_scale);
     zt_cuda_check("cross_entropy");
 }
+
+static __global__ void scale_rows_kernel(float *x, const float *scale, int V)
+{
+    float k = scale[blockIdx.x];
+    float *row = x + (size_t)blockIdx.x * V;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) row[v] *= k;
+}
+
+void zt_cuda_scale_rows(cudaStream_t s, float *x, const float *scale, int n, int V)
+{
+    if (n <= 0 || V <= 0) return;
+    scale_rows_kernel<<<n, 256, 0, s>>>(x, scale, V);
+    zt_cuda_check("scale_rows");
+}

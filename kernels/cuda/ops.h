@@ -74,6 +74,8 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
 /* --- loss (crossentropy.cu): loss_rows is device memory too */
 void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
                            float grad_scale);
+/* x[i, :] *= scale[i] over n rows of V (scale: device memory) */
+void zt_cuda_scale_rows(cudaStream_t s, float *x, const float *scale, int n, int V);
 
 /* --- optimizer (adamw.cu): the CPU scalar kernel's arithmetic, bitwise (no FMA); c is host memory */
 void zt_cuda_adamw(cudaStream_t s, const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v,

@@ -84,6 +84,8 @@ struct zt_backend {
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
                           zt_real grad_scale);
+    /* x[i, :] *= scale[i] for rows of width V (per-sequence or per-token loss weights) */
+    void (*scale_rows)(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V);
 
     /* The optimizer's kernels (lib/optim/adamw.h and clip.h on device memory): fp32 only. */
     void (*adamw)(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,

@@ -106,6 +106,10 @@ static void cpu_cross_entropy(zt_backend *be, zt_real *logits, double *loss_rows
 {
     zt_cpu_cross_entropy(logits, loss_rows, targets, n, V, grad_scale);
 }
+static void cpu_scale_rows(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V)
+{
+    zt_cpu_scale_rows(x, scale, n, V);
+}
 
 static zt_backend cpu_backend = {
     .name = "cpu",
@@ -140,6 +144,7 @@ static zt_backend cpu_backend = {
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,
+    .scale_rows = cpu_scale_rows,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

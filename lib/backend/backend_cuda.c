@@ -263,6 +263,12 @@ static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows,
     zt_cuda_cross_entropy(stream, logits, loss_rows, targets, n, V, grad_scale);
 }
 
+static void cuda_scale_rows(zt_backend *be, float *x, const float *scale, int n, int V)
+{
+    MARK();
+    zt_cuda_scale_rows(stream, x, scale, n, V);
+}
+
 static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v,
                        size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
 {
@@ -313,6 +319,7 @@ static zt_backend cuda_backend = {
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,
+    .scale_rows = cuda_scale_rows,
     .adamw = cuda_adamw,
     .sumsq = cuda_sumsq,
 };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
 #include <unistd.h>
 
 static FILE *mirror;
@@ -63,4 +64,11 @@ void zt_log(zt_log_level level, const char *fmt, ...)
         fprintf(mirror, "%s%s\n", prefix[level], line);
         fflush(mirror);
     }
+}
+
+double zt_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }

@@ -26,4 +26,7 @@ int zt_log_status(const char *line);
 #define zt_log_info(...) zt_log(ZT_LOG_INFO, __VA_ARGS__)
 #define zt_log_debug(...) zt_log(ZT_LOG_DEBUG, __VA_ARGS__)
 
+/* Seconds on the monotonic clock (for durations). */
+double zt_now_s(void);
+
 #endif

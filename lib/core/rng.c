@@ -58,3 +58,15 @@ double zt_rng_normal(zt_rng *r)
     double u2 = zt_rng_uniform(r);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
+
+void zt_rng_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream)
+{
+    zt_rng r;
+    zt_rng_seed(&r, seed, stream);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)zt_rng_below(&r, (uint64_t)i + 1);
+        int64_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}

@@ -26,5 +26,7 @@ uint64_t zt_rng_below(zt_rng *r, uint64_t n);
 double zt_rng_uniform(zt_rng *r);
 /* Standard normal (Box-Muller; consumes two uniforms per sample). */
 double zt_rng_normal(zt_rng *r);
+/* Permutes a[n] in place (Fisher-Yates) with the stream (seed, stream). */
+void zt_rng_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream);
 
 #endif

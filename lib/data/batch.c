@@ -41,15 +41,7 @@ static void epoch_order(const zt_loader *l, int64_t epoch, int64_t *perm)
 {
     int64_t n = l->ds->n_examples;
     for (int64_t i = 0; i < n; i++) perm[i] = i;
-    if (!l->shuffle) return;
-    zt_rng r;
-    zt_rng_seed(&r, l->seed, (uint64_t)epoch);
-    for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
-        int64_t j = (int64_t)zt_rng_below(&r, (uint64_t)i + 1);
-        int64_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    if (l->shuffle) zt_rng_shuffle(perm, n, l->seed, (uint64_t)epoch);
 }
 
 /* Greedy row builder. With segs/row_seg NULL it only counts. */

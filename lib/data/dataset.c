@@ -53,9 +53,10 @@ void zt_dataset_free(zt_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-zt_status zt_dataset_split(const zt_dataset *all, double frac, uint64_t seed, zt_dataset *train, zt_dataset *valid)
+zt_status zt_dataset_split(const zt_dataset *all, double frac, uint64_t seed, int group, zt_dataset *train,
+                           zt_dataset *valid)
 {
-    int64_t n = all->n_examples, nv = (int64_t)(frac * n + 0.5);
+    int64_t n = all->n_examples / group, nv = (int64_t)(frac * n + 0.5);
     if (nv < 1 || nv >= n)
         return zt_fail(ZT_EUSER, "data.valid_split = %g of %lld examples leaves an empty split", frac, (long long)n);
     char *held = calloc((size_t)n, 1);
@@ -65,21 +66,17 @@ zt_status zt_dataset_split(const zt_dataset *all, double frac, uint64_t seed, zt
         free(perm);
         return zt_fail(ZT_ENOMEM, "out of memory splitting the data");
     }
-    zt_rng rng;
-    zt_rng_seed(&rng, seed, 0x76616c6964ull); /* its own stream: independent of the epoch order */
     for (int64_t i = 0; i < n; i++) perm[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)zt_rng_below(&rng, (uint64_t)i + 1), t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
+    zt_rng_shuffle(perm, n, seed, 0x76616c6964ull); /* its own stream: independent of the epoch order */
     for (int64_t i = 0; i < nv; i++) held[perm[i]] = 1;
     free(perm);
     zt_status st = ZT_OK;
     *train = (zt_dataset){0};
     *valid = (zt_dataset){0};
-    for (int64_t i = 0; i < n && !st; i++) {
+    for (int64_t i = 0; i < n * group && !st; i++) {
         const int32_t *labels = all->labels ? all->labels + all->offsets[i] : NULL;
-        st = zt_dataset_append(held[i] ? valid : train, all->ids + all->offsets[i], labels, zt_dataset_len(all, i));
+        st = zt_dataset_append(held[i / group] ? valid : train, all->ids + all->offsets[i], labels,
+                               zt_dataset_len(all, i));
     }
     free(held);
     if (st) {

@@ -38,9 +38,11 @@ static inline int64_t zt_dataset_len(const zt_dataset *ds, int64_t i)
 }
 static inline int64_t zt_dataset_tokens(const zt_dataset *ds) { return ds->n_examples ? ds->offsets[ds->n_examples] : 0; }
 
-/* Holds out round(frac * n) examples, chosen by a permutation seeded with seed,
- * as valid (data.valid_split); the rest, in file order, become train. Both are
- * fresh datasets; ZT_EUSER when either would be empty. */
-zt_status zt_dataset_split(const zt_dataset *all, double frac, uint64_t seed, zt_dataset *train, zt_dataset *valid);
+/* Holds out round(frac * n) groups of `group` consecutive examples (1, or 2 for
+ * preference pairs), chosen by a permutation seeded with seed, as valid
+ * (data.valid_split); the rest, in file order, become train. Both are fresh
+ * datasets; ZT_EUSER when either would be empty. */
+zt_status zt_dataset_split(const zt_dataset *all, double frac, uint64_t seed, int group, zt_dataset *train,
+                           zt_dataset *valid);
 
 #endif

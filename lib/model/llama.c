@@ -57,7 +57,7 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
     acts_plan(m, B, T, &chunk, &stage);
     size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T;
-    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 1) /* lnf */ + (size_t)chunk * m->V +
+    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 3) /* lnf, rstdf, head_out, coef */ + (size_t)chunk * m->V +
                    N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
            (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64;
@@ -70,6 +70,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     free(m->x);
     free(m->la);
     free(m->loss_host);
+    free(m->out_host);
     size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L, stage;
     m->B = B, m->T = T, m->checkpointing = checkpointing;
     acts_plan(m, B, T, &m->chunk, &stage);
@@ -101,6 +102,8 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     }
     TAKE(m->lnf, N * C);
     TAKE(m->rstdf, N);
+    TAKE(m->head_out, N);
+    TAKE(m->coef, N);
     TAKE(m->logits, (size_t)m->chunk * m->V);
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);
@@ -123,7 +126,9 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     size_t tab = (size_t)T * (m->D / 2) * sizeof(zt_real);
     zt_real *cos_t = malloc(tab), *sin_t = malloc(tab);
     m->loss_host = malloc(N * sizeof(double));
-    if (!cos_t || !sin_t || !m->loss_host) {
+    m->out_host = malloc(N * (2 * sizeof(double) + sizeof(zt_real)));
+    if (m->out_host) m->coef_host = m->out_host + N, m->real_host = (zt_real *)(m->coef_host + N);
+    if (!cos_t || !sin_t || !m->loss_host || !m->out_host) {
         free(cos_t);
         free(sin_t);
         return zt_fail(ZT_ENOMEM, "out of memory for activations");
@@ -247,43 +252,114 @@ static int chunk_has_targets(const int32_t *target, int n)
     return 0;
 }
 
-/* Final norm, LM head and cross-entropy in row chunks (target: the host's copy of
- * m->target); with a gradient, leaves ∂loss/∂x[L] in m->dres. */
-static double head_forward_backward(zt_llama *m, const int32_t *target, zt_real grad_scale)
+/* The final norm into m->lnf. */
+static void final_norm(zt_llama *m)
+{
+    m->be->rmsnorm_forward(m->be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, m->B * m->T, m->C,
+                           m->cfg.rms_norm_eps);
+}
+
+/* ∂loss/∂lnf in m->dln → ∂loss/∂x[L] in m->dres, and the final norm's weight gradient */
+static void final_norm_backward(zt_llama *m)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C;
+    be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
+    be->rmsnorm_backward(be, m->dres, m->grads + m->norm_off, m->dln, m->x[m->L], m->params + m->norm_off, m->rstdf,
+                         N, C);
+}
+
+/* The LM head and cross-entropy in row chunks, on m->lnf (target: the host's copy of m->target).
+ * Adds each row's loss to m->loss_rows and returns their sum. With grad_scale != 0 adds
+ * ∂loss/∂lnf to m->dln, each row's gradient scaled by row_scale (device memory) when given. */
+static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, const zt_real *row_scale)
 {
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C, V = m->V;
-    be->rmsnorm_forward(be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, N, C, m->cfg.rms_norm_eps);
     be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
-    if (grad_scale != 0) be->memset0(be, m->dln, (size_t)N * C * sizeof(zt_real));
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
         if (!chunk_has_targets(target + r0, n)) continue;
         const zt_real *xin = m->lnf + (size_t)r0 * C;
         linear_forward(m, m->logits, xin, m->head_off, n, V, C, 0);
         be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
-        if (grad_scale != 0) linear_backward(m, m->dln + (size_t)r0 * C, m->logits, xin, m->head_off, n, V, C);
+        if (grad_scale == 0) continue;
+        if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
+        linear_backward(m, m->dln + (size_t)r0 * C, m->logits, xin, m->head_off, n, V, C);
     }
     double loss = 0;
     be->download(be, m->loss_host, m->loss_rows, (size_t)N * sizeof(double));
     for (int i = 0; i < N; i++) loss += m->loss_host[i];
-    if (grad_scale != 0) {
-        be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
-        be->rmsnorm_backward(be, m->dres, m->grads + m->norm_off, m->dln, m->x[m->L], m->params + m->norm_off,
-                             m->rstdf, N, C);
+    return loss;
+}
+
+/* Final norm, LM head and cross-entropy; with a gradient, leaves ∂loss/∂x[L] in m->dres. */
+static double head_forward_backward(zt_llama *m, const int32_t *target, zt_real grad_scale)
+{
+    ZT_ASSERT(!m->cfg.num_labels);
+    final_norm(m);
+    if (grad_scale != 0) m->be->memset0(m->be, m->dln, (size_t)m->B * m->T * m->C * sizeof(zt_real));
+    double loss = lm_head(m, target, grad_scale, NULL);
+    if (grad_scale != 0) final_norm_backward(m);
+    return loss;
+}
+
+/* The objective's outputs in m->out_host: target log-probabilities or values. */
+static void head_outputs(zt_llama *m, const int32_t *target)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C;
+    if (!m->cfg.num_labels) {
+        lm_head(m, target, 0, NULL);
+        for (int i = 0; i < N; i++) m->out_host[i] = target[i] >= 0 ? -m->loss_host[i] : 0;
+        return;
+    }
+    be->gemm(be, 0, 1, N, 1, C, 1, m->lnf, C, m->params + m->head_off, C, 0, m->head_out, 1);
+    be->download(be, m->real_host, m->head_out, (size_t)N * sizeof(zt_real));
+    for (int i = 0; i < N; i++) m->out_host[i] = m->real_host[i];
+}
+
+/* ∂loss/∂out in m->coef_host → ∂loss/∂lnf in m->dln, and the head's weight gradient */
+static void head_outputs_backward(zt_llama *m, const int32_t *target)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C;
+    /* a log-probability is minus the cross-entropy: its gradient is the cross-entropy's, negated */
+    for (int i = 0; i < N; i++) m->real_host[i] = (zt_real)(m->cfg.num_labels ? m->coef_host[i] : -m->coef_host[i]);
+    be->upload(be, m->coef, m->real_host, (size_t)N * sizeof(zt_real));
+    if (!m->cfg.num_labels) {
+        be->memset0(be, m->dln, (size_t)N * C * sizeof(zt_real));
+        lm_head(m, target, 1, m->coef);
+        return;
+    }
+    be->gemm(be, 0, 0, N, C, 1, 1, m->coef, 1, m->params + m->head_off, C, 0, m->dln, C);
+    be->gemm(be, 1, 0, 1, C, N, 1, m->coef, 1, m->lnf, C, 1, m->grads + m->head_off, C);
+}
+
+/* The head for an objective: outputs, obj's loss and, with grad, ∂loss/∂x[L] in m->dres. */
+static double head_objective(zt_llama *m, const int32_t *target, const zt_llama_objective *obj, int grad)
+{
+    final_norm(m);
+    head_outputs(m, target);
+    int N = m->B * m->T;
+    double loss = obj->fn(obj->ctx, m->out_host, grad ? m->coef_host : NULL, N);
+    if (grad) {
+        head_outputs_backward(m, target);
+        final_norm_backward(m);
     }
     return loss;
 }
 
-void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
-                               zt_real grad_scale, double *loss_sum)
+/* One pass: the cross-entropy (obj NULL, gradient scaled by grad_scale) or obj's loss. */
+static double forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                               zt_real grad_scale, const zt_llama_objective *obj, int grad)
 {
     zt_backend *be = m->be;
     int N = m->B * m->T;
     be->upload(be, m->input, input, (size_t)N * sizeof(int32_t));
     be->upload(be, m->target, target, (size_t)N * sizeof(int32_t));
     be->upload(be, m->pos, pos, (size_t)N * sizeof(int32_t));
-    int head = m->L + 1, tied = m->cfg.tie_word_embeddings, grad = grad_scale != 0;
+    int head = m->L + 1, tied = m->cfg.tie_word_embeddings;
     acquire(m, 0, ZT_LLAMA_FORWARD);
     be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
     release(m, 0, ZT_LLAMA_FORWARD);
@@ -299,7 +375,7 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     if (tied) acquire(m, 0, ZT_LLAMA_FORWARD);
     if (grad) acquire(m, head, ZT_LLAMA_BACKWARD);
     if (grad && tied) acquire(m, 0, ZT_LLAMA_GRADS);
-    *loss_sum += head_forward_backward(m, target, grad_scale);
+    double loss = obj ? head_objective(m, target, obj, grad) : head_forward_backward(m, target, grad_scale);
     if (grad && tied) release(m, 0, ZT_LLAMA_GRADS);
     if (grad) release(m, head, ZT_LLAMA_BACKWARD);
     if (tied) release(m, 0, ZT_LLAMA_FORWARD);
@@ -316,4 +392,17 @@ void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         release(m, 0, ZT_LLAMA_GRADS);
     }
     if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);
+    return loss;
+}
+
+void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                               zt_real grad_scale, double *loss_sum)
+{
+    *loss_sum += forward_backward(m, input, target, pos, grad_scale, NULL, grad_scale != 0);
+}
+
+double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                                  const zt_llama_objective *obj, int grad)
+{
+    return forward_backward(m, input, target, pos, 0, obj, grad);
 }

@@ -37,6 +37,7 @@ typedef struct zt_llama_config {
     int qkv_bias, o_bias;  /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
     int sliding_window;    /* keys per query, 0 = unlimited */
     int bos_token_id, eos_token_id; /* -1 = unset */
+    int num_labels; /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
 } zt_llama_config;
 
 /* Defaults of a small Llama (what `zt init --arch llama` starts from). */
@@ -116,11 +117,17 @@ typedef struct zt_llama {
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
     double *loss_rows, *loss_host; /* each row's loss, and its copy in host memory */
+    zt_real *head_out, *coef;      /* objectives: the score head's values, and ∂loss/∂output per position */
+    double *out_host, *coef_host;  /* their host copies (zt_llama_forward_objective) */
+    zt_real *real_host;
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
     const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
 } zt_llama;
+
+/* Rows of the head's weight: the vocabulary, or num_labels for a score head. */
+static inline int zt_llama_head_rows(const zt_llama *m) { return m->cfg.num_labels ? m->cfg.num_labels : m->V; }
 
 /* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time. Unit 0 is
  * the embedding, unit 1 + l layer l, unit L + 1 the final norm and (untied) LM head. */
@@ -168,6 +175,21 @@ void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin
  * grad_scale·∂(Σ loss)/∂params into m->grads. */
 void zt_llama_forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
                                zt_real grad_scale, double *loss_sum);
+
+/* A loss defined on the head's per-position outputs (preference and RL training). fn gets
+ * out[N]: the log-probability of each position's target token (LM head; 0 where the
+ * target is -100), or the value (score head, num_labels = 1). It returns the loss and,
+ * when coef is not NULL, writes ∂loss/∂out[i] into coef[i]. */
+typedef struct zt_llama_objective {
+    void *ctx;
+    double (*fn)(void *ctx, const double *out, double *coef, int N);
+} zt_llama_objective;
+
+/* zt_llama_forward_backward with obj's loss in place of the summed cross-entropy; with
+ * grad, accumulates ∂loss/∂params into m->grads. Returns obj's loss. On the LM head a
+ * gradient costs a second pass of the head's product per chunk (no extra layer pass). */
+double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
+                                  const zt_llama_objective *obj, int grad);
 
 /* Generation with a KV cache, one sequence at a time, in fp32 on the master
  * weights (also for bf16 models):

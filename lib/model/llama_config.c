@@ -112,6 +112,22 @@ static zt_status parse_rope_scaling(zt_llama_config *c, const cJSON *o, const ch
     return ZT_OK;
 }
 
+/* A *ForSequenceClassification model (reward or value model): its score head has num_labels
+ * rows, taken from "num_labels" or the size of "id2label". Only one label is supported. */
+static zt_status parse_num_labels(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "architectures"), *first = cJSON_GetArrayItem(a, 0);
+    const char *suffix = "ForSequenceClassification";
+    size_t n = cJSON_IsString(first) ? strlen(first->valuestring) : 0, k = strlen(suffix);
+    if (n < k || strcmp(first->valuestring + n - k, suffix)) return ZT_OK;
+    const cJSON *labels = cJSON_GetObjectItemCaseSensitive(o, "id2label");
+    zt_status st = get_int(o, path, "num_labels", cJSON_IsObject(labels) ? cJSON_GetArraySize(labels) : 1, &c->num_labels);
+    if (st) return st;
+    if (c->num_labels != 1) return bad_key(path, "num_labels", "must be 1 (a scalar reward or value head)");
+    c->tie_word_embeddings = 0; /* the score head is its own tensor */
+    return ZT_OK;
+}
+
 static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *path)
 {
     zt_llama_config_default(c);
@@ -146,6 +162,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) || (st = parse_rope_scaling(c, o, path)))
         return st;
     if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
+    if ((st = parse_num_labels(c, o, path))) return st;
     if (qwen) {
         c->qkv_bias = 1;
         /* Qwen2 applies its window only to layers from max_window_layers on */
@@ -198,11 +215,20 @@ zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
 
 zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)
 {
-    static const char *arch[][2] = {{"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},
-                                    {"qwen2", "Qwen2ForCausalLM"}};
+    static const char *arch[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}};
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(c->model_type, arch[i][0])) cJSON_AddItemToArray(a, cJSON_CreateString(arch[i][1]));
+    char name[64];
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(c->model_type, arch[i][0])) continue;
+        snprintf(name, sizeof name, "%sFor%s", arch[i][1], c->num_labels ? "SequenceClassification" : "CausalLM");
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    }
+    if (c->num_labels) { /* what transformers reads as num_labels = 1 */
+        cJSON_AddNumberToObject(o, "num_labels", c->num_labels);
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "id2label"), "0", "LABEL_0");
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "label2id"), "LABEL_0", 0);
+        if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "pad_token_id", c->eos_token_id);
+    }
     cJSON_AddStringToObject(o, "model_type", c->model_type);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);

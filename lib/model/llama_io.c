@@ -4,6 +4,7 @@
 
 #include "lib/ckpt/safetensors.h"
 #include "lib/core/fileio.h"
+#include "lib/core/rng.h"
 #include "llama.h"
 
 /* Tensors a checkpoint may carry that the model does not need. */
@@ -11,7 +12,16 @@ static int ignorable(const zt_llama *m, const char *name)
 {
     size_t n = strlen(name), k = strlen("rotary_emb.inv_freq");
     if (n >= k && !strcmp(name + n - k, "rotary_emb.inv_freq")) return 1;
-    return m->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight");
+    return (m->cfg.tie_word_embeddings || m->cfg.num_labels) && !strcmp(name, "lm_head.weight");
+}
+
+/* A causal LM opened as a reward or value model: its LM head is dropped and the score
+ * head starts at N(0, 0.02²), as transformers initialises it. */
+static void init_score(const zt_llama *m, zt_real *params, const zt_llama_tensor *t)
+{
+    zt_rng rng;
+    zt_rng_seed(&rng, 0x5c0e, 0);
+    for (int64_t j = 0; j < t->shape[0] * t->shape[1]; j++) params[t->offset + j] = (zt_real)(0.02 * zt_rng_normal(&rng));
 }
 
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
@@ -30,7 +40,8 @@ zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
     for (int i = 0; i < m->n_tensors && !st; i++) {
         const zt_llama_tensor *mt = &m->tensors[i];
         const zt_st_tensor *t = zt_st_find(r, mt->name);
-        if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, mt->name);
+        if (!t && m->cfg.num_labels && !strcmp(mt->name, "score.weight")) init_score(m, params, mt);
+        else if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, mt->name);
         else st = zt_st_read_into(t, params + mt->offset, ZT_REAL_DTYPE, mt->shape, mt->ndim);
     }
     zt_st_close(r);

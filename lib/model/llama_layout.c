@@ -36,7 +36,7 @@ static void layout(zt_llama *m)
     m->layer0_off = (size_t)m->V * C;
     m->norm_off = m->layer0_off + y->numel * m->L;
     m->head_off = c->tie_word_embeddings ? m->embed_off : m->norm_off + C;
-    m->numel = m->norm_off + C + (c->tie_word_embeddings ? 0 : (size_t)m->V * C);
+    m->numel = m->norm_off + C + (c->tie_word_embeddings ? 0 : (size_t)zt_llama_head_rows(m) * C);
 }
 
 static void name_tensors(zt_llama *m)
@@ -63,7 +63,8 @@ static void name_tensors(zt_llama *m)
         add_tensor(m, b + y->wd, C, m->F, 1, "model.layers.%d.mlp.down_proj.weight", l);
     }
     add_tensor(m, m->norm_off, C, 0, 0, "model.norm.weight", 0);
-    if (!m->cfg.tie_word_embeddings) add_tensor(m, m->head_off, m->V, C, 1, "lm_head.weight", 0);
+    if (m->cfg.num_labels) add_tensor(m, m->head_off, m->cfg.num_labels, C, 1, "score.weight", 0);
+    else if (!m->cfg.tie_word_embeddings) add_tensor(m, m->head_off, m->V, C, 1, "lm_head.weight", 0);
 }
 
 zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
@@ -133,6 +134,7 @@ void zt_llama_free(zt_llama *m)
     free(m->x);
     free(m->la);
     free(m->loss_host);
+    free(m->out_host);
     memset(m, 0, sizeof *m);
 }
 
@@ -156,7 +158,7 @@ void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *co
 size_t zt_llama_matmul_params(const zt_llama *m)
 {
     size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * (size_t)m->F * m->C;
-    return per_layer * m->L + (size_t)m->V * m->C;
+    return per_layer * m->L + (size_t)zt_llama_head_rows(m) * m->C;
 }
 
 double zt_llama_flops_per_token(const zt_llama *m, int T)

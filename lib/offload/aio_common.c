@@ -112,13 +112,6 @@ void zt_aio_scratch_name(char *out, size_t n, int rank, const char *kind)
     snprintf(out, n, "zt-%s-%ld-rank-%05d.%s", host, (long)getpid(), rank, kind);
 }
 
-double zt_aio_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void zt_aio_take_bytes(zt_aio *a, uint64_t *read, uint64_t *written)
 {
     zt_aio_stats *s = zt_aio_stats_of(a);

@@ -21,6 +21,5 @@ typedef struct zt_aio_stats {
     double wait_s;
 } zt_aio_stats;
 zt_aio_stats *zt_aio_stats_of(zt_aio *a);
-double zt_aio_now(void); /* seconds, monotonic */
 
 #endif

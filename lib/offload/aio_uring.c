@@ -1,4 +1,5 @@
 /* aio over io_uring: blocks of every queued transfer kept in flight up to the queue depth. */
+#include "lib/core/log.h"
 #include "aio_internal.h"
 
 #include <errno.h>
@@ -129,13 +130,13 @@ static void complete_one(zt_aio *a)
 
 zt_status zt_aio_wait(zt_aio *a, zt_aio_req *r)
 {
-    double t0 = zt_aio_now();
+    double t0 = zt_now_s();
     for (;;) {
         pump(a);
         if (r->inflight == 0 && (r->st || r->next == r->bytes)) break;
         complete_one(a);
     }
-    a->stats.wait_s += zt_aio_now() - t0;
+    a->stats.wait_s += zt_now_s() - t0;
     return r->st;
 }
 

@@ -114,6 +114,9 @@ typedef struct zt_recipe {
     struct {
         char *algorithm; /* dpo | reward | ppo | grpo */
         double beta;
+        char *loss_type; /* DPO: sigmoid | ipo */
+        double label_smoothing;
+        int ppo_epochs;
         char *reference, *reward_model, *reward_command;
         double reward_timeout_s;
         int num_generations;

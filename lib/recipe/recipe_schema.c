@@ -114,7 +114,10 @@ static const zt_recipe_key schema[] = {
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
 
     ENUM("rlhf", "algorithm", rlhf.algorithm, 0, "dpo", "dpo|reward|ppo|grpo", NULL, "preference or reinforcement learning algorithm"),
-    FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO / GRPO KL weight"),
+    FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
+    ENUM("rlhf", "loss_type", rlhf.loss_type, 0, "sigmoid", "sigmoid|ipo", NULL, "DPO loss: sigmoid (DPO) or ipo (IPO)"),
+    FLT("rlhf", "label_smoothing", rlhf.label_smoothing, HI_OPEN, "0.0", 0, 0.5, "DPO: assumed fraction of flipped preference labels (sigmoid loss)"),
+    INT("rlhf", "ppo_epochs", rlhf.ppo_epochs, 0, "1", 1, IMAX, "PPO / GRPO: optimizer passes over each batch of generations"),
     STR("rlhf", "reference", rlhf.reference, PATH, "", "reference model directory; empty: the starting model"),
     STR("rlhf", "reward_model", rlhf.reward_model, PATH, "", "reward model directory (or reward_command, not both)"),
     STR("rlhf", "reward_command", rlhf.reward_command, 0, "",
@@ -127,7 +130,7 @@ static const zt_recipe_key schema[] = {
     FLT("rlhf", "kl_coef", rlhf.kl_coef, 0, "0.1", 0, NOMAX, "PPO: KL penalty against the reference"),
     FLT("rlhf", "gamma", rlhf.gamma, 0, "1.0", 0, 1, "PPO: discount factor"),
     FLT("rlhf", "lam", rlhf.lam, 0, "0.95", 0, 1, "PPO: GAE lambda"),
-    FLT("rlhf", "cliprange", rlhf.cliprange, 0, "0.2", 0, NOMAX, "PPO: policy ratio clip"),
+    FLT("rlhf", "cliprange", rlhf.cliprange, 0, "0.2", 0, NOMAX, "PPO / GRPO: policy ratio clip"),
     FLT("rlhf", "cliprange_value", rlhf.cliprange_value, 0, "0.2", 0, NOMAX, "PPO: value function clip"),
     FLT("rlhf", "reward_clip", rlhf.reward_clip, 0, "5.0", 0, NOMAX, "PPO: rewards clipped to [-reward_clip, reward_clip]; 0: off"),
 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "lib/core/arena.h"
+#include "lib/core/log.h"
 #include "train.h"
 
 /* Tokens that end a turn besides the tokenizer's EOS, when the vocabulary has them. */
@@ -83,11 +84,13 @@ zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **
     int32_t *gen = malloc(sizeof(int32_t) * ((size_t)g->max_new_tokens + 1));
     if (!gen) return zt_fail(ZT_ENOMEM, "out of memory");
     zt_llama_cache_reset(&g->cache);
+    double t0 = zt_now_s();
     zt_status st = zt_llama_decode(&g->m, &g->cache, ids, (int)n, g->logits);
     size_t k = 0;
     char *text = NULL;
     while (!st && k < (size_t)g->max_new_tokens) {
-        int32_t next = zt_sample(&g->sampler, g->logits, g->m.V, g->scratch);
+        int32_t next = zt_sample(&g->sampler, g->logits, zt_tokenizer_vocab_size(g->tok), g->scratch);
+        g->generated++;
         if (is_stop_id(g, next)) break;
         gen[k++] = next;
         free(text);
@@ -98,6 +101,7 @@ zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **
         st = zt_llama_decode(&g->m, &g->cache, &next, 1, g->logits);
     }
     free(gen);
+    g->seconds += zt_now_s() - t0;
     if (!st && !text) text = calloc(1, 1);
     if (st || !text) {
         free(text);

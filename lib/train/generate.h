@@ -30,6 +30,8 @@ typedef struct zt_generator {
     int32_t stop_ids[4]; /* end-of-sequence / end-of-turn ids, -1 when unused */
     zt_real *logits;
     void *scratch;
+    int64_t generated; /* tokens sampled so far, and the seconds spent (prompts included) */
+    double seconds;
 } zt_generator;
 
 /* template_name: NULL or "auto" for the model's own chat template (optional), else a name or .jinja path. */

@@ -1,4 +1,5 @@
 /* offload.* = "auto" (placement.h). */
+#include "lib/core/log.h"
 #include "placement.h"
 
 #include <stdio.h>
@@ -42,13 +43,6 @@ static zt_status memory_of(const zt_recipe *r, int ranks_per_node, int *gpu, siz
     return ZT_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* PROBE_BYTES written and read back through the engine in dir (O_DIRECT, the recipe's blocks). */
 static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, double *wr)
 {
@@ -66,13 +60,13 @@ static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, d
     memset(buf, 0x5a, PROBE_BYTES);
     const char *paths[] = {dir};
     if (!(st = zt_aio_file_open(a, &f, paths, 1, name))) {
-        double t0 = now_s();
+        double t0 = zt_now_s();
         if (!(st = zt_aio_file_reserve(a, &f, PROBE_BYTES)) && !(st = zt_aio_write(a, &f, buf, PROBE_BYTES, 0, &q)) &&
             !(st = zt_aio_wait(a, &q))) {
-            double t1 = now_s();
+            double t1 = zt_now_s();
             if (!(st = zt_aio_read(a, &f, buf, PROBE_BYTES, 0, &q)) && !(st = zt_aio_wait(a, &q))) {
                 *wr = PROBE_BYTES / (t1 - t0);
-                *rd = PROBE_BYTES / (now_s() - t1);
+                *rd = PROBE_BYTES / (zt_now_s() - t1);
             }
         }
         zt_aio_file_close(&f, 1);

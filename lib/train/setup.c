@@ -12,6 +12,11 @@
 
 zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, const char *device)
 {
+    return zt_model_open_head(m, dir, dtype_name, device, 0);
+}
+
+zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head)
+{
     char path[4096], hub_dir[4096];
     zt_llama_config cfg;
     zt_dtype dtype;
@@ -23,7 +28,11 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, co
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);
     if (zt_dtype_parse(dtype_name, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is not fp32, bf16 or fp16", dtype_name);
     zt_backend *be;
-    if ((st = zt_llama_config_load(&cfg, path)) || (st = zt_backend_open(device, &be))) return st;
+    if ((st = zt_llama_config_load(&cfg, path))) return st;
+    if (cfg.num_labels && !score_head)
+        return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM", dir);
+    if (score_head && !cfg.num_labels) cfg.num_labels = 1, cfg.tie_word_embeddings = 0; /* a causal LM as backbone */
+    if ((st = zt_backend_open(device, &be))) return st;
     if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
     if ((st = zt_llama_load_weights(m, dir))) zt_llama_free(m);
     return st;
@@ -121,7 +130,8 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
         st = load_files(valid, r, d, &r->data.valid, vocab_size);
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
-        st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, train, valid);
+        int group = strcmp(r->data.format, "preference") ? 1 : 2; /* pairs stay whole */
+        st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
         zt_dataset_free(&all);
     }
     if (st) zt_dataset_free(train);

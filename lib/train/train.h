@@ -19,6 +19,9 @@
 /* Loads config.json and the weights of an HF model directory into m, on the backend of
  * `device` (model.device: auto, cpu or cuda). */
 zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype, const char *device);
+/* The same with a score head (score_head = 1: a reward or value model; a causal LM's
+ * checkpoint then gives the backbone, its LM head dropped and the score head new). */
+zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype, const char *device, int score_head);
 /* Loads data.train in data.format (text, chat and instruct through d's tokenizer
  * and template, see vocab.h), and the validation set: data.valid, or the
  * data.valid_split part held out of data.train (valid stays empty without either). */

@@ -1,5 +1,5 @@
-/* The training loop: micro-batches accumulated into optimizer steps, the loss
- * normalised by the target tokens of the whole step, AdamW on fp32 masters. */
+/* The training loop (trainer.h): an algorithm's gradients each step, reduced over the
+ * ranks, clipped and applied by AdamW on the fp32 masters; checkpoints, metrics, final/. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,60 +13,29 @@
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
-#include "lib/data/batch.h"
 #include "lib/data/formats.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
-#include "lib/offload/actstore.h"
 #include "lib/optim/clip.h"
 #include "lib/train/placement.h"
 #include "lib/optim/schedule.h"
-#include "optstate.h"
-#include "rundir.h"
-#include "train.h"
-
-typedef struct trainer {
-    const zt_recipe *r;
-    zt_recipe placed; /* the recipe with offload's "auto" decided (r points here then) */
-    zt_llama m;
-    zt_dataset train, valid;
-    zt_data_tools tools;
-    zt_loader loader;
-    zt_batch *micro; /* gradient_accumulation_steps batches of one step */
-    zt_comm *comm;   /* NULL for a single process */
-    zt_zero zero;
-    int lead;        /* rank 0: prints and writes the run files */
-    zt_optstate opt; /* AdamW state for the segments this rank updates (zero.seg) */
-    zt_actstore acts; /* offload.activations */
-    zt_schedule sched;
-    zt_rundir rd;
-    long total_steps, start_step; /* start_step > 1 when resuming */
-    double t_start, flops_per_token;
-    int64_t tokens_seen;
-    double io_bytes; /* offload I/O of the run, all ranks */
-    char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
-} trainer;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "trainer.h"
 
 static volatile sig_atomic_t stop_requested; /* SIGTERM: checkpoint and exit 0 (Slurm preemption) */
 static void on_sigterm(int sig) { stop_requested = 1; }
 
 /* The keys that define what a step trains on, with the global batch. */
-static uint64_t data_hash(const trainer *t)
+static uint64_t data_hash(const zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     uint64_t global = (uint64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps * t->zero.world;
-    return zt_recipe_data_hash(r) ^ (global * 0x9e3779b97f4a7c15ull);
+    uint64_t h = zt_recipe_data_hash(r) ^ (global * 0x9e3779b97f4a7c15ull);
+    for (const char *c = t->algo->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    return h;
 }
 
 /* train.resume: auto → the newest complete checkpoint of output.dir (if any), a path → that one */
-static zt_status find_resume(trainer *t)
+static zt_status find_resume(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     t->resume_from[0] = 0;
@@ -84,7 +53,7 @@ static zt_status find_resume(trainer *t)
 }
 
 /* Restores weights, AdamW state for this rank's segments, the data cursor and the step. */
-static zt_status restore(trainer *t)
+static zt_status restore(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     zt_trainer_state s;
@@ -99,7 +68,7 @@ static zt_status restore(trainer *t)
                        t->resume_from);
     if (t->zero.stage < 3 && (st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
-    if ((st = zt_loader_set_state(&t->loader, (zt_loader_state){s.epoch, s.row}))) return st;
+    if ((st = t->algo->set_state(t, (zt_loader_state){s.epoch, s.row}))) return st;
     t->start_step = s.step + 1;
     t->tokens_seen = (int64_t)s.tokens_seen;
     zt_log_info("resuming from '%s' after step %ld (saved by %d rank(s) at ZeRO stage %d)", t->resume_from, s.step,
@@ -108,7 +77,7 @@ static zt_status restore(trainer *t)
 }
 
 /* Every rank agrees on failure: a rank's error becomes everyone's. */
-static zt_status agree(trainer *t, zt_status st, const char *what)
+static zt_status agree(zt_trainer *t, zt_status st, const char *what)
 {
     double bad = st != ZT_OK;
     zt_status cst = zt_zero_sum(&t->zero, &bad, 1);
@@ -119,7 +88,7 @@ static zt_status agree(trainer *t, zt_status st, const char *what)
 
 /* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer
  * state, model files and DONE from rank 0 once every shard is durable. */
-static zt_status save_checkpoint(trainer *t, long step)
+static zt_status save_checkpoint(zt_trainer *t, long step)
 {
     const zt_recipe *r = t->r;
     char dir[4096];
@@ -128,10 +97,10 @@ static zt_status save_checkpoint(trainer *t, long step)
     if (!t->lead) snprintf(dir, sizeof dir, "%s/checkpoints/step-%06ld", r->output.dir, step);
     st = zt_optstate_save(&t->opt, dir);
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
-    zt_loader_state ls = zt_loader_get_state(&t->loader);
+    zt_loader_state ls = t->algo->get_state(t);
     zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
                           .world = t->zero.world, .zero_stage = t->zero.stage, .numel = t->m.numel,
-                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = now_s() - t->t_start};
+                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = zt_now_s() - t->t_start};
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if ((st = zt_state_write_json(dir, &s)) || (st = zt_state_copy_model_files(dir, r->model.path)) ||
@@ -143,31 +112,9 @@ static zt_status save_checkpoint(trainer *t, long step)
 }
 
 
-static zt_status plan_steps(trainer *t)
-{
-    const zt_recipe *r = t->r;
-    if (r->train.max_steps > 0) {
-        t->total_steps = r->train.max_steps;
-        return ZT_OK;
-    }
-    /* epochs → steps: the rows of each epoch (all ranks'), in global batches */
-    int64_t rows = 0, per_step = (int64_t)r->train.micro_batch_size * r->train.gradient_accumulation_steps * t->zero.world;
-    long epochs = (long)ceil(r->train.num_train_epochs);
-    for (long e = 0; e < epochs; e++) {
-        int64_t n;
-        zt_status st = zt_loader_epoch_rows(&t->loader, e, &n);
-        if (st) return st;
-        double frac = r->train.num_train_epochs - e;
-        rows += frac < 1 ? (int64_t)ceil(n * frac) : n;
-    }
-    t->total_steps = (long)((rows + per_step - 1) / per_step);
-    if (t->total_steps < 1) t->total_steps = 1;
-    return ZT_OK;
-}
-
 /* offload.* = "auto": decided here, for this world (train/placement.h); the run's
  * recipe.resolved.toml shows the decision. */
-static zt_status place(trainer *t)
+static zt_status place(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     if (strcmp(r->offload.optimizer, "auto") && strcmp(r->offload.param, "auto")) return ZT_OK;
@@ -185,14 +132,12 @@ static zt_status place(trainer *t)
     return ZT_OK;
 }
 
-static zt_status setup(trainer *t, int argc, char **argv)
+static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;
     char path[4096 + 64];
-    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
-        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "cpu"))
         return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
     if ((st = find_resume(t))) return st;
@@ -202,10 +147,11 @@ static zt_status setup(trainer *t, int argc, char **argv)
                             r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0,
                             strcmp(r->offload.param, "none") != 0};
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
-    if ((st = zt_model_open(&t->m, r->model.path, r->model.dtype, r->model.device))) return st;
+    if ((st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head)))
+        return st;
+    t->T = r->data.max_length;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
-        (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) ||
-        (st = zt_data_open(r, &t->tools, t->m.V, &t->train, &t->valid)))
+        (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) || (st = t->algo->open(t)))
         return st;
     if (strcmp(r->offload.activations, "none")) { /* the checkpointed layer inputs go to host memory or a file */
         char name[160];
@@ -220,72 +166,49 @@ static zt_status setup(trainer *t, int argc, char **argv)
                     (st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
                     (st = zt_recipe_write_resolved(r, path))))
         return st;
-    int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps;
-    if ((st = zt_llama_alloc_acts(&t->m, B, T, r->model.activation_checkpointing))) return st;
-
-    if ((st = zt_loader_init(&t->loader, &t->train, T, B, r->data.packing, r->data.shuffle, r->train.seed,
-                             t->zero.rank, t->zero.world)))
-        return st;
-    if ((st = plan_steps(t))) return st;
+    int T = t->T, A = r->train.gradient_accumulation_steps;
+    if ((st = zt_llama_alloc_acts(&t->m, t->rows, T, r->model.activation_checkpointing))) return st;
+    t->total_steps = r->train.max_steps;
+    if (t->total_steps <= 0 && (st = t->algo->plan(t, &t->total_steps))) return st;
+    if (t->total_steps < 1) t->total_steps = 1;
     long warmup = r->train.warmup_steps;
     if ((st = zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
-    t->micro = calloc(A, sizeof *t->micro);
-    if (!t->micro) return zt_fail(ZT_ENOMEM, "out of memory");
     if ((st = zt_optstate_open(&t->opt, r, &t->zero))) return st;
-    for (int i = 0; i < A; i++)
-        if ((st = zt_batch_alloc(&t->micro[i], B, T))) return st;
     t->start_step = 1;
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
-    zt_loader_stats ls = zt_loader_get_stats(&t->loader);
-    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s, on %s%s; data: %lld examples, %lld rows of %d per "
-                "epoch (%.1f%% padding); %ld steps of %d×%d×%d tokens on %d rank(s), ZeRO stage %d",
+    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens on %d "
+                "rank(s), ZeRO stage %d",
                 r->model.path, t->m.numel, t->m.L, r->model.dtype, t->m.be->name,
-                t->zero.staged ? " (optimizer and collectives on host copies)" : "", (long long)ls.examples,
-                (long long)ls.rows, T, 100 * ls.padding_fraction, t->total_steps, A, B, T, t->zero.world,
-                t->zero.stage);
+                t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
+                t->zero.world, t->zero.stage);
     return ZT_OK;
 }
 
-static zt_status train_step(trainer *t, long step, double *loss_out, float *gnorm_out, int64_t *ntok_out)
+/* One optimizer step: the algorithm's gradients, reduced, clipped and applied. */
+static zt_status train_step(zt_trainer *t, long step, zt_step_result *res, float *gnorm_out)
 {
     const zt_recipe *r = t->r;
-    zt_llama *m = &t->m;
-    int A = r->train.gradient_accumulation_steps;
-    double sums[2] = {0, 0}; /* target tokens, then the loss: over all ranks and micro-batches */
-    zt_status st;
-    for (int i = 0; i < A; i++) {
-        if ((st = zt_loader_next(&t->loader, &t->micro[i]))) return st;
-        sums[0] += (double)t->micro[i].n_targets;
-    }
-    if ((st = zt_zero_sum(&t->zero, sums, 1))) return st;
     zt_zero_zero_grads(&t->zero);
-    /* the loss of a step is a mean over all its target tokens, not over micro-batches or ranks */
-    float scale = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
-    for (int i = 0; i < A; i++)
-        zt_llama_forward_backward(m, t->micro[i].input, t->micro[i].target, t->micro[i].pos, scale, &sums[1]);
-    if ((st = zt_actstore_error(&t->acts))) return st;
+    zt_status st = t->algo->grads(t, step, res);
+    if (st || (st = zt_actstore_error(&t->acts))) return st;
     double sumsq;
-    if ((st = zt_zero_reduce_grads(&t->zero)) || (st = zt_zero_sum(&t->zero, &sums[1], 1)) ||
-        (st = zt_zero_grad_sumsq(&t->zero, &sumsq)))
-        return st;
+    if ((st = zt_zero_reduce_grads(&t->zero)) || (st = zt_zero_grad_sumsq(&t->zero, &sumsq))) return st;
     float norm, coef = zt_clip_coef(sumsq, (float)r->train.max_grad_norm, &norm);
-    if (!isfinite(norm) || !isfinite(sums[1]))
+    if (!isfinite(norm) || !isfinite(res->loss))
         return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
-                       sums[1], norm);
+                       res->loss, norm);
     zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
                   .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
-    if ((st = zt_optstate_step(&t->opt, m, &h, coef))) return st;
+    if ((st = zt_optstate_step(&t->opt, &t->m, &h, coef))) return st;
     if ((st = zt_zero_params_updated(&t->zero))) return st;
-    *loss_out = sums[0] > 0 ? sums[1] / sums[0] : 0;
     *gnorm_out = norm;
-    *ntok_out = (int64_t)sums[0];
     return ZT_OK;
 }
 
-static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64_t ntok, double lr, double dt,
+static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, int64_t ntok, double lr, double dt,
                           int64_t input_tokens)
 {
     uint64_t bytes[ZT_COMM_NPURPOSE][2] = {{0}};
@@ -303,12 +226,15 @@ static zt_status log_step(trainer *t, long step, double loss, float gnorm, int64
     zt_status st = zt_zero_sum(&t->zero, io, 2);
     if (st) return st;
     t->io_bytes += io[0] + io[1];
+    cJSON *row = zt_trainer_row(t, step, NULL);
+    if (t->algo->metrics && (st = t->algo->metrics(t, row))) {
+        cJSON_Delete(row);
+        return st;
+    }
     if (!t->lead) return ZT_OK;
-    double tps = input_tokens * (double)t->zero.world / dt, elapsed = now_s() - t->t_start;
+    double tps = input_tokens * (double)t->zero.world / dt, elapsed = zt_now_s() - t->t_start;
     zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
                 step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, elapsed);
-    cJSON *row = cJSON_CreateObject();
-    cJSON_AddNumberToObject(row, "step", step);
     zt_json_number(row, "loss", loss);
     zt_json_number(row, "lr", lr);
     zt_json_number(row, "grad_norm", gnorm);
@@ -347,13 +273,13 @@ static void add_memory(cJSON *summary, const zt_zero_memory *m, int stage)
 }
 
 /* The progress bar on a terminal: step, loss, lr, grad-norm, tokens/s, GFLOP/s, memory, ETA. */
-static void show_progress(trainer *t, long step, double loss, double lr, float gnorm, double step_s, int64_t input_tokens)
+static void show_progress(zt_trainer *t, long step, double loss, double lr, float gnorm, double step_s, int64_t input_tokens)
 {
     char bar[21], line[400];
     int filled = (int)(20 * step / t->total_steps);
     for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '.';
     bar[20] = 0;
-    double tps = input_tokens / step_s, elapsed = now_s() - t->t_start;
+    double tps = input_tokens / step_s, elapsed = zt_now_s() - t->t_start;
     long eta = (long)(elapsed / step * (t->total_steps - step));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -364,23 +290,19 @@ static void show_progress(trainer *t, long step, double loss, double lr, float g
     zt_log_status(line);
 }
 
-static zt_status eval_valid(trainer *t, long step)
+cJSON *zt_trainer_row(zt_trainer *t, long step, const char *split)
 {
-    zt_eval_result e;
-    zt_status st = zt_eval_dataset(&t->m, &t->valid, t->r, &e);
-    if (st || !t->lead) return st;
-    zt_log_info("step %ld | valid loss %.4f | %lld tokens", step, e.loss, (long long)e.tokens);
+    if (!t->lead) return NULL;
     cJSON *row = cJSON_CreateObject();
     cJSON_AddNumberToObject(row, "step", step);
-    cJSON_AddStringToObject(row, "split", "valid");
-    zt_json_number(row, "loss", e.loss);
-    zt_json_number(row, "perplexity", exp(e.loss));
-    cJSON_AddNumberToObject(row, "tokens", (double)e.tokens);
-    return zt_rundir_metrics(&t->rd, row);
+    if (split) cJSON_AddStringToObject(row, "split", split);
+    return row;
 }
 
+zt_status zt_trainer_write_row(zt_trainer *t, cJSON *row) { return row ? zt_rundir_metrics(&t->rd, row) : ZT_OK; }
+
 /* final/: the model in model.dtype, its config, tokenizer files and generation config */
-static zt_status save_final(trainer *t)
+static zt_status save_final(zt_trainer *t)
 {
     char dir[4096 + 64], src[4096 + 64], dst[8192];
     zt_dtype dtype;
@@ -417,16 +339,11 @@ static zt_status save_final(trainer *t)
     return st;
 }
 
-static void teardown(trainer *t)
+static void teardown(zt_trainer *t)
 {
-    if (t->micro)
-        for (int i = 0; i < t->r->train.gradient_accumulation_steps; i++) zt_batch_free(&t->micro[i]);
-    free(t->micro);
+    if (t->algo->close) t->algo->close(t);
     zt_optstate_close(&t->opt);
     zt_actstore_close(&t->acts);
-    zt_loader_free(&t->loader);
-    zt_dataset_free(&t->train);
-    zt_dataset_free(&t->valid);
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
     zt_zero_free(&t->zero);
@@ -434,7 +351,7 @@ static void teardown(trainer *t)
 
 /* A job started by mpirun or srun (one rank among several) gets a communicator; a
  * plain process trains alone without initialising MPI at all. */
-static zt_status open_comm(trainer *t, const zt_recipe *r)
+static zt_status open_comm(zt_trainer *t, const zt_recipe *r)
 {
     static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
     int in_job = 0;
@@ -448,35 +365,38 @@ static zt_status open_comm(trainer *t, const zt_recipe *r)
     return ZT_OK;
 }
 
-zt_status zt_train(const zt_recipe *r, int argc, char **argv)
+static zt_status evaluate(zt_trainer *t, long step) { return t->algo->evaluate ? t->algo->evaluate(t, step) : ZT_OK; }
+
+zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char **argv)
 {
-    trainer t = {.r = r};
+    zt_trainer t = {.r = r, .algo = algo};
     zt_status st = open_comm(&t, r);
     if (!st) st = setup(&t, argc, argv);
-    t.t_start = now_s();
-    double loss = 0, t_log = now_s(), loss_log = 0;
-    int64_t tokens_log = 0, input_log = 0, input_per_step = (int64_t)r->train.micro_batch_size *
-                                                             r->data.max_length * r->train.gradient_accumulation_steps;
+    t.t_start = zt_now_s();
+    double loss = 0, t_log = zt_now_s(), loss_log = 0;
+    int64_t items_log = 0, tokens_log = 0, input_log = 0, input_total = 0;
     long step = 1;
     if (!st) step = t.start_step;
     signal(SIGTERM, on_sigterm);
     int preempted = 0;
     for (; !st && step <= t.total_steps; step++) {
         float gnorm = 0;
-        int64_t ntok = 0;
-        double t_step = now_s();
-        if ((st = train_step(&t, step, &loss, &gnorm, &ntok))) break;
-        if (t.lead) show_progress(&t, step, loss, zt_schedule_lr(&t.sched, step), gnorm, now_s() - t_step, input_per_step);
-        t.tokens_seen += ntok;
-        loss_log += loss * ntok, tokens_log += ntok, input_log += input_per_step;
+        zt_step_result res = {0};
+        double t_step = zt_now_s();
+        if ((st = train_step(&t, step, &res, &gnorm))) break;
+        loss = res.loss;
+        if (t.lead)
+            show_progress(&t, step, loss, zt_schedule_lr(&t.sched, step), gnorm, zt_now_s() - t_step, res.input_tokens);
+        t.tokens_seen += res.tokens;
+        loss_log += loss * res.items, items_log += res.items, tokens_log += res.tokens;
+        input_log += res.input_tokens, input_total += res.input_tokens;
         if (step % r->train.logging_steps == 0 || step == t.total_steps) {
-            double lr = zt_schedule_lr(&t.sched, step), tnow = now_s();
-            st = log_step(&t, step, tokens_log ? loss_log / tokens_log : 0, gnorm, tokens_log, lr, tnow - t_log,
+            double lr = zt_schedule_lr(&t.sched, step), tnow = zt_now_s();
+            st = log_step(&t, step, items_log ? loss_log / items_log : 0, gnorm, tokens_log, lr, tnow - t_log,
                           input_log);
-            t_log = tnow, loss_log = 0, tokens_log = input_log = 0;
+            t_log = tnow, loss_log = 0, items_log = tokens_log = input_log = 0;
         }
-        if (!st && t.valid.n_examples && r->train.eval_steps > 0 && step % r->train.eval_steps == 0)
-            st = eval_valid(&t, step);
+        if (!st && r->train.eval_steps > 0 && step % r->train.eval_steps == 0) st = evaluate(&t, step);
         double stop = stop_requested; /* every rank stops at the same step */
         if (!st) st = zt_zero_sum(&t.zero, &stop, 1);
         if (!st && (stop > 0 || (r->train.save_steps > 0 && step % r->train.save_steps == 0 && step < t.total_steps)))
@@ -488,7 +408,7 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
         }
     }
     int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
-    if (!st && !preempted && t.valid.n_examples && !evaluated_last) st = eval_valid(&t, t.total_steps);
+    if (!st && !preempted && !evaluated_last) st = evaluate(&t, t.total_steps);
     zt_log_status(NULL);
     /* before the final save assembles the whole model */
     size_t peak_rss_train = zt_peak_rss_bytes();
@@ -499,10 +419,10 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv)
     cJSON *summary = NULL;
     if (t.rd.run) {
         summary = cJSON_CreateObject();
-        double elapsed = now_s() - t.t_start;
+        double elapsed = zt_now_s() - t.t_start;
         cJSON_AddNumberToObject(summary, "steps", step - 1);
         cJSON_AddNumberToObject(summary, "target_tokens", (double)t.tokens_seen);
-        cJSON_AddNumberToObject(summary, "input_tokens", (double)input_per_step * t.zero.world * (step - 1));
+        cJSON_AddNumberToObject(summary, "input_tokens", (double)input_total * t.zero.world);
         zt_json_number(summary, "final_loss", loss);
         zt_json_number(summary, "time_s", elapsed);
         cJSON_AddNumberToObject(summary, "comm_bytes", 0);

@@ -7,14 +7,8 @@
 #include <time.h>
 
 #include "lib/core/arena.h"
+#include "lib/core/log.h"
 #include "lib/core/pages.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void hold(zt_zero3 *s, long long bytes)
 {
@@ -56,13 +50,13 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     zt_llama *m = z->m;
     if (u->weights == UNIT_IN) return;
     start_gather(z, i, p); /* nothing when prefetched */
-    double t = now_s();
+    double t = zt_now_s();
     for (int k = 0; k < 2; k++) {
         zt_status st = zt_comm_wait(z->comm, u->req[k]);
         if (!s->error) s->error = st;
         u->req[k] = NULL;
     }
-    s->wait_s += now_s() - t;
+    s->wait_s += zt_now_s() - t;
     if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);

@@ -485,6 +485,17 @@ static void test_cross_entropy(void)
     cross_entropy_case(1000, 0.0f, 1);
 }
 
+/* the per-row weights of preference and RL losses: a product per element, bitwise */
+static void test_scale_rows(void)
+{
+    const int n = 37, V = 32003;
+    set_case("n=%d V=%d", n, V);
+    buf x = buf_floats((size_t)n * V, 4), scale = buf_floats(n, 2);
+    BOTH(scale_rows, S(x), S(scale), n, V);
+    expect("scale_rows", x, AS_BYTES, 0);
+    case_end();
+}
+
 static void test_adamw(void)
 {
     const size_t n = 100003;
@@ -544,6 +555,7 @@ int main(void)
     RUN(test_attention);
     RUN(test_attention_decode);
     RUN(test_cross_entropy);
+    RUN(test_scale_rows);
     RUN(test_adamw);
     RUN(test_sumsq);
     RUN(test_gemm_unaligned);

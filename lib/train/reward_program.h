@@ -1,0 +1,43 @@
+/* train/reward_program: the external reward program of RLHF (rlhf.reward_command).
+ *
+ * The program is started once per run with /bin/sh -c and kept running. zt writes
+ * one JSON object per completion to its stdin, one a line ({"prompt": ...,
+ * "completion": ..., <extra prompt fields>}), and reads one number per line from its
+ * stdout, in order; the program must flush each answer. Its stderr is ours. A crash,
+ * no answer within timeout_s, or a line that is not a finite number is a ZT_EUSER
+ * error naming the input line (counted from the start of the run); after one, score
+ * keeps failing and close kills the program.
+ *
+ *     zt_reward_program rp = {0};
+ *     if ((st = zt_reward_program_open(&rp, r->rlhf.reward_command, r->rlhf.reward_timeout_s))) return st;
+ *     st = zt_reward_program_score(&rp, objects, n, rewards);
+ *     zt_reward_program_close(&rp);
+ */
+#ifndef ZT_TRAIN_REWARD_PROGRAM_H
+#define ZT_TRAIN_REWARD_PROGRAM_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/core/status.h"
+
+typedef struct zt_reward_program {
+    char *command;           /* NULL when not open */
+    pid_t pid;               /* 0 once it has been waited for */
+    int to_child, from_child; /* our ends of its stdin and stdout (non-blocking); to_child is -1 once it is gone */
+    double timeout_s;
+    long sent, answered;     /* input lines written in full, answers read: since open */
+    int failed;              /* an error left its answers out of step with our lines */
+    size_t len;              /* bytes in buf: the start of an answer not yet ended by a newline */
+    char buf[4096];
+} zt_reward_program;
+
+/* Starts `command` with /bin/sh -c; timeout_s bounds the wait for each answer. */
+zt_status zt_reward_program_open(zt_reward_program *p, const char *command, double timeout_s);
+/* Writes the n objects (one JSON line each, cJSON_PrintUnformatted) and reads n numbers into rewards[]. */
+zt_status zt_reward_program_score(zt_reward_program *p, cJSON *const *objects, int n, double *rewards);
+/* Closes its stdin, waits briefly for it to exit (kills it after ~2 s), frees everything. Safe on a zeroed struct. */
+void zt_reward_program_close(zt_reward_program *p);
+
+#endif

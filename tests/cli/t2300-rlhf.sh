@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# zt rlhf on the demo task (reverse a word) with a real SentencePiece tokenizer: an
+# under-trained SFT model, then DPO (held-out preference accuracy from the SFT model's
+# value to >= 95%, reference log-probabilities cached on disk), a reward model (held-out
+# pairwise accuracy >= 95%, saved as LlamaForSequenceClassification), GRPO with the
+# exact-match reward program, GRPO scored by that reward model under ZeRO-3 on 2 ranks
+# against 1 rank (prompts whose completions end at very different lengths: no hang, the
+# same losses and the same greedy completions), and the errors: a crashing or babbling
+# reward program, wrong data formats, a causal LM given as the reward model.
+. "$(dirname "$0")/lib.sh"
+command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+
+$PY "$ROOT/scripts/demo_data.py" .
+$PY "$ROOT/scripts/demo_rl_data.py" .
+head -2000 pref_train.jsonl > pref_small.jsonl
+spm_train --input=corpus.txt --model_prefix=tok --vocab_size=60 --model_type=char --minloglevel=2 \
+  --user_defined_symbols='<|im_start|>,<|im_end|>' --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+"$ZT" init --arch llama --out model --seed 1 vocab_size=40 hidden_size=128 intermediate_size=352 \
+  num_hidden_layers=4 num_attention_heads=4 num_key_value_heads=2 max_position_embeddings=256 \
+  bos_token_id=1 eos_token_id=2 >/dev/null 2>&1 || fail "zt init"
+cp tok.model model/tokenizer.model
+
+cat > sft.toml <<'TOML'
+[model]
+path = "model"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "train.jsonl"
+format = "chat"
+max_length = 256
+[train]
+max_steps = 150
+micro_batch_size = 8
+learning_rate = 3e-3
+lr_scheduler_type = "cosine"
+warmup_steps = 20
+weight_decay = 0.01
+seed = 1
+[output]
+dir = "sft"
+TOML
+expect_ok "an under-trained SFT model (150 steps)" "$ZT" sft sft.toml
+
+# --- DPO -----------------------------------------------------------------------------------
+cat > dpo.toml <<'TOML'
+[model]
+path = "sft/final"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "pref_small.jsonl"
+valid = "pref_valid.jsonl"
+format = "preference"
+max_length = 64
+[train]
+max_steps = 200
+micro_batch_size = 8
+learning_rate = 3e-4
+lr_scheduler_type = "constant"
+logging_steps = 10
+eval_steps = 200
+seed = 1
+[rlhf]
+algorithm = "dpo"
+beta = 0.1
+[output]
+dir = "dpo"
+overwrite = true
+TOML
+# the SFT model's own value: no step taken (learning rate 0)
+expect_ok "DPO with learning rate 0 (the SFT model's preference accuracy)" \
+  "$ZT" rlhf dpo.toml train.max_steps=1 train.learning_rate=0 output.dir=dpo0
+expect_ok "DPO" "$ZT" rlhf dpo.toml
+ZT_LOG=info "$ZT" rlhf dpo.toml train.max_steps=1 output.dir=dpo1 2>&1 | grep -q "log-probabilities from the cache" &&
+  say "ok - a second run reads the cached reference log-probabilities" || fail "the reference log-probabilities were not cached"
+$PY - <<'PY' && say "ok - DPO: held-out preference accuracy rises from the SFT model's value to >= 95%" || fail "DPO accuracy"
+import json
+def valid(path):
+    return [r for r in map(json.loads, open(path)) if r.get("split") == "valid"][-1]
+before, after = valid("dpo0/metrics.jsonl"), valid("dpo/metrics.jsonl")
+print("held-out reward accuracy: SFT %.3f -> DPO %.3f (margin %.3f); chosen likelier: %.3f -> %.3f" % (
+    before["reward_accuracy"], after["reward_accuracy"], after["reward_margin"], before["preference_accuracy"],
+    after["preference_accuracy"]))
+assert after["reward_accuracy"] >= 0.95 and after["reward_accuracy"] > before["reward_accuracy"]
+assert after["preference_accuracy"] >= 0.95
+train = [r for r in map(json.loads, open("dpo/metrics.jsonl")) if "split" not in r]
+for k in ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy"):
+    assert all(k in r for r in train), k
+PY
+
+# --- reward model --------------------------------------------------------------------------
+sed -e 's/algorithm = "dpo"/algorithm = "reward"/' -e 's/learning_rate = 3e-4/learning_rate = 5e-4/' \
+    -e 's/"constant"/"cosine"\nwarmup_steps = 10/' -e 's/max_steps = 200/max_steps = 400/' \
+    -e 's/eval_steps = 200/eval_steps = 400/' -e 's/dir = "dpo"/dir = "rm"/' dpo.toml > rm.toml
+expect_ok "reward model" "$ZT" rlhf rm.toml
+$PY - <<'PY' && say "ok - reward model: held-out pairwise accuracy >= 95%, saved as LlamaForSequenceClassification" || fail "reward model"
+import json
+valid = [r for r in map(json.loads, open("rm/metrics.jsonl")) if r.get("split") == "valid"][-1]
+print("reward model: held-out pairwise accuracy %.3f, margin %.3f" % (valid["reward_accuracy"], valid["reward_margin"]))
+assert valid["reward_accuracy"] >= 0.95
+cfg = json.load(open("rm/final/config.json"))
+assert cfg["architectures"] == ["LlamaForSequenceClassification"] and cfg["num_labels"] == 1, cfg
+PY
+$PY - <<'PY' && say "ok - score.weight [1, 128] and no lm_head.weight in the reward model" || fail "reward model tensors"
+import json, struct
+with open("rm/final/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+assert h["score.weight"]["shape"] == [1, 128] and "lm_head.weight" not in h, list(h)
+PY
+
+# --- GRPO (the reward model's scores) under ZeRO-3: 2 ranks against 1 ------------------------
+$PY - <<'PY'
+import json
+# rank 0 takes even lines, rank 1 odd ones: 3-letter words against 12-letter ones
+with open("prompts_mixed.jsonl", "w") as f:
+    for i in range(8):
+        w = ("abc", "def", "ghi", "jkl")[i // 2] if i % 2 == 0 else "abcdefghijkl"[i:] + "abcdefghijkl"[:i]
+        f.write(json.dumps({"prompt": [{"role": "user", "content": "reverse " + w}], "answer": w[::-1]}) + "\n")
+PY
+cat > grpo.toml <<TOML
+[model]
+path = "sft/final"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "prompts_mixed.jsonl"
+valid = "prompts_mixed.jsonl"
+format = "prompt"
+max_length = 64
+shuffle = false
+[train]
+max_steps = 4
+micro_batch_size = 4
+gradient_accumulation_steps = 2
+learning_rate = 1e-4
+logging_steps = 1
+eval_steps = 4
+seed = 3
+[zero]
+stage = 3
+[rlhf]
+algorithm = "grpo"
+num_generations = 4
+max_new_tokens = 20
+beta = 0.05
+ppo_epochs = 2
+reward_model = "rm/final"
+[output]
+dir = "grpo1"
+overwrite = true
+TOML
+expect_ok "GRPO with the exact-match reward program" "$ZT" rlhf grpo.toml output.dir=grpo-em zero.stage=0 \
+  rlhf.reward_model= "rlhf.reward_command=$PY $ROOT/scripts/demo_reward.py"
+$PY - <<'PY' && say "ok - GRPO's metrics: rewards of the program in [0, 1], KL, lengths, generation speed" || fail "GRPO metrics"
+import json
+rows = [r for r in map(json.loads, open("grpo-em/metrics.jsonl")) if "split" not in r and r["reward_mean"] is not None]
+assert rows and all(0 <= r["reward_mean"] <= 1 and r["completion_length"] > 0 and r["generate_tokens_per_s"] > 0
+                    and r["kl"] >= 0 for r in rows), rows
+valid = [r for r in map(json.loads, open("grpo-em/metrics.jsonl")) if r.get("split") == "valid"]
+assert valid and 0 <= valid[-1]["reward_mean"] <= 1 and valid[-1]["prompts"] == 8, valid
+PY
+need_mpi
+expect_ok "GRPO with the reward model, 1 rank (micro-batch 8)" "$ZT" rlhf grpo.toml train.micro_batch_size=8
+expect_ok "GRPO, ZeRO-3 on 2 ranks" timeout 300 $MPI -np 2 "$ZT" rlhf grpo.toml output.dir=grpo2
+$PY - <<'PY' && say "ok - GRPO: 2 ranks under ZeRO-3 match 1 rank (losses within 1e-5 relative)" || fail "GRPO 2 ranks vs 1"
+import json
+def rows(d):
+    return [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+a, b = rows("grpo1"), rows("grpo2")
+assert len(a) == len(b) == 4, (len(a), len(b))
+for x, y in zip(a, b):
+    # fp32 sums in another order: the loss to 1e-5 relative, the gradient's norm to 1e-4
+    for k, rel in (("loss", 1e-5), ("reward_mean", 1e-5), ("kl", 1e-5), ("completion_length", 1e-5), ("grad_norm", 1e-4)):
+        if x[k] is None or y[k] is None:  # no new generations in a step that reuses them (ppo_epochs = 2)
+            assert x[k] is None and y[k] is None, (x["step"], k, x[k], y[k])
+            continue
+        tol = rel * max(abs(x[k]), abs(y[k])) + 1e-9
+        assert abs(x[k] - y[k]) <= tol, (x["step"], k, x[k], y[k])
+lengths = [r["completion_length"] for r in a]
+print("completion lengths per step:", lengths)
+print("losses, 1 rank: ", [r["loss"] for r in a])
+print("losses, 2 ranks:", [r["loss"] for r in b])
+assert sum(abs(r["loss"]) > 1e-6 for r in a) >= 2, "the losses should not be trivially 0"
+PY
+for d in grpo1 grpo2; do
+  "$ZT" generate --model $d/final --chat-template chatml --input prompts_mixed.jsonl --output $d.out.jsonl \
+    --max-new-tokens 20 --temperature 0 >/dev/null 2>&1 || fail "generate from $d"
+done
+cmp -s grpo1.out.jsonl grpo2.out.jsonl && say "ok - greedy completions of the 2-rank model equal the 1-rank model's" ||
+  fail "greedy completions differ: $(diff grpo1.out.jsonl grpo2.out.jsonl | head -4)"
+
+# --- errors ----------------------------------------------------------------------------------
+printf 'import sys\nfor i, l in enumerate(sys.stdin):\n    print(1.0 if i < 2 else "oops", flush=True)\n' > babble.py
+printf 'import sys\nfor i, l in enumerate(sys.stdin):\n    print(0.5, flush=True)\n    if i == 2: sys.exit(3)\n' > crash.py
+expect_exit 2 "a reward program printing a non-number" "reward program .*line 3.*'oops'" \
+  "$ZT" rlhf grpo.toml output.dir=bad1 rlhf.reward_model= "rlhf.reward_command=$PY babble.py"
+expect_exit 2 "a crashing reward program" "reward program .*status 3.*line 4" \
+  "$ZT" rlhf grpo.toml output.dir=bad2 rlhf.reward_model= "rlhf.reward_command=$PY crash.py"
+expect_exit 2 "GRPO on preference data" "data.format must be \"prompt\"" "$ZT" rlhf grpo.toml data.format=preference \
+  data.train=pref_valid.jsonl data.valid=pref_valid.jsonl output.dir=bad3
+expect_exit 2 "DPO on prompts" "data.format must be \"preference\"" "$ZT" rlhf dpo.toml data.format=prompt \
+  data.train=prompts_mixed.jsonl data.valid=prompts_mixed.jsonl output.dir=bad4
+expect_exit 2 "groups that do not fit a rank's batch" "multiple of rlhf.num_generations" \
+  "$ZT" rlhf grpo.toml rlhf.num_generations=3 output.dir=bad5
+expect_exit 2 "GRPO without a reward" "needs rlhf.reward_command or rlhf.reward_model" \
+  "$ZT" rlhf grpo.toml rlhf.reward_model= output.dir=bad6
+expect_exit 2 "a causal LM as the reward model" "is a causal LM, not a reward model" \
+  "$ZT" rlhf grpo.toml rlhf.reward_model=sft/final output.dir=bad9
+expect_exit 2 "PPO (not in this version)" "ppo.* not available" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo output.dir=bad7
+expect_exit 2 "a reward model as the SFT model" "reward or value model" "$ZT" sft sft.toml model.path=rm/final \
+  output.dir=bad8
+done_testing

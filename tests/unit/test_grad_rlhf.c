@@ -1,0 +1,234 @@
+/* Gradient checks of zt rlhf's losses through the whole model (zt_real = double): the
+ * parameters' gradients from zt_llama_forward_objective against central finite
+ * differences of the loss, for DPO (sigmoid with label smoothing, IPO), the reward
+ * model's pairwise loss, GRPO's clipped objective with its KL penalty (PPO's policy loss
+ * is the same clipped objective on GAE advantages) and PPO's clipped value loss. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "lib/model/llama.h"
+#include "lib/train/rl_loss.h"
+#include "test.h"
+
+enum { B = 2, T = 8 };
+
+/* row 0: a sequence of 6 tokens (its last 4 trained); row 1: 8 tokens (its last 5) */
+static int32_t input[B * T], target[B * T], pos[B * T];
+static const int len[B] = {6, 8}, prompt[B] = {2, 3};
+static double fixed[B * T]; /* old log-probabilities or values: constants of the loss */
+
+static void make_batch(int vocab)
+{
+    for (int r = 0; r < B; r++)
+        for (int t = 0; t < T; t++) {
+            int i = r * T + t;
+            input[i] = t < len[r] ? (i * 5 + 2) % vocab : 0;
+            pos[i] = t < len[r] ? t : t - len[r];
+            target[i] = t + 1 < len[r] && t + 1 >= prompt[r] ? (i * 5 + 7) % vocab : -100;
+        }
+}
+
+static double row_sum(const double *out, int r)
+{
+    double s = 0;
+    for (int t = 0; t < T; t++) s += target[r * T + t] >= 0 ? out[r * T + t] : 0;
+    return s;
+}
+
+static int row_count(int r)
+{
+    int n = 0;
+    for (int t = 0; t < T; t++) n += target[r * T + t] >= 0;
+    return n;
+}
+
+static void row_coef(double *coef, int r, double d)
+{
+    for (int t = 0; t < T; t++)
+        if (target[r * T + t] >= 0) coef[r * T + t] = d;
+}
+
+/* ---- the objectives, as the trainer builds them ---- */
+
+static zt_dpo_kind dpo_kind;
+static double dpo(void *ctx, const double *out, double *coef, int N)
+{
+    int ipo = dpo_kind == ZT_DPO_IPO, kc = ipo ? row_count(0) : 1, kr = ipo ? row_count(1) : 1;
+    double dc, dr, loss = zt_dpo_loss(dpo_kind, 0.5, ipo ? 0 : 0.1, row_sum(out, 0) / kc, row_sum(out, 1) / kr,
+                                      -3.0 / kc, -4.0 / kr, &dc, &dr);
+    if (coef) {
+        memset(coef, 0, N * sizeof *coef);
+        row_coef(coef, 0, dc / kc), row_coef(coef, 1, dr / kr);
+    }
+    return loss;
+}
+
+static double reward(void *ctx, const double *out, double *coef, int N)
+{
+    double dc, dr, loss = zt_pairwise_loss(out[len[0] - 1], out[T + len[1] - 1], &dc, &dr);
+    if (coef) {
+        memset(coef, 0, N * sizeof *coef);
+        coef[len[0] - 1] = dc, coef[T + len[1] - 1] = dr;
+    }
+    return loss;
+}
+
+/* per token: the clipped objective (advantage +1.3 in row 0, -0.7 in row 1) + 0.2·KL to a
+ * reference at fixed[] - 0.3; per sequence: the mean over its tokens */
+static double grpo(void *ctx, const double *out, double *coef, int N)
+{
+    double total = 0;
+    if (coef) memset(coef, 0, N * sizeof *coef);
+    for (int r = 0; r < B; r++) {
+        int n = row_count(r);
+        for (int t = 0; t < T; t++) {
+            int i = r * T + t;
+            if (target[i] < 0) continue;
+            double d, dk;
+            double loss = zt_clipped_policy_loss(out[i], fixed[i], r ? -0.7 : 1.3, 0.2, &d);
+            loss += 0.2 * zt_kl_k3(out[i], fixed[i] - 0.3, &dk);
+            total += loss / n;
+            if (coef) coef[i] = (d + 0.2 * dk) / n;
+        }
+    }
+    return total;
+}
+
+/* per token of the score head: the clipped value loss against returns 0.4·t - 1 */
+static double value(void *ctx, const double *out, double *coef, int N)
+{
+    double total = 0;
+    if (coef) memset(coef, 0, N * sizeof *coef);
+    for (int i = 0; i < N; i++) {
+        if (target[i] < 0) continue;
+        double d;
+        total += zt_clipped_value_loss(out[i], fixed[i], 0.4 * (i % T) - 1, 0.2, &d);
+        if (coef) coef[i] = d;
+    }
+    return total;
+}
+
+/* ---- the check ---- */
+
+static double loss_of(zt_llama *m, zt_llama_objective *obj)
+{
+    return zt_llama_forward_objective(m, input, target, pos, obj, 0);
+}
+
+static double capture(void *ctx, const double *out, double *coef, int N)
+{
+    memcpy(fixed, out, N * sizeof *out);
+    return 0;
+}
+
+/* fixed[] ← the outputs at the current weights plus offsets that put tokens on both sides
+ * of the clip range (far enough from its edges for finite differences) */
+static void set_fixed(zt_llama *m)
+{
+    zt_llama_objective cap = {NULL, capture};
+    loss_of(m, &cap);
+    static const double offsets[] = {-0.5, 0.05, 0.45, -0.04};
+    for (int i = 0; i < B * T; i++) fixed[i] += offsets[i % 4];
+}
+
+static double check(int num_labels, double (*fn)(void *, const double *, double *, int), int with_fixed)
+{
+    zt_llama_config c;
+    zt_llama_config_default(&c);
+    c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
+    c.num_labels = num_labels;
+    zt_llama m;
+    ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, 0) == ZT_OK);
+    zt_llama_init_weights(&m, 7, 0.5);
+    make_batch(c.vocab_size);
+    if (with_fixed) set_fixed(&m);
+    zt_llama_objective obj = {NULL, fn};
+    memset(m.grads, 0, m.numel * sizeof(double));
+    double loss = zt_llama_forward_objective(&m, input, target, pos, &obj, 1);
+    CHECK_MSG(isfinite(loss) && loss != 0, "loss %g", loss);
+    double worst = 0, norm = 0;
+    const double eps = 1e-6;
+    for (size_t i = 0; i < m.numel; i++) {
+        double keep = m.params[i];
+        m.params[i] = keep + eps;
+        double lp = loss_of(&m, &obj);
+        m.params[i] = keep - eps;
+        double lm = loss_of(&m, &obj);
+        m.params[i] = keep;
+        double fd = (lp - lm) / (2 * eps), an = m.grads[i];
+        worst = fmax(worst, fabs(fd - an) / fmax(1e-2, fabs(an)));
+        norm += an * an;
+    }
+    CHECK_MSG(norm > 1e-8, "the gradient is zero");
+    zt_llama_free(&m);
+    return worst;
+}
+
+static void test_dpo_sigmoid(void)
+{
+    dpo_kind = ZT_DPO_SIGMOID;
+    double e = check(0, dpo, 0);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_dpo_ipo(void)
+{
+    dpo_kind = ZT_DPO_IPO;
+    double e = check(0, dpo, 0);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_reward_pairwise(void)
+{
+    double e = check(1, reward, 0);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_grpo_clipped_kl(void)
+{
+    double e = check(0, grpo, 1);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+static void test_ppo_value(void)
+{
+    double e = check(1, value, 1);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
+/* the losses' own derivatives at points on both sides of each branch */
+static void test_loss_derivatives(void)
+{
+    const double h = 1e-6;
+    double xs[] = {-0.9, -0.3, 0.1, 0.6};
+    for (int i = 0; i < 4; i++) {
+        double x = xs[i], d, d2, lp, lm;
+        zt_clipped_policy_loss(x, 0, 1.5, 0.2, &d);
+        lp = zt_clipped_policy_loss(x + h, 0, 1.5, 0.2, &d2), lm = zt_clipped_policy_loss(x - h, 0, 1.5, 0.2, &d2);
+        CHECK_MSG(fabs((lp - lm) / (2 * h) - d) < 1e-6, "policy at %g: %g vs %g", x, (lp - lm) / (2 * h), d);
+        zt_clipped_value_loss(x, 0, 1, 0.2, &d);
+        lp = zt_clipped_value_loss(x + h, 0, 1, 0.2, &d2), lm = zt_clipped_value_loss(x - h, 0, 1, 0.2, &d2);
+        CHECK_MSG(fabs((lp - lm) / (2 * h) - d) < 1e-6, "value at %g: %g vs %g", x, (lp - lm) / (2 * h), d);
+    }
+    double adv[5], ret[5], r[5] = {0, 0, 0, 0, 1}, v[5] = {0.1, 0.2, 0.3, 0.4, 0.5};
+    zt_gae(r, v, 5, 1.0, 0.95, adv, ret);
+    /* the last step: δ = r - v; each earlier one adds γλ times the next advantage */
+    CHECK(fabs(adv[4] - 0.5) < 1e-12);
+    CHECK(fabs(adv[3] - (0.5 - 0.4 + 0.95 * 0.5)) < 1e-12);
+    CHECK(fabs(ret[0] - (adv[0] + 0.1)) < 1e-12);
+}
+
+int main(void)
+{
+    omp_set_num_threads(1);
+    RUN(test_dpo_sigmoid);
+    RUN(test_dpo_ipo);
+    RUN(test_reward_pairwise);
+    RUN(test_grpo_clipped_kl);
+    RUN(test_ppo_value);
+    RUN(test_loss_derivatives);
+    return test_summary();
+}
