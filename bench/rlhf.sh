@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/rlhf.sh: zt rlhf on the built-in demo task (reverse a word; scripts/demo-prepare.sh).
-#  1. GRPO from an under-trained SFT model (BENCH_SFT_STEPS, 180, of the demo's SFT recipe)
+#  1. GRPO from an under-trained SFT model (BENCH_SFT_STEPS, 150, of the demo's SFT recipe)
 #     with the exact-match reward program (scripts/demo_reward.py) for at most
 #     BENCH_GRPO_MINUTES (20) on this machine: held-out greedy exact-match accuracy (the mean
 #     reward on data.valid) at each evaluation, with the elapsed time.
@@ -10,10 +10,10 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=$PWD/build/bench/rlhf
-ZT=$PWD/zt
+ZT=${ZT:-$PWD/zt}
 PY=/usr/bin/python3
 RESULTS=${BENCH_RESULTS:-bench/RESULTS.md}
-SFT_STEPS=${BENCH_SFT_STEPS:-180}
+SFT_STEPS=${BENCH_SFT_STEPS:-150}
 MINUTES=${BENCH_GRPO_MINUTES:-20}
 log() { echo "bench: $*" >&2; }
 [ -x "$ZT" ] || { log "./zt not built (make)"; exit 1; }
@@ -53,7 +53,7 @@ m = re.search(r"generated (\d+) tokens in ([\d.]+) s", open(f"{out}/plain.log").
 plain = int(m.group(1)) / float(m.group(2))
 print(f"\n## zt rlhf: GRPO on the demo task (bench/rlhf.sh)\n")
 print(f"Conditions: {cores} cores, load {load}; SFT {sft_steps} steps of recipes/demo-sft.toml, then "
-      f"recipes/demo-grpo.toml (8 completions per prompt, 2 prompts per step, temperature 1, lr 1e-4, beta 0.04) "
+      f"recipes/demo-grpo.toml (8 completions per prompt, 8 prompts per step, temperature 1, lr 3e-5, beta 0.04) "
       f"for at most {minutes} minutes; held-out accuracy = greedy exact match on the 200 held-out words.\n")
 print("| step | elapsed (s) | held-out accuracy |\n| --- | --- | --- |")
 print(f"| 0 | 0 | {start:.3f} |")

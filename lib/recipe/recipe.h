@@ -122,7 +122,7 @@ typedef struct zt_recipe {
         int num_generations;
         int max_new_tokens;
         double temperature, top_p;
-        double kl_coef, gamma, lam, cliprange, cliprange_value, reward_clip;
+        double kl_coef, gamma, lam, cliprange, cliprange_value, reward_clip, critic_learning_rate;
     } rlhf;
 
     char *file;                      /* the recipe file as given; NULL without one */

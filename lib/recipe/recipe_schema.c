@@ -133,6 +133,8 @@ static const zt_recipe_key schema[] = {
     FLT("rlhf", "cliprange", rlhf.cliprange, 0, "0.2", 0, NOMAX, "PPO / GRPO: policy ratio clip"),
     FLT("rlhf", "cliprange_value", rlhf.cliprange_value, 0, "0.2", 0, NOMAX, "PPO: value function clip"),
     FLT("rlhf", "reward_clip", rlhf.reward_clip, 0, "5.0", 0, NOMAX, "PPO: rewards clipped to [-reward_clip, reward_clip]; 0: off"),
+    FLT("rlhf", "critic_learning_rate", rlhf.critic_learning_rate, 0, "0", 0, NOMAX,
+        "PPO: the critic's peak learning rate (train.* schedule); 0: train.learning_rate"),
 };
 
 const zt_recipe_key *zt_recipe_schema(int *n)

@@ -18,7 +18,7 @@ size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n)
     return chunk;
 }
 
-zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
+zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind)
 {
     memset(o, 0, sizeof *o);
     o->z = z;
@@ -32,7 +32,7 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z)
     if (st) return st;
     size_t chunk = zt_optstate_chunk_bytes(r, n);
     char name[160];
-    zt_aio_scratch_name(name, sizeof name, z->rank, "optim");
+    zt_aio_scratch_name(name, sizeof name, z->rank, kind);
     st = zt_swap_open(&o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
                       chunk);
     uint64_t rd, wr; /* the file's first zeros are not a step's I/O */

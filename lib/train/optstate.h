@@ -3,7 +3,7 @@
  * of checkpoints.
  *
  *     zt_optstate o;
- *     zt_optstate_open(&o, recipe, &zero);
+ *     zt_optstate_open(&o, recipe, &zero, "optim");
  *     zt_optstate_step(&o, &model, &hyper, clip_coef);   // AdamW on zero.master
  *     zt_optstate_save(&o, ckpt_dir);                   // this rank's shard
  *     zt_optstate_restore(&o, ckpt_dir, numel);         // moments (and stage 3's weights) back
@@ -29,7 +29,8 @@ typedef struct zt_optstate {
 /* Bytes of each of m and v per chunk of the swap file, for n elements (three chunks of both are
  * in memory: the buffers offload.max_pinned_bytes bounds). */
 size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n);
-zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z);
+/* kind names the NVMe swap file (two optimizers of one process need two names). */
+zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind);
 void zt_optstate_close(zt_optstate *o);
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef);
 zt_status zt_optstate_save(zt_optstate *o, const char *ckpt_dir);

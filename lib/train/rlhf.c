@@ -18,10 +18,8 @@ void zt_rlhf_fill_row(const int32_t *ids, const int32_t *labels, int n, int T, i
 zt_status zt_rlhf(const zt_recipe *r, int argc, char **argv)
 {
     static const struct { const char *name; const zt_algo *algo; } algos[] = {
-        {"dpo", &zt_algo_dpo}, {"reward", &zt_algo_reward}, {"grpo", &zt_algo_grpo}};
+        {"dpo", &zt_algo_dpo}, {"reward", &zt_algo_reward}, {"grpo", &zt_algo_grpo}, {"ppo", &zt_algo_ppo}};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
         if (!strcmp(r->rlhf.algorithm, algos[i].name)) return zt_train_with(r, algos[i].algo, argc, argv);
-    if (!strcmp(r->rlhf.algorithm, "ppo"))
-        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"ppo\" is not available in this version (dpo, reward, grpo are)");
     return zt_fail(ZT_EUSER, "rlhf.algorithm '%s' is not dpo, reward, grpo or ppo", r->rlhf.algorithm);
 }

@@ -1,13 +1,13 @@
 /* train/rlhf: zt rlhf's algorithms on the shared trainer (trainer.h):
  *   dpo, reward  preference pairs (rlhf_pref.c)
- *   grpo         generation, rewards and clipped policy updates (rlhf_rl.c)
+ *   grpo, ppo    generation and rewards (rlhf_rollout.c), their updates (rlhf_grpo.c, rlhf_ppo.c)
  * and what they share: one sequence per row, reference log-probabilities. */
 #ifndef ZT_TRAIN_RLHF_H
 #define ZT_TRAIN_RLHF_H
 
 #include "trainer.h"
 
-extern const zt_algo zt_algo_dpo, zt_algo_reward, zt_algo_grpo;
+extern const zt_algo zt_algo_dpo, zt_algo_reward, zt_algo_grpo, zt_algo_ppo;
 
 /* `zt rlhf`: the algorithm rlhf.algorithm names. */
 zt_status zt_rlhf(const zt_recipe *r, int argc, char **argv);

@@ -68,6 +68,7 @@ static zt_status restore(zt_trainer *t)
                        t->resume_from);
     if (t->zero.stage < 3 && (st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
+    if (t->algo->restore && (st = t->algo->restore(t, t->resume_from))) return st;
     if ((st = t->algo->set_state(t, (zt_loader_state){s.epoch, s.row}))) return st;
     t->start_step = s.step + 1;
     t->tokens_seen = (int64_t)s.tokens_seen;
@@ -96,6 +97,7 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
     if ((st = agree(t, st, "creating the checkpoint directory"))) return st;
     if (!t->lead) snprintf(dir, sizeof dir, "%s/checkpoints/step-%06ld", r->output.dir, step);
     st = zt_optstate_save(&t->opt, dir);
+    if (!st && t->algo->save) st = t->algo->save(t, dir);
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
     zt_loader_state ls = t->algo->get_state(t);
     zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
@@ -132,6 +134,14 @@ static zt_status place(zt_trainer *t)
     return ZT_OK;
 }
 
+zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
+{
+    return (zt_zero_options){r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
+                             r->zero.hpz_partition_size, r->zero.quantized_gradients,
+                             r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0,
+                             strcmp(r->offload.param, "none") != 0};
+}
+
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = place(t);
@@ -142,10 +152,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
         return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
-    zt_zero_options opts = {r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
-                            r->zero.hpz_partition_size, r->zero.quantized_gradients,
-                            r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0,
-                            strcmp(r->offload.param, "none") != 0};
+    zt_zero_options opts = zt_trainer_zero_options(r);
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     if ((st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head)))
         return st;
@@ -175,7 +182,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if ((st = zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
-    if ((st = zt_optstate_open(&t->opt, r, &t->zero))) return st;
+    if ((st = zt_optstate_open(&t->opt, r, &t->zero, "optim"))) return st;
     t->start_step = 1;
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
@@ -187,25 +194,30 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     return ZT_OK;
 }
 
+zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, double lr, long step, double loss,
+                            float *gnorm)
+{
+    double sumsq;
+    zt_status st;
+    if ((st = zt_zero_reduce_grads(z)) || (st = zt_zero_grad_sumsq(z, &sumsq))) return st;
+    float norm, coef = zt_clip_coef(sumsq, (float)r->train.max_grad_norm, &norm);
+    if (!isfinite(norm) || !isfinite(loss))
+        return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
+                       loss, norm);
+    zt_adamw h = {.lr = lr, .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2, .eps = r->train.adam_epsilon,
+                  .weight_decay = r->train.weight_decay, .step = step};
+    if ((st = zt_optstate_step(opt, z->m, &h, coef)) || (st = zt_zero_params_updated(z))) return st;
+    *gnorm = norm;
+    return ZT_OK;
+}
+
 /* One optimizer step: the algorithm's gradients, reduced, clipped and applied. */
 static zt_status train_step(zt_trainer *t, long step, zt_step_result *res, float *gnorm_out)
 {
-    const zt_recipe *r = t->r;
     zt_zero_zero_grads(&t->zero);
     zt_status st = t->algo->grads(t, step, res);
     if (st || (st = zt_actstore_error(&t->acts))) return st;
-    double sumsq;
-    if ((st = zt_zero_reduce_grads(&t->zero)) || (st = zt_zero_grad_sumsq(&t->zero, &sumsq))) return st;
-    float norm, coef = zt_clip_coef(sumsq, (float)r->train.max_grad_norm, &norm);
-    if (!isfinite(norm) || !isfinite(res->loss))
-        return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
-                       res->loss, norm);
-    zt_adamw h = {.lr = zt_schedule_lr(&t->sched, step), .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2,
-                  .eps = r->train.adam_epsilon, .weight_decay = r->train.weight_decay, .step = step};
-    if ((st = zt_optstate_step(&t->opt, &t->m, &h, coef))) return st;
-    if ((st = zt_zero_params_updated(&t->zero))) return st;
-    *gnorm_out = norm;
-    return ZT_OK;
+    return zt_optimizer_step(t->r, &t->zero, &t->opt, zt_schedule_lr(&t->sched, step), step, res->loss, gnorm_out);
 }
 
 static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, int64_t ntok, double lr, double dt,
@@ -413,6 +425,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     /* before the final save assembles the whole model */
     size_t peak_rss_train = zt_peak_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
+    if (!st && !preempted && algo->finish) st = algo->finish(&t);
     if (!st && !preempted) st = zt_zero_gather_all(&t.zero);
     if (!st && !preempted && t.lead) st = save_final(&t);
     zt_zero_release_all(&t.zero);

@@ -45,6 +45,11 @@ typedef struct zt_algo {
     zt_status (*evaluate)(zt_trainer *t, long step);
     zt_loader_state (*get_state)(zt_trainer *t);
     zt_status (*set_state)(zt_trainer *t, zt_loader_state s);
+    /* Optional, for a second trained model (PPO's critic), on every rank: its share of a
+     * checkpoint in dir, its restore, and its final save once training ends. */
+    zt_status (*save)(zt_trainer *t, const char *dir);
+    zt_status (*restore)(zt_trainer *t, const char *dir);
+    zt_status (*finish)(zt_trainer *t);
     void (*close)(zt_trainer *t);
 } zt_algo;
 
@@ -70,6 +75,13 @@ struct zt_trainer {
     char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
 };
 
+/* After a step's gradients (model z->m, grads zeroed before them): reduces them over the
+ * ranks, clips them to train.max_grad_norm and applies AdamW with lr; *gnorm is the norm
+ * before clipping. A loss or gradient that is not finite is an error. */
+zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, double lr, long step, double loss,
+                            float *gnorm);
+/* ZeRO's options as the recipe sets them. */
+zt_zero_options zt_trainer_zero_options(const zt_recipe *r);
 /* Trains with algo: what zt pretrain, zt sft and zt rlhf run. */
 zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char **argv);
 /* A metrics row for rank 0 (the step and split fields set), or NULL elsewhere. */

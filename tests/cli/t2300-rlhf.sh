@@ -3,10 +3,11 @@
 # under-trained SFT model, then DPO (held-out preference accuracy from the SFT model's
 # value to >= 95%, reference log-probabilities cached on disk), a reward model (held-out
 # pairwise accuracy >= 95%, saved as LlamaForSequenceClassification), GRPO with the
-# exact-match reward program, GRPO scored by that reward model under ZeRO-3 on 2 ranks
-# against 1 rank (prompts whose completions end at very different lengths: no hang, the
-# same losses and the same greedy completions), and the errors: a crashing or babbling
-# reward program, wrong data formats, a causal LM given as the reward model.
+# exact-match reward program, GRPO and PPO scored by that reward model under ZeRO-3 on 2
+# ranks against 1 rank (prompts whose completions end at very different lengths: no hang,
+# the same losses and the same greedy completions), PPO resumed from a checkpoint (actor
+# and critic), and the errors: a crashing or babbling reward program, wrong data formats,
+# a causal LM given as the reward model.
 . "$(dirname "$0")/lib.sh"
 command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
 
@@ -164,32 +165,54 @@ PY
 need_mpi
 expect_ok "GRPO with the reward model, 1 rank (micro-batch 8)" "$ZT" rlhf grpo.toml train.micro_batch_size=8
 expect_ok "GRPO, ZeRO-3 on 2 ranks" timeout 300 $MPI -np 2 "$ZT" rlhf grpo.toml output.dir=grpo2
-$PY - <<'PY' && say "ok - GRPO: 2 ranks under ZeRO-3 match 1 rank (losses within 1e-5 relative)" || fail "GRPO 2 ranks vs 1"
-import json
-def rows(d):
-    return [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
-a, b = rows("grpo1"), rows("grpo2")
-assert len(a) == len(b) == 4, (len(a), len(b))
+# compare.py A B KEY...: the rows of two runs' metrics.jsonl agree (fp32 sums in another order:
+# the loss to 1e-5 relative, gradient norms to 1e-4); a step that reuses its generations
+# (ppo_epochs = 2) has no reward statistics in either
+cat > compare.py <<'PY'
+import json, sys
+a_dir, b_dir, keys = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+a, b = rows(a_dir), rows(b_dir)
+a = a[len(a) - len(b):]  # a resumed run has the last rows only
+assert a and len(a) == len(b), (len(a), len(b))
 for x, y in zip(a, b):
-    # fp32 sums in another order: the loss to 1e-5 relative, the gradient's norm to 1e-4
-    for k, rel in (("loss", 1e-5), ("reward_mean", 1e-5), ("kl", 1e-5), ("completion_length", 1e-5), ("grad_norm", 1e-4)):
-        if x[k] is None or y[k] is None:  # no new generations in a step that reuses them (ppo_epochs = 2)
+    assert x["step"] == y["step"]
+    for k in keys:
+        rel = 1e-4 if "norm" in k else 1e-5
+        if x[k] is None or y[k] is None:
             assert x[k] is None and y[k] is None, (x["step"], k, x[k], y[k])
             continue
-        tol = rel * max(abs(x[k]), abs(y[k])) + 1e-9
-        assert abs(x[k] - y[k]) <= tol, (x["step"], k, x[k], y[k])
-lengths = [r["completion_length"] for r in a]
-print("completion lengths per step:", lengths)
-print("losses, 1 rank: ", [r["loss"] for r in a])
-print("losses, 2 ranks:", [r["loss"] for r in b])
-assert sum(abs(r["loss"]) > 1e-6 for r in a) >= 2, "the losses should not be trivially 0"
+        assert abs(x[k] - y[k]) <= rel * max(abs(x[k]), abs(y[k])) + 1e-9, (x["step"], k, x[k], y[k])
+print("losses, %s:" % a_dir, [x["loss"] for x in a])
+print("losses, %s:" % b_dir, [y["loss"] for y in b])
+assert sum(abs(x["loss"]) > 1e-6 for x in a) >= 1, "the losses should not all be trivially 0"
 PY
+$PY compare.py grpo1 grpo2 loss reward_mean kl completion_length grad_norm &&
+  say "ok - GRPO: 2 ranks under ZeRO-3 match 1 rank (losses within 1e-5 relative)" || fail "GRPO 2 ranks vs 1"
 for d in grpo1 grpo2; do
   "$ZT" generate --model $d/final --chat-template chatml --input prompts_mixed.jsonl --output $d.out.jsonl \
     --max-new-tokens 20 --temperature 0 >/dev/null 2>&1 || fail "generate from $d"
 done
 cmp -s grpo1.out.jsonl grpo2.out.jsonl && say "ok - greedy completions of the 2-rank model equal the 1-rank model's" ||
   fail "greedy completions differ: $(diff grpo1.out.jsonl grpo2.out.jsonl | head -4)"
+
+# --- PPO: actor and critic; ZeRO-3 on 2 ranks against 1; resume --------------------------------
+expect_ok "PPO, 1 rank (a checkpoint at step 2)" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo train.micro_batch_size=8 \
+  output.dir=ppo1 train.save_steps=2
+expect_ok "PPO, ZeRO-3 on 2 ranks" timeout 300 $MPI -np 2 "$ZT" rlhf grpo.toml rlhf.algorithm=ppo output.dir=ppo2
+$PY compare.py ppo1 ppo2 loss value_loss reward_mean grad_norm critic_grad_norm &&
+  say "ok - PPO: 2 ranks under ZeRO-3 match 1 rank (actor and critic)" || fail "PPO 2 ranks vs 1"
+expect_ok "PPO resumed from step 2" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo train.micro_batch_size=8 output.dir=ppo3 \
+  train.resume=ppo1/checkpoints/step-000002
+$PY compare.py ppo1 ppo3 loss value_loss grad_norm critic_grad_norm &&
+  say "ok - PPO: the resumed run's steps 3-4 are the uninterrupted run's (the critic restored too)" || fail "PPO resume"
+$PY - <<'PY' && say "ok - PPO: the critic saved next to final/ as a sequence-classification model" || fail "PPO critic"
+import json
+cfg = json.load(open("ppo1/critic/config.json"))
+assert cfg["architectures"] == ["LlamaForSequenceClassification"] and cfg["num_labels"] == 1, cfg
+for k in ("value_loss", "critic_grad_norm", "kl", "clip_fraction"):
+    assert all(k in r for r in map(json.loads, open("ppo1/metrics.jsonl")) if "split" not in r), k
+PY
 
 # --- errors ----------------------------------------------------------------------------------
 printf 'import sys\nfor i, l in enumerate(sys.stdin):\n    print(1.0 if i < 2 else "oops", flush=True)\n' > babble.py
@@ -208,7 +231,6 @@ expect_exit 2 "GRPO without a reward" "needs rlhf.reward_command or rlhf.reward_
   "$ZT" rlhf grpo.toml rlhf.reward_model= output.dir=bad6
 expect_exit 2 "a causal LM as the reward model" "is a causal LM, not a reward model" \
   "$ZT" rlhf grpo.toml rlhf.reward_model=sft/final output.dir=bad9
-expect_exit 2 "PPO (not in this version)" "ppo.* not available" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo output.dir=bad7
 expect_exit 2 "a reward model as the SFT model" "reward or value model" "$ZT" sft sft.toml model.path=rm/final \
   output.dir=bad8
 done_testing
