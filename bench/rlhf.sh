@@ -6,7 +6,11 @@
 #     reward on data.valid) at each evaluation, with the elapsed time.
 #  2. Generation speed inside GRPO under ZeRO-3 with 1 and 2 ranks (sampled tokens per second,
 #     gathers included) against plain single-process sampling of the same model (zt generate).
-# Not part of `make bench` (about 25 minutes); appends a table to bench/RESULTS.md (or BENCH_RESULTS).
+#  3. PPO (recipes/demo-ppo.toml) from the same SFT model with the same reward (0 or 1 per
+#     answer) for at most BENCH_PPO_MINUTES (20; BENCH_PPO_STEPS caps the steps): the mean
+#     training reward of the last 20% of the steps against the first 20%.
+# BENCH_RLHF_PARTS ("grpo ppo") picks the parts. Not part of `make bench` (about 50 minutes);
+# appends tables to bench/RESULTS.md (or BENCH_RESULTS).
 set -u
 cd "$(dirname "$0")/.."
 OUT=$PWD/build/bench/rlhf
@@ -15,16 +19,22 @@ PY=/usr/bin/python3
 RESULTS=${BENCH_RESULTS:-bench/RESULTS.md}
 SFT_STEPS=${BENCH_SFT_STEPS:-150}
 MINUTES=${BENCH_GRPO_MINUTES:-20}
+PARTS=${BENCH_RLHF_PARTS:-grpo ppo}
+PPO_STEPS=${BENCH_PPO_STEPS:-100000}
+PPO_MINUTES=${BENCH_PPO_MINUTES:-20}
 log() { echo "bench: $*" >&2; }
 [ -x "$ZT" ] || { log "./zt not built (make)"; exit 1; }
 [ -f build/demo/prompts_valid.jsonl ] || scripts/demo-prepare.sh
 mkdir -p "$OUT"
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 
-log "SFT for $SFT_STEPS steps"
-"$ZT" sft recipes/demo-sft.toml train.max_steps="$SFT_STEPS" output.dir="$OUT/sft" 2> "$OUT/sft.log" || exit 1
 SFT=$OUT/sft/final
+if [ ! -f "$SFT/config.json" ]; then
+    log "SFT for $SFT_STEPS steps"
+    "$ZT" sft recipes/demo-sft.toml train.max_steps="$SFT_STEPS" output.dir="$OUT/sft" 2> "$OUT/sft.log" || exit 1
+fi
 
+grpo_part() {
 log "GRPO for up to $MINUTES minutes"
 grpo() { "$ZT" rlhf recipes/demo-grpo.toml model.path="$SFT" "$@"; }
 grpo output.dir="$OUT/grpo0" train.max_steps=1 train.learning_rate=0 2> "$OUT/grpo0.log" || exit 1
@@ -67,3 +77,25 @@ print(f"| zt generate, one process | {plain:.0f} |")
 print(f"| GRPO, ZeRO-3, 1 rank | {speed('gen1'):.0f} |")
 print(f"| GRPO, ZeRO-3, 2 ranks (1 thread each) | {speed('gen2'):.0f} |")
 PY
+}
+
+ppo_part() {
+log "PPO: $PPO_STEPS steps, at most $PPO_MINUTES minutes"
+timeout $((PPO_MINUTES * 60)) "$ZT" rlhf recipes/demo-ppo.toml model.path="$SFT" output.dir="$OUT/ppo" \
+    train.max_steps="$PPO_STEPS" train.logging_steps=1 train.eval_steps=0 2> "$OUT/ppo.log"
+$PY - "$OUT/ppo/metrics.jsonl" "$LOAD" "$(nproc)" <<'PY' | tee -a "$RESULTS"
+import json, sys
+path, load, cores = sys.argv[1:]
+rows = [r for r in map(json.loads, open(path)) if "split" not in r and r.get("reward_mean") is not None]
+k = max(1, len(rows) // 5)
+first, last = (sum(r["reward_mean"] for r in part) / len(part) for part in (rows[:k], rows[-k:]))
+print(f"\n## zt rlhf: PPO on the demo task (bench/rlhf.sh)\n")
+print(f"Conditions: {cores} cores, load {load}; the same SFT model; recipes/demo-ppo.toml (64 prompts "
+      f"a step, one completion each, actor lr 3e-5, critic 1e-4, DeepSpeed-Chat's constants); exact-match reward.\n")
+print(f"{len(rows)} steps in {rows[-1]['elapsed_s']:.0f} s. Mean reward, first 20% of the steps: {first:.3f}; "
+      f"last 20%: {last:.3f} ({last - first:+.3f}).")
+print(f"KL per token at the end {rows[-1]['kl']:.4f}, value loss {rows[-1]['value_loss']:.4f}.")
+PY
+}
+
+for part in $PARTS; do "${part}_part"; done

@@ -59,21 +59,32 @@ static int is_stop(const zt_rollout *s, int32_t id)
     return 0;
 }
 
-/* Prompt k of ds and a completion sampled with the stream (train.seed, stream): ids and
- * labels of the sequence (the completion trained, its stop token included when one came),
- * its length *len and the completion's tokens before any stop token *ngen. */
-static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, uint64_t stream,
+/* Prompt k of ds into the cache (once for all of its completions): its length, and the
+ * logits of its last token kept in s->prompt_logits. */
+static zt_status prefill(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int *np)
+{
+    *np = (int)zt_dataset_len(ds, k);
+    if (*np > s->T - 1) *np = s->T - 1;
+    zt_llama_cache_reset(&s->cache);
+    return zt_llama_decode(m, &s->cache, ds->ids + ds->offsets[k], *np, s->prompt_logits);
+}
+
+/* A completion of the prefilled prompt k, sampled with the stream (train.seed, stream): ids
+ * and labels of the sequence (the completion trained, its stop token included when one
+ * came), its length *len and the completion's tokens before any stop token *ngen. The
+ * prompt's keys and values stay in the cache: each completion overwrites only its own. */
+static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, uint64_t stream,
                           double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
 {
-    int np = (int)zt_dataset_len(ds, k), budget = s->r->rlhf.max_new_tokens;
-    if (np > s->T - 1) np = s->T - 1;
+    int budget = s->r->rlhf.max_new_tokens;
     if (budget > s->T - np) budget = s->T - np;
     memcpy(ids, ds->ids + ds->offsets[k], (size_t)np * sizeof *ids);
     for (int i = 0; i < np; i++) labels[i] = ZT_IGNORE_INDEX;
     zt_sampler smp = {.temperature = temperature, .top_p = s->r->rlhf.top_p};
     zt_rng_seed(&smp.rng, (uint64_t)s->r->train.seed, stream);
-    zt_llama_cache_reset(&s->cache);
-    zt_status st = zt_llama_decode(m, &s->cache, ids, np, s->logits);
+    s->cache.len = np;
+    memcpy(s->logits, s->prompt_logits, (size_t)m->V * sizeof *s->logits);
+    zt_status st = ZT_OK;
     int n = np, g = 0;
     while (!st && g < budget) {
         int32_t next = zt_sample(&smp, s->logits, s->vocab, s->scratch);
@@ -97,15 +108,14 @@ static cJSON *reward_object(const cJSON *line, const char *completion)
 
 /* One generated sequence in row `row` of the step's rows; its reward object in *obj. */
 static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines, int64_t k,
-                                uint64_t stream, double temperature, int row, cJSON **obj)
+                                int np, uint64_t stream, double temperature, int row, cJSON **obj)
 {
     size_t at = (size_t)row * s->T;
     int32_t *ids = malloc(2 * (size_t)(s->T + 1) * sizeof *ids), *labels = ids + s->T + 1;
     if (!ids) return zt_fail(ZT_ENOMEM, "out of memory");
     int len, ngen;
-    zt_status st = generate(s, &t->m, ds, k, stream, temperature, ids, labels, &len, &ngen);
+    zt_status st = generate(s, &t->m, ds, k, np, stream, temperature, ids, labels, &len, &ngen);
     char *text = NULL;
-    int np = len - ngen - (ngen < len && is_stop(s, ids[len - 1])); /* the prompt's tokens */
     if (!st) st = zt_tokenizer_decode(t->tools.tok, ids + np, (size_t)ngen, 1, &text);
     if (!st) {
         zt_rlhf_fill_row(ids, labels, len, s->T, s->input + at, s->target + at, s->pos + at);
@@ -183,13 +193,16 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
     double t0 = zt_now_s();
     zt_status st = zt_zero_gather_all(&t->zero); /* once for every token of every completion */
-    for (int p = 0; p < prompts && !st; p++)
+    for (int p = 0; p < prompts && !st; p++) {
+        int np = 0;
+        if (items[p] >= 0) st = prefill(s, &t->m, ds, items[p], &np);
         for (int g = 0; g < G && !st; g++) {
             int row = p * G + g;
             if (items[p] < 0) empty_row(s, row);
-            else st = fill_generated(s, t, ds, lines, items[p], ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g,
-                                     temperature, row, &objs[row]);
+            else st = fill_generated(s, t, ds, lines, items[p], np,
+                                     ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g, temperature, row, &objs[row]);
         }
+    }
     zt_zero_release_all(&t->zero);
     s->acc.generate_s += zt_now_s() - t0;
     for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
@@ -289,18 +302,21 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     if (strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates from prompts: data.format must be \"prompt\", not \"%s\"",
                        r->rlhf.algorithm, r->data.format);
+    if (!t->m.be->host_memory) /* the KV-cached decoder runs on host memory only */
+        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates with the CPU backend only in this version: set "
+                                 "model.device = \"cpu\" (dpo and reward run on the GPU)", r->rlhf.algorithm);
     s->r = r, s->T = t->T, s->B = r->train.micro_batch_size, s->A = r->train.gradient_accumulation_steps;
     t->rows = s->B;
     size_t rows = (size_t)s->A * s->B, N = rows * s->T;
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
     s->rewards = calloc(rows, sizeof *s->rewards);
-    s->logits = zt_calloc_aligned((size_t)t->m.V * sizeof(zt_real));
+    s->logits = zt_calloc_aligned(2 * (size_t)t->m.V * sizeof(zt_real));
     s->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(t->m.V));
     if (with_reference) s->ref = malloc(N * sizeof *s->ref);
     if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || (with_reference && !s->ref))
         return zt_fail(ZT_ENOMEM, "out of memory");
-    s->target = s->input + N, s->pos = s->target + N;
+    s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
     zt_format_end_ids(t->tools.tok, s->stop_ids);
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     zt_status st = zt_llama_cache_init(&s->cache, &t->m, s->T, 256);

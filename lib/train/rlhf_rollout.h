@@ -34,7 +34,7 @@ typedef struct zt_rollout {
     double *ref;                    /* the reference's log-probabilities per position (with a reference) */
     double *store;                  /* where zt_rollout_outputs writes */
     zt_llama_cache cache;
-    zt_real *logits;
+    zt_real *logits, *prompt_logits; /* [V] each: the next token's, and the prompt's last token's */
     void *scratch;
     int32_t stop_ids[4];
     int vocab; /* ids the tokenizer has: the model's rows past them are padding, never sampled */

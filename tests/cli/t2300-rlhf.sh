@@ -214,6 +214,16 @@ for k in ("value_loss", "critic_grad_norm", "kl", "clip_fraction"):
     assert all(k in r for r in map(json.loads, open("ppo1/metrics.jsonl")) if "split" not in r), k
 PY
 
+# --- the device paths (ZT_CPU_AS_DEVICE=1: the CPU backend poses as a GPU) ----------------------
+for a in dpo rm; do
+  expect_ok "$a, 3 steps on the CPU" "$ZT" rlhf $a.toml train.max_steps=3 output.dir=$a-cpu
+  expect_ok "$a, 3 steps as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" rlhf $a.toml train.max_steps=3 output.dir=$a-dev
+  $PY compare.py $a-cpu $a-dev loss grad_norm rewards_chosen rewards_rejected >/dev/null &&
+    say "ok - $a: the device path (uploads of the loss coefficients) trains like the CPU" || fail "$a: device path"
+done
+expect_exit 2 "GRPO as a device (generation is CPU-only)" "CPU backend only" env ZT_CPU_AS_DEVICE=1 "$ZT" rlhf \
+  grpo.toml output.dir=bad10
+
 # --- errors ----------------------------------------------------------------------------------
 printf 'import sys\nfor i, l in enumerate(sys.stdin):\n    print(1.0 if i < 2 else "oops", flush=True)\n' > babble.py
 printf 'import sys\nfor i, l in enumerate(sys.stdin):\n    print(0.5, flush=True)\n    if i == 2: sys.exit(3)\n' > crash.py
