@@ -91,7 +91,7 @@ k = max(1, len(rows) // 5)
 first, last = (sum(r["reward_mean"] for r in part) / len(part) for part in (rows[:k], rows[-k:]))
 print(f"\n## zt rlhf: PPO on the demo task (bench/rlhf.sh)\n")
 print(f"Conditions: {cores} cores, load {load}; the same SFT model; recipes/demo-ppo.toml (64 prompts "
-      f"a step, one completion each, actor lr 3e-5, critic 1e-4, DeepSpeed-Chat's constants); exact-match reward.\n")
+      f"a step, one completion each, actor lr 6e-5, critic 2e-4, DeepSpeed-Chat's constants); exact-match reward.\n")
 print(f"{len(rows)} steps in {rows[-1]['elapsed_s']:.0f} s. Mean reward, first 20% of the steps: {first:.3f}; "
       f"last 20%: {last:.3f} ({last - first:+.3f}).")
 print(f"KL per token at the end {rows[-1]['kl']:.4f}, value loss {rows[-1]['value_loss']:.4f}.")
