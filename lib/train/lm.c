@@ -13,11 +13,16 @@ typedef struct lm {
     zt_batch *micro; /* gradient_accumulation_steps batches of one step */
 } lm;
 
+static zt_status lm_check(const zt_recipe *r)
+{
+    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
+        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
+    return ZT_OK;
+}
+
 static zt_status lm_open(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
-    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
-        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
     lm *s = calloc(1, sizeof *s);
     int A = r->train.gradient_accumulation_steps;
     if (s) s->micro = calloc(A, sizeof *s->micro);
@@ -109,6 +114,7 @@ static void lm_close(zt_trainer *t)
 
 static const zt_algo lm_algo = {
     .name = "lm",
+    .check = lm_check,
     .open = lm_open,
     .plan = lm_plan,
     .grads = lm_grads,

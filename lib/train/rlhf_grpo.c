@@ -158,6 +158,6 @@ static void grpo_close(zt_trainer *t)
 }
 
 const zt_algo zt_algo_grpo = {
-    .name = "grpo", .open = grpo_open, .plan = grpo_plan, .grads = grpo_grads, .metrics = grpo_metrics,
+    .name = "grpo", .check = zt_rollout_check, .open = grpo_open, .plan = grpo_plan, .grads = grpo_grads, .metrics = grpo_metrics,
     .evaluate = grpo_evaluate, .get_state = grpo_get_state, .set_state = grpo_set_state, .close = grpo_close,
 };

@@ -236,12 +236,17 @@ static zt_status reference_logps(zt_trainer *t)
 
 /* ---- the algorithm ------------------------------------------------------------------------ */
 
-static zt_status pref_open(zt_trainer *t, int dpo)
+static zt_status pref_check(const zt_recipe *r)
 {
-    const zt_recipe *r = t->r;
     if (strcmp(r->data.format, "preference"))
         return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" trains on preference pairs: data.format must be \"preference\", "
                                  "not \"%s\"", r->rlhf.algorithm, r->data.format);
+    return ZT_OK;
+}
+
+static zt_status pref_open(zt_trainer *t, int dpo)
+{
+    const zt_recipe *r = t->r;
     pref *p = calloc(1, sizeof *p);
     t->ctx = p;
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory");
@@ -367,12 +372,12 @@ static void pref_close(zt_trainer *t)
 }
 
 const zt_algo zt_algo_dpo = {
-    .name = "dpo", .open = dpo_open, .plan = pref_plan, .grads = pref_grads, .metrics = pref_metrics,
+    .name = "dpo", .check = pref_check, .open = dpo_open, .plan = pref_plan, .grads = pref_grads, .metrics = pref_metrics,
     .evaluate = pref_evaluate, .get_state = pref_get_state, .set_state = pref_set_state, .close = pref_close,
 };
 
 const zt_algo zt_algo_reward = {
-    .name = "reward", .score_head = 1, .open = reward_open, .plan = pref_plan, .grads = pref_grads,
+    .name = "reward", .score_head = 1, .check = pref_check, .open = reward_open, .plan = pref_plan, .grads = pref_grads,
     .metrics = pref_metrics, .evaluate = pref_evaluate, .get_state = pref_get_state, .set_state = pref_set_state,
     .close = pref_close,
 };

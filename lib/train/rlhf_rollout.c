@@ -296,12 +296,17 @@ static zt_status open_scorer(zt_rollout *s)
     return st;
 }
 
-zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
+zt_status zt_rollout_check(const zt_recipe *r)
 {
-    const zt_recipe *r = t->r;
     if (strcmp(r->data.format, "prompt"))
         return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates from prompts: data.format must be \"prompt\", not \"%s\"",
                        r->rlhf.algorithm, r->data.format);
+    return ZT_OK;
+}
+
+zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
+{
+    const zt_recipe *r = t->r;
     if (!t->m.be->host_memory) /* the KV-cached decoder runs on host memory only */
         return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates with the CPU backend only in this version: set "
                                  "model.device = \"cpu\" (dpo and reward run on the GPU)", r->rlhf.algorithm);

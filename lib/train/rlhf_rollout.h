@@ -44,6 +44,8 @@ typedef struct zt_rollout {
     zt_rollout_stats acc;
 } zt_rollout;
 
+/* data.format = prompt (zt_algo.check). */
+zt_status zt_rollout_check(const zt_recipe *r);
 /* Prompts, generation and rewards for t's model; with_reference also opens the reference
  * (rlhf.reference, else the starting model): weights only, a forward pass per step. */
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference);

@@ -144,7 +144,8 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
 
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
-    zt_status st = place(t);
+    zt_status st = t->algo->check(t->r);
+    if (!st) st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;
     char path[4096 + 64];
