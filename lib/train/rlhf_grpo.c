@@ -150,7 +150,7 @@ static void grpo_close(zt_trainer *t)
 {
     grpo *s = t->ctx;
     if (!s) return;
-    zt_rollout_close(&s->ro, &t->m);
+    zt_rollout_close(&s->ro);
     free(s->adv);
     free(s->old);
     free(s);

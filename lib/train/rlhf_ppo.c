@@ -260,7 +260,7 @@ static void ppo_close(zt_trainer *t)
 {
     ppo *s = t->ctx;
     if (!s) return;
-    zt_rollout_close(&s->ro, &t->m);
+    zt_rollout_close(&s->ro);
     zt_optstate_close(&s->copt);
     zt_llama_free(&s->critic);
     zt_zero_free(&s->czero);

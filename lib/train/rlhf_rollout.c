@@ -114,7 +114,7 @@ static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const zt_dataset *
     int32_t *ids = malloc(2 * (size_t)(s->T + 1) * sizeof *ids), *labels = ids + s->T + 1;
     if (!ids) return zt_fail(ZT_ENOMEM, "out of memory");
     int len, ngen;
-    zt_status st = generate(s, &t->m, ds, k, np, stream, temperature, ids, labels, &len, &ngen);
+    zt_status st = generate(s, s->gen, ds, k, np, stream, temperature, ids, labels, &len, &ngen);
     char *text = NULL;
     if (!st) st = zt_tokenizer_decode(t->tools.tok, ids + np, (size_t)ngen, 1, &text);
     if (!st) {
@@ -193,9 +193,10 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
     double t0 = zt_now_s();
     zt_status st = zt_zero_gather_all(&t->zero); /* once for every token of every completion */
+    if (!st && s->gen == &s->host) t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
     for (int p = 0; p < prompts && !st; p++) {
         int np = 0;
-        if (items[p] >= 0) st = prefill(s, &t->m, ds, items[p], &np);
+        if (items[p] >= 0) st = prefill(s, s->gen, ds, items[p], &np);
         for (int g = 0; g < G && !st; g++) {
             int row = p * G + g;
             if (items[p] < 0) empty_row(s, row);
@@ -307,9 +308,6 @@ zt_status zt_rollout_check(const zt_recipe *r)
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
 {
     const zt_recipe *r = t->r;
-    if (!t->m.be->host_memory) /* the KV-cached decoder runs on host memory only */
-        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates with the CPU backend only in this version: set "
-                                 "model.device = \"cpu\" (dpo and reward run on the GPU)", r->rlhf.algorithm);
     s->r = r, s->T = t->T, s->B = r->train.micro_batch_size, s->A = r->train.gradient_accumulation_steps;
     t->rows = s->B;
     size_t rows = (size_t)s->A * s->B, N = rows * s->T;
@@ -324,7 +322,13 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
     zt_format_end_ids(t->tools.tok, s->stop_ids);
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
-    zt_status st = zt_llama_cache_init(&s->cache, &t->m, s->T, 256);
+    s->gen = &t->m;
+    zt_status st = ZT_OK;
+    if (!t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
+        s->gen = &s->host;
+        st = zt_llama_init(&s->host, &t->m.cfg, zt_backend_cpu(), ZT_F32);
+    }
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, 256);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
@@ -342,12 +346,13 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     return st;
 }
 
-void zt_rollout_close(zt_rollout *s, zt_llama *m)
+void zt_rollout_close(zt_rollout *s)
 {
     zt_reward_program_close(&s->program);
     zt_llama_free(&s->ref_model);
     zt_llama_free(&s->reward_model);
-    zt_llama_cache_free(&s->cache, m);
+    if (s->gen) zt_llama_cache_free(&s->cache, s->gen);
+    zt_llama_free(&s->host);
     zt_items_free(&s->order);
     free_objects(s->train_obj, s->train.n_examples);
     free_objects(s->valid_obj, s->valid.n_examples);

@@ -38,6 +38,8 @@ typedef struct zt_rollout {
     void *scratch;
     int32_t stop_ids[4];
     int vocab; /* ids the tokenizer has: the model's rows past them are padding, never sampled */
+    zt_llama host; /* a model on a device generates from this host copy of its weights, refreshed each time */
+    zt_llama *gen;  /* the model that generates: the trained one, or host */
     zt_llama ref_model;
     zt_llama reward_model;
     zt_reward_program program;
@@ -49,7 +51,7 @@ zt_status zt_rollout_check(const zt_recipe *r);
 /* Prompts, generation and rewards for t's model; with_reference also opens the reference
  * (rlhf.reference, else the starting model): weights only, a forward pass per step. */
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference);
-void zt_rollout_close(zt_rollout *s, zt_llama *m);
+void zt_rollout_close(zt_rollout *s);
 /* Generates G completions of each of the prompts items[0..n) (-1: none) of ds into rows
  * [0, n × G) (the rest of the A × B rows empty), sampled at temperature (0: greedy), and
  * scores them into s->rewards. */
