@@ -22,12 +22,14 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
     }
     printf("# offload I/O per step      read MiB  written MiB      seconds at %.0f MB/s read, %.0f MB/s write\n",
            rd / 1e6, wr / 1e6);
-    const char *what[] = {"optimizer state", "layer inputs"}, *when[] = {"(during AdamW)", "(beside forward and backward)"};
-    size_t bytes[] = {e->io_optimizer, e->io_activations};
-    for (int i = 0; i < 2; i++)
-        if (bytes[i])
-            printf("#   %-22s %9.1f %12.1f %12.3f  %s\n", what[i], bytes[i] / 1048576.0, bytes[i] / 1048576.0,
-                   bytes[i] / rd + bytes[i] / wr, when[i]);
+    const char *what[] = {"optimizer state", "layer inputs", "weights, gradients"};
+    const char *when[] = {"(during AdamW)", "(beside forward and backward)", "(gathers, reductions, AdamW)"};
+    size_t in[] = {e->io_optimizer, e->io_activations, e->io_params_read};
+    size_t out[] = {e->io_optimizer, e->io_activations, e->io_params_write};
+    for (int i = 0; i < 3; i++)
+        if (in[i] || out[i])
+            printf("#   %-22s %9.1f %12.1f %12.3f  %s\n", what[i], in[i] / 1048576.0, out[i] / 1048576.0,
+                   in[i] / rd + out[i] / wr, when[i]);
 }
 
 /* offload = "auto": what it chose */
@@ -92,12 +94,12 @@ int cmd_validate(int argc, char **argv)
             row("total", e.device.total, "");
             if (e.device.host_copies) row("host copies", e.device.host_copies, "(weights and gradients, on the host)");
         }
-        if (e.io_per_step)
-            printf("# offload I/O per optimizer step: %zu bytes read and as many written (%.1f MiB each), through "
+        if (e.io_read)
+            printf("# offload I/O per optimizer step: %zu bytes read, %zu written (%.1f and %.1f MiB), through "
                    "%.1f MiB of buffers\n",
-                   e.io_per_step, e.io_per_step / 1048576.0, e.io_buffers / 1048576.0);
+                   e.io_read, e.io_write, e.io_read / 1048576.0, e.io_write / 1048576.0, e.io_buffers / 1048576.0);
         if (automatic) print_placement(&place);
-        if (e.io_per_step) print_io(&placed, &e);
+        if (e.io_read) print_io(&placed, &e);
     }
     zt_recipe_free(&r);
     return st ? cmd_fail(st) : 0;

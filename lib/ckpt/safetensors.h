@@ -61,6 +61,8 @@ int zt_st_count(const zt_st_reader *r);
 const zt_st_tensor *zt_st_get(const zt_st_reader *r, int i);
 const zt_st_tensor *zt_st_find(const zt_st_reader *r, const char *name); /* NULL if absent */
 void zt_st_close(zt_st_reader *r);
+/* Drops the tensor's pages of the mapping from memory (read again from the file if used). */
+void zt_st_release(const zt_st_tensor *t);
 
 /* Checks the shape (when expect_shape is not NULL) and converts the F32/BF16/F16/F64
  * data into dst (aligned, numel elements of dst_dtype). Thread-safe: tensors can be

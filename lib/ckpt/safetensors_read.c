@@ -47,6 +47,13 @@ struct zt_st_reader {
 
 const char *zt_st_dtype_name(zt_st_dtype t) { return st_dtypes[t].name; }
 
+void zt_st_release(const zt_st_tensor *t)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)t->data & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t->data + t->nbytes + page - 1) & ~(page - 1);
+    if (t->nbytes) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static char *st_join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;

@@ -154,7 +154,18 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 /* Weights N(0, std) for matrices, 1 for norm weights, 0 for biases. */
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
+/* The same in pieces, for a model larger than memory: open checks the tensor names, read
+ * fills the tensors that start in elements [off, off + n) of the flat array into dst
+ * (dst[0] is element off), dropping their pages of the file's mapping afterwards. */
+struct zt_st_reader;
+zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, struct zt_st_reader **out);
+zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
+/* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements
+ * [first, first + n) of the flat array (the whole model never in memory). */
+typedef zt_status (*zt_llama_read_fn)(void *ctx, float *dst, size_t first, size_t n);
+zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes,
+                             zt_llama_read_fn read, void *ctx);
 /* Refreshes the bf16 copy from the master weights (after loading or init). */
 void zt_llama_sync_params16(zt_llama *m);
 /* The weights in host memory, to read or write them: m->params itself on a host-memory

@@ -1,5 +1,6 @@
 /* Loading and saving Llama weights as Hugging Face safetensors + config.json. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/ckpt/safetensors.h"
@@ -17,36 +18,61 @@ static int ignorable(const zt_llama *m, const char *name)
 
 /* A causal LM opened as a reward or value model: its LM head is dropped and the score
  * head starts at N(0, 0.02²), as transformers initialises it. */
-static void init_score(const zt_llama *m, zt_real *params, const zt_llama_tensor *t)
+static void init_score(const zt_llama *m, zt_real *params, const zt_llama_tensor *t) /* params: the flat array's start */
 {
     zt_rng rng;
     zt_rng_seed(&rng, 0x5c0e, 0);
     for (int64_t j = 0; j < t->shape[0] * t->shape[1]; j++) params[t->offset + j] = (zt_real)(0.02 * zt_rng_normal(&rng));
 }
 
-zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
+zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, zt_st_reader **out)
 {
-    zt_st_reader *r;
-    zt_status st = zt_st_open(&r, dir);
-    if (st) return st;
-    zt_real *params = zt_llama_params_map(m);
-    if (!params) st = zt_fail(ZT_ENOMEM, "out of memory loading '%s'", dir);
-    for (int i = 0; i < zt_st_count(r) && !st; i++) {
-        const zt_st_tensor *t = zt_st_get(r, i);
+    zt_status st = zt_st_open(out, dir);
+    for (int i = 0; !st && i < zt_st_count(*out); i++) {
+        const zt_st_tensor *t = zt_st_get(*out, i);
         if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name))
             st = zt_fail(ZT_EUSER, "'%s': unexpected tensor '%s' for a %s model with this config.json", t->file,
                          t->name, m->cfg.model_type);
     }
+    if (st && *out) zt_st_close(*out), *out = NULL;
+    return st;
+}
+
+zt_status zt_llama_weights_read(const zt_llama *m, zt_st_reader *r, size_t off, size_t n, zt_real *dst)
+{
+    zt_status st = ZT_OK;
     for (int i = 0; i < m->n_tensors && !st; i++) {
         const zt_llama_tensor *mt = &m->tensors[i];
+        if (mt->offset < off || mt->offset >= off + n) continue;
         const zt_st_tensor *t = zt_st_find(r, mt->name);
-        if (!t && m->cfg.num_labels && !strcmp(mt->name, "score.weight")) init_score(m, params, mt);
-        else if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, mt->name);
-        else st = zt_st_read_into(t, params + mt->offset, ZT_REAL_DTYPE, mt->shape, mt->ndim);
+        if (!t && m->cfg.num_labels && !strcmp(mt->name, "score.weight")) init_score(m, dst - off, mt);
+        else if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", zt_st_count(r) ? zt_st_get(r, 0)->file : "model", mt->name);
+        else if (!(st = zt_st_read_into(t, dst + (mt->offset - off), ZT_REAL_DTYPE, mt->shape, mt->ndim)))
+            zt_st_release(t); /* a model larger than memory is read a unit at a time */
     }
+    return st;
+}
+
+zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
+{
+    zt_st_reader *r;
+    zt_status st = zt_llama_weights_open(m, dir, &r);
+    if (st) return st;
+    zt_real *params = zt_llama_params_map(m);
+    if (!params) st = zt_fail(ZT_ENOMEM, "out of memory loading '%s'", dir);
+    if (!st) st = zt_llama_weights_read(m, r, 0, m->numel, params);
     zt_st_close(r);
     if (params) zt_llama_params_unmap(m, params, !st);
     return st;
+}
+
+/* config.json next to the weights, with their dtype */
+static zt_status save_config(const zt_llama *m, const char *dir, zt_dtype dtype)
+{
+    char path[4096];
+    static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
+    zt_status st = zt_path_join(path, sizeof path, dir, "config.json");
+    return st ? st : zt_llama_config_save(&m->cfg, path, torch_names[dtype]);
 }
 
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes)
@@ -63,9 +89,36 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     zt_st_writer_free(w);
     if (params) zt_llama_params_unmap((zt_llama *)m, params, 0);
-    char path[4096];
-    if (!st) st = zt_path_join(path, sizeof path, dir, "config.json");
-    static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
-    if (!st) st = zt_llama_config_save(&m->cfg, path, torch_names[dtype]);
-    return st;
+    return st ? st : save_config(m, dir, dtype);
+}
+
+typedef struct read_ctx {
+    zt_llama_read_fn read;
+    void *ctx;
+    size_t offset; /* the tensor's first element in the flat array */
+} read_ctx;
+
+static zt_status fill_tensor(void *ctx, float *dst, size_t offset, size_t n)
+{
+    const read_ctx *c = ctx;
+    return c->read(c->ctx, dst, c->offset + offset, n);
+}
+
+zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes,
+                             zt_llama_read_fn read, void *ctx)
+{
+    zt_status st = zt_mkdir_p(dir);
+    if (st) return st;
+    zt_st_writer *w = zt_st_writer_new();
+    read_ctx *c = calloc((size_t)m->n_tensors, sizeof *c);
+    if (!w || !c) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
+    for (int i = 0; i < m->n_tensors && !st; i++) {
+        const zt_llama_tensor *t = &m->tensors[i];
+        c[i] = (read_ctx){read, ctx, t->offset};
+        st = zt_st_writer_add_fn(w, t->name, dtype, t->shape, t->ndim, fill_tensor, &c[i]);
+    }
+    if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
+    zt_st_writer_free(w);
+    free(c);
+    return st ? st : save_config(m, dir, dtype);
 }

@@ -1,16 +1,21 @@
-/* offload/swap: AdamW's moments (m and v of this rank's elements) kept in a file instead of
- * memory (offload.optimizer = "nvme"), streamed through the optimizer step in chunks: chunk
- * k+1 is read while AdamW updates chunk k and chunk k-1 is written back. Memory: three
- * chunks of m and v. The file is this run's own scratch (a name with the host and pid),
- * deleted at close; checkpoints copy the moments out of it in pieces and resume writes
- * them back, so no checkpoint ever shares a file that training rewrites. Every chunk read
- * back is checked against the CRC-32C it was written with: a file truncated, overwritten
- * or corrupted underneath stops the run instead of feeding AdamW zeros.
+/* offload/swap: arrays of this rank's elements kept in a file instead of memory: AdamW's
+ * moments m and v (offload.optimizer = "nvme"), and with offload.param = "nvme" also the
+ * fp32 master weights and the summed gradient. The optimizer step streams them through in
+ * chunks: chunk k+1 is read while AdamW updates chunk k and chunk k-1 is written back.
+ * Memory: three chunks of each array. ZeRO stage 3 moves whole units: chunks never cross
+ * the cuts given at open (each unit's first element), and a unit's chunks lie back to back
+ * in the file, so a unit is one transfer.
+ *
+ * The file is this run's own scratch (a name with the host and pid), deleted at close;
+ * checkpoints copy the arrays out of it in pieces and resume writes them back, so no
+ * checkpoint ever shares a file that training rewrites. Every chunk read back is checked
+ * against the CRC-32C it was written with: a file truncated, overwritten or corrupted
+ * underneath (or a chunk never written) stops the run instead of feeding AdamW zeros.
  *
  *     zt_swap s;
- *     zt_swap_open(&s, aio, paths, npaths, "rank-00000", numel, 4 << 20);   // zeros
- *     zt_swap_update(&s, adamw_chunk, ctx);     // fn(ctx, first, n, m, v) over every chunk
- *     zt_swap_get(&s, 1, first, n, dst);        // m[first, first + n) (1: m, 2: v)
+ *     zt_swap_open(&s, aio, paths, npaths, "rank-00000", numel, 4 << 20, 2, NULL, 0);  // m, v: zeros
+ *     zt_swap_update(&s, adamw_chunk, ctx);     // fn(ctx, first, n, arrays) over every chunk
+ *     zt_swap_get(&s, ZT_SWAP_M, first, n, dst);
  *     zt_swap_close(&s);
  */
 #ifndef ZT_OFFLOAD_SWAP_H
@@ -18,23 +23,41 @@
 
 #include "aio.h"
 
+/* The arrays, in this order in the file: the first two always, the others with 4 arrays. */
+enum { ZT_SWAP_M, ZT_SWAP_V, ZT_SWAP_MASTER, ZT_SWAP_GRAD, ZT_SWAP_MAX_ARRAYS };
+
 typedef struct zt_swap {
     zt_aio *aio;
     zt_aio_file file;
-    size_t numel, chunk; /* elements; per chunk (a multiple of ZT_AIO_ALIGN / 4) */
-    uint64_t v_at;       /* where v starts in the file */
-    float *buf[3];       /* each: a chunk of m, then a chunk of v */
-    uint32_t *crc;       /* CRC-32C of each chunk of m and v as last written: what is read back must match */
+    size_t numel, chunk; /* elements; the most per chunk (a multiple of ZT_AIO_ALIGN / 4) */
+    int narrays;         /* 2 (m, v) or 4 (and the weights and gradient) */
+    size_t nchunks;
+    size_t *first;       /* chunk k holds elements [first[k], first[k + 1]) */
+    uint64_t *slot;      /* at slot[k] within each array's region of region bytes */
+    uint64_t region;
+    float *buf[3];       /* each: a chunk of every array, array a at a × chunk */
+    uint32_t *crc;       /* CRC-32C of chunk k of array a at [k × narrays + a], as last written */
+    uint8_t *written;    /* the same, whether it was ever written */
 } zt_swap;
 
-/* chunk_bytes: bytes of each array per chunk (rounded to ZT_AIO_ALIGN). */
+/* chunk_bytes: bytes of each array per chunk (rounded to ZT_AIO_ALIGN). cuts: ncuts
+ * ascending element offsets where a chunk must start. m and v start as zeros; the
+ * weights and gradient must be written before they are read. */
 zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int npaths, const char *name, size_t numel,
-                       size_t chunk_bytes);
+                       size_t chunk_bytes, int narrays, const size_t *cuts, int ncuts);
 void zt_swap_close(zt_swap *s);
-typedef zt_status (*zt_swap_fn)(void *ctx, size_t first, size_t n, float *m, float *v);
+/* fn gets the chunk's elements [first, first + n) of every array, arrays[a]; what it leaves
+ * in each but the gradient is written back. */
+typedef zt_status (*zt_swap_fn)(void *ctx, size_t first, size_t n, float *const *arrays);
 zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx);
-/* Elements [first, first + n) of m (which = 1) or v (which = 2), through a chunk buffer. */
-zt_status zt_swap_get(zt_swap *s, int which, size_t first, size_t n, float *dst);
-zt_status zt_swap_put(zt_swap *s, int which, size_t first, size_t n, const float *src);
+/* Elements [first, first + n) of array a, through a chunk buffer (not while an update runs). */
+zt_status zt_swap_get(zt_swap *s, int a, size_t first, size_t n, float *dst);
+zt_status zt_swap_put(zt_swap *s, int a, size_t first, size_t n, const float *src);
+/* A whole run of chunks, [first, first + n) from a cut to a cut, between the file and an
+ * aligned buffer of zt_aio_round(n × 4) bytes, queued as one transfer; a read is checked
+ * with zt_swap_check_range once waited. */
+zt_status zt_swap_range_read(zt_swap *s, int a, size_t first, size_t n, float *buf, zt_aio_req *r);
+zt_status zt_swap_range_write(zt_swap *s, int a, size_t first, size_t n, const float *buf, zt_aio_req *r);
+zt_status zt_swap_check_range(const zt_swap *s, int a, size_t first, size_t n, const float *buf);
 
 #endif

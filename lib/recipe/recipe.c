@@ -595,6 +595,10 @@ static zt_status check_keys(const zt_recipe *r)
     if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "auto") && r->zero.stage != 3)
         return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")), "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
                         r->offload.param, r->zero.stage);
+    if (!strcmp(r->offload.param, "nvme") && strcmp(r->offload.optimizer, "nvme") && strcmp(r->offload.optimizer, "auto"))
+        return key_fail(r, later(r, schema_key("offload", "param"), schema_key("offload", "optimizer")),
+                        "offload.param = \"nvme\" needs offload.optimizer = \"nvme\" (it is \"%s\"): the step streams "
+                        "weights, gradients and moments through the same file", r->offload.optimizer);
     static const char *const zeropp[] = {"quantized_weights", "hpz_partition_size", "quantized_gradients"};
     const int on[] = {r->zero.quantized_weights, r->zero.hpz_partition_size > 1, r->zero.quantized_gradients};
     for (int i = 0; i < 3; i++)

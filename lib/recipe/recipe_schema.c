@@ -215,7 +215,7 @@ zt_status zt_recipe_write_docs(FILE *f)
           "Checks between keys: `train.warmup_steps` and `train.warmup_ratio` are not both set;\n"
           "`train.num_train_epochs` or `train.max_steps` is above 0; `data.valid` and `data.valid_split` are\n"
           "not both set; `rlhf.reward_model` and `rlhf.reward_command` are not both set; `offload.param` (cpu, nvme) needs\n"
-          "`zero.stage = 3`, and so do ZeRO++'s `zero.quantized_weights`, `zero.hpz_partition_size` above 1\n"
+          "`zero.stage = 3` (and `offload.param = \"nvme\"` needs `offload.optimizer = \"nvme\"`), and so do ZeRO++'s `zero.quantized_weights`, `zero.hpz_partition_size` above 1\n"
           "and `zero.quantized_gradients`; `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node.\n\n"

@@ -17,6 +17,33 @@ static const size_t CUDA_RUNTIME = (size_t)1 << 30;
 
 static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / world; }
 
+static size_t blocks(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+/* offload.param = "nvme" (lib/zero/zero3_nvme.c): rank 0's slices of the weights, the gradient
+ * and each moment take R bytes of the swap file, each unit's slice rounded to whole blocks,
+ * and a step of A micro-batches moves: the weights read for every forward (R) and backward
+ * (R less the embedding's slice, whose backward needs no weights, and the head's, kept from
+ * its forward; nothing with hpZ, whose backward gathers come from memory) and the gradient written, every micro-batch; the
+ * gradient read back to add to from the second micro-batch on; then AdamW reads weights,
+ * gradient and moments and writes weights and moments. */
+static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e, size_t *slice)
+{
+    size_t R = 0, ends = 0, off, count;
+    int units = zt_llama_units(m);
+    *slice = 0;
+    for (int u = 0; u < units; u++) {
+        zt_llama_unit_range(m, u, &off, &count);
+        size_t mine = blocks((count + world - 1) / world * 4);
+        if (u == 0 || u == units - 1) ends += mine;
+        R += mine;
+        if (mine > *slice) *slice = mine;
+    }
+    size_t A = (size_t)r->train.gradient_accumulation_steps, backward = r->zero.hpz_partition_size > 1 ? 0 : R - ends;
+    e->io_optimizer = 2 * R;
+    e->io_params_read = A * (R + backward) + (A - 1) * R + 2 * R;
+    e->io_params_write = A * R + R;
+}
+
 /* The elements rank 0 updates (its AdamW state): all at stage 0, its slice of the flat
  * array at stages 1-2, its slice of each unit at stage 3 (as lib/zero does). */
 static size_t updated_elements(const zt_llama *m, int stage, int world)
@@ -83,19 +110,26 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
     if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
-    if (!strcmp(r->offload.optimizer, "nvme")) { /* the moments stream through every step: m and v, whole blocks */
+    if (!strcmp(r->offload.optimizer, "nvme") && strcmp(r->offload.param, "nvme")) {
+        /* the moments stream through every step: m and v, whole blocks */
         size_t n = updated_elements(&m, stage, world);
-        e->io_per_step = e->io_optimizer = 2 * ((n * 4 + 4095) / 4096 * 4096);
-        e->io_buffers = 6 * zt_optstate_chunk_bytes(r, n);
+        e->io_optimizer = 2 * blocks(n * 4);
+        e->io_buffers = 6 * zt_optstate_chunk_bytes(r, n, 2);
     }
     if (strcmp(r->offload.optimizer, "none")) {
         size_t moved = e->optimizer;
         if (!strcmp(r->offload.optimizer, "nvme")) e->offloaded_nvme += moved, e->optimizer = 0;
         else e->offloaded_host += moved;
     }
-    if (!strcmp(r->offload.param, "nvme")) {
-        e->offloaded_nvme += e->params - gathered;
+    if (!strcmp(r->offload.param, "nvme")) { /* the slices of weights and gradient go to the file too */
+        size_t slice, n = updated_elements(&m, stage, world);
+        e->offloaded_nvme += e->params - gathered + shard(grads, world);
         e->params = gathered;
+        e->grads -= shard(grads, world);
+        param_io(r, &m, world, e, &slice);
+        /* staging: reads of prefetch_layers + 2 units, two gradient writes, one to accumulate; the swap's chunks */
+        e->io_buffers = (size_t)(r->zero.prefetch_layers + 4 + (r->train.gradient_accumulation_steps > 1)) * slice +
+                        12 * zt_optstate_chunk_bytes(r, n, 4);
     }
     int ckpt = r->model.activation_checkpointing;
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
@@ -109,7 +143,6 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
             e->offloaded_nvme += inputs;
             size_t slot = (input + 4095) / 4096 * 4096;
             e->io_activations = (size_t)m.L * slot * (size_t)r->train.gradient_accumulation_steps;
-            e->io_per_step += e->io_activations;
             e->io_buffers += 2 * slot;
         }
     }
@@ -117,6 +150,8 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if (operand < n_tokens * 2 * m.F) operand = n_tokens * 2 * m.F;
     size_t pack = operand * 4 < PACK_CAP ? operand * 4 : PACK_CAP;
     e->runtime = RUNTIME_BASE + (size_t)omp_get_max_threads() * pack;
+    e->io_read = e->io_optimizer + e->io_activations + e->io_params_read;
+    e->io_write = e->io_optimizer + e->io_activations + e->io_params_write;
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     if (!strcmp(r->model.device, "cuda"))
         device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);

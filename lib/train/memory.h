@@ -29,9 +29,9 @@ typedef struct zt_mem_estimate {
     size_t offloaded_host;     /* moved to host memory by [offload] (included in total on the CPU backend) */
     size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
     size_t total;              /* what the rank's process will hold */
-    size_t io_per_step;        /* offload bytes read per optimizer step, and as many written (rank 0):
-                                  the optimizer state's and the layer inputs' */
-    size_t io_optimizer, io_activations; /* io_per_step's two parts */
+    size_t io_read, io_write;  /* offload bytes read and written per optimizer step (rank 0), these classes': */
+    size_t io_optimizer, io_activations; /* AdamW's moments, the layer inputs: as many each way */
+    size_t io_params_read, io_params_write; /* offload.param = "nvme": weights and gradients */
     size_t io_buffers;         /* the staging buffers of that I/O (in the total) */
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the

@@ -8,12 +8,12 @@
 
 #include "lib/ckpt/state.h"
 
-size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n)
+size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n, int narrays)
 {
-    /* three chunks of m and v within offload.max_pinned_bytes, at most 64 MiB an array */
-    size_t chunk = (size_t)r->offload.max_pinned_bytes / 6, whole = zt_aio_round(n * sizeof(float));
+    /* three chunks of each array within offload.max_pinned_bytes, at most 64 MiB an array */
+    size_t chunk = (size_t)r->offload.max_pinned_bytes / (3 * (size_t)narrays), whole = zt_aio_round(n * sizeof(float));
     if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
-    if (chunk > whole) chunk = whole;
+    if (n && chunk > whole) chunk = whole;
     if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
     return chunk;
 }
@@ -23,6 +23,10 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z,
     memset(o, 0, sizeof *o);
     o->z = z;
     size_t n = z->local_numel;
+    if (z->swap) { /* offload.param = "nvme": the partition's file has the moments too */
+        o->swap = z->swap, o->aio = z->aio;
+        return ZT_OK;
+    }
     if (strcmp(r->offload.optimizer, "nvme")) {
         o->m = z->be->alloc(z->be, (n + 1) * sizeof(float));
         o->v = z->be->alloc(z->be, (n + 1) * sizeof(float));
@@ -30,11 +34,12 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z,
     }
     zt_status st = zt_aio_open(&o->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth);
     if (st) return st;
-    size_t chunk = zt_optstate_chunk_bytes(r, n);
+    size_t chunk = zt_optstate_chunk_bytes(r, n, 2);
     char name[160];
     zt_aio_scratch_name(name, sizeof name, z->rank, kind);
-    st = zt_swap_open(&o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
-                      chunk);
+    o->swap = &o->own_swap;
+    st = zt_swap_open(o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
+                      chunk, 2, NULL, 0);
     uint64_t rd, wr; /* the file's first zeros are not a step's I/O */
     if (!st) zt_aio_take_bytes(o->aio, &rd, &wr);
     return st;
@@ -46,8 +51,10 @@ void zt_optstate_close(zt_optstate *o)
         o->z->be->free(o->z->be, o->m);
         o->z->be->free(o->z->be, o->v);
     }
-    if (o->swap.file.nfd) zt_swap_close(&o->swap);
-    zt_aio_close(o->aio);
+    if (o->swap == &o->own_swap) {
+        zt_swap_close(o->swap);
+        zt_aio_close(o->aio);
+    }
     memset(o, 0, sizeof *o);
 }
 
@@ -58,10 +65,11 @@ typedef struct window {
     float coef;
 } window;
 
-/* AdamW on this rank's elements local [w0, w0 + n): the parts of each tensor there; m and v
- * hold that window */
-static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *mm, float *vv)
+/* AdamW on this rank's elements local [w0, w0 + n): the parts of each tensor there; a[]
+ * holds that window of m and v, and of the weights and gradient when they are not in memory */
+static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arrays)
 {
+    float *mm = arrays[ZT_SWAP_M], *vv = arrays[ZT_SWAP_V];
     const window *w = ctx;
     const zt_zero *z = w->o->z;
     const zt_llama *m = w->m;
@@ -77,8 +85,10 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *mm, float *
             a = a > lo ? a : lo, b = b < hi ? b : hi;
             if (a >= b) continue;
             size_t j = g->local + (a - g->lo);
-            z->be->adamw(z->be, w->h, z->master + j, z->grad + j, mm + (j - w0), vv + (j - w0), b - a, w->coef,
-                         t->decay, z->params16 ? z->params16 + a : NULL);
+            float *wt = z->swap ? arrays[ZT_SWAP_MASTER] + (j - w0) : z->master + j;
+            float *gr = z->swap ? arrays[ZT_SWAP_GRAD] + (j - w0) : z->grad + j;
+            z->be->adamw(z->be, w->h, wt, gr, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
+                         z->params16 ? z->params16 + a : NULL);
         }
     }
     return ZT_OK;
@@ -87,8 +97,9 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *mm, float *
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef)
 {
     window w = {o, m, h, coef};
-    if (o->m) return adamw_window(&w, 0, o->z->local_numel, o->m, o->v);
-    return zt_swap_update(&o->swap, adamw_window, &w);
+    float *in_memory[2] = {o->m, o->v};
+    if (o->m) return adamw_window(&w, 0, o->z->local_numel, in_memory);
+    return zt_swap_update(o->swap, adamw_window, &w);
 }
 
 /* The shard's arrays in pieces: weights from z.master, moments from memory or the swap file. */
@@ -102,9 +113,10 @@ static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float 
     source *s = ctx;
     size_t at = s->base + first;
     zt_backend *be = s->o->z->be;
+    if (array == 0 && s->o->z->swap) return zt_swap_get(s->o->swap, ZT_SWAP_MASTER, at, n, dst);
     if (array == 0) be->download(be, dst, s->o->z->master + at, n * sizeof *dst);
     else if (s->o->m) be->download(be, dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
-    else return zt_swap_get(&s->o->swap, array, at, n, dst);
+    else return zt_swap_get(s->o->swap, array == 1 ? ZT_SWAP_M : ZT_SWAP_V, at, n, dst);
     return ZT_OK;
 }
 
@@ -128,25 +140,27 @@ zt_status zt_optstate_save(zt_optstate *o, const char *dir)
     return st;
 }
 
-/* n restored elements of moment `array` (1: m, 2: v) at local element `at` */
-static zt_status put(zt_optstate *o, int array, size_t at, size_t n, const float *src)
+/* n restored elements of array a (ZT_SWAP_*) at local element `at` */
+static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *src)
 {
-    if (!o->m) return zt_swap_put(&o->swap, array, at, n, src);
-    o->z->be->upload(o->z->be, (array == 1 ? o->m : o->v) + at, src, n * sizeof *src);
+    if (a == ZT_SWAP_MASTER ? o->z->swap != NULL : !o->m) return zt_swap_put(o->swap, a, at, n, src);
+    float *dst = a == ZT_SWAP_MASTER ? o->z->master : a == ZT_SWAP_M ? o->m : o->v;
+    o->z->be->upload(o->z->be, dst + at, src, n * sizeof *src);
     return ZT_OK;
 }
 
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    int sharded = z->stage == 3; /* the weights are this rank's segments too (in host memory) */
+    int sharded = z->stage == 3 && !z->swap; /* the weights are this rank's segments too (in host memory) */
     int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */
-    size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap.chunk;
-    float *bounce[2] = {NULL, NULL};
-    if (piece && (!(bounce[0] = malloc(piece * sizeof(float))) || !(bounce[1] = malloc(piece * sizeof(float))))) {
-        free(bounce[0]);
-        return zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state");
-    }
+    size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap->chunk;
+    float *bounce[3] = {NULL, NULL, NULL};
+    for (int b = 0; b < 3 && piece; b++)
+        if (!(bounce[b] = malloc(piece * sizeof(float)))) {
+            free(bounce[0]), free(bounce[1]);
+            return zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state");
+        }
     zt_status st = ZT_OK;
     for (int i = 0; i < z->nseg && !st; i++) {
         const zt_zero_segment *g = &z->seg[i];
@@ -158,13 +172,14 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
         }
         for (size_t j = 0; j < len && !st; j += piece) {
             size_t n = len - j < piece ? len - j : piece;
-            if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, NULL, bounce[0], bounce[1])) &&
-                !(st = put(o, 1, g->local + j, n, bounce[0])))
-                st = put(o, 2, g->local + j, n, bounce[1]);
+            float *weights = z->swap ? bounce[2] : NULL; /* offload.param = "nvme": into the swap file too */
+            if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, weights, bounce[0], bounce[1])) &&
+                !(st = put(o, ZT_SWAP_M, g->local + j, n, bounce[0])) && !(st = put(o, ZT_SWAP_V, g->local + j, n, bounce[1])) &&
+                weights)
+                st = put(o, ZT_SWAP_MASTER, g->local + j, n, weights);
         }
     }
-    free(bounce[0]);
-    free(bounce[1]);
+    for (int b = 0; b < 3; b++) free(bounce[b]);
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* optstate: AdamW's state for the elements this rank updates (zero.seg), in memory or
  * (offload.optimizer = "nvme") in a swap file streamed through each step, and its part
- * of checkpoints.
+ * of checkpoints. With offload.param = "nvme" the swap file is the ZeRO partition's, which
+ * also holds the weights and the gradient: the step streams all four.
  *
  *     zt_optstate o;
  *     zt_optstate_open(&o, recipe, &zero, "optim");
@@ -21,14 +22,16 @@ typedef struct zt_optstate {
     const zt_zero *z;
     float *m, *v; /* in memory, or NULL with the swap file */
     zt_aio *aio;
-    zt_swap swap;
+    zt_swap *swap; /* own_swap, or the ZeRO partition's (offload.param = "nvme") */
+    zt_swap own_swap;
 } zt_optstate;
 
 /* offload.optimizer: none or cpu keep the moments in memory (on the CPU backend host memory
  * is the compute memory), nvme in a swap file under offload.nvme_path. */
-/* Bytes of each of m and v per chunk of the swap file, for n elements (three chunks of both are
- * in memory: the buffers offload.max_pinned_bytes bounds). */
-size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n);
+/* Bytes of each array per chunk of the swap file, for n elements of narrays arrays (m and v,
+ * 2, or also the weights and gradient, 4): three chunks of each are in memory, the buffers
+ * offload.max_pinned_bytes bounds. */
+size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n, int narrays); /* n = 0: any size */
 /* kind names the NVMe swap file (two optimizers of one process need two names). */
 zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind);
 void zt_optstate_close(zt_optstate *o);

@@ -122,17 +122,19 @@ zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node,
     int gpu;
     zt_status st = memory_of(r, ranks_per_node, &gpu, &p->have);
     if (st) return st;
-    /* tiers, fastest first; host memory is a tier of its own only beside a GPU, and the weights
-     * leave a GPU only at stage 3 */
-    const char *opt_tiers[] = {"none", "cpu", "nvme"}, *param_tiers[] = {"none", "cpu"};
-    int nopt = 3, nparam = gpu && r->zero.stage == 3 ? 2 : 1;
+    /* tiers, fastest first; host memory is a tier of its own only beside a GPU, the weights
+     * leave only at stage 3, and go to NVMe only with the moments (they stream together) */
+    const char *opt_tiers[] = {"none", "cpu", "nvme"}, *param_tiers[] = {"none", "cpu", "nvme"};
+    int nopt = 3, nparam = r->zero.stage == 3 ? 3 : 1;
     if (strcmp(r->offload.optimizer, "auto")) opt_tiers[0] = r->offload.optimizer, nopt = 1;
     if (strcmp(r->offload.param, "auto")) param_tiers[0] = r->offload.param, nparam = 1;
     size_t budget = p->have / 10 * 9;
     int fits = 0;
     for (int i = 0; i < nparam && !fits; i++)
         for (int j = 0; j < nopt && !fits; j++) {
-            if (!gpu && nopt > 1 && !strcmp(opt_tiers[j], "cpu")) continue; /* the same memory as none */
+            if (!gpu && ((nopt > 1 && !strcmp(opt_tiers[j], "cpu")) || (nparam > 1 && !strcmp(param_tiers[i], "cpu"))))
+                continue; /* the same memory as none */
+            if (!strcmp(param_tiers[i], "nvme") && strcmp(opt_tiers[j], "nvme")) continue;
             p->param = param_tiers[i], p->optimizer = opt_tiers[j];
             if ((st = need_with(r, world, ranks_per_node, gpu, p->optimizer, p->param, &p->need))) return st;
             fits = p->need <= budget;

@@ -232,6 +232,7 @@ static zt_status ppo_open(zt_trainer *t)
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
     const char *from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
     zt_zero_options opts = zt_trainer_zero_options(r);
+    opts.swap_kind = "critic-params";
     if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1)) ||
         (st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
         (st = zt_zero_init(&s->czero, t->comm, &opts, &s->critic)) ||

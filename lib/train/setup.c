@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/ckpt/safetensors.h"
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/data/cache.h"
@@ -15,7 +16,8 @@ zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, co
     return zt_model_open_head(m, dir, dtype_name, device, 0);
 }
 
-zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head)
+static zt_status open_model(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head,
+                            zt_st_reader **weights)
 {
     char path[4096], hub_dir[4096];
     zt_llama_config cfg;
@@ -34,8 +36,20 @@ zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype_nam
     if (score_head && !cfg.num_labels) cfg.num_labels = 1, cfg.tie_word_embeddings = 0; /* a causal LM as backbone */
     if ((st = zt_backend_open(device, &be))) return st;
     if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
-    if ((st = zt_llama_load_weights(m, dir))) zt_llama_free(m);
+    st = weights ? zt_llama_weights_open(m, dir, weights) : zt_llama_load_weights(m, dir);
+    if (st) zt_llama_free(m);
     return st;
+}
+
+zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head)
+{
+    return open_model(m, dir, dtype_name, device, score_head, NULL);
+}
+
+zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head,
+                                 zt_st_reader **weights)
+{
+    return open_model(m, dir, dtype_name, device, score_head, weights);
 }
 
 typedef struct build_ctx {

@@ -8,6 +8,7 @@
 
 #include <signal.h>
 
+#include "lib/ckpt/safetensors.h"
 #include "lib/ckpt/state.h"
 #include "lib/core/arena.h"
 #include "lib/core/fileio.h"
@@ -136,10 +137,55 @@ static zt_status place(zt_trainer *t)
 
 zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
 {
-    return (zt_zero_options){r->zero.stage, r->zero.prefetch_layers, r->zero.quantized_weights, r->zero.quant_block_size,
-                             r->zero.hpz_partition_size, r->zero.quantized_gradients,
-                             r->zero.quantized_gradients_error_feedback, strcmp(r->offload.optimizer, "none") != 0,
-                             strcmp(r->offload.param, "none") != 0};
+    int param = !strcmp(r->offload.param, "nvme") ? 2 : strcmp(r->offload.param, "none") != 0;
+    return (zt_zero_options){
+        .stage = r->zero.stage,
+        .prefetch_layers = r->zero.prefetch_layers,
+        .quantized_weights = r->zero.quantized_weights,
+        .quant_block = r->zero.quant_block_size,
+        .hpz = r->zero.hpz_partition_size,
+        .quantized_gradients = r->zero.quantized_gradients,
+        .error_feedback = r->zero.quantized_gradients_error_feedback,
+        .host_optimizer = strcmp(r->offload.optimizer, "none") != 0,
+        .host_params = param,
+        .nvme_paths = (const char *const *)r->offload.nvme_path.items,
+        .nvme_npaths = r->offload.nvme_path.n,
+        .swap_kind = "params",
+        .aio_block = (size_t)r->offload.aio.block_size,
+        .aio_depth = r->offload.aio.queue_depth,
+        .swap_chunk = zt_optstate_chunk_bytes(r, 0, 4),
+    };
+}
+
+/* offload.param = "nvme": the zero partition's loader, a unit of the model's files at a time */
+static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
+{
+    zt_trainer *t = ctx;
+    return zt_llama_weights_read(&t->m, t->weights, off, n, dst);
+}
+
+/* The model, and the partition of its training state over the ranks. With offload.param =
+ * "nvme" the weights go from the model's files to the swap file a unit at a time: the whole
+ * model is never in memory. */
+static zt_status open_model(zt_trainer *t)
+{
+    const zt_recipe *r = t->r;
+    zt_zero_options opts = zt_trainer_zero_options(r);
+    int stream = opts.host_params == 2, V;
+    zt_status st = stream ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
+                                                   t->algo->score_head, &t->weights)
+                          : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
+    if (st) return st;
+    V = t->m.V;
+    if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;
+    if (stream && t->m.V != V)
+        return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
+                                 "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
+    if (stream) opts.load = load_unit, opts.load_ctx = t;
+    st = zt_zero_init(&t->zero, t->comm, &opts, &t->m);
+    if (t->weights) zt_st_close(t->weights);
+    t->weights = NULL;
+    return st;
 }
 
 static zt_status setup(zt_trainer *t, int argc, char **argv)
@@ -149,18 +195,11 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if (st) return st;
     const zt_recipe *r = t->r;
     char path[4096 + 64];
-    if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "cpu"))
-        return zt_fail(ZT_EUSER, "offload.param = \"%s\" is not supported yet (none or cpu)", r->offload.param);
     if ((st = find_resume(t))) return st;
     if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
-    zt_zero_options opts = zt_trainer_zero_options(r);
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
-    if ((st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head)))
-        return st;
     t->T = r->data.max_length;
-    if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m)) ||
-        (st = zt_zero_init(&t->zero, t->comm, &opts, &t->m)) || (st = t->algo->open(t)))
-        return st;
+    if ((st = open_model(t)) || (st = t->algo->open(t))) return st;
     if (strcmp(r->offload.activations, "none")) { /* the checkpointed layer inputs go to host memory or a file */
         char name[160];
         zt_aio_scratch_name(name, sizeof name, t->zero.rank, "acts");
@@ -314,6 +353,15 @@ cJSON *zt_trainer_row(zt_trainer *t, long step, const char *split)
 
 zt_status zt_trainer_write_row(zt_trainer *t, cJSON *row) { return row ? zt_rundir_metrics(&t->rd, row) : ZT_OK; }
 
+/* One process with offload.param = "nvme" saves the weights from the swap file, tensor by
+ * tensor; otherwise the whole model is gathered for the save. */
+static int saves_from_file(const zt_trainer *t) { return t->zero.swap && t->zero.world == 1; }
+
+static zt_status read_weights(void *ctx, float *dst, size_t first, size_t n)
+{
+    return zt_zero_read_weights(ctx, dst, first, n);
+}
+
 /* final/: the model in model.dtype, its config, tokenizer files and generation config */
 static zt_status save_final(zt_trainer *t)
 {
@@ -322,7 +370,9 @@ static zt_status save_final(zt_trainer *t)
     zt_status st = zt_rundir_path(&t->rd, dir, sizeof dir, "final");
     if (st) return st;
     zt_dtype_parse(t->r->model.dtype, &dtype);
-    if ((st = zt_llama_save(&t->m, dir, dtype, 5000000000ull))) return st;
+    st = saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
+                            : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
+    if (st) return st;
     static const char *copy[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
                                  "special_tokens_map.json"};
     for (size_t i = 0; i < sizeof copy / sizeof copy[0] && !st; i++) {
@@ -427,7 +477,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     size_t peak_rss_train = zt_peak_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
     if (!st && !preempted && algo->finish) st = algo->finish(&t);
-    if (!st && !preempted) st = zt_zero_gather_all(&t.zero);
+    if (!st && !preempted && !saves_from_file(&t)) st = zt_zero_gather_all(&t.zero);
     if (!st && !preempted && t.lead) st = save_final(&t);
     zt_zero_release_all(&t.zero);
     cJSON *summary = NULL;

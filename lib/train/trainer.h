@@ -61,6 +61,7 @@ struct zt_trainer {
     void *ctx;        /* the algorithm's state */
     zt_recipe placed; /* the recipe with offload's "auto" decided (r points here then) */
     zt_llama m;
+    struct zt_st_reader *weights; /* offload.param = "nvme": the model's files, read unit by unit at the start */
     zt_data_tools tools;
     zt_comm *comm;   /* NULL for a single process */
     zt_zero zero;

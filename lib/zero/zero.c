@@ -89,14 +89,18 @@ zt_status zt_zero_sum(zt_zero *z, double *v, int n)
 void zt_zero_zero_grads(zt_zero *z)
 {
     zt_backend *be = z->m->be;
-    if (z->stage == 3) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
+    if (z->swap) zt_p3_zero_grads(z);
+    else if (z->stage == 3) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
     else be->memset0(be, z->m->grads, z->numel * sizeof *z->m->grads);
 }
 
 zt_status zt_zero_reduce_grads(zt_zero *z)
 {
     zt_backend *be = z->m->be;
-    if (z->stage == 3) return z->world > 1 ? zt_zero3_error(z) : ZT_OK; /* reduced unit by unit in the backward pass */
+    if (z->stage == 3) { /* reduced unit by unit in the backward pass */
+        zt_status st = z->world > 1 ? zt_zero3_error(z) : ZT_OK;
+        return !st && z->swap ? zt_p3_flush(z) : st;
+    }
     if (z->staged) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
     if (z->world == 1) return ZT_OK;
     float *g = z->grads;
@@ -111,7 +115,7 @@ zt_status zt_zero_grad_sumsq(zt_zero *z, double *out)
         *out = z->be->sumsq(z->be, z->grads, z->numel);
         return ZT_OK;
     }
-    *out = z->be->sumsq(z->be, z->grad, z->local_numel);
+    *out = z->swap ? zt_p3_sumsq(z) : z->be->sumsq(z->be, z->grad, z->local_numel);
     return zt_zero_sum(z, out, 1);
 }
 
@@ -146,7 +150,24 @@ zt_zero_memory zt_zero_memory_use(const zt_zero *z)
     if (z->z3) {
         u.params = (local + z->z3->secondary_numel) * 4; /* the bf16 copy exists only for gathered units */
         u.grads = (local + (z->z3->residual ? z->numel : 0)) * 4;
+        if (z->swap) /* in the file; what stays is the staging */
+            u.params = z->z3->secondary_numel * 4, u.grads -= local * 4, u.gathered_peak += (size_t)(z->z3->nstage + 2) * z->z3->slice_bytes;
         u.gathered_peak = zt_zero3_gathered_peak(z);
     }
     return u;
+}
+
+zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n)
+{
+    for (int i = 0; i < z->nseg && n; i++) {
+        const zt_zero_segment *g = &z->seg[i];
+        if (first < g->lo || first >= g->hi) continue;
+        size_t k = g->hi - first < n ? g->hi - first : n, at = g->local + (first - g->lo);
+        zt_status st = z->swap ? zt_swap_get(z->swap, ZT_SWAP_MASTER, at, k, dst) : ZT_OK;
+        if (st) return st;
+        if (!z->swap) z->be->download(z->be, dst, z->master + at, k * sizeof(float));
+        dst += k, first += k, n -= k;
+        i = -1; /* the next piece may lie in any segment */
+    }
+    return n ? zt_fail(ZT_ERUNTIME, "rank %d holds no weights at element %zu", z->rank, first) : ZT_OK;
 }

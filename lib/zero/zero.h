@@ -47,6 +47,7 @@
 #include <stddef.h>
 
 #include "lib/comm/comm.h"
+#include "lib/offload/swap.h"
 #include "lib/core/status.h"
 #include "lib/model/llama.h"
 
@@ -71,7 +72,18 @@ typedef struct zt_zero_options {
     int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
-    int host_params;         /* offload.param = cpu: stage 3 even in one process, the weights' slices in host memory */
+    int host_params;         /* offload.param: 0 none, 1 cpu, 2 nvme; cpu and nvme run stage 3 even in one process */
+    /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
+     * swap file (offload/swap.h) together with AdamW's moments, streamed unit by unit */
+    const char *const *nvme_paths;
+    int nvme_npaths;
+    const char *swap_kind; /* names the file (zt_aio_scratch_name): two partitions of one process need two */
+    size_t aio_block, swap_chunk; /* bytes per transfer block; per swap chunk of each array */
+    int aio_depth;
+    /* where the weights come from when the model was opened without them: elements [off, off + n)
+     * of the flat array into dst, unit by unit, so the whole model is never in memory */
+    zt_status (*load)(void *ctx, size_t off, size_t n, float *dst);
+    void *load_ctx;
 } zt_zero_options;
 
 typedef struct zt_zero3 zt_zero3;
@@ -91,6 +103,8 @@ typedef struct zt_zero {
     zt_backend *model_be; /* the model's (the model may be freed first) */
     uint16_t *params16; /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
     zt_zero3 *z3; /* stage 3 */
+    zt_aio *aio;   /* offload.param = "nvme": the engine and the file that hold master, grad, m and v */
+    zt_swap *swap; /* (z.master and z.grad are then NULL) */
     zt_zero_options o;
 } zt_zero;
 
@@ -119,6 +133,9 @@ zt_status zt_zero_read_params(zt_zero *z, const char *ckpt_dir, size_t numel);
 zt_status zt_zero_gather_all(zt_zero *z);
 void zt_zero_release_all(zt_zero *z);
 zt_zero_memory zt_zero_memory_use(const zt_zero *z);
+/* Elements [first, first + n) of the flat array's weights, which this rank must hold (one
+ * process at stage 3, or stages 0-2): from memory or the swap file, the whole model never gathered. */
+zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n);
 /* Seconds spent waiting for gathers (exposed communication) since the last call. */
 double zt_zero_take_wait_s(zt_zero *z);
 

@@ -18,10 +18,12 @@ static void hold(zt_zero3 *s, long long bytes)
 
 static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
 
-/* The host memory a staged unit's gathered weights go up from: in one process its slice itself. */
+/* The host memory a staged unit's gathered weights go up from: in one process its slice itself
+ * (read into a staging buffer when it lives in the swap file). */
 static const float *host_weights(const zt_zero *z, const zt_unit3 *u)
 {
-    return z->comm ? z->params + u->off : z->master + u->local;
+    if (z->comm) return z->params + u->off;
+    return z->swap ? z->z3->stage[u->buf] : z->master + u->local;
 }
 
 static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
@@ -35,12 +37,16 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     be->populate(be, z->m->params + u->off, u->n * sizeof(float));
     if (z->m->params16) be->populate(be, z->m->params16 + u->off, u->n * 2);
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
-    if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p);
+    const float *slice = z->master ? z->master + u->local : NULL;
+    if (z->swap) { /* one process: copied once read (finish_gather); else read before the collective */
+        if (!(slice = zt_p3_read_start(z, i)) || (z->comm && (s->error = zt_p3_read_wait(z, i)))) return;
+    }
+    if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p, slice);
     else if (!z->comm) { /* one process: the only slice is the unit (staged, it goes up from there) */
-        if (!z->staged) memcpy(z->params + u->off, z->master + u->local, u->n * sizeof(float));
+        if (!z->staged && !z->swap) memcpy(z->params + u->off, slice, u->n * sizeof(float));
     } else
-        s->error = zt_comm_iallgather(z->comm, z->master + u->local, z->params + u->off, u->p * sizeof(float),
-                                      u->n * sizeof(float), p, &u->req[0]);
+        s->error = zt_comm_iallgather(z->comm, slice, z->params + u->off, u->p * sizeof(float), u->n * sizeof(float),
+                                      p, &u->req[0]);
 }
 
 static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
@@ -58,9 +64,12 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     }
     s->wait_s += zt_now_s() - t;
     if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
+    if (z->swap && !z->comm && u->buf >= 0 && !s->error && !(s->error = zt_p3_read_wait(z, i)) && !z->staged)
+        memcpy(m->params + u->off, s->stage[u->buf], u->n * sizeof(float));
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
-    if (z->staged) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
+    if (z->staged && !s->error) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
+    if (z->swap) zt_p3_release(z, i);
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
 }
 
@@ -78,22 +87,22 @@ static void drop_params(zt_zero *z, int i)
     hold(s, -(long long)weight_bytes(z, u));
 }
 
-/* The unit's gradient of this micro-batch summed over the ranks: this rank's slice of it, in s->scratch. */
-static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u)
+/* The unit's gradient of this micro-batch summed over the ranks: this rank's slice of it, into out. */
+static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
 {
     zt_zero3 *s = z->z3;
     zt_llama *m = z->m;
     size_t bytes = u->n * sizeof(float);
     if (!z->comm) { /* one process: the unit's gradient is its reduction */
-        if (z->staged) m->be->download(m->be, s->scratch, m->grads + u->off, bytes);
-        else memcpy(s->scratch, z->grads + u->off, bytes);
+        if (z->staged) m->be->download(m->be, out, m->grads + u->off, bytes);
+        else memcpy(out, z->grads + u->off, bytes);
         return ZT_OK;
     }
     if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, bytes);
     if (s->o.quantized_gradients)
         return zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
-                                     s->residual ? s->residual + u->off : NULL, s->scratch, ZT_COMM_GRAD_REDUCE);
-    return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, s->scratch, u->p, u->n, ZT_COMM_GRAD_REDUCE);
+                                     s->residual ? s->residual + u->off : NULL, out, ZT_COMM_GRAD_REDUCE);
+    return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, out, u->p, u->n, ZT_COMM_GRAD_REDUCE);
 }
 
 /* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice. */
@@ -103,9 +112,10 @@ static void reduce(zt_zero *z, int i)
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
-    if (!s->error) s->error = reduced_slice(z, u);
-    float *g = z->grad + u->local;
-    for (size_t j = 0; j < u->mine; j++) g[j] += s->scratch[j];
+    float *into = z->swap ? zt_p3_reduce_target(z, u) : s->scratch;
+    if (!s->error) s->error = reduced_slice(z, u, into);
+    if (z->swap && !s->error) s->error = zt_p3_grad_store(z, u, into);
+    for (size_t j = 0; !z->swap && j < u->mine; j++) z->grad[u->local + j] += into[j];
     m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
     if (z->staged) zt_pages_discard(z->grads + u->off, u->n * sizeof(float));
     u->grads_in = 0;
@@ -200,15 +210,20 @@ zt_status zt_zero3_init(zt_zero *z)
     }
     z->nseg = s->units;
     z->local_numel = local;
-    z->master = slices_alloc(z, (local + 1) * sizeof(float));
-    z->grad = slices_alloc(z, (local + 1) * sizeof(float));
-    s->scratch = slices_alloc(z, (widest + 1) * sizeof(float));
-    if (!z->master || !z->grad || !s->scratch)
-        return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
-    for (int i = 0; i < z->nseg; i++)
-        memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+    zt_status st;
+    if (z->o.host_params == 2) { /* offload.param = "nvme": the slices go to the swap file */
+        if ((st = zt_p3_init(z))) return st;
+    } else {
+        z->master = slices_alloc(z, (local + 1) * sizeof(float));
+        z->grad = slices_alloc(z, (local + 1) * sizeof(float));
+        s->scratch = slices_alloc(z, (widest + 1) * sizeof(float));
+        if (!z->master || !z->grad || !s->scratch)
+            return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
+        for (int i = 0; i < z->nseg; i++)
+            memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+    }
     /* the rest of the model is gathered when used */
-    zt_status st = zt_zeropp_init(z);
+    st = zt_zeropp_init(z);
     if (st) return st;
     m->be->discard(m->be, m->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
@@ -228,6 +243,7 @@ void zt_zero3_free(zt_zero *z)
         zt_comm_wait(z->comm, s->u[i].req[1]);
         free(s->u[i].staging);
     }
+    zt_p3_free(z);
     zt_zeropp_free(z);
     free(s->u);
     slices_free(z, s->scratch);
@@ -255,8 +271,8 @@ zt_status zt_zero_gather_all(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
     if (!s) return ZT_OK;
-    for (int i = 0; i < s->units; i++) start_gather(z, i, ZT_COMM_OTHER);
-    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER);
+    for (int i = 0; i < s->units && !z->swap; i++) start_gather(z, i, ZT_COMM_OTHER);
+    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER); /* nvme: one staging buffer at a time */
     return zt_zero3_error(z);
 }
 

@@ -19,6 +19,12 @@ typedef struct zt_unit3 {
     size_t *cuts;        /* qwZ, qgZ: where the unit's tensors start (quantization blocks restart there) */
     int ncuts;
     int held;            /* hpZ: the secondary slice holds this step's weights */
+    /* offload.param = "nvme" (zero3_nvme.c) */
+    int buf;             /* the staging buffer its slice is read into, or -1 */
+    int reading;         /* a read of its slice in flight */
+    zt_aio_req io;
+    int fresh;           /* no gradient written this step yet */
+    double sumsq;        /* Σ g² of the gradient slice as last written */
 } zt_unit3;
 
 struct zt_zero3 {
@@ -39,6 +45,14 @@ struct zt_zero3 {
     /* qgZ */
     zt_qgz qgz;
     float *residual; /* error feedback: each unit's first-hop quantization residual, at its offset */
+    /* offload.param = "nvme": staging buffers for slices read (prefetch_layers + 2) and for
+     * gradients written (2, alternating; a third to add to what a step wrote before) */
+    float **stage;
+    int nstage, *stage_busy;
+    float *gbuf[2], *gold;
+    zt_aio_req gio[2];
+    int gpending[2], gnext;
+    size_t slice_bytes; /* of each buffer */
 };
 
 zt_status zt_zero3_init(zt_zero *z);
@@ -53,11 +67,30 @@ void zt_zero3_params_updated(zt_zero *z);
 zt_status zt_zeropp_init(zt_zero *z);
 void zt_zeropp_free(zt_zero *z);
 /* qwZ: starts the int8 gather of unit i (this rank's slice quantized); finish dequantizes. */
-zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p);
+zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice);
 zt_status zt_qwz_finish(zt_zero *z, int i);
 /* hpZ: starts unit i's backward gather inside the group when its secondary slice is held (1),
  * else returns 0; keep copies this rank's slice after a forward gather. */
 int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p);
 void zt_hpz_keep(zt_zero *z, int i);
+
+/* zero3_nvme.c: offload.param = "nvme" */
+/* Opens the swap file and writes this rank's slices of the weights into it, unit by unit. */
+zt_status zt_p3_init(zt_zero *z);
+void zt_p3_free(zt_zero *z);
+/* Starts reading unit i's slice into a staging buffer: the buffer, or NULL (s->error set). */
+float *zt_p3_read_start(zt_zero *z, int i);
+/* Waits for that read and checks it. */
+zt_status zt_p3_read_wait(zt_zero *z, int i);
+/* Gives the staging buffer back (waiting for a read still in flight). */
+void zt_p3_release(zt_zero *z, int i);
+/* Where this micro-batch's reduced slice of unit u goes; then zt_p3_grad_store adds it to
+ * what the step wrote before and writes it, in the background. */
+float *zt_p3_reduce_target(zt_zero *z, zt_unit3 *u);
+zt_status zt_p3_grad_store(zt_zero *z, zt_unit3 *u, float *reduced);
+void zt_p3_zero_grads(zt_zero *z);
+/* Before the optimizer: every write done, a unit without a gradient this step written as zeros. */
+zt_status zt_p3_flush(zt_zero *z);
+double zt_p3_sumsq(const zt_zero *z);
 
 #endif

@@ -113,7 +113,7 @@ static qwz_layout qwz_of(const zt_zero *z, const zt_unit3 *u)
     return l;
 }
 
-zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p)
+zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
@@ -122,7 +122,7 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p)
     if (!b) return zt_fail(ZT_ENOMEM, "rank %d: out of memory for a quantized gather (%zu bytes)", z->rank, l.bytes);
     zt_qpieces pc = pieces_of(z, u);
     size_t lo = u->p * (size_t)z->rank < u->n ? u->p * (size_t)z->rank : u->n;
-    size_t bad = zt_qpieces_quant8(&pc, z->master + u->local, lo, lo + u->mine, (int8_t *)(b + l.send),
+    size_t bad = zt_qpieces_quant8(&pc, slice, lo, lo + u->mine, (int8_t *)(b + l.send),
                                    (float *)(b + l.send_scales));
     if (bad)
         return zt_fail(ZT_ERUNTIME, "rank %d: %zu weights of unit %d (of %d: embedding, layers, head) are NaN or Inf",

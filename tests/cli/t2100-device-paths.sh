@@ -26,6 +26,7 @@ runs=(
   "one process, offload.optimizer = cpu|offload.optimizer=cpu"
   "one process, offload.optimizer = nvme|offload.optimizer=nvme offload.nvme_path=[\"$PWD\"]"
   "one process, offload.param = cpu|offload.param=cpu offload.optimizer=cpu zero.stage=3"
+  "one process, offload.param = nvme|offload.param=nvme offload.optimizer=nvme zero.stage=3 offload.nvme_path=[\"$PWD\"]"
 )
 for spec in "${runs[@]}"; do
   name=${spec%%|*} keys=${spec#*|}
