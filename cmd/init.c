@@ -12,16 +12,18 @@
 int cmd_init(int argc, char **argv)
 {
     const char *arch = NULL, *out = NULL;
-    const char *shard = "5GB";
+    const char *shard = "5GB", *dtype_name = "fp32";
+    zt_dtype dtype;
     unsigned long long max_shard;
     long seed = 0;
-    zt_usage u = {"zt init", "--arch llama --out DIR [--seed S] [config_key=value ...]",
+    zt_usage u = {"zt init", "--arch llama --out DIR [--seed S] [--dtype fp32|bf16] [config_key=value ...]",
                   "Write config.json (the architecture's defaults plus the given config.json keys) and\n"
                   "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights, 0 for biases."};
     zt_option opts[] = {
         {"arch", 'S', &arch, "NAME", "llama, mistral or qwen2 (sets model_type)", 0, 0},
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
+        {"dtype", 'S', &dtype_name, "DTYPE", "fp32 (default), bf16 or fp16: the weights as stored", 0, 0},
         {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
         {0},
     };
@@ -32,6 +34,10 @@ int cmd_init(int argc, char **argv)
     }
     if (zt_parse_size(shard, &max_shard) || max_shard == 0) {
         fprintf(stderr, "zt: error: zt init: --max-shard-size '%s' is not a size like 500MB or 5GB\n", shard);
+        return 2;
+    }
+    if (zt_dtype_parse(dtype_name, &dtype) || dtype == ZT_F64) {
+        fprintf(stderr, "zt: error: zt init: --dtype '%s' is not fp32, bf16 or fp16\n", dtype_name);
         return 2;
     }
     zt_llama_config cfg;
@@ -53,7 +59,7 @@ int cmd_init(int argc, char **argv)
     if (st) return cmd_fail(st);
     if ((st = zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32))) return cmd_fail(st);
     st = zt_llama_init_weights(&m, (uint64_t)seed, 0.02);
-    if (!st) st = zt_llama_save(&m, out, ZT_F32, (size_t)max_shard);
+    if (!st) st = zt_llama_save(&m, out, dtype, (size_t)max_shard);
     if (!st) zt_log_info("wrote a %s model with %zu parameters to '%s'", cfg.model_type, m.numel, out);
     zt_llama_free(&m);
     return st ? cmd_fail(st) : 0;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/offload3b.sh: the ZeRO-Infinity headline on this machine: full fine-tuning steps
+# (forward, backward, AdamW on every parameter) of a 3-billion-parameter Llama shape (hidden
+# 3072, 28 layers, 24 heads, 8 KV heads, intermediate 8192, vocab 32000, untied; bf16 weights,
+# fp32 master and moments) with offload.param = nvme and offload.optimizer = nvme, one process.
+# Without offload the same run needs about 16 bytes a parameter in memory (48 GB: zt validate
+# prints it), twice what the machine has.
+#
+# Makes the model once (zt init --dtype bf16, 6 GB, under build/bench/3b; kept between runs),
+# a periodic token sequence the loss can fall on, then trains BENCH_3B_STEPS (4) steps of one
+# sequence of BENCH_3B_SEQ (64) tokens, the swap file under build/bench/3b/swap. Prints zt
+# validate's plan (memory, I/O bytes per step, predicted step time), then per step: seconds,
+# exposed I/O wait, bytes read and written, and the disk bandwidth they mean, and the peak RSS;
+# appends it to bench/RESULTS.md. Checks the free disk first: about 20 bytes a parameter
+# (model 2, swap file 16, final/ 2), 62 GB.
+set -u
+cd "$(dirname "$0")/.."
+OUT=build/bench/3b
+PY=/usr/bin/python3
+STEPS=${BENCH_3B_STEPS:-4}
+SEQ=${BENCH_3B_SEQ:-64}
+SHAPE="hidden_size=3072 intermediate_size=8192 num_hidden_layers=28 num_attention_heads=24 num_key_value_heads=8
+       vocab_size=32000 max_position_embeddings=4096 tie_word_embeddings=false"
+log() { echo "bench: $*" >&2; }
+export OMP_NUM_THREADS=${BENCH_THREADS:-2} OPENBLAS_NUM_THREADS=${BENCH_THREADS:-2}
+mkdir -p "$OUT"
+[ -x ./zt ] || { log "./zt not built (make)"; exit 1; }
+
+have_model=$([ -f "$OUT/model/config.json" ] && echo 1)
+need=$((62 * 1000 * 1000 * 1000 - (have_model ? 6 * 1000 * 1000 * 1000 : 0)))
+rm -rf "$OUT/run" "$OUT/swap"
+free=$(df --output=avail -B1 "$OUT" | tail -1)
+if [ "$free" -lt "$need" ]; then
+    log "needs $((need / 1000000000)) GB free under $OUT (model, swap file, final/), has $((free / 1000000000)) GB"
+    exit 1
+fi
+if [ -z "$have_model" ]; then
+    log "zt init: the 3B model in bf16"
+    /usr/bin/time -f "init: %e s, peak RSS %M KiB" ./zt init --arch llama --out "$OUT/model" --seed 1 --dtype bf16 $SHAPE ||
+        { rm -rf "$OUT/model"; exit 1; }
+fi
+$PY -c "
+import json
+seq = [(7 * i) % 512 + 3 for i in range($SEQ)]   # a short periodic sequence: a loss that can fall in a few steps
+for _ in range(64): print(json.dumps({'input_ids': seq}))" > "$OUT/tokens.jsonl"
+cat > "$OUT/recipe.toml" <<TOML
+[model]
+path = "$OUT/model"
+dtype = "bf16"
+[data]
+train = "$OUT/tokens.jsonl"
+format = "tokens"
+max_length = $SEQ
+packing = false
+[train]
+max_steps = $STEPS
+micro_batch_size = 1
+gradient_accumulation_steps = 1
+learning_rate = 3e-4
+lr_scheduler_type = "constant"
+logging_steps = 1
+save_steps = 0
+[zero]
+stage = 3
+prefetch_layers = 1
+[offload]
+param = "nvme"
+optimizer = "nvme"
+nvme_path = "$OUT/swap"
+[offload.aio]
+block_size = 16777216
+queue_depth = 32
+[output]
+dir = "$OUT/run"
+TOML
+./zt validate "$OUT/recipe.toml" | sed -n '/^# memory per rank/,$p' | tee "$OUT/validate.txt"
+./zt validate "$OUT/recipe.toml" offload.param=none offload.optimizer=none zero.stage=0 |
+    awk '/# memory per rank/ {on = 1} on && $2 == "total" {print "# without offload: " $3 " " $4 " per rank"}' | tee -a "$OUT/validate.txt"
+log "zt pretrain: $STEPS steps"
+t0=$(date +%s)
+ZT_LOG=info /usr/bin/time -f "%M" -o "$OUT/maxrss" ./zt pretrain "$OUT/recipe.toml" 2> "$OUT/train.log" || { tail -5 "$OUT/train.log"; exit 1; }
+t1=$(date +%s)
+$PY - "$OUT" $((t1 - t0)) <<'PY' | tee "$OUT/table.md"
+import json, re, sys, time
+out, wall = sys.argv[1], int(sys.argv[2])
+rows = [json.loads(l) for l in open(out + "/run/metrics.jsonl")]
+summary = json.load(open(out + "/run/summary.json"))
+plan = open(out + "/validate.txt").read()
+m = re.search(r"per optimizer step: (\d+) bytes read, (\d+) written", plan)
+pred_rd, pred_wr = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+params = re.search(r"(\d+) parameters", plan)
+print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · 3B full fine-tuning, offload.param = nvme, offload.optimizer = nvme (bench/offload3b.sh)")
+print(f"- {params.group(1) if params else '?'} parameters, bf16 weights, fp32 master and moments; 1 × {rows[0]['tokens'] if rows else '?'} target tokens a step; one process, 2 cores, 24 GiB RAM, one virtual disk")
+print(f"- peak RSS {int(open(out + '/maxrss').read()) / 2**20:.2f} GiB (whole process, loading and final save included); during training {summary['peak_rss_train_bytes'] / 2**30:.2f} GiB; wall {wall} s for everything")
+print(f"- zt validate predicts {pred_rd / 1e9:.1f} GB read and {pred_wr / 1e9:.1f} GB written a step\n")
+print("| step | loss | seconds | exposed I/O wait s | compute and the rest s | GB read | GB written | disk GB/s over the step | read vs validate | written vs validate |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+prev = 0.0
+for r in rows:
+    dt = r["elapsed_s"] - prev
+    prev = r["elapsed_s"]
+    rd, wr = r["io_read_bytes"], r["io_write_bytes"]
+    print(f"| {r['step']} | {r['loss']:.4f} | {dt:.1f} | {r['io_wait_s']:.1f} | {dt - r['io_wait_s']:.1f} | {rd / 1e9:.2f} | {wr / 1e9:.2f} | "
+          f"{(rd + wr) / dt / 1e9:.2f} | {rd / pred_rd if pred_rd else 0:.3f} | {wr / pred_wr if pred_wr else 0:.3f} |")
+PY
+if [ -n "${BENCH_RECORD:-1}" ]; then
+    { cat "$OUT/table.md"; echo; echo '```'; cat "$OUT/validate.txt"; echo '```'; } >> bench/RESULTS.md
+fi
+rm -rf "$OUT/swap"
