@@ -15,7 +15,7 @@
 # (model 2, swap file 16, final/ 2), 62 GB.
 set -u
 cd "$(dirname "$0")/.."
-OUT=build/bench/3b
+OUT=$PWD/build/bench/3b  # absolute: the recipe's paths are read relative to its directory
 PY=/usr/bin/python3
 STEPS=${BENCH_3B_STEPS:-4}
 SEQ=${BENCH_3B_SEQ:-64}
@@ -103,7 +103,7 @@ for r in rows:
     print(f"| {r['step']} | {r['loss']:.4f} | {dt:.1f} | {r['io_wait_s']:.1f} | {dt - r['io_wait_s']:.1f} | {rd / 1e9:.2f} | {wr / 1e9:.2f} | "
           f"{(rd + wr) / dt / 1e9:.2f} | {rd / pred_rd if pred_rd else 0:.3f} | {wr / pred_wr if pred_wr else 0:.3f} |")
 PY
-if [ -n "${BENCH_RECORD:-1}" ]; then
+if [ "${BENCH_RECORD:-1}" = 1 ]; then  # BENCH_RECORD=0: print only
     { cat "$OUT/table.md"; echo; echo '```'; cat "$OUT/validate.txt"; echo '```'; } >> bench/RESULTS.md
 fi
 rm -rf "$OUT/swap"

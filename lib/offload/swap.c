@@ -147,6 +147,7 @@ void zt_swap_close(zt_swap *s)
 
 zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
 {
+    s->cached = 0;
     zt_aio_req rd[3][ZT_SWAP_MAX_ARRAYS], wr[3][ZT_SWAP_MAX_ARRAYS];
     unsigned reading[3] = {0}, writing[3] = {0};
     unsigned all = (1u << s->narrays) - 1, back = all & ~(1u << ZT_SWAP_GRAD); /* the gradient is only read */
@@ -187,10 +188,13 @@ static zt_status copy(zt_swap *s, int a, size_t first, size_t n, float *get, con
         size_t w0 = s->first[k], len = chunk_len(s, k), lo = first > w0 ? first : w0;
         size_t hi = first + n < w0 + len ? first + n : w0 + len;
         zt_aio_req r;
-        int whole = put && lo == w0 && hi == w0 + len; /* nothing of the old chunk survives */
-        if (!whole && ((st = zt_aio_read(s->aio, &s->file, w, len * sizeof(float), at(s, a, k), &r)) ||
-                       (st = zt_aio_wait(s->aio, &r)) || (st = verify(s, k, a, w))))
+        size_t id = k * s->narrays + a + 1;
+        int skip = s->cached == id || (put && lo == w0 && hi == w0 + len); /* in the buffer, or all replaced */
+        s->cached = 0;
+        if (!skip && ((st = zt_aio_read(s->aio, &s->file, w, len * sizeof(float), at(s, a, k), &r)) ||
+                      (st = zt_aio_wait(s->aio, &r)) || (st = verify(s, k, a, w))))
             break;
+        s->cached = id; /* a caller reading a tensor in small pieces reads each chunk once */
         if (get) {
             memcpy(get + (lo - first), w + (lo - w0), (hi - lo) * sizeof(float));
             continue;
@@ -215,6 +219,7 @@ static void range_chunks(const zt_swap *s, size_t first, size_t n, size_t *k0, s
     *k0 = chunk_of(s, first);
     *k1 = n ? chunk_of(s, first + n - 1) + 1 : *k0;
     ZT_ASSERT(s->first[*k0] == first && s->first[*k1] == first + n);
+    ZT_ASSERT(s->slot[*k1] - s->slot[*k0] == zt_aio_round(n * sizeof(float))); /* back to back: one transfer */
 }
 
 zt_status zt_swap_range_read(zt_swap *s, int a, size_t first, size_t n, float *buf, zt_aio_req *r)
@@ -228,6 +233,7 @@ zt_status zt_swap_range_write(zt_swap *s, int a, size_t first, size_t n, const f
 {
     size_t k0, k1;
     range_chunks(s, first, n, &k0, &k1);
+    s->cached = 0;
     for (size_t k = k0; k < k1; k++) record(s, k, a, buf + (s->first[k] - first));
     return zt_aio_write(s->aio, &s->file, buf, s->slot[k1] - s->slot[k0], at(s, a, k0), r);
 }

@@ -38,6 +38,7 @@ typedef struct zt_swap {
     float *buf[3];       /* each: a chunk of every array, array a at a × chunk */
     uint32_t *crc;       /* CRC-32C of chunk k of array a at [k × narrays + a], as last written */
     uint8_t *written;    /* the same, whether it was ever written */
+    size_t cached;       /* buf[0] holds chunk k of array a: k × narrays + a + 1; 0: nothing */
 } zt_swap;
 
 /* chunk_bytes: bytes of each array per chunk (rounded to ZT_AIO_ALIGN). cuts: ncuts

@@ -51,7 +51,8 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->be = z->staged ? zt_backend_cpu() : m->be;
     z->model_be = m->be;
     z->params = m->params, z->grads = m->grads;
-    z->params16 = z->comm || z->staged ? NULL : m->params16;
+    /* AdamW writes the bf16 copy along, except at stage 3, where a gather makes each unit's copy */
+    z->params16 = z->comm || z->staged || z->stage == 3 ? NULL : m->params16;
     zt_status st = z->staged ? stage_in(z) : ZT_OK;
     if (st) return st;
     if (z->stage == 3) return zt_zero3_init(z);
