@@ -10,9 +10,10 @@
 # a periodic token sequence the loss can fall on, then trains BENCH_3B_STEPS (4) steps of one
 # sequence of BENCH_3B_SEQ (64) tokens, the swap file under build/bench/3b/swap. Prints zt
 # validate's plan (memory, I/O bytes per step, predicted step time), then per step: seconds,
-# exposed I/O wait, bytes read and written, and the disk bandwidth they mean, and the peak RSS;
-# appends it to bench/RESULTS.md. Checks the free disk first: about 20 bytes a parameter
-# (model 2, swap file 16, final/ 2), 62 GB.
+# exposed I/O wait, bytes read and written, and the disk bandwidth they mean, and the peak RSS,
+# with validate's predictions beside them (its disk probe made afresh first, on the idle disk);
+# appends it to bench/RESULTS.md (BENCH_RECORD=0: print only). Checks the free disk first:
+# about 20 bytes a parameter (model 2, swap file 16, final/ 2), 62 GB.
 set -u
 cd "$(dirname "$0")/.."
 OUT=$PWD/build/bench/3b  # absolute: the recipe's paths are read relative to its directory
@@ -56,7 +57,7 @@ packing = false
 max_steps = $STEPS
 micro_batch_size = 1
 gradient_accumulation_steps = 1
-learning_rate = 3e-4
+learning_rate = 1e-4
 lr_scheduler_type = "constant"
 logging_steps = 1
 save_steps = 0
@@ -73,6 +74,7 @@ queue_depth = 32
 [output]
 dir = "$OUT/run"
 TOML
+rm -f "$HOME"/.cache/zt/disk2-*.txt # validate measures the disk again, now
 ./zt validate "$OUT/recipe.toml" | sed -n '/^# memory per rank/,$p' | tee "$OUT/validate.txt"
 ./zt validate "$OUT/recipe.toml" offload.param=none offload.optimizer=none zero.stage=0 |
     awk '/# memory per rank/ {on = 1} on && $2 == "total" {print "# without offload: " $3 " " $4 " per rank"}' | tee -a "$OUT/validate.txt"
@@ -88,11 +90,16 @@ summary = json.load(open(out + "/run/summary.json"))
 plan = open(out + "/validate.txt").read()
 m = re.search(r"per optimizer step: (\d+) bytes read, (\d+) written", plan)
 pred_rd, pred_wr = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+m = re.search(r"step time, predicted: ([0-9.]+) s", plan)
+pred_s = float(m.group(1)) if m else 0
 params = re.search(r"(\d+) parameters", plan)
 print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · 3B full fine-tuning, offload.param = nvme, offload.optimizer = nvme (bench/offload3b.sh)")
 print(f"- {params.group(1) if params else '?'} parameters, bf16 weights, fp32 master and moments; 1 × {rows[0]['tokens'] if rows else '?'} target tokens a step; one process, 2 cores, 24 GiB RAM, one virtual disk")
 print(f"- peak RSS {int(open(out + '/maxrss').read()) / 2**20:.2f} GiB (whole process, loading and final save included); during training {summary['peak_rss_train_bytes'] / 2**30:.2f} GiB; wall {wall} s for everything")
-print(f"- zt validate predicts {pred_rd / 1e9:.1f} GB read and {pred_wr / 1e9:.1f} GB written a step\n")
+steps = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:])]  # step 1 also pays for the first faults
+mean = sum(steps) / len(steps) if steps else 0
+print(f"- zt validate predicts {pred_rd / 1e9:.1f} GB read and {pred_wr / 1e9:.1f} GB written a step, and a step of {pred_s:.1f} s; "
+      f"steps 2..{len(rows)} took {mean:.1f} s on average: predicted / measured = {pred_s / mean if mean else 0:.2f}\n")
 print("| step | loss | seconds | exposed I/O wait s | compute and the rest s | GB read | GB written | disk GB/s over the step | read vs validate | written vs validate |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 prev = 0.0

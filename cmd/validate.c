@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "lib/train/memory.h"
 #include "lib/train/placement.h"
+#include "lib/train/steptime.h"
 #include "options.h"
 
 static void row(const char *what, size_t bytes, const char *note)
@@ -30,6 +31,12 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
         if (in[i] || out[i])
             printf("#   %-22s %9.1f %12.1f %12.3f  %s\n", what[i], in[i] / 1048576.0, out[i] / 1048576.0,
                    in[i] / rd + out[i] / wr, when[i]);
+    zt_step_time t;
+    if (zt_step_time_estimate(e, rd, wr, &t)) return;
+    printf("# step time, predicted: %.1f s = forward and backward %.1f s (%.1f GFLOP at %.1f GFLOP/s, measured on a "
+           "%dx%dx%d product) + their I/O not hidden %.1f s (of %.1f s) + the optimizer step's I/O %.1f s\n",
+           t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, t.exposed_s, t.passes_io_s,
+           t.step_io_s);
 }
 
 /* offload = "auto": what it chose */

@@ -42,6 +42,7 @@ static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_es
     e->io_optimizer = 2 * R;
     e->io_params_read = A * (R + backward) + (A - 1) * R + 2 * R;
     e->io_params_write = A * R + R;
+    e->io_step_read = 2 * R, e->io_step_write = R;
 }
 
 /* The elements rank 0 updates (its AdamW state): all at stage 0, its slice of the flat
@@ -152,6 +153,10 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->runtime = RUNTIME_BASE + (size_t)omp_get_max_threads() * pack;
     e->io_read = e->io_optimizer + e->io_activations + e->io_params_read;
     e->io_write = e->io_optimizer + e->io_activations + e->io_params_write;
+    e->io_step_read += e->io_optimizer, e->io_step_write += e->io_optimizer;
+    double tokens = (double)B * T * r->train.gradient_accumulation_steps;
+    e->flops = zt_llama_flops_per_token(&m, T) * tokens * (ckpt ? 4.0 / 3 : 1); /* recompute: one more forward */
+    e->gemm_m = B * T, e->gemm_n = m.F, e->gemm_k = m.C, e->bf16 = copy16 != 0;
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     if (!strcmp(r->model.device, "cuda"))
         device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);

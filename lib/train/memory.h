@@ -32,6 +32,11 @@ typedef struct zt_mem_estimate {
     size_t io_read, io_write;  /* offload bytes read and written per optimizer step (rank 0), these classes': */
     size_t io_optimizer, io_activations; /* AdamW's moments, the layer inputs: as many each way */
     size_t io_params_read, io_params_write; /* offload.param = "nvme": weights and gradients */
+    size_t io_step_read, io_step_write; /* of all these, what the optimizer step moves (the rest: the passes) */
+    /* for the step's time (train/steptime.h): training FLOPs a rank computes per step (the
+     * recompute of checkpointing included), and a micro-batch's MLP product, M × N × K */
+    double flops;
+    int gemm_m, gemm_n, gemm_k, bf16;
     size_t io_buffers;         /* the staging buffers of that I/O (in the total) */
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the

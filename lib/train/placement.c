@@ -14,7 +14,7 @@
 #include "lib/offload/aio.h"
 #include "lib/train/memory.h"
 
-enum { PROBE_BYTES = 64 << 20 };
+enum { PROBE_BYTES = 256 << 20 }; /* a second or so at a virtual disk's speed, each pass */
 
 /* MemAvailable from /proc/meminfo, in bytes (0 when unreadable) */
 static size_t host_available(void)
@@ -43,7 +43,9 @@ static zt_status memory_of(const zt_recipe *r, int ranks_per_node, int *gpu, siz
     return ZT_OK;
 }
 
-/* PROBE_BYTES written and read back through the engine in dir (O_DIRECT, the recipe's blocks). */
+/* PROBE_BYTES written, rewritten and read back through the engine in dir (O_DIRECT, the
+ * recipe's blocks); the rewrite is the write speed that counts, as a swap file is filled
+ * once before the first step and rewritten in place from then on. */
 static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, double *wr)
 {
     zt_aio *a;
@@ -60,8 +62,9 @@ static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, d
     memset(buf, 0x5a, PROBE_BYTES);
     const char *paths[] = {dir};
     if (!(st = zt_aio_file_open(a, &f, paths, 1, name))) {
-        double t0 = zt_now_s();
+        double t0 = 0;
         if (!(st = zt_aio_file_reserve(a, &f, PROBE_BYTES)) && !(st = zt_aio_write(a, &f, buf, PROBE_BYTES, 0, &q)) &&
+            !(st = zt_aio_wait(a, &q)) && (t0 = zt_now_s()) && !(st = zt_aio_write(a, &f, buf, PROBE_BYTES, 0, &q)) &&
             !(st = zt_aio_wait(a, &q))) {
             double t1 = zt_now_s();
             if (!(st = zt_aio_read(a, &f, buf, PROBE_BYTES, 0, &q)) && !(st = zt_aio_wait(a, &q))) {
@@ -77,7 +80,7 @@ static zt_status measure_disk(const zt_recipe *r, const char *dir, double *rd, d
 }
 
 /* The disk under offload.nvme_path's first directory: measured once per file system, then
- * read from ~/.cache/zt/disk-<device>.txt. */
+ * read from ~/.cache/zt/disk2-<device>.txt (2: the write is a rewrite's). */
 zt_status zt_disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
 {
     const char *dir = r->offload.nvme_path.n ? r->offload.nvme_path.items[0] : ".", *home = getenv("HOME");
@@ -87,7 +90,7 @@ zt_status zt_disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
     if (home && !stat(dir, &sb))
-        snprintf(cache, sizeof cache, "%s/.cache/zt/disk-%llx.txt", home, (unsigned long long)sb.st_dev);
+        snprintf(cache, sizeof cache, "%s/.cache/zt/disk2-%llx.txt", home, (unsigned long long)sb.st_dev);
     if (cache[0] && !zt_read_file(cache, &text, &len) && sscanf(text, "read %lf write %lf", rd, wr) == 2) {
         free(text);
         return ZT_OK;

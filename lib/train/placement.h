@@ -2,13 +2,14 @@
  * placement needs (train/memory.h) and the memory the machine has; and the disk's bandwidth.
  *
  * Tiers, fastest first: where the model computes (none), host memory (cpu; on the CPU backend
- * the same memory as none), NVMe files (nvme; the optimizer state only, so far). The optimizer
+ * the same memory as none), NVMe files (nvme; the weights only at stage 3 and beside the
+ * optimizer state). The optimizer
  * state and the weights each take the fastest tier with which the rank's whole estimate fits
  * in 90% of the memory available to it (MemAvailable split over the node's ranks; a GPU's
  * memory for model.device = "cuda"), the weights staying put as long as anything can move
  * instead. The disk under offload.nvme_path is measured once per file system (a short O_DIRECT
- * write and read through the I/O engine, cached under ~/.cache/zt), so that `zt validate` can
- * show what a step moves and how long that takes.
+ * write, rewrite and read through the I/O engine, cached under ~/.cache/zt), so that `zt
+ * validate` can show what a step moves and how long that takes.
  *
  *     zt_placement p;
  *     if ((st = zt_placement_decide(&r, world, ranks_per_node, &p))) return st;

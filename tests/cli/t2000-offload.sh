@@ -131,6 +131,8 @@ for cfg in "1 2 p1-nvme" "2 1 p2-nvme"; do
   expect_ok "zt validate, offload.param = nvme, $1 rank(s)" "$ZT" validate recipe.toml --world-size $1 $pn \
     train.gradient_accumulation_steps=$2
   io=$(sed -n 's/^# offload I\/O per optimizer step: \([0-9]*\) bytes read, \([0-9]*\) written.*/\1 \2/p' "$TMP/out")
+  grep -qE '^# step time, predicted: [0-9.]+ s = forward and backward [0-9.]+ s \([0-9.]+ GFLOP at [0-9.]+ GFLOP/s' \
+    "$TMP/out" && say "ok - ...with a predicted step time" || fail "no predicted step time: $(grep -i 'step time' "$TMP/out")"
   $PY - "$3" "$1" ${io:-0 0} <<'PY' && say "ok - ...its bytes read and written per step are the run's ($io)" \
     || fail "offload.param = nvme, $1 rank(s): predicted ${io:-nothing}"
 import json, sys
