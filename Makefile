@@ -200,6 +200,7 @@ bench: all
 	@bench/run.sh
 	@bench/zero.sh
 	@bench/offload.sh
+	@if [ -n "$(BENCH_3B)" ]; then bench/offload3b.sh; else echo "bench: BENCH_3B=1 also runs bench/offload3b.sh (15 minutes, 62 GB of disk)"; fi
 
 demo:
 	@scripts/demo.sh
