@@ -63,6 +63,13 @@ for run in ("qw", "qg", "all"):
 PY
 done
 
+# all three with the weights' and gradient's slices in a swap file (offload.param = nvme): the same weights
+expect_ok "4 ranks, all three, offload.param = nvme" $MPI -np 4 -x ZT_RANKS_PER_NODE=2 "$ZT" pretrain recipe.toml \
+  output.dir=r4-all-nvme train.gradient_accumulation_steps=1 zero.quantized_weights=true zero.hpz_partition_size=2 \
+  zero.quantized_gradients=true offload.param=nvme offload.optimizer=nvme offload.nvme_path=swap
+cmp -s r4-all/final/model.safetensors r4-all-nvme/final/model.safetensors \
+  && say "ok - ...bitwise the weights of ZeRO++ in memory" || fail "ZeRO++ with offload.param = nvme differs"
+
 expect_ok "zt validate with hpZ" "$ZT" validate recipe.toml --world-size 4 --ranks-per-node 2 zero.hpz_partition_size=2
 grep -q "of which hpZ's slices" "$TMP/out" && say "ok - zt validate shows hpZ's memory" || fail "no hpZ row: $(tail -9 "$TMP/out")"
 expect_exit 2 "hpZ groups that do not divide the ranks per node" "hpz_partition_size" \
