@@ -18,7 +18,9 @@
  * micro-batch. ZeRO++ (zeropp.c) changes how stage 3 moves the bytes: qwZ gathers int8
  * weights with a scale per block, hpZ serves the backward gathers from a secondary slice
  * kept inside a group of consecutive ranks, qgZ reduces int4 gradients through an
- * all-to-all inside the node and then one across the nodes.
+ * all-to-all inside the node and then one across the nodes. With offload.param = "nvme"
+ * (zero3_nvme.c) this rank's slices of the weights and of the gradient live in a swap file
+ * with AdamW's moments: a gather reads the unit's slice first, a reduction writes it back.
  *
  * What this rank updates is a list of segments of the flat array, stored one after
  * another in its local arrays: z.master (weights) and z.grad (summed gradients). For
