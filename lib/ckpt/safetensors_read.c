@@ -562,6 +562,6 @@ zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype, 
         return zt_fail(ZT_EUSER, "'%s': tensor '%s': dtype %s cannot be loaded as floating point", t->file, t->name,
                        st_dtypes[t->dtype].name);
     }
-    zt_st_convert(dst, dst_dtype, t->data, src, t->nbytes / zt_dtype_size(src));
+    if (dst) zt_st_convert(dst, dst_dtype, t->data, src, t->nbytes / zt_dtype_size(src));
     return ZT_OK;
 }

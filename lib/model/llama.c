@@ -141,36 +141,37 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     return ZT_OK;
 }
 
-/* y[N,O] = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array */
-static void linear_forward(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int N, int O, int I, zt_real beta)
+/* y[N,O] (rows ldy apart) = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array */
+static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, size_t w, int N, int O, int I,
+                           zt_real beta)
 {
     zt_backend *be = m->be;
 #ifndef ZT_REAL_DOUBLE
     if (m->dtype_bf16) {
         be->to_bf16(be, m->a16, x, (size_t)N * I);
-        be->gemm_bf16(be, 0, 1, N, O, I, 1, m->a16, I, m->params16 + w, I, beta, y, O);
+        be->gemm_bf16(be, 0, 1, N, O, I, 1, m->a16, I, m->params16 + w, I, beta, y, ldy);
         return;
     }
 #endif
-    be->gemm(be, 0, 1, N, O, I, 1, x, I, m->params + w, I, beta, y, O);
+    be->gemm(be, 0, 1, N, O, I, 1, x, I, m->params + w, I, beta, y, ldy);
 }
 
-/* dx[N,I] = dy[N,O]·W (skipped when dx is NULL); dW += dyᵀ·x */
-static void linear_backward(zt_llama *m, zt_real *dx, const zt_real *dy, const zt_real *x, size_t w, int N, int O,
-                            int I)
+/* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x */
+static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, int ldy, const zt_real *x,
+                            size_t w, int N, int O, int I)
 {
     zt_backend *be = m->be;
 #ifndef ZT_REAL_DOUBLE
-    if (m->dtype_bf16) {
-        be->to_bf16(be, m->b16, dy, (size_t)N * O);
-        if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, m->b16, O, m->params16 + w, I, 0, dx, I);
+    if (m->dtype_bf16) { /* the bf16 copy of dy keeps its row stride */
+        be->to_bf16(be, m->b16, dy, (size_t)(N - 1) * ldy + O);
+        if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, m->b16, ldy, m->params16 + w, I, dx_beta, dx, I);
         be->to_bf16(be, m->a16, x, (size_t)N * I);
-        be->gemm_bf16(be, 1, 0, O, I, N, 1, m->b16, O, m->a16, I, 1, m->grads + w, I);
+        be->gemm_bf16(be, 1, 0, O, I, N, 1, m->b16, ldy, m->a16, I, 1, m->grads + w, I);
         return;
     }
 #endif
-    if (dx) be->gemm(be, 0, 0, N, I, O, 1, dy, O, m->params + w, I, 0, dx, I);
-    be->gemm(be, 1, 0, O, I, N, 1, dy, O, x, I, 1, m->grads + w, I);
+    if (dx) be->gemm(be, 0, 0, N, I, O, 1, dy, ldy, m->params + w, I, dx_beta, dx, I);
+    be->gemm(be, 1, 0, O, I, N, 1, dy, ldy, x, I, 1, m->grads + w, I);
 }
 
 static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
@@ -186,7 +187,7 @@ static void layer_forward(zt_llama *m, int l)
     zt_real *w = m->params + base;
 
     be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
-    linear_forward(m, a->qkv, a->ln1, base + y->wqkv, N, m->S3, C, 0);
+    linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
     if (m->dtype_bf16 && be->attention_forward_bf16)
@@ -194,14 +195,14 @@ static void layer_forward(zt_llama *m, int l)
     else
         be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
     be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
-    linear_forward(m, a->xmid, a->att, base + y->wo, N, C, m->HD, 1);
+    linear_forward(m, a->xmid, C, a->att, base + y->wo, N, C, m->HD, 1);
     if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
 
     be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, N, C, m->cfg.rms_norm_eps);
-    linear_forward(m, a->gateup, a->ln2, base + y->wgu, N, 2 * m->F, C, 0);
+    linear_forward(m, a->gateup, 2 * m->F, a->ln2, base + y->wgu, N, 2 * m->F, C, 0);
     be->swiglu_forward(be, a->h, a->gateup, N, m->F);
     be->copy(be, m->x[l + 1], a->xmid, (size_t)N * C * sizeof(zt_real));
-    linear_forward(m, m->x[l + 1], a->h, base + y->wd, N, C, m->F, 1);
+    linear_forward(m, m->x[l + 1], C, a->h, base + y->wd, N, C, m->F, 1);
 }
 
 /* m->dres holds ∂loss/∂x[l+1] on entry and ∂loss/∂x[l] on return. */
@@ -216,13 +217,13 @@ static void layer_backward(zt_llama *m, int l)
 
     if (m->checkpointing) layer_forward(m, l);
 
-    linear_backward(m, m->dh, m->dres, a->h, base + y->wd, N, C, m->F);
+    linear_backward(m, m->dh, 0, m->dres, C, a->h, base + y->wd, N, C, m->F);
     be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, m->F);
-    linear_backward(m, m->dln, m->dgateup, a->ln2, base + y->wgu, N, 2 * m->F, C);
+    linear_backward(m, m->dln, 0, m->dgateup, 2 * m->F, a->ln2, base + y->wgu, N, 2 * m->F, C);
     be->rmsnorm_backward(be, m->dres, g + y->ln2, m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
 
     if (m->cfg.o_bias) be->bias_backward(be, g + y->bo, m->dres, N, C);
-    linear_backward(m, m->datt, m->dres, a->att, base + y->wo, N, C, m->HD);
+    linear_backward(m, m->datt, 0, m->dres, C, a->att, base + y->wo, N, C, m->HD);
     if (m->dtype_bf16 && be->attention_backward_bf16)
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV,
                                     m->D, window);
@@ -231,7 +232,7 @@ static void layer_backward(zt_llama *m, int l)
                                window);
     be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
     if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
-    linear_backward(m, m->dln, m->dqkv, a->ln1, base + y->wqkv, N, m->S3, C);
+    linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
     be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
 }
 
@@ -271,21 +272,36 @@ static void final_norm_backward(zt_llama *m)
 
 /* The LM head and cross-entropy in row chunks, on m->lnf (target: the host's copy of m->target).
  * Adds each row's loss to m->loss_rows and returns their sum. With grad_scale != 0 adds
- * ∂loss/∂lnf to m->dln, each row's gradient scaled by row_scale (device memory) when given. */
+ * ∂loss/∂lnf to m->dln, each row's gradient scaled by row_scale (device memory) when given.
+ * A tiled head (memory-centric tiling) computes each chunk's logits tile by tile, each tile's
+ * weights acquired on their own, and its gradient in a second pass over the tiles, last first
+ * (the order stage 3 prefetches in); every chunk then takes part, targets or not, so that
+ * every rank acquires the same units. */
 static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, const zt_real *row_scale)
 {
     zt_backend *be = m->be;
-    int N = m->B * m->T, C = m->C, V = m->V;
+    int N = m->B * m->T, C = m->C, V = m->V, tiles = zt_llama_head_tiles(m), v0, nv;
     be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
-        if (!chunk_has_targets(target + r0, n)) continue;
+        if (tiles == 1 && !chunk_has_targets(target + r0, n)) continue;
         const zt_real *xin = m->lnf + (size_t)r0 * C;
-        linear_forward(m, m->logits, xin, m->head_off, n, V, C, 0);
+        for (int j = 0; j < tiles; j++) {
+            zt_llama_head_tile(m, j, &v0, &nv);
+            if (tiles > 1) acquire(m, m->L + 2 + j, ZT_LLAMA_FORWARD);
+            linear_forward(m, m->logits + v0, V, xin, m->head_off + (size_t)v0 * C, n, nv, C, 0);
+            if (tiles > 1) release(m, m->L + 2 + j, ZT_LLAMA_FORWARD);
+        }
         be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale == 0) continue;
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
-        linear_backward(m, m->dln + (size_t)r0 * C, m->logits, xin, m->head_off, n, V, C);
+        for (int j = tiles - 1; j >= 0; j--) {
+            zt_llama_head_tile(m, j, &v0, &nv);
+            if (tiles > 1) acquire(m, m->L + 2 + j, ZT_LLAMA_BACKWARD);
+            linear_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, V, xin,
+                            m->head_off + (size_t)v0 * C, n, nv, C);
+            if (tiles > 1) release(m, m->L + 2 + j, ZT_LLAMA_BACKWARD);
+        }
     }
     double loss = 0;
     be->download(be, m->loss_host, m->loss_rows, (size_t)N * sizeof(double));

@@ -104,6 +104,8 @@ typedef struct zt_llama {
 
     zt_llama_layer_layout lay;
     size_t embed_off, layer0_off, norm_off, head_off, numel; /* elements */
+    int head_tiles; /* memory-centric tiling: an untied LM head in this many vocabulary tiles, each
+                       its own unit, gathered, used and reduced on its own (0 or 1: one unit) */
     zt_llama_tensor *tensors;
     int n_tensors;
 
@@ -130,8 +132,13 @@ typedef struct zt_llama {
 static inline int zt_llama_head_rows(const zt_llama *m) { return m->cfg.num_labels ? m->cfg.num_labels : m->V; }
 
 /* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time. Unit 0 is
- * the embedding, unit 1 + l layer l, unit L + 1 the final norm and (untied) LM head. */
+ * the embedding, unit 1 + l layer l, unit L + 1 the final norm and (untied) LM head; with
+ * head_tiles > 1 (an untied LM head) unit L + 1 is the norm alone and unit L + 2 + j the
+ * head's vocabulary rows zt_llama_head_tile gives. */
 int zt_llama_units(const zt_llama *m);
+/* The LM head's tiles (1 when not tiled), and tile j's rows [*v0, *v0 + *nv). */
+int zt_llama_head_tiles(const zt_llama *m);
+void zt_llama_head_tile(const zt_llama *m, int j, int *v0, int *nv);
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
@@ -155,8 +162,8 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
 /* The same in pieces, for a model larger than memory: open checks the tensor names, read
- * fills the tensors that start in elements [off, off + n) of the flat array into dst
- * (dst[0] is element off), dropping their pages of the file's mapping afterwards. */
+ * fills elements [off, off + n) of the flat array into dst (dst[0] is element off), whole
+ * tensors or parts of them, dropping their pages of the file's mapping afterwards. */
 struct zt_st_reader;
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, struct zt_st_reader **out);
 zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);

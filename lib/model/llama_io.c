@@ -43,12 +43,23 @@ zt_status zt_llama_weights_read(const zt_llama *m, zt_st_reader *r, size_t off, 
     zt_status st = ZT_OK;
     for (int i = 0; i < m->n_tensors && !st; i++) {
         const zt_llama_tensor *mt = &m->tensors[i];
-        if (mt->offset < off || mt->offset >= off + n) continue;
+        size_t a = mt->offset, b = a + (size_t)mt->shape[0] * (mt->ndim == 2 ? (size_t)mt->shape[1] : 1);
+        size_t lo = a > off ? a : off, hi = b < off + n ? b : off + n;
+        if (lo >= hi) continue;
         const zt_st_tensor *t = zt_st_find(r, mt->name);
-        if (!t && m->cfg.num_labels && !strcmp(mt->name, "score.weight")) init_score(m, dst - off, mt);
-        else if (!t) st = zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", zt_st_count(r) ? zt_st_get(r, 0)->file : "model", mt->name);
-        else if (!(st = zt_st_read_into(t, dst + (mt->offset - off), ZT_REAL_DTYPE, mt->shape, mt->ndim)))
-            zt_st_release(t); /* a model larger than memory is read a unit at a time */
+        if (!t && m->cfg.num_labels && !strcmp(mt->name, "score.weight")) {
+            init_score(m, dst - off, mt);
+            continue;
+        }
+        if (!t) return zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", zt_st_count(r) ? zt_st_get(r, 0)->file : "model", mt->name);
+        zt_st_tensor part = *t; /* a unit may hold part of a tensor (a tile of the LM head) */
+        if (lo > a || hi < b) {
+            if ((st = zt_st_read_into(t, NULL, ZT_REAL_DTYPE, mt->shape, mt->ndim))) break; /* the shape check alone */
+            size_t size = t->nbytes / (b - a);
+            part.data = (const char *)t->data + (lo - a) * size, part.nbytes = (hi - lo) * size;
+        }
+        if (!(st = zt_st_read_into(&part, dst + (lo - off), ZT_REAL_DTYPE, lo > a || hi < b ? NULL : mt->shape, mt->ndim)))
+            zt_st_release(&part); /* a model larger than memory is read a unit at a time */
     }
     return st;
 }

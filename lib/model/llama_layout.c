@@ -145,14 +145,37 @@ const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name)
     return NULL;
 }
 
-int zt_llama_units(const zt_llama *m) { return m->L + 2; }
+int zt_llama_head_tiles(const zt_llama *m)
+{
+    int tiled = m->head_tiles > 1 && !m->cfg.tie_word_embeddings && !m->cfg.num_labels;
+    return tiled ? (m->head_tiles < m->V ? m->head_tiles : m->V) : 1;
+}
+
+void zt_llama_head_tile(const zt_llama *m, int j, int *v0, int *nv)
+{
+    int k = zt_llama_head_tiles(m), per = (m->V + k - 1) / k;
+    *v0 = j * per < m->V ? j * per : m->V;
+    *nv = m->V - *v0 < per ? m->V - *v0 : per;
+}
+
+int zt_llama_units(const zt_llama *m)
+{
+    int k = zt_llama_head_tiles(m);
+    return m->L + 2 + (k > 1 ? k : 0);
+}
 
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count)
 {
-    ZT_ASSERT(unit >= 0 && unit <= m->L + 1);
+    ZT_ASSERT(unit >= 0 && unit < zt_llama_units(m));
+    int v0, nv;
     if (unit == 0) *offset = m->embed_off, *count = m->layer0_off - m->embed_off;
     else if (unit <= m->L) *offset = m->layer0_off + m->lay.numel * (size_t)(unit - 1), *count = m->lay.numel;
-    else *offset = m->norm_off, *count = m->numel - m->norm_off;
+    else if (zt_llama_head_tiles(m) == 1) *offset = m->norm_off, *count = m->numel - m->norm_off;
+    else if (unit == m->L + 1) *offset = m->norm_off, *count = m->head_off - m->norm_off;
+    else {
+        zt_llama_head_tile(m, unit - m->L - 2, &v0, &nv);
+        *offset = m->head_off + (size_t)v0 * m->C, *count = (size_t)nv * m->C;
+    }
 }
 
 size_t zt_llama_matmul_params(const zt_llama *m)

@@ -93,6 +93,7 @@ typedef struct zt_recipe {
         bool quantized_gradients;
         bool quantized_gradients_error_feedback;
         int prefetch_layers;
+        int head_tiles;
         int64_t reduce_bucket_size; /* elements */
     } zero;
     struct {

@@ -22,8 +22,9 @@ static size_t blocks(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 /* offload.param = "nvme" (lib/zero/zero3_nvme.c): rank 0's slices of the weights, the gradient
  * and each moment take R bytes of the swap file, each unit's slice rounded to whole blocks,
  * and a step of A micro-batches moves: the weights read for every forward (R) and backward
- * (R less the embedding's slice, whose backward needs no weights, and the head's, kept from
- * its forward; nothing with hpZ, whose backward gathers come from memory) and the gradient written, every micro-batch; the
+ * (R less the embedding's slice, whose backward needs no weights, and the final norm's and
+ * untiled head's, kept from its forward; a tiled head's tiles are read again; nothing with
+ * hpZ, whose backward gathers come from memory; the head's row chunks taken as one) and the gradient written, every micro-batch; the
  * gradient read back to add to from the second micro-batch on; then AdamW reads weights,
  * gradient and moments and writes weights and moments. */
 static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e, size_t *slice)
@@ -34,7 +35,7 @@ static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_es
     for (int u = 0; u < units; u++) {
         zt_llama_unit_range(m, u, &off, &count);
         size_t mine = blocks((count + world - 1) / world * 4);
-        if (u == 0 || u == units - 1) ends += mine;
+        if (u == 0 || u == m->L + 1) ends += mine; /* the embedding, and the final norm (with an untiled head) */
         R += mine;
         if (mine > *slice) *slice = mine;
     }
@@ -87,6 +88,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         return st;
     if (zt_dtype_parse(r->model.dtype, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is unknown", r->model.dtype);
     if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
+    m.head_tiles = r->zero.head_tiles;
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
     /* one rank holds everything whatever the stage, unless offload.param moves the weights away */

@@ -178,6 +178,10 @@ static zt_status open_model(zt_trainer *t)
     if (st) return st;
     V = t->m.V;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;
+    if (r->zero.head_tiles > 1 && (t->m.cfg.tie_word_embeddings || t->m.cfg.num_labels))
+        return zt_fail(ZT_EUSER, "zero.head_tiles = %d: the model's head is %s, not an LM head of its own", r->zero.head_tiles,
+                       t->m.cfg.num_labels ? "a score head" : "tied to the embedding");
+    t->m.head_tiles = r->zero.head_tiles;
     if (stream && t->m.V != V)
         return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
                                  "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
