@@ -187,7 +187,7 @@ static zt_status open_model(zt_trainer *t)
                                  "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
     if (stream) opts.load = load_unit, opts.load_ctx = t;
     st = zt_zero_init(&t->zero, t->comm, &opts, &t->m);
-    if (t->weights) zt_st_close(t->weights);
+    zt_st_close(t->weights); /* read through: the rest of the run never needs it */
     t->weights = NULL;
     return st;
 }
@@ -411,6 +411,8 @@ static void teardown(zt_trainer *t)
     if (t->algo->close) t->algo->close(t);
     zt_optstate_close(&t->opt);
     zt_actstore_close(&t->acts);
+    zt_st_close(t->weights); /* open only when setup failed while streaming the weights */
+    t->weights = NULL;
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
     zt_zero_free(&t->zero);

@@ -40,7 +40,6 @@ static zt_status write_weights(zt_zero *z)
         if ((st = wait_write(z, b))) break;
         memcpy(s->gbuf[b], src + lo, u->mine * sizeof(float));
         if (unit) zt_pages_discard(unit, u->n * sizeof(float));
-        u->sumsq = 0;
         st = zt_swap_range_write(z->swap, ZT_SWAP_MASTER, u->local, u->mine, s->gbuf[b], &s->gio[b]);
         s->gpending[b] = !st;
     }
