@@ -12,7 +12,8 @@
 # validate's plan (memory, I/O bytes per step, predicted step time), then per step: seconds,
 # exposed I/O wait, bytes read and written, and the disk bandwidth they mean, and the peak RSS,
 # with validate's predictions beside them (its disk probe made afresh first, on the idle disk);
-# appends it to bench/RESULTS.md (BENCH_RECORD=0: print only). Checks the free disk first:
+# appends it to bench/RESULTS.md (BENCH_RECORD=0: print only). BENCH_3B_TILES=K computes the
+# embedding, each MLP and the LM head in K tiles (memory-centric tiling). Checks the free disk first:
 # about 20 bytes a parameter (model 2, swap file 16, final/ 2), 62 GB.
 set -u
 cd "$(dirname "$0")/.."
@@ -20,6 +21,7 @@ OUT=$PWD/build/bench/3b  # absolute: the recipe's paths are read relative to its
 PY=/usr/bin/python3
 STEPS=${BENCH_3B_STEPS:-4}
 SEQ=${BENCH_3B_SEQ:-64}
+TILES=${BENCH_3B_TILES:-1}
 SHAPE="hidden_size=3072 intermediate_size=8192 num_hidden_layers=28 num_attention_heads=24 num_key_value_heads=8
        vocab_size=32000 max_position_embeddings=4096 tie_word_embeddings=false"
 log() { echo "bench: $*" >&2; }
@@ -64,6 +66,9 @@ save_steps = 0
 [zero]
 stage = 3
 prefetch_layers = 1
+embedding_tiles = $TILES
+mlp_tiles = $TILES
+head_tiles = $TILES
 [offload]
 param = "nvme"
 optimizer = "nvme"
@@ -76,7 +81,8 @@ dir = "$OUT/run"
 TOML
 rm -f "$HOME"/.cache/zt/disk2-*.txt # validate measures the disk again, now
 ./zt validate "$OUT/recipe.toml" | sed -n '/^# memory per rank/,$p' | tee "$OUT/validate.txt"
-./zt validate "$OUT/recipe.toml" offload.param=none offload.optimizer=none zero.stage=0 |
+./zt validate "$OUT/recipe.toml" offload.param=none offload.optimizer=none zero.stage=0 zero.embedding_tiles=1 \
+    zero.mlp_tiles=1 zero.head_tiles=1 |
     awk '/# memory per rank/ {on = 1} on && $2 == "total" {print "# without offload: " $3 " " $4 " per rank"}' | tee -a "$OUT/validate.txt"
 log "zt pretrain: $STEPS steps"
 t0=$(date +%s)
@@ -93,7 +99,9 @@ pred_rd, pred_wr = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 m = re.search(r"step time, predicted: ([0-9.]+) s", plan)
 pred_s = float(m.group(1)) if m else 0
 params = re.search(r"(\d+) parameters", plan)
-print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · 3B full fine-tuning, offload.param = nvme, offload.optimizer = nvme (bench/offload3b.sh)")
+tiles = re.search(r"^embedding_tiles = (\d+)", open(out + "/recipe.toml").read(), re.M)
+tiled = f", embedding, MLPs and LM head in {tiles.group(1)} tiles each" if tiles and tiles.group(1) != "1" else ""
+print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · 3B full fine-tuning, offload.param = nvme, offload.optimizer = nvme{tiled} (bench/offload3b.sh)")
 print(f"- {params.group(1) if params else '?'} parameters, bf16 weights, fp32 master and moments; 1 × {rows[0]['tokens'] if rows else '?'} target tokens a step; one process, 2 cores, 24 GiB RAM, one virtual disk")
 print(f"- peak RSS {int(open(out + '/maxrss').read()) / 2**20:.2f} GiB (whole process, loading and final save included); during training {summary['peak_rss_train_bytes'] / 2**30:.2f} GiB; wall {wall} s for everything")
 steps = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:])]  # step 1 also pays for the first faults

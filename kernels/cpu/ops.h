@@ -22,8 +22,9 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
                  const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
 
 /* out[n,:] = table[ids[n],:]; backward: dtable[ids[n],:] += dout[n,:] */
-void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int N, int C);
-void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int N, int C);
+void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);
+void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N,
+                               int C);
 
 /* y = x / rms(x) * w, rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ... */
 void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps);

@@ -43,8 +43,10 @@ void zt_cuda_gemm_bf16(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int tran
 void zt_cuda_to_bf16(cudaStream_t s, uint16_t *dst, const float *src, size_t n);
 
 /* --- row ops (embedding.cu, rmsnorm.cu, rope.cu, swiglu.cu, bias.cu) */
-void zt_cuda_embedding_forward(cudaStream_t s, float *out, const int32_t *ids, const float *table, int N, int C);
-void zt_cuda_embedding_backward(cudaStream_t s, float *dtable, const float *dout, const int32_t *ids, int N, int C);
+void zt_cuda_embedding_forward(cudaStream_t s, float *out, const int32_t *ids, const float *table, int v0, int nv,
+                               int N, int C);
+void zt_cuda_embedding_backward(cudaStream_t s, float *dtable, const float *dout, const int32_t *ids, int v0, int nv,
+                                int N, int C);
 void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, int N, int C,
                              double eps);
 void zt_cuda_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *dy, const float *x, const float *w,

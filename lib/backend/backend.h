@@ -54,9 +54,11 @@ struct zt_backend {
                       int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
     void (*to_bf16)(zt_backend *be, uint16_t *dst, const float *src, size_t n);
 
-    void (*embedding_forward)(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int N, int C);
-    void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int N,
-                               int C);
+    /* table (dtable) holds the vocabulary rows [v0, v0 + nv): tokens outside them are skipped */
+    void (*embedding_forward)(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv,
+                              int N, int C);
+    void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0,
+                               int nv, int N, int C);
     void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N,
                             int C, double eps);
     void (*rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,

@@ -43,15 +43,15 @@ static void cpu_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t 
 }
 #endif
 
-static void cpu_embedding_forward(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int N,
-                                  int C)
+static void cpu_embedding_forward(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int v0,
+                                  int nv, int N, int C)
 {
-    zt_cpu_embedding_forward(out, ids, table, N, C);
+    zt_cpu_embedding_forward(out, ids, table, v0, nv, N, C);
 }
-static void cpu_embedding_backward(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int N,
-                                   int C)
+static void cpu_embedding_backward(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0,
+                                   int nv, int N, int C)
 {
-    zt_cpu_embedding_backward(dtable, dout, ids, N, C);
+    zt_cpu_embedding_backward(dtable, dout, ids, v0, nv, N, C);
 }
 static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N,
                                 int C, double eps)

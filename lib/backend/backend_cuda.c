@@ -161,17 +161,18 @@ static void cuda_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t
     zt_cuda_to_bf16(stream, dst, src, n);
 }
 
-static void cuda_embedding_forward(zt_backend *be, float *out, const int32_t *ids, const float *table, int N, int C)
+static void cuda_embedding_forward(zt_backend *be, float *out, const int32_t *ids, const float *table, int v0, int nv,
+                                   int N, int C)
 {
     MARK();
-    zt_cuda_embedding_forward(stream, out, ids, table, N, C);
+    zt_cuda_embedding_forward(stream, out, ids, table, v0, nv, N, C);
 }
 
-static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *dout, const int32_t *ids, int N,
-                                    int C)
+static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *dout, const int32_t *ids, int v0,
+                                    int nv, int N, int C)
 {
     MARK();
-    zt_cuda_embedding_backward(stream, dtable, dout, ids, N, C);
+    zt_cuda_embedding_backward(stream, dtable, dout, ids, v0, nv, N, C);
 }
 
 static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, int N, int C,

@@ -176,16 +176,91 @@ static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_
 
 static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
 
-static void layer_forward(zt_llama *m, int l)
+static void acquire(zt_llama *m, int unit, zt_llama_use use)
+{
+    if (m->hooks) m->hooks->acquire(m->hooks->ctx, unit, use);
+}
+
+static void release(zt_llama *m, int unit, zt_llama_use use)
+{
+    if (m->hooks) m->hooks->release(m->hooks->ctx, unit, use);
+}
+
+/* A tile's unit around its use: only tiles are units of their own (tiles > 1). */
+static void acquire_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
+{
+    if (tiles > 1) acquire(m, unit, use);
+}
+
+static void release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
+{
+    if (tiles > 1) release(m, unit, use);
+}
+
+/* Layer l's MLP on its ln2, added to x[l + 1] (which holds xmid on entry). With K tiles the
+ * products go tile by tile: rows of the gate/up weight give columns of gateup, rows of the
+ * down weight columns of the output, each tile's weights acquired for its product alone. */
+static void mlp_forward(zt_llama *m, int l, zt_llama_use use)
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
-    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window;
+    int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
+    for (int j = 0; j < K; j++) {
+        zt_llama_tile(2 * F, K, j, &r0, &nr);
+        acquire_tile(m, K, u + 1 + j, use);
+        linear_forward(m, a->gateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
+        release_tile(m, K, u + 1 + j, use);
+    }
+    be->swiglu_forward(be, a->h, a->gateup, N, F);
+    for (int j = 0; j < K; j++) {
+        zt_llama_tile(C, K, j, &r0, &nr);
+        acquire_tile(m, K, u + 1 + K + j, use);
+        linear_forward(m, m->x[l + 1] + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F, 1);
+        release_tile(m, K, u + 1 + K + j, use);
+    }
+}
+
+/* ∂loss/∂x[l+1] in m->dres → ∂loss/∂ln2 in m->dln, and the MLP's weight gradients; the
+ * tiles in reverse order (the order stage 3 prefetches in). */
+static void mlp_backward(zt_llama *m, int l)
+{
+    zt_backend *be = m->be;
+    const zt_llama_layer_layout *y = &m->lay;
+    zt_llama_layer_acts *a = acts_of(m, l);
+    size_t base = m->layer0_off + y->numel * l;
+    int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
+    for (int j = K - 1; j >= 0; j--) {
+        zt_llama_tile(C, K, j, &r0, &nr);
+        acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
+        linear_backward(m, m->dh, j < K - 1, m->dres + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F);
+        release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
+    }
+    be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
+    for (int j = K - 1; j >= 0; j--) {
+        zt_llama_tile(2 * F, K, j, &r0, &nr);
+        acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
+        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr,
+                        C);
+        release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
+    }
+}
+
+/* Layer l's forward: in the forward pass (use FORWARD) acquiring its units itself, in the
+ * backward pass's recompute (RECOMPUTE) with the layer's first unit held by the caller. */
+static void layer_forward(zt_llama *m, int l, zt_llama_use use)
+{
+    zt_backend *be = m->be;
+    const zt_llama_layer_layout *y = &m->lay;
+    zt_llama_layer_acts *a = acts_of(m, l);
+    size_t base = m->layer0_off + y->numel * l;
+    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window, u = zt_llama_layer_unit(m, l);
+    int tiled = zt_llama_mlp_tiles(m) > 1;
     const zt_real *x = m->x[l];
     zt_real *w = m->params + base;
 
+    if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
     be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
     linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
@@ -199,10 +274,10 @@ static void layer_forward(zt_llama *m, int l)
     if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
 
     be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, N, C, m->cfg.rms_norm_eps);
-    linear_forward(m, a->gateup, 2 * m->F, a->ln2, base + y->wgu, N, 2 * m->F, C, 0);
-    be->swiglu_forward(be, a->h, a->gateup, N, m->F);
     be->copy(be, m->x[l + 1], a->xmid, (size_t)N * C * sizeof(zt_real));
-    linear_forward(m, m->x[l + 1], C, a->h, base + y->wd, N, C, m->F, 1);
+    if (use == ZT_LLAMA_FORWARD && tiled) release(m, u, use); /* the MLP's tiles are units of their own */
+    mlp_forward(m, l, use);
+    if (use == ZT_LLAMA_FORWARD && !tiled) release(m, u, use);
 }
 
 /* m->dres holds ∂loss/∂x[l+1] on entry and ∂loss/∂x[l] on return. */
@@ -212,14 +287,15 @@ static void layer_backward(zt_llama *m, int l)
     const zt_llama_layer_layout *y = &m->lay;
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
-    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window;
+    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window, u = zt_llama_layer_unit(m, l);
     zt_real *w = m->params + base, *g = m->grads + base;
+    /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's */
+    int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1;
 
-    if (m->checkpointing) layer_forward(m, l);
-
-    linear_backward(m, m->dh, 0, m->dres, C, a->h, base + y->wd, N, C, m->F);
-    be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, m->F);
-    linear_backward(m, m->dln, 0, m->dgateup, 2 * m->F, a->ln2, base + y->wgu, N, 2 * m->F, C);
+    if (early) acquire(m, u, ZT_LLAMA_BACKWARD);
+    if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
+    mlp_backward(m, l);
+    if (!early) acquire(m, u, ZT_LLAMA_BACKWARD);
     be->rmsnorm_backward(be, m->dres, g + y->ln2, m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
 
     if (m->cfg.o_bias) be->bias_backward(be, g + y->bo, m->dres, N, C);
@@ -234,16 +310,7 @@ static void layer_backward(zt_llama *m, int l)
     if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
     be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
-}
-
-static void acquire(zt_llama *m, int unit, zt_llama_use use)
-{
-    if (m->hooks) m->hooks->acquire(m->hooks->ctx, unit, use);
-}
-
-static void release(zt_llama *m, int unit, zt_llama_use use)
-{
-    if (m->hooks) m->hooks->release(m->hooks->ctx, unit, use);
+    release(m, u, ZT_LLAMA_BACKWARD);
 }
 
 static int chunk_has_targets(const int32_t *target, int n)
@@ -280,27 +347,27 @@ static void final_norm_backward(zt_llama *m)
 static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, const zt_real *row_scale)
 {
     zt_backend *be = m->be;
-    int N = m->B * m->T, C = m->C, V = m->V, tiles = zt_llama_head_tiles(m), v0, nv;
+    int N = m->B * m->T, C = m->C, V = m->V, tiles = zt_llama_head_tiles(m), tile0 = zt_llama_head_unit(m) + 1, v0, nv;
     be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
         if (tiles == 1 && !chunk_has_targets(target + r0, n)) continue;
         const zt_real *xin = m->lnf + (size_t)r0 * C;
         for (int j = 0; j < tiles; j++) {
-            zt_llama_head_tile(m, j, &v0, &nv);
-            if (tiles > 1) acquire(m, m->L + 2 + j, ZT_LLAMA_FORWARD);
+            zt_llama_tile(V, tiles, j, &v0, &nv);
+            acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
             linear_forward(m, m->logits + v0, V, xin, m->head_off + (size_t)v0 * C, n, nv, C, 0);
-            if (tiles > 1) release(m, m->L + 2 + j, ZT_LLAMA_FORWARD);
+            release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
         be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale == 0) continue;
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
         for (int j = tiles - 1; j >= 0; j--) {
-            zt_llama_head_tile(m, j, &v0, &nv);
-            if (tiles > 1) acquire(m, m->L + 2 + j, ZT_LLAMA_BACKWARD);
+            zt_llama_tile(V, tiles, j, &v0, &nv);
+            acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
             linear_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, V, xin,
                             m->head_off + (size_t)v0 * C, n, nv, C);
-            if (tiles > 1) release(m, m->L + 2 + j, ZT_LLAMA_BACKWARD);
+            release_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
         }
     }
     double loss = 0;
@@ -375,16 +442,17 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     be->upload(be, m->input, input, (size_t)N * sizeof(int32_t));
     be->upload(be, m->target, target, (size_t)N * sizeof(int32_t));
     be->upload(be, m->pos, pos, (size_t)N * sizeof(int32_t));
-    int head = m->L + 1, tied = m->cfg.tie_word_embeddings;
-    acquire(m, 0, ZT_LLAMA_FORWARD);
-    be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off, N, m->C);
-    release(m, 0, ZT_LLAMA_FORWARD);
+    int head = zt_llama_head_unit(m), tied = m->cfg.tie_word_embeddings, E = zt_llama_embed_tiles(m), v0, nv;
+    for (int j = 0; j < E; j++) { /* the embedding's vocabulary tiles (unit j) */
+        zt_llama_tile(m->V, E, j, &v0, &nv);
+        acquire(m, j, ZT_LLAMA_FORWARD);
+        be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off + (size_t)v0 * m->C, v0, nv, N, m->C);
+        release(m, j, ZT_LLAMA_FORWARD);
+    }
     const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
     size_t x_bytes = (size_t)N * m->C * sizeof(zt_real);
     for (int l = 0; l < m->L; l++) {
-        acquire(m, 1 + l, ZT_LLAMA_FORWARD);
-        layer_forward(m, l);
-        release(m, 1 + l, ZT_LLAMA_FORWARD);
+        layer_forward(m, l, ZT_LLAMA_FORWARD);
         if (store) store->put(store->ctx, l, m->x[l], x_bytes);
     }
     acquire(m, head, ZT_LLAMA_FORWARD);
@@ -399,13 +467,15 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     if (grad) {
         for (int l = m->L - 1; l >= 0; l--) {
             if (store) store->get(store->ctx, l, m->x[l], x_bytes);
-            acquire(m, 1 + l, ZT_LLAMA_BACKWARD);
             layer_backward(m, l);
-            release(m, 1 + l, ZT_LLAMA_BACKWARD);
         }
-        acquire(m, 0, ZT_LLAMA_GRADS);
-        be->embedding_backward(be, m->grads + m->embed_off, m->dres, m->input, N, m->C);
-        release(m, 0, ZT_LLAMA_GRADS);
+        for (int j = E - 1; j >= 0; j--) {
+            zt_llama_tile(m->V, E, j, &v0, &nv);
+            acquire(m, j, ZT_LLAMA_GRADS);
+            be->embedding_backward(be, m->grads + m->embed_off + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N,
+                                   m->C);
+            release(m, j, ZT_LLAMA_GRADS);
+        }
     }
     if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);
     return loss;

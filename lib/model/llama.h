@@ -69,9 +69,10 @@ typedef struct zt_llama_layer_acts {
 } zt_llama_layer_acts;
 
 /* How a unit's memory is about to be used, or was: its weights read in the forward pass,
- * weights read and gradient accumulated in the backward pass, or (the embedding's
- * backward) the gradient only. */
-typedef enum { ZT_LLAMA_FORWARD, ZT_LLAMA_BACKWARD, ZT_LLAMA_GRADS } zt_llama_use;
+ * weights read and gradient accumulated in the backward pass, (the embedding's backward)
+ * the gradient only, or weights read again in the backward pass to recompute a
+ * checkpointed layer's forward (a tiled MLP's tiles, each acquired twice in backward). */
+typedef enum { ZT_LLAMA_FORWARD, ZT_LLAMA_BACKWARD, ZT_LLAMA_GRADS, ZT_LLAMA_RECOMPUTE } zt_llama_use;
 
 /* Hooks around every use of a unit in zt_llama_forward_backward (ZeRO stage 3 gathers
  * the weights in acquire and frees them in release). finish ends the micro-batch. With a
@@ -104,8 +105,10 @@ typedef struct zt_llama {
 
     zt_llama_layer_layout lay;
     size_t embed_off, layer0_off, norm_off, head_off, numel; /* elements */
-    int head_tiles; /* memory-centric tiling: an untied LM head in this many vocabulary tiles, each
-                       its own unit, gathered, used and reduced on its own (0 or 1: one unit) */
+    /* memory-centric tiling (0 or 1: one unit): an untied embedding and an untied LM head in this
+       many vocabulary tiles, each layer's MLP in this many row tiles of its gate/up and of its
+       down product; each tile a unit of its own, gathered, used and reduced on its own */
+    int embed_tiles, mlp_tiles, head_tiles;
     zt_llama_tensor *tensors;
     int n_tensors;
 
@@ -131,14 +134,23 @@ typedef struct zt_llama {
 /* Rows of the head's weight: the vocabulary, or num_labels for a score head. */
 static inline int zt_llama_head_rows(const zt_llama *m) { return m->cfg.num_labels ? m->cfg.num_labels : m->V; }
 
-/* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time. Unit 0 is
- * the embedding, unit 1 + l layer l, unit L + 1 the final norm and (untied) LM head; with
- * head_tiles > 1 (an untied LM head) unit L + 1 is the norm alone and unit L + 2 + j the
- * head's vocabulary rows zt_llama_head_tile gives. */
+/* Units: the pieces of the flat array that ZeRO stage 3 gathers one at a time, in the
+ * order the forward pass uses them.
+ * - Units 0 .. E-1: the embedding's vocabulary tiles (E = 1: the whole embedding).
+ * - From zt_llama_layer_unit(l), layer l: one unit, or with K MLP tiles 1 + 2K units: the
+ *   layer up to its MLP, then the K row tiles of the gate/up product's [2F, C] weight, then
+ *   the K row tiles of the down product's [C, F] weight.
+ * - zt_llama_head_unit: the final norm and (untied, untiled) LM head; with a tiled head the
+ *   norm alone, followed by the head's vocabulary tiles. */
 int zt_llama_units(const zt_llama *m);
-/* The LM head's tiles (1 when not tiled), and tile j's rows [*v0, *v0 + *nv). */
+int zt_llama_layer_unit(const zt_llama *m, int l);
+int zt_llama_head_unit(const zt_llama *m);
+/* How many tiles each part is computed in (1: not tiled; only untied vocabulary matrices tile). */
+int zt_llama_embed_tiles(const zt_llama *m);
+int zt_llama_mlp_tiles(const zt_llama *m);
 int zt_llama_head_tiles(const zt_llama *m);
-void zt_llama_head_tile(const zt_llama *m, int j, int *v0, int *nv);
+/* Tile j of k over rows rows: rows [*r0, *r0 + *nr), sizes differing by at most one. */
+void zt_llama_tile(int rows, int k, int j, int *r0, int *nr);
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);

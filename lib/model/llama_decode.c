@@ -58,7 +58,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     int C = m->C, kv = m->KV * m->D, p0 = c->len;
     double eps = m->cfg.rms_norm_eps;
     for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
-    be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, n, C);
+    be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
         zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv, *V = c->v + (size_t)l * c->capacity * kv;

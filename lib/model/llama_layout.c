@@ -145,35 +145,76 @@ const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name)
     return NULL;
 }
 
-int zt_llama_head_tiles(const zt_llama *m)
+static int clamp_tiles(int k, int rows) { return k <= 1 ? 1 : k < rows ? k : rows; }
+
+int zt_llama_embed_tiles(const zt_llama *m)
 {
-    int tiled = m->head_tiles > 1 && !m->cfg.tie_word_embeddings && !m->cfg.num_labels;
-    return tiled ? (m->head_tiles < m->V ? m->head_tiles : m->V) : 1;
+    return m->cfg.tie_word_embeddings ? 1 : clamp_tiles(m->embed_tiles, m->V);
 }
 
-void zt_llama_head_tile(const zt_llama *m, int j, int *v0, int *nv)
+int zt_llama_mlp_tiles(const zt_llama *m) { return clamp_tiles(m->mlp_tiles, m->C < m->F ? m->C : m->F); }
+
+int zt_llama_head_tiles(const zt_llama *m)
 {
-    int k = zt_llama_head_tiles(m), per = (m->V + k - 1) / k;
-    *v0 = j * per < m->V ? j * per : m->V;
-    *nv = m->V - *v0 < per ? m->V - *v0 : per;
+    return m->cfg.tie_word_embeddings || m->cfg.num_labels ? 1 : clamp_tiles(m->head_tiles, m->V);
 }
+
+void zt_llama_tile(int rows, int k, int j, int *r0, int *nr)
+{
+    *r0 = (int)((long long)rows * j / k);
+    *nr = (int)((long long)rows * (j + 1) / k) - *r0;
+}
+
+static int layer_units(const zt_llama *m)
+{
+    int k = zt_llama_mlp_tiles(m);
+    return k > 1 ? 1 + 2 * k : 1;
+}
+
+int zt_llama_layer_unit(const zt_llama *m, int l) { return zt_llama_embed_tiles(m) + l * layer_units(m); }
+
+int zt_llama_head_unit(const zt_llama *m) { return zt_llama_layer_unit(m, m->L); }
 
 int zt_llama_units(const zt_llama *m)
 {
     int k = zt_llama_head_tiles(m);
-    return m->L + 2 + (k > 1 ? k : 0);
+    return zt_llama_head_unit(m) + 1 + (k > 1 ? k : 0);
+}
+
+/* Part p of layer l's units (layer_units of them) */
+static void layer_unit_range(const zt_llama *m, int l, int p, size_t *offset, size_t *count)
+{
+    const zt_llama_layer_layout *y = &m->lay;
+    size_t base = m->layer0_off + y->numel * (size_t)l;
+    int k = zt_llama_mlp_tiles(m), r0, nr;
+    if (k == 1) {
+        *offset = base, *count = y->numel;
+    } else if (p == 0) {
+        *offset = base, *count = y->wgu;
+    } else if (p <= k) {
+        zt_llama_tile(2 * m->F, k, p - 1, &r0, &nr);
+        *offset = base + y->wgu + (size_t)r0 * m->C, *count = (size_t)nr * m->C;
+    } else {
+        zt_llama_tile(m->C, k, p - 1 - k, &r0, &nr);
+        *offset = base + y->wd + (size_t)r0 * m->F, *count = (size_t)nr * m->F;
+    }
 }
 
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count)
 {
     ZT_ASSERT(unit >= 0 && unit < zt_llama_units(m));
-    int v0, nv;
-    if (unit == 0) *offset = m->embed_off, *count = m->layer0_off - m->embed_off;
-    else if (unit <= m->L) *offset = m->layer0_off + m->lay.numel * (size_t)(unit - 1), *count = m->lay.numel;
-    else if (zt_llama_head_tiles(m) == 1) *offset = m->norm_off, *count = m->numel - m->norm_off;
-    else if (unit == m->L + 1) *offset = m->norm_off, *count = m->head_off - m->norm_off;
-    else {
-        zt_llama_head_tile(m, unit - m->L - 2, &v0, &nv);
+    int E = zt_llama_embed_tiles(m), head = zt_llama_head_unit(m), v0, nv;
+    if (unit < E) {
+        zt_llama_tile(m->V, E, unit, &v0, &nv);
+        *offset = m->embed_off + (size_t)v0 * m->C, *count = (size_t)nv * m->C;
+    } else if (unit < head) {
+        layer_unit_range(m, (unit - E) / layer_units(m), (unit - E) % layer_units(m), offset, count);
+    } else if (zt_llama_head_tiles(m) == 1) {
+        *offset = m->norm_off, *count = m->numel - m->norm_off;
+    } else if (unit == head) {
+        *offset = m->norm_off, *count = m->head_off - m->norm_off;
+    } else {
+        zt_llama_tile(m->V, zt_llama_head_tiles(m), unit - head - 1, &v0, &nv);
         *offset = m->head_off + (size_t)v0 * m->C, *count = (size_t)nv * m->C;
     }
 }

@@ -605,9 +605,12 @@ static zt_status check_keys(const zt_recipe *r)
         if (on[i] && r->zero.stage != 3)
             return key_fail(r, later(r, schema_key("zero", zeropp[i]), schema_key("zero", "stage")),
                             "zero.%s (ZeRO++) needs zero.stage = 3 (it is %d)", zeropp[i], r->zero.stage);
-    if (r->zero.head_tiles > 1 && r->zero.stage != 3)
-        return key_fail(r, later(r, schema_key("zero", "head_tiles"), schema_key("zero", "stage")),
-                        "zero.head_tiles (memory-centric tiling) needs zero.stage = 3 (it is %d)", r->zero.stage);
+    static const char *const tiling[] = {"embedding_tiles", "mlp_tiles", "head_tiles"};
+    const int tiles[] = {r->zero.embedding_tiles, r->zero.mlp_tiles, r->zero.head_tiles};
+    for (int i = 0; i < 3; i++)
+        if (tiles[i] > 1 && r->zero.stage != 3)
+            return key_fail(r, later(r, schema_key("zero", tiling[i]), schema_key("zero", "stage")),
+                            "zero.%s (memory-centric tiling) needs zero.stage = 3 (it is %d)", tiling[i], r->zero.stage);
     if (r->zero.quantized_gradients_error_feedback && !r->zero.quantized_gradients)
         return key_fail(r, schema_key("zero", "quantized_gradients_error_feedback"),
                         "zero.quantized_gradients_error_feedback needs zero.quantized_gradients = true");

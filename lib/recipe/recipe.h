@@ -93,7 +93,7 @@ typedef struct zt_recipe {
         bool quantized_gradients;
         bool quantized_gradients_error_feedback;
         int prefetch_layers;
-        int head_tiles;
+        int embedding_tiles, mlp_tiles, head_tiles; /* memory-centric tiling */
         int64_t reduce_bucket_size; /* elements */
     } zero;
     struct {

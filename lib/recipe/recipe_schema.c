@@ -98,6 +98,10 @@ static const zt_recipe_key schema[] = {
     BOOL("zero", "quantized_gradients_error_feedback", zero.quantized_gradients_error_feedback, 0, "false",
          "qgZ: carry the quantization error into the next step"),
     INT("zero", "prefetch_layers", zero.prefetch_layers, 0, "1", 0, IMAX, "layers gathered ahead of the one computing"),
+    INT("zero", "embedding_tiles", zero.embedding_tiles, 0, "1", 1, 65536,
+        "memory-centric tiling: stage 3 gathers an untied embedding in this many vocabulary tiles, one at a time"),
+    INT("zero", "mlp_tiles", zero.mlp_tiles, 0, "1", 1, 65536,
+        "memory-centric tiling: stage 3 gathers each MLP in this many row tiles of its gate/up and of its down weight"),
     INT("zero", "head_tiles", zero.head_tiles, 0, "1", 1, 65536,
         "memory-centric tiling: stage 3 gathers an untied LM head in this many vocabulary tiles, one at a time"),
     I64("zero", "reduce_bucket_size", zero.reduce_bucket_size, 0, "50000000", 1, NOMAX, "elements per gradient reduction bucket"),
@@ -218,7 +222,8 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`train.num_train_epochs` or `train.max_steps` is above 0; `data.valid` and `data.valid_split` are\n"
           "not both set; `rlhf.reward_model` and `rlhf.reward_command` are not both set; `offload.param` (cpu, nvme) needs\n"
           "`zero.stage = 3` (and `offload.param = \"nvme\"` needs `offload.optimizer = \"nvme\"`), and so do ZeRO++'s `zero.quantized_weights`, `zero.hpz_partition_size` above 1\n"
-          "and `zero.quantized_gradients`, and `zero.head_tiles` above 1; `zero.quantized_gradients_error_feedback` needs\n"
+          "and `zero.quantized_gradients`, and memory-centric tiling (`zero.embedding_tiles`, `zero.mlp_tiles`,\n"
+          "`zero.head_tiles` above 1); `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",

@@ -6,6 +6,7 @@
 #include "lib/core/fileio.h"
 #include "lib/model/llama.h"
 #include "lib/train/optstate.h"
+#include "lib/zero/zero.h"
 
 /* The process beyond zt's buffers, measured on this kind of machine: the binary, its
  * libraries (libcurl and OpenSSL's among them) and small allocations (~15 MB), and OpenBLAS's
@@ -19,27 +20,40 @@ static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / worl
 
 static size_t blocks(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
+/* How many times the backward pass gathers unit u (lib/model/llama.c, lib/zero/zero3.c): never
+ * the embedding's units, whose backward needs no weights, nor the final norm's (and untiled
+ * head's), kept from its forward; twice a tiled MLP's tile with checkpointing (the recompute,
+ * then its backward) unless the prefetch of the layer above took it, which the recompute then
+ * keeps (the last prefetch_layers units of each layer); once any other unit. */
+static int backward_reads(const zt_recipe *r, const zt_llama *m, int u)
+{
+    int first = zt_llama_layer_unit(m, 0), head = zt_llama_head_unit(m), per = m->L ? (head - first) / m->L : 1;
+    if (u < first || u == head) return 0;
+    if (u > head || per == 1 || (u - first) % per == 0 || !r->model.activation_checkpointing) return 1;
+    int from_end = per - 1 - (u - first) % per;
+    return from_end < r->zero.prefetch_layers ? 1 : 2;
+}
+
 /* offload.param = "nvme" (lib/zero/zero3_nvme.c): rank 0's slices of the weights, the gradient
  * and each moment take R bytes of the swap file, each unit's slice rounded to whole blocks,
  * and a step of A micro-batches moves: the weights read for every forward (R) and backward
- * (R less the embedding's slice, whose backward needs no weights, and the final norm's and
- * untiled head's, kept from its forward; a tiled head's tiles are read again; nothing with
- * hpZ, whose backward gathers come from memory; the head's row chunks taken as one) and the gradient written, every micro-batch; the
- * gradient read back to add to from the second micro-batch on; then AdamW reads weights,
- * gradient and moments and writes weights and moments. */
+ * (backward_reads; nothing with hpZ, whose backward gathers come from memory; the head's row
+ * chunks taken as one) and the gradient written, every micro-batch; the gradient read back to
+ * add to from the second micro-batch on; then AdamW reads weights, gradient and moments and
+ * writes weights and moments. */
 static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e, size_t *slice)
 {
-    size_t R = 0, ends = 0, off, count;
+    size_t R = 0, backward = 0, off, count;
     int units = zt_llama_units(m);
     *slice = 0;
     for (int u = 0; u < units; u++) {
         zt_llama_unit_range(m, u, &off, &count);
         size_t mine = blocks((count + world - 1) / world * 4);
-        if (u == 0 || u == m->L + 1) ends += mine; /* the embedding, and the final norm (with an untiled head) */
+        if (r->zero.hpz_partition_size <= 1) backward += (size_t)backward_reads(r, m, u) * mine;
         R += mine;
         if (mine > *slice) *slice = mine;
     }
-    size_t A = (size_t)r->train.gradient_accumulation_steps, backward = r->zero.hpz_partition_size > 1 ? 0 : R - ends;
+    size_t A = (size_t)r->train.gradient_accumulation_steps;
     e->io_optimizer = 2 * R;
     e->io_params_read = A * (R + backward) + (A - 1) * R + 2 * R;
     e->io_params_write = A * R + R;
@@ -88,13 +102,13 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         return st;
     if (zt_dtype_parse(r->model.dtype, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is unknown", r->model.dtype);
     if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
-    m.head_tiles = r->zero.head_tiles;
+    m.embed_tiles = r->zero.embedding_tiles, m.mlp_tiles = r->zero.mlp_tiles, m.head_tiles = r->zero.head_tiles;
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
     /* one rank holds everything whatever the stage, unless offload.param moves the weights away */
     int stage = world > 1 || strcmp(r->offload.param, "none") ? r->zero.stage : 0;
     int B = r->train.micro_batch_size, T = r->data.max_length;
-    size_t P = m.numel, layer = m.lay.numel;
+    size_t P = m.numel;
     size_t copy16 = dtype == ZT_F32 ? 0 : 2;
     size_t params = P * (4 + copy16), grads = P * 4, optimizer = P * 8;
     e->numel = P;
@@ -104,9 +118,17 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
      * to the backward pass's end), and 1/world of the gradient plus the gradients of the
      * unit in backward (and of the tied embedding). zt's stage 2 still keeps the whole
      * gradient until the optimizer step (reduce-scatter once per step). */
-    size_t largest = layer > (size_t)m.V * m.C ? layer : (size_t)m.V * m.C;
+    size_t largest = 0, off, count;
+    for (int u = 0; u < zt_llama_units(&m); u++) {
+        zt_llama_unit_range(&m, u, &off, &count);
+        if (count > largest) largest = count;
+    }
+    /* a tied embedding stays; with a tiled MLP and checkpointing, so does the layer's first
+     * unit while its tiles are recomputed and go back */
+    int ckpt = r->model.activation_checkpointing, ahead = zt_zero3_ahead(r->zero.prefetch_layers, zt_llama_mlp_tiles(&m), ckpt);
     size_t pinned = cfg.tie_word_embeddings ? (size_t)m.V * m.C : 0;
-    size_t gathered = ((size_t)(r->zero.prefetch_layers + 1) * largest + pinned) * (4 + copy16);
+    if (stage >= 3 && zt_llama_mlp_tiles(&m) > 1 && ckpt) pinned += m.lay.wgu;
+    size_t gathered = ((size_t)(ahead + 1) * largest + pinned) * (4 + copy16);
     e->params = stage >= 3 ? shard(P * 4, world) + gathered : params;
     e->grads = stage >= 3 ? shard(grads, world) + (largest + pinned) * 4 : grads;
     /* ZeRO++: hpZ's secondary slices (1/K of the fp32 weights), qgZ's error-feedback residual */
@@ -130,11 +152,10 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         e->params = gathered;
         e->grads -= shard(grads, world);
         param_io(r, &m, world, e, &slice);
-        /* staging: reads of prefetch_layers + 2 units, two gradient writes, one to accumulate; the swap's chunks */
-        e->io_buffers = (size_t)(r->zero.prefetch_layers + 4 + (r->train.gradient_accumulation_steps > 1)) * slice +
+        /* staging: reads of ahead + 2 units, two gradient writes, one to accumulate; the swap's chunks */
+        e->io_buffers = (size_t)(ahead + 4 + (r->train.gradient_accumulation_steps > 1)) * slice +
                         12 * zt_optstate_chunk_bytes(r, n, 4);
     }
-    int ckpt = r->model.activation_checkpointing;
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
     e->activations_other = zt_llama_acts_bytes(&m, B, T, !ckpt);
     if (ckpt && strcmp(r->offload.activations, "none")) { /* the layer inputs leave (lib/offload/actstore.h) */

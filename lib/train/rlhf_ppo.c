@@ -233,8 +233,10 @@ static zt_status ppo_open(zt_trainer *t)
     const char *from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
     zt_zero_options opts = zt_trainer_zero_options(r);
     opts.swap_kind = "critic-params";
-    if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1)) ||
-        (st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
+    if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1))) return st;
+    /* tiled like the policy (a score head is never tiled, nor an embedding tied to a head) */
+    s->critic.embed_tiles = r->zero.embedding_tiles, s->critic.mlp_tiles = r->zero.mlp_tiles;
+    if ((st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
         (st = zt_zero_init(&s->czero, t->comm, &opts, &s->critic)) ||
         (st = zt_optstate_open(&s->copt, r, &s->czero, "critic-optim")))
         return st;

@@ -141,6 +141,7 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
     return (zt_zero_options){
         .stage = r->zero.stage,
         .prefetch_layers = r->zero.prefetch_layers,
+        .checkpointing = r->model.activation_checkpointing,
         .quantized_weights = r->zero.quantized_weights,
         .quant_block = r->zero.quant_block_size,
         .hpz = r->zero.hpz_partition_size,
@@ -181,7 +182,10 @@ static zt_status open_model(zt_trainer *t)
     if (r->zero.head_tiles > 1 && (t->m.cfg.tie_word_embeddings || t->m.cfg.num_labels))
         return zt_fail(ZT_EUSER, "zero.head_tiles = %d: the model's head is %s, not an LM head of its own", r->zero.head_tiles,
                        t->m.cfg.num_labels ? "a score head" : "tied to the embedding");
-    t->m.head_tiles = r->zero.head_tiles;
+    if (r->zero.embedding_tiles > 1 && t->m.cfg.tie_word_embeddings)
+        return zt_fail(ZT_EUSER, "zero.embedding_tiles = %d: the model's embedding is tied to its LM head, which uses "
+                                 "all of it at once (untie it, or leave zero.embedding_tiles at 1)", r->zero.embedding_tiles);
+    t->m.embed_tiles = r->zero.embedding_tiles, t->m.mlp_tiles = r->zero.mlp_tiles, t->m.head_tiles = r->zero.head_tiles;
     if (stream && t->m.V != V)
         return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
                                  "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);

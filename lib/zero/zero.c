@@ -99,7 +99,7 @@ zt_status zt_zero_reduce_grads(zt_zero *z)
 {
     zt_backend *be = z->m->be;
     if (z->stage == 3) { /* reduced unit by unit in the backward pass */
-        zt_status st = z->world > 1 ? zt_zero3_error(z) : ZT_OK;
+        zt_status st = zt_zero3_error(z);
         return !st && z->swap ? zt_p3_flush(z) : st;
     }
     if (z->staged) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));

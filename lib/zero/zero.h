@@ -68,6 +68,7 @@ typedef struct zt_zero_memory {
 /* The recipe's [zero] keys. */
 typedef struct zt_zero_options {
     int stage, prefetch_layers;
+    int checkpointing;       /* the model recomputes each layer in backward (with MLP tiles, more units wait) */
     int quantized_weights;   /* ZeRO++ qwZ: int8 weight gathers */
     int quant_block;         /* elements per quantization block (qwZ and qgZ) */
     int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
@@ -138,6 +139,10 @@ zt_zero_memory zt_zero_memory_use(const zt_zero *z);
 /* Elements [first, first + n) of the flat array's weights, which this rank must hold (one
  * process at stage 3, or stages 0-2): from memory or the swap file, the whole model never gathered. */
 zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n);
+/* The most units stage 3 gathers ahead of the one computing: prefetch_layers, twice as many
+ * with a tiled MLP and checkpointing (a layer's last units, prefetched by the layer above,
+ * wait through its recompute while the backward pass prefetches inside the layer). */
+int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing);
 /* Seconds spent waiting for gathers (exposed communication) since the last call. */
 double zt_zero_take_wait_s(zt_zero *z);
 

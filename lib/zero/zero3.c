@@ -84,6 +84,7 @@ static void drop_params(zt_zero *z, int i)
     if (m->params16) m->be->discard(m->be, m->params16 + u->off, u->n * 2);
     if (z->staged) zt_pages_discard(z->params + u->off, u->n * sizeof(float));
     u->weights = UNIT_OUT;
+    u->for_backward = 0;
     hold(s, -(long long)weight_bytes(z, u));
 }
 
@@ -122,7 +123,8 @@ static void reduce(zt_zero *z, int i)
     hold(s, -(long long)(u->n * sizeof(float)));
 }
 
-/* Starts the gathers of the next units in this pass's order. */
+/* Starts the gathers of the next units in this pass's order (none for a recompute, whose
+ * units come in forward order inside the backward pass). */
 static void prefetch(zt_zero *z, int i, zt_llama_use use)
 {
     zt_zero3 *s = z->z3;
@@ -130,9 +132,11 @@ static void prefetch(zt_zero *z, int i, zt_llama_use use)
         if (i < s->fwd_pos) return;
         s->fwd_pos = i;
         for (int v = i + 1; v <= i + s->o.prefetch_layers && v < s->units; v++) start_gather(z, v, ZT_COMM_FWD_GATHER);
-    } else {
-        for (int v = i - 1; v >= i - s->o.prefetch_layers && v >= 1; v--) /* unit 0's backward reads no weights */
+    } else if (use == ZT_LLAMA_BACKWARD) {
+        for (int v = i - 1; v >= i - s->o.prefetch_layers && v >= s->weightless; v--) {
             start_gather(z, v, ZT_COMM_BWD_GATHER);
+            s->u[v].for_backward = 1;
+        }
     }
 }
 
@@ -145,7 +149,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         finish_gather(z, i, use == ZT_LLAMA_FORWARD ? ZT_COMM_FWD_GATHER : ZT_COMM_BWD_GATHER);
         prefetch(z, i, use);
     }
-    if (use != ZT_LLAMA_FORWARD && !u->grads_in) {
+    if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !u->grads_in) {
         z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
         z->m->be->memset0(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
         u->grads_in = 1;
@@ -157,7 +161,8 @@ static void on_release(void *ctx, int i, zt_llama_use use)
 {
     zt_zero *z = ctx;
     if (i == z->z3->pinned) return; /* until the micro-batch ends */
-    if (use != ZT_LLAMA_FORWARD) reduce(z, i);
+    if (use == ZT_LLAMA_RECOMPUTE && z->z3->u[i].for_backward) return; /* its backward comes next */
+    if (use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) reduce(z, i);
     drop_params(z, i);
 }
 
@@ -193,6 +198,7 @@ zt_status zt_zero3_init(zt_zero *z)
     s->o = z->o;
     s->units = zt_llama_units(m);
     s->pinned = m->cfg.tie_word_embeddings ? 0 : -1;
+    s->weightless = zt_llama_embed_tiles(m);
     s->u = calloc((size_t)s->units, sizeof *s->u);
     z->seg = calloc((size_t)s->units, sizeof *z->seg);
     if (!s->u || !z->seg) return zt_fail(ZT_ENOMEM, "out of memory");
@@ -261,6 +267,11 @@ zt_status zt_zero3_error(zt_zero *z)
 }
 
 size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }
+
+int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing)
+{
+    return mlp_tiles > 1 && checkpointing ? 2 * prefetch_layers : prefetch_layers;
+}
 
 void zt_zero3_params_updated(zt_zero *z)
 {

@@ -13,6 +13,7 @@ typedef struct zt_unit3 {
     size_t mine, local;  /* this rank's slice: mine elements at z.master[local] */
     int weights;         /* UNIT_OUT, UNIT_GATHERING, UNIT_IN */
     int grads_in;        /* a live gradient in the model's array */
+    int for_backward;    /* prefetched for the backward pass: a recompute's release keeps it */
     zt_comm_req *req[2]; /* the gather in flight: data, and qwZ's scales */
     void *staging;       /* qwZ: the int8 slices and scales being gathered */
     size_t hp, hlocal;   /* hpZ: slices of ceil(n / K) within the group; this rank's at secondary[hlocal] */
@@ -33,6 +34,7 @@ struct zt_zero3 {
     int units;
     int pinned;  /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
     int fwd_pos; /* the furthest unit of this forward pass: going back is the tied head's reuse */
+    int weightless; /* units below this one (the embedding's) read no weights in the backward pass */
     float *scratch;
     size_t held, held_peak; /* bytes of gathered weights and live gradients */
     double wait_s;

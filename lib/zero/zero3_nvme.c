@@ -80,7 +80,7 @@ zt_status zt_p3_init(zt_zero *z)
         return st;
     }
     s->slice_bytes = zt_aio_round(widest * sizeof(float) + 1);
-    s->nstage = o->prefetch_layers + 2;
+    s->nstage = zt_zero3_ahead(o->prefetch_layers, zt_llama_mlp_tiles(z->m), o->checkpointing) + 2;
     s->stage = calloc((size_t)s->nstage, sizeof *s->stage);
     s->stage_busy = calloc((size_t)s->nstage, sizeof *s->stage_busy);
     if (!s->stage || !s->stage_busy) return zt_fail(ZT_ENOMEM, "out of memory");

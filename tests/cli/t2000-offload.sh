@@ -128,10 +128,15 @@ cmp -s s3-none/final/model.safetensors p2-nvme/final/model.safetensors \
 [ -z "$(find swap-a swap-b -type f)" ] && say "ok - no swap file left behind" || fail "swap files left: $(find swap-a swap-b -type f)"
 expect_ok "one rank, offload.param = nvme, the LM head in 4 tiles" "$ZT" pretrain recipe.toml output.dir=p1-tiles $pn \
   zero.head_tiles=4
-for cfg in "1 2 p1-nvme" "2 1 p2-nvme" "1 2 p1-tiles zero.head_tiles=4"; do
+# every part tiled, with checkpointing: a layer's MLP tiles are read twice in backward, but
+# for the last two, which the prefetch of the layer above brings in and the recompute keeps
+alltiles="zero.embedding_tiles=3 zero.mlp_tiles=3 zero.head_tiles=4 zero.prefetch_layers=2"
+expect_ok "one rank, offload.param = nvme, every part in tiles" "$ZT" pretrain recipe.toml output.dir=p1-alltiles $pn \
+  $alltiles
+for cfg in "1 2 p1-nvme" "2 1 p2-nvme" "1 2 p1-tiles zero.head_tiles=4" "1 2 p1-alltiles $alltiles"; do
   set -- $cfg
-  expect_ok "zt validate, offload.param = nvme, $1 rank(s) ${4:-}" "$ZT" validate recipe.toml --world-size $1 $pn \
-    train.gradient_accumulation_steps=$2 ${4:-}
+  expect_ok "zt validate, offload.param = nvme, $1 rank(s) ${*:4}" "$ZT" validate recipe.toml --world-size $1 $pn \
+    train.gradient_accumulation_steps=$2 "${@:4}"
   io=$(sed -n 's/^# offload I\/O per optimizer step: \([0-9]*\) bytes read, \([0-9]*\) written.*/\1 \2/p' "$TMP/out")
   grep -qE '^# step time, predicted: [0-9.]+ s = forward and backward [0-9.]+ s \([0-9.]+ GFLOP at [0-9.]+ GFLOP/s' \
     "$TMP/out" && say "ok - ...with a predicted step time" || fail "no predicted step time: $(grep -i 'step time' "$TMP/out")"

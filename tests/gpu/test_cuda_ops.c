@@ -305,16 +305,17 @@ static void test_to_bf16(void)
 
 static void test_embedding(void)
 {
-    static const int cases[][3] = {{1, 1, 1}, {300, 193, 50}, {64, 4096, 7}}; /* N, C, V: ids repeat */
-    for (size_t c = 0; c < 3; c++) {
-        int N = cases[c][0], C = cases[c][1], V = cases[c][2];
-        set_case("N=%d C=%d V=%d", N, C, V);
-        buf ids = buf_of(host_ids(N, V), N * sizeof(int32_t)), table = buf_floats((size_t)V * C, 1);
-        buf out = buf_floats((size_t)N * C, 1), dtable = buf_floats((size_t)V * C, 1);
+    /* N, C, V: ids repeat; the table holds rows [v0, v0 + nv) (a tile of the vocabulary) */
+    static const int cases[][5] = {{1, 1, 1, 0, 1}, {300, 193, 50, 0, 50}, {64, 4096, 7, 0, 7}, {300, 193, 50, 10, 17}};
+    for (size_t c = 0; c < 4; c++) {
+        int N = cases[c][0], C = cases[c][1], V = cases[c][2], v0 = cases[c][3], nv = cases[c][4];
+        set_case("N=%d C=%d V=%d rows [%d, %d)", N, C, V, v0, v0 + nv);
+        buf ids = buf_of(host_ids(N, V), N * sizeof(int32_t)), table = buf_floats((size_t)nv * C, 1);
+        buf out = buf_floats((size_t)N * C, 1), dtable = buf_floats((size_t)nv * C, 1);
         buf dout = buf_floats((size_t)N * C, 1);
-        BOTH(embedding_forward, S(out), S(ids), S(table), N, C);
+        BOTH(embedding_forward, S(out), S(ids), S(table), v0, nv, N, C);
         expect("embedding_fwd", out, AS_BYTES, 0);
-        BOTH(embedding_backward, S(dtable), S(dout), S(ids), N, C);
+        BOTH(embedding_backward, S(dtable), S(dout), S(ids), v0, nv, N, C);
         expect("embedding_bwd", dtable, AS_F32, 1e-10);
         case_end();
     }

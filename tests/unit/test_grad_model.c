@@ -43,13 +43,15 @@ static double loss_of(zt_llama *m)
     return loss;
 }
 
-/* Returns the worst error relative to max(1e-2, |gradient|) over all parameters; head_tiles:
- * the LM head computed in that many vocabulary tiles. */
-static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, int head_tiles)
+/* Returns the worst error relative to max(1e-2, |gradient|) over all parameters; tiles: the
+ * embedding, each MLP and the LM head computed in that many tiles. */
+static const int untiled[3] = {1, 1, 1};
+
+static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, const int tiles[3])
 {
     zt_llama m;
     ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
-    m.head_tiles = head_tiles;
+    m.embed_tiles = tiles[0], m.mlp_tiles = tiles[1], m.head_tiles = tiles[2];
     ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(&m, seed, 0.5);
     /* norm weights and biases away from their init values, so their gradients are generic */
@@ -82,14 +84,19 @@ static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, i
 static void test_untied(void)
 {
     zt_llama_config c = tiny_config();
-    double e = check_model(c, 0, 1, 1);
+    double e = check_model(c, 0, 1, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
-static void test_head_tiles(void)
+static void test_tiles(void)
 {
     zt_llama_config c = tiny_config();
-    double e = check_model(c, 1, 6, 3); /* tiles of unequal size when the vocabulary does not divide */
+    /* tiles of unequal size: the vocabulary, the hidden size and 2 × intermediate do not divide */
+    double e = check_model(c, 1, 6, (int[3]){1, 1, 3});
+    CHECK_MSG(e < 1e-5, "head: worst relative error %g", e);
+    e = check_model(c, 0, 7, (int[3]){3, 3, 1});
+    CHECK_MSG(e < 1e-5, "embedding and MLP: worst relative error %g", e);
+    e = check_model(c, 1, 8, (int[3]){2, 5, 4});
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
@@ -97,17 +104,17 @@ static void test_tied(void)
 {
     zt_llama_config c = tiny_config();
     c.tie_word_embeddings = 1;
-    double e = check_model(c, 0, 2, 1);
+    double e = check_model(c, 0, 2, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
 static void test_checkpointing(void)
 {
     zt_llama_config c = tiny_config();
-    double e = check_model(c, 1, 3, 1);
+    double e = check_model(c, 1, 3, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
     c.tie_word_embeddings = 1;
-    e = check_model(c, 1, 4, 1);
+    e = check_model(c, 1, 4, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
 }
 
@@ -116,7 +123,7 @@ static void test_qwen2_bias_and_window(void)
     zt_llama_config c = tiny_config();
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", "qwen2") == ZT_OK);
     c.sliding_window = 3;
-    double e = check_model(c, 0, 5, 1);
+    double e = check_model(c, 0, 5, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
@@ -128,7 +135,7 @@ static void test_llama_bias_rope_scaling(void)
     c.rope_scaling.factor = 8, c.rope_scaling.low_freq_factor = 1, c.rope_scaling.high_freq_factor = 4;
     c.rope_scaling.original_max_position_embeddings = 16;
     c.rope_theta = 500000;
-    double e = check_model(c, 1, 6, 1);
+    double e = check_model(c, 1, 6, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
@@ -137,7 +144,7 @@ int main(void)
     RUN(test_untied); /* with the default threads; the rest on one (thousands of tiny passes) */
     omp_set_num_threads(1);
     RUN(test_tied);
-    RUN(test_head_tiles);
+    RUN(test_tiles);
     RUN(test_checkpointing);
     RUN(test_qwen2_bias_and_window);
     RUN(test_llama_bias_rope_scaling);

@@ -112,7 +112,7 @@ struct emb_ctx { double table[V * C], out[N * C]; int32_t ids[N]; };
 static void emb_fwd(void *p)
 {
     struct emb_ctx *c = p;
-    zt_cpu_embedding_forward(c->out, c->ids, c->table, N, C);
+    zt_cpu_embedding_forward(c->out, c->ids, c->table, 0, V, N, C);
 }
 
 static void test_embedding(void)
@@ -121,8 +121,30 @@ static void test_embedding(void)
     double r[N * C], d[V * C] = {0};
     fill(c.table, V * C, 1), fill(r, N * C, 1);
     emb_fwd(&c);
-    zt_cpu_embedding_backward(d, r, c.ids, N, C);
+    zt_cpu_embedding_backward(d, r, c.ids, 0, V, N, C);
     CHECK(fd_check(emb_fwd, &c, c.table, V * C, d, c.out, r, N * C) < 1e-6);
+}
+
+/* Tiles of the vocabulary, each with its own table: together they give the whole lookup
+ * and the whole gradient, and a tile leaves the rows of other tiles' tokens alone. */
+static void test_embedding_tiles(void)
+{
+    struct emb_ctx c = {.ids = {1, 3, 1, 0, 4, 1}};
+    double r[N * C], d[V * C] = {0}, out[N * C], dt[V * C] = {0};
+    fill(c.table, V * C, 1), fill(r, N * C, 1);
+    emb_fwd(&c);
+    zt_cpu_embedding_backward(d, r, c.ids, 0, V, N, C);
+    for (int i = 0; i < N * C; i++) out[i] = -7;
+    static const int cut[] = {0, 2, 3, V};
+    for (int j = 0; j < 3; j++) {
+        int v0 = cut[j], nv = cut[j + 1] - cut[j];
+        zt_cpu_embedding_forward(out, c.ids, c.table + v0 * C, v0, nv, N, C);
+        zt_cpu_embedding_backward(dt + v0 * C, r, c.ids, v0, nv, N, C);
+        for (int n = 0; n < N; n++) /* rows of tokens not seen yet still hold their old value */
+            if (c.ids[n] >= v0 + nv) CHECK(out[n * C] == -7);
+    }
+    CHECK(!memcmp(out, c.out, sizeof out));
+    CHECK(!memcmp(dt, d, sizeof d));
 }
 
 struct ce_ctx { double logits[N * V], work[N * V], loss[N]; int32_t target[N]; };
@@ -246,6 +268,7 @@ int main(void)
     RUN(test_swiglu);
     RUN(test_bias);
     RUN(test_embedding);
+    RUN(test_embedding_tiles);
     RUN(test_cross_entropy);
     RUN(test_attention);
     RUN(test_attention_window);
