@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench/zeropp.sh: ZeRO++ where it matters, in two parts; prints tables and appends them to
 # bench/RESULTS.md. Not part of `make bench` (it needs root for the network part and takes
-# about 15 minutes): run it as `bench/zeropp.sh [convergence] [network]` (both by default).
+# about 25 minutes): run it as `bench/zeropp.sh [convergence] [network]` (both by default).
 #
 # convergence: the demo task (recipes/demo-sft.toml: a tiny Llama learns to reverse words,
 #   asked in chat) on 4 ranks posing as 2 nodes × 2 (ZT_RANKS_PER_NODE=2), global batch 8 as
-#   the demo's, ZeRO stage 3 plain against qwZ + hpZ + qgZ, the same steps: the loss at every
-#   logged step, the held-out loss and exact-match accuracy (zt eval).
+#   the demo's, ZeRO stage 3 plain against qwZ + hpZ + qgZ, the same steps, for each data
+#   order seed in BENCH_SEEDS (default "1 2 3"): the loss at every logged step, the final
+#   loss, the held-out loss and exact-match accuracy (zt eval).
 # network: scripts/netns-testbed.sh's two namespace hosts, 2 ranks each, the link between
 #   them limited to BENCH_RATE (default 1gbit) with tc; bench/llama60m.toml's shape (56.4M
 #   parameters), 1 × 256 tokens a rank per step; step time of plain stage 3 against each of
@@ -34,53 +35,63 @@ report() { # report TITLE INFO TABLE
 
 convergence() {
     scripts/demo-prepare.sh > "$OUT/prepare.log" 2>&1 || { log "demo-prepare failed: $OUT/prepare.log"; return; }
-    local load=$(cut -d' ' -f1-3 /proc/loadavg) run
-    for run in plain zeropp; do
-        local keys=()
-        [ $run = zeropp ] && keys=("${ZEROPP[@]}")
-        log "demo, 4 ranks, stage 3, $run"
-        rm -rf "$OUT/demo-$run" # never resume an older run's checkpoints
-        "${MPI[@]}" "$ZT" sft recipes/demo-sft.toml output.dir="$PWD/$OUT/demo-$run" zero.stage=3 \
-            train.micro_batch_size=2 "${keys[@]}" > "$OUT/demo-$run.log" 2>&1 || { log "failed: $OUT/demo-$run.log"; continue; }
-        "$ZT" eval recipes/demo-sft.toml --checkpoint "$OUT/demo-$run/final" > "$OUT/eval-$run.out" 2> "$OUT/eval-$run.log" \
-            || log "eval failed: $OUT/eval-$run.log"
+    local load=$(cut -d' ' -f1-3 /proc/loadavg) run seed seeds=${BENCH_SEEDS:-1 2 3}
+    for seed in $seeds; do
+        for run in plain zeropp; do
+            local keys=() name=$run-$seed
+            [ $run = zeropp ] && keys=("${ZEROPP[@]}")
+            log "demo, 4 ranks, stage 3, $run, train.seed = $seed"
+            rm -rf "$OUT/demo-$name" # never resume an older run's checkpoints
+            "${MPI[@]}" "$ZT" sft recipes/demo-sft.toml output.dir="$PWD/$OUT/demo-$name" zero.stage=3 \
+                train.micro_batch_size=2 train.seed=$seed "${keys[@]}" > "$OUT/demo-$name.log" 2>&1 \
+                || { log "failed: $OUT/demo-$name.log"; continue; }
+            "$ZT" eval recipes/demo-sft.toml --checkpoint "$OUT/demo-$name/final" > "$OUT/eval-$name.out" \
+                2> "$OUT/eval-$name.log" || log "eval failed: $OUT/eval-$name.log"
+        done
     done
     local table
-    table=$($PY - "$OUT" <<'EOF'
+    table=$($PY - "$OUT" $seeds <<'EOF'
 import json, sys
-out = sys.argv[1]
-def rows(run):
+out, seeds = sys.argv[1], sys.argv[2:]
+def rows(name):
     try:
-        return [json.loads(l) for l in open(f"{out}/demo-{run}/metrics.jsonl")]
+        return {x["step"]: x["loss"] for x in map(json.loads, open(f"{out}/demo-{name}/metrics.jsonl")) if "split" not in x}
     except OSError:
-        return []
-def ev(run):
+        return {}
+def ev(name):
     try:
-        return json.loads(open(f"{out}/eval-{run}.out").read().strip().splitlines()[-1])
+        return json.loads(open(f"{out}/eval-{name}.out").read().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
         return {}
-train = {r: {x["step"]: x["loss"] for x in rows(r) if "split" not in x} for r in ("plain", "zeropp")}
-lines = ["| step | stage 3 loss | stage 3 + ZeRO++ loss | difference |", "|---:|---:|---:|---:|"]
-for s in sorted(set(train["plain"]) | set(train["zeropp"])):
-    a, b = train["plain"].get(s), train["zeropp"].get(s)
-    d = f"{100 * (b - a) / a:+.2f}%" if a and b else ""
-    lines.append(f"| {s} | {a if a is None else f'{a:.4f}'} | {b if b is None else f'{b:.4f}'} | {d} |")
-e = {r: ev(r) for r in ("plain", "zeropp")}
-lines.append("")
-lines.append("| run | held-out loss | held-out accuracy |")
-lines.append("|---|---:|---:|")
-for r, name in (("plain", "stage 3"), ("zeropp", "stage 3 + qwZ + hpZ + qgZ")):
-    x = e[r]
-    acc = x.get("accuracy")
-    lines.append(f"| {name} | {x.get('loss', float('nan')):.4f} | {'' if acc is None else f'{100 * acc:.1f}%'} |")
-fa, fb = (max(train[r].items())[1] if train[r] else None for r in ("plain", "zeropp"))  # the last training row
-if fa and fb:
-    lines.append(f"\nFinal training loss: {fa:.4f} (stage 3) against {fb:.4f} (ZeRO++), {100 * (fb - fa) / fa:+.2f}%.")
+def f(v, fmt="{:.4f}"):
+    return "" if v is None else fmt.format(v)
+runs = {(r, s): rows(f"{r}-{s}") for r in ("plain", "zeropp") for s in seeds}
+steps = sorted(set().union(*runs.values()))
+head = " | ".join(f"{r} seed {s}" for s in seeds for r in ("stage 3", "ZeRO++"))
+lines = [f"| step | {head} |", "|---:|" + "---:|" * 2 * len(seeds)]
+for st in steps:
+    lines.append(f"| {st} | " + " | ".join(f(runs[(r, s)].get(st)) for s in seeds for r in ("plain", "zeropp")) + " |")
+lines += ["", "| seed | stage 3 final loss | ZeRO++ final loss | stage 3 held-out loss, accuracy | ZeRO++ held-out loss, accuracy |",
+          "|---:|---:|---:|---:|---:|"]
+final = {k: v[max(v)] if v else None for k, v in runs.items()}
+for s in seeds:
+    cells = []
+    for r in ("plain", "zeropp"):
+        e = ev(f"{r}-{s}")
+        acc = e.get("accuracy")
+        cells.append(f"{f(e.get('loss'))}, {f(None if acc is None else 100 * acc, '{:.1f}%')}")
+    lines.append(f"| {s} | {f(final[('plain', s)])} | {f(final[('zeropp', s)])} | {cells[0]} | {cells[1]} |")
+got = {r: [final[(r, s)] for s in seeds if final[(r, s)] is not None] for r in ("plain", "zeropp")}
+if all(got.values()):
+    mean = {r: sum(v) / len(v) for r, v in got.items()}
+    lines.append(f"\nFinal training loss, mean over seeds: {mean['plain']:.4f} (stage 3, seeds from {min(got['plain']):.4f} "
+                 f"to {max(got['plain']):.4f}) against {mean['zeropp']:.4f} (ZeRO++, {min(got['zeropp']):.4f} to "
+                 f"{max(got['zeropp']):.4f}): {100 * (mean['zeropp'] - mean['plain']) / mean['plain']:+.1f}%.")
 print("\n".join(lines))
 EOF
 )
-    report "ZeRO++ convergence (bench/zeropp.sh)" "- $CPU; load average at the start: $load
-- the demo (recipes/demo-sft.toml: 0.75M parameters, chat, reverse a word), 4 ranks as 2 nodes × 2 (ZT_RANKS_PER_NODE=2), micro-batch 2 (global batch 8, as the demo's), zero.stage = 3, quant_block_size 2048; ZeRO++ = quantized_weights + hpz_partition_size 2 + quantized_gradients" "$table"
+    report "ZeRO++ convergence over seeds (bench/zeropp.sh)" "- $CPU; load average at the start: $load
+- the demo (recipes/demo-sft.toml: 0.75M parameters, chat, reverse a word), 4 ranks as 2 nodes × 2 (ZT_RANKS_PER_NODE=2), micro-batch 2 (global batch 8, as the demo's), zero.stage = 3, quant_block_size 2048; ZeRO++ = quantized_weights + hpz_partition_size 2 + quantized_gradients; each pair of runs with train.seed = $seeds (the data order)" "$table"
 }
 
 network() {
