@@ -133,7 +133,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->grads = stage >= 3 ? shard(grads, world) + (largest + pinned) * 4 : grads;
     /* ZeRO++: hpZ's secondary slices (1/K of the fp32 weights), qgZ's error-feedback residual */
     if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
-    if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += P * 4;
+    if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += 2 * P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
     if (!strcmp(r->offload.optimizer, "nvme") && strcmp(r->offload.param, "nvme")) {
         /* the moments stream through every step: m and v, whole blocks */

@@ -69,16 +69,26 @@ zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, const size_t *cut
         }
     zt_status st = zt_comm_alltoall(q->node, q->send, q->recv, (size_t)N * bytes, purpose);
     if (st) return st;
+    size_t lo = (size_t)me * p < n ? (size_t)me * p : n, hi = lo + zt_comm_cut(n, p, (size_t)me); /* my slice */
+    if (N == 1) { /* one node: the sum over its ranks is the result, no second hop to quantize for */
+        zt_qpieces_dequant4_sum(&l, q->recv, bytes, data, R, lo, hi, out, 0);
+        return ZT_OK;
+    }
     /* from local rank r, N slices for ranks (node', my local index): sum each over r, requantize */
     int local = me % R;
+    float *lost = residual ? residual + n : NULL; /* the second hop's, at the slices this rank requantizes */
     for (int nd = 0; nd < N; nd++) {
         size_t k = (size_t)nd * R + local, a = k * p < n ? k * p : n, b = a + zt_comm_cut(n, p, k);
         zt_qpieces_dequant4_sum(&l, q->recv + (size_t)nd * bytes, (size_t)N * bytes, data, R, a, b, q->sum, 0);
+        for (size_t e = a; lost && e < b; e++) q->sum[e - a] += lost[e];
         unsigned char *slot = q->send + (size_t)nd * bytes;
         zt_qpieces_quant4(&l, q->sum, a, b, slot, (float *)(slot + data));
+        if (lost) {
+            zt_qpieces_dequant4_sum(&l, slot, bytes, data, 1, a, b, lost + a, 0);
+            for (size_t e = a; e < b; e++) lost[e] = q->sum[e - a] - lost[e];
+        }
     }
     if ((st = zt_comm_alltoall(q->across, q->send, q->recv, bytes, purpose))) return st;
-    size_t a = (size_t)me * p < n ? (size_t)me * p : n, b = a + zt_comm_cut(n, p, (size_t)me);
-    zt_qpieces_dequant4_sum(&l, q->recv, bytes, data, N, a, b, out, 0);
+    zt_qpieces_dequant4_sum(&l, q->recv, bytes, data, N, lo, hi, out, 0);
     return ZT_OK;
 }

@@ -9,7 +9,8 @@
  * them, sums them in rank order and quantizes the sums again; an all-to-all across the
  * nodes (between the ranks of one local index) brings each rank the partial sums of its
  * own slice, which it dequantizes and sums in node order. Two quantization hops whatever
- * the node count or ranks per node, and each rank receives from other nodes only its own
+ * the node count (one on a single node, where the sums need not travel again) or ranks per
+ * node, and each rank receives from other nodes only its own
  * slice's partial sums: a plain reduce-scatter's inter-node bytes / (8 × ranks per node),
  * plus scales. Per element the error is within the two hops' bounds: Σ over ranks of
  * absmax(its block)/14, plus Σ over nodes of absmax(the partial sum's block)/14.
@@ -19,8 +20,10 @@
  *     zt_qgz_reduce_scatter(&q, grads, n, cuts, ncuts, NULL, my_slice, ZT_COMM_GRAD_REDUCE);
  *     zt_qgz_free(&q);
  *
- * With residual (n floats, zero at first) the call adds it to x before quantizing and
- * leaves there what the first hop lost (error feedback). x is modified either way.
+ * With residual (2n floats, zero at first: error feedback) the call adds its first half to x
+ * before quantizing and leaves there what the first hop lost; with several nodes the second
+ * half does the same for the partial sums this rank requantizes for the second hop. x is
+ * modified either way.
  */
 #ifndef ZT_ZERO_QGZ_H
 #define ZT_ZERO_QGZ_H

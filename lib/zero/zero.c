@@ -150,12 +150,12 @@ zt_zero_memory zt_zero_memory_use(const zt_zero *z)
     zt_zero_memory u = {.params = n * (4 + copy16), .grads = n * 4, .optimizer = local * 8};
     if (z->z3) {
         u.params = (local + z->z3->secondary_numel) * 4; /* the bf16 copy exists only for gathered units */
-        u.grads = (local + (z->z3->residual ? z->numel : 0)) * 4;
+        u.grads = (local + (z->z3->residual ? 2 * z->numel : 0)) * 4;
+        u.gathered_peak = zt_zero3_gathered_peak(z);
         if (z->swap) { /* weights, gradient and moments in the file; what stays is the staging */
             u.params = z->z3->secondary_numel * 4, u.grads -= local * 4, u.optimizer = 0;
             u.gathered_peak += (size_t)(z->z3->nstage + 2) * z->z3->slice_bytes;
         }
-        u.gathered_peak = zt_zero3_gathered_peak(z);
     }
     return u;
 }

@@ -102,7 +102,7 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
     if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, bytes);
     if (s->o.quantized_gradients)
         return zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
-                                     s->residual ? s->residual + u->off : NULL, out, ZT_COMM_GRAD_REDUCE);
+                                     s->residual ? s->residual + 2 * u->off : NULL, out, ZT_COMM_GRAD_REDUCE);
     return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, out, u->p, u->n, ZT_COMM_GRAD_REDUCE);
 }
 

@@ -46,7 +46,7 @@ struct zt_zero3 {
     size_t secondary_numel;
     /* qgZ */
     zt_qgz qgz;
-    float *residual; /* error feedback: each unit's first-hop quantization residual, at its offset */
+    float *residual; /* error feedback: each unit's two hops' residuals (2n floats), at twice its offset */
     /* offload.param = "nvme": staging buffers for slices read (prefetch_layers + 2) and for
      * gradients written (2, alternating; a third to add to what a step wrote before) */
     float **stage;

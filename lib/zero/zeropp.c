@@ -14,8 +14,8 @@
  * qgZ: each unit's gradient goes through the quantized two-level reduce-scatter of qgz.h.
  * Its result is the sum over ranks, as the unquantized reduce-scatter's: zt scales each
  * rank's gradient by 1/(target tokens of the whole step) before, so the sum is the step's
- * mean gradient. With error feedback each rank adds the residual of its previous first-hop
- * quantization of the unit before quantizing and keeps the new one (4 bytes a parameter).
+ * mean gradient. With error feedback each rank adds the residuals of its previous quantizations
+ * of the unit (both hops) before quantizing and keeps the new ones (8 bytes a parameter).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -71,7 +71,7 @@ zt_status zt_zeropp_init(zt_zero *z)
             most = s->u[i].ncuts > most ? s->u[i].ncuts : most;
         }
         if ((st = zt_qgz_init(&s->qgz, z->comm, (size_t)o->quant_block, widest, most))) return st;
-        if (o->error_feedback && !(s->residual = zt_calloc_aligned((z->numel + 1) * sizeof(float))))
+        if (o->error_feedback && !(s->residual = zt_calloc_aligned((2 * z->numel + 1) * sizeof(float))))
             return zt_fail(ZT_ENOMEM, "out of memory for qgZ's residuals (%zu parameters)", z->numel);
     }
     return ZT_OK;

@@ -10,7 +10,7 @@
 need_mpi
 case "$(basename "$ZT")" in *-san) build=build-san ;; *) build=build ;; esac
 T=$ROOT/$build/tests/test_qgz
-for cfg in "4 2" "6 2" "3 1"; do
+for cfg in "4 2" "6 2" "3 1" "4 4"; do
   set -- $cfg
   expect_ok "qgZ reduce-scatter at $(($1 / $2)) nodes × $2" timeout 120 $MPI -np $1 -x ZT_RANKS_PER_NODE=$2 "$T"
 done
