@@ -614,6 +614,9 @@ static zt_status check_keys(const zt_recipe *r)
     if (r->zero.quantized_gradients_error_feedback && !r->zero.quantized_gradients)
         return key_fail(r, schema_key("zero", "quantized_gradients_error_feedback"),
                         "zero.quantized_gradients_error_feedback needs zero.quantized_gradients = true");
+    if (r->zero.measure_quantization && !r->zero.quantized_weights && !r->zero.quantized_gradients)
+        return key_fail(r, schema_key("zero", "measure_quantization"),
+                        "zero.measure_quantization needs zero.quantized_weights or zero.quantized_gradients");
     if (r->offload.aio.block_size % 4096)
         return key_fail(r, schema_key("offload.aio", "block_size"), "offload.aio.block_size = %lld is not a multiple of 4096",
                         (long long)r->offload.aio.block_size);

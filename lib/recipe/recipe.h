@@ -92,6 +92,7 @@ typedef struct zt_recipe {
         int hpz_partition_size;
         bool quantized_gradients;
         bool quantized_gradients_error_feedback;
+        bool measure_quantization;
         int prefetch_layers;
         int embedding_tiles, mlp_tiles, head_tiles; /* memory-centric tiling */
         int64_t reduce_bucket_size; /* elements */

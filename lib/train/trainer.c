@@ -147,6 +147,7 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
         .hpz = r->zero.hpz_partition_size,
         .quantized_gradients = r->zero.quantized_gradients,
         .error_feedback = r->zero.quantized_gradients_error_feedback,
+        .measure_quant = r->zero.measure_quantization,
         .host_optimizer = strcmp(r->offload.optimizer, "none") != 0,
         .host_params = param,
         .nvme_paths = (const char *const *)r->offload.nvme_path.items,
@@ -284,6 +285,8 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
     zt_actstore_take_io(&t->acts, &ard, &awr, &acts_wait_s);
     double io[2] = {(double)(rd + ard), (double)(wr + awr)}; /* summed over ranks, as the comm bytes */
     zt_status st = zt_zero_sum(&t->zero, io, 2);
+    double qerr[2] = {-1, -1}; /* zero.measure_quantization */
+    if (!st && t->zero.o.measure_quant) st = zt_zero_take_quant_error(&t->zero, qerr);
     if (st) return st;
     t->io_bytes += io[0] + io[1];
     cJSON *row = zt_trainer_row(t, step, NULL);
@@ -317,6 +320,8 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
     cJSON_AddNumberToObject(row, "io_read_bytes", io[0]);
     cJSON_AddNumberToObject(row, "io_write_bytes", io[1]);
     zt_json_number(row, "io_wait_s", io_wait_s + acts_wait_s);
+    if (qerr[0] >= 0) zt_json_number(row, "quant_error_weights", qerr[0]);
+    if (qerr[1] >= 0) zt_json_number(row, "quant_error_grads", qerr[1]);
     return zt_rundir_metrics(&t->rd, row);
 }
 

@@ -42,7 +42,7 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     /* one rank: nothing to shard, unless the weights are to leave the device between uses */
     z->stage = z->world > 1 || o->host_params ? o->stage : 0;
     if (z->world == 1) { /* nothing to communicate: ZeRO++ is off */
-        z->o.quantized_weights = z->o.quantized_gradients = z->o.error_feedback = 0;
+        z->o.quantized_weights = z->o.quantized_gradients = z->o.error_feedback = z->o.measure_quant = 0;
         z->o.hpz = 1;
     }
     z->numel = m->numel;

@@ -74,6 +74,7 @@ typedef struct zt_zero_options {
     int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
     int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
+    int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
     int host_params;         /* offload.param: 0 none, 1 cpu, 2 nvme; cpu and nvme run stage 3 even in one process */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
@@ -145,5 +146,9 @@ zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n);
 int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing);
 /* Seconds spent waiting for gathers (exposed communication) since the last call. */
 double zt_zero_take_wait_s(zt_zero *z);
+/* With measure_quant, since the last call: the relative error ‖quantized − exact‖ / ‖exact‖ over
+ * all ranks of the weights qwZ gathered (out[0]) and of the gradients qgZ reduced (out[1]);
+ * -1 where nothing was quantized. A collective: every rank calls it. */
+zt_status zt_zero_take_quant_error(zt_zero *z, double out[2]);
 
 #endif

@@ -2,6 +2,7 @@
  * gradients reduce-scattered unit by unit, through the model's hooks (zero.h). */
 #include "zero3.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -100,9 +101,7 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
         return ZT_OK;
     }
     if (z->staged) m->be->download(m->be, z->grads + u->off, m->grads + u->off, bytes);
-    if (s->o.quantized_gradients)
-        return zt_qgz_reduce_scatter(&s->qgz, z->grads + u->off, u->n, u->cuts, u->ncuts,
-                                     s->residual ? s->residual + 2 * u->off : NULL, out, ZT_COMM_GRAD_REDUCE);
+    if (s->o.quantized_gradients) return zt_qgz_reduce_unit(z, (int)(u - s->u), out);
     return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, out, u->p, u->n, ZT_COMM_GRAD_REDUCE);
 }
 
@@ -291,6 +290,15 @@ void zt_zero_release_all(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
     for (int i = 0; s && i < s->units; i++) drop_params(z, i);
+}
+
+zt_status zt_zero_take_quant_error(zt_zero *z, double out[2])
+{
+    double *q = z->z3 ? z->z3->qerr : (double[4]){0};
+    zt_status st = zt_zero_sum(z, q, 4);
+    for (int k = 0; k < 2; k++) out[k] = q[2 * k + 1] > 0 ? sqrt(q[2 * k] / q[2 * k + 1]) : -1;
+    memset(q, 0, 4 * sizeof *q);
+    return st;
 }
 
 double zt_zero_take_wait_s(zt_zero *z)

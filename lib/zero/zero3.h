@@ -47,6 +47,7 @@ struct zt_zero3 {
     /* qgZ */
     zt_qgz qgz;
     float *residual; /* error feedback: each unit's two hops' residuals (2n floats), at twice its offset */
+    double qerr[4];  /* measure_quant: Σ error², Σ exact² of qwZ's weights, then of qgZ's gradients */
     /* offload.param = "nvme": staging buffers for slices read (prefetch_layers + 2) and for
      * gradients written (2, alternating; a third to add to what a step wrote before) */
     float **stage;
@@ -75,6 +76,8 @@ zt_status zt_qwz_finish(zt_zero *z, int i);
  * else returns 0; keep copies this rank's slice after a forward gather. */
 int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p);
 void zt_hpz_keep(zt_zero *z, int i);
+/* qgZ: unit i's gradient (this micro-batch) summed over the ranks, this rank's slice into out. */
+zt_status zt_qgz_reduce_unit(zt_zero *z, int i, float *out);
 
 /* zero3_nvme.c: offload.param = "nvme" */
 /* Opens the swap file and writes this rank's slices of the weights into it, unit by unit. */

@@ -87,6 +87,14 @@ void zt_zeropp_free(zt_zero *z)
     zt_free(s->residual);
 }
 
+/* measure_quant: what quantizing lost, Σ (q − x)² and Σ x² over n elements, into s->qerr[at], s->qerr[at + 1] */
+static void count_error(zt_zero3 *s, int at, const float *q, const float *x, size_t n)
+{
+    double e = 0, r = 0;
+    for (size_t j = 0; j < n; j++) e += ((double)q[j] - x[j]) * ((double)q[j] - x[j]), r += (double)x[j] * x[j];
+    s->qerr[at] += e, s->qerr[at + 1] += r;
+}
+
 /* --- qwZ ------------------------------------------------------------------------------ */
 
 /* The staging of a unit's int8 gather: received slices (n bytes, padded to 4), received
@@ -127,6 +135,13 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
     if (bad)
         return zt_fail(ZT_ERUNTIME, "rank %d: %zu weights of unit %d (of %d: embedding, layers, head) are NaN or Inf",
                        z->rank, bad, i, s->units);
+    if (s->o.measure_quant) {
+        float *back = malloc((u->mine + 1) * sizeof(float));
+        if (!back) return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qwZ's error", z->rank);
+        zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.send), (const float *)(b + l.send_scales), lo, lo + u->mine, back);
+        count_error(s, 0, back, slice, u->mine);
+        free(back);
+    }
     zt_status st = zt_comm_iallgather(z->comm, b + l.send, b + l.data, u->p, u->n, p, &u->req[0]);
     if (!st)
         st = zt_comm_iallgather(z->comm, b + l.send_scales, b + l.scales, l.nb * sizeof(float),
@@ -171,4 +186,23 @@ void zt_hpz_keep(zt_zero *z, int i)
     size_t me = (size_t)zt_comm_rank(s->hpz);
     memcpy(s->secondary + u->hlocal, z->params + u->off + me * u->hp, zt_comm_cut(u->n, u->hp, me) * sizeof(float));
     u->held = 1;
+}
+
+/* --- qgZ ------------------------------------------------------------------------------ */
+
+zt_status zt_qgz_reduce_unit(zt_zero *z, int i, float *out)
+{
+    zt_zero3 *s = z->z3;
+    zt_unit3 *u = &s->u[i];
+    float *g = z->grads + u->off, *residual = s->residual ? s->residual + 2 * u->off : NULL, *exact = NULL;
+    zt_status st = ZT_OK;
+    if (s->o.measure_quant) { /* the exact reduction first (qgZ adds the residual to g), counted as other traffic */
+        if (!(exact = malloc((u->p + 1) * sizeof(float))))
+            return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qgZ's error", z->rank);
+        st = zt_comm_reduce_scatter_sum(z->comm, g, exact, u->p, u->n, ZT_COMM_OTHER);
+    }
+    if (!st) st = zt_qgz_reduce_scatter(&s->qgz, g, u->n, u->cuts, u->ncuts, residual, out, ZT_COMM_GRAD_REDUCE);
+    if (!st && exact) count_error(s, 2, out, exact, u->mine);
+    free(exact);
+    return st;
 }

@@ -63,6 +63,29 @@ for run in ("qw", "qg", "all"):
 PY
 done
 
+# zero.measure_quantization: the relative error of what qwZ gathered and qgZ reduced, with the
+# same losses and gradient-reduce bytes as without it; finer blocks lose less
+for b in 64 2048; do
+  expect_ok "4 ranks, all three, block $b, measured" $MPI -np 4 -x ZT_RANKS_PER_NODE=2 "$ZT" pretrain recipe.toml \
+    output.dir=r4-measure-$b train.gradient_accumulation_steps=1 zero.quantized_weights=true zero.hpz_partition_size=2 \
+    zero.quantized_gradients=true zero.measure_quantization=true zero.quant_block_size=$b
+done
+$PY - <<'PY' && say "ok - measured quantization errors: finer blocks lose less, nothing else changes" || fail "zero.measure_quantization"
+import json
+def rows(run):
+    return [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+plain, fine, coarse = rows("r4-all"), rows("r4-measure-64"), rows("r4-measure-2048")
+assert [r["loss"] for r in fine] == [r["loss"] for r in plain], "measuring changed the losses"
+assert [r["comm_bytes_grad_reduce_inter"] for r in fine] == [r["comm_bytes_grad_reduce_inter"] for r in plain]
+assert all("quant_error_weights" not in r for r in plain)
+for f, c in zip(fine, coarse):
+    print(f["step"], "qwZ", f["quant_error_weights"], c["quant_error_weights"], "qgZ", f["quant_error_grads"], c["quant_error_grads"])
+    assert 0 < f["quant_error_weights"] < c["quant_error_weights"] < 0.02
+    assert 0 < f["quant_error_grads"] < c["quant_error_grads"] < 0.5
+PY
+expect_exit 2 "measuring without quantization" "zero.measure_quantization needs zero.quantized_weights or zero.quantized_gradients" \
+  "$ZT" pretrain recipe.toml output.dir=bad3 zero.measure_quantization=true
+
 # all three with the weights' and gradient's slices in a swap file (offload.param = nvme): the same weights
 expect_ok "4 ranks, all three, offload.param = nvme" $MPI -np 4 -x ZT_RANKS_PER_NODE=2 "$ZT" pretrain recipe.toml \
   output.dir=r4-all-nvme train.gradient_accumulation_steps=1 zero.quantized_weights=true zero.hpz_partition_size=2 \

@@ -82,7 +82,7 @@ static void test_defaults(void)
     CHECK(r.train.eval_steps == 0 && r.train.save_steps == 0 && r.train.save_total_limit == 2);
     CHECK(!strcmp(r.train.resume, "auto") && !r.train.resume_force && r.train.collective_timeout_s == 300);
     CHECK(!r.eval.generate && r.eval.max_new_tokens == 64 && r.eval.max_examples == 0);
-    CHECK(r.zero.stage == 3 && !r.zero.quantized_weights && r.zero.quant_block_size == 2048);
+    CHECK(r.zero.stage == 3 && !r.zero.quantized_weights && r.zero.quant_block_size == 128);
     CHECK(r.zero.hpz_partition_size == 1 && !r.zero.quantized_gradients && !r.zero.quantized_gradients_error_feedback);
     CHECK(r.zero.prefetch_layers == 1 && r.zero.reduce_bucket_size == 50000000);
     CHECK(!strcmp(r.offload.optimizer, "none") && !strcmp(r.offload.param, "none") && !strcmp(r.offload.activations, "none"));
