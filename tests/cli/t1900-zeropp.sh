@@ -74,10 +74,10 @@ $PY - <<'PY' && say "ok - measured quantization errors: finer blocks lose less, 
 import json
 def rows(run):
     return [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
-plain, fine, coarse = rows("r4-all"), rows("r4-measure-64"), rows("r4-measure-2048")
-assert [r["loss"] for r in fine] == [r["loss"] for r in plain], "measuring changed the losses"
-assert [r["comm_bytes_grad_reduce_inter"] for r in fine] == [r["comm_bytes_grad_reduce_inter"] for r in plain]
-assert all("quant_error_weights" not in r for r in plain)
+unmeasured, fine, coarse = rows("r4-all"), rows("r4-measure-64"), rows("r4-measure-2048")
+assert [r["loss"] for r in fine] == [r["loss"] for r in unmeasured], "measuring changed the losses"
+assert [r["comm_bytes_grad_reduce_inter"] for r in fine] == [r["comm_bytes_grad_reduce_inter"] for r in unmeasured]
+assert all("quant_error_weights" not in r for r in unmeasured)
 for f, c in zip(fine, coarse):
     print(f["step"], "qwZ", f["quant_error_weights"], c["quant_error_weights"], "qgZ", f["quant_error_grads"], c["quant_error_grads"])
     assert 0 < f["quant_error_weights"] < c["quant_error_weights"] < 0.02
