@@ -129,7 +129,8 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_to
         st = zt_tokens_load(ds, paths->items, paths->n, vocab_size, r->data.skip_bad_lines, &skipped);
     else
         st = load_formatted(ds, r, d, paths, &skipped);
-    if (!st && skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
+    if (st) zt_dataset_free(ds); /* a bad line after good ones leaves the examples before it */
+    else if (skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
     return st;
 }
 
@@ -144,6 +145,7 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
         st = load_files(valid, r, d, &r->data.valid, vocab_size);
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
+        *train = (zt_dataset){0}; /* all owns the examples now: freed once, whatever the split returns */
         int group = strcmp(r->data.format, "preference") ? 1 : 2; /* pairs stay whole */
         st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
         zt_dataset_free(&all);
