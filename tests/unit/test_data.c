@@ -5,6 +5,7 @@
 
 #include "lib/core/rng.h"
 #include "lib/data/batch.h"
+#include "lib/data/formats.h"
 #include "lib/data/tokens.h"
 #include "tests/unit/test.h"
 
@@ -542,6 +543,89 @@ static void test_loader_bad_args(void)
     zt_dataset_free(&ds);
 }
 
+/* ---- chat spans ---------------------------------------------------------------------------- */
+
+/* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
+static char *write_chat(const char *name, int n, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 64, at = 0;
+    char *line = malloc(cap);
+    at += (size_t)sprintf(line, "{\"messages\": [");
+    for (int i = 0; i < n; i++)
+        at += (size_t)sprintf(line + at, "%s{\"role\": \"%s\", \"content\": \"%s %d\"}", i ? ", " : "",
+                              i % 2 ? "assistant" : "user", i % 2 ? "ok" : "say", i);
+    *len = at + (size_t)sprintf(line + at, "]}\n");
+    char *path = write_file(name, line);
+    free(line);
+    return path;
+}
+
+/* The chat examples of path through chatml and the Qwen2 tokenizer fixture, at max_length. */
+static void load_chat(const zt_tokenizer *tok, const zt_template *tmpl, char *path, int max_length, zt_dataset *ds)
+{
+    zt_format f = {.format = "chat", .train_on = "assistant", .max_length = max_length, .packing = 1,
+                   .tok = tok, .tmpl = tmpl, .ds = ds};
+    int64_t skipped_lines;
+    *ds = (zt_dataset){0};
+    zt_status st = zt_format_load(&f, &path, 1, 0, &skipped_lines);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+}
+
+/* Truncation keeps exactly the first max_length tokens and labels that the whole
+ * conversation gives, wherever the cut falls (inside a turn, between turns), though
+ * the spans past the cut are not looked for. */
+static void test_chat_truncation_is_a_prefix(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    size_t line;
+    char *path = write_chat("chat40.jsonl", 40, &line);
+    zt_dataset whole, cut;
+    load_chat(tok, tmpl, path, 1 << 20, &whole);
+    int64_t n = zt_dataset_len(&whole, 0);
+    CHECK(n > 200 && line > 0);
+    int64_t first = 1; /* the first trained token: a shorter cut leaves nothing to train on */
+    while (first < n && whole.labels[first] == NO_LOSS) first++;
+    for (int max_length = (int)first + 1; max_length < n + 3; max_length += 7) {
+        load_chat(tok, tmpl, path, max_length, &cut);
+        int64_t k = zt_dataset_len(&cut, 0);
+        CHECK(k == (max_length < n ? max_length : n));
+        CHECK(!memcmp(cut.ids, whole.ids, (size_t)k * sizeof *cut.ids));
+        CHECK(!memcmp(cut.labels, whole.labels, (size_t)k * sizeof *cut.labels));
+        zt_dataset_free(&cut);
+    }
+    zt_dataset_free(&whole);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
+/* A conversation of 20,000 turns cut to max_length costs about one render of it: the
+ * assistant spans past the cut are not looked for. Finding every span by prefix
+ * rendering (two renders per assistant turn) would render about 10,000 times its text. */
+static void test_chat_long_conversation_renders_once(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    size_t line;
+    char *path = write_chat("chat20000.jsonl", 20000, &line);
+    uint64_t before = zt_template_rendered(tmpl);
+    zt_dataset ds;
+    load_chat(tok, tmpl, path, 256, &ds);
+    uint64_t cost = zt_template_rendered(tmpl) - before;
+    CHECK(zt_dataset_len(&ds, 0) == 256);
+    zt_dataset_free(&ds);
+    /* the text once (shorter than the line: each turn's JSON is longer than its chatml), plus
+     * the prefixes up to the cut (about 256 tokens, a few KB each) */
+    CHECK_MSG(cost < line + 65536, "rendered %llu bytes for a line of %llu", (unsigned long long)cost,
+              (unsigned long long)line);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
@@ -563,6 +647,8 @@ int main(void)
     RUN(test_resume);
     RUN(test_rank_slicing);
     RUN(test_loader_bad_args);
+    RUN(test_chat_truncation_is_a_prefix);
+    RUN(test_chat_long_conversation_renders_once);
     for (int i = 0; i < ntmp; i++) {
         unlink(tmpfiles[i]);
         free(tmpfiles[i]);
