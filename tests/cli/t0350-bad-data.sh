@@ -2,7 +2,7 @@
 # A bad data line after good ones, in every format, through zt data inspect, sft and eval,
 # with the tokenized cache and without: a one-line error naming the line, exit 2, and
 # (under the sanitizer) nothing leaked, so the exit code stays 2. Also a valid_split that
-# leaves nothing to hold out.
+# leaves nothing to hold out, and prompt lines for zt rlhf that are not all prompts.
 . "$(dirname "$0")/lib.sh"
 command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
 
@@ -44,4 +44,11 @@ for fmt in text chat instruct tokens; do
   expect_exit 2 "$fmt: nothing to hold out" "leaves an empty split" \
     "$ZT" data inspect recipe.toml data.format=$fmt data.train=$fmt-good.jsonl data.valid_split=0.01
 done
+
+# zt rlhf keeps each prompt line for the reward program: a line that is JSON but not a
+# prompt is skipped as a prompt (data.skip_bad_lines) yet read as a line, which is an error
+printf '{"prompt": "say abc", "answer": "abc"}\n{"prompt": 5}\n{"prompt": "say cba", "answer": "cba"}\n' > prompts.jsonl
+expect_exit 2 "rlhf: prompt lines that are not all prompts" "prompts.jsonl: 3 prompt lines but 2 usable prompts" \
+  "$ZT" rlhf recipe.toml data.format=prompt data.train=prompts.jsonl data.skip_bad_lines=true rlhf.algorithm=grpo \
+  rlhf.num_generations=1 rlhf.max_new_tokens=4 "rlhf.reward_command=$PY $ROOT/scripts/demo_reward.py" output.dir=run-rlhf
 done_testing
