@@ -3,8 +3,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/core/fileio.h"
 #include "lib/core/rng.h"
 #include "lib/data/batch.h"
+#include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/tokens.h"
 #include "tests/unit/test.h"
@@ -543,6 +545,94 @@ static void test_loader_bad_args(void)
     zt_dataset_free(&ds);
 }
 
+/* ---- tokenized cache ---------------------------------------------------------------------- */
+
+static int builds; /* calls of build_three */
+
+static zt_status build_three(void *ctx, zt_dataset *ds)
+{
+    (void)ctx;
+    static const int32_t ids[] = {1, 2, 3, 4, 5, 6}, labels[] = {NO_LOSS, 2, NO_LOSS, 4, 5, 6};
+    builds++;
+    zt_status st = zt_dataset_append(ds, ids, labels, 2);
+    if (!st) st = zt_dataset_append(ds, ids + 2, labels + 2, 3);
+    if (!st) st = zt_dataset_append(ds, ids + 5, labels + 5, 1);
+    return st;
+}
+
+/* The path of key's entry in tmpdir/cache; its bytes in *bytes (free them). */
+static char *cache_entry(const zt_cache_key *k, char **bytes, size_t *len)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/cache/tokens-%016llx%016llx.bin", tmpdir, (unsigned long long)k->h[0],
+             (unsigned long long)k->h[1]);
+    CHECK(zt_read_file(path, bytes, len) == ZT_OK);
+    return path;
+}
+
+/* Each corruption is refused with its reason, and zt_cache_get builds such an entry again. */
+static void test_cache_checks(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+    zt_cache_key k;
+    zt_cache_key_init(&k);
+    zt_cache_key_add_str(&k, "three");
+    zt_dataset ds;
+    int hit;
+    CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && !hit && builds == 1);
+    zt_dataset_free(&ds);
+    char *good;
+    size_t len;
+    const char *path = cache_entry(&k, &good, &len);
+    CHECK(len == sizeof(zt_cache_header) + 4 * 8 + 6 * 8);
+    CHECK(zt_cache_parse(good, len, 7, &ds) == ZT_OK && ds.n_examples == 3 && ds.labels[1] == 2);
+    CHECK(zt_cache_parse(good, len, 6, &ds) == ZT_EUSER && strstr(zt_errmsg(), "token 5 has id 6, outside"));
+    static const struct {
+        size_t at;     /* byte offset of the int64 or int32 changed */
+        int64_t value;
+        int width, fix_crc;
+        const char *why;
+    } bad[] = {
+        {sizeof(zt_cache_header) + 8, 1000000000000, 8, 1, "example 0 ends at token 1000000000000"},
+        {sizeof(zt_cache_header) + 16, 1, 8, 1, "example 1 ends at token 1, outside (2, 6]"},
+        {sizeof(zt_cache_header) + 32 + 4, 2147483647, 4, 1, "token 1 has id 2147483647"},
+        {sizeof(zt_cache_header) + 32 + 24 + 8, -7, 4, 1, "token 2 has label -7"},
+        {16, 4, 8, 1, "4 examples and 6 tokens do not fill"},
+        {sizeof(zt_cache_header) + 32 + 4, 3, 4, 0, "checksum mismatch"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *b = malloc(len);
+        memcpy(b, good, len);
+        if (bad[i].width == 8) memcpy(b + bad[i].at, &bad[i].value, 8);
+        else memcpy(b + bad[i].at, &(int32_t){(int32_t)bad[i].value}, 4);
+        if (bad[i].fix_crc) ((zt_cache_header *)b)->crc = zt_cache_checksum(b, len);
+        CHECK_MSG(zt_cache_parse(b, len, 7, &ds) == ZT_EUSER && strstr(zt_errmsg(), bad[i].why), "case %zu: %s", i,
+                  zt_errmsg());
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(b, 1, len, f) == len);
+        fclose(f);
+        CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && !hit && builds == (int)i + 2);
+        CHECK(ds.n_examples == 3);
+        zt_dataset_free(&ds);
+        char *again;
+        size_t n;
+        cache_entry(&k, &again, &n);
+        CHECK(n == len && !memcmp(again, good, len)); /* rewritten whole */
+        free(again);
+        free(b);
+    }
+    CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && hit && ds.map);
+    zt_dataset_free(&ds);
+    CHECK(zt_cache_parse(good, 0, 7, &ds) == ZT_EUSER); /* shorter than a header */
+    free(good);
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
+    rmdir(dir);
+}
+
 /* ---- chat spans ---------------------------------------------------------------------------- */
 
 /* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
@@ -647,6 +737,7 @@ int main(void)
     RUN(test_resume);
     RUN(test_rank_slicing);
     RUN(test_loader_bad_args);
+    RUN(test_cache_checks);
     RUN(test_chat_truncation_is_a_prefix);
     RUN(test_chat_long_conversation_renders_once);
     for (int i = 0; i < ntmp; i++) {
