@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tokenized cache: the first run builds it, a second run maps it, the tokens are
-# the same either way, and a changed template, tokenizer or data file builds anew.
+# the same either way, and a changed template, tokenizer or data file builds anew; a
+# corrupted entry (an offset, an id, a byte) is named in a warning and built again.
 . "$(dirname "$0")/lib.sh"
 command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
 export ZT_LOG=info
