@@ -216,6 +216,9 @@ fuzz:
 	build-fuzz/fuzz_toml -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/toml tests/fuzz/corpus/toml
 	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/safetensors.dict build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
 	build-fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/jinja.dict build-fuzz/corpus/jinja tests/fuzz/corpus/jinja
+	@mkdir -p build-fuzz/corpus/cache
+	$(FUZZ_CC) tests/fuzz/fuzz_cache.c lib/data/cache.c lib/data/dataset.c lib/core/*.c -o build-fuzz/fuzz_cache -lm
+	build-fuzz/fuzz_cache -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/cache tests/fuzz/corpus/cache
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san
