@@ -55,7 +55,7 @@ a = [json.loads(l) for l in open("a/metrics.jsonl")]
 b = [json.loads(l) for l in open("b/metrics.jsonl")]
 assert len(a) == len(b) == 5
 for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x, y)
+    assert x["target_tokens"] == y["target_tokens"], (x, y)
     assert abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]), (x["loss"], y["loss"])
     assert abs(x["grad_norm"] - y["grad_norm"]) <= 1e-4 * abs(x["grad_norm"]), (x["grad_norm"], y["grad_norm"])
 PY
