@@ -562,6 +562,12 @@ zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype, 
         return zt_fail(ZT_EUSER, "'%s': tensor '%s': dtype %s cannot be loaded as floating point", t->file, t->name,
                        st_dtypes[t->dtype].name);
     }
-    if (dst) zt_st_convert(dst, dst_dtype, t->data, src, t->nbytes / zt_dtype_size(src));
+    if (!dst) return ZT_OK;
+    size_t n = t->nbytes / zt_dtype_size(src), bad;
+    zt_st_convert(dst, dst_dtype, t->data, src, n);
+    const char *what;
+    if ((bad = zt_find_nonfinite(dst, dst_dtype, n, &what)) < n)
+        return zt_fail(ZT_EUSER, "'%s': tensor '%s': element %zu is %s (a diverged or corrupt model)", t->file, t->name,
+                       bad, what);
     return ZT_OK;
 }
