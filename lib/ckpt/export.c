@@ -123,7 +123,7 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
         if (!st_to_dtype(x->dtype, &sd))
             return zt_fail(ZT_EUSER, "'%s': tensor '%s' is %s, not a floating-point type", x->file, x->name,
                            zt_st_dtype_name(x->dtype));
-        st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
+        if (!(st = zt_st_check_finite(x))) st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
     }
     return st;
 }

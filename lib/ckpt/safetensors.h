@@ -71,6 +71,10 @@ void zt_st_release(const zt_st_tensor *t);
 zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype,
                           const int64_t *expect_shape, int expect_ndim);
 
+/* The checks of zt_st_read_into on the data alone (a float dtype, every element finite),
+ * without converting it anywhere: for a copy that goes straight to a writer. */
+zt_status zt_st_check_finite(const zt_st_tensor *t);
+
 typedef struct zt_st_writer zt_st_writer;
 
 zt_st_writer *zt_st_writer_new(void); /* NULL when out of memory */

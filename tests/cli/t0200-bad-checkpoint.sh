@@ -84,6 +84,9 @@ expect_exit 2 "an infinite weight" "inf/model.safetensors.*model.norm.weight.*el
   "$ZT" eval recipe.toml --checkpoint inf
 expect_exit 2 "a NaN weight read for training" "nan/model.safetensors.*up_proj" \
   "$ZT" pretrain recipe.toml model.path=nan output.dir=r-nan
+expect_exit 2 "a NaN weight exported" "nan/model.safetensors.*model.layers.1.mlp.up_proj.weight.*element 5 is NaN" \
+  "$ZT" export nan --out x-nanw
+[ -e x-nanw/model.safetensors ] && fail "...an export was written" || say "ok - ...and nothing exported"
 expect_exit 1 "a loss that is not finite" "loss is (NaN|inf).*numerical" "$ZT" eval recipe.toml --checkpoint overflow
 grep -q loss "$TMP/out" && fail "a non-finite loss was printed: $(cat "$TMP/out")" || say "ok - and no loss printed"
 
