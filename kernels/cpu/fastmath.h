@@ -29,7 +29,7 @@ static inline float zt_select(int c, float a, float b)
     return f;
 }
 
-/* e^x for float, relative error below 3e-7 on [-87, 88]; inputs are clamped there. */
+/* e^x for float, relative error below 3e-7 on [-87, 88]; inputs are clamped there, NaN gives NaN. */
 static inline float zt_expf_fast(float x)
 {
     x = zt_select(x < -87.0f, -87.0f, x);
@@ -45,9 +45,11 @@ static inline float zt_expf_fast(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits;
+    /* the integer n sits in t's low mantissa bits; unsigned arithmetic, so that a NaN input
+     * (which the clamps let through, and which p carries to the result) is defined too */
+    uint32_t bits;
     memcpy(&bits, &t, 4);
-    int32_t e = (bits - 0x4b400000 + 127) << 23; /* the integer n sits in t's low mantissa bits */
+    uint32_t e = (bits - 0x4b400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &e, 4);
     return p * scale;

@@ -64,14 +64,15 @@ static zt_status default_dtype(const char *config_path, zt_dtype *dt)
 }
 
 typedef struct fill_ctx {
-    const char *ckpt;
+    const char *ckpt, *name;
     size_t numel, offset; /* the tensor's first element in the flat array */
 } fill_ctx;
 
 static zt_status fill_from_shards(void *ctx, float *dst, size_t offset, size_t n)
 {
     const fill_ctx *c = ctx;
-    return zt_state_read_range(c->ckpt, c->numel, c->offset + offset, n, dst, NULL, NULL);
+    zt_status st = zt_state_read_range(c->ckpt, c->numel, c->offset + offset, n, dst, NULL, NULL);
+    return st ? zt_fail_context(st, "tensor '%s'", c->name) : ZT_OK;
 }
 
 /* Queues the checkpoint's master weights, tensor by tensor (ctx: one entry per tensor),
@@ -89,7 +90,7 @@ static zt_status add_from_checkpoint(zt_st_writer *w, const char *ckpt, zt_dtype
     if ((st = zt_state_read_range(ckpt, numel, 0, numel, NULL, NULL, NULL))) return st;
     *step = s.step;
     for (int i = 0; i < n && !st; i++) {
-        ctx[i] = (fill_ctx){ckpt, numel, t[i].offset};
+        ctx[i] = (fill_ctx){ckpt, t[i].name, numel, t[i].offset};
         st = zt_st_writer_add_fn(w, t[i].name, dt, t[i].shape, t[i].ndim, fill_from_shards, &ctx[i]);
     }
     return st;
@@ -122,7 +123,7 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
         if (!st_to_dtype(x->dtype, &sd))
             return zt_fail(ZT_EUSER, "'%s': tensor '%s' is %s, not a floating-point type", x->file, x->name,
                            zt_st_dtype_name(x->dtype));
-        st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
+        if (!(st = zt_st_check_finite(x))) st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
     }
     return st;
 }

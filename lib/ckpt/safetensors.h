@@ -65,10 +65,15 @@ void zt_st_close(zt_st_reader *r);
 void zt_st_release(const zt_st_tensor *t);
 
 /* Checks the shape (when expect_shape is not NULL) and converts the F32/BF16/F16/F64
- * data into dst (aligned, numel elements of dst_dtype; NULL: the checks alone). Thread-safe:
+ * data into dst (aligned, numel elements of dst_dtype; NULL: the checks alone). A NaN or
+ * infinite element is ZT_EUSER naming it (its index from t->data on). Thread-safe:
  * tensors can be loaded in parallel. */
 zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype,
                           const int64_t *expect_shape, int expect_ndim);
+
+/* The checks of zt_st_read_into on the data alone (a float dtype, every element finite),
+ * without converting it anywhere: for a copy that goes straight to a writer. */
+zt_status zt_st_check_finite(const zt_st_tensor *t);
 
 typedef struct zt_st_writer zt_st_writer;
 

@@ -541,6 +541,44 @@ void zt_st_close(zt_st_reader *r)
     free(r);
 }
 
+static zt_status float_dtype(const zt_st_tensor *t, zt_dtype *out)
+{
+    switch (t->dtype) {
+    case ZT_ST_F32: *out = ZT_F32; return ZT_OK;
+    case ZT_ST_BF16: *out = ZT_BF16; return ZT_OK;
+    case ZT_ST_F16: *out = ZT_F16; return ZT_OK;
+    case ZT_ST_F64: *out = ZT_F64; return ZT_OK;
+    default:
+        return zt_fail(ZT_EUSER, "'%s': tensor '%s': dtype %s cannot be loaded as floating point", t->file, t->name,
+                       st_dtypes[t->dtype].name);
+    }
+}
+
+/* Elements [first, first + n) of t, converted into p (n elements of type dt), are finite. */
+static zt_status finite_check(const zt_st_tensor *t, const void *p, zt_dtype dt, size_t first, size_t n)
+{
+    const char *what;
+    size_t bad = zt_find_nonfinite(p, dt, n, &what);
+    if (bad == n) return ZT_OK;
+    return zt_fail(ZT_EUSER, "'%s': tensor '%s': element %zu is %s (a diverged or corrupt model)", t->file, t->name,
+                   first + bad, what);
+}
+
+zt_status zt_st_check_finite(const zt_st_tensor *t)
+{
+    enum { CHUNK = 4096 }; /* elements per step, as double: exact for every source type */
+    double buf[CHUNK];
+    zt_dtype src = ZT_F32;
+    zt_status st = float_dtype(t, &src);
+    size_t size = zt_dtype_size(src), n = t->nbytes / size;
+    for (size_t i = 0; !st && i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        zt_st_convert(buf, ZT_F64, (const char *)t->data + i * size, src, k);
+        st = finite_check(t, buf, ZT_F64, i, k);
+    }
+    return st;
+}
+
 zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype, const int64_t *expect_shape,
                           int expect_ndim)
 {
@@ -552,16 +590,10 @@ zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype, 
         return zt_fail(ZT_EUSER, "'%s': tensor '%s': shape %s does not match the expected %s", t->file, t->name, have,
                        want);
     }
-    zt_dtype src;
-    switch (t->dtype) {
-    case ZT_ST_F32: src = ZT_F32; break;
-    case ZT_ST_BF16: src = ZT_BF16; break;
-    case ZT_ST_F16: src = ZT_F16; break;
-    case ZT_ST_F64: src = ZT_F64; break;
-    default:
-        return zt_fail(ZT_EUSER, "'%s': tensor '%s': dtype %s cannot be loaded as floating point", t->file, t->name,
-                       st_dtypes[t->dtype].name);
-    }
-    if (dst) zt_st_convert(dst, dst_dtype, t->data, src, t->nbytes / zt_dtype_size(src));
-    return ZT_OK;
+    zt_dtype src = ZT_F32;
+    zt_status st = float_dtype(t, &src);
+    if (st || !dst) return st;
+    size_t n = t->nbytes / zt_dtype_size(src);
+    zt_st_convert(dst, dst_dtype, t->data, src, n);
+    return finite_check(t, dst, dst_dtype, 0, n);
 }

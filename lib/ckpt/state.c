@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/core/crc32c.h"
+#include "lib/core/dtype.h"
 #include "lib/core/fileio.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shard headers are written in host byte order");
@@ -237,6 +238,18 @@ static zt_status add_piece(range_read *rr, size_t lo, size_t hi, int rank)
     return ZT_OK;
 }
 
+/* A NaN or infinity read back from array k (elements [lo, lo+n) of the flat arrays) is
+ * a corrupt or diverged checkpoint, not something to resume from or export. */
+static zt_status finite_check(const char *path, int k, const float *p, size_t lo, size_t n)
+{
+    static const char *const arrays[SHARD_ARRAYS] = {"weights", "Adam m", "Adam v"};
+    const char *what;
+    size_t bad = zt_find_nonfinite(p, ZT_F32, n, &what);
+    if (bad == n) return ZT_OK;
+    return zt_fail(ZT_EUSER, "'%s': element %zu of the %s is %s (a diverged or corrupt checkpoint)", path, lo + bad,
+                   arrays[k], what);
+}
+
 /* Checks the segment table of the shard open as fd (header h), and reads the parts of its
  * segments that lie inside the range, noting them as pieces. */
 static zt_status read_segments(range_read *rr, int fd, const char *path, const shard_header *h, int rank)
@@ -262,9 +275,12 @@ static zt_status read_segments(range_read *rr, int fd, const char *path, const s
         if (lo < hi) st = add_piece(rr, lo, hi, rank);
         size_t at = packed + (lo - e.offset); /* lo's position in each array */
         for (int k = 0; k < SHARD_ARRAYS && !st && lo < hi; k++)
-            if (rr->dst[k])
-                st = pread_all(fd, rr->dst[k] + (lo - rr->offset), (hi - lo) * sizeof(float),
+            if (rr->dst[k]) {
+                float *dst = rr->dst[k] + (lo - rr->offset);
+                st = pread_all(fd, dst, (hi - lo) * sizeof(float),
                                (off_t)(table_end(h) + ((size_t)k * h->total + at) * sizeof(float)), path);
+                if (!st) st = finite_check(path, k, dst, lo, hi - lo);
+            }
         end = e.offset + e.count;
         packed += e.count;
     }

@@ -21,7 +21,14 @@
 
 #include "lib/core/arena.h"
 
-enum { TAG_GATHER = 1, TAG_REDUCE, TAG_ALLTOALL };
+enum { TAG_GATHER = 1, TAG_REDUCE, TAG_ALLTOALL, TAG_QUERY, TAG_REPLY };
+
+/* What a rank's watchdog answers another's query: its latest collective and whether it is in it. */
+typedef struct progress {
+    int64_t seq; /* collectives started so far (the latest is #seq) */
+    int32_t in_flight;
+    char op[52];
+} progress;
 
 /* A communicator and the node of each member (for the accounting). */
 typedef struct group {
@@ -56,6 +63,11 @@ struct zt_comm {
     int stop;                  /* under mu */
     _Atomic int64_t deadline;  /* CLOCK_MONOTONIC ns; 0: no collective in flight */
     _Atomic(const char *) op;  /* the collective in flight */
+    _Atomic int64_t seq;       /* collectives started (a group's count in the world's) */
+    /* the watchdogs ask each other where they are (MPI_THREAD_MULTIPLE only) */
+    MPI_Comm probe;            /* MPI_COMM_NULL when they do not */
+    MPI_Request query;         /* the receive of another watchdog's query */
+    int64_t query_buf;
 };
 
 struct zt_comm_req {
@@ -107,6 +119,7 @@ static void watch(zt_comm *c, const char *op)
     if (c->root) c = c->root;
     if (!c->watching) return;
     atomic_store(&c->op, op);
+    atomic_fetch_add(&c->seq, 1);
     atomic_store(&c->deadline, now_ns() + c->timeout_ns);
 }
 
@@ -119,14 +132,107 @@ static void *abort_job(void *arg)
     return NULL;
 }
 
+/* How often the watchdog wakes: a tenth of the timeout, within [10 ms, 500 ms]. */
+static int64_t watchdog_period(const zt_comm *c)
+{
+    int64_t period = c->timeout_ns / 10;
+    return period < 10000000 ? 10000000 : period > 500000000 ? 500000000 : period;
+}
+
+static progress my_progress(zt_comm *c)
+{
+    progress p = {.seq = atomic_load(&c->seq), .in_flight = atomic_load(&c->deadline) != 0};
+    snprintf(p.op, sizeof p.op, "%s", atomic_load(&c->op) ? atomic_load(&c->op) : "none");
+    return p;
+}
+
+/* Answers a query that has arrived (the sender's watchdog waits for it), and waits for the next. */
+static void answer_queries(zt_comm *c)
+{
+    int done = 0;
+    MPI_Status status;
+    while (MPI_Test(&c->query, &done, &status) == MPI_SUCCESS && done) {
+        progress p = my_progress(c);
+        MPI_Send(&p, (int)sizeof p, MPI_BYTE, status.MPI_SOURCE, TAG_REPLY, c->probe);
+        MPI_Irecv(&c->query_buf, 1, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY, c->probe, &c->query);
+    }
+}
+
+/* Asks every other rank where it is and waits up to wait_ns for the answers (answering
+ * theirs meanwhile); got[q] says who answered. */
+static void ask_others(zt_comm *c, progress *answers, int *got, int64_t wait_ns)
+{
+    int size = c->base.size, me = c->base.rank;
+    MPI_Request *reqs = calloc((size_t)size, 2 * sizeof *reqs);
+    if (!reqs) return;
+    int64_t seq = atomic_load(&c->seq);
+    for (int q = 0; q < size; q++) {
+        reqs[2 * q] = reqs[2 * q + 1] = MPI_REQUEST_NULL;
+        if (q == me) continue;
+        MPI_Irecv(&answers[q], (int)sizeof *answers, MPI_BYTE, q, TAG_REPLY, c->probe, &reqs[2 * q]);
+        MPI_Isend(&seq, 1, MPI_INT64_T, q, TAG_QUERY, c->probe, &reqs[2 * q + 1]);
+    }
+    for (int64_t end = now_ns() + wait_ns, pending = size - 1; pending && now_ns() < end;) {
+        answer_queries(c);
+        pending = 0;
+        for (int q = 0; q < size; q++) {
+            if (q == me || got[q]) continue;
+            MPI_Test(&reqs[2 * q], &got[q], MPI_STATUS_IGNORE);
+            pending += !got[q];
+        }
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    /* the job ends now: requests still pending are left to MPI_Abort */
+    free(reqs);
+}
+
+/* The ranks that keep collective #seq (op) from completing: those that do not answer
+ * (stopped, or stuck without progress) and those outside every collective; *n lines in
+ * msg. A rank waiting in an earlier collective waits like this one and is not named. */
+static int name_missing(zt_comm *c, const char *op, char *msg, size_t cap)
+{
+    int size = c->base.size, me = c->base.rank, named = 0;
+    progress *answers = calloc((size_t)size, sizeof *answers);
+    int *got = calloc((size_t)size, sizeof *got);
+    if (!answers || !got) {
+        free(answers), free(got);
+        return 0;
+    }
+    /* an answering watchdog wakes once a period: a few of them and 2 s for a loaded machine */
+    int64_t seq = atomic_load(&c->seq), wait_ns = 2000000000 + 4 * watchdog_period(c);
+    ask_others(c, answers, got, wait_ns);
+    size_t len = 0;
+    double t = (double)c->timeout_ns * 1e-9;
+    for (int q = 0; q < size && len < cap; q++) {
+        if (q == me || (got[q] && answers[q].in_flight)) continue;
+        answers[q].op[sizeof answers[q].op - 1] = 0;
+        int k = got[q] ? snprintf(msg + len, cap - len,
+                                  "zt: error: rank %d did not reach %s #%lld within %g s (stuck outside collectives "
+                                  "since %s #%lld; seen from rank %d)\n",
+                                  q, op, (long long)seq, t, answers[q].op, (long long)answers[q].seq, me)
+                       : snprintf(msg + len, cap - len,
+                                  "zt: error: rank %d did not reach %s #%lld within %g s (stopped or stuck: it does "
+                                  "not answer; seen from rank %d)\n", q, op, (long long)seq, t, me);
+        len += k > 0 ? (size_t)k : 0;
+        named++;
+    }
+    free(answers), free(got);
+    return named;
+}
+
 /* Ends the job: MPI_Abort (legal from this thread under MPI_THREAD_MULTIPLE, a last resort
- * below it) from a thread of its own, and _exit if that has not ended the process 10 s later. */
+ * below it) from a thread of its own, and _exit if that has not ended the process 10 s later.
+ * First it names the ranks that did not reach the collective, when the others can be asked. */
 static void __attribute__((noreturn)) give_up(zt_comm *c, const char *op)
 {
-    char msg[256];
-    int n = snprintf(msg, sizeof msg, "zt: error: rank %d: %s did not complete within %g s (a rank failed or is stuck)\n",
-                     c->base.rank, op, (double)c->timeout_ns * 1e-9);
-    if (write(STDERR_FILENO, msg, (size_t)n) != n) { /* nowhere to report that */
+    char msg[4096];
+    int n = c->probe != MPI_COMM_NULL ? name_missing(c, op, msg, sizeof msg) : 0;
+    size_t len = n ? strlen(msg)
+                   : (size_t)snprintf(msg, sizeof msg, "zt: error: rank %d: %s #%lld did not complete within %g s (a rank "
+                                      "failed or is stuck)\n", c->base.rank, op, (long long)atomic_load(&c->seq),
+                                      (double)c->timeout_ns * 1e-9);
+    if (len > sizeof msg - 1) len = sizeof msg - 1;
+    if (write(STDERR_FILENO, msg, len) != (ssize_t)len) { /* nowhere to report that */
     }
     pthread_t t;
     if (pthread_create(&t, NULL, abort_job, NULL) == 0) sleep(10);
@@ -136,20 +242,38 @@ static void __attribute__((noreturn)) give_up(zt_comm *c, const char *op)
 static void *watchdog(void *arg)
 {
     zt_comm *c = arg;
-    int64_t period = c->timeout_ns / 10;
-    if (period < 10000000) period = 10000000;
-    if (period > 500000000) period = 500000000;
+    int64_t period = watchdog_period(c);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         int64_t wake = now_ns() + period;
         struct timespec ts = {wake / 1000000000, wake % 1000000000};
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (c->probe != MPI_COMM_NULL) answer_queries(c);
         int64_t deadline = atomic_load(&c->deadline);
         const char *op = atomic_load(&c->op);
         if (deadline && now_ns() > deadline && atomic_load(&c->deadline) == deadline) give_up(c, op);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+/* The watchdogs' own communicator, when MPI runs threads freely (the watchdog calls MPI
+ * while the rank is inside a collective). Called by every rank at init. */
+static void probe_start(zt_comm *c)
+{
+    int level = MPI_THREAD_SINGLE;
+    c->probe = MPI_COMM_NULL;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE || MPI_Comm_dup(c->world.comm, &c->probe) != MPI_SUCCESS) return;
+    MPI_Irecv(&c->query_buf, 1, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY, c->probe, &c->query);
+}
+
+static void probe_stop(zt_comm *c)
+{
+    if (c->probe == MPI_COMM_NULL) return;
+    MPI_Cancel(&c->query);
+    MPI_Wait(&c->query, MPI_STATUS_IGNORE);
+    MPI_Comm_free(&c->probe);
 }
 
 static zt_status watchdog_start(zt_comm *c, double timeout_s)
@@ -162,7 +286,9 @@ static zt_status watchdog_start(zt_comm *c, double timeout_s)
     int rc = pthread_cond_init(&c->cv, &attr);
     pthread_condattr_destroy(&attr);
     if (rc || pthread_mutex_init(&c->mu, NULL)) return zt_fail(ZT_ERUNTIME, "rank %d: comm init: watchdog setup failed", c->base.rank);
+    probe_start(c);
     if (pthread_create(&c->thread, NULL, watchdog, c)) {
+        probe_stop(c);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
         return zt_fail(ZT_ERUNTIME, "rank %d: comm init: cannot start the watchdog thread", c->base.rank);
@@ -179,6 +305,7 @@ static void watchdog_stop(zt_comm *c)
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
+    probe_stop(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     c->watching = 0;

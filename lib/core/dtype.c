@@ -109,3 +109,19 @@ void zt_convert(void *dst, zt_dtype dt, const void *src, zt_dtype st, size_t n)
         }
     }
 }
+
+size_t zt_find_nonfinite(const void *p, zt_dtype t, size_t n, const char **what)
+{
+    size_t i = 0;
+    if (t == ZT_F32) { /* the common case (weights, checkpoints), as a loop that vectorises */
+        const float *f = p;
+        while (i < n && isfinite(f[i])) i++;
+    } else {
+        while (i < n && isfinite(load(p, t, i))) i++;
+    }
+    if (i < n) {
+        double v = load(p, t, i);
+        *what = isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf";
+    }
+    return i;
+}

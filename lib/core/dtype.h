@@ -43,4 +43,8 @@ uint16_t zt_f32_to_f16(float f);
 /* Converts n elements between any two types (double passes through float for 16-bit types). */
 void zt_convert(void *dst, zt_dtype dt, const void *src, zt_dtype st, size_t n);
 
+/* The index of the first NaN or infinite element of p (aligned, n elements of t), or n
+ * when all are finite; then *what is "NaN", "inf" or "-inf". */
+size_t zt_find_nonfinite(const void *p, zt_dtype t, size_t n, const char **what);
+
 #endif

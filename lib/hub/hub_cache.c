@@ -28,14 +28,49 @@ static zt_status path_fmt(char *out, size_t n, const char *fmt, const char *a, c
     return r < 0 || (size_t)r >= n ? zt_fail(ZT_EUSER, "path too long: '%s/%s'", a, b) : ZT_OK;
 }
 
-static zt_status mkdir_parent(const char *path)
+/* The folder whose insides are the download's: the local directory, or the cache (where
+ * models--org--name and .locks live). Above it links are the user's to make. */
+static size_t root_len(const hub_repo *r)
+{
+    const char *slash = strrchr(r->storage, '/');
+    return r->local || !slash ? strlen(r->storage) : (size_t)(slash - r->storage);
+}
+
+static zt_status refuse_link(const char *path)
+{
+    return zt_fail(ZT_EUSER, "'%s' is a symbolic link zt did not make: refusing to write through it", path);
+}
+
+zt_status hub_check_links(const hub_repo *r, const char *path, int last_may_link)
+{
+    size_t root = root_len(r), n = strlen(path);
+    if (n <= root || strncmp(path, r->storage, root) || path[root] != '/') return ZT_OK; /* not under it */
+    char p[HUB_PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    struct stat sb;
+    for (char *c = p + root + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (!lstat(p, &sb) && S_ISLNK(sb.st_mode)) return refuse_link(p);
+        *c = '/';
+    }
+    return !last_may_link && !lstat(p, &sb) && S_ISLNK(sb.st_mode) ? refuse_link(p) : ZT_OK;
+}
+
+zt_status hub_mkdir(const hub_repo *r, const char *dir)
+{
+    zt_status st = hub_check_links(r, dir, 0);
+    return st ? st : zt_mkdir_p(dir);
+}
+
+static zt_status mkdir_parent(const hub_repo *r, const char *path)
 {
     char dir[HUB_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return ZT_OK;
     *slash = 0;
-    return zt_mkdir_p(dir);
+    return hub_mkdir(r, dir);
 }
 
 static zt_status blob_path(const hub_repo *r, const hub_file *f, char *out, size_t n)
@@ -74,15 +109,15 @@ zt_status hub_output_dir(const hub_repo *r, char *out, size_t n)
 zt_status hub_prepare_dirs(const hub_repo *r)
 {
     char p[HUB_PATH_MAX];
-    zt_status st = zt_mkdir_p(r->locks);
+    zt_status st = hub_mkdir(r, r->locks);
     if (st || r->local) {
         if (!st && !(st = path_fmt(p, sizeof p, "%s/.cache/huggingface/.gitignore%s%s", r->storage, "", "")) &&
-            !zt_path_exists(p))
+            !(st = hub_check_links(r, p, 0)) && !zt_path_exists(p))
             st = zt_write_file_atomic(p, "*", 1);
         return st;
     }
-    if ((st = path_fmt(p, sizeof p, "%s/blobs%s%s", r->storage, "", "")) || (st = zt_mkdir_p(p))) return st;
-    if ((st = hub_output_dir(r, p, sizeof p)) || (st = zt_mkdir_p(p))) return st;
+    if ((st = path_fmt(p, sizeof p, "%s/blobs%s%s", r->storage, "", "")) || (st = hub_mkdir(r, p))) return st;
+    if ((st = hub_output_dir(r, p, sizeof p)) || (st = hub_mkdir(r, p))) return st;
     return ZT_OK;
 }
 
@@ -119,7 +154,8 @@ static zt_status write_metadata(const hub_repo *r, const hub_file *f)
     int n = snprintf(text, sizeof text, "%s\n%s\n%lld.%06ld\n", r->commit, f->etag, (long long)now.tv_sec,
                      now.tv_nsec / 1000);
     zt_status st = metadata_path(r, f, path, sizeof path);
-    if (!st) st = mkdir_parent(path);
+    if (!st) st = mkdir_parent(r, path);
+    if (!st) st = hub_check_links(r, path, 0);
     return st ? st : zt_write_file_atomic(path, text, (size_t)n);
 }
 
@@ -142,7 +178,7 @@ static zt_status link_blob(const hub_repo *r, const hub_file *f)
 {
     char target[HUB_PATH_MAX], tmp[HUB_PATH_MAX + 32], rel[HUB_PATH_MAX];
     zt_status st = hub_target_path(r, f, target, sizeof target);
-    if (st || (st = mkdir_parent(target))) return st;
+    if (st || (st = mkdir_parent(r, target)) || (st = hub_check_links(r, target, 1))) return st; /* it may be ours */
     size_t o = 0;
     for (const char *c = f->path; *c; c++)
         if (*c == '/') o += (size_t)snprintf(rel + o, sizeof rel - o, "../");
@@ -174,7 +210,8 @@ zt_status hub_install(const hub_repo *r, const hub_file *f)
     char partial[HUB_PATH_MAX], dest[HUB_PATH_MAX];
     zt_status st = hub_partial_path(r, f, partial, sizeof partial);
     if (!st) st = r->local ? hub_target_path(r, f, dest, sizeof dest) : blob_path(r, f, dest, sizeof dest);
-    if (!st) st = mkdir_parent(dest);
+    if (!st) st = mkdir_parent(r, dest);
+    if (!st) st = hub_check_links(r, dest, 0);
     if (st) return st;
     if (rename(partial, dest)) return zt_fail(ZT_EIO, "cannot move '%s' to '%s': %s", partial, dest, strerror(errno));
     char dir[HUB_PATH_MAX];
@@ -189,7 +226,8 @@ zt_status hub_write_ref(const hub_repo *r)
     if (r->local || !strcmp(r->revision, r->commit)) return ZT_OK;
     char path[HUB_PATH_MAX];
     zt_status st = path_fmt(path, sizeof path, "%s/refs/%s%s", r->storage, r->revision, "");
-    if (!st) st = mkdir_parent(path);
+    if (!st) st = mkdir_parent(r, path);
+    if (!st) st = hub_check_links(r, path, 0);
     return st ? st : zt_write_file_atomic(path, r->commit, 40);
 }
 
@@ -240,7 +278,7 @@ void hub_discard_stale_blob_partials(const hub_repo *r)
         for (int i = 0; i < r->nfiles && !wanted; i++) wanted = !strcmp(r->files[i].etag, probe.etag);
         char lock[HUB_PATH_MAX];
         if (wanted || hub_lock_path(r, &probe, lock, sizeof lock)) continue;
-        int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        int fd = hub_check_links(r, lock, 0) ? -1 : open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB)) discard(blobs, e->d_name);
         if (fd >= 0) close(fd);
     }

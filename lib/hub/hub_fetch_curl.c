@@ -178,9 +178,10 @@ static void begin(transfer *t, CURLM *m, hub_progress *p)
     if (t->lock_fd < 0) {
         if ((st = hub_lock_path(r, f, path, sizeof path))) return fail(t, st);
         *strrchr(path, '/') = 0;
-        if ((st = zt_mkdir_p(path))) return fail(t, st);
+        if ((st = hub_mkdir(r, path))) return fail(t, st);
         path[strlen(path)] = '/';
-        if ((t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+        if ((st = hub_check_links(r, path, 0))) return fail(t, st);
+        if ((t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
             return fail(t, zt_fail(ZT_EIO, "cannot open the lock file '%s': %s", path, strerror(errno)));
     }
     if (flock(t->lock_fd, LOCK_EX | LOCK_NB)) {
@@ -199,10 +200,11 @@ static void begin(transfer *t, CURLM *m, hub_progress *p)
     hub_discard_stale_partials(r, f);
     if ((st = hub_partial_path(r, f, path, sizeof path))) return fail(t, st);
     *strrchr(path, '/') = 0;
-    if ((st = zt_mkdir_p(path))) return fail(t, st);
+    if ((st = hub_mkdir(r, path))) return fail(t, st);
     path[strlen(path)] = '/';
+    if ((st = hub_check_links(r, path, 0))) return fail(t, st);
     struct stat sb;
-    if ((t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0 || fstat(t->fd, &sb))
+    if ((t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0 || fstat(t->fd, &sb))
         return fail(t, zt_fail(ZT_EIO, "cannot open '%s': %s", path, strerror(errno)));
     t->have = t->flushed = sb.st_size;
     if (f->lfs && (!(t->sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(t->sha, EVP_sha256(), NULL)))

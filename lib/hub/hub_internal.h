@@ -68,6 +68,11 @@ zt_status hub_prepare_dirs(const hub_repo *r);
 void hub_discard_stale_partials(const hub_repo *r, const hub_file *f);
 void hub_discard_stale_blob_partials(const hub_repo *r);
 zt_status hub_output_dir(const hub_repo *r, char *out, size_t n);
+/* Refuses path when a folder on it below the download's root (the local directory, or the
+ * cache) is a symbolic link, or its last component is one (unless last_may_link: a snapshot
+ * link of zt's). A check before each write, so a link planted there is never followed. */
+zt_status hub_check_links(const hub_repo *r, const char *path, int last_may_link);
+zt_status hub_mkdir(const hub_repo *r, const char *dir); /* zt_mkdir_p after hub_check_links */
 
 /* hub_offline.c: the revision and files from the cache alone */
 zt_status hub_list_offline(hub_repo *r);

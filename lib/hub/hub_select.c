@@ -23,7 +23,21 @@ static int any_matches(const char *const *patterns, int n, const char *path)
     return 0;
 }
 
-zt_status hub_select(hub_repo *r)
+/* --local-dir keeps its metadata, partials and locks in .cache/huggingface/: a remote file
+ * there would overwrite them (the cache keeps its own outside the snapshot: nothing to refuse). */
+static zt_status refuse_metadata_names(const hub_repo *r)
+{
+    static const char dir[] = ".cache/huggingface";
+    for (int j = 0; r->local && j < r->nfiles; j++) {
+        const char *p = r->files[j].path;
+        if (r->files[j].selected && !strncmp(p, dir, sizeof dir - 1) && (!p[sizeof dir - 1] || p[sizeof dir - 1] == '/'))
+            return zt_fail(ZT_EUSER, "refusing the remote file '%.200s': it lies in '%s/', where zt keeps the "
+                           "metadata of --local-dir", p, dir);
+    }
+    return ZT_OK;
+}
+
+static zt_status mark_selected(hub_repo *r)
 {
     const zt_hub_options *o = r->o;
     if (o->nfiles && (o->ninclude || o->nexclude))
@@ -47,4 +61,10 @@ zt_status hub_select(hub_repo *r)
     }
     if (!nselected && r->nfiles) zt_log_warn("no file of '%s' matches --include/--exclude", r->repo_id);
     return ZT_OK;
+}
+
+zt_status hub_select(hub_repo *r)
+{
+    zt_status st = mark_selected(r);
+    return st ? st : refuse_metadata_names(r);
 }

@@ -101,6 +101,16 @@ static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eva
     return st;
 }
 
+/* The weights were checked finite when loaded, so a loss that is not is the model's own
+ * numerical failure (an overflow in the forward pass): a runtime error, exit 1. */
+static zt_status loss_check(const zt_eval_result *e, const char *data)
+{
+    if (!e->tokens) return zt_fail(ZT_EUSER, "%s has no target tokens to evaluate", data);
+    if (isfinite(e->loss)) return ZT_OK;
+    return zt_fail(ZT_ERUNTIME, "the loss is %s over %lld tokens of %s: a numerical failure of the model (its "
+                   "forward pass overflows)", isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
+}
+
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
     out->accuracy = NAN;
@@ -118,6 +128,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     }
     if (!(st = zt_vocab_prepare(&d, &m)) && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
+        if (!st) st = loss_check(out, valid.n_examples ? "data.valid" : "data.train");
         zt_dataset_free(&train);
         zt_dataset_free(&valid);
     }

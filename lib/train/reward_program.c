@@ -37,16 +37,66 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Waits up to seconds for pid to exit; waitpid's answer: pid, 0 while it runs, -1 when it cannot be waited for. */
-static pid_t wait_exit(pid_t pid, double seconds, int *status)
+/* Waits up to seconds for pid to exit, leaving it unreaped (so that its pid, the id of its
+ * process group, cannot be reused while we may still signal the group): 1 once it has
+ * exited (*info says how), 0 while it runs, -1 when it cannot be waited for. */
+static int wait_exit(pid_t pid, double seconds, siginfo_t *info)
 {
     double end = now_s() + seconds;
     for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r != 0 && !(r < 0 && errno == EINTR)) return r;
+        memset(info, 0, sizeof *info);
+        int r = waitid(P_PID, (id_t)pid, info, WEXITED | WNOHANG | WNOWAIT);
+        if (r == 0 && info->si_pid == pid) return 1;
+        if (r < 0 && errno != EINTR) return -1;
         if (now_s() >= end) return 0;
         nanosleep(&(struct timespec){0, 10000000}, NULL);
     }
+}
+
+/* The process groups of the programs open now, for the exit and signal handlers: a program
+ * runs in a group of its own (a terminal's Ctrl-C does not reach it), so zt ends it. */
+enum { MAX_PROGRAMS = 16 };
+static volatile sig_atomic_t open_groups[MAX_PROGRAMS];
+
+static void kill_open_groups(int sig)
+{
+    for (int i = 0; i < MAX_PROGRAMS; i++)
+        if (open_groups[i]) kill(-(pid_t)open_groups[i], sig);
+}
+
+static void kill_at_exit(void) { kill_open_groups(SIGKILL); }
+
+/* SIGINT or SIGHUP with no handler of zt's: end the programs, then die of the signal as before. */
+static void kill_on_signal(int sig)
+{
+    kill_open_groups(SIGKILL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void track_group(pid_t pgid)
+{
+    static int installed;
+    if (!installed) {
+        installed = 1;
+        atexit(kill_at_exit);
+        const int sigs[] = {SIGINT, SIGHUP, SIGTERM}; /* SIGTERM: unless the trainer stops gracefully on it */
+        for (int i = 0; i < 3; i++) {
+            struct sigaction old;
+            if (!sigaction(sigs[i], NULL, &old) && old.sa_handler == SIG_DFL) signal(sigs[i], kill_on_signal);
+        }
+    }
+    for (int i = 0; i < MAX_PROGRAMS; i++)
+        if (!open_groups[i]) {
+            open_groups[i] = pgid;
+            return;
+        }
+}
+
+static void untrack_group(pid_t pgid)
+{
+    for (int i = 0; i < MAX_PROGRAMS; i++)
+        if (open_groups[i] == pgid) open_groups[i] = 0;
 }
 
 zt_status zt_reward_program_open(zt_reward_program *p, const char *command, double timeout_s)
@@ -68,7 +118,7 @@ zt_status zt_reward_program_open(zt_reward_program *p, const char *command, doub
     fcntl(in[1], F_SETFL, O_NONBLOCK);
     fcntl(out[0], F_SETFL, O_NONBLOCK);
 
-    /* It gets the two pipes as stdin and stdout, our stderr, no other descriptor of ours,
+    /* It gets the two pipes as stdin and stdout, our stderr, no other descriptor of ours, its own process group,
      * no blocked signals and the default SIGPIPE (ignored ones would stay ignored across exec). */
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -81,7 +131,8 @@ zt_status zt_reward_program_open(zt_reward_program *p, const char *command, doub
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0); /* a group of its own, which close ends as a whole */
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &pipe_sig);
     char *argv[] = {"sh", "-c", copy, NULL};
@@ -96,6 +147,7 @@ zt_status zt_reward_program_open(zt_reward_program *p, const char *command, doub
     }
     p->command = copy;
     p->pid = pid;
+    track_group(pid);
     p->to_child = in[1];
     p->from_child = out[0];
     p->timeout_s = timeout_s;
@@ -152,16 +204,12 @@ __attribute__((format(printf, 3, 4))) static zt_status line_fail(const zt_reward
 static zt_status ended_fail(zt_reward_program *p, const batch *b)
 {
     long line = p->answered + 1;
-    int status = 0;
-    pid_t r = wait_exit(p->pid, 1.0, &status);
-    if (r == 0) return line_fail(p, b, "closed its output before answering line %ld", line);
-    p->pid = 0;
-    if (r > 0 && WIFSIGNALED(status))
-        return line_fail(p, b, "killed by signal %d before answering line %ld", WTERMSIG(status), line);
-    if (r > 0 && WIFEXITED(status))
-        return line_fail(p, b, "exited with status %d before answering line %ld%s", WEXITSTATUS(status), line,
-                         WEXITSTATUS(status) == 127 ? " (the shell's 'command not found')" : "");
-    return line_fail(p, b, "exited before answering line %ld", line);
+    siginfo_t info;
+    if (wait_exit(p->pid, 1.0, &info) != 1) return line_fail(p, b, "closed its output before answering line %ld", line);
+    if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)
+        return line_fail(p, b, "killed by signal %d before answering line %ld", info.si_status, line);
+    return line_fail(p, b, "exited with status %d before answering line %ld%s", info.si_status, line,
+                     info.si_status == 127 ? " (the shell's 'command not found')" : "");
 }
 
 /* One line of output: the answer to the next line. */
@@ -261,17 +309,26 @@ zt_status zt_reward_program_score(zt_reward_program *p, cJSON *const *objects, i
     return st;
 }
 
+/* Ends the program's process group (what it started too): SIGTERM, a short grace for
+ * the program to exit, SIGKILL for whatever is left; then reaps it. */
+static void end_group(pid_t pid)
+{
+    siginfo_t info;
+    kill(-pid, SIGTERM);
+    wait_exit(pid, 1.0, &info);
+    kill(-pid, SIGKILL);
+    untrack_group(pid);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+}
+
 void zt_reward_program_close(zt_reward_program *p)
 {
     if (p->command) {
         if (p->to_child >= 0) close(p->to_child);
-        int status;
-        if (p->pid > 0 && (p->failed || wait_exit(p->pid, 2.0, &status) == 0)) {
-            if (!p->failed)
-                zt_log_warn("reward program '%s' still runs 2 s after its input ended: killing it", p->command);
-            kill(p->pid, SIGKILL);
-            while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR) {}
-        }
+        siginfo_t info;
+        if (!p->failed && wait_exit(p->pid, 2.0, &info) == 0)
+            zt_log_warn("reward program '%s' still runs 2 s after its input ended: killing it", p->command);
+        end_group(p->pid);
         close(p->from_child);
     }
     free(p->command);

@@ -55,6 +55,16 @@ bad unexpected 'h["model.layers.9.extra.weight"] = dict(h["model.norm.weight"]);
 bad utf8 'raw = json.dumps(h).encode(); i = raw.index(b"model.norm"); put(h, data, raw[:i] + b"\xff\xfe" + raw[i + 2:])'
 bad json 'raw = json.dumps(h).encode(); put(h, data, raw[:-1] + b",,}")'
 bad intdtype 'e = h["model.norm.weight"]; e["dtype"] = "I32"; put(h, data)'
+# set(NAME, I, VALUE): element I of an F32 tensor
+setf='def set(name, i, v):
+    global data
+    at = h[name]["data_offsets"][0] + 4 * i
+    data = data[:at] + struct.pack("<f", v) + data[at + 4:]
+'
+bad nan "$setf"'set("model.layers.1.mlp.up_proj.weight", 5, float("nan")); put(h, data)'
+bad inf "$setf"'set("model.norm.weight", 3, float("-inf")); put(h, data)'
+# finite weights whose logits overflow fp32: the loss is not a number
+bad overflow "$setf"'[set("lm_head.weight", i, 3e38) for i in range(64 * 32)]; put(h, data)'
 
 expect_exit 2 "truncated file" "truncated/model.safetensors" "$ZT" eval recipe.toml --checkpoint truncated
 expect_exit 2 "file shorter than its header length" "tiny/model.safetensors" "$ZT" eval recipe.toml --checkpoint tiny
@@ -68,6 +78,33 @@ expect_exit 2 "unexpected tensor" "unexpected/model.safetensors.*model.layers.9.
 expect_exit 2 "header not UTF-8" "utf8/model.safetensors.*UTF-8" "$ZT" eval recipe.toml --checkpoint utf8
 expect_exit 2 "header not JSON" "json/model.safetensors.*JSON" "$ZT" eval recipe.toml --checkpoint json
 expect_exit 2 "integer dtype" "intdtype/model.safetensors.*model.norm.weight" "$ZT" eval recipe.toml --checkpoint intdtype
+expect_exit 2 "a NaN weight" "nan/model.safetensors.*model.layers.1.mlp.up_proj.weight.*element 5 is NaN" \
+  "$ZT" eval recipe.toml --checkpoint nan
+expect_exit 2 "an infinite weight" "inf/model.safetensors.*model.norm.weight.*element 3 is -inf" \
+  "$ZT" eval recipe.toml --checkpoint inf
+expect_exit 2 "a NaN weight read for training" "nan/model.safetensors.*up_proj" \
+  "$ZT" pretrain recipe.toml model.path=nan output.dir=r-nan
+expect_exit 2 "a NaN weight exported" "nan/model.safetensors.*model.layers.1.mlp.up_proj.weight.*element 5 is NaN" \
+  "$ZT" export nan --out x-nanw
+[ -e x-nanw/model.safetensors ] && fail "...an export was written" || say "ok - ...and nothing exported"
+expect_exit 1 "a loss that is not finite" "loss is (NaN|inf).*numerical" "$ZT" eval recipe.toml --checkpoint overflow
+grep -q loss "$TMP/out" && fail "a non-finite loss was printed: $(cat "$TMP/out")" || say "ok - and no loss printed"
+
+# a training checkpoint whose master weights hold a NaN (the shard's checksums cover
+# only its header and segment table)
+build=build
+[ "$(basename "$ZT")" = zt-san ] && build=build-san
+"$ROOT/$build/tests/test_state" --make-checkpoint good run 3 2 >/dev/null 2>&1 || fail "test_state --make-checkpoint"
+shard=run/checkpoints/step-000003/rank-00001-of-00002.bin
+$PY - "$shard" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+nseg = struct.unpack_from("<Q", b, 32)[0]
+struct.pack_into("<f", b, 64 + 16 * nseg + 8 + 4 * 7, float("nan"))  # params element 7 of this shard
+open(sys.argv[1], "wb").write(b)
+PY
+expect_exit 2 "a NaN in a checkpoint's weights" "tensor '[a-z_.0-9]+'.*rank-00001-of-00002.bin.*weights is NaN" \
+  "$ZT" export run/checkpoints/step-000003 --out x-nan
 
 cp -r sharded noshard && rm noshard/model-00002-of-0000*.safetensors
 expect_exit 2 "missing shard" "noshard.*model-00002" "$ZT" eval recipe.toml --checkpoint noshard

@@ -38,8 +38,8 @@ victim() {
   done
   say "ok - $what (exit $rc after $ms ms)"
 }
-victim "a stuck rank ends the job" \
-  "zt: error: rank [02]: all-reduce did not complete within 3 s \(a rank failed or is stuck\)"
+victim "a stuck rank ends the job, named by the others" \
+  "zt: error: rank 1 did not reach all-reduce #[0-9]+ within 3 s \(stuck outside collectives since all-reduce #[0-9]+; seen from rank [02]\)"
 victim "a killed rank ends the job" \
-  "rank [02]: all-reduce did not complete within 3 s|process rank 1 with PID .* signal 9" --kill
+  "rank 1 did not reach all-reduce #[0-9]+ within 3 s|process rank 1 with PID .* signal 9" --kill
 done_testing

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A rank killed with SIGKILL mid-run takes the whole job down within the collective
-# timeout, with a non-zero exit and a message naming the rank.
+# timeout, with a non-zero exit and a message naming the rank; a rank stopped with SIGSTOP
+# is named by the ranks that wait for it.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -24,4 +25,21 @@ took=$(( $(date +%s) - start ))
 pgrep -f "output.dir=run" >/dev/null && fail "ranks still running" || say "ok - no rank left"
 grep -qiE "rank [0-9]|process rank" err && say "ok - the message names the rank: $(grep -iE 'rank [0-9]|process rank' err | head -1)" \
   || { fail "no rank named"; cat err >&2; }
+
+# SIGSTOP: the stopped rank never fails, the others' watchdogs find it and name it
+timeout 120 $MPI -np 3 "$ZT" pretrain recipe.toml output.dir=stop train.collective_timeout_s=5 >out 2>err &
+pid=$!  # timeout's; mpirun is its child, the ranks mpirun's
+for i in $(seq 1 50); do
+  mpirun_pid=$(pgrep -P $pid)
+  [ -n "$mpirun_pid" ] && [ "$(pgrep -P "$mpirun_pid" | wc -l)" -ge 3 ] && [ -s stop/metrics.jsonl ] && break; sleep 0.2
+done
+victim=$(pgrep -P "$mpirun_pid" | sed -n 2p)
+vrank=$(tr '\0' '\n' < /proc/$victim/environ | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+kill -STOP "$victim"
+wait $pid; code=$?
+kill -KILL "$victim" 2>/dev/null
+[ "$code" != 0 ] && [ "$code" != 124 ] && say "ok - the job failed (exit $code)" || fail "the job with a stopped rank: exit $code"
+grep -qE "rank $vrank did not reach [a-z -]+(\(f64\) )?#[0-9]+ within 5 s \(stopped or stuck" err \
+  && say "ok - the stopped rank $vrank is named: $(grep -E "rank $vrank did not reach" err | head -1)" \
+  || { fail "the stopped rank $vrank is not named"; cat err >&2; }
 done_testing

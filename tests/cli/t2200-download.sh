@@ -21,6 +21,9 @@ cp repo/sub/notes.txt repo/dup.txt # one blob, two snapshot links
 head -c 3000000 /dev/urandom > repo/model.safetensors
 head -c 5000 /dev/urandom > repo/sub/extra.bin
 echo '{"text": "hello"}' > datarepo/train.jsonl
+mkdir -p metarepo/.cache/huggingface/download # a remote name inside --local-dir's metadata
+echo '{"model_type": "llama"}' > metarepo/config.json
+printf '0000000000000000000000000000000000000000\nbad\n0\n' > metarepo/.cache/huggingface/download/config.json.metadata
 make_tiny model
 $PY -c '
 import json
@@ -30,7 +33,7 @@ with open("data.jsonl", "w") as f:
 # base control: trees come in pages of 2 entries, so every listing follows Link headers
 ctl() { printf '{"page": 2%s}\n' "${1:+, $1}" > ctl.json.tmp && mv ctl.json.tmp ctl.json; }
 ctl
-$PY "$ROOT/tests/fixtures/hub_server.py" --repo org/tiny=repo --repo org/model=model --repo dataset:org/data=datarepo \
+$PY "$ROOT/tests/fixtures/hub_server.py" --repo org/tiny=repo --repo org/model=model --repo dataset:org/data=datarepo --repo org/meta=metarepo \
   --ports ports --log log.jsonl --control ctl.json 2>server.err &
 srv=$!
 trap 'kill $srv 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -143,11 +146,12 @@ expect_exit 1 "a corrupted body" "model.safetensors.*corrupted: its sha256" "$ZT
 check "...leaves nothing" "$(find c6 -path '*blobs/*' -o -path '*snapshots/*/*' | wc -l)" 0
 ctl
 
-# --- a full disk (the partial file is /dev/full) --------------------------------------------
+# --- a full disk (the partial file is a device node like /dev/full: a link to it is refused) ---
 mkdir -p full/.cache/huggingface/download
-ln -s /dev/full "full/.cache/huggingface/download/model.safetensors.$(sha repo/model.safetensors).incomplete"
-expect_exit 1 "a full disk" "writing 'model.safetensors' failed: the disk is full" \
-  "$ZT" download org/tiny model.safetensors --local-dir full
+if mknod "full/.cache/huggingface/download/model.safetensors.$(sha repo/model.safetensors).incomplete" c 1 7 2>/dev/null; then
+  expect_exit 1 "a full disk" "writing 'model.safetensors' failed: the disk is full" \
+    "$ZT" download org/tiny model.safetensors --local-dir full
+else say "skip: a full disk (mknod needs root)"; fi
 
 # --- authentication: 401, the token only to the endpoint ------------------------------------
 ctl '"token": "s3cret-t0ken"'
@@ -193,6 +197,31 @@ expect_exit 2 "a name with '..' inside" "refusing" "$ZT" download org/tiny --loc
 check "...nothing written" "$(ls -d c10 evil.txt ../evil.txt 2>/dev/null | wc -l)" 0
 ctl
 expect_exit 2 "FILES with '..'" "refusing the remote file name '../x'" "$ZT" download org/tiny ../x --cache-dir c10
+
+# --- symbolic links zt did not make, names in zt's own metadata ------------------------------
+mkdir -p victim ld11 && ln -s ../victim ld11/sub
+expect_exit 2 "a symbolic link planted in --local-dir" "ld11/sub.*symbolic link zt did not make" \
+  "$ZT" download org/tiny --local-dir ld11
+check "...nothing written through it" "$(ls -A victim | wc -l)" 0
+mkdir -p ld12 && ln -s ../victim ld12/.cache
+expect_exit 2 "a symbolic link for --local-dir's metadata folder" "ld12/.cache.*symbolic link zt did not make" \
+  "$ZT" download org/tiny config.json --local-dir ld12
+check "...nothing written through it" "$(ls -A victim | wc -l)" 0
+mkdir -p c11/models--org--tiny && ln -s ../../victim c11/models--org--tiny/blobs
+expect_exit 2 "a symbolic link planted in the cache (blobs)" "c11/models--org--tiny/blobs.*symbolic link zt did not make" \
+  "$ZT" download org/tiny --cache-dir c11
+check "...nothing written through it" "$(ls -A victim | wc -l)" 0
+mkdir -p "c12/models--org--tiny/snapshots/$commit" && ln -s ../../../../victim "c12/models--org--tiny/snapshots/$commit/sub"
+expect_exit 2 "a symbolic link planted in a snapshot" "snapshots/$commit/sub.*symbolic link zt did not make" \
+  "$ZT" download org/tiny --cache-dir c12
+check "...nothing written through it" "$(ls -A victim | wc -l)" 0
+expect_ok "the cache's own links are followed again" "$ZT" download org/tiny --cache-dir c3
+expect_exit 2 "a remote file inside --local-dir's metadata folder" \
+  "refusing the remote file '.cache/huggingface/download/config.json.metadata'" "$ZT" download org/meta --local-dir ld13
+check "...nothing written" "$(ls -A ld13 2>/dev/null | wc -l)" 0
+expect_ok "...which a cache download takes as a file" "$ZT" download org/meta --cache-dir c13
+cmp -s metarepo/.cache/huggingface/download/config.json.metadata \
+  "$(cat "$TMP/out")/.cache/huggingface/download/config.json.metadata" && say "ok - ...in its snapshot" || fail "meta in the cache"
 
 # --- offline --------------------------------------------------------------------------------
 : > log.jsonl

@@ -233,6 +233,17 @@ expect_exit 2 "a reward program printing a non-number" "reward program .*line 3.
   "$ZT" rlhf grpo.toml output.dir=bad1 rlhf.reward_model= "rlhf.reward_command=$PY babble.py"
 expect_exit 2 "a crashing reward program" "reward program .*status 3.*line 4" \
   "$ZT" rlhf grpo.toml output.dir=bad2 rlhf.reward_model= "rlhf.reward_command=$PY crash.py"
+# a hung program whose shell forks a child: the timeout ends the child too, which held zt's
+# stdout and stderr, so a pipe reader sees their end (timeout 120: a bound for a failing run)
+timeout 120 bash -c 'set -o pipefail; "$1" rlhf grpo.toml output.dir=bad3 rlhf.reward_model= rlhf.reward_timeout_s=2 \
+  "rlhf.reward_command=sleep 1000 & echo \$! > sleeper.pid; wait" 2>&1 | cat > hung.out' _ "$ZT"
+got=$?
+[ "$got" = 2 ] && grep -q "reward program .*no answer to line 1 within 2 s" hung.out \
+  && say "ok - a hung reward program: zt's output ends when zt exits" || { fail "hung reward program: exit $got"; cat hung.out >&2; }
+sleeper=$(cat sleeper.pid 2>/dev/null)
+if [ -n "$sleeper" ] && [ -d /proc/$sleeper ] && ! grep -q '^State:.*Z' /proc/$sleeper/status; then
+  fail "the reward program's child $sleeper outlived zt"; kill -9 "$sleeper"
+else say "ok - and its child is gone"; fi
 expect_exit 2 "GRPO on preference data" "data.format must be \"prompt\"" "$ZT" rlhf grpo.toml data.format=preference \
   data.train=pref_valid.jsonl data.valid=pref_valid.jsonl output.dir=bad3
 expect_exit 2 "DPO on prompts" "data.format must be \"preference\"" "$ZT" rlhf dpo.toml data.format=prompt \

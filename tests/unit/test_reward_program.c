@@ -3,6 +3,8 @@
  * deadlock, and a crash, a signal, a bad answer or a timeout fails naming the line; close
  * ends a program that ignores the end of its input. */
 #define _GNU_SOURCE
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +171,48 @@ static void test_timeout(void)
     cJSON_Delete(objects[0]);
 }
 
+/* The pid a program wrote to path, 0 if none. */
+static pid_t read_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f && fscanf(f, "%ld", &pid) != 1) pid = 0;
+    if (f) fclose(f);
+    return (pid_t)pid;
+}
+
+/* A hung program whose shell forks a child that holds our stderr: killing the program
+ * ends the child too, so that a reader of our stderr (zt ... 2>&1 | cat) sees its end. */
+static void test_kill_ends_children(void)
+{
+    cJSON *objects[1] = {example("c", "c", 0)};
+    double rewards[1];
+    char pidfile[512], command[1024];
+    snprintf(pidfile, sizeof pidfile, "%s/child.pid", root);
+    snprintf(command, sizeof command, "sleep 1000 & echo $! > %s; wait", pidfile);
+    int err[2], saved = dup(2);
+    CHECK(pipe(err) == 0);
+    dup2(err[1], 2); /* the program's stderr (it inherits ours) is this pipe */
+    zt_reward_program p;
+    zt_status st = zt_reward_program_open(&p, command, 0.5);
+    dup2(saved, 2);
+    close(saved), close(err[1]);
+    CHECK(st == ZT_OK);
+    CHECK(zt_reward_program_score(&p, objects, 1, rewards) == ZT_EUSER);
+    pid_t child = read_pid(pidfile);
+    CHECK(child > 0);
+    zt_reward_program_close(&p);
+    /* once no process holds the pipe's write end it reads as ended (the bound only keeps a
+     * failing test from hanging) */
+    struct pollfd fd = {.fd = err[0], .events = POLLIN};
+    char c;
+    int ended = poll(&fd, 1, 10000) == 1 && read(err[0], &c, 1) == 0;
+    CHECK_MSG(ended, "the program's child %ld still holds stderr", (long)child);
+    if (!ended && child > 0) kill(child, SIGKILL);
+    close(err[0]);
+    cJSON_Delete(objects[0]);
+}
+
 static int lowest_free_fd(void)
 {
     int fd = dup(0);
@@ -212,6 +256,7 @@ int main(void)
     RUN(test_crash);
     RUN(test_bad_answer);
     RUN(test_timeout);
+    RUN(test_kill_ends_children);
     RUN(test_close);
     zt_remove_tree(root);
     return test_summary();

@@ -33,7 +33,8 @@ static void fresh_dir(char *out, size_t n, const char *name)
     CHECK(!zt_remove_tree(out) && !zt_mkdir_p(out));
 }
 
-/* n floats of random bits (any pattern, NaNs included: comparisons are bitwise) */
+/* n floats of random bits (any finite pattern, subnormals and -0 included: comparisons
+ * are bitwise; NaN and infinity a checkpoint refuses to hold) */
 static float *random_floats(size_t n, uint64_t seed)
 {
     zt_rng r;
@@ -41,6 +42,7 @@ static float *random_floats(size_t n, uint64_t seed)
     float *p = malloc((n ? n : 1) * sizeof *p);
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)zt_rng_next_u64(&r);
+        if ((u & 0x7f800000u) == 0x7f800000u) u ^= 0x40000000u; /* an all-ones exponent: clear its top bit */
         memcpy(&p[i], &u, 4);
     }
     return p;
