@@ -2,7 +2,7 @@
 # The tokenized cache: the first run builds it, a second run maps it, the tokens are
 # the same either way, and a changed template, tokenizer or data file builds anew.
 . "$(dirname "$0")/lib.sh"
-command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+need_cmd spm_train sentencepiece
 export ZT_LOG=info
 
 $PY - <<'PY'
