@@ -1,6 +1,6 @@
 # zt — build, test, bench.
 #   make            build ./zt (reports what it found)
-#   make test       unit tests (C) and CLI tests (shell)
+#   make test       unit tests (C) and CLI tests (shell); CLI=none: unit tests only
 #   make SAN=1 ...  the same with ASan + UBSan, in build-san/
 #   make bench      benchmarks (appends to bench/RESULTS.md)
 # Switches: NO_CUDA=1 NO_MPI=1 NO_URING=1 NO_CURL=1 NO_SPM=1 turn an optional part off.
@@ -194,12 +194,17 @@ $(F64_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt_f64.a $(BUILD)/.flag
 
 tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN)
 
+# CLI: which tests/cli files make test runs (globs; none: the unit tests alone).
+# ZT_CPU=scalar|avx2|avx512 in the environment runs the tests on that CPU kernel level.
+CLI     ?= t[0-9]*.sh
+# the sanitizer pass (make SAN=1 test-san): unit tests, the bad-input CLI tests and
+# multi-rank ones (2 to 4 ranks; Open MPI's own allocations suppressed: tests/lsan-openmpi.supp)
+SAN_CLI := t[0-9]*-bad-*.sh t1500-zero.sh t1800-zero3.sh
 test: all tests
-	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT)
+	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) $(foreach g,$(CLI),'$(g)')
 
-# the sanitizer pass (make SAN=1 test-san): unit tests and the bad-input CLI tests
 test-san: all tests
-	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) 't[0-9]*-bad-*.sh'
+	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) $(foreach g,$(SAN_CLI),'$(g)')
 
 bench: all
 	@bench/run.sh

@@ -4,17 +4,20 @@
 # cannot run here (a missing tool, no permission) exits 77 with its reason on a line
 # "skip: REASON" and counts as skipped. With CI=true, where scripts/install-deps.sh has
 # installed everything, a skipped test fails the run too.
-# usage: scripts/run-tests.sh BUILD_DIR ZT_BINARY [CLI_GLOB]
+# usage: scripts/run-tests.sh BUILD_DIR ZT_BINARY [CLI_GLOB...]   (CLI_GLOB "none": unit tests only)
 # ZT_CPU=scalar|avx2|avx512 runs the whole suite on that kernel level (lib/core/cpu.c).
 set -u
 build=${1:-build}
 zt=${2:-zt}
-cli_glob=${3:-t[0-9]*.sh}
+shift 2
+cli_globs=("${@:-t[0-9]*.sh}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 export ZT_BIN=$(cd "$(dirname "$zt")" && pwd)/$(basename "$zt")
 # Under the sanitizers, LeakSanitizer ignores what Open MPI's own libraries keep (the file
-# names them); zt's leaks are still reported.
-case "$ZT_BIN" in *-san) export LSAN_OPTIONS="suppressions=$root/tests/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" ;; esac
+# names them, and says why it needs full allocation stacks); zt's leaks are still reported.
+case "$ZT_BIN" in
+  *-san) export LSAN_OPTIONS="suppressions=$root/tests/lsan-openmpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" ;;
+esac
 
 # The CPU this run used: the model, the features the kernels dispatch on, and the level zt picked.
 cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')
@@ -42,8 +45,10 @@ run_one() {
 for t in "$build"/tests/test_*; do
   [ -x "$t" ] && run_one "$(basename "$t")" "$t"
 done
-for t in tests/cli/$cli_glob; do
-  [ -f "$t" ] && run_one "$(basename "$t")" bash "$t"
+for glob in "${cli_globs[@]}"; do
+  for t in tests/cli/$glob; do
+    [ -f "$t" ] && run_one "$(basename "$t")" bash "$t"
+  done
 done
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 [ ${#skips[@]} -gt 0 ] && printf 'skipped: %s\n' "${skips[@]}"
