@@ -38,7 +38,7 @@ run_one() {
     reason=$(echo "$out" | sed -n 's/^ *skip: //p' | tail -n 1)
     skipped=$((skipped + 1)); skips+=("$name (${reason:-no reason given})"); echo "SKIP $name ($took): ${reason:-no reason given}"
   else
-    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name (exit $code)"; echo "$out" | tail -n 30
+    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name ($took, exit $code)"; echo "$out" | tail -n 30
   fi
 }
 
