@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# README's first command (make demo): installs what is missing, builds, makes the
+# README's first command (also make demo): installs the Debian packages that are missing
+# (make and the compiler too, so it runs on a bare Debian 12 machine), builds, makes the
 # demo's data, a character-level SentencePiece tokenizer (spm_train) and a tiny
 # model (zt init), fine-tunes it with zt sft on a chat task (reverse a word), and
 # reports held-out exact-match accuracy and a sample conversation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --packages
 make -j2
 scripts/demo-prepare.sh
 d=build/demo

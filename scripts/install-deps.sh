@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs to build, test and benchmark; only what
 # is missing, so a second run does nothing. Needs root (or sudo) for apt-get.
+# --packages: the Debian packages only, not the test suite's huggingface_hub venv
+# (scripts/demo.sh, which needs no network beyond the Debian mirror).
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,7 @@ packages=(
   python3 python3-numpy    # test cross-checks
   python3-venv             # the venv with huggingface_hub (below)
   clang                    # fuzz harnesses (libFuzzer)
+  iproute2                 # tests/cli/t1300-multinode.sh: network namespaces
 )
 if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch fio curl); fi # bench/run.sh, bench/offload.sh, bench/download.sh
 
@@ -26,10 +29,15 @@ if [ ${#missing[@]} -eq 0 ]; then
 else
   echo "install-deps: installing ${missing[*]}"
   SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: installing needs root or sudo; missing: ${missing[*]}" >&2; exit 1; }
+    SUDO=sudo
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+[ "${1:-}" = --packages ] && exit 0
 
 # huggingface_hub from PyPI, in a venv inside the build directory: tests/cli/t2200-download.sh
 # checks with it that the Python client reads zt's cache. A failure here leaves that test failing.

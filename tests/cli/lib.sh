@@ -40,9 +40,16 @@ make_tiny() {
     num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
 }
 
+# skip REASON: this test cannot run here; exit 77, which scripts/run-tests.sh counts as a skip
+# (and CI=true counts as a failure: scripts/install-deps.sh has installed everything there)
+skip() { say "skip: $*"; exit 77; }
+
+# need_cmd COMMAND WHAT: skips unless COMMAND is installed
+need_cmd() { command -v "$1" >/dev/null || skip "$1 ($2) is not installed (scripts/install-deps.sh installs it)"; }
+
 # for tests of several ranks: skips without mpirun, else sets $MPI (one thread per rank)
 need_mpi() {
-  command -v mpirun >/dev/null || { say "skip: mpirun not installed (scripts/install-deps.sh installs it)"; exit 0; }
+  need_cmd mpirun "Open MPI"
   export OMP_NUM_THREADS=1
   MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 }

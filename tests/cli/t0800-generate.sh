@@ -2,7 +2,7 @@
 # zt generate: a model that memorised a text continues its first words with the
 # rest (greedy); batch mode writes completions; stop strings cut the output.
 . "$(dirname "$0")/lib.sh"
-command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+need_cmd spm_train sentencepiece
 
 story="the quick brown fox jumps over the lazy dog and then runs far away into the green forest"
 for i in $(seq 1 50); do echo "$story number $i is here"; echo "a small cat sleeps on the warm mat $i"; done > corpus.txt

@@ -4,7 +4,7 @@
 # token; zt sft and zt eval (with accuracy) run; bad lines and a tokenizer larger
 # than the model stop with exit 2.
 . "$(dirname "$0")/lib.sh"
-command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+need_cmd spm_train sentencepiece
 
 $PY - <<'PY'
 import json, random

@@ -3,7 +3,7 @@
 # the same either way, and a changed template, tokenizer or data file builds anew; a
 # corrupted entry (an offset, an id, a byte) is named in a warning and built again.
 . "$(dirname "$0")/lib.sh"
-command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+need_cmd spm_train sentencepiece
 export ZT_LOG=info
 
 $PY - <<'PY'

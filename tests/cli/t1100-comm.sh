@@ -3,11 +3,11 @@
 # as 2 nodes), a bad ZT_RANKS_PER_NODE, and the watchdog: a rank that hangs or dies inside a
 # loop of collectives must end the whole job, non-zero, within the timeout plus 10 s.
 . "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { say "skip: mpirun not installed"; exit 0; }
+need_cmd mpirun "Open MPI"
 case "$(basename "$ZT")" in *-san) build=build-san ;; *) build=build ;; esac
 T=$ROOT/$build/tests/test_comm
 [ -x "$T" ] || { fail "$T is missing (make tests)"; done_testing; }
-ldd "$T" | grep -q libmpi || { say "skip: $T was built without MPI"; exit 0; }
+ldd "$T" | grep -q libmpi || skip "$T was built without MPI"
 MPI=(timeout 120 mpirun --allow-run-as-root --oversubscribe)
 
 for n in 2 3 4; do expect_ok "collectives at $n ranks" "${MPI[@]}" -np $n "$T"; done

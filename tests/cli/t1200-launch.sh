@@ -4,7 +4,7 @@
 # backends, shell quoting of hostile words, and the one-line errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null; then say "skip: mpirun (Open MPI) is not installed"; exit 0; fi
+need_cmd mpirun "Open MPI"
 root=$([ "$(id -u)" = 0 ] && echo "--allow-run-as-root ")
 cores=$(nproc)
 threads() { local t=$((cores / $1)); echo $((t > 0 ? t : 1)); }

@@ -6,13 +6,12 @@
 # Checks: each rank runs in the namespace its hostfile line says, an MPI_Allreduce
 # across the link gives the right sum, and --include with a slot list places ranks
 # and devices per host. docs/launch.md describes the testbed.
-# Needs root and network namespaces; skips (exit 0) with a message where they are not allowed.
+# Needs root and network namespaces; skips (exit 77) with a message where they are not allowed.
 . "$(dirname "$0")/lib.sh"
 
-skip() { say "skip: $*"; exit 0; }
-command -v mpirun >/dev/null || skip "mpirun (Open MPI) is not installed"
-command -v mpicc >/dev/null || skip "mpicc (libopenmpi-dev) is not installed"
-command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
+need_cmd mpirun "Open MPI"
+need_cmd mpicc libopenmpi-dev
+need_cmd ip iproute2
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 
 . "$ROOT/scripts/netns-testbed.sh"

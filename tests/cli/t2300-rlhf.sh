@@ -9,7 +9,7 @@
 # and critic), and the errors: a crashing or babbling reward program, wrong data formats,
 # a causal LM given as the reward model.
 . "$(dirname "$0")/lib.sh"
-command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+need_cmd spm_train sentencepiece
 
 $PY "$ROOT/scripts/demo_data.py" .
 $PY "$ROOT/scripts/demo_rl_data.py" .
