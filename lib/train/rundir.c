@@ -82,6 +82,47 @@ zt_status zt_rundir_check(const char *dir, int overwrite)
     return ZT_OK;
 }
 
+/* A file of a run that was killed before it ended: what zt_rundir_open writes, the
+ * resolved recipe, TensorBoard events, checkpoints/, and the temporary files of their
+ * atomic writes (not summary.json or final/: those of a run that ended). */
+static int is_start_file(const char *name)
+{
+    static const char *names[] = {"run.json", "train.log", "metrics.jsonl", "recipe.resolved.toml", "checkpoints"};
+    if (!strncmp(name, "events.out.tfevents.", 20)) return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(name, names[i], n) && (!name[n] || !strncmp(name + n, ".tmp", 4))) return 1;
+    }
+    return 0;
+}
+
+/* The recipe's keys and values: the text after the comments that say where it came from. */
+static const char *recipe_body(const char *text)
+{
+    const char *s = strstr(text, "\n[");
+    return s ? s : text;
+}
+
+zt_status zt_rundir_is_restart(const char *dir, const char *resolved, int *restart)
+{
+    char path[4096 + 64], *text;
+    size_t len;
+    *restart = 0;
+    DIR *d = opendir(dir);
+    if (!d) return ZT_OK;
+    int only_start_files = 1;
+    for (struct dirent *e; only_start_files && (e = readdir(d));)
+        only_start_files = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || is_start_file(e->d_name);
+    closedir(d);
+    if (!only_start_files || zt_path_join(path, sizeof path, dir, "recipe.resolved.toml") || !zt_path_exists(path))
+        return ZT_OK;
+    zt_status st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    *restart = !strcmp(recipe_body(text), recipe_body(resolved));
+    free(text);
+    return ZT_OK;
+}
+
 /* Keeps the rows of metrics.jsonl up to step (a resumed run reads as one run). */
 static zt_status truncate_metrics(const char *path, long step)
 {

@@ -53,6 +53,25 @@ static zt_status find_resume(zt_trainer *t)
     return st;
 }
 
+/* resume = auto and no complete checkpoint: a start of this run that was killed before its
+ * first checkpoint left only its run files, which a new start replaces (*overwrite = 1). */
+static zt_status restart_killed(zt_trainer *t, int *overwrite)
+{
+    const zt_recipe *r = t->r;
+    char *resolved;
+    int restart = 0;
+    if (*overwrite || strcmp(r->train.resume, "auto")) return ZT_OK;
+    zt_status st = zt_recipe_resolved_text(r, &resolved);
+    if (st) return st;
+    st = zt_rundir_is_restart(r->output.dir, resolved, &restart);
+    free(resolved);
+    if (restart)
+        zt_log_info("'%s' holds a start of this run that ended before its first checkpoint: starting afresh",
+                    r->output.dir);
+    *overwrite = restart;
+    return st;
+}
+
 /* Restores weights, AdamW state for this rank's segments, the data cursor and the step. */
 static zt_status restore(zt_trainer *t)
 {
@@ -205,7 +224,10 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     const zt_recipe *r = t->r;
     char path[4096 + 64];
     if ((st = find_resume(t))) return st;
-    if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
+    int overwrite = r->output.overwrite;
+    if (t->lead && !t->resume_from[0] &&
+        ((st = restart_killed(t, &overwrite)) || (st = zt_rundir_check(r->output.dir, overwrite))))
+        return st;
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     t->T = r->data.max_length;
     if ((st = open_model(t)) || (st = t->algo->open(t))) return st;
@@ -217,7 +239,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     }
     zt_trainer_state prev = {.step = -1};
     if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
-    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard,
+    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard,
                                          t->zero.world, prev.step, argc, argv)) ||
                     (st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
                     (st = zt_recipe_write_resolved(r, path))))

@@ -40,6 +40,20 @@ a, b = load("full"), load("reshard")
 for t in a:
     assert np.abs(a[t] - b[t]).max() <= 1e-5 * max(np.abs(a[t]).max(), 1e-30), t
 PY
+# one flipped bit in the step-4 checkpoint's weights: a resume in the same layout, a
+# re-sharded resume and an export each refuse it, naming the shard and the segment
+cp -r full flipped && rm -rf flipped/final flipped/summary.json
+$PY - flipped/checkpoints/step-000004/rank-00000-of-00002.bin <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:  # params start after the 64-byte header and a 1-segment table
+    f.seek(64 + 16 + 8 + 4 * 10 + 2); b = f.read(1); f.seek(-1, 1); f.write(bytes([b[0] ^ 0x10]))
+PY
+flip_msg="rank-00000-of-00002.bin': segment 0 .*params .*checksum"
+expect_exit 2 "resume of a flipped bit" "$flip_msg" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=flipped zero.stage=1
+expect_exit 2 "re-sharded resume of a flipped bit" "$flip_msg" $MPI -np 4 "$ZT" pretrain recipe.toml \
+  output.dir=flipped zero.stage=2 train.gradient_accumulation_steps=1
+expect_exit 2 "export of a flipped bit" "$flip_msg" "$ZT" export flipped --out flipped-export
+
 cp -r full changed && rm -rf changed/final
 expect_exit 2 "changed data-defining keys" "other data-defining keys" $MPI -np 2 "$ZT" pretrain recipe.toml zero.stage=1 \
   output.dir=changed train.seed=9
@@ -56,6 +70,27 @@ wait $pid; code=$?
 $PY -c "import json; s=json.load(open('pre/summary.json')); assert s['status'] == 'preempted', s" \
   && say "ok - summary says preempted" || fail "summary: $(cat pre/summary.json 2>/dev/null)"
 ls pre/checkpoints/*/DONE >/dev/null 2>&1 && say "ok - SIGTERM wrote a checkpoint" || fail "no checkpoint after SIGTERM"
+
+# SIGKILL before the first checkpoint (and an interrupted save): resume = auto starts the
+# same recipe afresh; another recipe, or a run with a final model, still finds it not empty
+long="train.max_steps=100000 train.save_steps=0"
+"$ZT" pretrain recipe.toml output.dir=killed $long >killed.out 2>killed.err &
+pid=$!
+for i in $(seq 1 50); do [ -s killed/metrics.jsonl ] && break; sleep 0.2; done
+kill -KILL $pid; wait $pid
+mkdir -p killed/checkpoints/step-000003 && : > killed/checkpoints/step-000003/rank-00000-of-00001.bin
+expect_exit 2 "killed run, another recipe" "killed' is not empty" "$ZT" pretrain recipe.toml output.dir=killed $long \
+  train.learning_rate=2e-3
+mkdir killed/final
+expect_exit 2 "killed run with a final model" "killed' is not empty" "$ZT" pretrain recipe.toml output.dir=killed $long
+rmdir killed/final
+"$ZT" pretrain recipe.toml output.dir=killed $long >killed.out 2>killed.err &
+pid=$!
+for i in $(seq 1 50); do grep -q '"step": *2' killed/metrics.jsonl 2>/dev/null && break; sleep 0.2; done
+kill -TERM $pid; wait $pid; code=$?
+steps_ok=$($PY -c "import json; s = [json.loads(l)['step'] for l in open('killed/metrics.jsonl')]; print(s == list(range(1, len(s) + 1)))")
+[ $code = 0 ] && [ "$steps_ok" = True ] && [ ! -e killed/checkpoints/step-000003 ] && say "ok - resume = auto of a run killed before its first checkpoint" \
+  || { fail "restart of a killed run: exit $code, metrics $(head -c 40 killed/metrics.jsonl)"; cat killed.err >&2; }
 
 expect_ok "zt export" "$ZT" export full --out exported
 expect_ok "eval of the export" "$ZT" eval recipe.toml --checkpoint exported

@@ -329,7 +329,7 @@ static void test_bad_shards(void)
     CHECK(!zt_state_read_range(good, N, 0, N, NULL, NULL, NULL)); /* header check only */
 
     /* each case: a fresh copy of the good checkpoint, one shard damaged */
-    for (int c = 0; c < 11; c++) {
+    for (int c = 0; c < 12; c++) {
         char name[32];
         snprintf(name, sizeof name, "bad-%d", c);
         fresh_dir(dir, sizeof dir, name);
@@ -344,7 +344,7 @@ static void test_bad_shards(void)
         zt_status st = ZT_OK;
         const char *what = NULL;
         if (c == 0) unlink(shard), what = "cannot open";
-        if (c == 1) what = "truncated", st = truncate(shard, 64 + 16 + 8 + 3 * 34 * 4 - 4) ? ZT_EIO : ZT_OK;
+        if (c == 1) what = "truncated", st = truncate(shard, 64 + 16 + 8 + 3 * 34 * 4 + 3 * 4 - 4) ? ZT_EIO : ZT_OK;
         if (c == 2) what = "shorter than a shard header", st = truncate(shard, 10) ? ZT_EIO : ZT_OK;
         CHECK(!st);
         if (c == 3) patch(shard, 0, "ZTSHARD9", 8), what = "bad magic";
@@ -372,7 +372,7 @@ static void test_bad_shards(void)
             table[4] = zt_crc32c(0, table, 32);
             char *data;
             size_t len;
-            CHECK(!zt_read_file(shard, &data, &len) && len == 88 + 3 * 34 * 4);
+            CHECK(!zt_read_file(shard, &data, &len) && len == 88 + 3 * 34 * 4 + 3 * 4);
             FILE *f = fopen(shard, "wb");
             CHECK(f && fwrite(data, 1, 64, f) == 64 && fwrite(table, 8, 5, f) == 5 &&
                   fwrite(data + 88, 1, len - 88, f) == len - 88);
@@ -381,6 +381,7 @@ static void test_bad_shards(void)
             set_header_field(shard, 3, 2);
             what = "segment 1 [34, +16) is empty, out of order";
         }
+        if (c == 11) patch(shard, 0, "ZTSHARD2", 8), what = "a ZTSHARD2 shard of an older zt";
         st = zt_state_read_range(dir, N, 30, 10, buf, NULL, NULL); /* straddles ranks 0 and 1 */
         expect_user_error(st, c == 6 ? dir : shard, what);
     }
@@ -391,6 +392,47 @@ static void test_bad_shards(void)
     fresh_dir(dir, sizeof dir, "bad-empty");
     expect_user_error(zt_state_read_range(dir, N, 0, 4, buf, NULL, NULL), dir, "no rank-");
     free(p);
+}
+
+/* Flips bit `bit` of float `index` of array k (0 params, 1 m, 2 v) of a one-segment shard of total elements. */
+static void flip_bit(const char *shard, size_t total, int k, size_t index, int bit)
+{
+    FILE *f = fopen(shard, "r+b");
+    long at = 64 + 16 + 8 + (long)((k * total + index) * 4 + (size_t)bit / 8);
+    unsigned char byte = 0;
+    CHECK(f && !fseek(f, at, SEEK_SET) && fread(&byte, 1, 1, f) == 1);
+    byte ^= (unsigned char)(1u << bit % 8);
+    CHECK(f && !fseek(f, at, SEEK_SET) && fwrite(&byte, 1, 1, f) == 1);
+    if (f) fclose(f);
+}
+
+/* One flipped bit in a shard's data fails every read that touches its block, naming the
+ * file, the segment and the array; reads of other blocks still succeed. */
+static void test_flipped_bit(void)
+{
+    enum { N = 300000, WORLD = 2 }; /* rank 1 holds [150000, 300000): three blocks of 65536 */
+    const float *src[3] = {random_floats(N, 17), random_floats(N, 18), random_floats(N, 19)};
+    float *buf = malloc(N * sizeof *buf);
+    char dir[512], shard[600];
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "flip-%d", k);
+        fresh_dir(dir, sizeof dir, name);
+        write_all(dir, N, WORLD, src[0], src[1], src[2]);
+        path_of(shard, sizeof shard, dir, "rank-00001-of-00002.bin");
+        flip_bit(shard, N / 2, k, 70000, 5 + k); /* element 220000, in the segment's second block */
+        float *dst[3] = {k == 0 ? buf : NULL, k == 1 ? buf : NULL, k == 2 ? buf : NULL};
+        static const char *array[] = {"params", "Adam m", "Adam v"};
+        expect_user_error(zt_state_read_range(dir, N, 0, N, dst[0], dst[1], dst[2]), shard, array[k]);
+        expect_user_error(zt_state_read_range(dir, N, 220000, 1, dst[0], dst[1], dst[2]), shard,
+                          "segment 0 [150000, +150000)");
+        expect_user_error(zt_state_read_range(dir, N, 150000 + 65536, 2, dst[0], dst[1], dst[2]), shard,
+                          "checksum");
+        read_equal(dir, N, 0, 150000 + 65536, src);   /* up to the damaged block */
+        read_equal(dir, N, 150000 + 131072, N - 150000 - 131072, src); /* after it */
+    }
+    free(buf);
+    for (int k = 0; k < 3; k++) free((void *)src[k]);
 }
 
 /* --- trainer_state.json --------------------------------------------------------------------- */
@@ -633,6 +675,7 @@ int main(int argc, char **argv)
     RUN(test_gap_overlap);
     RUN(test_tiny_model);
     RUN(test_bad_shards);
+    RUN(test_flipped_bit);
     RUN(test_json);
     RUN(test_latest_rotate);
     RUN(test_writer_fill);
