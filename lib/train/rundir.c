@@ -1,6 +1,7 @@
 #include "rundir.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,27 +202,32 @@ static zt_status tensorboard_row(zt_rundir *rd, const cJSON *row)
     return st;
 }
 
+static zt_status metrics_failed(const zt_rundir *rd)
+{
+    return zt_fail(ZT_EIO, "writing '%s/metrics.jsonl' failed: %s", rd->dir, strerror(errno));
+}
+
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row)
 {
-    zt_status st = rd->tb ? tensorboard_row(rd, row) : ZT_OK;
     char *text = cJSON_PrintUnformatted(row);
-    cJSON_Delete(row);
-    if (st) {
-        free(text);
-        return st;
-    }
-    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing metrics");
-    int bad = fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics);
+    zt_status st = !text ? zt_fail(ZT_ENOMEM, "out of memory writing metrics")
+                   : fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics) ? metrics_failed(rd)
+                                                                                   : ZT_OK;
+    if (!st && rd->tb) st = tensorboard_row(rd, row);
     free(text);
-    return bad ? zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir) : ZT_OK;
+    cJSON_Delete(row);
+    return st;
 }
 
 zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
 {
     char path[4096 + 64], now[32];
-    zt_status st = ZT_OK;
-    if (summary) {
-        if (!(st = zt_rundir_path(rd, path, sizeof path, "summary.json"))) st = zt_json_write(path, summary);
+    /* the first failure is the one reported: the events and the metrics, then the summary */
+    zt_log_set_mirror(NULL);
+    zt_status st = zt_tfevents_close(rd->tb);
+    if (rd->metrics && fclose(rd->metrics) && !st) st = metrics_failed(rd);
+    if (summary) { /* not after a failure here: its status would be wrong */
+        if (!st && !(st = zt_rundir_path(rd, path, sizeof path, "summary.json"))) st = zt_json_write(path, summary);
         cJSON_Delete(summary);
     }
     if (rd->run) {
@@ -230,10 +236,6 @@ zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
         if (!st && !(st = zt_rundir_path(rd, path, sizeof path, "run.json"))) st = zt_json_write(path, rd->run);
         cJSON_Delete(rd->run);
     }
-    zt_log_set_mirror(NULL);
-    zt_status tst = zt_tfevents_close(rd->tb);
-    if (!st) st = tst;
-    if (rd->metrics && fclose(rd->metrics) && !st) st = zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir);
     if (rd->log) fclose(rd->log);
     memset(rd, 0, sizeof *rd);
     return st;

@@ -41,7 +41,8 @@ zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *n
  * to TensorBoard as train/<key> (valid/<key> for rows with "split": "valid") at
  * the row's step. Frees row. */
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row);
-/* Writes summary.json and the final run.json; frees summary. */
+/* Closes the events and metrics.jsonl, then writes summary.json and the final run.json
+ * (not after a failure to close those); frees summary. */
 zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary);
 
 /* Adds a number to a JSON object, as null when it is not finite (NaN, inf). */

@@ -536,11 +536,16 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
         add_memory(summary, &mem, t.zero.stage);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }
+    /* a failure is reported as it was met, not as what cleaning up after it met (a full disk
+     * fails the summary too) */
+    char first[1024];
+    snprintf(first, sizeof first, "%s", zt_errmsg());
+    zt_status failed = st;
     if (t.rd.run) {
         zt_status cst = zt_rundir_close(&t.rd, summary);
         if (!st) st = cst;
     }
     teardown(&t);
     if (t.comm) zt_comm_finalize(t.comm);
-    return st;
+    return failed ? zt_fail(failed, "%s", first) : st;
 }

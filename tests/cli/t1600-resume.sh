@@ -92,6 +92,23 @@ steps_ok=$($PY -c "import json; s = [json.loads(l)['step'] for l in open('killed
 [ $code = 0 ] && [ "$steps_ok" = True ] && [ ! -e killed/checkpoints/step-000003 ] && say "ok - resume = auto of a run killed before its first checkpoint" \
   || { fail "restart of a killed run: exit $code, metrics $(head -c 40 killed/metrics.jsonl)"; cat killed.err >&2; }
 
+# a file system that fills up mid-run: the first write that failed (a metrics row) is the
+# one reported, not the summary.json that cleaning up could not write after it
+mkdir -p small
+if mount -t tmpfs -o size=1m zt-test small 2>/dev/null; then
+  "$ZT" pretrain recipe.toml output.dir=small/run $long output.tensorboard=false >full-disk.out 2>full-disk.err &
+  pid=$!
+  for i in $(seq 1 50); do [ -s small/run/metrics.jsonl ] && break; sleep 0.2; done
+  dd if=/dev/zero of=small/filler bs=4k 2>/dev/null  # until no space is left
+  wait $pid; code=$?
+  [ $code = 1 ] && grep -q "metrics.jsonl.*No space left on device" full-disk.err \
+    && say "ok - a full disk mid-run: the metrics.jsonl write is reported" \
+    || { fail "a full disk mid-run: exit $code"; cat full-disk.err >&2; }
+  umount small
+else
+  say "skip: cannot mount a tmpfs here (the full disk case)"
+fi
+
 expect_ok "zt export" "$ZT" export full --out exported
 expect_ok "eval of the export" "$ZT" eval recipe.toml --checkpoint exported
 done_testing
