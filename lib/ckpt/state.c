@@ -441,3 +441,44 @@ zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset,
     free(rr.block);
     return st;
 }
+
+/* The shard's header, if it is one of this format (magic and checksum right), else zeros. */
+static shard_header peek_header(int fd, const char *path)
+{
+    shard_header h = {0};
+    if (pread_all(fd, &h, sizeof h, 0, path) || memcmp(h.magic, SHARD_MAGIC, 8) || h.crc != header_crc(&h))
+        memset(&h, 0, sizeof h);
+    return h;
+}
+
+zt_status zt_state_check_shards(const char *ckpt_dir, const char *json, size_t numel, int world, int stage)
+{
+    int w;
+    zt_status st = shard_world(ckpt_dir, &w);
+    if (st) return st;
+    if (w != world)
+        return zt_fail(ZT_EUSER, "'%s': 'world' is %d, but the checkpoint holds the shards of %d rank(s)", json, world,
+                       w);
+    for (int r = 0; r < world && !st; r++) {
+        char path[4096];
+        if ((st = shard_path(path, sizeof path, ckpt_dir, r, world))) break;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            st = zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "'%s': cannot open: %s", path,
+                         strerror(errno));
+            break;
+        }
+        shard_header h = peek_header(fd, path);
+        size_t size = 0;
+        if (h.numel && h.numel != numel)
+            st = zt_fail(ZT_EUSER, "'%s': 'numel' is %zu, but '%s' is a shard of a %llu-element model", json, numel,
+                         path, (unsigned long long)h.numel);
+        if (!st) st = header_check(fd, path, numel, r, world, &h, &size);
+        /* stages 0-2 write one slice a rank; stage 3 a segment per model unit */
+        if (!st && stage < 3 && h.nseg > 1)
+            st = zt_fail(ZT_EUSER, "'%s': 'zero_stage' is %d, but '%s' holds %llu segments (the layout of stage 3)",
+                         json, stage, path, (unsigned long long)h.nseg);
+        close(fd);
+    }
+    return st;
+}

@@ -89,9 +89,16 @@ zt_status zt_state_write_shard_from(const char *ckpt_dir, int rank, int world, s
 zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params,
                               float *m, float *v);
 
-/* trainer_state.json, written atomically; reading checks every key's presence and type. */
+/* trainer_state.json, written atomically; reading checks every key's presence and type,
+ * and the keys against the checkpoint: 'step' against a directory named step-N, 'world',
+ * 'numel' and 'zero_stage' against the shards' names, headers and segment counts
+ * (zt_state_check_shards). A contradiction is ZT_EUSER naming the file and the key. */
 zt_status zt_state_write_json(const char *ckpt_dir, const zt_trainer_state *s);
 zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s);
+
+/* Checks that ckpt_dir holds the shards of world ranks, each a valid header of a numel-element
+ * model, and (stage < 3) one segment at most each; errors name json and the key. */
+zt_status zt_state_check_shards(const char *ckpt_dir, const char *json, size_t numel, int world, int stage);
 
 /* Copies into ckpt_dir those of config.json, generation_config.json and the tokenizer
  * files (tokenizer.json, tokenizer.model, tokenizer_config.json, special_tokens_map.json)

@@ -80,8 +80,8 @@ static zt_status restore(zt_trainer *t)
     zt_status st = zt_state_read_json(t->resume_from, &s);
     if (st) return st;
     if (s.numel != t->m.numel)
-        return zt_fail(ZT_EUSER, "checkpoint '%s' holds %zu parameters but the model has %zu", t->resume_from, s.numel,
-                       t->m.numel);
+        return zt_fail(ZT_EUSER, "'%s/trainer_state.json': 'numel' is %zu, but the model has %zu parameters",
+                       t->resume_from, s.numel, t->m.numel);
     if (s.data_hash != data_hash(t) && !r->train.resume_force)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",

@@ -54,6 +54,18 @@ expect_exit 2 "re-sharded resume of a flipped bit" "$flip_msg" $MPI -np 4 "$ZT" 
   output.dir=flipped zero.stage=2 train.gradient_accumulation_steps=1
 expect_exit 2 "export of a flipped bit" "$flip_msg" "$ZT" export flipped --out flipped-export
 
+# trainer_state.json that the shards or the directory's name contradict
+for key in step=999999 world=1 numel=5; do
+  d=state-${key%=*}
+  cp -r full $d && rm -rf $d/final $d/summary.json
+  $PY -c "import json, sys; p = '$d/checkpoints/step-000004/trainer_state.json'; s = json.load(open(p)); \
+s['${key%=*}'] = ${key#*=}; json.dump(s, open(p, 'w'))"
+  expect_exit 2 "resume of trainer_state.json with $key" "step-000004/trainer_state.json': '${key%=*}' is ${key#*=}, but" \
+    $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=$d zero.stage=1
+  expect_exit 2 "export of trainer_state.json with $key" "step-000004/trainer_state.json': '${key%=*}' is ${key#*=}, but" \
+    "$ZT" export $d --out $d-export
+done
+
 cp -r full changed && rm -rf changed/final
 expect_exit 2 "changed data-defining keys" "other data-defining keys" $MPI -np 2 "$ZT" pretrain recipe.toml zero.stage=1 \
   output.dir=changed train.seed=9

@@ -446,6 +446,7 @@ static void test_json(void)
                           .world = 4, .zero_stage = 3, .numel = 7000000123ull, .tokens_seen = 1.5e12 + 0.25,
                           .elapsed_s = 1.0 / 3.0},
                      t;
+    for (int r = 0; r < 4; r++) CHECK(!zt_state_write_shard(dir, r, 4, s.numel, NULL, 0, NULL, NULL, NULL));
     CHECK(!zt_state_write_json(dir, &s));
     zt_status st = zt_state_read_json(dir, &t);
     CHECK_MSG(!st, "%s", zt_errmsg());
@@ -470,6 +471,44 @@ static void test_json(void)
     }
     unlink(path);
     expect_user_error(zt_state_read_json(dir, &t), path, NULL);
+}
+
+/* trainer_state.json whose step, world, numel or stage the shards and the directory's
+ * name contradict is refused, naming the file and the key. */
+static void test_json_vs_shards(void)
+{
+    enum { N = 100 };
+    char run[512], dir[600], path[700];
+    float *p = random_floats(N, 20);
+    fresh_dir(run, sizeof run, "json-shards");
+    path_of(dir, sizeof dir, run, "step-000004");
+    CHECK(!zt_mkdir_p(dir));
+    path_of(path, sizeof path, dir, "trainer_state.json");
+    write_all(dir, N, 1, p, p, p);
+    zt_trainer_state good = {.step = 4, .world = 1, .zero_stage = 1, .numel = N}, s = good, t;
+    CHECK(!zt_state_write_json(dir, &s));
+    zt_status st = zt_state_read_json(dir, &t);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    s.step = 999999;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path, "'step' is 999999, but the checkpoint directory is step-000004");
+    s = good, s.world = 2;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path, "'world' is 2, but the checkpoint holds the shards of 1 rank");
+    s = good, s.numel = N + 1;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path, "'numel' is 101, but");
+    s = good;
+    CHECK(!zt_state_write_json(dir, &s));
+    zt_state_segment two[2] = {{0, 50}, {50, 50}}; /* the stage 3 layout of two units */
+    const float *src[3] = {p, p, p};
+    write_segments(dir, 0, 1, N, two, 2, src);
+    expect_user_error(zt_state_read_json(dir, &t), path, "'zero_stage' is 1, but");
+    s.zero_stage = 3;
+    CHECK(!zt_state_write_json(dir, &s));
+    st = zt_state_read_json(dir, &t);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    free(p);
 }
 
 /* --- DONE, newest, rotation ----------------------------------------------------------------- */
@@ -677,6 +716,7 @@ int main(int argc, char **argv)
     RUN(test_bad_shards);
     RUN(test_flipped_bit);
     RUN(test_json);
+    RUN(test_json_vs_shards);
     RUN(test_latest_rotate);
     RUN(test_writer_fill);
     if (zt_remove_tree(root)) fprintf(stderr, "cannot remove %s\n", root);
