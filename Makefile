@@ -216,6 +216,9 @@ fuzz:
 	build-fuzz/fuzz_toml -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/toml tests/fuzz/corpus/toml
 	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/safetensors.dict build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
 	build-fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/jinja.dict build-fuzz/corpus/jinja tests/fuzz/corpus/jinja
+	@mkdir -p build-fuzz/corpus/state
+	$(FUZZ_CC) tests/fuzz/fuzz_state.c lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c -o build-fuzz/fuzz_state $(shell pkg-config --libs libcjson) -lm
+	build-fuzz/fuzz_state -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/state tests/fuzz/corpus/state
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san
