@@ -339,23 +339,23 @@ typedef struct segment_at {
 static zt_status read_checked(range_read *rr, int fd, const segment_at *s, int k, size_t lo, size_t hi)
 {
     size_t data = table_end(s->h), crcs = data + SHARD_ARRAYS * s->h->total * sizeof(float);
+    size_t seg_end = s->e.offset + s->e.count;
     zt_status st = ZT_OK;
     for (size_t b = (lo - s->e.offset) / SHARD_BLOCK; !st && s->e.offset + b * SHARD_BLOCK < hi; b++) {
-        size_t first = b * SHARD_BLOCK, n = s->e.count - first < SHARD_BLOCK ? s->e.count - first : SHARD_BLOCK;
+        size_t first = s->e.offset + b * SHARD_BLOCK; /* the block's first element */
+        size_t n = seg_end - first < SHARD_BLOCK ? seg_end - first : SHARD_BLOCK;
+        size_t packed = k * s->h->total + s->packed + b * SHARD_BLOCK; /* its position in the arrays */
         uint32_t want;
-        st = pread_all(fd, rr->block, n * sizeof(float), (off_t)(data + (k * s->h->total + s->packed + first) *
-                                                                             sizeof(float)), s->path);
+        st = pread_all(fd, rr->block, n * sizeof(float), (off_t)(data + packed * sizeof(float)), s->path);
         if (!st)
             st = pread_all(fd, &want, sizeof want, (off_t)(crcs + (k * s->nblocks + s->block + b) * sizeof want),
                            s->path);
         if (!st && want != zt_crc32c(0, rr->block, n * sizeof(float)))
-            return zt_fail(ZT_EUSER, "'%s': segment %zu [%llu, +%llu): %s elements [%zu, %zu) fail their checksum "
-                           "(corrupt)", s->path, s->index, (unsigned long long)s->e.offset,
-                           (unsigned long long)s->e.count, array_names[k], (size_t)s->e.offset + first,
-                           (size_t)s->e.offset + first + n);
-        size_t a = s->e.offset + first > lo ? s->e.offset + first : lo;
-        size_t z = s->e.offset + first + n < hi ? s->e.offset + first + n : hi;
-        if (!st) memcpy(rr->dst[k] + (a - rr->offset), rr->block + (a - s->e.offset - first), (z - a) * sizeof(float));
+            st = zt_fail(ZT_EUSER, "'%s': segment %zu [%llu, +%llu): %s elements [%zu, %zu) fail their checksum "
+                         "(corrupt)", s->path, s->index, (unsigned long long)s->e.offset,
+                         (unsigned long long)s->e.count, array_names[k], first, first + n);
+        size_t a = first > lo ? first : lo, z = first + n < hi ? first + n : hi;
+        if (!st) memcpy(rr->dst[k] + (a - rr->offset), rr->block + (a - first), (z - a) * sizeof(float));
     }
     return st;
 }
@@ -392,7 +392,7 @@ static int piece_order(const void *a, const void *b)
 /* Every element of the range in exactly one piece. */
 static zt_status coverage_check(range_read *rr, int world)
 {
-    qsort(rr->pieces, rr->npieces, sizeof *rr->pieces, piece_order);
+    if (rr->npieces) qsort(rr->pieces, rr->npieces, sizeof *rr->pieces, piece_order); /* (pieces is NULL when none) */
     size_t next = rr->offset; /* the first element no piece so far holds */
     int holder = -1;          /* the rank whose piece ends at next */
     for (size_t i = 0; i < rr->npieces; i++) {

@@ -262,6 +262,10 @@ static void test_gap_overlap(void)
     read_equal(dir, N, 0, 44, src); /* the rest reads */
     read_equal(dir, N, 58, N - 58, src);
 
+    fresh_dir(dir, sizeof dir, "gap-all"); /* a one-rank checkpoint whose shard holds nothing */
+    write_segments(dir, 0, 1, N, NULL, 0, src);
+    expect_user_error(zt_state_read_range(dir, N, 0, N, buf, NULL, NULL), dir, "no shard holds elements [0, 100)");
+
     fresh_dir(dir, sizeof dir, "gap-end");
     zt_state_segment most = {0, N - 1};
     write_segments(dir, 0, 1, N, &most, 1, src);
