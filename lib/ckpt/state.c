@@ -392,7 +392,8 @@ static int piece_order(const void *a, const void *b)
 /* Every element of the range in exactly one piece. */
 static zt_status coverage_check(range_read *rr, int world)
 {
-    if (rr->npieces) qsort(rr->pieces, rr->npieces, sizeof *rr->pieces, piece_order); /* (pieces is NULL when none) */
+    if (rr->npieces) /* pieces is NULL when there are none */
+        qsort(rr->pieces, rr->npieces, sizeof *rr->pieces, piece_order);
     size_t next = rr->offset; /* the first element no piece so far holds */
     int holder = -1;          /* the rank whose piece ends at next */
     for (size_t i = 0; i < rr->npieces; i++) {

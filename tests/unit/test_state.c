@@ -495,7 +495,8 @@ static void test_json_vs_shards(void)
     CHECK_MSG(!st, "%s", zt_errmsg());
     s.step = 999999;
     CHECK(!zt_state_write_json(dir, &s));
-    expect_user_error(zt_state_read_json(dir, &t), path, "'step' is 999999, but the checkpoint directory is step-000004");
+    expect_user_error(zt_state_read_json(dir, &t), path,
+                      "'step' is 999999, but the checkpoint directory is step-000004");
     s = good, s.world = 2;
     CHECK(!zt_state_write_json(dir, &s));
     expect_user_error(zt_state_read_json(dir, &t), path, "'world' is 2, but the checkpoint holds the shards of 1 rank");
