@@ -345,17 +345,20 @@ static zt_status read_checked(range_read *rr, int fd, const segment_at *s, int k
         size_t first = s->e.offset + b * SHARD_BLOCK; /* the block's first element */
         size_t n = seg_end - first < SHARD_BLOCK ? seg_end - first : SHARD_BLOCK;
         size_t packed = k * s->h->total + s->packed + b * SHARD_BLOCK; /* its position in the arrays */
+        size_t a = first > lo ? first : lo, z = first + n < hi ? first + n : hi; /* the part wanted */
+        /* a block wanted whole is read in place, one that is not through rr->block */
+        float *buf = a == first && z == first + n ? rr->dst[k] + (first - rr->offset) : rr->block;
         uint32_t want;
-        st = pread_all(fd, rr->block, n * sizeof(float), (off_t)(data + packed * sizeof(float)), s->path);
+        st = pread_all(fd, buf, n * sizeof(float), (off_t)(data + packed * sizeof(float)), s->path);
         if (!st)
             st = pread_all(fd, &want, sizeof want, (off_t)(crcs + (k * s->nblocks + s->block + b) * sizeof want),
                            s->path);
-        if (!st && want != zt_crc32c(0, rr->block, n * sizeof(float)))
+        if (!st && want != zt_crc32c(0, buf, n * sizeof(float)))
             st = zt_fail(ZT_EUSER, "'%s': segment %zu [%llu, +%llu): %s elements [%zu, %zu) fail their checksum "
                          "(corrupt)", s->path, s->index, (unsigned long long)s->e.offset,
                          (unsigned long long)s->e.count, array_names[k], first, first + n);
-        size_t a = first > lo ? first : lo, z = first + n < hi ? first + n : hi;
-        if (!st) memcpy(rr->dst[k] + (a - rr->offset), rr->block + (a - first), (z - a) * sizeof(float));
+        if (!st && buf == rr->block)
+            memcpy(rr->dst[k] + (a - rr->offset), rr->block + (a - first), (z - a) * sizeof(float));
     }
     return st;
 }
