@@ -122,7 +122,9 @@ static void read_back(const uint8_t *b, size_t size, const layout *l)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!root[0]) {
-        snprintf(root, sizeof root, "/tmp/fuzz_state_%ld", (long)getpid());
+        /* in memory where there is a tmpfs for it: every input is two files written and read */
+        snprintf(root, sizeof root, "%s/fuzz_state_%ld", zt_path_exists("/dev/shm") ? "/dev/shm" : "/tmp",
+                 (long)getpid());
         snprintf(dir, sizeof dir, "%s/step-000004", root);
         if (zt_mkdir_p(dir)) abort();
         atexit(remove_dir);
