@@ -210,9 +210,9 @@ static zt_status metrics_failed(const zt_rundir *rd)
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row)
 {
     char *text = cJSON_PrintUnformatted(row);
-    zt_status st = !text ? zt_fail(ZT_ENOMEM, "out of memory writing metrics")
-                   : fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics) ? metrics_failed(rd)
-                                                                                   : ZT_OK;
+    zt_status st = ZT_OK;
+    if (!text) st = zt_fail(ZT_ENOMEM, "out of memory writing metrics");
+    else if (fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics)) st = metrics_failed(rd);
     if (!st && rd->tb) st = tensorboard_row(rd, row);
     free(text);
     cJSON_Delete(row);
