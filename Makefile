@@ -229,6 +229,9 @@ fuzz:
 	@mkdir -p build-fuzz/corpus/cache
 	$(FUZZ_CC) tests/fuzz/fuzz_cache.c lib/data/cache.c lib/data/dataset.c lib/core/*.c -o build-fuzz/fuzz_cache -lm
 	build-fuzz/fuzz_cache -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/cache tests/fuzz/corpus/cache
+	@mkdir -p build-fuzz/corpus/state
+	$(FUZZ_CC) tests/fuzz/fuzz_state.c lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c -o build-fuzz/fuzz_state $(shell pkg-config --libs libcjson) -lm
+	build-fuzz/fuzz_state -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/state tests/fuzz/corpus/state
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san

@@ -15,13 +15,18 @@
  * a run may resume with another world size or stage (resharding is index arithmetic).
  *
  * A shard file is
- *   a 64-byte header: magic "ZTSHARD2", then little-endian u64 numel, world, rank, nseg,
+ *   a 64-byte header: magic "ZTSHARD3", then little-endian u64 numel, world, rank, nseg,
  *     arrays (= 3), total (elements over all segments), and the CRC-32C of the 56 bytes
  *     before it;
  *   the segment table: nseg pairs of u64 (offset, count), ascending, disjoint and not
  *     empty, then a u64 CRC-32C of those 16*nseg bytes;
- *   the three fp32 arrays params, m, v of total elements each, each packed in segment order.
- * Its size is exactly 64 + 16*nseg + 8 + 3*total*4 bytes.
+ *   the three fp32 arrays params, m, v of total elements each, each packed in segment order;
+ *   the block CRCs: each segment's elements of an array are cut into blocks of 65536 from
+ *     the segment's start (the last one shorter); for params, then m, then v, a u32 CRC-32C
+ *     of each block, segment by segment: nblocks = sum of ceil(count / 65536) per array.
+ * Its size is exactly 64 + 16*nseg + 8 + 3*total*4 + 3*nblocks*4 bytes. A read of any range
+ * reads and checks every block it touches whole, so no element is returned unchecked. A
+ * "ZTSHARD2" shard (an older zt's, without block CRCs) is refused with a message saying so.
  *
  *     char dir[4096];
  *     if (rank == 0) st = zt_state_dir(run, step, dir, sizeof dir);     // then a barrier
@@ -78,14 +83,22 @@ zt_status zt_state_write_shard_from(const char *ckpt_dir, int rank, int world, s
  * read, and the parts of its segments inside the range. Any of params, m, v may be NULL to
  * skip that array (all three NULL over [0, numel): checks every shard's header, table and
  * size and that the shards cover every element once, reads no data). A missing, short or
- * corrupt shard, or one of another numel, is ZT_EUSER naming the file; an element of the
+ * corrupt shard (a block failing its CRC: naming the segment, the array and the elements),
+ * or one of another numel, is ZT_EUSER naming the file; an element of the
  * range that no shard holds, or two do, is ZT_EUSER naming the checkpoint and the elements. */
 zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params,
                               float *m, float *v);
 
-/* trainer_state.json, written atomically; reading checks every key's presence and type. */
+/* trainer_state.json, written atomically; reading checks every key's presence and type,
+ * and the keys against the checkpoint: 'step' against a directory named step-N, 'world',
+ * 'numel' and 'zero_stage' against the shards' names, headers and segment counts
+ * (zt_state_check_shards). A contradiction is ZT_EUSER naming the file and the key. */
 zt_status zt_state_write_json(const char *ckpt_dir, const zt_trainer_state *s);
 zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s);
+
+/* Checks that ckpt_dir holds the shards of world ranks, each a valid header of a numel-element
+ * model, and (stage < 3) one segment at most each; errors name json and the key. */
+zt_status zt_state_check_shards(const char *ckpt_dir, const char *json, size_t numel, int world, int stage);
 
 /* Copies into ckpt_dir those of config.json, generation_config.json and the tokenizer
  * files (tokenizer.json, tokenizer.model, tokenizer_config.json, special_tokens_map.json)

@@ -88,6 +88,30 @@ static zt_status get_real(const cJSON *o, const char *key, double *out, const ch
     return ZT_OK;
 }
 
+/* "step-" then only digits → the step, else -1 */
+static long parse_step(const char *name)
+{
+    char *end;
+    if (strncmp(name, "step-", 5) || name[5] < '0' || name[5] > '9') return -1;
+    errno = 0;
+    long step = strtol(name + 5, &end, 10);
+    return *end || errno ? -1 : step;
+}
+
+/* The step of a directory named step-N (its last component), else -1. */
+static long dir_step(const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    char name[64];
+    size_t start = n;
+    while (start && dir[start - 1] != '/') start--;
+    if (n - start >= sizeof name) return -1;
+    memcpy(name, dir + start, n - start);
+    name[n - start] = 0;
+    return parse_step(name);
+}
+
 zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
 {
     char path[4096], *text;
@@ -120,6 +144,11 @@ zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
     if (!st) st = get_real(o, "elapsed_s", &s->elapsed_s, path);
     cJSON_Delete(o);
     if (st) return st;
+    long named = dir_step(ckpt_dir);
+    if (named >= 0 && named != step)
+        return zt_fail(ZT_EUSER, "'%s': 'step' is %" PRId64 ", but the checkpoint directory is step-%06ld", path, step,
+                       named);
+    if ((st = zt_state_check_shards(ckpt_dir, path, (size_t)numel, (int)world, (int)stage))) return st;
     s->step = (long)step, s->world = (int)world, s->zero_stage = (int)stage, s->numel = (size_t)numel;
     return ZT_OK;
 }
@@ -182,16 +211,6 @@ typedef struct ckpt_entry {
     int done;
     char path[4096];
 } ckpt_entry;
-
-/* "step-" then only digits → the step, else -1 */
-static long parse_step(const char *name)
-{
-    char *end;
-    if (strncmp(name, "step-", 5) || name[5] < '0' || name[5] > '9') return -1;
-    errno = 0;
-    long step = strtol(name + 5, &end, 10);
-    return *end || errno ? -1 : step;
-}
 
 static int by_step(const void *a, const void *b)
 {

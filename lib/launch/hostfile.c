@@ -6,9 +6,11 @@
 
 #include "lib/core/fileio.h"
 
+#define HOST_NAME_MAX_LEN 253 /* the longest DNS name */
+
 static int host_name_ok(const char *s)
 {
-    if (!isalnum((unsigned char)s[0]) || strlen(s) > 253) return 0;
+    if (!isalnum((unsigned char)s[0])) return 0;
     for (; *s; s++)
         if (!isalnum((unsigned char)*s) && !strchr(".-_", *s)) return 0;
     return 1;
@@ -57,10 +59,14 @@ static zt_status parse_line(zt_host_pool *p, char *line, const char *where, int 
     if (parse_slots(slots + 6, &n) || n < 1)
         return zt_fail(ZT_EUSER, "%s:%d: slots must be an integer in [1, %d], got '%s'", where, lineno,
                        ZT_HOST_MAX_SLOTS, slots + 6);
+    size_t len = strlen(host);
+    if (len > HOST_NAME_MAX_LEN)
+        return zt_fail(ZT_EUSER, "%s:%d: host name '%.64s...' is %zu characters long, longer than %d", where, lineno,
+                       host, len, HOST_NAME_MAX_LEN);
     if (!host_name_ok(host))
         return zt_fail(ZT_EUSER, "%s:%d: host name '%.64s' may only hold letters, digits, '.', '-' and '_'", where,
                        lineno, host);
-    int dup = find_host(p, host, strlen(host));
+    int dup = find_host(p, host, len);
     if (dup >= 0)
         return zt_fail(ZT_EUSER, "%s:%d: host '%s' is listed twice (first on line %d)", where, lineno, host,
                        first_line[dup]);

@@ -174,6 +174,8 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
 /* Writes every key with its final value as TOML that zt_recipe_load reads back
  * to the same values; atomically (path.tmp, fsync, rename). */
 zt_status zt_recipe_write_resolved(const zt_recipe *r, const char *path);
+/* The same text, into *text (free it). */
+zt_status zt_recipe_resolved_text(const zt_recipe *r, char **text);
 
 /* Hash (FNV-1a 64) of the keys that define the training data and its order
  * (the ZT_RECIPE_DATA keys); the caller adds the global batch (micro × accumulation ×

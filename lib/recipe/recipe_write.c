@@ -66,6 +66,21 @@ static void write_all(FILE *f, const zt_recipe *r)
     }
 }
 
+zt_status zt_recipe_resolved_text(const zt_recipe *r, char **text)
+{
+    size_t len;
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
+    if (!f) return zt_fail(ZT_ENOMEM, "out of memory writing the resolved recipe");
+    write_all(f, r);
+    if (fclose(f)) {
+        free(*text);
+        *text = NULL;
+        return zt_fail(ZT_ENOMEM, "out of memory writing the resolved recipe");
+    }
+    return ZT_OK;
+}
+
 /* fsync of the directory holding path, so that a rename in it is durable. */
 static int sync_dir(const char *path)
 {

@@ -1,6 +1,7 @@
 #include "rundir.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,47 @@ zt_status zt_rundir_check(const char *dir, int overwrite)
     return ZT_OK;
 }
 
+/* A file of a run that was killed before it ended: what zt_rundir_open writes, the
+ * resolved recipe, TensorBoard events, checkpoints/, and the temporary files of their
+ * atomic writes (not summary.json or final/: those of a run that ended). */
+static int is_start_file(const char *name)
+{
+    static const char *names[] = {"run.json", "train.log", "metrics.jsonl", "recipe.resolved.toml", "checkpoints"};
+    if (!strncmp(name, "events.out.tfevents.", 20)) return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncmp(name, names[i], n) && (!name[n] || !strncmp(name + n, ".tmp", 4))) return 1;
+    }
+    return 0;
+}
+
+/* The recipe's keys and values: the text after the comments that say where it came from. */
+static const char *recipe_body(const char *text)
+{
+    const char *s = strstr(text, "\n[");
+    return s ? s : text;
+}
+
+zt_status zt_rundir_is_restart(const char *dir, const char *resolved, int *restart)
+{
+    char path[4096 + 64], *text;
+    size_t len;
+    *restart = 0;
+    DIR *d = opendir(dir);
+    if (!d) return ZT_OK;
+    int only_start_files = 1;
+    for (struct dirent *e; only_start_files && (e = readdir(d));)
+        only_start_files = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || is_start_file(e->d_name);
+    closedir(d);
+    if (!only_start_files || zt_path_join(path, sizeof path, dir, "recipe.resolved.toml") || !zt_path_exists(path))
+        return ZT_OK;
+    zt_status st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    *restart = !strcmp(recipe_body(text), recipe_body(resolved));
+    free(text);
+    return ZT_OK;
+}
+
 /* Keeps the rows of metrics.jsonl up to step (a resumed run reads as one run). */
 static zt_status truncate_metrics(const char *path, long step)
 {
@@ -160,27 +202,32 @@ static zt_status tensorboard_row(zt_rundir *rd, const cJSON *row)
     return st;
 }
 
+static zt_status metrics_failed(const zt_rundir *rd)
+{
+    return zt_fail(ZT_EIO, "writing '%s/metrics.jsonl' failed: %s", rd->dir, strerror(errno));
+}
+
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row)
 {
-    zt_status st = rd->tb ? tensorboard_row(rd, row) : ZT_OK;
     char *text = cJSON_PrintUnformatted(row);
-    cJSON_Delete(row);
-    if (st) {
-        free(text);
-        return st;
-    }
-    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing metrics");
-    int bad = fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics);
+    zt_status st = ZT_OK;
+    if (!text) st = zt_fail(ZT_ENOMEM, "out of memory writing metrics");
+    else if (fprintf(rd->metrics, "%s\n", text) < 0 || fflush(rd->metrics)) st = metrics_failed(rd);
+    if (!st && rd->tb) st = tensorboard_row(rd, row);
     free(text);
-    return bad ? zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir) : ZT_OK;
+    cJSON_Delete(row);
+    return st;
 }
 
 zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
 {
     char path[4096 + 64], now[32];
-    zt_status st = ZT_OK;
-    if (summary) {
-        if (!(st = zt_rundir_path(rd, path, sizeof path, "summary.json"))) st = zt_json_write(path, summary);
+    /* the first failure is the one reported: the events and the metrics, then the summary */
+    zt_log_set_mirror(NULL);
+    zt_status st = zt_tfevents_close(rd->tb);
+    if (rd->metrics && fclose(rd->metrics) && !st) st = metrics_failed(rd);
+    if (summary) { /* not after a failure here: its status would be wrong */
+        if (!st && !(st = zt_rundir_path(rd, path, sizeof path, "summary.json"))) st = zt_json_write(path, summary);
         cJSON_Delete(summary);
     }
     if (rd->run) {
@@ -189,10 +236,6 @@ zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary)
         if (!st && !(st = zt_rundir_path(rd, path, sizeof path, "run.json"))) st = zt_json_write(path, rd->run);
         cJSON_Delete(rd->run);
     }
-    zt_log_set_mirror(NULL);
-    zt_status tst = zt_tfevents_close(rd->tb);
-    if (!st) st = tst;
-    if (rd->metrics && fclose(rd->metrics) && !st) st = zt_fail(ZT_EIO, "cannot write '%s/metrics.jsonl'", rd->dir);
     if (rd->log) fclose(rd->log);
     memset(rd, 0, sizeof *rd);
     return st;

@@ -24,6 +24,11 @@ typedef struct zt_rundir {
 
 /* Fails (ZT_EUSER) when dir is not empty and overwrite is off: call before slow setup. */
 zt_status zt_rundir_check(const char *dir, int overwrite);
+/* *restart = 1 when dir holds only the files of an earlier start of this run that ended
+ * before it did (killed: no summary.json, no final/) and its recipe.resolved.toml has the
+ * keys and values of resolved (this run's, zt_recipe_resolved_text). The caller, having
+ * found no complete checkpoint there, may then start afresh as with overwrite. */
+zt_status zt_rundir_is_restart(const char *dir, const char *resolved, int *restart);
 /* Creates dir (a non-empty one only with overwrite, whose run files are then
  * replaced), writes run.json, starts mirroring the log into train.log and, with
  * tensorboard, an events file. resume_step >= 0 continues a run instead: its files
@@ -36,7 +41,8 @@ zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *n
  * to TensorBoard as train/<key> (valid/<key> for rows with "split": "valid") at
  * the row's step. Frees row. */
 zt_status zt_rundir_metrics(zt_rundir *rd, cJSON *row);
-/* Writes summary.json and the final run.json; frees summary. */
+/* Closes the events and metrics.jsonl, then writes summary.json and the final run.json
+ * (not after a failure to close those); frees summary. */
 zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary);
 
 /* Adds a number to a JSON object, as null when it is not finite (NaN, inf). */

@@ -53,6 +53,25 @@ static zt_status find_resume(zt_trainer *t)
     return st;
 }
 
+/* resume = auto and no complete checkpoint: a start of this run that was killed before its
+ * first checkpoint left only its run files, which a new start replaces (*overwrite = 1). */
+static zt_status restart_killed(zt_trainer *t, int *overwrite)
+{
+    const zt_recipe *r = t->r;
+    char *resolved;
+    int restart = 0;
+    if (*overwrite || strcmp(r->train.resume, "auto")) return ZT_OK;
+    zt_status st = zt_recipe_resolved_text(r, &resolved);
+    if (st) return st;
+    st = zt_rundir_is_restart(r->output.dir, resolved, &restart);
+    free(resolved);
+    if (restart)
+        zt_log_info("'%s' holds a start of this run that ended before its first checkpoint: starting afresh",
+                    r->output.dir);
+    *overwrite = restart;
+    return st;
+}
+
 /* Restores weights, AdamW state for this rank's segments, the data cursor and the step. */
 static zt_status restore(zt_trainer *t)
 {
@@ -61,8 +80,8 @@ static zt_status restore(zt_trainer *t)
     zt_status st = zt_state_read_json(t->resume_from, &s);
     if (st) return st;
     if (s.numel != t->m.numel)
-        return zt_fail(ZT_EUSER, "checkpoint '%s' holds %zu parameters but the model has %zu", t->resume_from, s.numel,
-                       t->m.numel);
+        return zt_fail(ZT_EUSER, "'%s/trainer_state.json': 'numel' is %zu, but the model has %zu parameters",
+                       t->resume_from, s.numel, t->m.numel);
     if (s.data_hash != data_hash(t) && !r->train.resume_force)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
@@ -205,7 +224,10 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     const zt_recipe *r = t->r;
     char path[4096 + 64];
     if ((st = find_resume(t))) return st;
-    if (t->lead && !t->resume_from[0] && (st = zt_rundir_check(r->output.dir, r->output.overwrite))) return st;
+    int overwrite = r->output.overwrite;
+    if (t->lead && !t->resume_from[0] &&
+        ((st = restart_killed(t, &overwrite)) || (st = zt_rundir_check(r->output.dir, overwrite))))
+        return st;
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     t->T = r->data.max_length;
     if ((st = open_model(t)) || (st = t->algo->open(t))) return st;
@@ -217,7 +239,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     }
     zt_trainer_state prev = {.step = -1};
     if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
-    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, r->output.overwrite, r->output.tensorboard,
+    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard,
                                          t->zero.world, prev.step, argc, argv)) ||
                     (st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
                     (st = zt_recipe_write_resolved(r, path))))
@@ -514,11 +536,16 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
         add_memory(summary, &mem, t.zero.stage);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }
+    /* a failure is reported as it was met, not as what cleaning up after it met (a full disk
+     * fails the summary too) */
+    char first[1024];
+    snprintf(first, sizeof first, "%s", zt_errmsg());
+    zt_status failed = st;
     if (t.rd.run) {
         zt_status cst = zt_rundir_close(&t.rd, summary);
         if (!st) st = cst;
     }
     teardown(&t);
     if (t.comm) zt_comm_finalize(t.comm);
-    return st;
+    return failed ? zt_fail(failed, "%s", first) : st;
 }

@@ -90,20 +90,32 @@ expect_exit 2 "a NaN weight exported" "nan/model.safetensors.*model.layers.1.mlp
 expect_exit 1 "a loss that is not finite" "loss is (NaN|inf).*numerical" "$ZT" eval recipe.toml --checkpoint overflow
 grep -q loss "$TMP/out" && fail "a non-finite loss was printed: $(cat "$TMP/out")" || say "ok - and no loss printed"
 
-# a training checkpoint whose master weights hold a NaN (the shard's checksums cover
-# only its header and segment table)
+# a training checkpoint whose master weights hold a NaN, saved with checksums that agree (a
+# run that diverged): the block's CRC-32C is recomputed, so only the finite check can refuse it
 build=build
 [ "$(basename "$ZT")" = zt-san ] && build=build-san
 "$ROOT/$build/tests/test_state" --make-checkpoint good run 3 2 >/dev/null 2>&1 || fail "test_state --make-checkpoint"
 shard=run/checkpoints/step-000003/rank-00001-of-00002.bin
 $PY - "$shard" <<'PY'
 import struct, sys
+def crc32c(data):
+    table = [0] * 256
+    for i in range(256):
+        c = i
+        for _ in range(8): c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table[i] = c
+    c = 0xFFFFFFFF
+    for x in data: c = table[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 b = bytearray(open(sys.argv[1], "rb").read())
-nseg = struct.unpack_from("<Q", b, 32)[0]
-struct.pack_into("<f", b, 64 + 16 * nseg + 8 + 4 * 7, float("nan"))  # params element 7 of this shard
+nseg, total = struct.unpack_from("<Q", b, 32)[0], struct.unpack_from("<Q", b, 48)[0]
+data = 64 + 16 * nseg + 8
+n = min(65536, struct.unpack_from("<Q", b, 64 + 8)[0])  # block 0 of segment 0 of the params
+struct.pack_into("<f", b, data + 4 * 7, float("nan"))  # params element 7 of this shard
+struct.pack_into("<I", b, data + 3 * 4 * total, crc32c(b[data:data + 4 * n]))
 open(sys.argv[1], "wb").write(b)
 PY
-expect_exit 2 "a NaN in a checkpoint's weights" "tensor '[a-z_.0-9]+'.*rank-00001-of-00002.bin.*weights is NaN" \
+expect_exit 2 "a NaN in a checkpoint's weights" "tensor '[a-z_.0-9]+'.*rank-00001-of-00002.bin.*params is NaN" \
   "$ZT" export run/checkpoints/step-000003 --out x-nan
 
 cp -r sharded noshard && rm noshard/model-00002-of-0000*.safetensors

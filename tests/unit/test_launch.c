@@ -56,6 +56,19 @@ static void test_hostfile(void)
         CHECK_MSG(!strcmp(zt_errmsg(), bad[i].msg), "%s -> %s", bad[i].text, zt_errmsg());
         zt_host_pool_free(&p);
     }
+
+    /* a name of valid characters but too long is reported as too long; 253 is the DNS limit */
+    char line[400];
+    memset(line, 'a', 300);
+    snprintf(line + 300, sizeof line - 300, " slots=1\n");
+    CHECK(parse(&p, line) == ZT_EUSER);
+    const char *want = "hf:1: host name 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' is "
+                       "300 characters long, longer than 253";
+    CHECK_MSG(!strcmp(zt_errmsg(), want), "%s", zt_errmsg());
+    zt_host_pool_free(&p);
+    snprintf(line + 253, sizeof line - 253, " slots=1\n"); /* 253 characters: accepted */
+    CHECK(!parse(&p, line) && p.n == 1 && strlen(p.hosts[0].name) == 253);
+    zt_host_pool_free(&p);
 }
 
 static void test_hostfile_load(void)

@@ -264,6 +264,10 @@ static void test_gap_overlap(void)
     read_equal(dir, N, 0, 44, src); /* the rest reads */
     read_equal(dir, N, 58, N - 58, src);
 
+    fresh_dir(dir, sizeof dir, "gap-all"); /* a one-rank checkpoint whose shard holds nothing */
+    write_segments(dir, 0, 1, N, NULL, 0, src);
+    expect_user_error(zt_state_read_range(dir, N, 0, N, buf, NULL, NULL), dir, "no shard holds elements [0, 100)");
+
     fresh_dir(dir, sizeof dir, "gap-end");
     zt_state_segment most = {0, N - 1};
     write_segments(dir, 0, 1, N, &most, 1, src);
@@ -331,7 +335,7 @@ static void test_bad_shards(void)
     CHECK(!zt_state_read_range(good, N, 0, N, NULL, NULL, NULL)); /* header check only */
 
     /* each case: a fresh copy of the good checkpoint, one shard damaged */
-    for (int c = 0; c < 11; c++) {
+    for (int c = 0; c < 12; c++) {
         char name[32];
         snprintf(name, sizeof name, "bad-%d", c);
         fresh_dir(dir, sizeof dir, name);
@@ -346,7 +350,7 @@ static void test_bad_shards(void)
         zt_status st = ZT_OK;
         const char *what = NULL;
         if (c == 0) unlink(shard), what = "cannot open";
-        if (c == 1) what = "truncated", st = truncate(shard, 64 + 16 + 8 + 3 * 34 * 4 - 4) ? ZT_EIO : ZT_OK;
+        if (c == 1) what = "truncated", st = truncate(shard, 64 + 16 + 8 + 3 * 34 * 4 + 3 * 4 - 4) ? ZT_EIO : ZT_OK;
         if (c == 2) what = "shorter than a shard header", st = truncate(shard, 10) ? ZT_EIO : ZT_OK;
         CHECK(!st);
         if (c == 3) patch(shard, 0, "ZTSHARD9", 8), what = "bad magic";
@@ -374,7 +378,7 @@ static void test_bad_shards(void)
             table[4] = zt_crc32c(0, table, 32);
             char *data;
             size_t len;
-            CHECK(!zt_read_file(shard, &data, &len) && len == 88 + 3 * 34 * 4);
+            CHECK(!zt_read_file(shard, &data, &len) && len == 88 + 3 * 34 * 4 + 3 * 4);
             FILE *f = fopen(shard, "wb");
             CHECK(f && fwrite(data, 1, 64, f) == 64 && fwrite(table, 8, 5, f) == 5 &&
                   fwrite(data + 88, 1, len - 88, f) == len - 88);
@@ -383,6 +387,7 @@ static void test_bad_shards(void)
             set_header_field(shard, 3, 2);
             what = "segment 1 [34, +16) is empty, out of order";
         }
+        if (c == 11) patch(shard, 0, "ZTSHARD2", 8), what = "a ZTSHARD2 shard of an older zt";
         st = zt_state_read_range(dir, N, 30, 10, buf, NULL, NULL); /* straddles ranks 0 and 1 */
         expect_user_error(st, c == 6 ? dir : shard, what);
     }
@@ -393,6 +398,47 @@ static void test_bad_shards(void)
     fresh_dir(dir, sizeof dir, "bad-empty");
     expect_user_error(zt_state_read_range(dir, N, 0, 4, buf, NULL, NULL), dir, "no rank-");
     free(p);
+}
+
+/* Flips bit `bit` of float `index` of array k (0 params, 1 m, 2 v) of a one-segment shard of total elements. */
+static void flip_bit(const char *shard, size_t total, int k, size_t index, int bit)
+{
+    FILE *f = fopen(shard, "r+b");
+    long at = 64 + 16 + 8 + (long)((k * total + index) * 4 + (size_t)bit / 8);
+    unsigned char byte = 0;
+    CHECK(f && !fseek(f, at, SEEK_SET) && fread(&byte, 1, 1, f) == 1);
+    byte ^= (unsigned char)(1u << bit % 8);
+    CHECK(f && !fseek(f, at, SEEK_SET) && fwrite(&byte, 1, 1, f) == 1);
+    if (f) fclose(f);
+}
+
+/* One flipped bit in a shard's data fails every read that touches its block, naming the
+ * file, the segment and the array; reads of other blocks still succeed. */
+static void test_flipped_bit(void)
+{
+    enum { N = 300000, WORLD = 2 }; /* rank 1 holds [150000, 300000): three blocks of 65536 */
+    const float *src[3] = {random_floats(N, 17), random_floats(N, 18), random_floats(N, 19)};
+    float *buf = malloc(N * sizeof *buf);
+    char dir[512], shard[600];
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "flip-%d", k);
+        fresh_dir(dir, sizeof dir, name);
+        write_all(dir, N, WORLD, src[0], src[1], src[2]);
+        path_of(shard, sizeof shard, dir, "rank-00001-of-00002.bin");
+        flip_bit(shard, N / 2, k, 70000, 5 + k); /* element 220000, in the segment's second block */
+        float *dst[3] = {k == 0 ? buf : NULL, k == 1 ? buf : NULL, k == 2 ? buf : NULL};
+        static const char *array[] = {"params", "Adam m", "Adam v"};
+        expect_user_error(zt_state_read_range(dir, N, 0, N, dst[0], dst[1], dst[2]), shard, array[k]);
+        expect_user_error(zt_state_read_range(dir, N, 220000, 1, dst[0], dst[1], dst[2]), shard,
+                          "segment 0 [150000, +150000)");
+        expect_user_error(zt_state_read_range(dir, N, 150000 + 65536, 2, dst[0], dst[1], dst[2]), shard,
+                          "checksum");
+        read_equal(dir, N, 0, 150000 + 65536, src);   /* up to the damaged block */
+        read_equal(dir, N, 150000 + 131072, N - 150000 - 131072, src); /* after it */
+    }
+    free(buf);
+    for (int k = 0; k < 3; k++) free((void *)src[k]);
 }
 
 /* --- trainer_state.json --------------------------------------------------------------------- */
@@ -406,6 +452,7 @@ static void test_json(void)
                           .world = 4, .zero_stage = 3, .numel = 7000000123ull, .tokens_seen = 1.5e12 + 0.25,
                           .elapsed_s = 1.0 / 3.0},
                      t;
+    for (int r = 0; r < 4; r++) CHECK(!zt_state_write_shard(dir, r, 4, s.numel, NULL, 0, NULL, NULL, NULL));
     CHECK(!zt_state_write_json(dir, &s));
     zt_status st = zt_state_read_json(dir, &t);
     CHECK_MSG(!st, "%s", zt_errmsg());
@@ -430,6 +477,45 @@ static void test_json(void)
     }
     unlink(path);
     expect_user_error(zt_state_read_json(dir, &t), path, NULL);
+}
+
+/* trainer_state.json whose step, world, numel or stage the shards and the directory's
+ * name contradict is refused, naming the file and the key. */
+static void test_json_vs_shards(void)
+{
+    enum { N = 100 };
+    char run[512], dir[600], path[700];
+    float *p = random_floats(N, 20);
+    fresh_dir(run, sizeof run, "json-shards");
+    path_of(dir, sizeof dir, run, "step-000004");
+    CHECK(!zt_mkdir_p(dir));
+    path_of(path, sizeof path, dir, "trainer_state.json");
+    write_all(dir, N, 1, p, p, p);
+    zt_trainer_state good = {.step = 4, .world = 1, .zero_stage = 1, .numel = N}, s = good, t;
+    CHECK(!zt_state_write_json(dir, &s));
+    zt_status st = zt_state_read_json(dir, &t);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    s.step = 999999;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path,
+                      "'step' is 999999, but the checkpoint directory is step-000004");
+    s = good, s.world = 2;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path, "'world' is 2, but the checkpoint holds the shards of 1 rank");
+    s = good, s.numel = N + 1;
+    CHECK(!zt_state_write_json(dir, &s));
+    expect_user_error(zt_state_read_json(dir, &t), path, "'numel' is 101, but");
+    s = good;
+    CHECK(!zt_state_write_json(dir, &s));
+    zt_state_segment two[2] = {{0, 50}, {50, 50}}; /* the stage 3 layout of two units */
+    const float *src[3] = {p, p, p};
+    write_segments(dir, 0, 1, N, two, 2, src);
+    expect_user_error(zt_state_read_json(dir, &t), path, "'zero_stage' is 1, but");
+    s.zero_stage = 3;
+    CHECK(!zt_state_write_json(dir, &s));
+    st = zt_state_read_json(dir, &t);
+    CHECK_MSG(!st, "%s", zt_errmsg());
+    free(p);
 }
 
 /* --- DONE, newest, rotation ----------------------------------------------------------------- */
@@ -635,7 +721,9 @@ int main(int argc, char **argv)
     RUN(test_gap_overlap);
     RUN(test_tiny_model);
     RUN(test_bad_shards);
+    RUN(test_flipped_bit);
     RUN(test_json);
+    RUN(test_json_vs_shards);
     RUN(test_latest_rotate);
     RUN(test_writer_fill);
     if (zt_remove_tree(root)) fprintf(stderr, "cannot remove %s\n", root);
