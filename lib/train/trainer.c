@@ -101,7 +101,7 @@ static zt_status restore(zt_trainer *t)
 static zt_status agree(zt_trainer *t, zt_status st, const char *what)
 {
     double bad = st != ZT_OK;
-    zt_status cst = zt_zero_sum(&t->zero, &bad, 1);
+    zt_status cst = t->comm ? zt_comm_allreduce_sum_f64(t->comm, &bad, 1, ZT_COMM_OTHER) : ZT_OK;
     if (cst) return cst;
     if (st) return st;
     return bad > 0 ? zt_fail(ZT_EIO, "%s failed on another rank", what) : ZT_OK;
@@ -225,9 +225,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     char path[4096 + 64];
     if ((st = find_resume(t))) return st;
     int overwrite = r->output.overwrite;
-    if (t->lead && !t->resume_from[0] &&
-        ((st = restart_killed(t, &overwrite)) || (st = zt_rundir_check(r->output.dir, overwrite))))
-        return st;
+    if (t->lead && !t->resume_from[0] && !(st = restart_killed(t, &overwrite)))
+        st = zt_rundir_check(r->output.dir, overwrite);
+    if ((st = agree(t, st, "checking the output directory"))) return st;
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     t->T = r->data.max_length;
     if ((st = open_model(t)) || (st = t->algo->open(t))) return st;
@@ -239,11 +239,11 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     }
     zt_trainer_state prev = {.step = -1};
     if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
-    if (t->lead && ((st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard,
-                                         t->zero.world, prev.step, argc, argv)) ||
-                    (st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")) ||
-                    (st = zt_recipe_write_resolved(r, path))))
-        return st;
+    if (t->lead && !(st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard, t->zero.world,
+                                         prev.step, argc, argv)) &&
+        !(st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")))
+        st = zt_recipe_write_resolved(r, path);
+    if ((st = agree(t, st, "opening the run directory"))) return st;
     int T = t->T, A = r->train.gradient_accumulation_steps;
     if ((st = zt_llama_alloc_acts(&t->m, t->rows, T, r->model.activation_checkpointing))) return st;
     t->total_steps = r->train.max_steps;

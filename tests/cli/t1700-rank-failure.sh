@@ -42,4 +42,12 @@ kill -KILL "$victim" 2>/dev/null
 grep -qE "rank $vrank did not reach [a-z -]+(\(f64\) )?#[0-9]+ within 5 s \(stopped or stuck" err \
   && say "ok - the stopped rank $vrank is named: $(grep -E "rank $vrank did not reach" err | head -1)" \
   || { fail "the stopped rank $vrank is not named"; cat err >&2; }
+
+# an error that only rank 0 can see (it alone checks the output directory) ends every rank
+# at once, with rank 0's message, not at the watchdog's timeout
+mkdir -p busy && echo x > busy/file
+timeout 60 $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=busy train.max_steps=2 >out 2>err; code=$?
+[ "$code" != 0 ] && [ "$code" != 124 ] && say "ok - a rank-0 setup error fails the job (exit $code)" \
+  || fail "a rank-0 setup error: exit $code"
+grep -q "busy' is not empty" err && say "ok - rank 0's message is shown" || { fail "rank 0's message is missing"; cat err >&2; }
 done_testing
