@@ -20,12 +20,12 @@ expect_ok "eval" "$ZT" eval recipe.toml
 $PY -c "
 import json, math
 r = json.loads(open('$TMP/out').read())
-assert set(r) == {'loss', 'tokens', 'positions', 'perplexity'}, r
+assert set(r) == {'loss', 'target_tokens', 'positions', 'perplexity'}, r
 assert abs(r['perplexity'] - math.exp(r['loss'])) < 1e-9 * r['perplexity'], r
 " && say "ok - eval JSON: $(cat "$TMP/out")" || fail "eval output: $(cat "$TMP/out")"
-all_tokens=$($PY -c "import json; print(json.loads(open('$TMP/out').read())['tokens'])")
+all_tokens=$($PY -c "import json; print(json.loads(open('$TMP/out').read())['target_tokens'])")
 expect_ok "eval with valid_split" "$ZT" eval recipe.toml data.valid_split=0.25
-split_tokens=$($PY -c "import json; print(json.loads(open('$TMP/out').read())['tokens'])")
+split_tokens=$($PY -c "import json; print(json.loads(open('$TMP/out').read())['target_tokens'])")
 [ "$split_tokens" -gt 0 ] && [ "$split_tokens" -lt "$all_tokens" ] && say "ok - valid_split evaluates $split_tokens of $all_tokens tokens" \
   || fail "valid_split: $split_tokens of $all_tokens tokens"
 
@@ -44,7 +44,7 @@ done
 $PY - <<'PY' && say "ok - ...the same $(cat eval-2048.json)" || fail "max_length 2048 against 256: $(cat eval-2048.json eval-256.json)"
 import json
 a, b = (json.load(open(f"eval-{T}.json")) for T in (256, 2048))
-assert a["positions"] == b["positions"] == 192 and a["loss"] == b["loss"] and a["tokens"] == b["tokens"] == 164, (a, b)
+assert a["positions"] == b["positions"] == 192 and a["loss"] == b["loss"] and a["target_tokens"] == b["target_tokens"] == 164, (a, b)
 PY
 
 expect_ok "micro-batch 2" "$ZT" pretrain recipe.toml output.dir=a

@@ -34,7 +34,7 @@ PY
   $PY - "$ref" "$zt_rows" "$zt_packed" <<'PY' && say "ok - $name: $ref" || fail "$name: reference $ref, zt $zt_rows, packed $zt_packed"
 import json, sys
 ref, rows, packed = (json.loads(a) for a in sys.argv[1:])
-assert ref["tokens"] == rows["tokens"] == packed["tokens"]
+assert ref["tokens"] == rows["target_tokens"] == packed["target_tokens"]
 assert abs(ref["loss"] - rows["loss"]) < 1e-5 * ref["loss"]
 assert abs(ref["loss"] - packed["loss"]) < 1e-5 * ref["loss"]
 PY
