@@ -18,8 +18,7 @@ extern "C" {
 #endif
 
 /* Prints the failure (error: the library's string for code) and aborts. */
-__attribute__((noreturn)) void zt_cuda_fail(const char *stmt, const char *file, int line, const char *error,
-                                            int code);
+__attribute__((noreturn)) void zt_cuda_fail(const char *stmt, const char *file, int line, const char *error, int code);
 
 #ifdef __cplusplus
 }
@@ -28,14 +27,14 @@ __attribute__((noreturn)) void zt_cuda_fail(const char *stmt, const char *file, 
 #define ZT_CUDA_CHECK(stmt)                                                                                            \
     do {                                                                                                               \
         cudaError_t zt_e_ = (stmt);                                                                                    \
-        if (zt_e_ != cudaSuccess) zt_cuda_fail(#stmt, __FILE__, __LINE__, cudaGetErrorString(zt_e_), (int)zt_e_);     \
+        if (zt_e_ != cudaSuccess) zt_cuda_fail(#stmt, __FILE__, __LINE__, cudaGetErrorString(zt_e_), (int)zt_e_);      \
     } while (0)
 
 /* the driver's error strings are not linked (lib/backend/vmm_cuda.c reaches it by entry points) */
 #define ZT_CU_CHECK(stmt)                                                                                              \
     do {                                                                                                               \
         int zt_r_ = (int)(stmt);                                                                                       \
-        if (zt_r_) zt_cuda_fail(#stmt, __FILE__, __LINE__, "CUDA driver error", zt_r_);                               \
+        if (zt_r_) zt_cuda_fail(#stmt, __FILE__, __LINE__, "CUDA driver error", zt_r_);                                \
     } while (0)
 
 /* needs <cublasLt.h> */

@@ -47,8 +47,8 @@ struct zt_cuda_gemm_ctx {
 /* Prints the gemm a failing cuBLASLt call was for; GEMM_CHECK then aborts as ZT_CUBLAS_CHECK. */
 static void print_gemm(const gemm_key *k)
 {
-    fprintf(stderr, "zt: in gemm_%s ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d beta%s0:\n", k->bf16 ? "bf16" : "f32",
-            k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->beta0 ? "==" : "!=");
+    fprintf(stderr, "zt: in gemm_%s ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d beta%s0:\n",
+            k->bf16 ? "bf16" : "f32", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->beta0 ? "==" : "!=");
 }
 
 #define GEMM_CHECK(stmt, k)                                                                                            \
@@ -110,8 +110,8 @@ static void plan_build(zt_cuda_gemm_ctx *g, gemm_plan *p, const gemm_key *k)
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int found = 0;
-    cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->lay_b, p->lay_a, p->lay_c,
-                                                              p->lay_c, pref, 1, &res, &found);
+    cublasStatus_t heuristic =
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->lay_b, p->lay_a, p->lay_c, p->lay_c, pref, 1, &res, &found);
     if (heuristic != CUBLAS_STATUS_NOT_SUPPORTED) GEMM_CHECK(heuristic, k);
     p->has_algo = heuristic == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (p->has_algo) p->algo = res.algo;
@@ -164,8 +164,10 @@ static void gemm(zt_cuda_gemm_ctx *g, cudaStream_t s, int bf16, int ta, int tb, 
     k.lda = lda, k.ldb = ldb, k.ldc = ldc, k.beta0 = beta == 0.0f;
     k.align_a = align_of(A), k.align_b = align_of(B), k.align_c = align_of(C);
     gemm_plan *p = plan_for(g, &k);
-    GEMM_CHECK(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->lay_b, A, p->lay_a, &beta, C, p->lay_c, C, p->lay_c,
-                         p->has_algo ? &p->algo : NULL, g->workspace, GEMM_WORKSPACE_BYTES, s), &k);
+    const cublasLtMatmulAlgo_t *algo = p->has_algo ? &p->algo : NULL;
+    GEMM_CHECK(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->lay_b, A, p->lay_a, &beta, C, p->lay_c, C, p->lay_c, algo,
+                              g->workspace, GEMM_WORKSPACE_BYTES, s),
+               &k);
 }
 
 zt_cuda_gemm_ctx *zt_cuda_gemm_init(void)

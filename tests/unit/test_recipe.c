@@ -529,7 +529,8 @@ static void test_round_trip(void)
     /* a directory that does not exist: an I/O error that names the file */
     st = zt_recipe_load(&a, NULL, 0, NULL);
     CHECK(st == ZT_OK && zt_recipe_write_resolved(&a, path_in("no/such/dir.toml")) == ZT_EIO);
-    CHECK_MSG(strstr(zt_errmsg(), "cannot create '") && strstr(zt_errmsg(), "no/such/dir.toml.tmp."), "%s", zt_errmsg());
+    const char *msg = zt_errmsg();
+    CHECK_MSG(strstr(msg, "cannot create '") && strstr(msg, "no/such/dir.toml.tmp."), "%s", msg);
     zt_recipe_free(&a);
 }
 
