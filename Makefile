@@ -236,8 +236,10 @@ fuzz:
 clean:
 	rm -rf build build-san build-fuzz zt zt-san
 
+# the style is .clang-format's; tokenizers/unicode_tables.c is generated (gen_unicode_tables.py)
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard lib/*/*.h kernels/cpu/*.h)
+	clang-format -i $(filter-out tokenizers/unicode_tables.c,$(LIB_SRC)) $(CMD_SRC) $(TEST_SRC) \
+	    $(wildcard lib/*/*.h kernels/cpu/*.h)
 
 lint:
 	cppcheck --quiet --enable=warning,performance --error-exitcode=1 -I. $(LIB_SRC) $(CMD_SRC)

@@ -7,7 +7,7 @@
  *         {"seed", 'I', &seed, "N", "random seed", 0, LONG_MAX},
  *         {0},
  *     };
- *     int n = zt_options_parse(&argc, argv, opts, &usage);  // leaves the positional words in argv
+ *     int n = zt_options_parse(argc, argv, opts, &usage);  // leaves the positional words in argv
  *
  * Types: 'S' string, 'I' integer (long) in [min, max], 'D' number (double) in
  * [min, max], 'L' a string that may repeat (into a zt_option_list), 'F' flag (int,

@@ -17,6 +17,7 @@ packages=(
   python3-venv             # the venv with huggingface_hub (below)
   clang                    # fuzz harnesses (libFuzzer)
   iproute2                 # tests/cli/t1300-multinode.sh: network namespaces
+  clang-format             # make format (.clang-format)
 )
 if [ "${ZT_BENCH_DEPS:-0}" = 1 ]; then packages+=(python3-torch fio curl); fi # bench/run.sh, bench/offload.sh, bench/download.sh
 

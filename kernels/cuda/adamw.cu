@@ -57,12 +57,12 @@ double zt_cuda_sumsq(cudaStream_t s, const float *x, size_t n)
     size_t b = zt_ceil_div(n, SUMSQ_THREADS);
     int nblocks = (int)(b < SUMSQ_BLOCKS ? b : SUMSQ_BLOCKS);
     double *scratch, total;
-    zt_cuda_ok(cudaMallocAsync((void **)&scratch, sizeof(double) * (nblocks + 1), s), "sumsq scratch");
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&scratch, sizeof(double) * (nblocks + 1), s));
     sumsq_partial_kernel<<<nblocks, SUMSQ_THREADS, 0, s>>>(scratch + 1, x, n);
     sumsq_finish_kernel<<<1, SUMSQ_THREADS, 0, s>>>(scratch, scratch + 1, nblocks);
     zt_cuda_check("sumsq");
-    zt_cuda_ok(cudaMemcpyAsync(&total, scratch, sizeof total, cudaMemcpyDeviceToHost, s), "sumsq copy");
-    zt_cuda_ok(cudaFreeAsync(scratch, s), "sumsq scratch");
-    zt_cuda_ok(cudaStreamSynchronize(s), "sumsq");
+    ZT_CUDA_CHECK(cudaMemcpyAsync(&total, scratch, sizeof total, cudaMemcpyDeviceToHost, s));
+    ZT_CUDA_CHECK(cudaFreeAsync(scratch, s));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(s));
     return total;
 }

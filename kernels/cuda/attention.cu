@@ -454,7 +454,7 @@ template <class Args>
 static void attn_launch(void (*kernel)(Args), dim3 grid, size_t smem, cudaStream_t s, const Args &args,
                         const char *what)
 {
-    zt_cuda_ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<grid, ATTN_THREADS, smem, s>>>(args);
     zt_cuda_check(what);
 }
@@ -495,7 +495,7 @@ void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, 
     if (B <= 0 || T <= 0) return;
     int N = B * T;
     float *delta;
-    zt_cuda_ok(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s), "attention scratch");
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s));
     attn_delta_kernel<<<(unsigned)zt_ceil_div((size_t)N * H * 32, 256), 256, 0, s>>>(delta, dout, out, N, T, H, D);
     zt_cuda_check("attention_delta");
     attn_bwd_args a = {dqkv, dout, qkv, lse, delta, pos, T, H, KV, D, window, (float)(1.0 / sqrt((double)D))};
@@ -507,5 +507,5 @@ void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, 
         attn_launch(attn_backward_dq_kernel<decltype(dp)::value>, dim3(tiles, H, B), 4 * C::ROWS + C::SCORES, s, a,
                     "attention_backward_dq");
     });
-    zt_cuda_ok(cudaFreeAsync(delta, s), "attention scratch");
+    ZT_CUDA_CHECK(cudaFreeAsync(delta, s));
 }

@@ -544,7 +544,7 @@ template <class F> static void ab_with_dim(int D, F &&f)
 template <class Args>
 static void ab_launch(void (*kernel)(Args), dim3 grid, size_t smem, cudaStream_t s, const Args &args, const char *what)
 {
-    zt_cuda_ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<grid, AB_THREADS, smem, s>>>(args);
     zt_cuda_check(what);
 }
@@ -553,7 +553,7 @@ static void ab_launch(void (*kernel)(Args), dim3 grid, size_t smem, cudaStream_t
 static bf16 *ab_qkv_bf16(cudaStream_t s, const float *qkv, size_t n)
 {
     bf16 *q16;
-    zt_cuda_ok(cudaMallocAsync((void **)&q16, sizeof(bf16) * n, s), "attention_bf16 scratch");
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&q16, sizeof(bf16) * n, s));
     zt_cuda_to_bf16(s, reinterpret_cast<uint16_t *>(q16), qkv, n);
     return q16;
 }
@@ -573,7 +573,7 @@ void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, cons
         constexpr int DD = decltype(d)::value;
         ab_launch(ab_forward_kernel<DD>, grid, 5 * ab_tile<DD>::ROWS, s, a, "attention_forward_bf16");
     });
-    zt_cuda_ok(cudaFreeAsync(qkv16, s), "attention_bf16 scratch");
+    ZT_CUDA_CHECK(cudaFreeAsync(qkv16, s));
 }
 
 void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *dout, const float *qkv,
@@ -588,8 +588,8 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
     size_t N = (size_t)B * T;
     bf16 *qkv16 = ab_qkv_bf16(s, qkv, N * (H + 2 * KV) * D), *dout16;
     float *delta;
-    zt_cuda_ok(cudaMallocAsync((void **)&dout16, sizeof(bf16) * N * H * D, s), "attention_bf16 scratch");
-    zt_cuda_ok(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s), "attention_bf16 scratch");
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&dout16, sizeof(bf16) * N * H * D, s));
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s));
     ab_delta_kernel<<<(unsigned)zt_ceil_div(N * H * 32, 256), 256, 0, s>>>(delta, dout16, dout, out, (int)N, T, H, D);
     zt_cuda_check("attention_delta_bf16");
     ab_bwd_args a = {dqkv, qkv16, dout16, lse, delta, pos, T, H, KV, window, (float)(1.0 / sqrt((double)D)),
@@ -602,7 +602,7 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
         ab_launch(ab_backward_dq_kernel<decltype(d)::value>, dim3(tiles, H, B), 6 * C::ROWS, s, a,
                   "attention_backward_dq_bf16");
     });
-    zt_cuda_ok(cudaFreeAsync(delta, s), "attention_bf16 scratch");
-    zt_cuda_ok(cudaFreeAsync(dout16, s), "attention_bf16 scratch");
-    zt_cuda_ok(cudaFreeAsync(qkv16, s), "attention_bf16 scratch");
+    ZT_CUDA_CHECK(cudaFreeAsync(delta, s));
+    ZT_CUDA_CHECK(cudaFreeAsync(dout16, s));
+    ZT_CUDA_CHECK(cudaFreeAsync(qkv16, s));
 }

@@ -55,10 +55,10 @@ template <class Term> static void zt_colsum(cudaStream_t s, float *out, Term ter
         return;
     }
     float *partials;
-    zt_cuda_ok(cudaMallocAsync((void **)&partials, sizeof(float) * splits * C, s), "colsum scratch");
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&partials, sizeof(float) * splits * C, s));
     zt_colsum_kernel<<<grid, block, 0, s>>>(partials, term, N, C, rows, 0);
     zt_colsum_finish_kernel<<<(unsigned)zt_ceil_div(C, 256), 256, 0, s>>>(out, partials, splits, C);
-    zt_cuda_ok(cudaFreeAsync(partials, s), "colsum scratch");
+    ZT_CUDA_CHECK(cudaFreeAsync(partials, s));
 }
 
 #endif

@@ -1,4 +1,4 @@
-/* kernels/cuda/device: helpers shared by the .cu files: API error checks, grid sizes
+/* kernels/cuda/device: helpers shared by the .cu files: API error checks (check.h), grid sizes
  * for grid-stride loops, block sums and the bf16 rounding of lib/core/dtype.h. */
 #ifndef ZT_KERNELS_CUDA_DEVICE_CUH
 #define ZT_KERNELS_CUDA_DEVICE_CUH
@@ -10,13 +10,7 @@
 
 #include <cuda_runtime.h>
 
-/* Aborts with `what` when a CUDA call failed (zt_cuda_check does this for launches). */
-static inline void zt_cuda_ok(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "zt: CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    abort();
-}
+#include "kernels/cuda/check.h"
 
 static inline size_t zt_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 

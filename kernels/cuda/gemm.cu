@@ -44,19 +44,19 @@ struct zt_cuda_gemm_ctx {
     int victim; /* the plan a full cache replaces next (round robin) */
 };
 
-/* Aborts naming the call, the gemm and the status. k may be NULL (no gemm yet). */
-static void lt_ok(cublasStatus_t st, const char *call, const gemm_key *k)
+/* Prints the gemm a failing cuBLASLt call was for; GEMM_CHECK then aborts as ZT_CUBLAS_CHECK. */
+static void print_gemm(const gemm_key *k)
 {
-    if (st == CUBLAS_STATUS_SUCCESS) return;
-    if (k)
-        fprintf(stderr,
-                "zt: %s failed for gemm_%s ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d beta%s0: %s (%d)\n",
-                call, k->bf16 ? "bf16" : "f32", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc,
-                k->beta0 ? "==" : "!=", cublasLtGetStatusString(st), (int)st);
-    else
-        fprintf(stderr, "zt: %s failed: %s (%d)\n", call, cublasLtGetStatusString(st), (int)st);
-    abort();
+    fprintf(stderr, "zt: in gemm_%s ta=%d tb=%d M=%d N=%d K=%d lda=%d ldb=%d ldc=%d beta%s0:\n",
+            k->bf16 ? "bf16" : "f32", k->ta, k->tb, k->M, k->N, k->K, k->lda, k->ldb, k->ldc, k->beta0 ? "==" : "!=");
 }
+
+#define GEMM_CHECK(stmt, k)                                                                                            \
+    do {                                                                                                               \
+        cublasStatus_t gemm_s_ = (stmt);                                                                               \
+        if (gemm_s_ != CUBLAS_STATUS_SUCCESS) print_gemm(k);                                                           \
+        ZT_CUBLAS_CHECK(gemm_s_);                                                                                      \
+    } while (0)
 
 /* The largest power of two up to 256 that divides the address (cuBLASLt's alignment preference). */
 static unsigned align_of(const void *p)
@@ -70,17 +70,17 @@ static unsigned align_of(const void *p)
 static void plan_destroy(gemm_plan *p)
 {
     if (!p->used) return;
-    lt_ok(cublasLtMatrixLayoutDestroy(p->lay_c), "cublasLtMatrixLayoutDestroy", &p->key);
-    lt_ok(cublasLtMatrixLayoutDestroy(p->lay_a), "cublasLtMatrixLayoutDestroy", &p->key);
-    lt_ok(cublasLtMatrixLayoutDestroy(p->lay_b), "cublasLtMatrixLayoutDestroy", &p->key);
-    lt_ok(cublasLtMatmulDescDestroy(p->desc), "cublasLtMatmulDescDestroy", &p->key);
+    GEMM_CHECK(cublasLtMatrixLayoutDestroy(p->lay_c), &p->key);
+    GEMM_CHECK(cublasLtMatrixLayoutDestroy(p->lay_a), &p->key);
+    GEMM_CHECK(cublasLtMatrixLayoutDestroy(p->lay_b), &p->key);
+    GEMM_CHECK(cublasLtMatmulDescDestroy(p->desc), &p->key);
     p->used = 0;
 }
 
 static void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void *v,
                      size_t size, const gemm_key *k)
 {
-    lt_ok(cublasLtMatmulPreferenceSetAttribute(pref, attr, v, size), "cublasLtMatmulPreferenceSetAttribute", k);
+    GEMM_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, v, size), k);
 }
 
 static void plan_build(zt_cuda_gemm_ctx *g, gemm_plan *p, const gemm_key *k)
@@ -88,20 +88,16 @@ static void plan_build(zt_cuda_gemm_ctx *g, gemm_plan *p, const gemm_key *k)
     cudaDataType_t ab = k->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasOperation_t op_b = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     p->key = *k;
-    lt_ok(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", k);
-    lt_ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b),
-          "cublasLtMatmulDescSetAttribute(TRANSA)", k);
-    lt_ok(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a),
-          "cublasLtMatmulDescSetAttribute(TRANSB)", k);
+    GEMM_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), k);
+    GEMM_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b), k);
+    GEMM_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a), k);
     /* Stored shapes, column-major (rows, cols, ld): row-major B [K,N] is (N, K); stored [N,K] it is (K, N). */
-    lt_ok(cublasLtMatrixLayoutCreate(&p->lay_b, ab, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb),
-          "cublasLtMatrixLayoutCreate(B)", k);
-    lt_ok(cublasLtMatrixLayoutCreate(&p->lay_a, ab, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda),
-          "cublasLtMatrixLayoutCreate(A)", k);
-    lt_ok(cublasLtMatrixLayoutCreate(&p->lay_c, CUDA_R_32F, k->N, k->M, k->ldc), "cublasLtMatrixLayoutCreate(C)", k);
+    GEMM_CHECK(cublasLtMatrixLayoutCreate(&p->lay_b, ab, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb), k);
+    GEMM_CHECK(cublasLtMatrixLayoutCreate(&p->lay_a, ab, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda), k);
+    GEMM_CHECK(cublasLtMatrixLayoutCreate(&p->lay_c, CUDA_R_32F, k->N, k->M, k->ldc), k);
 
     cublasLtMatmulPreference_t pref;
-    lt_ok(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", k);
+    GEMM_CHECK(cublasLtMatmulPreferenceCreate(&pref), k);
     uint64_t ws = GEMM_WORKSPACE_BYTES;
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws, k);
     /* The default assumes 256-byte aligned pointers; views into larger buffers may not be. */
@@ -114,12 +110,12 @@ static void plan_build(zt_cuda_gemm_ctx *g, gemm_plan *p, const gemm_key *k)
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->lay_b, p->lay_a, p->lay_c, p->lay_c, pref,
-                                                       1, &res, &found);
-    if (st != CUBLAS_STATUS_NOT_SUPPORTED) lt_ok(st, "cublasLtMatmulAlgoGetHeuristic", k);
-    p->has_algo = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t heuristic =
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->lay_b, p->lay_a, p->lay_c, p->lay_c, pref, 1, &res, &found);
+    if (heuristic != CUBLAS_STATUS_NOT_SUPPORTED) GEMM_CHECK(heuristic, k);
+    p->has_algo = heuristic == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (p->has_algo) p->algo = res.algo;
-    lt_ok(cublasLtMatmulPreferenceDestroy(pref), "cublasLtMatmulPreferenceDestroy", k);
+    GEMM_CHECK(cublasLtMatmulPreferenceDestroy(pref), k);
     p->used = 1;
 }
 
@@ -145,8 +141,7 @@ __global__ void scale_matrix(float *C, int M, int N, int ldc, float beta)
 static void scale_only(cudaStream_t s, int M, int N, float beta, float *C, int ldc)
 {
     if (beta == 0.0f) {
-        zt_cuda_ok(cudaMemset2DAsync(C, (size_t)ldc * sizeof(float), 0, (size_t)N * sizeof(float), M, s),
-                   "gemm: cudaMemset2DAsync");
+        ZT_CUDA_CHECK(cudaMemset2DAsync(C, (size_t)ldc * sizeof(float), 0, (size_t)N * sizeof(float), M, s));
         return;
     }
     if (beta == 1.0f) return;
@@ -169,9 +164,10 @@ static void gemm(zt_cuda_gemm_ctx *g, cudaStream_t s, int bf16, int ta, int tb, 
     k.lda = lda, k.ldb = ldb, k.ldc = ldc, k.beta0 = beta == 0.0f;
     k.align_a = align_of(A), k.align_b = align_of(B), k.align_c = align_of(C);
     gemm_plan *p = plan_for(g, &k);
-    lt_ok(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->lay_b, A, p->lay_a, &beta, C, p->lay_c, C, p->lay_c,
-                         p->has_algo ? &p->algo : NULL, g->workspace, GEMM_WORKSPACE_BYTES, s),
-          "cublasLtMatmul", &k);
+    const cublasLtMatmulAlgo_t *algo = p->has_algo ? &p->algo : NULL;
+    GEMM_CHECK(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->lay_b, A, p->lay_a, &beta, C, p->lay_c, C, p->lay_c, algo,
+                              g->workspace, GEMM_WORKSPACE_BYTES, s),
+               &k);
 }
 
 zt_cuda_gemm_ctx *zt_cuda_gemm_init(void)
@@ -193,15 +189,6 @@ zt_cuda_gemm_ctx *zt_cuda_gemm_init(void)
         return NULL;
     }
     return g;
-}
-
-void zt_cuda_gemm_free(zt_cuda_gemm_ctx *g)
-{
-    if (!g) return;
-    for (int i = 0; i < GEMM_PLANS; i++) plan_destroy(&g->plans[i]);
-    zt_cuda_ok(cudaFree(g->workspace), "gemm: cudaFree(workspace)");
-    lt_ok(cublasLtDestroy(g->lt), "cublasLtDestroy", NULL);
-    free(g);
 }
 
 void zt_cuda_gemm_f32(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K, float alpha,

@@ -23,15 +23,15 @@
 extern "C" {
 #endif
 
-/* Aborts with `what` and the CUDA error string when the last launch failed. */
-void zt_cuda_check(const char *what);
+/* Aborts as ZT_CUDA_CHECK (check.h), naming the op, when the last launch failed. */
+void zt_cuda_check_at(const char *what, const char *file, int line);
+#define zt_cuda_check(what) zt_cuda_check_at(what, __FILE__, __LINE__)
 
 /* --- GEMM through cuBLASLt (gemm.cu). C[M,N] = alpha·op(A)·op(B) + beta·C in row-major
  * terms, op(A) [M,K] (A stored [K,M] when transa); fp32 accumulation. One context per
  * backend: a cuBLASLt handle and a workspace. */
 typedef struct zt_cuda_gemm_ctx zt_cuda_gemm_ctx;
 zt_cuda_gemm_ctx *zt_cuda_gemm_init(void);
-void zt_cuda_gemm_free(zt_cuda_gemm_ctx *g);
 void zt_cuda_gemm_f32(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 /* bf16 × bf16 → fp32 C */

@@ -1,5 +1,8 @@
 /* ZeRO++ block quantization on the GPU: kernels/cpu/quant.h's arithmetic, bitwise.
  *
+ * Nothing in lib/ calls these yet: ZeRO++ quantizes on the host today (lib/zero/zeropp.c). They are
+ * built and tested (tests/gpu/test_cuda_quant.c) for the collectives on device memory (NCCL) to use.
+ *
  * The same IEEE operations as the CPU kernels, spelled out so nvcc cannot change them: s = absmax / qmax and
  * x / s with __fdiv_rn, round half to even with __float2int_rn (the CPU's magic-number trick gives the same
  * integer for |x / s| < 2^22, which always holds), (float)q * s with __fmul_rn, sums with __fadd_rn (no FMA).
@@ -142,8 +145,8 @@ static unsigned long long *launch_scales(cudaStream_t s, const float *x, size_t 
 {
     size_t nb = nblocks(n, block);
     unsigned long long *bad;
-    zt_cuda_ok(cudaMallocAsync((void **)&bad, sizeof *bad, s), what);
-    zt_cuda_ok(cudaMemsetAsync(bad, 0, sizeof *bad, s), what);
+    ZT_CUDA_CHECK(cudaMallocAsync((void **)&bad, sizeof *bad, s));
+    ZT_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof *bad, s));
     block_scales_kernel<<<zt_stride_blocks(nb * 32, THREADS), THREADS, 0, s>>>(x, n, block, nb, qmax, scales, q8, bad);
     zt_cuda_check(what);
     return bad;
@@ -153,9 +156,9 @@ static unsigned long long *launch_scales(cudaStream_t s, const float *x, size_t 
 static size_t read_count(cudaStream_t s, unsigned long long *bad, const char *what)
 {
     unsigned long long count = 0;
-    zt_cuda_ok(cudaMemcpyAsync(&count, bad, sizeof count, cudaMemcpyDeviceToHost, s), what);
-    zt_cuda_ok(cudaFreeAsync(bad, s), what);
-    zt_cuda_ok(cudaStreamSynchronize(s), what);
+    ZT_CUDA_CHECK(cudaMemcpyAsync(&count, bad, sizeof count, cudaMemcpyDeviceToHost, s));
+    ZT_CUDA_CHECK(cudaFreeAsync(bad, s));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(s));
     return (size_t)count;
 }
 
@@ -197,7 +200,7 @@ void zt_cuda_dequant4_sum(cudaStream_t s, const uint8_t *const *q, const float *
     }
     if (nblocks(n, block) == 0) return;
     if (k == 0) { /* as the CPU: y unchanged, or y = 0 */
-        if (!accumulate) zt_cuda_ok(cudaMemsetAsync(y, 0, n * sizeof *y, s), "dequant4_sum");
+        if (!accumulate) ZT_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof *y, s));
         return;
     }
     dequant4_sum_kernel<<<zt_stride_blocks(n, THREADS), THREADS, 0, s>>>(q, scales, k, n, block, y, accumulate);

@@ -1,5 +1,5 @@
 /* backend: the device interface. Model and trainer code call only these entries;
- * each backend (CPU now, CUDA later) fills the table with its kernels. Buffers
+ * each backend (CPU, CUDA) fills the table with its kernels. Buffers
  * passed to an entry live on that backend's device. The CPU backend is the
  * reference every other backend is tested against.
  *
@@ -36,9 +36,10 @@ struct zt_backend {
     void (*host_free)(zt_backend *be, void *p);
     /* The contents of [p, p + bytes) inside an allocation are no longer needed: its memory
      * may go back to the system (ZeRO stage 3 after a layer). Before the range is used again,
-     * populate makes it usable; it then reads as zeros. */
+     * populate makes it usable; it then reads as zeros (ZT_ENOMEM when the device's memory
+     * cannot hold it). */
     void (*discard)(zt_backend *be, void *p, size_t bytes);
-    void (*populate)(zt_backend *be, void *p, size_t bytes);
+    zt_status (*populate)(zt_backend *be, void *p, size_t bytes);
     size_t (*memory_peak)(zt_backend *be); /* device memory in use at its highest; 0: not tracked */
     void (*memset0)(zt_backend *be, void *p, size_t bytes);
     void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */

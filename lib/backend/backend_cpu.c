@@ -16,8 +16,9 @@ static void cpu_discard(zt_backend *be, void *p, size_t bytes) { zt_pages_discar
 static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_sync(zt_backend *be) {}
-static void cpu_populate(zt_backend *be, void *p, size_t bytes) {} /* pages come back on first touch */
-static size_t cpu_memory_peak(zt_backend *be) { return 0; }         /* the process's peak RSS tells */
+/* pages come back on first touch */
+static zt_status cpu_populate(zt_backend *be, void *p, size_t bytes) { return ZT_OK; }
+static size_t cpu_memory_peak(zt_backend *be) { return 0; } /* the process's peak RSS tells */
 static void cpu_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,
                       float grad_scale, int apply_decay, uint16_t *param_bf16)
 {

@@ -1,6 +1,8 @@
 /* The CUDA backend: device memory, kernels/cuda for the ops, everything queued in order on one
  * non-blocking stream. Entries that hand data to the host (upload, download, sumsq, free) wait
- * for the stream; the rest only enqueue. A failing CUDA call is a broken invariant: it aborts. */
+ * for the stream; the rest only enqueue. A failing CUDA call is a broken invariant: it aborts
+ * (kernels/cuda/check.h); running out of device memory is not: alloc returns NULL, populate
+ * ZT_ENOMEM. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backend.h"
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
 #include "profile_cuda.h"
 #include "vmm_cuda.h"
@@ -21,21 +24,17 @@
 static cudaStream_t stream;
 static zt_cuda_gemm_ctx *gemm_ctx;
 
-static void cuda_ok(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "zt: CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    abort();
-}
-
 /* ZT_CUDA_PROFILE: each entry marks where its work starts on the stream, named after the
  * function without its "cuda_" prefix (profile_cuda.h). */
 #define MARK() zt_cuda_profile_mark(__func__ + sizeof "cuda_" - 1)
 
-static void wait_stream(const char *what)
+/* Waits for the work queued so far; a failure names the caller's line. */
+#define wait_stream() wait_stream_at(__FILE__, __LINE__)
+static void wait_stream_at(const char *file, int line)
 {
     zt_cuda_profile_sync();
-    cuda_ok(cudaStreamSynchronize(stream), what);
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) zt_cuda_fail("cudaStreamSynchronize(stream)", file, line, cudaGetErrorString(e), (int)e);
     zt_cuda_profile_synced();
 }
 
@@ -59,7 +58,7 @@ static void *cuda_alloc(zt_backend *be, size_t bytes)
         cudaGetLastError(); /* out of memory is reported by NULL, not left for the next launch check */
         return NULL;
     }
-    if (!zt_vmm_owns(p)) cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "alloc: cudaMemsetAsync");
+    if (!zt_vmm_owns(p)) ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
     sample_memory();
     return p;
 }
@@ -67,9 +66,9 @@ static void *cuda_alloc(zt_backend *be, size_t bytes)
 static void cuda_free(zt_backend *be, void *p)
 {
     if (!p) return;
-    wait_stream("free: cudaStreamSynchronize");
+    wait_stream();
     if (zt_vmm_owns(p)) zt_vmm_free(p);
-    else cuda_ok(cudaFree(p), "free: cudaFree");
+    else ZT_CUDA_CHECK(cudaFree(p));
 }
 
 /* Page-locked host memory: copies to and from it run at the bus's full speed. */
@@ -86,17 +85,21 @@ static void *cuda_host_alloc(zt_backend *be, size_t bytes)
 
 static void cuda_host_free(zt_backend *be, void *p)
 {
-    if (p) cuda_ok(cudaFreeHost(p), "host_free: cudaFreeHost");
+    if (p) ZT_CUDA_CHECK(cudaFreeHost(p));
 }
 
-static void cuda_populate(zt_backend *be, void *p, size_t bytes)
+static zt_status cuda_populate(zt_backend *be, void *p, size_t bytes)
 {
-    if (!zt_vmm_owns(p)) return;
+    if (!zt_vmm_owns(p)) return ZT_OK;
     if (!zt_vmm_populate(p, bytes, stream)) {
-        fprintf(stderr, "zt: out of GPU memory mapping %zu bytes back\n", bytes);
-        abort();
+        cudaGetLastError(); /* as in alloc: not left for the next launch check */
+        size_t free_b = 0, total = 0;
+        cudaMemGetInfo(&free_b, &total);
+        return zt_fail(ZT_ENOMEM, "out of GPU memory mapping %zu bytes back (%zu of %zu bytes free)", bytes, free_b,
+                       total);
     }
     sample_memory();
+    return ZT_OK;
 }
 
 /* A granule-mapped array gives back the granules wholly inside the range (after the work
@@ -105,41 +108,41 @@ static void cuda_discard(zt_backend *be, void *p, size_t bytes)
 {
     MARK();
     if (!zt_vmm_owns(p)) {
-        cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "discard: cudaMemsetAsync");
+        ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
         return;
     }
-    wait_stream("discard: cudaStreamSynchronize");
+    wait_stream();
     zt_vmm_release(p, bytes, stream);
 }
 
 static void cuda_memset0(zt_backend *be, void *p, size_t bytes)
 {
     MARK();
-    cuda_ok(cudaMemsetAsync(p, 0, bytes, stream), "memset0: cudaMemsetAsync");
+    ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
 }
 
 static void cuda_copy(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
     MARK();
-    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy: cudaMemcpyAsync");
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 /* Waits: the caller may reuse the host buffer as soon as this returns. */
 static void cuda_upload(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
     MARK();
-    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "upload: cudaMemcpyAsync");
-    wait_stream("upload: cudaStreamSynchronize");
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    wait_stream();
 }
 
 static void cuda_download(zt_backend *be, void *dst, const void *src, size_t bytes)
 {
     MARK();
-    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "download: cudaMemcpyAsync");
-    wait_stream("download: cudaStreamSynchronize");
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+    wait_stream();
 }
 
-static void cuda_sync(zt_backend *be) { wait_stream("sync: cudaStreamSynchronize"); }
+static void cuda_sync(zt_backend *be) { wait_stream(); }
 
 static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc)

@@ -12,6 +12,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "kernels/cuda/check.h"
+
 enum { MAX_ARRAYS = 32 };
 
 typedef struct vmm_array {
@@ -35,13 +37,6 @@ static struct {
     PFN_cuMemGetAllocationGranularity_v10020 granularity;
     vmm_array a[MAX_ARRAYS];
 } V;
-
-static void cu_ok(CUresult r, const char *what)
-{
-    if (r == CUDA_SUCCESS) return;
-    fprintf(stderr, "zt: CUDA driver error %d in %s\n", (int)r, what);
-    abort();
-}
 
 static int entry(const char *name, void **fn)
 {
@@ -90,8 +85,8 @@ static int map_granules(vmm_array *a, size_t g0, size_t g1, cudaStream_t s)
         CUmemGenericAllocationHandle h;
         if (V.create(&h, V.gran, &V.prop, 0) != CUDA_SUCCESS) return 0;
         CUdeviceptr at = a->base + g * V.gran;
-        cu_ok(V.map(at, V.gran, 0, h, 0), "cuMemMap");
-        cu_ok(V.set_access(at, V.gran, &V.access, 1), "cuMemSetAccess");
+        ZT_CU_CHECK(V.map(at, V.gran, 0, h, 0));
+        ZT_CU_CHECK(V.set_access(at, V.gran, &V.access, 1));
         a->h[g] = h;
         if (cudaMemsetAsync((void *)at, 0, V.gran, s) != cudaSuccess) return 0;
     }
@@ -123,10 +118,10 @@ void zt_vmm_free(void *p)
     if (!a) return;
     for (size_t g = 0; a->h && g < a->granules; g++)
         if (a->h[g]) {
-            cu_ok(V.unmap(a->base + g * V.gran, V.gran), "cuMemUnmap");
-            cu_ok(V.release(a->h[g]), "cuMemRelease");
+            ZT_CU_CHECK(V.unmap(a->base + g * V.gran, V.gran));
+            ZT_CU_CHECK(V.release(a->h[g]));
         }
-    cu_ok(V.address_free(a->base, a->bytes), "cuMemAddressFree");
+    ZT_CU_CHECK(V.address_free(a->base, a->bytes));
     free(a->h);
     memset(a, 0, sizeof *a);
 }
@@ -146,10 +141,7 @@ static void zero_mapped(vmm_array *a, size_t lo, size_t hi, cudaStream_t s)
 {
     for (size_t at = lo; at < hi;) {
         size_t g = at / V.gran, end = (g + 1) * V.gran < hi ? (g + 1) * V.gran : hi;
-        if (a->h[g] && cudaMemsetAsync((void *)(a->base + at), 0, end - at, s) != cudaSuccess) {
-            fprintf(stderr, "zt: cudaMemsetAsync failed zeroing %zu bytes\n", end - at);
-            abort();
-        }
+        if (a->h[g]) ZT_CUDA_CHECK(cudaMemsetAsync((void *)(a->base + at), 0, end - at, s));
         at = end;
     }
 }
@@ -161,8 +153,8 @@ void zt_vmm_release(void *p, size_t bytes, cudaStream_t s)
     granules_of(a, p, bytes, &g0, &g1, &t0, &t1);
     for (size_t g = g0; g < g1; g++)
         if (a->h[g]) {
-            cu_ok(V.unmap(a->base + g * V.gran, V.gran), "cuMemUnmap");
-            cu_ok(V.release(a->h[g]), "cuMemRelease");
+            ZT_CU_CHECK(V.unmap(a->base + g * V.gran, V.gran));
+            ZT_CU_CHECK(V.release(a->h[g]));
             a->h[g] = 0;
         }
     if (g0 >= g1) { /* no whole granule: the range lies in one or two */
@@ -181,10 +173,3 @@ int zt_vmm_populate(void *p, size_t bytes, cudaStream_t s)
     return map_granules(a, t0, t1, s);
 }
 
-size_t zt_vmm_mapped_bytes(void)
-{
-    size_t n = 0;
-    for (int i = 0; i < MAX_ARRAYS; i++)
-        for (size_t g = 0; V.a[i].base && g < V.a[i].granules; g++) n += V.a[i].h[g] ? V.gran : 0;
-    return n;
-}

@@ -22,6 +22,5 @@ void zt_vmm_free(void *p);
  * work that reads the range is done. */
 void zt_vmm_release(void *p, size_t bytes, cudaStream_t s);
 int zt_vmm_populate(void *p, size_t bytes, cudaStream_t s); /* 0 when out of memory */
-size_t zt_vmm_mapped_bytes(void);                           /* all arrays' mapped memory */
 
 #endif

@@ -1,12 +1,11 @@
 /* The safetensors writer: plans shards, then writes each file atomically
- * (temporary name, fsync, rename; the directory is fsynced at the end). */
+ * (zt_atomic_open/commit), removes the stale files of an earlier save and fsyncs the directory. */
 #include "lib/ckpt/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 
 #include "lib/ckpt/safetensors_internal.h"
 #include "lib/core/arena.h"
+#include "lib/core/fileio.h"
 
 #define ST_CHUNK ((size_t)1 << 18) /* elements converted per write */
 
@@ -108,54 +108,21 @@ zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dt
     return st ? st : st_add(w, e);
 }
 
-/* --- one output file: temporary name, then fsync and rename ----------------------------- */
+/* --- one output file: dir/name, written atomically -------------------------------------- */
 
-typedef struct st_out {
-    FILE *f;
-    char *tmp, *final;
-} st_out;
-
-static zt_status st_out_open(st_out *o, const char *dir, const char *name)
+static zt_status st_out_open(zt_atomic_file *o, const char *dir, const char *name)
 {
-    size_t n = strlen(dir) + strlen(name) + 32;
-    *o = (st_out){.tmp = malloc(n), .final = malloc(n)};
-    if (!o->tmp || !o->final) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", name);
-    snprintf(o->final, n, "%s/%s", dir, name);
-    snprintf(o->tmp, n, "%s/%s.tmp.%ld", dir, name, (long)getpid());
-    if (!(o->f = fopen(o->tmp, "wb"))) return zt_fail(ZT_EIO, "cannot create '%s': %s", o->tmp, strerror(errno));
-    return ZT_OK;
+    char path[sizeof o->path];
+    zt_status st = zt_path_join(path, sizeof path, dir, name);
+    return st ? st : zt_atomic_open(o, path);
 }
 
-static zt_status st_out_write(st_out *o, const void *p, size_t n)
+/* Commits o when st is ZT_OK, else removes its temporary file; returns the first failure. */
+static zt_status st_out_close(zt_atomic_file *o, zt_status st)
 {
-    if (n && fwrite(p, 1, n, o->f) != n) return zt_fail(ZT_EIO, "write to '%s' failed: %s", o->tmp, strerror(errno));
-    return ZT_OK;
-}
-
-/* Flushes, syncs and closes the temporary file and renames it; removes it on failure. */
-static zt_status st_out_commit(st_out *o)
-{
-    zt_status st = ZT_OK;
-    if (fflush(o->f)) st = zt_fail(ZT_EIO, "fflush '%s': %s", o->tmp, strerror(errno));
-    else if (fsync(fileno(o->f))) st = zt_fail(ZT_EIO, "fsync '%s': %s", o->tmp, strerror(errno));
-    int closed = fclose(o->f);
-    o->f = NULL;
-    if (!st && closed) st = zt_fail(ZT_EIO, "close '%s': %s", o->tmp, strerror(errno));
-    if (!st && rename(o->tmp, o->final))
-        st = zt_fail(ZT_EIO, "rename '%s' to '%s': %s", o->tmp, o->final, strerror(errno));
-    if (st) unlink(o->tmp);
+    if (!st) return zt_atomic_commit(o);
+    zt_atomic_abort(o);
     return st;
-}
-
-/* Releases o; a file still open was not committed and is removed. */
-static void st_out_free(st_out *o)
-{
-    if (o->f) {
-        fclose(o->f);
-        unlink(o->tmp);
-    }
-    free(o->tmp);
-    free(o->final);
 }
 
 /* --- headers ------------------------------------------------------------------------------ */
@@ -216,9 +183,9 @@ static char *st_index_json(const zt_st_writer *w, const int *first, int nshards,
 
 /* Writes entry e's data in chunks of ST_CHUNK elements through buf (ST_CHUNK doubles) and,
  * for data on demand, fbuf (ST_CHUNK floats). */
-static zt_status st_write_data(st_out *o, const st_entry *e, void *buf, float *fbuf)
+static zt_status st_write_data(zt_atomic_file *o, const st_entry *e, void *buf, float *fbuf)
 {
-    if (!e->fill && e->out == e->src_dtype) return st_out_write(o, e->src, e->nbytes);
+    if (!e->fill && e->out == e->src_dtype) return zt_atomic_write(o, e->src, e->nbytes);
     size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
     zt_status st = ZT_OK;
     for (size_t j = 0; j < e->numel && !st; j += ST_CHUNK) {
@@ -228,7 +195,7 @@ static zt_status st_write_data(st_out *o, const st_entry *e, void *buf, float *f
         else if ((st = e->fill(e->ctx, fbuf, j, k))) break;
         out = src; /* fp32 data on demand written as fp32 */
         if (e->out != e->src_dtype) zt_st_convert(buf, e->out, src, e->src_dtype, k), out = buf;
-        st = st_out_write(o, out, k * os);
+        st = zt_atomic_write(o, out, k * os);
     }
     return st;
 }
@@ -236,31 +203,27 @@ static zt_status st_write_data(st_out *o, const st_entry *e, void *buf, float *f
 static zt_status st_write_shard(const zt_st_writer *w, int a, int b, const char *dir, const char *name, void *buf,
                                 float *fbuf)
 {
-    st_out o;
+    zt_atomic_file o;
     size_t hlen = 0;
     char *header = NULL;
     zt_status st = st_out_open(&o, dir, name);
-    if (!st && !(header = st_header(w, a, b, &hlen))) st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", o.final);
+    if (st) return st;
+    if (!(header = st_header(w, a, b, &hlen))) st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", o.path);
     if (!st) {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-        if (!(st = st_out_write(&o, len8, 8))) st = st_out_write(&o, header, hlen);
+        if (!(st = zt_atomic_write(&o, len8, 8))) st = zt_atomic_write(&o, header, hlen);
     }
     for (int i = a; i < b && !st; i++) st = st_write_data(&o, &w->v[i], buf, fbuf);
-    if (!st) st = st_out_commit(&o);
-    st_out_free(&o);
     free(header);
-    return st;
+    return st_out_close(&o, st);
 }
 
 static zt_status st_write_text(const char *dir, const char *name, const char *text)
 {
-    st_out o;
+    zt_atomic_file o;
     zt_status st = st_out_open(&o, dir, name);
-    if (!st) st = st_out_write(&o, text, strlen(text));
-    if (!st) st = st_out_commit(&o);
-    st_out_free(&o);
-    return st;
+    return st ? st : st_out_close(&o, zt_atomic_write(&o, text, strlen(text)));
 }
 
 static void st_shard_name(char *buf, size_t cap, unsigned long i, unsigned long n)
@@ -309,16 +272,6 @@ static zt_status st_remove_stale(const char *dir, int nshards)
     return st;
 }
 
-static zt_status st_sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return zt_fail(ZT_EIO, "cannot open directory '%s': %s", dir, strerror(errno));
-    zt_status st = ZT_OK;
-    if (fsync(fd)) st = zt_fail(ZT_EIO, "fsync directory '%s': %s", dir, strerror(errno));
-    close(fd);
-    return st;
-}
-
 zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max_shard_bytes)
 {
     /* shards: runs of tensors in insertion order; a tensor larger than the limit gets one alone */
@@ -354,7 +307,7 @@ zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max
         free(index);
     }
     if (!st) st = st_remove_stale(dir, nshards);
-    if (!st) st = st_sync_dir(dir);
+    if (!st) st = zt_fsync_dir(dir); /* the removals */
 out:
     free(first);
     free(names);

@@ -24,7 +24,7 @@
  * 1 GiB). Float sums are in rank order, ((x0 + x1) + x2) + ..., so results are the same
  * bitwise on every rank, on every call, and whatever the message size.
  *
- * Byte accounting (DESIGN.md's logical payload): each call adds the bytes this rank
+ * Byte accounting (docs/distributed.md's logical payload): each call adds the bytes this rank
  * receives that originate from other ranks, under its purpose and at level 0 (the source
  * rank is on this node) or 1 (another node), whatever the transfers underneath:
  *   all-gather, all-to-all    bytes_per_rank from each other rank

@@ -64,10 +64,18 @@ void zt_atomic_abort(zt_atomic_file *a)
     unlink(a->tmp);
 }
 
+zt_status zt_atomic_write(zt_atomic_file *a, const void *data, size_t len)
+{
+    if (len && fwrite(data, 1, len, a->f) != len)
+        return zt_fail(ZT_EIO, "writing '%s' failed: %s", a->path, strerror(errno));
+    return ZT_OK;
+}
+
 zt_status zt_atomic_commit(zt_atomic_file *a)
 {
     const char *step = NULL;
-    if (fflush(a->f)) step = "flush";
+    if (fflush(a->f)) step = "write";
+    else if (ferror(a->f)) step = "write", errno = EIO; /* an earlier fwrite or fprintf failed */
     else if (fsync(fileno(a->f))) step = "fsync";
     int e = errno;
     if (fclose(a->f) && !step) step = "close", e = errno;
@@ -87,10 +95,9 @@ zt_status zt_write_file_atomic(const char *path, const void *data, size_t len)
     zt_atomic_file a;
     zt_status st = zt_atomic_open(&a, path);
     if (st) return st;
-    if (len && fwrite(data, 1, len, a.f) != len) {
-        int e = errno;
+    if ((st = zt_atomic_write(&a, data, len))) {
         zt_atomic_abort(&a);
-        return zt_fail(ZT_EIO, "writing '%s' failed: %s", path, strerror(e));
+        return st;
     }
     return zt_atomic_commit(&a);
 }

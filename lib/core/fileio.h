@@ -16,13 +16,17 @@
 zt_status zt_read_file(const char *path, char **data, size_t *len); /* free(*data) */
 zt_status zt_write_file_atomic(const char *path, const void *data, size_t len);
 
-/* Opens path.tmp.<pid> for writing; zt_atomic_commit flushes, fsyncs, closes and
- * renames it to path; zt_atomic_abort closes and removes it. */
+/* The one way zt replaces a file: opens path.tmp.<pid> (same directory) for writing;
+ * write to a->f or with zt_atomic_write; zt_atomic_commit flushes, fsyncs, closes and
+ * renames it to path, then fsyncs the directory (EINVAL, which some tmpfs and overlay
+ * filesystems return, is tolerated); on failure it removes the temporary file.
+ * zt_atomic_abort closes and removes it. */
 typedef struct zt_atomic_file {
     FILE *f;
     char path[4096], tmp[4096 + 32];
 } zt_atomic_file;
 zt_status zt_atomic_open(zt_atomic_file *a, const char *path);
+zt_status zt_atomic_write(zt_atomic_file *a, const void *data, size_t len);
 zt_status zt_atomic_commit(zt_atomic_file *a);
 void zt_atomic_abort(zt_atomic_file *a);
 

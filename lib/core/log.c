@@ -11,6 +11,7 @@ static FILE *mirror;
 static int log_rank; /* 0, or this process's rank when it is not the first */
 
 void zt_log_set_rank(int rank) { log_rank = rank; }
+int zt_log_rank(void) { return log_rank; }
 static char status[512]; /* the status line shown on a terminal, "" when none */
 
 int zt_log_status(const char *line)

@@ -18,6 +18,7 @@ void zt_log_set_mirror(FILE *f); /* NULL to stop mirroring */
 int zt_log_enabled(zt_log_level level);
 /* In a job of several ranks: rank R > 0 prints only warnings and errors, prefixed "rank R: ". */
 void zt_log_set_rank(int rank);
+int zt_log_rank(void); /* 0 until set */
 /* Draws (or with NULL clears) the status line when stderr is a terminal; 0 elsewhere. */
 int zt_log_status(const char *line);
 

@@ -122,6 +122,8 @@ struct jx_method {
 };
 
 enum { JX_FN_RANGE, JX_FN_NAMESPACE, JX_FN_DICT, JX_FN_RAISE, JX_FN_STRFTIME, JX_FN_COUNT };
+/* packed by kind */
+/* clang-format off */
 enum {
     JX_M_STRIP, JX_M_LSTRIP, JX_M_RSTRIP, JX_M_SPLIT, JX_M_STARTSWITH, JX_M_ENDSWITH, JX_M_UPPER, JX_M_LOWER,
     JX_M_TITLE, JX_M_CAPITALIZE, JX_M_REPLACE, JX_M_FIND, JX_M_JOIN, /* str */
@@ -129,6 +131,7 @@ enum {
     JX_M_CYCLE, /* loop */
     JX_M_COUNT
 };
+/* clang-format on */
 
 static inline jx_val jx_undef(const jx_node *n) { return (jx_val){.kind = JX_UNDEF, .node = n}; }
 static inline jx_val jx_none(void) { return (jx_val){.kind = JX_NONE}; }
@@ -140,6 +143,8 @@ static inline jx_val jx_listv(jx_list *l) { return (jx_val){.kind = JX_LIST, .l 
 
 /* --- tokens ----------------------------------------------------------------------------------- */
 
+/* packed by kind */
+/* clang-format off */
 typedef enum jx_tok_kind {
     JT_DATA, JT_VAR_BEGIN, JT_VAR_END, JT_BLOCK_BEGIN, JT_BLOCK_END,
     JT_NAME, JT_STRING, JT_INT, JT_FLOAT, JT_OP, JT_EOF,
@@ -151,6 +156,7 @@ typedef enum jx_op {
     JO_EQ, JO_NE, JO_GT, JO_GE, JO_LT, JO_LE, JO_ASSIGN, JO_DOT, JO_COLON, JO_PIPE, JO_COMMA, JO_SEMI,
     JO_IN, JO_NOTIN, /* comparison operators spelled with names */
 } jx_op;
+/* clang-format on */
 
 typedef struct jx_tok {
     jx_tok_kind kind;
@@ -168,6 +174,8 @@ jx_tok *jx_lex(jx_err *e, jx_arena *a, const char *src, size_t len);
 
 /* --- syntax tree ------------------------------------------------------------------------------ */
 
+/* packed by kind */
+/* clang-format off */
 typedef enum jx_node_kind {
     /* statements */
     JN_BLOCK,   /* v[n]: statements */
@@ -196,6 +204,7 @@ typedef enum jx_node_kind {
     JN_COMPARE, /* a ops[0] v[0] ops[1] v[1] ... */
     JN_COND,    /* a if b else c (c may be NULL) */
 } jx_node_kind;
+/* clang-format on */
 
 #define JX_UNKNOWN 255
 

@@ -23,6 +23,8 @@ struct zt_template {
 
 /* Each renders what the model's published template renders (tests/fixtures/templates holds those
  * and the expected texts). */
+/* one template per entry, its lines as they read */
+/* clang-format off */
 static const struct {
     const char *name, *source;
 } BUILTIN[] = {
@@ -123,6 +125,7 @@ static const struct {
      "    {{- '\\n\\n### Response:\\n' }}\n"
      "{%- endif %}\n"},
 };
+/* clang-format on */
 
 enum { NBUILTIN = sizeof BUILTIN / sizeof BUILTIN[0] };
 

@@ -164,7 +164,7 @@ zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, 
 const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name);
 /* Parameters used in matrix products (LM head included, embedding lookup excluded). */
 size_t zt_llama_matmul_params(const zt_llama *m);
-/* Training FLOPs per token as DESIGN.md defines them, at sequence length T. */
+/* Training FLOPs per token as docs/architecture.md defines them, at sequence length T. */
 double zt_llama_flops_per_token(const zt_llama *m, int T);
 
 /* Grows the vocabulary to V (embedding and untied LM head): new rows are the mean

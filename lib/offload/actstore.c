@@ -43,7 +43,9 @@ static void get(void *ctx, int layer, zt_real *x, size_t bytes)
 {
     zt_actstore *s = ctx;
     zt_backend *be = s->be;
-    be->populate(be, x, bytes);
+    zt_status st = be->populate(be, x, bytes);
+    if (!s->error) s->error = st;
+    if (st) return;
     if (!s->nvme) {
         be->upload(be, x, s->host + (size_t)layer * s->slot, bytes);
         return;

@@ -7,6 +7,8 @@
 #include "lib/recipe/toml.h"
 
 /* The offset of a field, which must have type T (a mismatch does not compile). */
+/* a table laid out by hand */
+/* clang-format off */
 #define AT(field, T) _Generic(((zt_recipe *)0)->field, T: offsetof(zt_recipe, field))
 
 #define STR(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_STRING, flags, def, 0, 0, NULL, NULL, doc, AT(field, char *)}
@@ -144,6 +146,7 @@ static const zt_recipe_key schema[] = {
     FLT("rlhf", "critic_learning_rate", rlhf.critic_learning_rate, 0, "0", 0, NOMAX,
         "PPO: the critic's peak learning rate (train.* schedule); 0: train.learning_rate"),
 };
+/* clang-format on */
 
 const zt_recipe_key *zt_recipe_schema(int *n)
 {

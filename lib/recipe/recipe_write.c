@@ -1,12 +1,10 @@
 /* Writing a recipe: values as TOML, the resolved recipe file, the data hash. */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "lib/core/fileio.h"
 #include "lib/recipe/recipe.h"
 #include "lib/recipe/toml.h"
 
@@ -81,48 +79,13 @@ zt_status zt_recipe_resolved_text(const zt_recipe *r, char **text)
     return ZT_OK;
 }
 
-/* fsync of the directory holding path, so that a rename in it is durable. */
-static int sync_dir(const char *path)
-{
-    char *dir = strdup(path);
-    if (!dir) return -1;
-    char *slash = strrchr(dir, '/');
-    if (slash) slash[slash == dir] = 0;
-    int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
-    free(dir);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 zt_status zt_recipe_write_resolved(const zt_recipe *r, const char *path)
 {
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 5);
-    if (!tmp) return zt_fail(ZT_ENOMEM, "out of memory");
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        zt_status st = zt_fail(ZT_EIO, "'%s': cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    write_all(f, r);
-    const char *step = NULL;
-    if (fflush(f) || ferror(f)) step = "write";
-    else if (fsync(fileno(f))) step = "fsync";
-    if (fclose(f) && !step) step = "close";
-    if (!step && rename(tmp, path)) step = "rename";
-    if (!step && sync_dir(path)) step = "fsync of the directory";
-    zt_status st = ZT_OK;
-    if (step) {
-        st = zt_fail(ZT_EIO, "'%s': cannot write the resolved recipe (%s: %s)", path, step, strerror(errno));
-        unlink(tmp);
-    }
-    free(tmp);
-    return st;
+    zt_atomic_file a;
+    zt_status st = zt_atomic_open(&a, path);
+    if (st) return st;
+    write_all(a.f, r);
+    return zt_atomic_commit(&a);
 }
 
 uint64_t zt_recipe_data_hash(const zt_recipe *r)

@@ -313,7 +313,7 @@ static zt_status pref_grads(zt_trainer *t, long step, zt_step_result *out)
     return st;
 }
 
-/* rewards_chosen, rewards_rejected, reward_margin, reward_accuracy (DESIGN.md's names) */
+/* rewards_chosen, rewards_rejected, reward_margin, reward_accuracy (docs/rlhf.md's names) */
 static void add_pair_stats(cJSON *row, const pair_stats *s)
 {
     double n = s->pairs > 0 ? s->pairs : NAN;

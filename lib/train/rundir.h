@@ -1,4 +1,4 @@
-/* train/rundir: the run directory of DESIGN.md section 3: run.json,
+/* train/rundir: the run directory of docs/architecture.md: run.json,
  * train.log, recipe.resolved.toml, metrics.jsonl, summary.json, final/.
  *
  *     zt_rundir rd;

@@ -35,8 +35,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     u->weights = UNIT_GATHERING;
     hold(s, (long long)weight_bytes(z, u));
     zt_backend *be = z->m->be;
-    be->populate(be, z->m->params + u->off, u->n * sizeof(float));
-    if (z->m->params16) be->populate(be, z->m->params16 + u->off, u->n * 2);
+    zt_status st = be->populate(be, z->m->params + u->off, u->n * sizeof(float));
+    if (!st && z->m->params16) st = be->populate(be, z->m->params16 + u->off, u->n * 2);
+    if (!s->error) s->error = st;
     if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
     const float *slice = z->master ? z->master + u->local : NULL;
     if (z->swap) { /* one process: copied once read (finish_gather); else read before the collective */
@@ -171,7 +172,8 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         prefetch(z, i, use);
     }
     if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !u->grads_in) {
-        z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
+        zt_status st = z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
+        if (!z->z3->error) z->z3->error = st;
         load_grads(z, u);
         u->grads_in = 1;
         hold(s, (long long)(u->n * sizeof(float)));

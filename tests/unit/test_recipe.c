@@ -6,8 +6,10 @@
 #include "lib/recipe/recipe.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -482,7 +484,9 @@ static void test_round_trip(void)
     char *out = path_in("resolved.toml");
     st = zt_recipe_write_resolved(&a, out);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
-    CHECK(access(path_in("resolved.toml.tmp"), F_OK) != 0);
+    char leftover[64];
+    snprintf(leftover, sizeof leftover, "resolved.toml.tmp.%d", (int)getpid());
+    CHECK(access(path_in(leftover), F_OK) != 0);
     st = zt_recipe_load(&b, out, 0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (!st) {
@@ -527,7 +531,24 @@ static void test_round_trip(void)
     /* a directory that does not exist: an I/O error that names the file */
     st = zt_recipe_load(&a, NULL, 0, NULL);
     CHECK(st == ZT_OK && zt_recipe_write_resolved(&a, path_in("no/such/dir.toml")) == ZT_EIO);
-    CHECK(strstr(zt_errmsg(), "no/such/dir.toml.tmp': cannot create"));
+    const char *msg = zt_errmsg();
+    CHECK_MSG(strstr(msg, "cannot create '") && strstr(msg, "no/such/dir.toml.tmp."), "%s", msg);
+    /* a write that fails (the file size limit stands for a full disk): an I/O error naming the
+     * file, which keeps its old contents, and no temporary file left */
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct rlimit small = {.rlim_cur = 100, .rlim_max = old.rlim_max};
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    st = zt_recipe_write_resolved(&a, out);
+    msg = zt_errmsg();
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, was);
+    CHECK_MSG(st == ZT_EIO && strstr(msg, "resolved.toml' failed"), "%d %s", st, msg);
+    CHECK(access(path_in(leftover), F_OK) != 0);
+    zt_recipe reread;
+    CHECK(zt_recipe_load(&reread, out, 0, NULL) == ZT_OK);
+    zt_recipe_free(&reread);
     zt_recipe_free(&a);
 }
 
