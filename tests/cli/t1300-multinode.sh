@@ -108,6 +108,8 @@ with open("data.jsonl", "w") as f:
         f.write(json.dumps({"input_ids": [r.randrange(64) for _ in range(r.randrange(5, 30))]}) + "\n")
 PY
 printf '[model]\npath = "model"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 3\nmicro_batch_size = 1\nlogging_steps = 1\n' > "$TMP/recipe.toml"
+# micro-batches of 1 on both: the same products, only the gradients summed in another grouping;
+# 1e-5 on the losses for the reasons (and measurements) in t1500-zero.sh
 expect_ok "one rank, accumulation 4" env OMP_NUM_THREADS=1 "$ZT" pretrain "$TMP/recipe.toml" output.dir="$TMP/one" \
   train.gradient_accumulation_steps=4
 for stage in 2 3; do

@@ -68,6 +68,9 @@ for n, A in ((2, 2), (4, 1)):
     print(f"N={n}, A={A}: {got} bytes a step, 3·A·(N-1)·M = {3 * A * (n - 1) * M}")
 PY
 
+# same.py A B [TOL]: final weights within TOL of each tensor's largest, losses within TOL
+# relative. 1e-5 by default: micro-batches of 1 everywhere, the same products with the
+# gradients summed in another grouping (the reasons and measurements are in t1500-zero.sh)
 cat > same.py <<'PY'
 import json, struct, sys
 import numpy as np
@@ -108,7 +111,9 @@ expect_ok "bf16, 2 ranks, stage 0" $MPI -np 2 "$ZT" pretrain recipe.toml model.d
   train.gradient_accumulation_steps=2
 expect_ok "bf16, 2 ranks, stage 3" $MPI -np 2 "$ZT" pretrain recipe.toml model.dtype=bf16 output.dir=b3 \
   train.gradient_accumulation_steps=2
-# bf16 weights: a last-bit difference of the fp32 masters may round to the next bf16 value
+# bf16 weights: a last-bit difference of the fp32 masters may round to the next bf16 value,
+# one bf16 ulp, at most 2^-7 ≈ 7.8e-3 of the value and so of the tensor's largest: 1e-2; the
+# losses are computed on those bf16 copies, a few weights one ulp apart moving them less
 $PY same.py b0 b3 1e-2 && say "ok - bf16 at stage 3 trains like stage 0" || fail "bf16 at stage 3"
 
 # checkpoints: a job killed after step 2's checkpoint resumes bitwise; stage 3's shards
@@ -166,6 +171,11 @@ expect_ok "whole units, 2 ranks" mtiles output.dir=h1m zero.prefetch_layers=0
 expect_ok "tiles, 2 ranks" mtiles output.dir=h4m zero.prefetch_layers=0 $T
 expect_ok "tiles, 2 ranks, checkpointing, prefetch 2" mtiles output.dir=h4mc model.activation_checkpointing=true \
   zero.prefetch_layers=2 $T
+# tiles split the head's and the MLPs' sums over the vocabulary / intermediate size (up to 2048
+# terms) into 4 partial sums added up: fp32 sums regrouped, within 2048·2^-24 ≈ 1.2e-4 of the
+# sum of their magnitudes worst case, about sqrt(2048)·2^-24 ≈ 3e-6 for terms of random sign;
+# the loss, a mean over tokens of log-softmaxes of those sums, moves less, and 4 steps of AdamW
+# pass the gradients' difference on at about its size (t1500-zero.sh): 1e-5 relative
 $PY - <<'PY' && say "ok - the tiled model trains like whole units and holds less at once" || fail "tiles"
 import json
 def run(d):

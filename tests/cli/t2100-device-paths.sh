@@ -46,13 +46,9 @@ for stage in 0 1 2 3; do
   same cpu-s$stage dev-s$stage "2 ranks at stage $stage: host copies train like the CPU"
 done
 
-# offload.param = cpu in one process is stage 3 with a single slice: it trains like no offload
-$PY - cpu-one-process cpu-one-process--offload-param---cpu <<'PY' && say "ok - offload.param = cpu trains like no offload" \
-  || fail "offload.param = cpu differs from no offload"
-import json, sys
-a, b = ([json.loads(l)["loss"] for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3])
-assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a, b)), (a, b)
-PY
+# offload.param = cpu in one process is stage 3 with a single slice: the same products summed
+# in the same order as without offload, so it trains bitwise alike
+same cpu-one-process cpu-one-process--offload-param---cpu "offload.param = cpu trains like no offload"
 
 # resume from the step-2 checkpoint, through uploads of weights and moments
 for d in one-process s3; do

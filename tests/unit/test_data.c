@@ -82,6 +82,12 @@ static void test_rng_distributions(void)
         counts[zt_rng_below(&r, 10)]++;
     }
     double mu = su / N, mn = sn / N;
+    /* The draws come from a fixed seed by integer arithmetic (the normals add libm's log and
+     * cos, the same to an ulp everywhere), so these are the same numbers on every CPU. The
+     * bounds are what a correct generator meets but for odds below 1e-5, in standard errors
+     * over N = 1e5 draws: the uniform mean ±0.005 is 5.5 of them (sqrt(1/12/N) = 9.1e-4), its
+     * deviation 12 (sqrt((1/80 - 1/144)/(4/12·N)) = 4.1e-4); the normal mean ±0.015 is 4.7
+     * (1/sqrt(N)), its deviation 6.7 (1/sqrt(2N)); a count of ten ±500 is 5.3 (sqrt(N·0.09)). */
     CHECK(umin >= 0 && umax < 1);
     CHECK_NEAR(mu, 0.5, 0.005);
     CHECK_NEAR(sqrt(su2 / N - mu * mu), sqrt(1.0 / 12), 0.005);

@@ -210,7 +210,9 @@ static void test_long_k(void)
     CHECK_MSG(bad == 0, "%d wrong elements", bad);
 }
 
-/* Each SIMD path against the scalar loops on the same inputs, element by element. */
+/* Each SIMD path against the scalar loops on the same inputs, element by element: both sum
+ * the same exact products (bf16 x bf16 fits fp32) in other orders, each within tol of the
+ * exact sum, so they differ by at most twice that. */
 static void test_simd_vs_scalar(void)
 {
     for (int q = 1; q < 3; q++) {
@@ -224,9 +226,10 @@ static void test_simd_vs_scalar(void)
             float *ref = calloc(n, sizeof(float)), *got = calloc(n, sizeof(float));
             zt_gemm_bf16_ref(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, 0.0f, ref, p.ldc);
             paths[q].fn(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A, p.lda, p.B, p.ldb, 0.0f, got, p.ldc);
-            double worst = 0;
-            for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
-            CHECK_MSG(worst < 1e-4, "%s ta=%d tb=%d: max |simd - scalar| = %g", paths[q].name, p.ta, p.tb, worst);
+            size_t bad = 0; /* padding columns (tol 0) are never written: both stay 0 */
+            for (size_t i = 0; i < n; i++) bad += !(fabs((double)got[i] - ref[i]) <= 2 * p.tol[i]);
+            CHECK_MSG(bad == 0, "%s ta=%d tb=%d: %zu elements differ from scalar by more than 2 tol", paths[q].name,
+                      p.ta, p.tb, bad);
             free(ref);
             free(got);
             problem_free(&p);

@@ -149,6 +149,8 @@ static double check(int num_labels, double (*fn)(void *, const double *, double 
     memset(m.grads, 0, m.numel * sizeof(double));
     double loss = zt_llama_forward_objective(&m, input, target, pos, &obj, 1);
     CHECK_MSG(isfinite(loss) && loss != 0, "loss %g", loss);
+    /* central differences in double, step 1e-6, against the floor 1e-2: the bounds of
+     * test_grad_model.c (rounding ≈ 1e-8·|loss|, truncation ≈ 2e-11·|f'''|) under 1e-5 */
     double worst = 0, norm = 0;
     const double eps = 1e-6;
     for (size_t i = 0; i < m.numel; i++) {
@@ -202,7 +204,7 @@ static void test_ppo_value(void)
 /* the losses' own derivatives at points on both sides of each branch */
 static void test_loss_derivatives(void)
 {
-    const double h = 1e-6;
+    const double h = 1e-6; /* losses of order 1: error ≈ 1e-10 + h²/6·|f'''| < 1e-6 */
     double xs[] = {-0.9, -0.3, 0.1, 0.6};
     for (int i = 0; i < 4; i++) {
         double x = xs[i], d, d2, lp, lm;
@@ -215,7 +217,8 @@ static void test_loss_derivatives(void)
     }
     double adv[5], ret[5], r[5] = {0, 0, 0, 0, 1}, v[5] = {0.1, 0.2, 0.3, 0.4, 0.5};
     zt_gae(r, v, 5, 1.0, 0.95, adv, ret);
-    /* the last step: δ = r - v; each earlier one adds γλ times the next advantage */
+    /* the last step: δ = r - v; each earlier one adds γλ times the next advantage (double
+     * arithmetic on numbers of order 1 in another order: within a few 2⁻⁵³, checked to 1e-12) */
     CHECK(fabs(adv[4] - 0.5) < 1e-12);
     CHECK(fabs(adv[3] - (0.5 - 0.4 + 0.95 * 0.5)) < 1e-12);
     CHECK(fabs(ret[0] - (adv[0] + 0.1)) < 1e-12);
