@@ -220,6 +220,8 @@ FUZZ_jinja_SRC       := lib/data/jinja*.c lib/core/*.c
 FUZZ_llama_config_SRC := lib/model/llama_config.c lib/core/*.c
 FUZZ_launch_SRC       := lib/launch/*.c lib/core/*.c
 FUZZ_jsonl_SRC        := lib/data/*.c tokenizers/*.c lib/core/*.c
+FUZZ_tokenizer_SRC    := tokenizers/*.c lib/core/*.c
+FUZZ_tokenizer_config_SRC := tokenizers/*.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
 fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))
