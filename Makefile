@@ -222,6 +222,7 @@ FUZZ_launch_SRC       := lib/launch/*.c lib/core/*.c
 FUZZ_jsonl_SRC        := lib/data/*.c tokenizers/*.c lib/core/*.c
 FUZZ_tokenizer_SRC    := tokenizers/*.c lib/core/*.c
 FUZZ_tokenizer_config_SRC := tokenizers/*.c lib/core/*.c
+FUZZ_disk_cache_SRC   := lib/train/disk_cache.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
 fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))
