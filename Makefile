@@ -226,6 +226,7 @@ FUZZ_disk_cache_SRC   := lib/train/disk_cache.c
 FUZZ_reward_SRC       := lib/train/reward_program.c lib/core/*.c
 FUZZ_hub_SRC          := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/core/*.c
 FUZZ_recipe_SRC       := lib/recipe/*.c lib/core/*.c
+FUZZ_generate_SRC     := lib/train/generate_input.c lib/data/jsonl.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
 fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))
