@@ -214,19 +214,20 @@ FUZZ_CC      := clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno
                 $(shell pkg-config --cflags libcjson)
 FUZZ_LIBS    := $(shell pkg-config --libs libcjson) -lm
 FUZZ_OPTS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-FUZZ_toml_SRC        := lib/recipe/toml.c
-FUZZ_safetensors_SRC := lib/ckpt/safetensors_*.c lib/core/*.c
-FUZZ_jinja_SRC       := lib/data/jinja*.c lib/core/*.c
-FUZZ_llama_config_SRC := lib/model/llama_config.c lib/core/*.c
-FUZZ_launch_SRC       := lib/launch/*.c lib/core/*.c
-FUZZ_jsonl_SRC        := lib/data/*.c tokenizers/*.c lib/core/*.c
-FUZZ_tokenizer_SRC    := tokenizers/*.c lib/core/*.c
+FUZZ_toml_SRC             := lib/recipe/toml.c
+FUZZ_safetensors_SRC      := lib/ckpt/safetensors_*.c lib/core/*.c
+FUZZ_jinja_SRC            := lib/data/jinja*.c lib/core/*.c
+FUZZ_cache_SRC            := lib/data/cache.c lib/data/dataset.c lib/core/*.c
+FUZZ_llama_config_SRC     := lib/model/llama_config.c lib/core/*.c
+FUZZ_launch_SRC           := lib/launch/*.c lib/core/*.c
+FUZZ_jsonl_SRC            := lib/data/*.c tokenizers/*.c lib/core/*.c
+FUZZ_tokenizer_SRC        := tokenizers/*.c lib/core/*.c
 FUZZ_tokenizer_config_SRC := tokenizers/*.c lib/core/*.c
-FUZZ_disk_cache_SRC   := lib/train/disk_cache.c
-FUZZ_reward_SRC       := lib/train/reward_program.c lib/core/*.c
-FUZZ_hub_SRC          := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/core/*.c
-FUZZ_recipe_SRC       := lib/recipe/*.c lib/core/*.c
-FUZZ_generate_SRC     := lib/train/generate_input.c lib/data/jsonl.c lib/core/*.c
+FUZZ_disk_cache_SRC       := lib/train/disk_cache.c
+FUZZ_reward_SRC           := lib/train/reward_program.c lib/core/*.c
+FUZZ_hub_SRC              := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/core/*.c
+FUZZ_recipe_SRC           := lib/recipe/*.c lib/core/*.c
+FUZZ_generate_SRC         := lib/train/generate_input.c lib/data/jsonl.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
 fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))

@@ -11,7 +11,7 @@
 #                 8192 x 8192 bf16 matrices (mean of 10 after 3 warm-ups), then eager training with
 #                 bf16 autocast over fp32 parameters, SDPA, fused AdamW: mean of 8 steps after 2
 #   zt            zt pretrain, model.device = "cuda", bf16, activation checkpointing off, micro-batch 4
-#                 (2 if 4 runs out of memory), 8 steps: the mean of metrics.jsonl's tokens_per_s over steps 3..8
+#                 (2 if 4 runs out of memory), 8 steps: the mean of metrics.jsonl's input_tokens_per_s over steps 3..8
 #   zt offload    the same with offload.optimizer = "cpu", 6 steps (3..6); "not supported" if zt
 #                 refuses the combination
 #   zt offload-param  zero.stage = 3 with offload.param and offload.optimizer = "cpu": the GPU holds
@@ -162,16 +162,16 @@ def last_json(path):
         return {}
 
 def zt_tps(name):
-    """mean tokens_per_s of steps 3.. ; a run cut short gives what it has after step 1, marked"""
+    """mean input_tokens_per_s of steps 3.. ; a run cut short gives what it has after step 1, marked"""
     try:
         rows = [json.loads(l) for l in open(os.path.join(work, name, "metrics.jsonl")) if l.startswith("{")]
     except (OSError, ValueError):
         return None, ""
-    rows = [r for r in rows if "tokens_per_s" in r and r.get("split") is None]
-    late = [r["tokens_per_s"] for r in rows if r["step"] >= 3]
+    rows = [r for r in rows if "input_tokens_per_s" in r and r.get("split") is None]
+    late = [r["input_tokens_per_s"] for r in rows if r["step"] >= 3]
     if late:
         return sum(late) / len(late), f"steps 3..{rows[-1]['step']}"
-    early = [r["tokens_per_s"] for r in rows if r["step"] >= 2] or [r["tokens_per_s"] for r in rows]
+    early = [r["input_tokens_per_s"] for r in rows if r["step"] >= 2] or [r["input_tokens_per_s"] for r in rows]
     return (sum(early) / len(early), f"only {len(rows)} step(s)") if early else (None, "")
 
 torch = last_json(os.path.join(work, "torch.json"))

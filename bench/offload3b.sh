@@ -102,7 +102,7 @@ params = re.search(r"(\d+) parameters", plan)
 tiles = re.search(r"^embedding_tiles = (\d+)", open(out + "/recipe.toml").read(), re.M)
 tiled = f", embedding, MLPs and LM head in {tiles.group(1)} tiles each" if tiles and tiles.group(1) != "1" else ""
 print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · 3B full fine-tuning, offload.param = nvme, offload.optimizer = nvme{tiled} (bench/offload3b.sh)")
-print(f"- {params.group(1) if params else '?'} parameters, bf16 weights, fp32 master and moments; 1 × {rows[0]['tokens'] if rows else '?'} target tokens a step; one process, 2 cores, 24 GiB RAM, one virtual disk")
+print(f"- {params.group(1) if params else '?'} parameters, bf16 weights, fp32 master and moments; 1 × {rows[0]['target_tokens'] if rows else '?'} target tokens a step; one process, 2 cores, 24 GiB RAM, one virtual disk")
 print(f"- peak RSS {int(open(out + '/maxrss').read()) / 2**20:.2f} GiB (whole process, loading and final save included); during training {summary['peak_rss_train_bytes'] / 2**30:.2f} GiB; wall {wall} s for everything")
 steps = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:])]  # step 1 also pays for the first faults
 mean = sum(steps) / len(steps) if steps else 0

@@ -7,7 +7,7 @@
 #
 # Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager (bench/torch_llama.py), then
 # `zt pretrain` in fp32 and in bf16. A part that is missing or fails shows as "missing" and
-# the rest still runs. zt's tokens/s is the mean of metrics.jsonl's tokens_per_s over steps 3..10.
+# the rest still runs. zt's tokens/s is the mean of metrics.jsonl's input_tokens_per_s over steps 3..10.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -78,8 +78,8 @@ for line in open(sys.argv[1]):
     line = line.strip()
     if line.startswith("{"):
         r = json.loads(line)
-        if "tokens_per_s" in r and 3 <= r.get("step", 0) <= 10 and r.get("split") is None:
-            rows.append(r["tokens_per_s"])
+        if "input_tokens_per_s" in r and 3 <= r.get("step", 0) <= 10 and r.get("split") is None:
+            rows.append(r["input_tokens_per_s"])
 print(f"{sum(rows) / len(rows):.2f}" if rows else "")
 EOF
 }

@@ -55,7 +55,7 @@ def stats(name):
         s = json.load(open(d + "/summary.json"))
     except (OSError, ValueError):
         return None
-    rows = [r for r in rows if "tokens_per_s" in r]
+    rows = [r for r in rows if "input_tokens_per_s" in r]
     t = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:]) if b["step"] >= 3]
     w = [r.get("gather_wait_s", 0) for r in rows if r["step"] >= 3]
     c = [r["comm_bytes_intra"] + r["comm_bytes_inter"] for r in rows if r["step"] >= 3]

@@ -17,7 +17,8 @@ int cmd_eval(int argc, char **argv)
     const char *checkpoint = NULL;
     zt_usage u = {"zt eval", "RECIPE [--checkpoint DIR] [section.key=value ...]",
                   "Evaluate model.path (or --checkpoint DIR) on data.valid, else data.train, and print\n"
-                  "one JSON line: loss (mean over target tokens), tokens, perplexity."};
+                  "one JSON line: loss (mean over target tokens), tokens, positions (computed: rows times\n"
+                  "the widest row's tokens, whatever data.max_length), perplexity."};
     zt_option opts[] = {
         {"checkpoint", 'S', &checkpoint, "DIR", "a model directory to evaluate instead of model.path", 0, 0},
         {0},
@@ -32,7 +33,7 @@ int cmd_eval(int argc, char **argv)
     if (st) return cmd_fail(st);
     printf("{");
     print_number("loss", e.loss, ", ");
-    printf("\"tokens\": %lld, ", (long long)e.tokens);
+    printf("\"tokens\": %lld, \"positions\": %lld, ", (long long)e.tokens, (long long)e.positions);
     if (e.answered) {
         print_number("accuracy", e.accuracy, ", ");
         printf("\"answered\": %lld, ", (long long)e.answered);

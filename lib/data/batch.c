@@ -48,7 +48,7 @@ static void epoch_order(const zt_loader *l, int64_t epoch, int64_t *perm)
 typedef struct packer {
     zt_segment *segs;
     int64_t *row_seg;
-    int64_t n_segs, n_rows, used, pad;
+    int64_t n_segs, n_rows, used, pad, widest;
     int T;
 } packer;
 
@@ -56,6 +56,7 @@ static void packer_close_row(packer *p)
 {
     if (!p->used) return;
     p->pad += p->T - p->used;
+    if (p->used > p->widest) p->widest = p->used;
     p->n_rows++;
     if (p->row_seg) p->row_seg[p->n_rows] = p->n_segs;
     p->used = 0;
@@ -123,6 +124,10 @@ zt_status zt_loader_init(zt_loader *l, const zt_dataset *ds, int T, int B, int p
         return zt_fail(ZT_ENOMEM, "out of memory planning %lld rows of %d tokens", (long long)n_segs, T);
     }
     plan_epoch(l, 0);
+    /* shuffled packing fills other rows each epoch: bound them by the whole data set */
+    int64_t tokens = zt_dataset_tokens(ds);
+    l->width = l->packing && l->shuffle ? (int)(tokens < T ? tokens : T) : (int)pack(l, l->perm, NULL, NULL).widest;
+    if (l->width < 1) l->width = 1; /* empty examples only */
     return ZT_OK;
 }
 
@@ -136,8 +141,8 @@ void zt_loader_free(zt_loader *l)
 
 /* ---- serving -------------------------------------------------------------------------- */
 
-/* Writes global row g of the planned epoch (g < 0: a row of padding); returns its targets. */
-static int64_t fill_row(const zt_loader *l, int64_t g, int32_t *input, int32_t *target, int32_t *pos)
+/* Writes global row g of the planned epoch (g < 0: a row of padding) into T columns; returns its targets. */
+static int64_t fill_row(const zt_loader *l, int64_t g, int T, int32_t *input, int32_t *target, int32_t *pos)
 {
     const zt_dataset *ds = l->ds;
     int64_t t = 0, n_targets = 0;
@@ -152,7 +157,7 @@ static int64_t fill_row(const zt_loader *l, int64_t g, int32_t *input, int32_t *
             n_targets += target[t] != ZT_IGNORE_INDEX;
         }
     }
-    for (int64_t p = 0; t < l->T; t++, p++) {
+    for (int64_t p = 0; t < T; t++, p++) {
         input[t] = 0;
         target[t] = ZT_IGNORE_INDEX;
         pos[t] = (int32_t)p;
@@ -162,12 +167,12 @@ static int64_t fill_row(const zt_loader *l, int64_t g, int32_t *input, int32_t *
 
 zt_status zt_loader_next(zt_loader *l, zt_batch *out)
 {
-    ZT_ASSERT(out->B == l->B && out->T == l->T);
-    int64_t T = l->T, group = (int64_t)l->B * l->world;
+    ZT_ASSERT(out->B == l->B && out->T >= l->width && out->T <= l->T);
+    int64_t T = out->T, group = (int64_t)l->B * l->world;
     out->n_targets = 0;
     for (int64_t k = 0; k < l->B; k++) {
         int64_t g = l->state.row + l->rank + k * l->world;
-        out->n_targets += fill_row(l, g < l->n_rows ? g : -1, out->input + k * T, out->target + k * T,
+        out->n_targets += fill_row(l, g < l->n_rows ? g : -1, out->T, out->input + k * T, out->target + k * T,
                                    out->pos + k * T);
     }
     l->state.row += group;

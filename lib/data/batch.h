@@ -80,6 +80,7 @@ typedef struct zt_loader {
     struct zt_segment *segs; /* the epoch's pieces of examples, in row order */
     int64_t *row_seg;      /* row r holds segs[row_seg[r] .. row_seg[r+1]) */
     int64_t n_segs, n_rows, pad_tokens;
+    int width;             /* real tokens of the widest row of any epoch (zt_loader_next) */
 } zt_loader;
 
 /* Plans epoch 0. T = max_length, B = micro_batch_size; 0 <= rank < world.
@@ -88,7 +89,9 @@ zt_status zt_loader_init(zt_loader *l, const zt_dataset *ds, int T, int B, int p
                          int rank, int world);
 void zt_loader_free(zt_loader *l);
 
-/* Fills this rank's next micro-batch (out from zt_batch_alloc(out, B, T)).
+/* Fills this rank's next micro-batch (out from zt_batch_alloc(out, B, W)): rows of W columns,
+ * l->width <= W <= T, the padding after a row's tokens cut to fit (computing fewer columns of
+ * padding changes nothing else: no token attends to the padding after it).
  * Cannot fail while the data is in memory; the status is for loaders that stream. */
 zt_status zt_loader_next(zt_loader *l, zt_batch *out);
 

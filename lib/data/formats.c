@@ -138,31 +138,46 @@ static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
     return 0;
 }
 
+/* Tokenizing a conversation span by span: the text before each span untrained, the span trained. */
+typedef struct spans_ctx {
+    const zt_format *f;
+    const char *train_on;
+    size_t at; /* the text before this byte is tokenized */
+    int32_t end[4];
+    seq *s;
+} spans_ctx;
+
+static zt_status push_span(void *ctx, const char *text, zt_span span, int *stop)
+{
+    spans_ctx *c = ctx;
+    seq *s = c->s;
+    zt_status st = span.begin > c->at ? seq_push_text(s, c->f->tok, text + c->at, span.begin - c->at, 1, 0) : ZT_OK;
+    size_t before = s->n;
+    if (!st) st = seq_push_text(s, c->f->tok, text + span.begin, span.end - span.begin, 1, 1);
+    /* the model must learn to stop: each trained turn ends with an end-of-turn token */
+    if (!st && strcmp(c->train_on, "all") && !has_end_id(s->ids + before, s->n - before, c->end))
+        st = zt_fail(ZT_EUSER, "an assistant turn's trained tokens do not include EOS or an end-of-turn token "
+                               "(the chat template does not end turns with one the tokenizer knows)");
+    c->at = span.end;
+    /* Later pushes only append, so once past max_length the kept tokens are final: the later
+     * spans are not looked for (each costs a render of the conversation up to it). */
+    *stop = s->n > (size_t)c->f->max_length;
+    return st;
+}
+
 static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const char *train_on, seq *s)
 {
-    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok), end[4];
+    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
     const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
     const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL;
-    zt_span *spans;
-    int nspans;
     char *text;
-    zt_status st = zt_template_spans(f->tmpl, msgs, n, bos_s, eos_s, train_on, &spans, &nspans, &text);
+    size_t len;
+    spans_ctx c = {.f = f, .train_on = train_on, .s = s};
+    zt_format_end_ids(f->tok, c.end);
+    zt_status st = zt_template_each_span(f->tmpl, msgs, n, bos_s, eos_s, train_on, push_span, &c, &text, &len);
     if (st) return st;
-    zt_format_end_ids(f->tok, end);
-    size_t at = 0;
-    for (int i = 0; i <= nspans && !st; i++) {
-        size_t b = i < nspans ? spans[i].begin : strlen(text);
-        if (b > at) st = seq_push_text(s, f->tok, text + at, b - at, 1, 0);
-        if (st || i == nspans) break;
-        size_t before = s->n;
-        st = seq_push_text(s, f->tok, text + b, spans[i].end - b, 1, 1);
-        /* the model must learn to stop: each trained turn ends with an end-of-turn token */
-        if (!st && strcmp(train_on, "all") && !has_end_id(s->ids + before, s->n - before, end))
-            st = zt_fail(ZT_EUSER, "an assistant turn's trained tokens do not include EOS or an end-of-turn token "
-                                   "(the chat template does not end turns with one the tokenizer knows)");
-        at = spans[i].end;
-    }
-    free(spans);
+    len = strlen(text); /* the text after the last span, up to its first NUL if it has one */
+    if (s->n <= (size_t)f->max_length && len > c.at) st = seq_push_text(s, f->tok, text + c.at, len - c.at, 1, 0);
     free(text);
     if (st) return st;
     if (s->n > (size_t)f->max_length) {

@@ -8,7 +8,8 @@
  *             [{"from": human|gpt|system, "value"}]}: rendered by the chat template;
  *             the template's loss spans (train_on) become the labels, each span
  *             tokenized on its own so its tokens are exactly the trained ones;
- *             too long: truncated and counted.
+ *             too long: truncated and counted (the spans past the cut are not
+ *             looked for, so a conversation costs about one render of it).
  *   instruct  {"instruction", "input", "output"}: a user turn (instruction, then the
  *             input after a blank line) and an assistant turn, as chat.
  *   preference {"prompt", "chosen", "rejected"}: two examples per line, chosen then

@@ -3,6 +3,8 @@
 #include "template.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@ struct zt_template {
     char *name;   /* for messages */
     char *source;
     zt_jinja *jinja;
+    _Atomic uint64_t rendered; /* bytes rendered so far, from every thread: a statistic, not state */
 };
 
 /* --- the named templates ---------------------------------------------------------------------- */
@@ -249,6 +252,10 @@ void zt_template_free(zt_template *t)
 
 const char *zt_template_source(const zt_template *t) { return t->source; }
 const char *zt_template_name(const zt_template *t) { return t->name; }
+uint64_t zt_template_rendered(const zt_template *t)
+{
+    return atomic_load_explicit(&((zt_template *)t)->rendered, memory_order_relaxed);
+}
 
 /* --- rendering -------------------------------------------------------------------------------- */
 
@@ -273,6 +280,7 @@ static zt_status render(const zt_template *t, const zt_message *msgs, int n, int
     zt_status st = ok ? zt_jinja_render(t->jinja, vars, NULL, out, len)
                       : zt_fail(ZT_ENOMEM, "out of memory rendering %s", t->name);
     cJSON_Delete(vars);
+    if (!st) atomic_fetch_add_explicit(&((zt_template *)t)->rendered, *len, memory_order_relaxed);
     return st;
 }
 
@@ -325,36 +333,63 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
     return st;
 }
 
+static zt_status check_train_on(const char *train_on)
+{
+    if (strcmp(train_on, "all") && strcmp(train_on, "last") && strcmp(train_on, "assistant"))
+        return zt_fail(ZT_EUSER, "train_on must be assistant, all or last, not '%s'", train_on);
+    return ZT_OK;
+}
+
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos,
+                                const char *eos, const char *train_on, zt_span_fn each, void *ctx, char **text,
+                                size_t *len)
+{
+    *text = NULL;
+    int all = !strcmp(train_on, "all"), last = !strcmp(train_on, "last"), stop = 0, first = 0;
+    zt_status st = check_train_on(train_on);
+    if (st || (st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, bos, eos, text, len))) return st;
+    if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
+    if (last)
+        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
+    for (int i = first; !st && !all && !stop && i >= 0 && i < n; i++) {
+        if (strcmp(msgs[i].role, "assistant")) continue;
+        zt_span s;
+        if (!(st = assistant_span(t, msgs, i, bos, eos, *text, *len, &s)) && s.end > s.begin)
+            st = each(ctx, *text, s, &stop);
+    }
+    if (st) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+typedef struct span_list {
+    zt_span *items;
+    int n;
+} span_list;
+
+static zt_status collect_span(void *ctx, const char *text, zt_span span, int *stop)
+{
+    (void)text, (void)stop;
+    span_list *l = ctx;
+    l->items[l->n++] = span;
+    return ZT_OK;
+}
+
 zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
                             const char *train_on, zt_span **spans, int *nspans, char **text)
 {
     *spans = NULL, *nspans = 0, *text = NULL;
-    int all = !strcmp(train_on, "all"), last = !strcmp(train_on, "last");
-    if (!all && !last && strcmp(train_on, "assistant"))
-        return zt_fail(ZT_EUSER, "train_on must be assistant, all or last, not '%s'", train_on);
-    zt_status st = check_messages(t, msgs, n);
+    span_list l = {calloc((size_t)(n > 0 ? n : 1), sizeof *l.items), 0}; /* at most one span a message */
+    if (!l.items) return zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", t->name);
     size_t len;
-    if (st || (st = render(t, msgs, n, 0, bos, eos, text, &len))) return st;
-    int first = 0;
-    if (last)
-        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
-    zt_span *out = calloc((size_t)(all ? 1 : n > 0 ? n : 1), sizeof *out);
-    if (!out) st = zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", t->name);
-    int count = 0;
-    if (!st && all && len) out[count++] = (zt_span){0, len};
-    for (int i = first; !st && !all && i >= 0 && i < n; i++) {
-        if (strcmp(msgs[i].role, "assistant")) continue;
-        zt_span s;
-        if ((st = assistant_span(t, msgs, i, bos, eos, *text, len, &s))) break;
-        if (s.end > s.begin) out[count++] = s;
-    }
+    zt_status st = zt_template_each_span(t, msgs, n, bos, eos, train_on, collect_span, &l, text, &len);
     if (st) {
-        free(out);
-        free(*text);
-        *text = NULL;
+        free(l.items);
         return st;
     }
-    *spans = out;
-    *nspans = count;
+    *spans = l.items;
+    *nspans = l.n;
     return ZT_OK;
 }

@@ -24,7 +24,9 @@
  * [len(P), len(Q)): its content and whatever the template closes the turn
  * with (EOS, <|eot_id|>, <|im_end|>\n), so the model learns to stop. A
  * template for which that does not hold (one that rewrites earlier turns
- * depending on what follows) is an error naming the turn.
+ * depending on what follows) is an error naming the turn. Each span costs two
+ * renders of the conversation up to it, so a caller that needs only the first
+ * spans walks them with zt_template_each_span and stops.
  * train_on: "assistant" (every assistant turn), "last" (the last one only),
  * "all" (the whole text).
  *
@@ -44,6 +46,7 @@
 #define ZT_DATA_TEMPLATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lib/core/status.h"
 
@@ -68,12 +71,23 @@ void zt_template_free(zt_template *t);
 /* The Jinja source (to write into an exported tokenizer_config.json) and what it is called in messages. */
 const char *zt_template_source(const zt_template *t);
 const char *zt_template_name(const zt_template *t);
+/* The bytes this template has rendered since it was loaded (all renders, all threads). */
+uint64_t zt_template_rendered(const zt_template *t);
 /* The source of a named template, or NULL. */
 const char *zt_template_builtin(const char *name);
 
 /* Renders msgs[0..n); bos and eos may be NULL (the variables are then undefined). *out is malloc'ed. */
 zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
                              const char *bos, const char *eos, char **out);
+
+/* Renders the conversation into *text (*len bytes; free it; NULL on failure) as
+ * zt_template_spans does and calls each(ctx, *text, span, &stop) for its spans in order
+ * until one sets stop: the spans after it are never looked for, which saves the prefix
+ * renders that would find them. An error of each ends the walk and is returned. */
+typedef zt_status (*zt_span_fn)(void *ctx, const char *text, zt_span span, int *stop);
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos,
+                                const char *eos, const char *train_on, zt_span_fn each, void *ctx, char **text,
+                                size_t *len);
 
 /* Renders the whole conversation into *text and finds the spans that carry loss
  * (in order, not overlapping, not empty); free(*text), free(*spans). */

@@ -51,6 +51,12 @@ static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage
     if (*stage < (size_t)*chunk * m->V) *stage = (size_t)*chunk * m->V;
 }
 
+void zt_llama_set_length(zt_llama *m, int T)
+{
+    ZT_ASSERT(T >= 1 && T <= m->T_alloc);
+    m->T = T;
+}
+
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
 {
     int chunk;
@@ -72,7 +78,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     free(m->loss_host);
     free(m->out_host);
     size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L, stage;
-    m->B = B, m->T = T, m->checkpointing = checkpointing;
+    m->B = B, m->T = m->T_alloc = T, m->checkpointing = checkpointing;
     acts_plan(m, B, T, &m->chunk, &stage);
     size_t bytes = zt_llama_acts_bytes(m, B, T, checkpointing);
     m->acts_mem = be->alloc(be, bytes);

@@ -115,8 +115,9 @@ typedef struct zt_llama {
     zt_real *params, *grads; /* fp32 master (double in the check build) and gradients */
     uint16_t *params16;      /* bf16 copy when dtype_bf16 */
 
-    /* activations for micro-batches of B×T (zt_llama_alloc_acts) */
-    int B, T, checkpointing, chunk;
+    /* activations for micro-batches of B×T (zt_llama_alloc_acts; zt_llama_set_length lowers T
+       below T_alloc, what they were allocated for) */
+    int B, T, T_alloc, checkpointing, chunk;
     void *acts_mem;
     zt_real **x; /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
@@ -194,6 +195,9 @@ zt_real *zt_llama_params_map(const zt_llama *m);
 void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed);
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
+/* Micro-batches of B×T tokens from now on, T at most what the activations were allocated for:
+ * a position's results do not depend on T, so shorter rows only save the work. */
+void zt_llama_set_length(zt_llama *m, int T);
 /* What zt_llama_alloc_acts allocates, in bytes. */
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
 /* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling */

@@ -14,25 +14,36 @@ zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r,
 {
     zt_loader ld;
     zt_batch b;
-    int B = m->B, T = m->T;
+    int B = m->acts_mem ? m->B : r->train.micro_batch_size, T = r->data.max_length, T_model = m->T;
     zt_status st = zt_loader_init(&ld, ds, T, B, r->data.packing, 0, r->train.seed, 0, 1);
     if (st) return st;
-    if ((st = zt_batch_alloc(&b, B, T))) {
+    /* The rows' tokens, not max_length, set the work and the activations: their padding is cut.
+     * Rounded up to 64 positions: a row's results depend on whether it falls in a full block of
+     * the GEMMs' row tiles or in an edge tile, and at 64 they fall as they do at max_length (a
+     * multiple of 64), so losses are bitwise the same. */
+    int W = (ld.width + 63) / 64 * 64;
+    if (W > T) W = T;
+    if (!m->acts_mem) st = zt_llama_alloc_acts(m, B, W, 0), T_model = W;
+    if (st || (st = zt_batch_alloc(&b, B, W))) {
         zt_loader_free(&ld);
         return st;
     }
+    zt_llama_set_length(m, W);
     double loss = 0;
-    int64_t tokens = 0, batches = zt_loader_get_stats(&ld).batches;
+    int64_t tokens = 0, positions = 0, batches = zt_loader_get_stats(&ld).batches;
     for (int64_t i = 0; i < batches && !st; i++) {
         if ((st = zt_loader_next(&ld, &b))) break;
         if (!b.n_targets) continue;
         zt_llama_forward_backward(m, b.input, b.target, b.pos, 0, &loss);
         tokens += b.n_targets;
+        positions += (int64_t)B * W;
     }
+    zt_llama_set_length(m, T_model);
     zt_batch_free(&b);
     zt_loader_free(&ld);
     out->loss = tokens ? loss / tokens : NAN;
     out->tokens = tokens;
+    out->positions = positions;
     return st;
 }
 
@@ -106,8 +117,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
         return st;
     }
     if (!(st = zt_vocab_prepare(&d, &m)) && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
-        if (!(st = zt_llama_alloc_acts(&m, r->train.micro_batch_size, r->data.max_length, 0)))
-            st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
+        st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         zt_dataset_free(&train);
         zt_dataset_free(&valid);
     }

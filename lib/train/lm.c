@@ -91,7 +91,7 @@ static zt_status lm_evaluate(zt_trainer *t, long step)
     cJSON *row = zt_trainer_row(t, step, "valid");
     zt_json_number(row, "loss", e.loss);
     zt_json_number(row, "perplexity", exp(e.loss));
-    cJSON_AddNumberToObject(row, "tokens", (double)e.tokens);
+    cJSON_AddNumberToObject(row, "target_tokens", (double)e.tokens);
     return zt_trainer_write_row(t, row);
 }
 

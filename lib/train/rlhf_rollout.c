@@ -31,6 +31,12 @@ static zt_status keep_object(void *ctx, const cJSON *o)
     return s->v[s->n++] ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
 }
 
+static void free_objects(cJSON **v, int64_t n)
+{
+    for (int64_t i = 0; v && i < n; i++) cJSON_Delete(v[i]);
+    free(v);
+}
+
 /* The JSON lines of files, one per example of ds (the reward program receives their fields). */
 static zt_status load_objects(const zt_recipe *r, const zt_strlist *files, const zt_dataset *ds, cJSON ***out)
 {
@@ -40,14 +46,12 @@ static zt_status load_objects(const zt_recipe *r, const zt_strlist *files, const
     if (!st && s.n != ds->n_examples)
         st = zt_fail(ZT_EUSER, "%s: %lld prompt lines but %lld usable prompts (drop the bad lines rather than "
                                "data.skip_bad_lines)", files->items[0], (long long)s.n, (long long)ds->n_examples);
+    if (st) { /* the caller frees ds->n_examples objects: it gets a whole list or none */
+        free_objects(s.v, s.n);
+        s.v = NULL;
+    }
     *out = s.v;
     return st;
-}
-
-static void free_objects(cJSON **v, int64_t n)
-{
-    for (int64_t i = 0; v && i < n; i++) cJSON_Delete(v[i]);
-    free(v);
 }
 
 /* ---- generation --------------------------------------------------------------------------- */

@@ -72,7 +72,7 @@ static zt_status build_entry(void *ctx, zt_dataset *ds)
 static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths)
 {
     char opts[256], side[4096];
-    snprintf(opts, sizeof opts, "zt-tokens-2|%s|%s|%d|%d|%d", r->data.format, r->data.train_on, r->data.max_length,
+    snprintf(opts, sizeof opts, "zt-tokens-3|%s|%s|%d|%d|%d", r->data.format, r->data.train_on, r->data.max_length,
              r->data.packing, r->data.skip_bad_lines);
     zt_cache_key_init(k);
     zt_cache_key_add_str(k, opts);
@@ -101,7 +101,7 @@ static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_dat
     int hit;
     build_ctx b = {r, d, paths, skipped};
     zt_status st = cache_key(&k, r, d, paths);
-    if (!st) st = zt_cache_get(r->data.cache_dir, &k, build_entry, &b, ds, &hit);
+    if (!st) st = zt_cache_get(r->data.cache_dir, &k, zt_tokenizer_vocab_size(d->tok), build_entry, &b, ds, &hit);
     if (!st) zt_log_info("%s tokenized data: %lld examples (%s)", hit ? "using the cached" : "cached the",
                          (long long)ds->n_examples, r->data.cache_dir);
     return st;
@@ -129,7 +129,8 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_to
         st = zt_tokens_load(ds, paths->items, paths->n, vocab_size, r->data.skip_bad_lines, &skipped);
     else
         st = load_formatted(ds, r, d, paths, &skipped);
-    if (!st && skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
+    if (st) zt_dataset_free(ds); /* a bad line after good ones leaves the examples before it */
+    else if (skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
     return st;
 }
 
@@ -144,6 +145,7 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
         st = load_files(valid, r, d, &r->data.valid, vocab_size);
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
+        *train = (zt_dataset){0}; /* all owns the examples now: freed once, whatever the split returns */
         int group = strcmp(r->data.format, "preference") ? 1 : 2; /* pairs stay whole */
         st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
         zt_dataset_free(&all);

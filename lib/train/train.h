@@ -37,11 +37,14 @@ zt_status zt_train(const zt_recipe *r, int argc, char **argv);
 typedef struct zt_eval_result {
     double loss; /* mean over target tokens */
     int64_t tokens;
+    int64_t positions; /* the model computed: rows × their width, the widest row's tokens (not max_length) */
     double accuracy;  /* eval.generate: exact-match fraction of greedy answers; NaN when not measured */
     int64_t answered; /* conversations the accuracy is over */
 } zt_eval_result;
 
-/* Mean loss of model m over every row of ds (one pass, file order). */
+/* Mean loss of model m over every row of ds (one pass, file order), rows of data.max_length
+ * computed only as wide as the widest one's tokens; a model without activations gets them for
+ * that width and micro_batch_size rows. */
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out);
 /* `zt eval`: the recipe's model (or checkpoint_dir) on the validation set, else data.train;
  * with eval.generate on chat/instruct data also the exact-match accuracy of greedy

@@ -301,8 +301,8 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
     zt_json_number(row, "loss", loss);
     zt_json_number(row, "lr", lr);
     zt_json_number(row, "grad_norm", gnorm);
-    cJSON_AddNumberToObject(row, "tokens", (double)ntok);
-    zt_json_number(row, "tokens_per_s", tps);
+    cJSON_AddNumberToObject(row, "target_tokens", (double)ntok);
+    zt_json_number(row, "input_tokens_per_s", tps); /* every position computed, padding included */
     zt_json_number(row, "elapsed_s", elapsed);
     uint64_t intra = 0, inter = 0;
     for (int p = 0; p < ZT_COMM_NPURPOSE; p++) intra += bytes[p][0], inter += bytes[p][1];

@@ -90,8 +90,7 @@ zt_status zt_zero_sum(zt_zero *z, double *v, int n)
 void zt_zero_zero_grads(zt_zero *z)
 {
     zt_backend *be = z->m->be;
-    if (z->swap) zt_p3_zero_grads(z);
-    else if (z->stage == 3) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
+    if (z->stage == 3) zt_zero3_zero_grads(z);
     else be->memset0(be, z->m->grads, z->numel * sizeof *z->m->grads);
 }
 

@@ -105,17 +105,39 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
     return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, out, u->p, u->n, ZT_COMM_GRAD_REDUCE);
 }
 
-/* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice. */
+/* The unit's gradient in the model's array before its backward pass adds to it: zeros, or in one
+ * rank what the step's earlier micro-batches left, so that the backward kernels accumulate the
+ * step's gradient exactly as without ZeRO (bitwise stage 0; a sum of separate micro-batch
+ * gradients would round differently). With several ranks each micro-batch's gradient is reduced
+ * on its own and added to the slice (reduce). */
+static void load_grads(zt_zero *z, zt_unit3 *u)
+{
+    zt_backend *be = z->m->be;
+    float *g = z->m->grads + u->off;
+    size_t bytes = u->n * sizeof(float);
+    if (z->world > 1 || u->fresh) {
+        be->memset0(be, g, bytes);
+        return;
+    }
+    const float *sum = z->swap ? zt_p3_grad_read(z, u) : z->grad + u->local;
+    if (!sum) return; /* s->error says why */
+    if (z->staged) be->upload(be, g, sum, bytes);
+    else memcpy(g, sum, bytes);
+}
+
+/* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice (on
+ * one rank the array already holds the step's sum: it replaces the slice). */
 static void reduce(zt_zero *z, int i)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
-    float *into = z->swap ? zt_p3_reduce_target(z, u) : s->scratch;
+    float *into = z->swap ? zt_p3_reduce_target(z, u) : z->world > 1 ? s->scratch : z->grad + u->local;
     if (!s->error) s->error = reduced_slice(z, u, into);
     if (z->swap && !s->error) s->error = zt_p3_grad_store(z, u, into);
-    for (size_t j = 0; !z->swap && j < u->mine; j++) z->grad[u->local + j] += into[j];
+    for (size_t j = 0; !z->swap && z->world > 1 && j < u->mine; j++) z->grad[u->local + j] += into[j];
+    u->fresh = 0;
     m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
     if (z->staged) zt_pages_discard(z->grads + u->off, u->n * sizeof(float));
     u->grads_in = 0;
@@ -150,7 +172,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
     }
     if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !u->grads_in) {
         z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
-        z->m->be->memset0(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
+        load_grads(z, u);
         u->grads_in = 1;
         hold(s, (long long)(u->n * sizeof(float)));
     }
@@ -221,8 +243,8 @@ zt_status zt_zero3_init(zt_zero *z)
     } else {
         z->master = slices_alloc(z, (local + 1) * sizeof(float));
         z->grad = slices_alloc(z, (local + 1) * sizeof(float));
-        s->scratch = slices_alloc(z, (widest + 1) * sizeof(float));
-        if (!z->master || !z->grad || !s->scratch)
+        s->scratch = z->world > 1 ? slices_alloc(z, (widest + 1) * sizeof(float)) : NULL;
+        if (!z->master || !z->grad || (z->world > 1 && !s->scratch))
             return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
         for (int i = 0; i < z->nseg; i++)
             memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
@@ -263,6 +285,13 @@ zt_status zt_zero3_error(zt_zero *z)
     zt_status st = z->z3->error;
     z->z3->error = ZT_OK;
     return st;
+}
+
+void zt_zero3_zero_grads(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; i < s->units; i++) s->u[i].fresh = 1, s->u[i].sumsq = 0;
+    if (!z->swap) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
 }
 
 size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }

@@ -20,11 +20,11 @@ typedef struct zt_unit3 {
     size_t *cuts;        /* qwZ, qgZ: where the unit's tensors start (quantization blocks restart there) */
     int ncuts;
     int held;            /* hpZ: the secondary slice holds this step's weights */
+    int fresh;           /* no gradient reduced this step yet */
     /* offload.param = "nvme" (zero3_nvme.c) */
     int buf;             /* the staging buffer its slice is read into, or -1 */
     int reading;         /* a read of its slice in flight */
     zt_aio_req io;
-    int fresh;           /* no gradient written this step yet */
     double sumsq;        /* Σ g² of the gradient slice as last written */
 } zt_unit3;
 
@@ -65,6 +65,8 @@ zt_status zt_zero3_error(zt_zero *z);
 size_t zt_zero3_gathered_peak(const zt_zero *z);
 /* After the optimizer step: hpZ's secondary slices are stale. */
 void zt_zero3_params_updated(zt_zero *z);
+/* A new step: every unit's gradient slice zero (in the swap file: unwritten, zt_p3_flush). */
+void zt_zero3_zero_grads(zt_zero *z);
 
 /* zeropp.c */
 zt_status zt_zeropp_init(zt_zero *z);
@@ -89,11 +91,13 @@ float *zt_p3_read_start(zt_zero *z, int i);
 zt_status zt_p3_read_wait(zt_zero *z, int i);
 /* Gives the staging buffer back (waiting for a read still in flight). */
 void zt_p3_release(zt_zero *z, int i);
-/* Where this micro-batch's reduced slice of unit u goes; then zt_p3_grad_store adds it to
- * what the step wrote before and writes it, in the background. */
+/* Where this micro-batch's reduced slice of unit u goes; then zt_p3_grad_store writes it in
+ * the background, with several ranks added to what the step wrote before (on one rank it is
+ * already the step's sum: zt_p3_grad_read brought that back before the unit's backward pass). */
 float *zt_p3_reduce_target(zt_zero *z, zt_unit3 *u);
 zt_status zt_p3_grad_store(zt_zero *z, zt_unit3 *u, float *reduced);
-void zt_p3_zero_grads(zt_zero *z);
+/* Unit u's gradient slice as the step wrote it so far, or NULL (s->error set). */
+const float *zt_p3_grad_read(zt_zero *z, zt_unit3 *u);
 /* Before the optimizer: every write done, a unit without a gradient this step written as zeros. */
 zt_status zt_p3_flush(zt_zero *z);
 double zt_p3_sumsq(const zt_zero *z);

@@ -151,7 +151,7 @@ void zt_p3_release(zt_zero *z, int i)
 float *zt_p3_reduce_target(zt_zero *z, zt_unit3 *u)
 {
     zt_zero3 *s = z->z3;
-    if (!u->fresh) {
+    if (!u->fresh && z->world > 1) { /* added to what the step wrote before, read into the other buffer */
         if (!s->gold && !(s->gold = zt_aio_alloc(s->slice_bytes)))
             s->error = zt_fail(ZT_ENOMEM, "out of memory for gradient accumulation");
         return s->gold;
@@ -161,34 +161,48 @@ float *zt_p3_reduce_target(zt_zero *z, zt_unit3 *u)
     return st ? NULL : s->gbuf[s->gnext];
 }
 
+/* Unit u's gradient slice as written this step into out (every write done first: the file's
+ * order is the order of completion). */
+static zt_status read_grad(zt_zero *z, const zt_unit3 *u, float *out)
+{
+    zt_aio_req r;
+    zt_status st;
+    for (int b = 0; b < 2; b++)
+        if ((st = wait_write(z, b))) return st;
+    if (!u->mine) return ZT_OK;
+    if ((st = zt_swap_range_read(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &r)) || (st = zt_aio_wait(z->aio, &r)))
+        return st;
+    return zt_swap_check_range(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out);
+}
+
+const float *zt_p3_grad_read(zt_zero *z, zt_unit3 *u)
+{
+    zt_zero3 *s = z->z3;
+    if (!s->gold && !(s->gold = zt_aio_alloc(s->slice_bytes))) {
+        s->error = zt_fail(ZT_ENOMEM, "out of memory for gradient accumulation");
+        return NULL;
+    }
+    s->error = read_grad(z, u, s->gold);
+    return s->error ? NULL : s->gold;
+}
+
 zt_status zt_p3_grad_store(zt_zero *z, zt_unit3 *u, float *reduced)
 {
     zt_zero3 *s = z->z3;
     int b = s->gnext;
     float *out = reduced;
     zt_status st = ZT_OK;
-    if (!u->fresh) { /* another micro-batch of the step: what it wrote before, plus this one */
+    if (!u->fresh && z->world > 1) { /* another micro-batch of the step: what it wrote before, plus this one */
         out = s->gbuf[b];
-        zt_aio_req r;
-        if ((st = wait_write(z, b)) || (u->mine && ((st = zt_swap_range_read(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &r)) ||
-                                                     (st = zt_aio_wait(z->aio, &r)) ||
-                                                     (st = zt_swap_check_range(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out)))))
-            return st;
+        if ((st = read_grad(z, u, out))) return st;
         for (size_t j = 0; j < u->mine; j++) out[j] += reduced[j];
     }
-    u->fresh = 0;
     u->sumsq = zt_sumsq(out, u->mine);
     if (!u->mine) return ZT_OK;
     st = zt_swap_range_write(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &s->gio[b]);
     s->gpending[b] = !st;
     s->gnext = 1 - b;
     return st;
-}
-
-void zt_p3_zero_grads(zt_zero *z)
-{
-    zt_zero3 *s = z->z3;
-    for (int i = 0; i < s->units; i++) s->u[i].fresh = 1, s->u[i].sumsq = 0;
 }
 
 zt_status zt_p3_flush(zt_zero *z)

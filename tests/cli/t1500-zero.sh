@@ -23,7 +23,7 @@ a = [json.loads(l) for l in open(ref + "/metrics.jsonl")]
 b = [json.loads(l) for l in open(run + "/metrics.jsonl")]
 assert len(a) == len(b) == 4, (len(a), len(b))
 for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x["tokens"], y["tokens"])
+    assert x["target_tokens"] == y["target_tokens"], (x["target_tokens"], y["target_tokens"])
     assert abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]), (x["loss"], y["loss"])
     assert y["comm_bytes_grad_reduce"] > 0
 def load(d):

@@ -6,7 +6,8 @@
 # full file system (a 64 KiB tmpfs, where root may mount one) ends the run with the file
 # named, and the checkpoint before it still resumes; a swap file truncated under a running
 # job stops it, naming the file. offload.param = nvme keeps the weights' and gradient's slices in
-# the swap file too, bitwise. offload.optimizer = "auto" keeps the state in memory when it
+# the swap file too, bitwise; on one rank with 4 micro-batches a step every placement gives bitwise the losses
+# and weights in memory. offload.optimizer = "auto" keeps the state in memory when it
 # fits and moves it to NVMe when only that fits (at stage 3 the weights too when needed).
 # offload.activations moves the checkpointed layer inputs through a file or host memory, bitwise.
 . "$(dirname "$0")/lib.sh"
@@ -121,6 +122,19 @@ expect_ok "one rank, offload.param = nvme" "$ZT" pretrain recipe.toml output.dir
 expect_ok "one rank, offload.param = cpu" "$ZT" pretrain recipe.toml output.dir=p1-cpu zero.stage=3 offload.param=cpu
 cmp -s p1-cpu/final/model.safetensors p1-nvme/final/model.safetensors \
   && say "ok - ...bitwise the weights of offload.param = cpu, saved from the file" || fail "offload.param = nvme, one rank"
+# one rank, 4 micro-batches a step: each unit's gradient goes back into the model's array before
+# its backward pass adds to it, as without ZeRO, so every placement is bitwise none, losses and weights
+loss_bits() { $PY -c "import json, sys; print([json.loads(l)['loss'].hex() for l in open(sys.argv[1])])" "$1/metrics.jsonl"; }
+expect_ok "one rank, accumulation 4, in memory" "$ZT" pretrain recipe.toml output.dir=a4-none train.gradient_accumulation_steps=4
+for o in "offload.param=nvme offload.optimizer=nvme" "offload.param=cpu" "offload.optimizer=nvme" "offload.optimizer=cpu" \
+  "offload.param=nvme offload.optimizer=nvme, under mpirun"; do
+  launch=$([ "${o#*mpirun}" != "$o" ] && echo "$MPI -np 1")
+  expect_ok "one rank, accumulation 4, stage 3, $o" $launch "$ZT" pretrain recipe.toml output.dir=a4-this zero.stage=3 \
+    ${o%, under mpirun} train.gradient_accumulation_steps=4
+  cmp -s a4-none/final/model.safetensors a4-this/final/model.safetensors && [ "$(loss_bits a4-none)" = "$(loss_bits a4-this)" ] \
+    && say "ok - ...bitwise the losses and weights in memory" || fail "accumulation 4, $o: $(loss_bits a4-this) against $(loss_bits a4-none)"
+  rm -rf a4-this
+done
 expect_ok "2 ranks, offload.param = nvme" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=p2-nvme $pn \
   train.gradient_accumulation_steps=1
 cmp -s s3-none/final/model.safetensors p2-nvme/final/model.safetensors \

@@ -99,7 +99,7 @@ for x, y in zip(a, b):
     rel = abs(x["loss"] - y["loss"]) / abs(x["loss"])
     worst = max(worst, rel)
     print(f"{x['step']:>4} {x['loss']:>14.8f} {y['loss']:>14.8f} {rel:>10.2e}{'  <- over' if rel > tol else ''}")
-same_tokens = all(x["tokens"] == y["tokens"] for x, y in zip(a, b))
+same_tokens = all(x["target_tokens"] == y["target_tokens"] for x, y in zip(a, b))
 print(f"{len(a)} and {len(b)} steps{'' if same_tokens else ', different token counts'}, "
       f"max rel diff {worst:.2e} (limit {tol:g})")
 sys.exit(0 if len(a) == len(b) == 10 and same_tokens and worst <= tol else 1)

@@ -3,8 +3,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/core/fileio.h"
 #include "lib/core/rng.h"
 #include "lib/data/batch.h"
+#include "lib/data/cache.h"
+#include "lib/data/formats.h"
 #include "lib/data/tokens.h"
 #include "tests/unit/test.h"
 
@@ -542,6 +545,177 @@ static void test_loader_bad_args(void)
     zt_dataset_free(&ds);
 }
 
+/* ---- tokenized cache ---------------------------------------------------------------------- */
+
+static int builds; /* calls of build_three */
+
+static zt_status build_three(void *ctx, zt_dataset *ds)
+{
+    (void)ctx;
+    static const int32_t ids[] = {1, 2, 3, 4, 5, 6}, labels[] = {NO_LOSS, 2, NO_LOSS, 4, 5, 6};
+    builds++;
+    zt_status st = zt_dataset_append(ds, ids, labels, 2);
+    if (!st) st = zt_dataset_append(ds, ids + 2, labels + 2, 3);
+    if (!st) st = zt_dataset_append(ds, ids + 5, labels + 5, 1);
+    return st;
+}
+
+/* The path of key's entry in tmpdir/cache; its bytes in *bytes (free them). */
+static char *cache_entry(const zt_cache_key *k, char **bytes, size_t *len)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/cache/tokens-%016llx%016llx.bin", tmpdir, (unsigned long long)k->h[0],
+             (unsigned long long)k->h[1]);
+    CHECK(zt_read_file(path, bytes, len) == ZT_OK);
+    return path;
+}
+
+/* Each corruption is refused with its reason, and zt_cache_get builds such an entry again. */
+static void test_cache_checks(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+    zt_cache_key k;
+    zt_cache_key_init(&k);
+    zt_cache_key_add_str(&k, "three");
+    zt_dataset ds;
+    int hit;
+    CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && !hit && builds == 1);
+    zt_dataset_free(&ds);
+    char *good;
+    size_t len;
+    const char *path = cache_entry(&k, &good, &len);
+    CHECK(len == sizeof(zt_cache_header) + 4 * 8 + 6 * 8);
+    CHECK(zt_cache_parse(good, len, 7, &ds) == ZT_OK && ds.n_examples == 3 && ds.labels[1] == 2);
+    CHECK(zt_cache_parse(good, len, 6, &ds) == ZT_EUSER && strstr(zt_errmsg(), "token 5 has id 6, outside"));
+    static const struct {
+        size_t at;     /* byte offset of the int64 or int32 changed */
+        int64_t value;
+        int width, fix_crc;
+        const char *why;
+    } bad[] = {
+        {sizeof(zt_cache_header) + 8, 1000000000000, 8, 1, "example 0 ends at token 1000000000000"},
+        {sizeof(zt_cache_header) + 16, 1, 8, 1, "example 1 ends at token 1, outside (2, 6]"},
+        {sizeof(zt_cache_header) + 32 + 4, 2147483647, 4, 1, "token 1 has id 2147483647"},
+        {sizeof(zt_cache_header) + 32 + 24 + 8, -7, 4, 1, "token 2 has label -7"},
+        {16, 4, 8, 1, "4 examples and 6 tokens do not fill"},
+        {sizeof(zt_cache_header) + 32 + 4, 3, 4, 0, "checksum mismatch"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *b = malloc(len);
+        memcpy(b, good, len);
+        if (bad[i].width == 8) memcpy(b + bad[i].at, &bad[i].value, 8);
+        else memcpy(b + bad[i].at, &(int32_t){(int32_t)bad[i].value}, 4);
+        if (bad[i].fix_crc) ((zt_cache_header *)b)->crc = zt_cache_checksum(b, len);
+        CHECK_MSG(zt_cache_parse(b, len, 7, &ds) == ZT_EUSER && strstr(zt_errmsg(), bad[i].why), "case %zu: %s", i,
+                  zt_errmsg());
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(b, 1, len, f) == len);
+        fclose(f);
+        CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && !hit && builds == (int)i + 2);
+        CHECK(ds.n_examples == 3);
+        zt_dataset_free(&ds);
+        char *again;
+        size_t n;
+        cache_entry(&k, &again, &n);
+        CHECK(n == len && !memcmp(again, good, len)); /* rewritten whole */
+        free(again);
+        free(b);
+    }
+    CHECK(zt_cache_get(dir, &k, 7, build_three, NULL, &ds, &hit) == ZT_OK && hit && ds.map);
+    zt_dataset_free(&ds);
+    CHECK(zt_cache_parse(good, 0, 7, &ds) == ZT_EUSER); /* shorter than a header */
+    free(good);
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
+    rmdir(dir);
+}
+
+/* ---- chat spans ---------------------------------------------------------------------------- */
+
+/* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
+static char *write_chat(const char *name, int n, size_t *len)
+{
+    size_t cap = 64 + (size_t)n * 64, at = 0;
+    char *line = malloc(cap);
+    at += (size_t)sprintf(line, "{\"messages\": [");
+    for (int i = 0; i < n; i++)
+        at += (size_t)sprintf(line + at, "%s{\"role\": \"%s\", \"content\": \"%s %d\"}", i ? ", " : "",
+                              i % 2 ? "assistant" : "user", i % 2 ? "ok" : "say", i);
+    *len = at + (size_t)sprintf(line + at, "]}\n");
+    char *path = write_file(name, line);
+    free(line);
+    return path;
+}
+
+/* The chat examples of path through chatml and the Qwen2 tokenizer fixture, at max_length. */
+static void load_chat(const zt_tokenizer *tok, const zt_template *tmpl, char *path, int max_length, zt_dataset *ds)
+{
+    zt_format f = {.format = "chat", .train_on = "assistant", .max_length = max_length, .packing = 1,
+                   .tok = tok, .tmpl = tmpl, .ds = ds};
+    int64_t skipped_lines;
+    *ds = (zt_dataset){0};
+    zt_status st = zt_format_load(&f, &path, 1, 0, &skipped_lines);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+}
+
+/* Truncation keeps exactly the first max_length tokens and labels that the whole
+ * conversation gives, wherever the cut falls (inside a turn, between turns), though
+ * the spans past the cut are not looked for. */
+static void test_chat_truncation_is_a_prefix(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    size_t line;
+    char *path = write_chat("chat40.jsonl", 40, &line);
+    zt_dataset whole, cut;
+    load_chat(tok, tmpl, path, 1 << 20, &whole);
+    int64_t n = zt_dataset_len(&whole, 0);
+    CHECK(n > 200 && line > 0);
+    int64_t first = 1; /* the first trained token: a shorter cut leaves nothing to train on */
+    while (first < n && whole.labels[first] == NO_LOSS) first++;
+    for (int max_length = (int)first + 1; max_length < n + 3; max_length += 7) {
+        load_chat(tok, tmpl, path, max_length, &cut);
+        int64_t k = zt_dataset_len(&cut, 0);
+        CHECK(k == (max_length < n ? max_length : n));
+        CHECK(!memcmp(cut.ids, whole.ids, (size_t)k * sizeof *cut.ids));
+        CHECK(!memcmp(cut.labels, whole.labels, (size_t)k * sizeof *cut.labels));
+        zt_dataset_free(&cut);
+    }
+    zt_dataset_free(&whole);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
+/* A conversation of 20,000 turns cut to max_length costs about one render of it: the
+ * assistant spans past the cut are not looked for. Finding every span by prefix
+ * rendering (two renders per assistant turn) would render about 10,000 times its text. */
+static void test_chat_long_conversation_renders_once(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    size_t line;
+    char *path = write_chat("chat20000.jsonl", 20000, &line);
+    uint64_t before = zt_template_rendered(tmpl);
+    zt_dataset ds;
+    load_chat(tok, tmpl, path, 256, &ds);
+    uint64_t cost = zt_template_rendered(tmpl) - before;
+    CHECK(zt_dataset_len(&ds, 0) == 256);
+    zt_dataset_free(&ds);
+    /* the text once (shorter than the line: each turn's JSON is longer than its chatml), plus
+     * the prefixes up to the cut (about 256 tokens, a few KB each) */
+    CHECK_MSG(cost < line + 65536, "rendered %llu bytes for a line of %llu", (unsigned long long)cost,
+              (unsigned long long)line);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
@@ -563,6 +737,9 @@ int main(void)
     RUN(test_resume);
     RUN(test_rank_slicing);
     RUN(test_loader_bad_args);
+    RUN(test_cache_checks);
+    RUN(test_chat_truncation_is_a_prefix);
+    RUN(test_chat_long_conversation_renders_once);
     for (int i = 0; i < ntmp; i++) {
         unlink(tmpfiles[i]);
         free(tmpfiles[i]);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A bad data line after good ones, in every format, through zt data inspect, sft and eval,
+# with the tokenized cache and without: a one-line error naming the line, exit 2, and
+# (under the sanitizer) nothing leaked, so the exit code stays 2. Also a valid_split that
+# leaves nothing to hold out, and prompt lines for zt rlhf that are not all prompts.
+. "$(dirname "$0")/lib.sh"
+command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
+
+$PY - <<'PY'
+import json
+chat = lambda w: {"messages": [{"role": "user", "content": "say " + w}, {"role": "assistant", "content": w}]}
+lines = {
+    "text": [{"text": "say abc"}, {"text": 7}],
+    "chat": [chat("abc"), {"messages": [{"role": "user"}]}],
+    "instruct": [{"instruction": "say", "input": "abc", "output": "abc"}, {"instruction": "say"}],
+    "tokens": [{"input_ids": [1, 2, 3]}, {"input_ids": [1, 99]}],
+}
+for fmt, (good, bad) in lines.items():
+    with open(fmt + "-bad.jsonl", "w") as f:
+        for _ in range(40):
+            f.write(json.dumps(good) + "\n")
+        f.write(json.dumps(bad) + "\n")
+    with open(fmt + "-good.jsonl", "w") as f:
+        for _ in range(4):
+            f.write(json.dumps(good) + "\n")
+with open("corpus.txt", "w") as c:
+    c.write("say abc\nabc say\n")
+PY
+spm_train --input=corpus.txt --model_prefix=tok --vocab_size=12 --model_type=char --minloglevel=2 \
+  --user_defined_symbols='<|im_start|>,<|im_end|>' --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+make_tiny model vocab_size=16
+cp tok.model model/tokenizer.model
+printf '[model]\npath = "model"\n[tokenizer]\nchat_template = "chatml"\n[data]\nmax_length = 64\n[train]\nmax_steps = 1\nmicro_batch_size = 1\n' > recipe.toml
+
+for fmt in text chat instruct tokens; do
+  for cache in cache ""; do
+    on="data.format=$fmt data.cache_dir=$cache"
+    expect_exit 2 "$fmt, cache '$cache': inspect" "$fmt-bad.jsonl:41: " "$ZT" data inspect recipe.toml $on data.train=$fmt-bad.jsonl
+    expect_exit 2 "$fmt, cache '$cache': sft" "$fmt-bad.jsonl:41: " \
+      "$ZT" sft recipe.toml $on data.train=$fmt-bad.jsonl output.dir=run-$fmt
+    expect_exit 2 "$fmt, cache '$cache': bad valid file in eval" "$fmt-bad.jsonl:41: " \
+      "$ZT" eval recipe.toml $on data.train=$fmt-good.jsonl data.valid=$fmt-bad.jsonl
+  done
+  expect_exit 2 "$fmt: nothing to hold out" "leaves an empty split" \
+    "$ZT" data inspect recipe.toml data.format=$fmt data.train=$fmt-good.jsonl data.valid_split=0.01
+done
+
+# zt rlhf keeps each prompt line for the reward program: a line that is JSON but not a
+# prompt is skipped as a prompt (data.skip_bad_lines) yet read as a line, which is an error
+printf '{"prompt": "say abc", "answer": "abc"}\n{"prompt": 5}\n{"prompt": "say cba", "answer": "cba"}\n' > prompts.jsonl
+expect_exit 2 "rlhf: prompt lines that are not all prompts" "prompts.jsonl: 3 prompt lines but 2 usable prompts" \
+  "$ZT" rlhf recipe.toml data.format=prompt data.train=prompts.jsonl data.skip_bad_lines=true rlhf.algorithm=grpo \
+  rlhf.num_generations=1 rlhf.max_new_tokens=4 "rlhf.reward_command=$PY $ROOT/scripts/demo_reward.py" output.dir=run-rlhf
+done_testing
