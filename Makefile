@@ -215,23 +215,44 @@ bench: all
 demo:
 	@scripts/demo.sh
 
-# libFuzzer harnesses under ASan + UBSan, each for FUZZ_SECONDS on its seed corpus
+# libFuzzer harnesses under ASan + UBSan (any finding stops the run), each for FUZZ_SECONDS on
+# its seed corpus. A harness NAME is tests/fuzz/fuzz_NAME.c with the product sources it links in
+# FUZZ_NAME_SRC, seeds in tests/fuzz/corpus/NAME and, when there, tests/fuzz/NAME.dict;
+# `make fuzz-NAME` builds and runs one.
 FUZZ_SECONDS ?= 60
-FUZZ_CC       = clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. $(shell pkg-config --cflags libcjson)
-fuzz:
-	@mkdir -p build-fuzz/corpus/toml build-fuzz/corpus/safetensors build-fuzz/corpus/jinja
-	$(FUZZ_CC) tests/fuzz/fuzz_toml.c lib/recipe/toml.c -o build-fuzz/fuzz_toml
-	$(FUZZ_CC) tests/fuzz/fuzz_safetensors.c lib/ckpt/safetensors_*.c lib/core/*.c -o build-fuzz/fuzz_safetensors $(shell pkg-config --libs libcjson) -lm
-	$(FUZZ_CC) tests/fuzz/fuzz_jinja.c lib/data/jinja*.c lib/core/*.c -o build-fuzz/fuzz_jinja $(shell pkg-config --libs libcjson) -lm
-	build-fuzz/fuzz_toml -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/toml tests/fuzz/corpus/toml
-	build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/safetensors.dict build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
-	build-fuzz/fuzz_jinja -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/jinja.dict build-fuzz/corpus/jinja tests/fuzz/corpus/jinja
-	@mkdir -p build-fuzz/corpus/cache
-	$(FUZZ_CC) tests/fuzz/fuzz_cache.c lib/data/cache.c lib/data/dataset.c lib/core/*.c -o build-fuzz/fuzz_cache -lm
-	build-fuzz/fuzz_cache -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/cache tests/fuzz/corpus/cache
-	@mkdir -p build-fuzz/corpus/state
-	$(FUZZ_CC) tests/fuzz/fuzz_state.c lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c -o build-fuzz/fuzz_state $(shell pkg-config --libs libcjson) -lm
-	build-fuzz/fuzz_state -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/state tests/fuzz/corpus/state
+FUZZ_CC       = clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
+                $(shell pkg-config --cflags libcjson)
+FUZZ_LIBS     = $(shell pkg-config --libs libcjson) -lm
+FUZZ_OPTS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+FUZZ_toml_SRC             := lib/recipe/toml.c
+FUZZ_safetensors_SRC      := lib/ckpt/safetensors_*.c lib/core/*.c
+FUZZ_jinja_SRC            := lib/data/jinja*.c lib/core/*.c
+FUZZ_cache_SRC            := lib/data/cache.c lib/data/dataset.c lib/core/*.c
+FUZZ_llama_config_SRC     := lib/model/llama_config.c lib/core/*.c
+FUZZ_launch_SRC           := lib/launch/*.c lib/core/*.c
+FUZZ_jsonl_SRC            := lib/data/*.c tokenizers/*.c lib/core/*.c
+FUZZ_tokenizer_SRC        := tokenizers/*.c lib/core/*.c
+FUZZ_tokenizer_config_SRC := tokenizers/*.c lib/core/*.c
+FUZZ_disk_cache_SRC       := lib/train/disk_cache.c
+FUZZ_reward_SRC           := lib/train/reward_program.c lib/core/*.c
+FUZZ_hub_SRC              := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/core/*.c
+FUZZ_recipe_SRC           := lib/recipe/*.c lib/core/*.c
+FUZZ_generate_SRC         := lib/train/generate_input.c lib/data/jsonl.c lib/core/*.c
+FUZZ_state_SRC            := lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c
+FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
+
+fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))
+.PRECIOUS: build-fuzz/fuzz_%
+
+.SECONDEXPANSION:
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard $$(FUZZ_$$*_SRC) lib/*/*.h tokenizers/*.h tests/fuzz/*.h)
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) $< $(wildcard $(FUZZ_$*_SRC)) -o $@ $(FUZZ_LIBS)
+
+fuzz-%: build-fuzz/fuzz_%
+	@mkdir -p build-fuzz/corpus/$*
+	$< -max_total_time=$(FUZZ_SECONDS) $(FUZZ_OPTS) $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
+	    build-fuzz/corpus/$* tests/fuzz/corpus/$*
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san

@@ -10,29 +10,6 @@
 #include "lib/train/generate.h"
 #include "options.h"
 
-/* {"prompt": "..."} or {"messages": [...]} → the completion; keeps the line's other fields */
-static zt_status generate_line(zt_generator *g, cJSON *o, const char *where, char **out)
-{
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    if (cJSON_IsString(p)) return zt_generate_text(g, p->valuestring, out);
-    if (cJSON_IsArray(p)) msgs = p; /* a prompt given as messages */
-    if (!cJSON_IsArray(msgs)) return zt_fail(ZT_EUSER, "%s: needs \"prompt\" (a string or messages) or \"messages\"", where);
-    int n = cJSON_GetArraySize(msgs);
-    zt_message *m = calloc((size_t)n + 1, sizeof *m);
-    if (!m) return zt_fail(ZT_ENOMEM, "out of memory");
-    zt_status st = ZT_OK;
-    for (int i = 0; i < n && !st; i++) {
-        const cJSON *e = cJSON_GetArrayItem(msgs, i), *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
-                    *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content))
-            st = zt_fail(ZT_EUSER, "%s: message %d needs string \"role\" and \"content\"", where, i);
-        else m[i] = (zt_message){role->valuestring, content->valuestring};
-    }
-    if (!st) st = zt_generate_chat(g, m, n, out);
-    free(m);
-    return st;
-}
-
 static zt_status batch(zt_generator *g, const char *in_path, const char *out_path)
 {
     FILE *in = fopen(in_path, "r"), *out = !strcmp(out_path, "-") ? stdout : fopen(out_path, "w");
@@ -44,22 +21,24 @@ static zt_status batch(zt_generator *g, const char *in_path, const char *out_pat
     size_t cap = 0;
     long lineno = 0;
     zt_status st = ZT_OK;
-    while (!st && getline(&line, &cap, in) > 0) {
+    ssize_t len;
+    while (!st && (len = getline(&line, &cap, in)) > 0) {
         lineno++;
-        if (strspn(line, " \t\r\n") == strlen(line)) continue;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (strspn(line, " \t") == (size_t)len) continue;
         snprintf(where, sizeof where, "%s:%ld", in_path, lineno);
-        cJSON *o = cJSON_Parse(line);
+        zt_generate_request q;
         char *text = NULL;
-        if (!cJSON_IsObject(o)) st = zt_fail(ZT_EUSER, "%s: not a JSON object", where);
-        else st = generate_line(g, o, where, &text);
+        st = zt_generate_request_parse(&q, line, (size_t)len, where);
+        if (!st) st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, &text);
         if (!st) {
-            cJSON_AddStringToObject(o, "completion", text);
-            char *row = cJSON_PrintUnformatted(o);
+            cJSON_AddStringToObject(q.obj, "completion", text);
+            char *row = cJSON_PrintUnformatted(q.obj);
             if (!row || fprintf(out, "%s\n", row) < 0) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
             free(row);
         }
         free(text);
-        cJSON_Delete(o);
+        zt_generate_request_free(&q);
     }
     free(line);
     fclose(in);

@@ -28,8 +28,9 @@ static int flag(const cJSON *obj, const char *name, int def)
 
 static int is_int_in(const cJSON *v, double lo, double hi)
 {
-    return cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble && v->valuedouble >= lo &&
-           v->valuedouble < hi;
+    /* the range first: converting a double outside int64_t's is undefined */
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble < hi &&
+           v->valuedouble == (double)(int64_t)v->valuedouble;
 }
 
 static zt_status read_vocab(zt_bpe *b, const cJSON *vocab)

@@ -126,8 +126,7 @@ static int regular_of_size(const char *path, long long size, struct stat *sb)
     return !stat(path, sb) && S_ISREG(sb->st_mode) && sb->st_size == size;
 }
 
-/* commit, etag and timestamp of a local file, as the Python client writes them */
-static int read_metadata(const char *path, char *commit, char *etag, double *ts)
+int hub_read_metadata(const char *path, char *commit, char *etag, double *ts)
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
@@ -166,7 +165,7 @@ int hub_is_present(const hub_repo *r, const hub_file *f)
     double ts;
     if (hub_target_path(r, f, path, sizeof path) || !regular_of_size(path, f->size, &sb)) return 0;
     if (!r->local) return 1;
-    if (metadata_path(r, f, meta, sizeof meta) || !read_metadata(meta, commit, etag, &ts)) return 0;
+    if (metadata_path(r, f, meta, sizeof meta) || !hub_read_metadata(meta, commit, etag, &ts)) return 0;
     if (strcmp(etag, f->etag) || (double)sb.st_mtime - 1 > ts) return 0;
     if (strcmp(commit, r->commit) && !r->o->dry_run && write_metadata(r, f))
         zt_log_warn("%s", zt_errmsg()); /* newer commit */

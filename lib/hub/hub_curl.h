@@ -11,18 +11,6 @@
 
 enum { HUB_MAX_HOPS = 10 };
 
-/* The headers zt reads, of the latest response only (a status line clears them). */
-typedef struct hub_headers {
-    char repo_commit[64];  /* X-Repo-Commit */
-    char linked_etag[128]; /* X-Linked-Etag, normalised */
-    char etag[128];        /* ETag, normalised */
-    char error_code[64];   /* X-Error-Code: RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo */
-    char error_message[256];
-    char link_next[2048];  /* Link: <url>; rel="next" (tree pages) */
-    long long linked_size; /* X-Linked-Size, -1 when absent */
-    long long range_start; /* from Content-Range, -1 when absent */
-} hub_headers;
-
 void hub_curl_init(void);
 /* A handle with zt's settings: TLS verified (unless --insecure), http(s) only, no automatic
  * redirects, timeouts from HF_HUB_*_TIMEOUT; h receives the headers. */

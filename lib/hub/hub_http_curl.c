@@ -15,64 +15,10 @@ void hub_curl_init(void)
     if (!done) curl_global_init(CURL_GLOBAL_DEFAULT), done = 1;
 }
 
-static void copy_value(char *dst, size_t n, const char *v, size_t len)
-{
-    while (len && isspace((unsigned char)*v)) v++, len--;
-    while (len && isspace((unsigned char)v[len - 1])) len--;
-    snprintf(dst, n, "%.*s", (int)len, v);
-}
-
-static void parse_link_next(hub_headers *h, const char *v, size_t len)
-{
-    char buf[4096];
-    copy_value(buf, sizeof buf, v, len);
-    for (char *part = buf; part && *part;) {
-        char *next = strchr(part, ','), *lt = strchr(part, '<'), *gt = lt ? strchr(lt, '>') : NULL;
-        if (next) *next++ = 0;
-        if (lt && gt && strstr(gt, "rel=\"next\"")) {
-            snprintf(h->link_next, sizeof h->link_next, "%.*s", (int)(gt - lt - 1), lt + 1);
-            return;
-        }
-        part = next;
-    }
-}
-
 static size_t on_header(char *line, size_t size, size_t count, void *data)
 {
-    hub_headers *h = data;
-    size_t n = size * count;
-    if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
-        *h = (hub_headers){ .linked_size = -1, .range_start = -1 };
-        return n;
-    }
-    const char *colon = memchr(line, ':', n);
-    if (!colon) return n;
-    size_t klen = (size_t)(colon - line), vlen = n - klen - 1;
-    const char *v = colon + 1;
-    char tmp[256];
-#define IS(name) (klen == strlen(name) && !strncasecmp(line, name, klen))
-    if (IS("X-Repo-Commit"))
-        copy_value(h->repo_commit, sizeof h->repo_commit, v, vlen);
-    else if (IS("X-Error-Code"))
-        copy_value(h->error_code, sizeof h->error_code, v, vlen);
-    else if (IS("X-Error-Message"))
-        copy_value(h->error_message, sizeof h->error_message, v, vlen);
-    else if (IS("Link"))
-        parse_link_next(h, v, vlen);
-    else if (IS("X-Linked-Size"))
-        copy_value(tmp, sizeof tmp, v, vlen), h->linked_size = strtoll(tmp, NULL, 10);
-    else if (IS("X-Linked-Etag") || IS("ETag")) {
-        copy_value(tmp, sizeof tmp, v, vlen);
-        hub_normalize_etag(tmp, IS("ETag") ? h->etag : h->linked_etag, sizeof h->etag);
-    } else if (IS("Content-Range")) {
-        copy_value(tmp, sizeof tmp, v, vlen);
-        long long start;
-        if (sscanf(tmp, "bytes %lld-", &start) == 1) h->range_start = start;
-    }
-#undef IS
-    for (char *c = h->error_message; *c; c++)
-        if ((unsigned char)*c < 0x20) *c = ' ';
-    return n;
+    hub_parse_header(data, line, size * count);
+    return size * count;
 }
 
 CURL *hub_easy_new(const hub_repo *r, hub_headers *h, long timeout_s)

@@ -48,9 +48,22 @@ void hub_normalize_etag(const char *in, char *out, size_t n);
 int hub_loopback_url(const char *url);
 zt_status hub_add_file(hub_repo *r, const char *path, long long size, const char *etag, int lfs);
 
-/* hub_api.c: the Hub API's JSON */
+/* hub_api.c: the Hub API's JSON and the response headers zt reads */
 zt_status hub_parse_revision(hub_repo *r, const char *json);
 zt_status hub_parse_tree(hub_repo *r, const char *json);
+/* The headers zt reads, of the latest response only (a status line clears them). */
+typedef struct hub_headers {
+    char repo_commit[64];  /* X-Repo-Commit */
+    char linked_etag[128]; /* X-Linked-Etag, normalised */
+    char etag[128];        /* ETag, normalised */
+    char error_code[64];   /* X-Error-Code: RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo */
+    char error_message[256];
+    char link_next[2048];  /* Link: <url>; rel="next" (tree pages) */
+    long long linked_size; /* X-Linked-Size, -1 when absent */
+    long long range_start; /* from Content-Range, -1 when absent */
+} hub_headers;
+/* One header line as libcurl hands it over (n bytes, its CRLF included, not NUL-terminated). */
+void hub_parse_header(hub_headers *h, const char *line, size_t n);
 
 /* hub_select.c: marks the files FILES / include / exclude ask for */
 zt_status hub_select(hub_repo *r);
@@ -60,6 +73,9 @@ zt_status hub_target_path(const hub_repo *r, const hub_file *f, char *out, size_
 zt_status hub_partial_path(const hub_repo *r, const hub_file *f, char *out, size_t n);
 zt_status hub_lock_path(const hub_repo *r, const hub_file *f, char *out, size_t n);
 int hub_is_present(const hub_repo *r, const hub_file *f); /* the file is in place, nothing to do */
+/* A metadata file of the Python client's cache: its commit (<= 40 characters), etag (<= 64) and
+ * timestamp (commit and etag need 41 and 65 bytes); 0 when it is missing or not that. */
+int hub_read_metadata(const char *path, char *commit, char *etag, double *ts);
 zt_status hub_place_existing(const hub_repo *r, const hub_file *f, int *placed); /* blob there: link it */
 zt_status hub_install(const hub_repo *r, const hub_file *f); /* partial (complete, verified) into place */
 zt_status hub_link_alias(const hub_repo *r, const hub_file *f);

@@ -71,16 +71,28 @@ static zt_status get_bool(const cJSON *o, const char *path, const char *key, int
 }
 
 /* eos_token_id may be a list in newer configs: the first entry is kept */
+/* an integer id, -1 for none (the range first: converting a double outside int's is undefined) */
+static int is_token_id(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= -1 && v->valuedouble <= 2147483647.0 &&
+           v->valuedouble == floor(v->valuedouble);
+}
+
+/* a token id or a list of them (the first is used); missing, null or [] → -1 */
 static zt_status get_token_id(const cJSON *o, const char *path, const char *key, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
-    if (!v || cJSON_IsNull(v)) {
-        *out = -1;
+    const char *what = "must be a token id (an integer, -1 for none) or a list of them";
+    *out = -1;
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    if (!cJSON_IsArray(v)) {
+        if (!is_token_id(v)) return bad_key(path, key, what);
+        *out = (int)v->valuedouble;
         return ZT_OK;
     }
-    if (!cJSON_IsNumber(v)) return bad_key(path, key, "must be an integer or a list of integers");
-    *out = (int)v->valuedouble;
+    for (const cJSON *e = v->child; e; e = e->next)
+        if (!is_token_id(e)) return bad_key(path, key, what);
+    if (v->child) *out = (int)v->child->valuedouble;
     return ZT_OK;
 }
 

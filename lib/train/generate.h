@@ -13,6 +13,8 @@
 #ifndef ZT_TRAIN_GENERATE_H
 #define ZT_TRAIN_GENERATE_H
 
+#include <cjson/cJSON.h>
+
 #include "lib/data/template.h"
 #include "lib/model/llama.h"
 #include "lib/model/sample.h"
@@ -41,5 +43,18 @@ void zt_generator_close(zt_generator *g);
 zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);
 zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out);
 zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, char **out);
+
+/* One line of a prompts file (zt generate --input): a JSON object with "prompt" (a string, or
+ * messages) or "messages" ([{"role", "content"}]); its other fields are kept in obj, where the
+ * completion goes. line[len] is its end (the newline removed); where ("file:line") starts a
+ * ZT_EUSER message. */
+typedef struct zt_generate_request {
+    cJSON *obj;
+    const char *prompt; /* a text prompt, or NULL: */
+    zt_message *msgs;   /* the conversation, n messages */
+    int n;
+} zt_generate_request;
+zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where);
+void zt_generate_request_free(zt_generate_request *q);
 
 #endif

@@ -91,16 +91,16 @@ zt_status zt_disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
     if (st) return st;
     if (home && !stat(dir, &sb))
         snprintf(cache, sizeof cache, "%s/.cache/zt/disk2-%llx.txt", home, (unsigned long long)sb.st_dev);
-    if (cache[0] && !zt_read_file(cache, &text, &len) && sscanf(text, "read %lf write %lf", rd, wr) == 2) {
+    if (cache[0] && !zt_read_file(cache, &text, &len) && zt_disk_cache_parse(text, rd, wr)) {
         free(text);
         return ZT_OK;
     }
     free(text);
     if ((st = measure_disk(r, dir, rd, wr))) return st;
     char line[128], parent[4200];
-    int n = snprintf(line, sizeof line, "read %.0f write %.0f\n", *rd, *wr);
+    size_t n = zt_disk_cache_format(line, sizeof line, *rd, *wr);
     snprintf(parent, sizeof parent, "%s/.cache/zt", home ? home : ".");
-    if (cache[0] && !zt_mkdir_p(parent)) zt_write_file_atomic(cache, line, (size_t)n); /* a cache: failing is fine */
+    if (n && cache[0] && !zt_mkdir_p(parent)) zt_write_file_atomic(cache, line, n); /* a cache: failing is fine */
     return ZT_OK;
 }
 

@@ -30,6 +30,11 @@ typedef struct zt_placement {
 
 /* The disk under offload.nvme_path's first directory, bytes/s (measured once per file system). */
 zt_status zt_disk_bandwidth(const zt_recipe *r, double *read, double *write);
+/* Its cache file's text: 1 and the speeds when it is "read R write W" with both finite and
+ * positive, else 0 (the disk is measured again). The line for it into line (size bytes);
+ * its length, 0 when it does not fit. */
+int zt_disk_cache_parse(const char *text, double *read, double *write);
+size_t zt_disk_cache_format(char *line, size_t size, double read, double write);
 
 /* ZT_MEMORY_AVAILABLE (bytes) stands in for the memory a rank has, for tests. */
 zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node, zt_placement *p);

@@ -212,20 +212,34 @@ static zt_status ended_fail(zt_reward_program *p, const batch *b)
                      info.si_status == 127 ? " (the shell's 'command not found')" : "");
 }
 
+static void trim(const char **s, size_t *len)
+{
+    while (*len && isspace((unsigned char)(*s)[*len - 1])) --*len; /* a trailing \r too */
+    while (*len && isspace((unsigned char)**s)) ++*s, --*len;
+}
+
+zt_status zt_reward_parse_answer(const char *s, size_t len, long line, double *v)
+{
+    trim(&s, &len);
+    int shown = len < ECHO_MAX ? (int)len : ECHO_MAX;
+    char *end = NULL;
+    double x = len ? strtod(s, &end) : 0;
+    if (end != s + len) return zt_fail(ZT_EUSER, "answer to line %ld is '%.*s', not a number", line, shown, s);
+    if (!isfinite(x)) return zt_fail(ZT_EUSER, "answer to line %ld is '%.*s', not a finite number", line, shown, s);
+    *v = x;
+    return ZT_OK;
+}
+
 /* One line of output: the answer to the next line. */
 static zt_status take_answer(zt_reward_program *p, const batch *b, const char *s, size_t len, double *rewards)
 {
     long line = p->answered + 1;
-    while (len && isspace((unsigned char)s[len - 1])) len--; /* a trailing \r too */
-    while (len && isspace((unsigned char)*s)) s++, len--;
-    int shown = len < ECHO_MAX ? (int)len : ECHO_MAX;
-    if (p->answered >= p->sent)
-        return line_fail(p, b, "printed '%.*s' before it was sent line %ld (one number per line)", shown, s, line);
-    char *end = NULL;
-    double v = len ? strtod(s, &end) : 0;
-    if (end != s + len) return line_fail(p, b, "answer to line %ld is '%.*s', not a number", line, shown, s);
-    if (!isfinite(v)) return line_fail(p, b, "answer to line %ld is '%.*s', not a finite number", line, shown, s);
-    rewards[line - b->first] = v;
+    if (p->answered >= p->sent) {
+        trim(&s, &len);
+        return line_fail(p, b, "printed '%.*s' before it was sent line %ld (one number per line)",
+                         len < ECHO_MAX ? (int)len : ECHO_MAX, s, line);
+    }
+    if (zt_reward_parse_answer(s, len, line, &rewards[line - b->first])) return line_fail(p, b, "%s", zt_errmsg());
     p->answered++;
     return ZT_OK;
 }

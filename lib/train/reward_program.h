@@ -40,6 +40,9 @@ typedef struct zt_reward_program {
 zt_status zt_reward_program_open(zt_reward_program *p, const char *command, double timeout_s);
 /* Writes the n objects (one JSON line each, cJSON_PrintUnformatted) and reads n numbers into rewards[]. */
 zt_status zt_reward_program_score(zt_reward_program *p, cJSON *const *objects, int n, double *rewards);
+/* The number of one line the program printed, s[0..len) (followed by its newline): blanks
+ * around it allowed; else ZT_EUSER, "answer to line LINE is '...', not a (finite) number". */
+zt_status zt_reward_parse_answer(const char *s, size_t len, long line, double *v);
 /* Closes its stdin, waits briefly for it to exit (kills it after ~2 s), ends its group, frees
  * everything. Safe on a zeroed struct. */
 void zt_reward_program_close(zt_reward_program *p);

@@ -44,7 +44,7 @@ $PY "$ROOT/tests/unit/st_check.py" run1/final --any-values >/dev/null && say "ok
   || fail "final/model.safetensors does not pass the independent check"
 # the saved model reloads to the same values: its eval loss equals the trained model's loss on the same data
 expect_ok "eval final" "$ZT" eval recipe.toml --checkpoint run1/final
-$PY -c "import json,sys; r=json.load(open('$TMP/out')); sys.exit(0 if r['loss'] < 0.05 and r['tokens'] == 47 else 1)" \
+$PY -c "import json,sys; r=json.load(open('$TMP/out')); sys.exit(0 if r['loss'] < 0.05 and r['target_tokens'] == 47 else 1)" \
   && say "ok - eval of final: $(cat "$TMP/out")" || fail "eval of final: $(cat "$TMP/out")"
 # activation checkpointing changes nothing but memory
 expect_ok "train with checkpointing" "$ZT" pretrain recipe.toml output.dir=run3 model.activation_checkpointing=true

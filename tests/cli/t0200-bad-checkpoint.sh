@@ -125,5 +125,10 @@ expect_exit 2 "malformed config.json" "badcfg/config.json" "$ZT" eval recipe.tom
 cp -r good wrongcfg
 $PY -c 'import json; p="wrongcfg/config.json"; c=json.load(open(p)); c["intermediate_size"]=96; json.dump(c, open(p,"w"))'
 expect_exit 2 "config disagrees with weights" "wrongcfg/model.safetensors.*shape" "$ZT" eval recipe.toml --checkpoint wrongcfg
+for id in 1e10 1.5 -7 '[2, 3e40]'; do
+  rm -rf tokcfg && cp -r good tokcfg
+  $PY -c 'import json, sys; p="tokcfg/config.json"; c=json.load(open(p)); c["eos_token_id"]=json.loads(sys.argv[1]); json.dump(c, open(p,"w"))' "$id"
+  expect_exit 2 "eos_token_id = $id" "tokcfg/config.json.*eos_token_id" "$ZT" eval recipe.toml --checkpoint tokcfg
+done
 expect_exit 2 "no such model" "nosuch.*config.json" "$ZT" eval recipe.toml --checkpoint nosuch
 done_testing

@@ -35,6 +35,12 @@ assert rows[0]["completion"].strip().startswith("jumps over the lazy dog")
 assert rows[0]["completion"].rstrip().endswith("into the green"), rows[0]  # cut at the stop string
 assert rows[1]["completion"].strip().startswith("dog and then")
 PY
+printf '{"prompt": "the quick"} {"prompt": "brown fox"}\n\n[1, 2]\n' > two.jsonl
+expect_exit 2 "two objects on one line of --input" "two.jsonl:1: not JSON" \
+  "$ZT" generate --model run/final --input two.jsonl
+printf '{"prompt": "the quick"}\n\n[1, 2]\n' > array.jsonl
+expect_exit 2 "an array as a line of --input" "array.jsonl:3: the line is an array, not a JSON object" \
+  "$ZT" generate --model run/final --input array.jsonl
 expect_exit 2 "chat without a template" "chat template" "$ZT" generate --model run/final --input <(echo '{"messages": [{"role": "user", "content": "hi"}]}')
 expect_exit 2 "no prompt" "needs --model and one of" "$ZT" generate --model run/final
 expect_exit 2 "bad temperature" "temperature" "$ZT" generate --model run/final --prompt x --temperature -1

@@ -234,4 +234,14 @@ grep -q 'offload = "auto": offload.optimizer = "nvme", offload.param = "nvme"' "
   || fail "auto weights: $(grep -E 'auto' "$TMP/out")"
 expect_exit 2 "auto, too little memory" 'a rank needs .* MiB of memory, and has 0.0 MiB' \
   env ZT_MEMORY_AVAILABLE=1000 "$ZT" pretrain recipe.toml output.dir=small offload.optimizer=auto
+# a damaged disk-speed cache (~/.cache/zt/disk2-<device>.txt) is measured again, not believed
+mkdir -p "$HOME/.cache/zt" swap-a
+cache="$HOME/.cache/zt/disk2-$(printf %x "$(stat -c %d swap-a)").txt"
+for bad in "read nan write nan" "read -5 write 1e999" "read 1 write 0" "read 7 write"; do
+  printf '%s\n' "$bad" > "$cache"
+  expect_ok "validate, a disk cache of '$bad'" "$ZT" validate recipe.toml offload.optimizer=nvme
+  grep -qE '^# offload I/O per step .* seconds at [0-9]+ MB/s read, [0-9]+ MB/s write$' "$TMP/out" \
+    && grep -qE '^read [0-9]+ write [0-9]+$' "$cache" && say "ok - ...measured again" \
+    || fail "a disk cache of '$bad': $(grep -i 'disk\|MB/s' "$TMP/out"), cache $(cat "$cache")"
+done
 done_testing

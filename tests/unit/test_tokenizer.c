@@ -428,6 +428,11 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "pre_tokenizer 'Metaspace' is not supported");
     write_variant(dir, "\"byte_fallback\": false", "\"byte_fallback\": true");
     expect_open_error(dir, "model.byte_fallback = true is not supported");
+    /* ids far outside any integer type are refused, not converted (undefined behaviour) */
+    write_variant(dir, "\"vocab\": {", "\"vocab\": {\"huge\": 5e53, ");
+    expect_open_error(dir, "model.vocab['huge'] is not an id in [0, ");
+    write_variant(dir, "\"added_tokens\": [", "\"added_tokens\": [{\"content\": \"<x>\", \"id\": -1e300}, ");
+    expect_open_error(dir, "added_tokens[0] needs a non-empty \"content\" and an \"id\" in [0, ");
     write_variant(dir, "\"merges\": [", "\"merges\": [[\"x\", \"no-such-piece\"], ");
     expect_open_error(dir, "model.merges[0]: 'no-such-piece' is not in the vocabulary");
     char path[600];
