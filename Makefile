@@ -249,10 +249,13 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard $$(FUZZ_$$*_SRC) lib/*/*.h to
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) $< $(wildcard $(FUZZ_$*_SRC)) -o $@ $(FUZZ_LIBS)
 
+# (libFuzzer's progress goes to build-fuzz/NAME.log: the summary line, or its last lines on a finding)
 fuzz-%: build-fuzz/fuzz_%
 	@mkdir -p build-fuzz/corpus/$*
-	$< -max_total_time=$(FUZZ_SECONDS) $(FUZZ_OPTS) $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
-	    build-fuzz/corpus/$* tests/fuzz/corpus/$*
+	@$< -max_total_time=$(FUZZ_SECONDS) $(FUZZ_OPTS) $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
+	    build-fuzz/corpus/$* tests/fuzz/corpus/$* >build-fuzz/$*.log 2>&1 \
+	  && echo "fuzz $*: $$(grep -m1 '^Done' build-fuzz/$*.log), no finding" \
+	  || { echo "fuzz $*: FINDING (build-fuzz/$*.log):"; tail -n 60 build-fuzz/$*.log; exit 1; }
 
 clean:
 	rm -rf build build-san build-fuzz zt zt-san
