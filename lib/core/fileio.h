@@ -1,5 +1,5 @@
 /* core/fileio: whole-file reads, atomic writes (temp name, fsync, rename, fsync
- * of the directory, like redis's rdbSave) and directory helpers.
+ * of the directory) and directory helpers.
  *
  *     char *text; size_t len;
  *     if ((st = zt_read_file("config.json", &text, &len))) return st;  // NUL-terminated
