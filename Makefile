@@ -84,14 +84,14 @@ MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*
 URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
 CURL_SRC  := $(if $(HAVE_CURL),$(wildcard lib/hub/*_curl.c),$(wildcard lib/hub/*_nocurl.c))
 LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_curl.c %_nocurl.c %_cuda.c,\
-                     $(wildcard lib/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CURL_SRC))
+                     $(wildcard lib/*/*.c lib/*/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CURL_SRC))
 CUDA_OBJ  := $(if $(HAVE_CUDA),$(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*/*_cuda.c) lib/optim/adamw_consts.c) \
                                $(patsubst %.cu,$(BUILD)/%.o,$(sort $(wildcard kernels/cuda/*.cu))))
 CUDA_SO   := $(if $(HAVE_CUDA),$(BUILD)/libzt_cuda.so)
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
-F64_SRC   := $(sort $(filter-out %_cuda.c %cuda_loader.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
+F64_SRC   := $(sort $(filter-out %_cuda.c %cuda_loader.c lib/model/open.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
 F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \
@@ -133,7 +133,7 @@ COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 $(BUILD)/.commit: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(COMMIT)' | cmp -s - $@ || echo '$(COMMIT)' > $@
-VERSIONED := $(BUILD)/cmd/version.o $(BUILD)/cmd/env.o $(BUILD)/lib/train/rundir.o
+VERSIONED := $(BUILD)/cmd/version.o $(BUILD)/cmd/env.o $(BUILD)/lib/train/run/rundir.o
 $(VERSIONED): $(BUILD)/.commit
 $(VERSIONED): CFLAGS += -DZT_COMMIT='"$(COMMIT)"'
 
@@ -224,20 +224,20 @@ FUZZ_CC       = clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno
                 $(shell pkg-config --cflags libcjson)
 FUZZ_LIBS     = $(shell pkg-config --libs libcjson) -lm
 FUZZ_OPTS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-FUZZ_toml_SRC             := lib/recipe/toml.c
+FUZZ_toml_SRC             := lib/toml/toml.c
 FUZZ_safetensors_SRC      := lib/ckpt/safetensors_*.c lib/core/*.c
-FUZZ_jinja_SRC            := lib/data/jinja*.c lib/core/*.c
+FUZZ_jinja_SRC            := lib/jinja/jinja*.c lib/core/*.c
 FUZZ_cache_SRC            := lib/data/cache.c lib/data/dataset.c lib/core/*.c
 FUZZ_llama_config_SRC     := lib/model/llama_config.c lib/core/*.c
 FUZZ_launch_SRC           := lib/launch/*.c lib/core/*.c
 FUZZ_jsonl_SRC            := lib/data/*.c tokenizers/*.c lib/core/*.c
 FUZZ_tokenizer_SRC        := tokenizers/*.c lib/core/*.c
 FUZZ_tokenizer_config_SRC := tokenizers/*.c lib/core/*.c
-FUZZ_disk_cache_SRC       := lib/train/disk_cache.c
-FUZZ_reward_SRC           := lib/train/reward_program.c lib/core/*.c
+FUZZ_disk_cache_SRC       := lib/plan/disk_cache.c
+FUZZ_reward_SRC           := lib/train/rlhf/reward_program.c lib/core/*.c
 FUZZ_hub_SRC              := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/core/*.c
 FUZZ_recipe_SRC           := lib/recipe/*.c lib/core/*.c
-FUZZ_generate_SRC         := lib/train/generate_input.c lib/data/jsonl.c lib/core/*.c
+FUZZ_generate_SRC         := lib/generate/generate_input.c lib/data/jsonl.c lib/core/*.c
 FUZZ_state_SRC            := lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
@@ -263,7 +263,7 @@ clean:
 # the style is .clang-format's; tokenizers/unicode_tables.c is generated (gen_unicode_tables.py)
 format:
 	clang-format -i $(filter-out tokenizers/unicode_tables.c,$(LIB_SRC)) $(CMD_SRC) $(TEST_SRC) \
-	    $(wildcard lib/*/*.h kernels/cpu/*.h)
+	    $(wildcard lib/*/*.h lib/*/*/*.h kernels/cpu/*.h)
 
 lint:
 	cppcheck --quiet --enable=warning,performance --error-exitcode=1 -I. $(LIB_SRC) $(CMD_SRC)

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "commands.h"
-#include "lib/ckpt/export.h"
+#include "lib/export/export.h"
 #include "lib/core/log.h"
 #include "options.h"
 

@@ -7,7 +7,7 @@
 
 #include "lib/core/log.h"
 #include "commands.h"
-#include "lib/train/generate.h"
+#include "lib/generate/generate.h"
 #include "options.h"
 
 static zt_status batch(zt_generator *g, const char *in_path, const char *out_path)

@@ -1,6 +1,6 @@
 /* zt rlhf: preference and reinforcement learning (rlhf.algorithm = dpo | reward | grpo | ppo). */
 #include "commands.h"
-#include "lib/train/rlhf.h"
+#include "lib/train/rlhf/rlhf.h"
 #include "options.h"
 
 static int run_rlhf(const zt_recipe *r, int argc, char **argv) { return zt_rlhf(r, argc, argv); }

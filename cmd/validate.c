@@ -3,9 +3,9 @@
 #include <stdio.h>
 
 #include "commands.h"
-#include "lib/train/memory.h"
-#include "lib/train/placement.h"
-#include "lib/train/steptime.h"
+#include "lib/plan/memory.h"
+#include "lib/plan/placement.h"
+#include "lib/plan/steptime.h"
 #include "options.h"
 
 static void row(const char *what, size_t bytes, const char *note)

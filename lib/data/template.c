@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jinja.h"
+#include "lib/jinja/jinja.h"
 #include "lib/core/fileio.h"
 
 struct zt_template {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 
 /* Where a key got its value: the file position of its key, or an override. */
 struct zt_recipe_origin {

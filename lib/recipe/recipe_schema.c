@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "lib/recipe/recipe.h"
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 
 /* The offset of a field, which must have type T (a mismatch does not compile). */
 /* a table laid out by hand */

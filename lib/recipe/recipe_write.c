@@ -6,7 +6,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/recipe/recipe.h"
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 
 /* The shortest text that reads back as exactly x, in TOML float syntax (x is finite). */
 static void write_float(FILE *f, double x)

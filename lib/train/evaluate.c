@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generate.h"
+#include "lib/generate/generate.h"
 #include "lib/data/batch.h"
 #include "lib/data/formats.h"
 #include "lib/data/jsonl.h"

@@ -12,21 +12,10 @@
 
 #include "lib/backend/backend.h"
 #include "lib/data/dataset.h"
-#include "lib/model/llama.h"
+#include "lib/model/open.h"
 #include "lib/recipe/recipe.h"
 #include "vocab.h"
 
-/* Loads config.json and the weights of an HF model directory into m, on the backend of
- * `device` (model.device: auto, cpu or cuda). */
-zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype, const char *device);
-/* The same with a score head (score_head = 1: a reward or value model; a causal LM's
- * checkpoint then gives the backbone, its LM head dropped and the score head new). */
-zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype, const char *device, int score_head);
-/* The same without reading the weights: *weights is left open for zt_llama_weights_read
- * (offload.param = "nvme" streams them unit by unit), to be closed with zt_st_close. */
-struct zt_st_reader;
-zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, const char *dtype, const char *device, int score_head,
-                                 struct zt_st_reader **weights);
 /* Loads data.train in data.format (text, chat and instruct through d's tokenizer
  * and template, see vocab.h), and the validation set: data.valid, or the
  * data.valid_split part held out of data.train (valid stays empty without either). */

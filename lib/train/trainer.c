@@ -18,7 +18,7 @@
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
-#include "lib/train/placement.h"
+#include "lib/plan/placement.h"
 #include "lib/optim/schedule.h"
 #include "trainer.h"
 
@@ -134,7 +134,7 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
 }
 
 
-/* offload.* = "auto": decided here, for this world (train/placement.h); the run's
+/* offload.* = "auto": decided here, for this world (plan/placement.h); the run's
  * recipe.resolved.toml shows the decision. */
 static zt_status place(zt_trainer *t)
 {

@@ -1,5 +1,5 @@
 /* train/trainer: the training loop's state and the algorithms that plug into it
- * (causal-LM training in trainer.c; DPO, reward models, GRPO and PPO in lib/train/rlhf_*.c).
+ * (causal-LM training in trainer.c; DPO, reward models, GRPO and PPO in lib/train/rlhf/).
  *
  * The loop owns everything an optimizer step shares: the model, ZeRO, AdamW state, the
  * schedule, checkpoints, the run directory and metrics. An algorithm owns its data and
@@ -15,8 +15,8 @@
 #include "lib/offload/actstore.h"
 #include "lib/optim/schedule.h"
 #include "lib/zero/zero.h"
-#include "optstate.h"
-#include "rundir.h"
+#include "lib/zero/optstate.h"
+#include "lib/train/run/rundir.h"
 #include "train.h"
 
 typedef struct zt_trainer zt_trainer;

@@ -7,7 +7,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
-#include "rundir.h"
+#include "lib/train/run/rundir.h"
 
 /* the special tokens each named template writes as literal text */
 static const struct {

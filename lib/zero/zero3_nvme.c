@@ -3,7 +3,7 @@
  * one unit's slice a transfer. A gather reads the slice into a staging buffer (started with
  * the prefetch, so the read overlaps the layers before it); a unit's reduced gradient is
  * written in the background from one of two buffers while the backward pass goes on. The
- * optimizer step then streams weights, gradient and moments together (train/optstate.c). */
+ * optimizer step then streams weights, gradient and moments together (zero/optstate.c). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/train/placement.h"
+#include "lib/plan/placement.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/train/generate.h"
+#include "lib/generate/generate.h"
 #include "tests/fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

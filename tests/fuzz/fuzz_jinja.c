@@ -4,7 +4,7 @@
  * (ZT_EUSER); never crash, leak, read out of bounds or run away.
  *
  *   clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
- *       tests/fuzz/fuzz_jinja.c lib/data/jinja*.c lib/core/[a-z]*.c -lcjson -lm -o /tmp/fuzz_jinja
+ *       tests/fuzz/fuzz_jinja.c lib/jinja/jinja*.c lib/core/[a-z]*.c -lcjson -lm -o /tmp/fuzz_jinja
  *   /tmp/fuzz_jinja -max_total_time=180 -dict=tests/fuzz/jinja.dict /tmp/corpus tests/fuzz/corpus/jinja
  */
 #include <cjson/cJSON.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/data/jinja.h"
+#include "lib/jinja/jinja.h"
 
 static const char VARS[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \" Hi 👋 \"},"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/train/reward_program.h"
+#include "lib/train/rlhf/reward_program.h"
 #include "tests/fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

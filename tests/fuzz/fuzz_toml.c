@@ -3,13 +3,13 @@
  * never crash, leak or read out of bounds.
  *
  *   clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
- *       tests/fuzz/fuzz_toml.c lib/recipe/toml.c -o /tmp/fuzz_toml
+ *       tests/fuzz/fuzz_toml.c lib/toml/toml.c -o /tmp/fuzz_toml
  *   /tmp/fuzz_toml -max_total_time=180 tests/fuzz/corpus/toml
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 
 static void walk(const zt_toml *v, int depth)
 {

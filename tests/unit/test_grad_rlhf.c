@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lib/model/llama.h"
-#include "lib/train/rl_loss.h"
+#include "lib/train/rlhf/rl_loss.h"
 #include "test.h"
 
 enum { B = 2, T = 8 };

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 #include "tests/unit/test.h"
 
 static char tmp[PATH_MAX], cwd[PATH_MAX], home[PATH_MAX + 8];

@@ -13,7 +13,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/status.h"
-#include "lib/train/reward_program.h"
+#include "lib/train/rlhf/reward_program.h"
 #include "tests/unit/test.h"
 
 static char root[256];

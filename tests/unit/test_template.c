@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "lib/core/fileio.h"
-#include "lib/data/jinja.h"
+#include "lib/jinja/jinja.h"
 #include "lib/data/template.h"
 #include "test.h"
 

@@ -2,7 +2,7 @@
  * dump of the parsed tree) and invalid ones (checked for line:column and the
  * message), section by section of the spec, plus positions, date-time parts,
  * lookups and string writing. */
-#include "lib/recipe/toml.h"
+#include "lib/toml/toml.h"
 
 #include <stdlib.h>
 #include <string.h>

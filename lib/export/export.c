@@ -1,0 +1,198 @@
+/* zt export: checkpoint shards (or a model directory) → a Hugging Face directory, one
+ * tensor at a time through the safetensors writer's fill callback. */
+#define _GNU_SOURCE
+#include "export.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/ckpt/safetensors.h"
+#include "lib/ckpt/state.h"
+#include "lib/core/fileio.h"
+#include "lib/model/llama.h"
+
+static int has_file(const char *dir, const char *name)
+{
+    char path[4096];
+    return !zt_path_join(path, sizeof path, dir, name) && zt_path_exists(path);
+}
+
+/* What src names: a checkpoint (*is_ckpt = 1) or a model directory, into info->source. */
+static zt_status resolve_source(const char *src, zt_export_info *info, int *is_ckpt)
+{
+    int found = 0;
+    zt_status st = ZT_OK;
+    *is_ckpt = 0;
+    info->step = -1;
+    if (has_file(src, "trainer_state.json") || has_file(src, "DONE")) {
+        if (!zt_state_is_done(src))
+            return zt_fail(ZT_EUSER, "'%s': incomplete checkpoint (no DONE marker: its save did not finish)", src);
+        *is_ckpt = 1;
+        snprintf(info->source, sizeof info->source, "%s", src);
+    } else if (has_file(src, "checkpoints") || has_file(src, "final")) {
+        if ((st = zt_state_latest(src, info->source, sizeof info->source, &found))) return st;
+        *is_ckpt = found;
+        if (!found && (st = zt_path_join(info->source, sizeof info->source, src, "final"))) return st;
+        if (!found && !has_file(info->source, "config.json"))
+            return zt_fail(ZT_EUSER, "'%s': the run has no complete checkpoint and no final/ model", src);
+    } else if (has_file(src, "config.json")) {
+        snprintf(info->source, sizeof info->source, "%s", src);
+    } else {
+        return zt_fail(ZT_EUSER, "'%s': %s", src,
+                       zt_path_exists(src) ? "not a run, a checkpoint (trainer_state.json) or a model directory"
+                                           : "no such directory");
+    }
+    return ZT_OK;
+}
+
+/* The source config.json's torch_dtype: bf16 for "bfloat16", fp32 otherwise. */
+static zt_status default_dtype(const char *config_path, zt_dtype *dt)
+{
+    char *text;
+    size_t len;
+    zt_status st = zt_read_file(config_path, &text, &len);
+    if (st) return st;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "torch_dtype");
+    *dt = cJSON_IsString(t) && !strcmp(t->valuestring, "bfloat16") ? ZT_BF16 : ZT_F32;
+    cJSON_Delete(o);
+    free(text);
+    return ZT_OK;
+}
+
+typedef struct fill_ctx {
+    const char *ckpt, *name;
+    size_t numel, offset; /* the tensor's first element in the flat array */
+} fill_ctx;
+
+static zt_status fill_from_shards(void *ctx, float *dst, size_t offset, size_t n)
+{
+    const fill_ctx *c = ctx;
+    zt_status st = zt_state_read_range(c->ckpt, c->numel, c->offset + offset, n, dst, NULL, NULL);
+    return st ? zt_fail_context(st, "tensor '%s'", c->name) : ZT_OK;
+}
+
+/* Queues the checkpoint's master weights, tensor by tensor (ctx: one entry per tensor),
+ * after checking its state and every shard; *step gets its step. */
+static zt_status add_from_checkpoint(zt_st_writer *w, const char *ckpt, zt_dtype dt, const zt_llama_tensor *t, int n,
+                                     fill_ctx *ctx, size_t numel, long *step)
+{
+    zt_trainer_state s;
+    zt_status st = zt_state_read_json(ckpt, &s);
+    if (st) return st;
+    if (s.numel != numel)
+        return zt_fail(ZT_EUSER, "'%s/trainer_state.json': %zu parameters, but its config.json describes %zu", ckpt,
+                       s.numel, numel);
+    /* every shard's header and size, before any output is written */
+    if ((st = zt_state_read_range(ckpt, numel, 0, numel, NULL, NULL, NULL))) return st;
+    *step = s.step;
+    for (int i = 0; i < n && !st; i++) {
+        ctx[i] = (fill_ctx){ckpt, t[i].name, numel, t[i].offset};
+        st = zt_st_writer_add_fn(w, t[i].name, dt, t[i].shape, t[i].ndim, fill_from_shards, &ctx[i]);
+    }
+    return st;
+}
+
+static int st_to_dtype(zt_st_dtype s, zt_dtype *d)
+{
+    switch (s) {
+    case ZT_ST_F32: *d = ZT_F32; return 1;
+    case ZT_ST_BF16: *d = ZT_BF16; return 1;
+    case ZT_ST_F16: *d = ZT_F16; return 1;
+    case ZT_ST_F64: *d = ZT_F64; return 1;
+    default: return 0;
+    }
+}
+
+/* Queues the model directory's tensors (read through its mapping), those the config
+ * describes, in the layout's order; extra ones (rotary tables, a tied head) are dropped. */
+static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const char *dir, zt_dtype dt,
+                                const zt_llama_tensor *t, int n)
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; i < n && !st; i++) {
+        const zt_st_tensor *x = zt_st_find(r, t[i].name);
+        zt_dtype sd;
+        if (!x) return zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, t[i].name);
+        int same = x->ndim == t[i].ndim;
+        for (int d = 0; d < t[i].ndim && same; d++) same = x->shape[d] == t[i].shape[d];
+        if (!same) return zt_fail(ZT_EUSER, "'%s': tensor '%s' has a shape config.json does not give it", x->file, x->name);
+        if (!st_to_dtype(x->dtype, &sd))
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s' is %s, not a floating-point type", x->file, x->name,
+                           zt_st_dtype_name(x->dtype));
+        if (!(st = zt_st_check_finite(x))) st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
+    }
+    return st;
+}
+
+/* config.json in dt, the tokenizer files, and generation_config.json (from the config
+ * when the source has none). */
+static zt_status write_model_files(const char *src, const char *out, const zt_llama_config *cfg, zt_dtype dt)
+{
+    static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
+    char path[4096];
+    zt_status st = zt_state_copy_model_files(out, src);
+    if (!st) st = zt_path_join(path, sizeof path, out, "config.json");
+    if (!st) st = zt_llama_config_save(cfg, path, torch_names[dt]);
+    if (st || has_file(src, "generation_config.json")) return st;
+    cJSON *gen = cJSON_CreateObject();
+    if (cfg->bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", cfg->bos_token_id);
+    if (cfg->eos_token_id >= 0) cJSON_AddNumberToObject(gen, "eos_token_id", cfg->eos_token_id);
+    char *text = cJSON_Print(gen);
+    cJSON_Delete(gen);
+    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", out);
+    if (!(st = zt_path_join(path, sizeof path, out, "generation_config.json")))
+        st = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+/* Refuses to write into the source itself (its files would be replaced while read). */
+static zt_status check_out_dir(const char *src, const char *out)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (realpath(src, a) && realpath(out, b) && !strcmp(a, b))
+        return zt_fail(ZT_EUSER, "'%s': the output directory is the source itself", out);
+    return ZT_OK;
+}
+
+zt_status zt_export(const char *src, const char *out_dir, const char *dtype, size_t max_shard_bytes,
+                    zt_export_info *info)
+{
+    char config_path[4096];
+    int is_ckpt, n = 0;
+    zt_dtype dt = ZT_F32;
+    zt_llama_config cfg;
+    zt_llama shape;
+    zt_llama_tensor *t = NULL;
+    zt_status st = resolve_source(src, info, &is_ckpt);
+    if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");
+    if (!st) st = zt_llama_config_load(&cfg, config_path);
+    if (!st && dtype && (zt_dtype_parse(dtype, &dt) || (dt != ZT_F32 && dt != ZT_BF16)))
+        st = zt_fail(ZT_EUSER, "dtype '%s': export writes bf16 or fp32", dtype);
+    if (!st && !dtype) st = default_dtype(config_path, &dt);
+    if (!st) st = zt_llama_shape(&shape, &cfg, zt_backend_cpu(), ZT_F32);
+    if (!st) st = zt_llama_tensors(&cfg, &t, &n);
+    if (st) return st;
+    info->numel = shape.numel;
+    info->dtype = zt_dtype_name(dt);
+
+    zt_st_writer *w = zt_st_writer_new();
+    fill_ctx *ctx = calloc((size_t)n, sizeof *ctx);
+    zt_st_reader *r = NULL;
+    if (!w || !ctx) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
+    if (!st && is_ckpt) st = add_from_checkpoint(w, info->source, dt, t, n, ctx, shape.numel, &info->step);
+    if (!st && !is_ckpt && !(st = zt_st_open(&r, info->source))) st = add_from_model(w, r, info->source, dt, t, n);
+    if (!st) st = zt_mkdir_p(out_dir);
+    if (!st) st = check_out_dir(info->source, out_dir);
+    if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
+    if (!st) st = write_model_files(info->source, out_dir, &cfg, dt);
+    if (r) zt_st_close(r);
+    zt_st_writer_free(w);
+    free(ctx);
+    free(t);
+    return st;
+}

@@ -1,0 +1,60 @@
+/* generate: text generation from a model directory (weights, config and
+ * tokenizer): KV-cached decoding, sampling, stopping at an end-of-turn token or a
+ * stop string.
+ *
+ *     zt_generator g;
+ *     zt_generator_open(&g, "runs/x/final", 256);
+ *     g.sampler.temperature = 0;                        // greedy
+ *     char *text;
+ *     zt_generate_text(&g, "Once upon a time", &text);   // raw text prompt
+ *     zt_generate_chat(&g, msgs, n, &text);              // through the chat template
+ *     zt_generator_close(&g);
+ */
+#ifndef ZT_GENERATE_H
+#define ZT_GENERATE_H
+
+#include <cjson/cJSON.h>
+
+#include "lib/data/template.h"
+#include "lib/model/llama.h"
+#include "lib/model/sample.h"
+#include "tokenizers/tokenizer.h"
+
+typedef struct zt_generator {
+    zt_llama m;
+    zt_llama_cache cache;
+    zt_tokenizer *tok;
+    zt_template *tmpl; /* NULL when the model has no chat template and none was named */
+    zt_sampler sampler;
+    int max_new_tokens;
+    const char *const *stop; /* stop strings (not included in the output) */
+    int nstop;
+    int32_t stop_ids[4]; /* end-of-sequence / end-of-turn ids, -1 when unused */
+    zt_real *logits;
+    void *scratch;
+    int64_t generated; /* tokens sampled so far, and the seconds spent (prompts included) */
+    double seconds;
+} zt_generator;
+
+/* template_name: NULL or "auto" for the model's own chat template (optional), else a name or .jinja path. */
+zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *template_name, int max_len);
+void zt_generator_close(zt_generator *g);
+/* Continues ids (a prompt already tokenized); the completion's text in *out (malloc'd). */
+zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);
+zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out);
+zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, char **out);
+
+/* One line of a prompts file (zt generate --input): a JSON object with "prompt" (a string, or
+ * messages) or "messages" ([{"role", "content"}]); its other fields are kept in obj, where the
+ * completion goes. line[len] is its end (the newline removed); where ("file:line") starts a
+ * ZT_EUSER message. */
+typedef struct zt_generate_request {
+    cJSON *obj;
+    const char *prompt; /* a text prompt, or NULL: */
+    zt_message *msgs;   /* the conversation, n messages */
+    int n;
+} zt_generate_request;
+zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where);
+void zt_generate_request_free(zt_generate_request *q);
+
+#endif

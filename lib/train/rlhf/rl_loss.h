@@ -1,0 +1,33 @@
+/* train/rlhf/rl_loss: the losses of zt rlhf, on log-probabilities and values, with their
+ * derivatives (pure arithmetic in double; the model turns the derivatives into
+ * parameter gradients through zt_llama_forward_objective).
+ *
+ * Each function returns one item's loss and writes the partial derivatives of that
+ * loss to its d* arguments. Defaults follow DeepSpeed-Chat (PPO) and TRL (DPO, GRPO).
+ */
+#ifndef ZT_TRAIN_RLHF_RL_LOSS_H
+#define ZT_TRAIN_RLHF_RL_LOSS_H
+
+typedef enum { ZT_DPO_SIGMOID, ZT_DPO_IPO } zt_dpo_kind;
+
+/* DPO on one pair: policy log-probabilities of the chosen and rejected answers (pc, pr)
+ * and the reference's (rc, rr). sigmoid: -(1-ε)·log σ(h) - ε·log σ(-h), h = β·((pc-rc) - (pr-rr));
+ * ipo: ((pc-rc) - (pr-rr) - 1/(2β))², on log-probabilities averaged over the answer's tokens
+ * (the caller divides). */
+double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, double pr, double rc, double rr,
+                   double *dpc, double *dpr);
+/* Reward model on one pair: -log σ(r_chosen - r_rejected). */
+double zt_pairwise_loss(double rc, double rr, double *drc, double *drr);
+/* One token of the clipped surrogate: -min(ρ·A, clip(ρ, 1-ε, 1+ε)·A), ρ = exp(logp - old). */
+double zt_clipped_policy_loss(double logp, double old, double adv, double clip, double *dlogp);
+/* One token of the KL estimate to the reference, exp(ref - logp) - (ref - logp) - 1 (≥ 0, unbiased). */
+double zt_kl_k3(double logp, double ref, double *dlogp);
+/* One token of the clipped value loss: ½·max((v - R)², (old + clip(v - old, ±ε) - R)²). */
+double zt_clipped_value_loss(double v, double old, double ret, double clip, double *dv);
+/* Generalized advantage estimation over one completion of n tokens: rewards and values
+ * per token → advantages and returns (advantage + value). */
+void zt_gae(const double *rewards, const double *values, int n, double gamma, double lam, double *adv, double *ret);
+/* log σ(x) without overflow */
+double zt_log_sigmoid(double x);
+
+#endif

@@ -1,0 +1,371 @@
+/* Generation, rewards and the reference for GRPO and PPO (rollout.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/arena.h"
+#include "lib/core/log.h"
+#include "lib/data/formats.h"
+#include "lib/data/jsonl.h"
+#include "lib/model/sample.h"
+#include "rlhf.h"
+#include "rollout.h"
+
+/* ---- prompts ------------------------------------------------------------------------------ */
+
+typedef struct objects {
+    cJSON **v;
+    int64_t n, cap;
+} objects;
+
+static zt_status keep_object(void *ctx, const cJSON *o)
+{
+    objects *s = ctx;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        cJSON **v = realloc(s->v, (size_t)s->cap * sizeof *v);
+        if (!v) return zt_fail(ZT_ENOMEM, "out of memory");
+        s->v = v;
+    }
+    s->v[s->n] = cJSON_Duplicate(o, 1);
+    return s->v[s->n++] ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+}
+
+static void free_objects(cJSON **v, int64_t n)
+{
+    for (int64_t i = 0; v && i < n; i++) cJSON_Delete(v[i]);
+    free(v);
+}
+
+/* The JSON lines of files, one per example of ds (the reward program receives their fields). */
+static zt_status load_objects(const zt_recipe *r, const zt_strlist *files, const zt_dataset *ds, cJSON ***out)
+{
+    objects s = {0};
+    int64_t skipped;
+    zt_status st = zt_jsonl_load(files->items, files->n, r->data.skip_bad_lines, keep_object, &s, &skipped);
+    if (!st && s.n != ds->n_examples)
+        st = zt_fail(ZT_EUSER, "%s: %lld prompt lines but %lld usable prompts (drop the bad lines rather than "
+                               "data.skip_bad_lines)", files->items[0], (long long)s.n, (long long)ds->n_examples);
+    if (st) { /* the caller frees ds->n_examples objects: it gets a whole list or none */
+        free_objects(s.v, s.n);
+        s.v = NULL;
+    }
+    *out = s.v;
+    return st;
+}
+
+/* ---- generation --------------------------------------------------------------------------- */
+
+static int is_stop(const zt_rollout *s, int32_t id)
+{
+    for (int i = 0; i < 4; i++)
+        if (s->stop_ids[i] >= 0 && s->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+/* Prompt k of ds into the cache (once for all of its completions): its length, and the
+ * logits of its last token kept in s->prompt_logits. */
+static zt_status prefill(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int *np)
+{
+    *np = (int)zt_dataset_len(ds, k);
+    if (*np > s->T - 1) *np = s->T - 1;
+    zt_llama_cache_reset(&s->cache);
+    return zt_llama_decode(m, &s->cache, ds->ids + ds->offsets[k], *np, s->prompt_logits);
+}
+
+/* A completion of the prefilled prompt k, sampled with the stream (train.seed, stream): ids
+ * and labels of the sequence (the completion trained, its stop token included when one
+ * came), its length *len and the completion's tokens before any stop token *ngen. The
+ * prompt's keys and values stay in the cache: each completion overwrites only its own. */
+static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, uint64_t stream,
+                          double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
+{
+    int budget = s->r->rlhf.max_new_tokens;
+    if (budget > s->T - np) budget = s->T - np;
+    memcpy(ids, ds->ids + ds->offsets[k], (size_t)np * sizeof *ids);
+    for (int i = 0; i < np; i++) labels[i] = ZT_IGNORE_INDEX;
+    zt_sampler smp = {.temperature = temperature, .top_p = s->r->rlhf.top_p};
+    zt_rng_seed(&smp.rng, (uint64_t)s->r->train.seed, stream);
+    s->cache.len = np;
+    memcpy(s->logits, s->prompt_logits, (size_t)m->V * sizeof *s->logits);
+    zt_status st = ZT_OK;
+    int n = np, g = 0;
+    while (!st && g < budget) {
+        int32_t next = zt_sample(&smp, s->logits, s->vocab, s->scratch);
+        s->acc.generated++;
+        ids[n] = labels[n] = next, n++;
+        if (is_stop(s, next)) break;
+        g++;
+        if (g < budget) st = zt_llama_decode(m, &s->cache, &next, 1, s->logits);
+    }
+    *len = n, *ngen = g;
+    return st;
+}
+
+/* The reward program's object for a completion: the prompt line's fields and "completion". */
+static cJSON *reward_object(const cJSON *line, const char *completion)
+{
+    cJSON *o = cJSON_Duplicate(line, 1);
+    if (o) cJSON_AddStringToObject(o, "completion", completion);
+    return o;
+}
+
+/* One generated sequence in row `row` of the step's rows; its reward object in *obj. */
+static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines, int64_t k,
+                                int np, uint64_t stream, double temperature, int row, cJSON **obj)
+{
+    size_t at = (size_t)row * s->T;
+    int32_t *ids = malloc(2 * (size_t)(s->T + 1) * sizeof *ids), *labels = ids + s->T + 1;
+    if (!ids) return zt_fail(ZT_ENOMEM, "out of memory");
+    int len, ngen;
+    zt_status st = generate(s, s->gen, ds, k, np, stream, temperature, ids, labels, &len, &ngen);
+    char *text = NULL;
+    if (!st) st = zt_tokenizer_decode(t->tools.tok, ids + np, (size_t)ngen, 1, &text);
+    if (!st) {
+        zt_rlhf_fill_row(ids, labels, len, s->T, s->input + at, s->target + at, s->pos + at);
+        s->ntok[row] = 0;
+        for (int i = 0; i < s->T; i++) s->ntok[row] += s->target[at + i] >= 0;
+        if (!(*obj = reward_object(lines[k], text))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    free(text);
+    free(ids);
+    return st;
+}
+
+static void empty_row(zt_rollout *s, int row)
+{
+    size_t at = (size_t)row * s->T;
+    zt_rlhf_fill_row(NULL, NULL, 0, s->T, s->input + at, s->target + at, s->pos + at);
+    s->ntok[row] = 0;
+}
+
+static double store_outputs(void *ctx, const double *out, double *coef, int N)
+{
+    zt_rollout *s = ctx;
+    memcpy(s->store, out, (size_t)N * sizeof *out);
+    return 0;
+}
+
+void zt_rollout_outputs(zt_rollout *s, zt_llama *m, int n, double *out)
+{
+    zt_llama_objective obj = {s, store_outputs};
+    for (int r0 = 0; r0 < n; r0 += s->B) {
+        size_t at = (size_t)r0 * s->T;
+        s->store = out + at;
+        zt_llama_forward_objective(m, s->input + at, s->target + at, s->pos + at, &obj, 0);
+    }
+    s->store = NULL;
+}
+
+int zt_rollout_last(const zt_rollout *s, int row)
+{
+    int last = s->T - 1;
+    while (last > 0 && s->pos[(size_t)row * s->T + last] != last) last--;
+    return last;
+}
+
+/* Rewards of rows [0, n) with completions (objs[i] set): the reward program's, or the
+ * reward model's value at each sequence's last token. */
+static zt_status score(zt_rollout *s, int n, cJSON **objs)
+{
+    if (s->program.command) {
+        cJSON **live = malloc((size_t)n * sizeof *live);
+        double *got = malloc((size_t)n * sizeof *got);
+        int m = 0;
+        zt_status st = live && got ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+        for (int i = 0; i < n && !st; i++)
+            if (objs[i]) live[m++] = objs[i];
+        if (!st && m) st = zt_reward_program_score(&s->program, live, m, got);
+        for (int i = 0, j = 0; i < n && !st; i++) s->rewards[i] = objs[i] ? got[j++] : 0;
+        free(live);
+        free(got);
+        return st;
+    }
+    double *values = malloc((size_t)s->A * s->B * s->T * sizeof *values);
+    if (!values) return zt_fail(ZT_ENOMEM, "out of memory");
+    zt_rollout_outputs(s, &s->reward_model, n, values);
+    for (int i = 0; i < n; i++) s->rewards[i] = objs[i] ? values[(size_t)i * s->T + zt_rollout_last(s, i)] : 0;
+    free(values);
+    return ZT_OK;
+}
+
+zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines,
+                              const int64_t *items, int prompts, int G, long step, double temperature)
+{
+    int n = prompts * G;
+    cJSON **objs = calloc((size_t)n, sizeof *objs);
+    if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
+    double t0 = zt_now_s();
+    zt_status st = zt_zero_gather_all(&t->zero); /* once for every token of every completion */
+    if (!st && s->gen == &s->host) t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
+    for (int p = 0; p < prompts && !st; p++) {
+        int np = 0;
+        if (items[p] >= 0) st = prefill(s, s->gen, ds, items[p], &np);
+        for (int g = 0; g < G && !st; g++) {
+            int row = p * G + g;
+            if (items[p] < 0) empty_row(s, row);
+            else st = fill_generated(s, t, ds, lines, items[p], np,
+                                     ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g, temperature, row, &objs[row]);
+        }
+    }
+    zt_zero_release_all(&t->zero);
+    s->acc.generate_s += zt_now_s() - t0;
+    for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
+    if (!st) st = score(s, n, objs);
+    for (int i = 0; i < n; i++) cJSON_Delete(objs[i]);
+    free(objs);
+    return st;
+}
+
+zt_status zt_rollout_step(zt_rollout *s, zt_trainer *t, int G, long step)
+{
+    int prompts = s->A * s->B / G;
+    int64_t *items = malloc((size_t)prompts * sizeof *items);
+    if (!items) return zt_fail(ZT_ENOMEM, "out of memory");
+    zt_items_next(&s->order, items, prompts);
+    zt_status st = zt_rollout_generate(s, t, &s->train, s->train_obj, items, prompts, G, step, s->r->rlhf.temperature);
+    free(items);
+    if (st) return st;
+    for (int i = 0; i < s->A * s->B; i++) {
+        if (!s->ntok[i]) continue;
+        s->acc.completions++, s->acc.reward += s->rewards[i], s->acc.reward_sq += s->rewards[i] * s->rewards[i];
+        s->acc.tokens += s->ntok[i];
+    }
+    if (s->ref) zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
+    return ZT_OK;
+}
+
+/* ---- metrics and evaluation --------------------------------------------------------------- */
+
+zt_status zt_rollout_metrics(zt_rollout *s, zt_trainer *t, cJSON *row)
+{
+    zt_rollout_stats a = s->acc;
+    s->acc = (zt_rollout_stats){0};
+    zt_status st = zt_zero_sum(&t->zero, (double *)&a, sizeof a / sizeof(double));
+    if (st || !row) return st;
+    double n = a.completions > 0 ? a.completions : NAN, mean = a.reward / n;
+    zt_json_number(row, "reward_mean", mean);
+    zt_json_number(row, "reward_std", sqrt(fmax(a.reward_sq / n - mean * mean, 0)));
+    zt_json_number(row, "completion_length", a.tokens / n);
+    cJSON_AddNumberToObject(row, "completions", a.completions);
+    /* all ranks' tokens over one rank's mean time: the job's sampling speed */
+    zt_json_number(row, "generate_tokens_per_s", a.generated / (a.generate_s / t->zero.world));
+    return ZT_OK;
+}
+
+zt_status zt_rollout_evaluate(zt_rollout *s, zt_trainer *t, long step)
+{
+    if (!s->valid.n_examples) return ZT_OK;
+    zt_items order;
+    int n = s->A * s->B;
+    zt_status st = zt_items_init(&order, s->valid.n_examples, 0, 0, t->zero.rank, t->zero.world);
+    int64_t *items = malloc((size_t)n * sizeof *items), groups = zt_items_groups_per_epoch(&order, n);
+    double sums[2] = {0, 0}; /* answered, reward */
+    zt_rollout_stats keep = s->acc; /* the training steps' statistics leave evaluation out */
+    if (!st && !items) st = zt_fail(ZT_ENOMEM, "out of memory");
+    for (int64_t b = 0; b < groups && !st; b++) {
+        zt_items_next(&order, items, n);
+        if ((st = zt_rollout_generate(s, t, &s->valid, s->valid_obj, items, n, 1, 0, 0))) break;
+        for (int i = 0; i < n; i++)
+            if (items[i] >= 0) sums[0]++, sums[1] += s->rewards[i];
+    }
+    free(items);
+    zt_items_free(&order);
+    s->acc = keep;
+    if (!st) st = zt_zero_sum(&t->zero, sums, 2);
+    if (st || !t->lead) return st;
+    zt_log_info("step %ld | valid reward %.4f over %.0f prompts (greedy)", step, sums[1] / sums[0], sums[0]);
+    cJSON *row = zt_trainer_row(t, step, "valid");
+    zt_json_number(row, "reward_mean", sums[1] / sums[0]);
+    cJSON_AddNumberToObject(row, "prompts", sums[0]);
+    return zt_trainer_write_row(t, row);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static zt_status open_scorer(zt_rollout *s)
+{
+    const zt_recipe *r = s->r;
+    if (r->rlhf.reward_command[0]) return zt_reward_program_open(&s->program, r->rlhf.reward_command, r->rlhf.reward_timeout_s);
+    if (!r->rlhf.reward_model[0])
+        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" needs rlhf.reward_command or rlhf.reward_model", r->rlhf.algorithm);
+    char path[4200];
+    zt_llama_config c;
+    snprintf(path, sizeof path, "%s/config.json", r->rlhf.reward_model);
+    zt_status st = zt_llama_config_load(&c, path);
+    if (!st && !c.num_labels)
+        st = zt_fail(ZT_EUSER, "rlhf.reward_model '%s' is a causal LM, not a reward model (num_labels = 1)",
+                     r->rlhf.reward_model);
+    if (!st) st = zt_model_open_head(&s->reward_model, r->rlhf.reward_model, r->model.dtype, r->model.device, 1);
+    if (!st) st = zt_llama_alloc_acts(&s->reward_model, s->B, s->T, 0);
+    return st;
+}
+
+zt_status zt_rollout_check(const zt_recipe *r)
+{
+    if (strcmp(r->data.format, "prompt"))
+        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates from prompts: data.format must be \"prompt\", not \"%s\"",
+                       r->rlhf.algorithm, r->data.format);
+    return ZT_OK;
+}
+
+zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
+{
+    const zt_recipe *r = t->r;
+    s->r = r, s->T = t->T, s->B = r->train.micro_batch_size, s->A = r->train.gradient_accumulation_steps;
+    t->rows = s->B;
+    size_t rows = (size_t)s->A * s->B, N = rows * s->T;
+    s->input = malloc(3 * N * sizeof *s->input);
+    s->ntok = calloc(rows, sizeof *s->ntok);
+    s->rewards = calloc(rows, sizeof *s->rewards);
+    s->logits = zt_calloc_aligned(2 * (size_t)t->m.V * sizeof(zt_real));
+    s->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(t->m.V));
+    if (with_reference) s->ref = malloc(N * sizeof *s->ref);
+    if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || (with_reference && !s->ref))
+        return zt_fail(ZT_ENOMEM, "out of memory");
+    s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
+    zt_format_end_ids(t->tools.tok, s->stop_ids);
+    s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
+    s->gen = &t->m;
+    zt_status st = ZT_OK;
+    if (!t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
+        s->gen = &s->host;
+        st = zt_llama_init(&s->host, &t->m.cfg, zt_backend_cpu(), ZT_F32);
+    }
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, 256);
+    if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
+    if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
+    if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
+    if (!st && !r->data.valid.n && s->valid.n_examples)
+        st = zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" holds prompts out with data.valid, not data.valid_split",
+                     r->rlhf.algorithm);
+    if (!st) st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
+                                t->zero.world);
+    if (!st && with_reference) { /* rlhf.reference, else the starting model */
+        const char *dir = r->rlhf.reference[0] ? r->rlhf.reference : r->model.path;
+        if (!(st = zt_model_open(&s->ref_model, dir, r->model.dtype, r->model.device)))
+            st = zt_llama_alloc_acts(&s->ref_model, s->B, s->T, 0);
+    }
+    if (!st) st = open_scorer(s);
+    return st;
+}
+
+void zt_rollout_close(zt_rollout *s)
+{
+    zt_reward_program_close(&s->program);
+    zt_llama_free(&s->ref_model);
+    zt_llama_free(&s->reward_model);
+    if (s->gen) zt_llama_cache_free(&s->cache, s->gen);
+    zt_llama_free(&s->host);
+    zt_items_free(&s->order);
+    free_objects(s->train_obj, s->train.n_examples);
+    free_objects(s->valid_obj, s->valid.n_examples);
+    zt_dataset_free(&s->train);
+    zt_dataset_free(&s->valid);
+    free(s->input);
+    free(s->ntok);
+    free(s->rewards);
+    free(s->ref);
+    free(s->logits);
+    free(s->scratch);
+}

@@ -1,0 +1,72 @@
+/* train/rlhf/rollout: what GRPO and PPO share: the prompts (data.format = prompt, with
+ * their JSON lines for the reward program), generation on the training weights, rewards
+ * (rlhf.reward_command or rlhf.reward_model), the frozen reference, and the greedy
+ * evaluation on held-out prompts.
+ *
+ * The generations of a step fill A × B rows (gradient_accumulation_steps micro-batches of
+ * micro_batch_size rows), prompt + completion each, only the completion trained. Generation
+ * runs on the whole model: at ZeRO stage 3 it is gathered once per step and reused for every
+ * token of every completion, so generation needs no collective at all and ranks whose
+ * completions end early never hold the others up. Completion g of prompt k at step s samples
+ * from the stream (train.seed, s, k, g): the same completions whatever the world size. */
+#ifndef ZT_TRAIN_RLHF_ROLLOUT_H
+#define ZT_TRAIN_RLHF_ROLLOUT_H
+
+#include "lib/data/items.h"
+#include "reward_program.h"
+#include "lib/train/trainer.h"
+
+/* Sums since the last metrics row. */
+typedef struct zt_rollout_stats {
+    double completions, reward, reward_sq, tokens; /* new generations: rewards and trained tokens */
+    double generated, generate_s; /* tokens sampled (prompts' not counted), the seconds it took (gathers included) */
+} zt_rollout_stats;
+
+typedef struct zt_rollout {
+    const zt_recipe *r;
+    int T, B, A;                    /* rows of T tokens per micro-batch, micro-batches per step */
+    zt_dataset train, valid;
+    cJSON **train_obj, **valid_obj; /* each prompt's JSON line */
+    zt_items order;
+    int32_t *input, *target, *pos;  /* the step's A × B rows */
+    int *ntok;                      /* trained tokens per row; 0: no completion */
+    double *rewards;                /* per row */
+    double *ref;                    /* the reference's log-probabilities per position (with a reference) */
+    double *store;                  /* where zt_rollout_outputs writes */
+    zt_llama_cache cache;
+    zt_real *logits, *prompt_logits; /* [V] each: the next token's, and the prompt's last token's */
+    void *scratch;
+    int32_t stop_ids[4];
+    int vocab; /* ids the tokenizer has: the model's rows past them are padding, never sampled */
+    zt_llama host; /* a model on a device generates from this host copy of its weights, refreshed each time */
+    zt_llama *gen;  /* the model that generates: the trained one, or host */
+    zt_llama ref_model;
+    zt_llama reward_model;
+    zt_reward_program program;
+    zt_rollout_stats acc;
+} zt_rollout;
+
+/* data.format = prompt (zt_algo.check). */
+zt_status zt_rollout_check(const zt_recipe *r);
+/* Prompts, generation and rewards for t's model; with_reference also opens the reference
+ * (rlhf.reference, else the starting model): weights only, a forward pass per step. */
+zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference);
+void zt_rollout_close(zt_rollout *s);
+/* Generates G completions of each of the prompts items[0..n) (-1: none) of ds into rows
+ * [0, n × G) (the rest of the A × B rows empty), sampled at temperature (0: greedy), and
+ * scores them into s->rewards. */
+zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines,
+                              const int64_t *items, int n, int G, long step, double temperature);
+/* The training prompts of the next step: G completions of each of A × B / G prompts. */
+zt_status zt_rollout_step(zt_rollout *s, zt_trainer *t, int G, long step);
+/* Forward passes of m over rows [0, n), micro-batch by micro-batch: the head's outputs per
+ * position (log-probabilities, or values for a score head) into out[n × T]. */
+void zt_rollout_outputs(zt_rollout *s, zt_llama *m, int n, double *out);
+/* The position of row's last token. */
+int zt_rollout_last(const zt_rollout *s, int row);
+/* reward_mean, reward_std, completion_length, completions, generate_tokens_per_s (a collective). */
+zt_status zt_rollout_metrics(zt_rollout *s, zt_trainer *t, cJSON *row);
+/* The held-out prompts answered greedily: a "valid" row with their mean reward. */
+zt_status zt_rollout_evaluate(zt_rollout *s, zt_trainer *t, long step);
+
+#endif

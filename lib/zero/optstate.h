@@ -1,0 +1,45 @@
+/* zero/optstate: AdamW's state for the elements this rank updates (zero.seg), in memory or
+ * (offload.optimizer = "nvme") in a swap file streamed through each step, and its part
+ * of checkpoints. With offload.param = "nvme" the swap file is the ZeRO partition's, which
+ * also holds the weights and the gradient: the step streams all four.
+ *
+ *     zt_optstate o;
+ *     zt_optstate_open(&o, recipe, &zero, "optim");
+ *     zt_optstate_step(&o, &model, &hyper, clip_coef);   // AdamW on zero.master
+ *     zt_optstate_save(&o, ckpt_dir);                   // this rank's shard
+ *     zt_optstate_restore(&o, ckpt_dir, numel);         // moments (and stage 3's weights) back
+ *     zt_optstate_close(&o);
+ */
+#ifndef ZT_ZERO_OPTSTATE_H
+#define ZT_ZERO_OPTSTATE_H
+
+#include "lib/offload/swap.h"
+#include "lib/optim/adamw.h"
+#include "lib/recipe/recipe.h"
+#include "lib/zero/zero.h"
+
+typedef struct zt_optstate {
+    const zt_zero *z;
+    float *m, *v; /* in memory, or NULL with the swap file */
+    zt_aio *aio;
+    zt_swap *swap; /* own_swap, or the ZeRO partition's (offload.param = "nvme") */
+    zt_swap own_swap;
+} zt_optstate;
+
+/* offload.optimizer: none or cpu keep the moments in memory (on the CPU backend host memory
+ * is the compute memory), nvme in a swap file under offload.nvme_path. */
+/* Bytes of each array per chunk of the swap file, for n elements of narrays arrays (m and v,
+ * 2, or also the weights and gradient, 4): three chunks of each are in memory, the buffers
+ * offload.max_pinned_bytes bounds. */
+size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n, int narrays); /* n = 0: any size */
+/* kind names the NVMe swap file (two optimizers of one process need two names). */
+zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind);
+void zt_optstate_close(zt_optstate *o);
+zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef);
+zt_status zt_optstate_save(zt_optstate *o, const char *ckpt_dir);
+/* The moments of this rank's elements, and at stage 3 its weights, from a checkpoint. */
+zt_status zt_optstate_restore(zt_optstate *o, const char *ckpt_dir, size_t numel);
+/* Bytes the swap file read and wrote since the last call, and the seconds spent waiting for them. */
+void zt_optstate_take_io(zt_optstate *o, uint64_t *read, uint64_t *written, double *wait_s);
+
+#endif
