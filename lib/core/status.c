@@ -7,12 +7,34 @@
 
 static _Thread_local char errbuf[1024];
 
+/* An error is one line: a newline or another control character a message quotes (a file
+ * name, a value the user gave) is written as \n, \t, \r or \xHH. */
+static void escape_controls(char *s, size_t cap)
+{
+    size_t i = 0;
+    while (s[i] && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f) i++;
+    if (!s[i]) return;
+    char out[sizeof errbuf];
+    size_t n = 0;
+    cap = cap < sizeof out ? cap : sizeof out;
+    for (const unsigned char *c = (const unsigned char *)s; *c && n + 5 < cap; c++) {
+        if (*c == '\n') n += (size_t)snprintf(out + n, cap - n, "\\n");
+        else if (*c == '\t') n += (size_t)snprintf(out + n, cap - n, "\\t");
+        else if (*c == '\r') n += (size_t)snprintf(out + n, cap - n, "\\r");
+        else if (*c < 0x20 || *c == 0x7f) n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *c);
+        else out[n++] = (char)*c;
+    }
+    out[n] = 0;
+    memcpy(s, out, n + 1);
+}
+
 zt_status zt_fail(zt_status code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(errbuf, sizeof errbuf, fmt, ap);
     va_end(ap);
+    escape_controls(errbuf, sizeof errbuf);
     return code;
 }
 
@@ -23,6 +45,7 @@ zt_status zt_fail_context(zt_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    escape_controls(prefix, sizeof prefix);
     memcpy(old, errbuf, sizeof old);
     size_t n = strlen(prefix);
     if (n > sizeof errbuf - 3) n = sizeof errbuf - 3;

@@ -377,6 +377,6 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
     if (!st && f->ds->n_examples == 0)
         st = f->no_targets ? zt_fail(ZT_EUSER, "none of the %lld examples has a token to train on (data.train_on = %s)",
                                      (long long)f->no_targets, f->train_on)
-                           : zt_fail(ZT_EUSER, "the data files hold no examples");
+                           : zt_jsonl_no_examples(paths, npaths, *skipped);
     return st;
 }

@@ -157,3 +157,16 @@ zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_f
     zt_jsonl_close(&l);
     return st;
 }
+
+zt_status zt_jsonl_no_examples(char *const *paths, int npaths, int64_t skipped)
+{
+    if (npaths == 0) return zt_fail(ZT_EUSER, "no data files given");
+    char names[512];
+    size_t n = 0;
+    for (int i = 0; i < npaths && n < sizeof names; i++)
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", paths[i]);
+    if (skipped)
+        return zt_fail(ZT_EUSER, "the data files (%s) hold no examples: %lld bad line(s) skipped (data.skip_bad_lines)",
+                       names, (long long)skipped);
+    return zt_fail(ZT_EUSER, "the data files (%s) hold no examples", names);
+}

@@ -42,6 +42,9 @@ zt_status zt_jsonl_parse(const char *text, size_t len, cJSON **obj);
 zt_status zt_jsonl_skip(zt_status st, int skip_bad, int64_t *skipped);
 
 zt_status zt_jsonl_load(char *const *paths, int npaths, int skip_bad, zt_jsonl_fn fn, void *ctx, int64_t *skipped);
+/* The error for data files that gave no example: names the files (and the bad lines
+ * data.skip_bad_lines skipped, when there were any). */
+zt_status zt_jsonl_no_examples(char *const *paths, int npaths, int64_t skipped);
 
 /* "a string", "an array", ... for messages about a JSON value of the wrong kind */
 const char *zt_json_kind(const cJSON *v);

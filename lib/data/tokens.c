@@ -94,9 +94,9 @@ zt_status zt_tokens_load(zt_dataset *ds, char *const *paths, int npaths, int voc
     free(c.s.ids);
     free(c.s.labels);
     if (!st && ds->n_examples == 0) {
-        if (npaths == 0) st = zt_fail(ZT_EUSER, "no data files given");
-        else if (npaths == 1) st = zt_fail(ZT_EUSER, "'%s': no examples (the file is empty)", paths[0]);
-        else st = zt_fail(ZT_EUSER, "no examples in the %d data files (all are empty)", npaths);
+        /* every line gives an example or an error, so without skipped lines the files are empty */
+        if (npaths == 1 && !*skipped) st = zt_fail(ZT_EUSER, "'%s': no examples (the file is empty)", paths[0]);
+        else st = zt_jsonl_no_examples(paths, npaths, *skipped);
     }
     if (st) zt_dataset_free(ds);
     return st;

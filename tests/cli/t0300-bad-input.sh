@@ -26,6 +26,13 @@ expect_exit 2 "missing data file" "nodata.jsonl" "$ZT" eval recipe.toml data.tra
 expect_exit 2 "unknown config key in zt init" "unknown config key 'hiden_size'" "$ZT" init --arch llama --out m3 hiden_size=8
 expect_exit 2 "heads that do not divide" "num_key_value_heads" "$ZT" init --arch llama --out m4 num_attention_heads=4 num_key_value_heads=3
 expect_exit 2 "fp16 on the CPU" "fp16" "$ZT" eval recipe.toml model.dtype=fp16
+# a value with a newline or other control characters still gives one line, the characters escaped
+expect_exit 2 "a newline in a quoted value" 'model directory .*a\\nb\\x1b. has no config.json' \
+  "$ZT" eval recipe.toml "model.path=$(printf 'a\nb\033')"
+[ "$(wc -l < "$TMP/err")" = 1 ] && say "ok - the error is one line" || fail "the error spans lines: $(cat "$TMP/err")"
+printf '{"input_ids": [1, 2,\n{"input_ids": [999]}\n' > allbad.jsonl
+expect_exit 2 "data files whose every line is skipped are named" "the data files \(.*allbad.jsonl\) hold no examples" \
+  "$ZT" pretrain recipe.toml data.train=allbad.jsonl data.skip_bad_lines=true output.dir=r2
 expect_ok "a first run" "$ZT" pretrain recipe.toml output.dir=run
 expect_exit 2 "non-empty output directory" "output directory .*run.* is not empty" "$ZT" pretrain recipe.toml output.dir=run
 expect_ok "overwrite replaces it" "$ZT" pretrain recipe.toml output.dir=run output.overwrite=true
