@@ -435,7 +435,7 @@ static void test_overrides(void)
     char *e12[] = {"model.activation_checkpointing=yes"};
     EXPECT_ERROR("", 1, e12, "override 'model.activation_checkpointing=yes': expected true or false");
     char *e13[] = {"train.seed=1\nx = 2"};
-    EXPECT_ERROR("", 1, e13, "override 'train.seed=1\nx = 2': expected an integer");
+    EXPECT_ERROR("", 1, e13, "override 'train.seed=1\\nx = 2': expected an integer");
     char *e14[] = {"model.path=\xff"};
     EXPECT_ERROR("", 1, e14, "override 'model.path=\xff': not valid UTF-8");
     char *e15[] = {"=1"};
