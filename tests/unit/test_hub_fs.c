@@ -4,7 +4,7 @@
  * above the root followed, paths outside the root refused, and a folder swapped for a link after
  * zt opened it: what zt writes then lands in the folder it opened. tests/cli/t2200-download.sh
  * swaps folders while a real download runs. */
-#include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,16 +197,33 @@ static void test_swapped_folder(void)
     CHECK(d.fd == -1);
 }
 
+/* descriptors open in this process (the listing's own included) */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    for (; d && readdir(d); n++) {}
+    if (d) closedir(d);
+    return n;
+}
+
+static int fds_before;
+
+/* every case above, refusals included, closed what it opened */
+static void test_no_descriptor_left(void) { CHECK_MSG(open_fds() == fds_before, "%d open, %d before", open_fds(), fds_before); }
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/zt_test_hub_fs_XXXXXX");
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
+    fds_before = open_fds();
     RUN(test_makes_folders);
     RUN(test_refuses_planted_links);
     RUN(test_link_at_the_name);
     RUN(test_cache_root);
     RUN(test_outside_the_root);
     RUN(test_swapped_folder);
+    RUN(test_no_descriptor_left);
     if (zt_remove_tree(root)) fprintf(stderr, "cannot remove %s\n", root);
     return test_summary();
 }
