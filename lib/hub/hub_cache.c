@@ -8,7 +8,6 @@
  * partial <path>.<etag>.incomplete. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,58 +18,12 @@
 #include <unistd.h>
 
 #include "hub_internal.h"
-#include "lib/core/fileio.h"
 #include "lib/core/log.h"
 
 static zt_status path_fmt(char *out, size_t n, const char *fmt, const char *a, const char *b, const char *c)
 {
     int r = snprintf(out, n, fmt, a, b, c);
     return r < 0 || (size_t)r >= n ? zt_fail(ZT_EUSER, "path too long: '%s/%s'", a, b) : ZT_OK;
-}
-
-/* The folder whose insides are the download's: the local directory, or the cache (where
- * models--org--name and .locks live). Above it links are the user's to make. */
-static size_t root_len(const hub_repo *r)
-{
-    const char *slash = strrchr(r->storage, '/');
-    return r->local || !slash ? strlen(r->storage) : (size_t)(slash - r->storage);
-}
-
-static zt_status refuse_link(const char *path)
-{
-    return zt_fail(ZT_EUSER, "'%s' is a symbolic link zt did not make: refusing to write through it", path);
-}
-
-zt_status hub_check_links(const hub_repo *r, const char *path, int last_may_link)
-{
-    size_t root = root_len(r), n = strlen(path);
-    if (n <= root || strncmp(path, r->storage, root) || path[root] != '/') return ZT_OK; /* not under it */
-    char p[HUB_PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    struct stat sb;
-    for (char *c = p + root + 1; *c; c++) {
-        if (*c != '/') continue;
-        *c = 0;
-        if (!lstat(p, &sb) && S_ISLNK(sb.st_mode)) return refuse_link(p);
-        *c = '/';
-    }
-    return !last_may_link && !lstat(p, &sb) && S_ISLNK(sb.st_mode) ? refuse_link(p) : ZT_OK;
-}
-
-zt_status hub_mkdir(const hub_repo *r, const char *dir)
-{
-    zt_status st = hub_check_links(r, dir, 0);
-    return st ? st : zt_mkdir_p(dir);
-}
-
-static zt_status mkdir_parent(const hub_repo *r, const char *path)
-{
-    char dir[HUB_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return ZT_OK;
-    *slash = 0;
-    return hub_mkdir(r, dir);
 }
 
 static zt_status blob_path(const hub_repo *r, const hub_file *f, char *out, size_t n)
@@ -111,9 +64,8 @@ zt_status hub_prepare_dirs(const hub_repo *r)
     char p[HUB_PATH_MAX];
     zt_status st = hub_mkdir(r, r->locks);
     if (st || r->local) {
-        if (!st && !(st = path_fmt(p, sizeof p, "%s/.cache/huggingface/.gitignore%s%s", r->storage, "", "")) &&
-            !(st = hub_check_links(r, p, 0)) && !zt_path_exists(p))
-            st = zt_write_file_atomic(p, "*", 1);
+        if (!st && !(st = path_fmt(p, sizeof p, "%s/.cache/huggingface/.gitignore%s%s", r->storage, "", "")))
+            st = hub_write_atomic(r, p, "*", 1, 0);
         return st;
     }
     if ((st = path_fmt(p, sizeof p, "%s/blobs%s%s", r->storage, "", "")) || (st = hub_mkdir(r, p))) return st;
@@ -153,9 +105,7 @@ static zt_status write_metadata(const hub_repo *r, const hub_file *f)
     int n = snprintf(text, sizeof text, "%s\n%s\n%lld.%06ld\n", r->commit, f->etag, (long long)now.tv_sec,
                      now.tv_nsec / 1000);
     zt_status st = metadata_path(r, f, path, sizeof path);
-    if (!st) st = mkdir_parent(r, path);
-    if (!st) st = hub_check_links(r, path, 0);
-    return st ? st : zt_write_file_atomic(path, text, (size_t)n);
+    return st ? st : hub_write_atomic(r, path, text, (size_t)n, 1);
 }
 
 int hub_is_present(const hub_repo *r, const hub_file *f)
@@ -172,24 +122,18 @@ int hub_is_present(const hub_repo *r, const hub_file *f)
     return 1;
 }
 
-/* snapshots/<commit>/<path> -> ../../blobs/<etag> (one more ../ per folder in path), replaced atomically */
+/* snapshots/<commit>/<path> -> ../../blobs/<etag> (one more ../ per folder in path), replacing
+ * what is there (a link of zt's or the Python client's) atomically */
 static zt_status link_blob(const hub_repo *r, const hub_file *f)
 {
-    char target[HUB_PATH_MAX], tmp[HUB_PATH_MAX + 32], rel[HUB_PATH_MAX];
+    char target[HUB_PATH_MAX], rel[HUB_PATH_MAX];
     zt_status st = hub_target_path(r, f, target, sizeof target);
-    if (st || (st = mkdir_parent(r, target)) || (st = hub_check_links(r, target, 1))) return st; /* it may be ours */
+    if (st) return st;
     size_t o = 0;
     for (const char *c = f->path; *c; c++)
         if (*c == '/') o += (size_t)snprintf(rel + o, sizeof rel - o, "../");
     snprintf(rel + o, sizeof rel - o, "../../blobs/%s", f->etag);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", target, (int)getpid());
-    unlink(tmp);
-    if (symlink(rel, tmp) || rename(tmp, target)) {
-        int e = errno;
-        unlink(tmp);
-        return zt_fail(ZT_EIO, "cannot link '%s': %s", target, strerror(e));
-    }
-    return ZT_OK;
+    return hub_symlink(r, rel, target);
 }
 
 zt_status hub_place_existing(const hub_repo *r, const hub_file *f, int *placed)
@@ -209,14 +153,8 @@ zt_status hub_install(const hub_repo *r, const hub_file *f)
     char partial[HUB_PATH_MAX], dest[HUB_PATH_MAX];
     zt_status st = hub_partial_path(r, f, partial, sizeof partial);
     if (!st) st = r->local ? hub_target_path(r, f, dest, sizeof dest) : blob_path(r, f, dest, sizeof dest);
-    if (!st) st = mkdir_parent(r, dest);
-    if (!st) st = hub_check_links(r, dest, 0);
+    if (!st) st = hub_rename(r, partial, dest);
     if (st) return st;
-    if (rename(partial, dest)) return zt_fail(ZT_EIO, "cannot move '%s' to '%s': %s", partial, dest, strerror(errno));
-    char dir[HUB_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", dest);
-    *strrchr(dir, '/') = 0;
-    if ((st = zt_fsync_dir(dir))) return st;
     return r->local ? write_metadata(r, f) : link_blob(r, f);
 }
 
@@ -225,9 +163,7 @@ zt_status hub_write_ref(const hub_repo *r)
     if (r->local || !strcmp(r->revision, r->commit)) return ZT_OK;
     char path[HUB_PATH_MAX];
     zt_status st = path_fmt(path, sizeof path, "%s/refs/%s%s", r->storage, r->revision, "");
-    if (!st) st = mkdir_parent(r, path);
-    if (!st) st = hub_check_links(r, path, 0);
-    return st ? st : zt_write_file_atomic(path, r->commit, 40);
+    return st ? st : hub_write_atomic(r, path, r->commit, 40, 1);
 }
 
 /* "<prefix><hex etag><suffix>" with another etag than keep (NULL: any) */
@@ -241,34 +177,47 @@ static int other_etag(const char *name, const char *prefix, const char *suffix, 
     return (hub_is_hex(etag, 40) || hub_is_hex(etag, 64)) && (!keep || strcmp(etag, keep));
 }
 
-static void discard(const char *dir, const char *name)
+/* name, a stale partial in the folder dirfd (dir names it in the log) */
+static void discard(int dirfd, const char *dir, const char *name)
 {
-    char path[HUB_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return;
-    if (!unlink(path)) zt_log_info("discarded the stale partial file '%s'", path);
+    if (!unlinkat(dirfd, name, 0)) zt_log_info("discarded the stale partial file '%s/%s'", dir, name);
+}
+
+/* the entries of the folder fd (which it takes over); NULL when it cannot be read */
+static DIR *list_folder(int fd)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) close(fd);
+    return d;
 }
 
 /* local: partials of this path for other etags (the caller holds the path's lock) */
-void hub_discard_stale_partials(const hub_repo *r, const hub_file *f)
+zt_status hub_discard_stale_partials(const hub_repo *r, const hub_file *f)
 {
     char partial[HUB_PATH_MAX], prefix[512];
-    if (!r->local || hub_partial_path(r, f, partial, sizeof partial)) return;
-    char *slash = strrchr(partial, '/');
-    *slash = 0;
+    hub_dir dir;
+    zt_status st = r->local ? hub_partial_path(r, f, partial, sizeof partial) : ZT_OK;
+    if (!r->local || st || (st = hub_dir_open(r, partial, 1, &dir))) return st;
     const char *base = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
     snprintf(prefix, sizeof prefix, "%s.", base);
-    DIR *d = opendir(partial);
+    *strrchr(partial, '/') = 0;
+    DIR *d = list_folder(dup(dir.fd));
     for (struct dirent *e; d && (e = readdir(d));)
-        if (other_etag(e->d_name, prefix, ".incomplete", f->etag)) discard(partial, e->d_name);
+        if (other_etag(e->d_name, prefix, ".incomplete", f->etag)) discard(dir.fd, partial, e->d_name);
     if (d) closedir(d);
+    hub_dir_close(&dir);
+    return ZT_OK;
 }
 
 /* cache: partial blobs whose etag no file of this revision has, unless another process holds their lock */
 void hub_discard_stale_blob_partials(const hub_repo *r)
 {
     char blobs[HUB_PATH_MAX];
-    if (r->local || path_fmt(blobs, sizeof blobs, "%s/blobs%s%s", r->storage, "", "")) return;
-    DIR *d = opendir(blobs);
+    int fd;
+    if (r->local || path_fmt(blobs, sizeof blobs, "%s/blobs%s%s", r->storage, "", "") ||
+        hub_folder_open(r, blobs, 0, &fd))
+        return;
+    DIR *d = list_folder(fd);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!other_etag(e->d_name, "", ".incomplete", NULL)) continue;
         hub_file probe = { .path = "" };
@@ -276,10 +225,11 @@ void hub_discard_stale_blob_partials(const hub_repo *r)
         int wanted = 0;
         for (int i = 0; i < r->nfiles && !wanted; i++) wanted = !strcmp(r->files[i].etag, probe.etag);
         char lock[HUB_PATH_MAX];
-        if (wanted || hub_lock_path(r, &probe, lock, sizeof lock)) continue;
-        int fd = hub_check_links(r, lock, 0) ? -1 : open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB)) discard(blobs, e->d_name);
-        if (fd >= 0) close(fd);
+        int lock_fd;
+        if (wanted || hub_lock_path(r, &probe, lock, sizeof lock) || hub_open(r, lock, O_RDWR | O_CREAT, &lock_fd))
+            continue;
+        if (!flock(lock_fd, LOCK_EX | LOCK_NB)) discard(dirfd(d), blobs, e->d_name);
+        close(lock_fd);
     }
     if (d) closedir(d);
 }

@@ -151,7 +151,7 @@ static void finish(transfer *t, hub_progress *p)
         for (unsigned i = 0; i < len; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
         if (strcmp(hex, f->etag)) {
             char partial[HUB_PATH_MAX];
-            if (!hub_partial_path(t->r, f, partial, sizeof partial)) unlink(partial);
+            if (!hub_partial_path(t->r, f, partial, sizeof partial)) hub_unlink(t->r, partial);
             return fail(t, zt_fail(ZT_ERUNTIME,
                                    "'%s' is corrupted: its sha256 is %s, the Hub lists %s; the download was deleted",
                                    f->path, hex, f->etag));
@@ -175,15 +175,9 @@ static void begin(transfer *t, CURLM *m, hub_progress *p)
     hub_file *f = t->f;
     char path[HUB_PATH_MAX];
     zt_status st = ZT_OK;
-    if (t->lock_fd < 0) {
-        if ((st = hub_lock_path(r, f, path, sizeof path))) return fail(t, st);
-        *strrchr(path, '/') = 0;
-        if ((st = hub_mkdir(r, path))) return fail(t, st);
-        path[strlen(path)] = '/';
-        if ((st = hub_check_links(r, path, 0))) return fail(t, st);
-        if ((t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
-            return fail(t, zt_fail(ZT_EIO, "cannot open the lock file '%s': %s", path, strerror(errno)));
-    }
+    if (t->lock_fd < 0 &&
+        ((st = hub_lock_path(r, f, path, sizeof path)) || (st = hub_open(r, path, O_RDWR | O_CREAT, &t->lock_fd))))
+        return fail(t, st);
     if (flock(t->lock_fd, LOCK_EX | LOCK_NB)) {
         if (errno != EWOULDBLOCK) return fail(t, zt_fail(ZT_EIO, "cannot lock for '%s': %s", f->path, strerror(errno)));
         if (!t->told_waiting++) zt_log_info("waiting for another process that downloads '%s'", f->path);
@@ -196,16 +190,11 @@ static void begin(transfer *t, CURLM *m, hub_progress *p)
         t->state = T_DONE;
         return;
     }
-    if (st) return fail(t, st);
-    hub_discard_stale_partials(r, f);
-    if ((st = hub_partial_path(r, f, path, sizeof path))) return fail(t, st);
-    *strrchr(path, '/') = 0;
-    if ((st = hub_mkdir(r, path))) return fail(t, st);
-    path[strlen(path)] = '/';
-    if ((st = hub_check_links(r, path, 0))) return fail(t, st);
+    if (st || (st = hub_discard_stale_partials(r, f)) || (st = hub_partial_path(r, f, path, sizeof path)) ||
+        (st = hub_open(r, path, O_RDWR | O_CREAT, &t->fd)))
+        return fail(t, st);
     struct stat sb;
-    if ((t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0 || fstat(t->fd, &sb))
-        return fail(t, zt_fail(ZT_EIO, "cannot open '%s': %s", path, strerror(errno)));
+    if (fstat(t->fd, &sb)) return fail(t, zt_fail(ZT_EIO, "cannot stat '%s': %s", path, strerror(errno)));
     t->have = t->flushed = sb.st_size;
     if (f->lfs && (!(t->sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(t->sha, EVP_sha256(), NULL)))
         return fail(t, zt_fail(ZT_ERUNTIME, "sha256 init failed"));

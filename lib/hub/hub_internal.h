@@ -81,14 +81,29 @@ zt_status hub_install(const hub_repo *r, const hub_file *f); /* partial (complet
 zt_status hub_link_alias(const hub_repo *r, const hub_file *f);
 zt_status hub_write_ref(const hub_repo *r);
 zt_status hub_prepare_dirs(const hub_repo *r);
-void hub_discard_stale_partials(const hub_repo *r, const hub_file *f);
+zt_status hub_discard_stale_partials(const hub_repo *r, const hub_file *f);
 void hub_discard_stale_blob_partials(const hub_repo *r);
 zt_status hub_output_dir(const hub_repo *r, char *out, size_t n);
-/* Refuses path when a folder on it below the download's root (the local directory, or the
- * cache) is a symbolic link, or its last component is one (unless last_may_link: a snapshot
- * link of zt's). A check before each write, so a link planted there is never followed. */
-zt_status hub_check_links(const hub_repo *r, const char *path, int last_may_link);
-zt_status hub_mkdir(const hub_repo *r, const char *dir); /* zt_mkdir_p after hub_check_links */
+
+/* hub_fs.c: every write below the download's root (the local directory, or the cache) walks
+ * from a descriptor of the root, one component at a time with O_NOFOLLOW, so a symbolic link
+ * planted there, even while zt runs, is refused (ZT_EUSER naming it) and never followed; links
+ * above the root are the user's. Folders are made as needed (create). */
+typedef struct hub_dir {
+    int fd;           /* the folder that holds path's last component */
+    const char *name; /* that component (points into path) */
+} hub_dir;
+zt_status hub_dir_open(const hub_repo *r, const char *path, int create, hub_dir *d);
+void hub_dir_close(hub_dir *d);
+zt_status hub_folder_open(const hub_repo *r, const char *dir, int create, int *fd); /* dir itself */
+zt_status hub_mkdir(const hub_repo *r, const char *dir);
+/* openat(flags | O_NOFOLLOW | O_CLOEXEC, 0644) into *fd; a link there is refused */
+zt_status hub_open(const hub_repo *r, const char *path, int flags, int *fd);
+/* data into path.tmp.<pid>, fsynced, renamed over path (kept when it exists and !replace) */
+zt_status hub_write_atomic(const hub_repo *r, const char *path, const void *data, size_t n, int replace);
+zt_status hub_rename(const hub_repo *r, const char *from, const char *to); /* then fsyncs to's folder */
+zt_status hub_symlink(const hub_repo *r, const char *target, const char *path); /* replaces path */
+zt_status hub_unlink(const hub_repo *r, const char *path);
 
 /* hub_offline.c: the revision and files from the cache alone */
 zt_status hub_list_offline(hub_repo *r);

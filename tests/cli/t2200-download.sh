@@ -3,9 +3,9 @@
 # trees, resolve URLs that redirect LFS files to a second port, Range, injected failures): the
 # cache layout, a second run that does nothing, --force, --include/--exclude and FILES, --dry-run,
 # --local-dir, resume after a dropped connection, stale partials, a full disk, a corrupted body,
-# 401/404/500, names with '..', the token kept from the LFS host, offline mode, huggingface_hub
-# reading zt's cache (and zt reading the Python client's), datasets, model.path = "hf://...",
-# bad input.
+# 401/404/500, names with '..', symbolic links planted or swapped in mid-download, the token kept
+# from the LFS host, offline mode, huggingface_hub reading zt's cache (and zt reading the Python
+# client's), datasets, model.path = "hf://...", bad input.
 . "$(dirname "$0")/lib.sh"
 
 HFPY=$ROOT/build/hub-venv/bin/python
@@ -222,6 +222,43 @@ check "...nothing written" "$(ls -A ld13 2>/dev/null | wc -l)" 0
 expect_ok "...which a cache download takes as a file" "$ZT" download org/meta --cache-dir c13
 cmp -s metarepo/.cache/huggingface/download/config.json.metadata \
   "$(cat "$TMP/out")/.cache/huggingface/download/config.json.metadata" && say "ok - ...in its snapshot" || fail "meta in the cache"
+
+# --- a folder swapped for a link while a file downloads (the server pauses mid-body) -----------
+# swap_mid_download FOLDER CONTROL ARGS...: zt download org/tiny sub/extra.bin ARGS...; once the
+# server has sent part of the file, FOLDER (it holds the partial file) is moved away and replaced
+# by a link to victim, with a decoy there named like the partial. Sets $rc.
+swap_mid_download() {
+  local folder=$1 extra=$2 pid p
+  shift 2
+  rm -rf victim ctl.json.paused && mkdir victim
+  ctl "\"pause\": {\"sub/extra.bin\": 1000}${extra:+, $extra}"
+  "$ZT" download org/tiny sub/extra.bin "$@" >"$TMP/out" 2>"$TMP/err" &
+  pid=$!
+  for _ in $(seq 1000); do [ -s ctl.json.paused ] || ! kill -0 $pid 2>/dev/null && break; sleep 0.01; done
+  [ -s ctl.json.paused ] || fail "the server never paused: $(cat "$TMP/err")"
+  for p in "$folder"/*.incomplete; do echo decoy > "victim/${p##*/}"; done
+  mv "$folder" "$folder.moved" && ln -s "$TMP/victim" "$folder"
+  ctl "$extra"
+  wait $pid
+  rc=$?
+  ! grep -qE 'AddressSanitizer|runtime error|LeakSanitizer' "$TMP/err" || fail "a sanitizer report: $(cat "$TMP/err")"
+}
+# victim_is FILES: victim holds just these, each still the decoy
+victim_is() { check "$1" "$(ls victim | tr '\n' ' ')$(cat victim/* 2>/dev/null | sort -u)" "$2 decoy"; }
+xsha=$(sha repo/sub/extra.bin)
+swap_mid_download ld14/.cache/huggingface/download/sub "" --local-dir ld14
+check "a link swapped in mid-download is refused" \
+  "$rc $(grep -c "ld14/.cache/huggingface/download/sub' is a symbolic link zt did not make" "$TMP/err")" "2 1"
+victim_is "...the victim folder is untouched" "extra.bin.$xsha.incomplete"
+[ ! -e ld14/sub/extra.bin ] || cmp -s repo/sub/extra.bin ld14/sub/extra.bin || fail "...wrong bytes in ld14/sub/extra.bin"
+swap_mid_download ld15/.cache/huggingface/download/sub '"corrupt": ["sub/extra.bin"]' --local-dir ld15
+check "...and when the download is corrupted" "$rc $(grep -c "sub/extra.bin' is corrupted" "$TMP/err")" "1 1"
+victim_is "...the victim's file is not deleted" "extra.bin.$xsha.incomplete"
+swap_mid_download c14/models--org--tiny/blobs "" --cache-dir c14
+check "...in the cache" "$rc $(grep -c "c14/models--org--tiny/blobs' is a symbolic link zt did not make" "$TMP/err")" "2 1"
+victim_is "...the victim folder is untouched" "$xsha.incomplete"
+check "...no snapshot link" "$(find c14 -path '*snapshots/*/*' | wc -l)" 0
+ctl
 
 # --- offline --------------------------------------------------------------------------------
 : > log.jsonl
