@@ -101,6 +101,8 @@ F64_OBJ   := $(F64_SRC:%.c=$(BUILD)/f64/%.o)
 CORE_OBJ  := $(filter-out $(F64_SRC:%.c=$(BUILD)/%.o),$(LIB_OBJ))
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(filter-out $(F64_TESTS),$(TEST_SRC)))
 F64_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(F64_TESTS))
+# the CLI tests' helper (tests/tool/zt-test-tool.c): zt's internals as the tests need them
+TEST_TOOL := $(BUILD)/zt-test-tool
 # tests/gpu: built into BUILD/gpu wherever CUDA is (CI links them), run by tests/gpu/run.sh on a GPU machine
 GPU_BIN   := $(if $(HAVE_CUDA),$(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c)))
 
@@ -187,12 +189,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt.a $(BUILD)/.flags
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
 
+$(TEST_TOOL): tests/tool/zt-test-tool.c $(BUILD)/libzt.a $(BUILD)/.flags
+	@echo "  TOOL    $@"
+	@$(CC) $(CFLAGS) $< $(BUILD)/libzt.a -o $@ $(LDFLAGS) $(LDLIBS)
+
 $(F64_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libzt_f64.a $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) -DZT_REAL_DOUBLE $< $(BUILD)/libzt_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 
-tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN)
+tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN) $(TEST_TOOL)
 
 # CLI: which tests/cli files make test runs (globs; none: the unit tests alone).
 # ZT_CPU=scalar|avx2|avx512 in the environment runs the tests on that CPU kernel level.
@@ -262,7 +268,7 @@ clean:
 
 # the style is .clang-format's; tokenizers/unicode_tables.c is generated (gen_unicode_tables.py)
 format:
-	clang-format -i $(filter-out tokenizers/unicode_tables.c,$(LIB_SRC)) $(CMD_SRC) $(TEST_SRC) \
+	clang-format -i $(filter-out tokenizers/unicode_tables.c,$(LIB_SRC)) $(CMD_SRC) $(TEST_SRC) tests/tool/*.c \
 	    $(wildcard lib/*/*.h lib/*/*/*.h kernels/cpu/*.h)
 
 lint:

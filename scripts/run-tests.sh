@@ -13,6 +13,7 @@ shift 2
 cli_globs=("${@:-t[0-9]*.sh}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 export ZT_BIN=$(cd "$(dirname "$zt")" && pwd)/$(basename "$zt")
+export ZT_TEST_TOOL=$(cd "$build" && pwd)/zt-test-tool  # tests/tool: zt's internals for the CLI tests
 # Under the sanitizers, LeakSanitizer ignores what Open MPI's own libraries keep (the file
 # names them, and says why it needs full allocation stacks); zt's leaks are still reported.
 # intercept_tls_get_addr=0: up to GCC 13 the runtime's __tls_get_addr hook takes a dynamic TLS

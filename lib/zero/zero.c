@@ -55,20 +55,31 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->params16 = z->comm || z->staged || z->stage == 3 ? NULL : m->params16;
     zt_status st = z->staged ? stage_in(z) : ZT_OK;
     if (st) return st;
+    if (z->stage < 3 && z->p * z->world - z->numel > ZT_LLAMA_PAD)
+        return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
+    if (!(z->seg = malloc((size_t)zt_zero_nsegments(m, z->stage) * sizeof *z->seg)))
+        return zt_fail(ZT_ENOMEM, "out of memory");
+    z->local_numel = zt_zero_segments(m, z->stage, z->world, z->rank, z->seg, &z->nseg);
     if (z->stage == 3) return zt_zero3_init(z);
-    if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
-    size_t lo = 0, hi = z->numel;
-    if (z->stage >= 1) {
-        lo = z->p * z->rank < z->numel ? z->p * z->rank : z->numel;
-        hi = lo + z->p < z->numel ? lo + z->p : z->numel;
-    }
-    if (!(z->seg = malloc(sizeof *z->seg))) return zt_fail(ZT_ENOMEM, "out of memory");
-    z->seg[0] = (zt_zero_segment){lo, hi, 0};
-    z->nseg = 1;
-    z->local_numel = hi - lo;
-    z->master = z->params + lo;
-    z->grad = z->grads + lo;
+    z->master = z->params + z->seg[0].lo;
+    z->grad = z->grads + z->seg[0].lo;
     return ZT_OK;
+}
+
+int zt_zero_nsegments(const zt_llama *m, int stage) { return stage == 3 ? zt_llama_units(m) : 1; }
+
+size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_zero_segment *seg, int *nseg)
+{
+    size_t local = 0;
+    *nseg = zt_zero_nsegments(m, stage);
+    for (int i = 0; i < *nseg; i++) {
+        size_t off = 0, n = m->numel, lo = 0, mine = n;
+        if (stage == 3) zt_llama_unit_range(m, i, &off, &n);
+        if (stage > 0) zt_state_slice(n, world, rank, &lo, &mine); /* ceil(n / world) a rank, the last ones less */
+        seg[i] = (zt_zero_segment){off + lo, off + lo + mine, local};
+        local += mine;
+    }
+    return local;
 }
 
 void zt_zero_free(zt_zero *z)

@@ -112,6 +112,12 @@ typedef struct zt_zero {
     zt_zero_options o;
 } zt_zero;
 
+/* The segments of the flat array that rank of world updates at stage (0-3), stored back to back
+ * from local 0: the whole array at stage 0, the slice [r·p, (r+1)·p) at stages 1-2, one such
+ * slice of each of the model's units (zt_llama_unit_range) at stage 3. seg has room for
+ * zt_zero_nsegments of them; returns the segments' elements together. */
+size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_zero_segment *seg, int *nseg);
+int zt_zero_nsegments(const zt_llama *m, int stage);
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m);

@@ -223,22 +223,16 @@ zt_status zt_zero3_init(zt_zero *z)
     s->pinned = m->cfg.tie_word_embeddings ? 0 : -1;
     s->weightless = zt_llama_embed_tiles(m);
     s->u = calloc((size_t)s->units, sizeof *s->u);
-    z->seg = calloc((size_t)s->units, sizeof *z->seg);
-    if (!s->u || !z->seg) return zt_fail(ZT_ENOMEM, "out of memory");
-    size_t local = 0, widest = 0;
-    for (int i = 0; i < s->units; i++) {
+    if (!s->u) return zt_fail(ZT_ENOMEM, "out of memory");
+    size_t local = z->local_numel, widest = 0;
+    for (int i = 0; i < s->units; i++) { /* z->seg[i] is this rank's slice of unit i */
         zt_unit3 *u = &s->u[i];
         zt_llama_unit_range(m, i, &u->off, &u->n);
         u->p = (u->n + z->world - 1) / z->world;
-        size_t lo = u->p * z->rank < u->n ? u->p * z->rank : u->n;
-        u->mine = zt_comm_cut(u->n, u->p, (size_t)z->rank);
-        u->local = local;
-        z->seg[i] = (zt_zero_segment){u->off + lo, u->off + lo + u->mine, local};
-        local += u->mine;
+        u->mine = z->seg[i].hi - z->seg[i].lo;
+        u->local = z->seg[i].local;
         if (u->p > widest) widest = u->p;
     }
-    z->nseg = s->units;
-    z->local_numel = local;
     zt_status st;
     if (z->o.host_params == 2) { /* offload.param = "nvme": the slices go to the swap file */
         if ((st = zt_p3_init(z))) return st;

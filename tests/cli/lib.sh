@@ -2,6 +2,9 @@
 # temporary directory, exits non-zero on the first failure, and cleans up.
 set -u
 ZT=${ZT_BIN:?ZT_BIN must point at the zt binary}
+# zt-test-tool (tests/tool/zt-test-tool.c), which make tests builds: ZT_TEST_TOOL, else the one of
+# ZT_BIN's build (build/ beside zt, build-san/ beside zt-san); run it through test_tool
+TEST_TOOL=${ZT_TEST_TOOL:-$(dirname "$ZT")/$(case "$ZT" in *-san) echo build-san ;; *) echo build ;; esac)/zt-test-tool}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -31,6 +34,12 @@ expect_exit() {
   if ! grep -qE -- "$pattern" "$TMP/err"; then fail "$what: message does not match '$pattern'"; cat "$TMP/err" >&2; return; fi
   if grep -qE 'AddressSanitizer|runtime error|LeakSanitizer' "$TMP/err"; then fail "$what: sanitizer report"; cat "$TMP/err" >&2; return; fi
   say "ok - $what"
+}
+
+# test_tool SUBCOMMAND ARGS...: zt-test-tool; a test that needs it fails without it
+test_tool() {
+  [ -x "$TEST_TOOL" ] || { say "FAIL: no zt-test-tool at $TEST_TOOL (make tests builds it)"; exit 1; }
+  "$TEST_TOOL" "$@"
 }
 
 # a tiny model and a recipe for it: make_tiny DIR [config_key=value ...]

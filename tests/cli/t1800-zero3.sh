@@ -17,24 +17,23 @@ expect_ok "one rank, accumulation 4" "$ZT" pretrain recipe.toml output.dir=n1 tr
 expect_ok "2 ranks, accumulation 2" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=n2 train.gradient_accumulation_steps=2
 expect_ok "4 ranks, accumulation 1" $MPI -np 4 "$ZT" pretrain recipe.toml output.dir=n4 train.gradient_accumulation_steps=1
 
-# the layout of config.json's model, as lib/model/llama_layout.c lays it out
+# the model's units and each rank's slices of them, as zt lays them out (zt-test-tool layout)
+for n in 1 2 4; do test_tool layout model --world $n --stage 3 > layout-$n.txt || fail "zt-test-tool layout, $n ranks"; done
 cat > layout.py <<'PY'
-import json
-def layout(d):
-    c = json.load(open(d + "/config.json"))
-    C, F, H, KV, L, V = (c[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads",
-                                        "num_key_value_heads", "num_hidden_layers", "vocab_size"))
-    D = c.get("head_dim") or C // H
-    layer = 2 * C + (H + 2 * KV) * D * C + C * H * D + 3 * F * C
-    embed, head = V * C, C + (0 if c.get("tie_word_embeddings") else V * C)
-    return [embed] + [layer] * L + [head]
+def layout(n):
+    """The flat array's elements, the units as (kind, elements) and each rank's elements at stage 3 on n ranks."""
+    numel, units, ranks = 0, [], {}
+    for f in (line.split() for line in open(f"layout-{n}.txt")):
+        if f[0] == "numel": numel = int(f[1])
+        elif f[0] == "unit": units.append((f[2], int(f[4])))
+        elif f[0] == "rank": ranks[int(f[1])] = int(f[2])
+    return numel, units, ranks
 PY
 
 $PY - <<'PY' && say "ok - model state per rank is 1/N of one rank's" || fail "stage 3 memory"
 import json
 from layout import layout
-units = layout("model")
-numel = sum(units)
+numel, units, _ = layout(1)
 one = json.load(open("n1/summary.json"))["model_state_bytes"]
 total1 = one["params"] + one["grads"] + one["optimizer"]
 assert total1 == 16 * numel, (total1, numel)
@@ -43,19 +42,23 @@ for n in (2, 4):
     assert s["zero_stage"] == 3, s
     b = s["model_state_bytes"]
     got = b["params"] + b["grads"] + b["optimizer"]
-    padding = 16 * len(units)  # rank 0 holds ceil(units / N) of each unit
+    # rank 0 reports its slices: fp32 weights, gradient and AdamW's m and v of each element
+    assert got == 16 * layout(n)[2][0], (n, got, layout(n)[2][0])
+    padding = 16 * len(units)  # rank 0 holds ceil(unit / N) of each unit
     assert abs(got - total1 / n) <= 0.05 * total1 / n + padding, (n, got, total1 / n)
     # the gathered units: the current one and the prefetched (prefetch_layers = 1), with the gradient in backward
-    assert 0 < b["gathered_peak"] <= 4 * 3 * max(units), b
+    assert 0 < b["gathered_peak"] <= 4 * 3 * max(k for _, k in units), b
     print(f"N={n}: {got} bytes of model state per rank, 1-rank/N = {total1 / n:.0f}; gathered at most {b['gathered_peak']}")
 PY
 
 $PY - <<'PY' && say "ok - a step moves 3M per micro-step: forward gather, backward gather, reduce-scatter" || fail "stage 3 communication"
 import json
 from layout import layout
-units = layout("model")
-M = 4 * sum(units)             # fp32 bytes of the model
-layers = 4 * sum(units[1:-1])  # the embedding's backward reads no weights; the head's runs with its forward
+numel, units, _ = layout(1)
+M = 4 * numel  # fp32 bytes of the model
+# the embedding's backward reads no weights; the head's runs with its forward: the layers are gathered again
+layers = 4 * sum(k for kind, k in units if kind.startswith("layer."))
+assert 0 < layers < M, (layers, M)
 for n, A in ((2, 2), (4, 1)):
     for row in map(json.loads, open(f"n{n}/metrics.jsonl")):
         # metrics sum the bytes every rank received: N × (N-1)/N × M per gather of the whole model

@@ -34,14 +34,12 @@ for stage in 1 3; do
 done
 [ -z "$(find swap-a swap-b -type f)" ] && say "ok - the swap files are gone after the runs" || fail "left: $(find swap-a swap-b -type f)"
 
-$PY - <<'PY' && say "ok - io_read_bytes and io_write_bytes: m and v of every element, each step" || fail "I/O counters"
-import json
-cfg = json.load(open("model/config.json"))
+numel=$(test_tool layout model | awk '$1 == "numel" {print $2}')  # the model's parameters, as zt lays them out
+$PY - "${numel:-0}" <<'PY' && say "ok - io_read_bytes and io_write_bytes: m and v of every element, each step" || fail "I/O counters"
+import json, sys
 rows = [json.loads(l) for l in open("one-nvme/metrics.jsonl")]
-C, F, L, V, H, KV = (cfg[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size",
-                                       "num_attention_heads", "num_key_value_heads"))
-D = C // H
-numel = V * C + L * (2 * C + (H + 2 * KV) * D * C + C * H * D + 3 * F * C) + C + V * C
+numel = int(sys.argv[1])
+assert numel > 0
 want = 2 * ((numel * 4 + 4095) // 4096 * 4096)  # m and v, whole blocks
 for r in rows:
     assert r["io_read_bytes"] == want and r["io_write_bytes"] == want, (r["io_read_bytes"], r["io_write_bytes"], want)

@@ -1,0 +1,137 @@
+/* zt-test-tool: what the shell tests (tests/cli) need to know of zt's internals, computed by
+ * zt's own code, so that no test works it out a second way. Built for the tests only (make
+ * tests: BUILD/zt-test-tool); tests/cli/lib.sh runs it as $TEST_TOOL.
+ *
+ *     zt-test-tool layout MODEL_DIR [--world N] [--stage S]
+ *
+ * layout: the flat parameter array of MODEL_DIR/config.json (lib/model/llama_layout.c), one
+ * record a line, fields separated by spaces:
+ *     numel N                          the array's elements
+ *     tensor NAME SHAPE OFFSET NUMEL   each tensor in the array's order; SHAPE is 64x32 or 32
+ *     unit I KIND OFFSET NUMEL         each unit ZeRO stage 3 gathers on its own, KIND embedding,
+ *                                      layer.L or head (the final norm and the LM head)
+ * and, with --world or --stage (defaults 1 and 3, the recipe's zero.stage), what each rank of
+ * the world updates at that stage (lib/zero/zero.h, zt_zero_segments):
+ *     segment RANK LO HI LOCAL         elements [LO, HI) of the array, at LOCAL in the rank's own
+ *     rank RANK NUMEL                  the rank's elements, all its segments together
+ * Bad arguments or a bad config.json: a message, exit 2 (as zt's commands).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/status.h"
+#include "lib/model/llama.h"
+#include "lib/zero/zero.h"
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: zt-test-tool layout MODEL_DIR [--world N] [--stage S]\n");
+    return 2;
+}
+
+static int fail(zt_status st)
+{
+    fprintf(stderr, "zt-test-tool: error: %s\n", zt_errmsg());
+    return zt_exit_code(st);
+}
+
+/* value as an integer in [lo, hi], or -1 */
+static long parse_int(const char *value, long lo, long hi)
+{
+    char *end;
+    long v = strtol(value, &end, 10);
+    return *value && !*end && v >= lo && v <= hi ? v : -1;
+}
+
+static void print_tensors(const zt_llama_config *c)
+{
+    zt_llama_tensor *t;
+    int n;
+    ZT_ASSERT(zt_llama_tensors(c, &t, &n) == ZT_OK); /* the config was checked by zt_llama_shape */
+    for (int i = 0; i < n; i++) {
+        size_t numel = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? (size_t)t[i].shape[1] : 1);
+        printf("tensor %s %lld", t[i].name, (long long)t[i].shape[0]);
+        if (t[i].ndim == 2) printf("x%lld", (long long)t[i].shape[1]);
+        printf(" %zu %zu\n", t[i].offset, numel);
+    }
+    free(t);
+}
+
+/* unit i's kind: embedding, layer.L or head */
+static void unit_kind(const zt_llama *m, int i, char *out, size_t cap)
+{
+    if (i < zt_llama_layer_unit(m, 0)) {
+        snprintf(out, cap, "embedding");
+        return;
+    }
+    if (i >= zt_llama_head_unit(m)) {
+        snprintf(out, cap, "head");
+        return;
+    }
+    int l = 0;
+    while (zt_llama_layer_unit(m, l + 1) <= i) l++;
+    snprintf(out, cap, "layer.%d", l);
+}
+
+static void print_units(const zt_llama *m)
+{
+    for (int i = 0; i < zt_llama_units(m); i++) {
+        size_t off, n;
+        char kind[32];
+        zt_llama_unit_range(m, i, &off, &n);
+        unit_kind(m, i, kind, sizeof kind);
+        printf("unit %d %s %zu %zu\n", i, kind, off, n);
+    }
+}
+
+static int print_segments(const zt_llama *m, int world, int stage)
+{
+    zt_zero_segment *seg = malloc((size_t)zt_zero_nsegments(m, stage) * sizeof *seg);
+    if (!seg) return fail(zt_fail(ZT_ENOMEM, "out of memory"));
+    for (int r = 0; r < world; r++) {
+        int n;
+        size_t local = zt_zero_segments(m, stage, world, r, seg, &n);
+        for (int i = 0; i < n; i++) printf("segment %d %zu %zu %zu\n", r, seg[i].lo, seg[i].hi, seg[i].local);
+        printf("rank %d %zu\n", r, local);
+    }
+    free(seg);
+    return 0;
+}
+
+static int cmd_layout(int argc, char **argv)
+{
+    const char *dir = NULL;
+    long world = 1, stage = 3;
+    int partition = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--world")) {
+            if ((world = parse_int(argv[++i], 1, 1 << 20)) < 0) return usage();
+            partition = 1;
+        } else if (i + 1 < argc && !strcmp(argv[i], "--stage")) {
+            if ((stage = parse_int(argv[++i], 0, 3)) < 0) return usage();
+            partition = 1;
+        } else if (!dir && argv[i][0] != '-') {
+            dir = argv[i];
+        } else {
+            return usage();
+        }
+    }
+    if (!dir) return usage();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    zt_llama_config c;
+    zt_llama m;
+    zt_status st = zt_llama_config_load(&c, path);
+    if (st || (st = zt_llama_shape(&m, &c, zt_backend_cpu(), ZT_F32))) return fail(st);
+    printf("numel %zu\n", m.numel);
+    print_tensors(&c);
+    print_units(&m);
+    return partition ? print_segments(&m, (int)world, (int)stage) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "layout")) return cmd_layout(argc - 2, argv + 2);
+    return usage();
+}
