@@ -9,6 +9,7 @@
  * The steps are the trainer's: its ZeRO options from a recipe (zt_trainer_zero_options), then
  * per step zero grads, the micro-batches' forward and backward, and zt_optimizer_step (reduce,
  * clip, AdamW, the weights back to the model), on recipes made from the defaults and overrides. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +62,15 @@ typedef struct result {
     int ok;
 } result;
 
+/* whether swap_dir holds a file (the swap file of offload.param = "nvme") */
 static int swap_files(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "test -n \"$(find %s -type f)\"", swap_dir);
-    return system(cmd) == 0;
+    DIR *d = opendir(swap_dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n > 0;
 }
 
 /* STEPS optimizer steps of A micro-batches each, as the trainer makes them */
@@ -122,10 +127,11 @@ static result train(const run *c)
         CHECK_MSG(swap_files() == c->swap, "%s: a swap file in %s: %d", c->name, swap_dir, swap_files());
         train_steps(&r, &m, &z, &opt, &out);
     }
-    if (out.ok && (out.weights = malloc(m.numel * sizeof(float))) &&
-        (st = zt_zero_read_weights(&z, out.weights, 0, m.numel))) {
-        CHECK_MSG(0, "%s: reading the weights: %s", c->name, zt_errmsg());
-        out.ok = 0;
+    if (out.ok && (!(out.weights = malloc(m.numel * sizeof(float))) ||
+                   (st = zt_zero_read_weights(&z, out.weights, 0, m.numel)))) {
+        CHECK_MSG(0, "%s: reading the weights: %s", c->name, out.weights ? zt_errmsg() : "out of memory");
+        free(out.weights);
+        out = (result){0};
     }
     zt_optstate_close(&opt);
     zt_zero_free(&z);
@@ -148,9 +154,9 @@ static void test_stage3_tiers(void)
     static const run reference = {"stage 0 on the CPU", 0, {"zero.stage=0"}, 0, 0, 0};
     static const run runs[] = {
         {"stage 3, slices in memory", 0, {"offload.param=cpu"}, 3, 0, 0},
-        {"stage 3, slices in pinned host memory beside a device", 1, {"offload.param=cpu", "offload.optimizer=cpu"}, 3, 1, 0},
+        {"stage 3, pinned host slices (a device)", 1, {"offload.param=cpu", "offload.optimizer=cpu"}, 3, 1, 0},
         {"stage 3, slices in a swap file", 0, {"offload.param=nvme", "offload.optimizer=nvme"}, 3, 0, 1},
-        {"stage 3, slices in a swap file beside a device", 1, {"offload.param=nvme", "offload.optimizer=nvme"}, 3, 1, 1},
+        {"stage 3, slices in a swap file (a device)", 1, {"offload.param=nvme", "offload.optimizer=nvme"}, 3, 1, 1},
     };
     zt_llama_config cfg = tiny_config();
     zt_llama shape;
@@ -161,7 +167,8 @@ static void test_stage3_tiers(void)
     if (!want.ok) return;
     /* training moved the weights: a run that does nothing cannot match */
     zt_llama init;
-    CHECK(zt_llama_init(&init, &cfg, zt_backend_cpu(), ZT_F32) == ZT_OK && zt_llama_init_weights(&init, 3, 0.02) == ZT_OK);
+    CHECK(zt_llama_init(&init, &cfg, zt_backend_cpu(), ZT_F32) == ZT_OK &&
+          zt_llama_init_weights(&init, 3, 0.02) == ZT_OK);
     size_t moved = 0;
     for (size_t i = 0; i < shape.numel; i++) moved += want.weights[i] != init.params[i];
     CHECK_MSG(moved > shape.numel / 2, "only %zu of %zu weights changed", moved, shape.numel);
