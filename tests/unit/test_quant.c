@@ -233,7 +233,7 @@ static void test_zero_blocks(void)
             }
             for (size_t i = 0; i < n; i++)
                 if ((i / block) % 2 == 0 && width == 8) CHECK(q8[i] == 0);
-            CHECK(q4[22] >> 4 == 0); /* n odd: the last byte's high nibble is padding */
+            if (width == 4) CHECK(q4[22] >> 4 == 0); /* n odd: the last byte's high nibble is padding */
         }
     }
     zt_quant_force_scalar(0);
