@@ -17,7 +17,24 @@ struct zt_template {
     char *source;
     zt_jinja *jinja;
     _Atomic uint64_t rendered; /* bytes rendered so far, from every thread: a statistic, not state */
+    int sentinel_free;         /* the source does not hold the bytes sentinels start with */
 };
+
+/* A sentinel stands for message j's content: U+E000, j in decimal, U+E001, padded with a vertical
+ * tab either side. Private-use code points are not whitespace and have no case, so strip, trim,
+ * upper and lower keep them; a pad that is gone tells that the template strips that side. */
+#define SENTINEL_OPEN "\xEE\x80\x80"
+#define SENTINEL_CLOSE "\xEE\x80\x81"
+#define SENTINEL_PAD '\v'
+enum { SENTINEL_BYTES = 1 + 3 + 10 + 3 + 1 + 1 };
+
+/* The offset of the first sentinel opening in s[from, n), or n. */
+static size_t find_open(const char *s, size_t from, size_t n)
+{
+    for (const char *p = s + from; (p = memchr(p, SENTINEL_OPEN[0], (size_t)(s + n - p))); p++)
+        if ((size_t)(s + n - p) >= 3 && !memcmp(p, SENTINEL_OPEN, 3)) return (size_t)(p - s);
+    return n;
+}
 
 /* --- the named templates ---------------------------------------------------------------------- */
 
@@ -151,6 +168,7 @@ static zt_status make(zt_template **out, const char *name, const char *src, size
     }
     memcpy(t->source, src, len);
     t->source[len] = 0;
+    t->sentinel_free = find_open(src, 0, len) == len;
     zt_status st = zt_jinja_parse(&t->jinja, src, len, name);
     if (st) {
         zt_template_free(t);
@@ -304,26 +322,31 @@ zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n
     return st ? st : render(t, msgs, n, add_generation_prompt, bos, eos, out, &len);
 }
 
+/* --- loss spans: prefix rendering --------------------------------------------------------------- */
+
 /* The span of assistant message i: [len(P), len(Q)) where P renders messages [0, i) with the
- * generation prompt and Q messages [0, i]; text is the whole conversation. */
-static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int i, const char *bos, const char *eos,
-                                const char *text, size_t len, zt_span *span)
+ * generation prompt and Q messages [0, i] (the text itself when i is the last); text is the whole
+ * conversation. *spent counts the bytes rendered. */
+static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
+                                const char *eos, const char *text, size_t len, zt_span *span, uint64_t *spent)
 {
-    char *p, *q;
-    size_t np, nq;
+    char *p, *q = NULL;
+    size_t np, nq = len;
     zt_status st = render(t, msgs, i, 1, bos, eos, &p, &np);
     if (st) return st;
-    if ((st = render(t, msgs, i + 1, 0, bos, eos, &q, &nq))) {
+    if (i + 1 < n && (st = render(t, msgs, i + 1, 0, bos, eos, &q, &nq))) {
         free(p);
         return st;
     }
-    if (nq < np || memcmp(p, q, np))
+    *spent += np + (q ? nq : 0);
+    const char *qt = q ? q : text;
+    if (nq < np || memcmp(p, qt, np))
         st = zt_fail(ZT_EUSER,
                      "%s: the template does not render conversations incrementally: messages 1..%d do not start "
                      "with messages 1..%d and the generation prompt, so assistant message %d cannot be located; "
                      "use data.train_on = \"all\" or another chat template",
                      t->name, i + 1, i, i + 1);
-    else if (len < nq || memcmp(text, q, nq))
+    else if (len < nq || memcmp(text, qt, nq))
         st = zt_fail(ZT_EUSER,
                      "%s: the template does not render conversations incrementally: the whole conversation does "
                      "not start with its first %d messages, so assistant message %d cannot be located; "
@@ -336,11 +359,286 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
     return st;
 }
 
+/* --- loss spans: the sentinel rendering (template.h) ------------------------------------------- */
+
+enum { MAX_WINDOW_MESSAGES = 16, MAX_PLACES = 16 };
+
+static int has_open(const char *s) { return s && find_open(s, 0, strlen(s)) < strlen(s); }
+
+/* The message of the sentinel at s[at] (*after: the offset past it); -1 if it is not one standing
+ * for a content. */
+static int read_sentinel(const char *s, size_t n, size_t at, const zt_message *msgs, int nmsgs, size_t *after)
+{
+    size_t i = at + 3;
+    int64_t j = 0;
+    while (i < n && i - at < 13 && s[i] >= '0' && s[i] <= '9') j = j * 10 + (s[i++] - '0');
+    if (i == at + 3 || n - i < 3 || memcmp(s + i, SENTINEL_CLOSE, 3) || j >= nmsgs || !msgs[j].content) return -1;
+    *after = i + 3;
+    return (int)j;
+}
+
+/* A place in the text where message msg's content (or its trimmed content) stands for a sentinel. */
+typedef struct occurrence {
+    int msg;
+    size_t begin, end;
+} occurrence;
+
+/* A cut is where a prefix rendering ends: messages [0, k), with the generation prompt when agp. */
+typedef struct cut {
+    int k, agp;
+    size_t at;
+} cut;
+
+/* What the sentinel rendering shows around a cut: its window, the text between the occurrences
+ * either side of it (the text's ends where there are none), and the messages [lo, hi] from the one
+ * of the occurrence before to the one of the occurrence after. */
+typedef struct place {
+    int k, agp, at_start, at_end, lo, hi;
+    size_t begin, end;
+} place;
+
+typedef struct learned {
+    place at;
+    size_t offset; /* of the rendered cut in its window */
+} learned;
+
+/* A conversation's text laid out by its sentinel rendering, and the places of the cuts rendered. */
+typedef struct layout {
+    const zt_template *t;
+    const zt_message *msgs;
+    int n;
+    const char *bos, *eos, *text;
+    size_t len;
+    occurrence *occ; /* in the order of the text */
+    int nocc, cap;
+    int *before, *from; /* [k], k in 0..n: the last occurrence of messages [0, k), the first of [k, n) */
+    learned known[MAX_PLACES];
+    int nknown;
+} layout;
+
+static zt_status add_occurrence(layout *l, occurrence o)
+{
+    if (l->nocc == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        occurrence *occ = realloc(l->occ, (size_t)cap * sizeof *occ);
+        if (!occ) return zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", l->t->name);
+        l->occ = occ, l->cap = cap;
+    }
+    l->occ[l->nocc++] = o;
+    return ZT_OK;
+}
+
+/* Lays the text out by the sentinel rendering s: *ok when the two are equal outside the sentinels
+ * and each sentinel stands in the text for its content, stripped on the sides it lost its pad. */
+static zt_status align(layout *l, const char *s, size_t ns, int *ok)
+{
+    *ok = 0;
+    size_t p = 0, q = 0, open = find_open(s, 0, ns);
+    for (;;) {
+        int left = !(open < ns && open > p && s[open - 1] == SENTINEL_PAD); /* stripped on the left */
+        size_t literal = open - p - !left;
+        if (l->len - q < literal || memcmp(s + p, l->text + q, literal)) return ZT_OK;
+        q += literal;
+        if (open == ns) break;
+        size_t after, begin;
+        int j = read_sentinel(s, ns, open, l->msgs, l->n, &after);
+        if (j < 0) return ZT_OK;
+        size_t next = find_open(s, after, ns);
+        int right = !(after < ns && s[after] == SENTINEL_PAD);
+        if (next < ns && next == after + 1 && !right) return ZT_OK; /* one pad between two sentinels: whose? */
+        const char *c = l->msgs[j].content;
+        size_t image = zt_jinja_strip(c, strlen(c), left, right, &begin);
+        if (l->len - q < image || memcmp(c + begin, l->text + q, image)) return ZT_OK;
+        zt_status st = add_occurrence(l, (occurrence){j, q, q + image});
+        if (st) return st;
+        q += image, p = after + !right, open = next;
+    }
+    *ok = q == l->len;
+    return ZT_OK;
+}
+
+static zt_status index_cuts(layout *l)
+{
+    int n = l->n;
+    l->before = malloc((size_t)(n + 1) * sizeof *l->before);
+    l->from = malloc((size_t)(n + 1) * sizeof *l->from);
+    if (!l->before || !l->from) return zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", l->t->name);
+    for (int k = 0; k <= n; k++) l->before[k] = -1, l->from[k] = l->nocc;
+    for (int o = 0; o < l->nocc; o++) {
+        l->before[l->occ[o].msg + 1] = o;
+        if (l->from[l->occ[o].msg] == l->nocc) l->from[l->occ[o].msg] = o;
+    }
+    for (int k = 0; k < n; k++)
+        if (l->before[k + 1] < l->before[k]) l->before[k + 1] = l->before[k];
+    for (int k = n - 1; k >= 0; k--)
+        if (l->from[k] > l->from[k + 1]) l->from[k] = l->from[k + 1];
+    return ZT_OK;
+}
+
+/* The place of cut (k, agp); 0 when the occurrences of messages [0, k) do not all come before
+ * those of [k, n), or the window spans more than MAX_WINDOW_MESSAGES. */
+static int find_place(const layout *l, int k, int agp, place *p)
+{
+    int left = l->before[k], right = l->from[k];
+    if (right != left + 1) return 0;
+    p->k = k, p->agp = agp, p->at_start = left < 0, p->at_end = right == l->nocc;
+    p->lo = left >= 0 ? l->occ[left].msg : 0;
+    p->hi = right < l->nocc ? l->occ[right].msg : l->n - 1;
+    p->begin = left >= 0 ? l->occ[left].end : 0;
+    p->end = right < l->nocc ? l->occ[right].begin : l->len;
+    return p->hi - p->lo <= MAX_WINDOW_MESSAGES;
+}
+
+/* Cuts alike: the same generation prompt, parity, window text and messages around (roles, and
+ * whether they have content) at the same distances. */
+static int same_place(const layout *l, const place *a, const place *b)
+{
+    if (a->agp != b->agp || a->at_start != b->at_start || a->at_end != b->at_end || a->k - a->lo != b->k - b->lo ||
+        a->hi - a->k != b->hi - b->k || a->end - a->begin != b->end - b->begin)
+        return 0;
+    for (int d = 0; d <= a->hi - a->lo; d++) {
+        const zt_message *x = &l->msgs[a->lo + d], *y = &l->msgs[b->lo + d];
+        if (strcmp(x->role, y->role) || !x->content != !y->content) return 0;
+    }
+    return !memcmp(l->text + a->begin, l->text + b->begin, a->end - a->begin);
+}
+
+static const learned *lookup(const layout *l, const place *p)
+{
+    for (int i = 0; i < l->nknown; i++)
+        if (same_place(l, &l->known[i].at, p)) return &l->known[i];
+    return NULL;
+}
+
+/* Records where a rendered cut fell: 0 when outside its window, elsewhere in it than a cut alike
+ * did, or one place too many. */
+static int learn(layout *l, const place *p, size_t at)
+{
+    if (at < p->begin || at > p->end) return 0;
+    const learned *same = lookup(l, p);
+    if (same) return same->offset == at - p->begin;
+    if (l->nknown == MAX_PLACES) return 0;
+    l->known[l->nknown++] = (learned){*p, at - p->begin};
+    return 1;
+}
+
+/* Renders cut (k, agp) and learns it: *ok when the text starts with the rendering and learn agrees.
+ * A render that fails is left to prefix rendering, which reports it. */
+static zt_status render_cut(layout *l, int k, int agp, size_t *at, int *ok)
+{
+    char *r;
+    size_t nr;
+    place p;
+    *ok = 0;
+    if (!find_place(l, k, agp, &p)) return ZT_OK;
+    zt_status st = render(l->t, l->msgs, k, agp, l->bos, l->eos, &r, &nr);
+    if (st) return st == ZT_ENOMEM ? st : ZT_OK;
+    *ok = nr <= l->len && !memcmp(r, l->text, nr) && learn(l, &p, nr);
+    *at = nr;
+    free(r);
+    return ZT_OK;
+}
+
+/* Where cut (k, agp) falls: the text's end for the whole conversation, else where a cut alike fell
+ * in its window, else found by rendering it. */
+static zt_status locate(layout *l, int k, int agp, size_t *at, int *ok)
+{
+    place p;
+    const learned *same;
+    *ok = 1;
+    if (k == l->n && !agp) *at = l->len;
+    else if (!(*ok = find_place(l, k, agp, &p))) return ZT_OK;
+    else if ((same = lookup(l, &p))) *at = p.begin + same->offset;
+    else return render_cut(l, k, agp, at, ok);
+    return ZT_OK;
+}
+
+/* The text of the sentinel rendering: each content replaced by its sentinel (none stays none). */
+static zt_status render_sentinels(const layout *l, char **s, size_t *ns)
+{
+    zt_message *m = malloc((size_t)l->n * sizeof *m + 1);
+    char *names = malloc((size_t)l->n * SENTINEL_BYTES + 1);
+    zt_status st = m && names ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", l->t->name);
+    for (int j = 0; !st && j < l->n; j++) {
+        snprintf(names + (size_t)j * SENTINEL_BYTES, SENTINEL_BYTES, "%c" SENTINEL_OPEN "%d" SENTINEL_CLOSE "%c",
+                 SENTINEL_PAD, j, SENTINEL_PAD);
+        m[j] = (zt_message){l->msgs[j].role, l->msgs[j].content ? names + (size_t)j * SENTINEL_BYTES : NULL};
+    }
+    if (!st) st = render(l->t, m, l->n, 0, l->bos, l->eos, s, ns);
+    free(m);
+    free(names);
+    return st;
+}
+
+/* Whether sentinels can be told from everything else the template writes. */
+static int sentinels_stand_out(const layout *l)
+{
+    if (!l->t->sentinel_free || has_open(l->bos) || has_open(l->eos)) return 0;
+    for (int j = 0; j < l->n; j++)
+        if (has_open(l->msgs[j].role)) return 0;
+    return 1;
+}
+
+/* Lays the text out and learns the cuts rendered so far and the last cut from..: *ok when all agree. */
+static zt_status lay_out(layout *l, const cut *exact, int nexact, int from, int *ok)
+{
+    char *s;
+    size_t ns, at;
+    *ok = 0;
+    if (!sentinels_stand_out(l)) return ZT_OK;
+    zt_status st = render_sentinels(l, &s, &ns);
+    if (st) return st == ZT_ENOMEM ? st : ZT_OK; /* prefix rendering will say what fails */
+    st = align(l, s, ns, ok);
+    free(s);
+    if (st || !*ok || (st = index_cuts(l))) return st;
+    for (int c = 0; *ok && c < nexact; c++) {
+        place p;
+        *ok = find_place(l, exact[c].k, exact[c].agp, &p) && learn(l, &p, exact[c].at);
+    }
+    /* the last cut that is not the text's end is rendered, which checks the turns far from those rendered */
+    int last = l->n - 1;
+    while (last > from && strcmp(l->msgs[last].role, "assistant")) last--;
+    if (*ok) st = last + 1 < l->n ? render_cut(l, last + 1, 0, &at, ok) : render_cut(l, last, 1, &at, ok);
+    return st;
+}
+
+/* The spans of the assistant messages from.. by the sentinel rendering, given the cuts exact[]
+ * rendered so far: *spans (indexed by message, malloc'ed) or NULL when a check fails. */
+static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                                const char *text, size_t len, const cut *exact, int nexact, int from, zt_span **spans)
+{
+    layout l = {.t = t, .msgs = msgs, .n = n, .bos = bos, .eos = eos, .text = text, .len = len};
+    int ok;
+    *spans = NULL;
+    zt_status st = lay_out(&l, exact, nexact, from, &ok);
+    zt_span *s = !st && ok ? calloc((size_t)n, sizeof *s) : NULL;
+    if (!st && ok && !s) st = zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", t->name);
+    for (int i = from; s && !st && ok && i < n; i++)
+        if (!strcmp(msgs[i].role, "assistant") && !(st = locate(&l, i, 1, &s[i].begin, &ok)) && ok &&
+            !(st = locate(&l, i + 1, 0, &s[i].end, &ok)))
+            ok = s[i].begin <= s[i].end;
+    if (!st && ok) *spans = s;
+    else free(s);
+    free(l.occ);
+    free(l.before);
+    free(l.from);
+    return st;
+}
+
+/* --- loss spans --------------------------------------------------------------------------------- */
+
 static zt_status check_train_on(const char *train_on)
 {
     if (strcmp(train_on, "all") && strcmp(train_on, "last") && strcmp(train_on, "assistant"))
         return zt_fail(ZT_EUSER, "train_on must be assistant, all or last, not '%s'", train_on);
     return ZT_OK;
+}
+
+/* Prefix rendering finds the spans while it has rendered at most half the text or few turns are
+ * left; then the sentinel rendering places the rest, unless its checks fail. */
+static int time_for_sentinels(uint64_t spent, size_t len, int assistants_left)
+{
+    return spent > len / 2 && assistants_left >= 3;
 }
 
 zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos,
@@ -354,12 +652,30 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
     if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
     if (last)
         for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
+    int left = 0, nexact = 0, tried = 0;
+    for (int i = first; !all && i >= 0 && i < n; i++) left += !strcmp(msgs[i].role, "assistant");
+    cut *exact = left >= 3 ? malloc(2 * (size_t)left * sizeof *exact) : NULL;
+    if (left >= 3 && !exact) st = zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", t->name);
+    zt_span *placed = NULL;
+    uint64_t spent = 0;
     for (int i = first; !st && !all && !stop && i >= 0 && i < n; i++) {
         if (strcmp(msgs[i].role, "assistant")) continue;
+        if (!tried && time_for_sentinels(spent, *len, left)) {
+            tried = 1;
+            if ((st = sentinel_spans(t, msgs, n, bos, eos, *text, *len, exact, nexact, i, &placed))) break;
+        }
+        left--;
         zt_span s;
-        if (!(st = assistant_span(t, msgs, i, bos, eos, *text, *len, &s)) && s.end > s.begin)
-            st = each(ctx, *text, s, &stop);
+        if (placed) {
+            s = placed[i];
+        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &spent)) && exact) {
+            exact[nexact++] = (cut){i, 1, s.begin};
+            exact[nexact++] = (cut){i + 1, 0, s.end};
+        }
+        if (!st && s.end > s.begin) st = each(ctx, *text, s, &stop);
     }
+    free(exact);
+    free(placed);
     if (st) {
         free(*text);
         *text = NULL;

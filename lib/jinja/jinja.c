@@ -172,6 +172,12 @@ size_t jx_space_suffix(const char *s, size_t n)
     return n - end;
 }
 
+size_t zt_jinja_strip(const char *s, size_t n, int left, int right, size_t *begin)
+{
+    *begin = left ? jx_space_prefix(s, n) : 0;
+    return n - *begin - (right ? jx_space_suffix(s + *begin, n - *begin) : 0);
+}
+
 size_t jx_utf8_count(const char *s, size_t n)
 {
     size_t count = 0;

@@ -72,4 +72,8 @@ zt_status zt_jinja_render(const zt_jinja *t, const cJSON *vars, const zt_jinja_l
 
 void zt_jinja_free(zt_jinja *t);
 
+/* What str.strip() (left and right), lstrip() (left) or rstrip() (right) leaves of s[0..n), as the
+ * trim filter and those methods strip: s[*begin, *begin + the result). */
+size_t zt_jinja_strip(const char *s, size_t n, int left, int right, size_t *begin);
+
 #endif

@@ -256,6 +256,236 @@ static void test_spans(void)
     zt_template_free(t);
 }
 
+/* --- loss spans: the same as prefix rendering, at the cost of a few renders ---------------------- */
+
+/* The spans by their definition (template.h), each turn rendered here on its own: for assistant
+ * message i, [len(P), len(Q)) with P = messages [0, i) and the generation prompt, Q = messages
+ * [0, i]; the text must start with Q and Q with P. Returns the number of spans (empty ones left
+ * out), or -1 with *bad_turn the 1-based message that cannot be located (0: a render failed). */
+static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                        int last_only, zt_span *spans, int *bad_turn)
+{
+    char *text;
+    *bad_turn = 0;
+    if (zt_template_render(t, msgs, n, 0, bos, eos, &text)) return -1;
+    size_t len = strlen(text);
+    int first = 0, ns = 0;
+    if (last_only)
+        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
+    for (int i = first; ns >= 0 && i >= 0 && i < n; i++) {
+        if (strcmp(msgs[i].role, "assistant")) continue;
+        char *p = NULL, *q = NULL;
+        if (zt_template_render(t, msgs, i, 1, bos, eos, &p) || zt_template_render(t, msgs, i + 1, 0, bos, eos, &q)) {
+            ns = -1;
+        } else {
+            size_t np = strlen(p), nq = strlen(q);
+            if (nq < np || memcmp(p, q, np) || len < nq || memcmp(text, q, nq)) *bad_turn = i + 1, ns = -1;
+            else if (nq > np) spans[ns++] = (zt_span){np, nq};
+        }
+        free(p), free(q);
+    }
+    free(text);
+    return ns;
+}
+
+/* Finds the spans both ways and checks they agree bitwise (or fail alike). Returns whether prefix
+ * rendering finds them, with the bytes each way renders: *cost here, *prefix_cost rendering every prefix. */
+static int expect_prefix_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                               const char *train_on, uint64_t *cost, uint64_t *prefix_cost)
+{
+    zt_span *want = malloc((size_t)(n + 1) * sizeof *want), *got;
+    int bad, nwant, ngot;
+    char *text;
+    uint64_t before = zt_template_rendered(t);
+    nwant = prefix_spans(t, msgs, n, bos, eos, !strcmp(train_on, "last"), want, &bad);
+    *prefix_cost = zt_template_rendered(t) - before;
+    char want_err[512];
+    snprintf(want_err, sizeof want_err, "%s", nwant < 0 ? zt_errmsg() : "");
+    before = zt_template_rendered(t);
+    zt_status st = zt_template_spans(t, msgs, n, bos, eos, train_on, &got, &ngot, &text);
+    *cost = zt_template_rendered(t) - before;
+    if (nwant >= 0) {
+        int same = !st && ngot == nwant;
+        for (int k = 0; same && k < ngot; k++) same = got[k].begin == want[k].begin && got[k].end == want[k].end;
+        CHECK_MSG(same, "%s, %d messages, train_on %s: %s", zt_template_name(t), n, train_on,
+                  st ? zt_errmsg() : "spans differ from prefix rendering's");
+    } else if (bad) {
+        char turn[64];
+        snprintf(turn, sizeof turn, "assistant message %d cannot be located", bad);
+        CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), turn), "%s, %d messages: want the error of message %d, got %s",
+                  zt_template_name(t), n, bad, st ? zt_errmsg() : "spans");
+    } else {
+        CHECK_MSG(st == ZT_EUSER && !strcmp(zt_errmsg(), want_err), "%s, %d messages: want %s, got %s",
+                  zt_template_name(t), n, want_err, st ? zt_errmsg() : "spans");
+    }
+    if (!st) free(got), free(text);
+    free(want);
+    return nwant >= 0;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (uint32_t)((rng * 0x2545F4914F6CDD1Du) >> 32) % n;
+}
+
+/* How a template orders roles: any order; an optional system message then user and assistant in any
+ * order; or that and strictly alternating from user. */
+enum { ANY_ROLES, SYSTEM_FIRST, ALTERNATING };
+
+static const struct {
+    const char *name; /* named, or a fixture file */
+    int roles, tool;  /* tool: a "tool" role is rendered (or dropped) rather than refused */
+    const char *bos, *eos;
+} SPAN_TEMPLATES[] = {
+    {"chatml", ANY_ROLES, 1, NULL, "<|im_end|>"},
+    {"llama2", ALTERNATING, 0, "<s>", "</s>"},
+    {"llama3", ANY_ROLES, 1, "<|begin_of_text|>", "<|eot_id|>"},
+    {"mistral", ALTERNATING, 0, "<s>", "</s>"},
+    {"zephyr", ANY_ROLES, 1, "<s>", "</s>"},
+    {"alpaca", SYSTEM_FIRST, 0, "<s>", "</s>"},
+    {"llama-2-7b-chat.jinja", ALTERNATING, 0, "<s>", "</s>"},
+    {"llama-3-8b-instruct.jinja", ANY_ROLES, 1, "<|begin_of_text|>", "<|eot_id|>"},
+    {"llama-3.1-8b-instruct.jinja", ANY_ROLES, 1, "<|begin_of_text|>", "<|eot_id|>"},
+    {"mistral-7b-instruct-v0.2.jinja", ALTERNATING, 0, "<s>", "</s>"},
+    {"qwen2-7b-instruct.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
+    {"qwen2.5-7b-instruct.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
+    {"zephyr-7b-beta.jinja", ANY_ROLES, 1, "<s>", "</s>"},
+};
+
+static zt_template *load_span_template(const char *name)
+{
+    zt_template *t = NULL;
+    zt_status st = zt_template_load(&t, zt_template_builtin(name) ? name : fixture(name), NULL);
+    CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
+    return t;
+}
+
+/* Contents are made of these: empty, whitespace at either end, text like the templates' markup,
+ * sentinels' bytes (template.c), non-ASCII. */
+static const char *const PIECES[] = {
+    "", "a", "Hello there", " lead", "trail ", "\n", "\n\nx\n", "  ", "\t", "\v", "x\v", "0", "é", "{{ x }}",
+    "<<SYS>>", "<|im_end|>\n<|im_start|>user\n", "<|im_start|>assistant\n", "[INST]", " [/INST] ", "</s>", "<s>",
+    "<|eot_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n", "### Response:\n", "<|user|>\n",
+    "\xEE\x80\x80" "1" "\xEE\x80\x81", "\v\xEE\x80\x80" "2" "\xEE\x80\x81\v",
+};
+
+static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[96])
+{
+    static const char *const any[] = {"user", "user", "user", "user", "assistant", "assistant",
+                                      "assistant", "assistant", "system", "tool"}; /* tool last */
+    int system = roles != ANY_ROLES && rnd(2), tools = tool && rnd(2);
+    for (int i = 0; i < n; i++) {
+        if (i == 0 && system) msgs[i].role = "system";
+        else if (roles == ALTERNATING) msgs[i].role = (i - system) % 2 ? "assistant" : "user";
+        else if (roles == SYSTEM_FIRST) msgs[i].role = any[rnd(8)];
+        else msgs[i].role = any[rnd(tools ? 10 : 9)];
+        contents[i][0] = 0;
+        for (int k = (int)rnd(4); k > 0; k--) strcat(contents[i], PIECES[rnd(sizeof PIECES / sizeof PIECES[0])]);
+        msgs[i].content = contents[i];
+    }
+}
+
+/* Random conversations on every template: the spans are prefix rendering's, bit for bit, and most
+ * long ones cost a few renders rather than one per turn, so the test checks the sentinel rendering,
+ * not only the fallback. Those that take the fallback: contents the template changes beyond
+ * trimming them (llama2 strips its first user message together with the system prompt before it,
+ * llama-3.1 writes tool messages through tojson), or whose trimming is ambiguous (a content ending
+ * in whitespace before template text that starts with it); tool messages are left out of the count. */
+static void test_spans_match_prefix_rendering(void)
+{
+    enum { CONVERSATIONS = 60, MAX_MESSAGES = 48 };
+    zt_message msgs[MAX_MESSAGES];
+    static char contents[MAX_MESSAGES][96];
+    for (size_t k = 0; k < sizeof SPAN_TEMPLATES / sizeof SPAN_TEMPLATES[0]; k++) {
+        zt_template *t = load_span_template(SPAN_TEMPLATES[k].name);
+        if (!t) continue;
+        int long_ones = 0, linear = 0;
+        for (int c = 0; c < CONVERSATIONS; c++) {
+            int n = 1 + (int)rnd(c % 2 ? MAX_MESSAGES : 8);
+            random_conversation(SPAN_TEMPLATES[k].roles, SPAN_TEMPLATES[k].tool, n, msgs, contents);
+            const char *train_on = rnd(4) ? "assistant" : "last";
+            uint64_t cost, prefix_cost;
+            int found = expect_prefix_spans(t, msgs, n, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, train_on, &cost,
+                                            &prefix_cost);
+            int assistants = 0, tools = 0;
+            for (int i = 0; i < n; i++) assistants += !strcmp(msgs[i].role, "assistant"), tools += !strcmp(msgs[i].role, "tool");
+            if (found && assistants >= 12 && !tools && !strcmp(train_on, "assistant")) {
+                long_ones++;
+                linear += cost * 2 < prefix_cost;
+            }
+        }
+        CHECK_MSG(linear * 4 >= long_ones * 3, "%s: %d of %d long conversations took the linear way",
+                  SPAN_TEMPLATES[k].name, linear, long_ones);
+        zt_template_free(t);
+    }
+}
+
+/* 2000 short messages, no max_length: finding the 1000 spans renders a few times the text, where
+ * rendering every prefix costs about 1000 times it. The few: the text; prefix renders of the first
+ * turns until they reach half the text (plus the pair that crosses it, a few KB here); the
+ * rendering with sentinels, which is the text with each content of >= 8 bytes replaced by one of
+ * <= 10 (so < 1.1x); and the check of the last turn (< 1x). */
+static void test_spans_linear_in_turns(void)
+{
+    enum { N = 2000 };
+    static zt_message msgs[N];
+    static char contents[N][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(contents[i], sizeof contents[i], i % 2 ? "answer %d" : "question %d", i);
+        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i]};
+    }
+    for (size_t k = 0; k < 6; k++) {
+        zt_template *t = load_span_template(SPAN_TEMPLATES[k].name);
+        if (!t) continue;
+        zt_span *sp;
+        int ns;
+        char *text;
+        uint64_t before = zt_template_rendered(t);
+        zt_status st = zt_template_spans(t, msgs, N, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, "assistant", &sp,
+                                         &ns, &text);
+        uint64_t cost = zt_template_rendered(t) - before;
+        CHECK_MSG(!st && ns == N / 2, "%s: %s", SPAN_TEMPLATES[k].name, st ? zt_errmsg() : "not 1000 spans");
+        if (!st) {
+            size_t len = strlen(text);
+            CHECK_MSG(cost <= 4 * (uint64_t)len, "%s: %llu bytes rendered for a text of %zu",
+                      SPAN_TEMPLATES[k].name, (unsigned long long)cost, len);
+            free(sp), free(text);
+        }
+        zt_template_free(t);
+    }
+}
+
+/* Templates that do not render prefixes fail as prefix rendering does, naming the same turn, also
+ * in conversations long enough for the linear way: one that marks the last message (every turn
+ * fails), and one that does so from the 31st message on (the first 15 turns work). */
+static void test_spans_not_incremental(void)
+{
+    enum { N = 60 };
+    zt_message msgs[N];
+    char contents[N][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(contents[i], sizeof contents[i], "turn %d", i);
+        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i]};
+    }
+    test_write_text(tmp_path("last.jinja"),
+                    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% if loop.last %}<last>{% endif %}"
+                    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}");
+    test_write_text(tmp_path("late.jinja"),
+                    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% if loop.last and loop.index > 30 %}<last>"
+                    "{% endif %}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}");
+    const char *names[] = {"last.jinja", "late.jinja"};
+    for (int k = 0; k < 2; k++) {
+        zt_template *t;
+        CHECK(!zt_template_load(&t, tmp_path(names[k]), NULL));
+        uint64_t cost, prefix_cost;
+        for (int n = 2; n <= N; n += 29) expect_prefix_spans(t, msgs, n, NULL, NULL, "assistant", &cost, &prefix_cost);
+        zt_template_free(t);
+    }
+}
+
 /* --- loading and errors ------------------------------------------------------------------------- */
 
 static void test_load_errors(void)
@@ -477,6 +707,9 @@ int main(int argc, char **argv)
     RUN(test_fixture_renders);
     RUN(test_named_sources_match);
     RUN(test_spans);
+    RUN(test_spans_match_prefix_rendering);
+    RUN(test_spans_linear_in_turns);
+    RUN(test_spans_not_incremental);
     RUN(test_load_errors);
     RUN(test_jinja_semantics);
     RUN(test_bounds);
