@@ -1,5 +1,5 @@
 /* data/template: named chat templates, loading "auto" from a model directory,
- * rendering conversations, and loss spans by prefix rendering. */
+ * rendering conversations, and loss spans (prefix rendering, then the sentinel rendering). */
 #include "template.h"
 
 #include <cjson/cJSON.h>
@@ -377,7 +377,7 @@ static int read_sentinel(const char *s, size_t n, size_t at, const zt_message *m
     return (int)j;
 }
 
-/* A place in the text where message msg's content (or its trimmed content) stands for a sentinel. */
+/* Where the text holds message msg's content (stripped as its sentinel was) for one of its sentinels. */
 typedef struct occurrence {
     int msg;
     size_t begin, end;
@@ -489,8 +489,8 @@ static int find_place(const layout *l, int k, int agp, place *p)
     return p->hi - p->lo <= MAX_WINDOW_MESSAGES;
 }
 
-/* Cuts alike: the same generation prompt, parity, window text and messages around (roles, and
- * whether they have content) at the same distances. */
+/* Cuts alike: the same generation prompt, window text, and messages around at the same distances
+ * (roles, and whether they have content). */
 static int same_place(const layout *l, const place *a, const place *b)
 {
     if (a->agp != b->agp || a->at_start != b->at_start || a->at_end != b->at_end || a->k - a->lo != b->k - b->lo ||

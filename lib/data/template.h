@@ -17,16 +17,36 @@
  * write BOS themselves where the model wants it (bos_token), so the caller
  * tokenizes the text without adding special tokens.
  *
- * Loss spans come from prefix rendering, so no template needs markers: for
+ * Loss spans are those of prefix rendering, so no template needs markers: for
  * each assistant message i, render messages[0..i) with the generation prompt
  * (P) and messages[0..i] without it (Q). Q must start with P, and the whole
  * conversation's text must start with Q; the assistant's span is then
  * [len(P), len(Q)): its content and whatever the template closes the turn
  * with (EOS, <|eot_id|>, <|im_end|>\n), so the model learns to stop. A
  * template for which that does not hold (one that rewrites earlier turns
- * depending on what follows) is an error naming the turn. Each span costs two
- * renders of the conversation up to it, so a caller that needs only the first
- * spans walks them with zt_template_each_span and stops.
+ * depending on what follows) is an error naming the turn.
+ *
+ * Rendering every P and Q would cost O(N^2) bytes for N turns, so only the
+ * first spans are found so: once their renders pass half the text's length
+ * with 3 or more assistant turns left, the conversation is rendered once more
+ * with each content replaced by a sentinel (U+E000, the message's index,
+ * U+E001, with a vertical tab either side: a tab gone tells that the template
+ * strips that side). The text must equal that rendering with each sentinel
+ * replaced by its content, stripped where a tab is gone, and each cut (where a
+ * P or a Q ends) must lie in the template's own text between the contents of
+ * the messages before it and after it: its window. A cut whose window has the
+ * same text, roles and generation prompt (or none) as that of a cut rendered
+ * already lies at the same offset in it; the first cut of each kind of window
+ * (16 kinds at most) is rendered, and so is the last turn's, as a check. When
+ * anything of that fails (contents escaped or cut, written out of order, too
+ * many kinds), the remaining spans come from prefix rendering after all, with
+ * its errors. What this assumes, as the named and the published templates do:
+ * where a turn's text ends and the next one's begins depends on the text and
+ * roles around it, not on how far into the conversation it is, nor on contents
+ * in ways those renders do not show. A conversation then costs about four
+ * renders of its text (the text, the first prefixes, the sentinels, the last
+ * turn); a caller that needs only the first spans walks them with
+ * zt_template_each_span and stops, which costs the prefixes up to them.
  * train_on: "assistant" (every assistant turn), "last" (the last one only),
  * "all" (the whole text).
  *
