@@ -26,7 +26,7 @@ struct zt_template {
 #define SENTINEL_OPEN "\xEE\x80\x80"
 #define SENTINEL_CLOSE "\xEE\x80\x81"
 #define SENTINEL_PAD '\v'
-enum { SENTINEL_BYTES = 1 + 3 + 10 + 3 + 1 + 1 };
+enum { SENTINEL_BYTES = 1 + 3 + 11 + 3 + 1 + 1 }; /* pad, U+E000, an int, U+E001, pad, NUL */
 
 /* The offset of the first sentinel opening in s[from, n), or n. */
 static size_t find_open(const char *s, size_t from, size_t n)
