@@ -27,26 +27,30 @@
  * depending on what follows) is an error naming the turn.
  *
  * Rendering every P and Q would cost O(N^2) bytes for N turns, so only the
- * first spans are found so: once their renders pass half the text's length
- * with 3 or more assistant turns left, the conversation is rendered once more
- * with each content replaced by a sentinel (U+E000, the message's index,
- * U+E001, with a vertical tab either side: a tab gone tells that the template
- * strips that side). The text must equal that rendering with each sentinel
- * replaced by its content, stripped where a tab is gone, and each cut (where a
- * P or a Q ends) must lie in the template's own text between the contents of
- * the messages before it and after it: its window. A cut whose window has the
- * same text, roles and generation prompt (or none) as that of a cut rendered
- * already lies at the same offset in it; the first cut of each kind of window
- * (16 kinds at most) is rendered, and so is the last turn's, as a check. When
- * anything of that fails (contents escaped or cut, written out of order, too
- * many kinds), the remaining spans come from prefix rendering after all, with
- * its errors. What this assumes, as the named and the published templates do:
- * where a turn's text ends and the next one's begins depends on the text and
- * roles around it, not on how far into the conversation it is, nor on contents
- * in ways those renders do not show. A conversation then costs about four
- * renders of its text (the text, the first prefixes, the sentinels, the last
- * turn); a caller that needs only the first spans walks them with
- * zt_template_each_span and stops, which costs the prefixes up to them.
+ * first spans are found so (Q of the last message is the text itself): once
+ * their renders pass half the text's length with 3 or more assistant turns
+ * left, the conversation is rendered once more with each content replaced by a
+ * sentinel (U+E000, the message's index, U+E001, with a vertical tab either
+ * side: a tab gone tells that the template strips that side). The text must
+ * equal that rendering with each sentinel replaced by its content, stripped
+ * where a tab is gone; each cut (where a P or a Q ends) must lie in the
+ * template's own text between the sentinels of the messages before it and
+ * after it: its window. A cut lies at the offset in its window at which a cut
+ * rendered already lay in a window alike: the same text, the same generation
+ * prompt (or none), the same roles and none-contents from the message before
+ * to the one after at the same distances from the cut, both at the text's
+ * start or end or neither. The first cut of each kind of window (16 kinds at
+ * most) is rendered, and so is the last cut but the text's end, as a check.
+ * When anything of that fails (contents escaped or cut, written out of order,
+ * a window over 16 messages, too many kinds, sentinel bytes in the template,
+ * a role or a special token), the remaining spans come from prefix rendering
+ * after all, with its errors. What this assumes, as the named and published
+ * templates do: where a turn's text ends and the next one's begins depends on
+ * the text and roles around it, not on how far into the conversation it is,
+ * nor on contents in ways those renders do not show. A conversation then
+ * costs about four renders of its text (the text, the first prefixes, the
+ * sentinels, the check); a caller that needs only the first spans walks them
+ * with zt_template_each_span and stops, which costs the prefixes up to them.
  * train_on: "assistant" (every assistant turn), "last" (the last one only),
  * "all" (the whole text).
  *
