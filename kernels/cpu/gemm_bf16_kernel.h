@@ -26,7 +26,7 @@ typedef struct zt_gemm_bf16_kernel {
     const char *name;
     zt_gemm_pack pack;
     int mr, nr;  /* register tile */
-    int kc;      /* most k (elements, even) in one block: a B panel of kc stays in L1 */
+    int kc;      /* most k (elements, even) in one block: a B panel of kc stays in L1; 0: all of K */
     int mc;      /* most rows in one packed A block (stays in L2) */
     int nc;      /* most columns in one packed B block (stays in L3) */
     zt_gemm_tile_fn tile;
@@ -34,6 +34,7 @@ typedef struct zt_gemm_bf16_kernel {
 
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx512bf16; /* needs zt_cpu_has(ZT_CPU_AVX512BF16) */
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx2;       /* needs zt_cpu_has(ZT_CPU_AVX2) */
+extern const zt_gemm_bf16_kernel zt_gemm_bf16_scalar;     /* any x86-64; bitwise zt_gemm_bf16_ref */
 
 /* The same contract as zt_gemm_bf16, on a given kernel / on plain loops (the reference). */
 void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K,
