@@ -27,6 +27,40 @@ void zt_gemm_bf16_ref(int transa, int transb, int M, int N, int K, float alpha, 
         }
 }
 
+/* ---- scalar tile ------------------------------------------------------------------------ */
+
+/* The plain C kernel behind ZT_CPU=scalar: it sums each element's products in the order of
+ * zt_gemm_bf16_ref (k = 0, 1, .. K-1 into one fp32 from 0, so the kernel takes K whole: kc = 0),
+ * which keeps its results bitwise those of the plain loops. The speed comes from the MR x NR
+ * independent sums the compiler spreads over SSE2 lanes, and from the packed panels. */
+enum { SCALAR_MR = 4, SCALAR_NR = 8 };
+
+static void tile_scalar(int units, const void *ap, const void *bp, float *c, size_t ldc, int m, int n, float alpha,
+                        float beta)
+{
+    const float *a = ap, *b = bp;
+    float acc[SCALAR_MR][SCALAR_NR] = {{0}};
+    for (int k = 0; k < units; k++, a += SCALAR_MR, b += SCALAR_NR)
+        for (int r = 0; r < SCALAR_MR; r++)
+            for (int j = 0; j < SCALAR_NR; j++) acc[r][j] += a[r] * b[j];
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            float *cj = &c[r * ldc + j];
+            *cj = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * *cj;
+        }
+}
+
+const zt_gemm_bf16_kernel zt_gemm_bf16_scalar = {
+    .name = "scalar",
+    .pack = ZT_GEMM_PACK_F32,
+    .mr = SCALAR_MR,
+    .nr = SCALAR_NR,
+    .kc = 0,
+    .mc = 64,
+    .nc = 256,
+    .tile = tile_scalar,
+};
+
 /* ---- packing ---------------------------------------------------------------------------- */
 
 /* Packs one panel: R rows of X (those past `rows` zero) over k in [0, kb), where
@@ -103,7 +137,7 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
     const int pairs = kern->pack == ZT_GEMM_PACK_PAIRS;
     /* K blocks depend on K alone, so every element sums its products in the same order
      * whatever the thread count; M and N blocks only decide who computes what. */
-    int kblocks = div_up(K, kern->kc);
+    int kblocks = kern->kc ? div_up(K, kern->kc) : 1;
     int kc = round_up(div_up(K, kblocks), 2);
     int nc = round_up(div_up(N, div_up(N, kern->nc)), NR);
     int threads = omp_in_parallel() || (double)M * N * K < 4e6 ? 1 : omp_get_max_threads();
@@ -179,7 +213,7 @@ void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, cons
     else if (zt_cpu_has(ZT_CPU_AVX2))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
-        zt_gemm_bf16_ref(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void zt_f32_to_bf16_run_scalar(uint16_t *dst, const float *src, size_t n)

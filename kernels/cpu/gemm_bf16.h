@@ -14,6 +14,7 @@
  * Runs on the OpenMP threads of the caller (one thread when called inside a parallel region).
  * The result is bitwise the same for any thread count: each output element sums K in a fixed
  * order that depends only on K and on the CPU path (AVX-512 BF16, AVX2, or scalar; ZT_CPU caps it).
+ * The scalar path sums k = 0, 1, .. K-1 into one fp32, as the plain loops of zt_gemm_bf16_ref do.
  */
 #ifndef ZT_KERNELS_CPU_GEMM_BF16_H
 #define ZT_KERNELS_CPU_GEMM_BF16_H

@@ -4,7 +4,7 @@
  * panels to a register-tile kernel (a "microkernel"). Two panel formats:
  *   ZT_GEMM_PACK_PAIRS: K is taken two at a time; a 32-bit word holds (x[k], x[k+1]) as bf16,
  *                       low half first, which is what vdpbf16ps multiplies (odd K padded with 0);
- *   ZT_GEMM_PACK_F32:   one fp32 per k (bf16 widened), for an fp32 FMA kernel.
+ *   ZT_GEMM_PACK_F32:   one fp32 per k (bf16 widened), for an fp32 kernel (AVX2 FMA, or plain C).
  * A panel stores, for each k unit (a pair or a single k), its MR (or NR) values together.
  *
  *     zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, 0, 1, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
@@ -26,7 +26,7 @@ typedef struct zt_gemm_bf16_kernel {
     const char *name;
     zt_gemm_pack pack;
     int mr, nr;  /* register tile */
-    int kc;      /* most k (elements, even) in one block: a B panel of kc stays in L1 */
+    int kc;      /* most k (elements, even) in one block: a B panel of kc stays in L1; 0: K whole */
     int mc;      /* most rows in one packed A block (stays in L2) */
     int nc;      /* most columns in one packed B block (stays in L3) */
     zt_gemm_tile_fn tile;
@@ -34,6 +34,7 @@ typedef struct zt_gemm_bf16_kernel {
 
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx512bf16; /* needs zt_cpu_has(ZT_CPU_AVX512BF16) */
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx2;       /* needs zt_cpu_has(ZT_CPU_AVX2) */
+extern const zt_gemm_bf16_kernel zt_gemm_bf16_scalar;     /* any x86-64; bitwise zt_gemm_bf16_ref */
 
 /* The same contract as zt_gemm_bf16, on a given kernel / on plain loops (the reference). */
 void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K,

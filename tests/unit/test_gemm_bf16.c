@@ -16,6 +16,12 @@
 typedef void (*gemm_fn)(int, int, int, int, int, float, const uint16_t *, int, const uint16_t *, int, float,
                         float *, int);
 
+static void gemm_scalar(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                        const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 static void gemm_avx2(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
@@ -35,7 +41,8 @@ typedef struct {
 } path;
 
 static const path paths[] = {
-    {"scalar", zt_gemm_bf16_ref, 0},
+    {"loops", zt_gemm_bf16_ref, 0}, /* the reference: first, and only on small shapes */
+    {"scalar", gemm_scalar, 0},
     {"avx2", gemm_avx2, ZT_CPU_AVX2},
     {"avx512-bf16", gemm_avx512, ZT_CPU_AVX512BF16},
     {"dispatch", zt_gemm_bf16, 0},
@@ -210,12 +217,44 @@ static void test_long_k(void)
     CHECK_MSG(bad == 0, "%d wrong elements", bad);
 }
 
+/* The scalar kernel (what ZT_CPU=scalar runs) sums in the order of the plain loops, so its
+ * results are theirs bit for bit: any shape, either transpose, K past any block size, any
+ * nonzero alpha, beta (alpha == 0 and K == 0 only scale C, as on every blocked path). */
+static void test_scalar_bitwise_loops(void)
+{
+    static const int mn[] = {1, 5, 17, 130}, ks[] = {1, 7, 300, 1025};
+    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.25f}, {0.75f, -1}};
+    int differ = 0, runs = 0;
+    for (int t = 0; t < 4; t++)
+        for (int im = 0; im < 4; im++)
+            for (int in = 0; in < 4; in++)
+                for (int ik = 0; ik < 4; ik++) {
+                    int M = mn[im], N = mn[in], K = ks[ik], c = (im + in + ik + t) % 4;
+                    problem p = problem_make(t >> 1, t & 1, M, N, K, (M + N + K) % 3, ab[c][0], ab[c][1]);
+                    size_t n = (size_t)M * p.ldc;
+                    float *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+                    memcpy(want, p.C0, n * sizeof(float));
+                    memcpy(got, p.C0, n * sizeof(float));
+                    zt_gemm_bf16_ref(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, want, p.ldc);
+                    gemm_scalar(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, got, p.ldc);
+                    if (memcmp(want, got, n * sizeof(float)) && differ++ < 3)
+                        fprintf(stderr, "  scalar != loops: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g\n", p.ta,
+                                p.tb, M, N, K, p.alpha, p.beta);
+                    runs++;
+                    free(want);
+                    free(got);
+                    problem_free(&p);
+                }
+    CHECK_MSG(differ == 0, "%d of %d products differ from the plain loops", differ, runs);
+}
+
 /* Each SIMD path against the scalar loops on the same inputs, element by element: both sum
  * the same exact products (bf16 x bf16 fits fp32) in other orders, each within tol of the
  * exact sum, so they differ by at most twice that. */
 static void test_simd_vs_scalar(void)
 {
-    for (int q = 1; q < 3; q++) {
+    for (int q = 0; q < NPATHS; q++) {
+        if (!paths[q].need) continue; /* the SIMD paths alone */
         if (!path_runs(&paths[q])) {
             fprintf(stderr, "  (%s path not run: this CPU lacks it)\n", paths[q].name);
             continue;
@@ -389,6 +428,7 @@ int main(void)
     RUN(test_alpha_beta);
     RUN(test_beta0_ignores_nan);
     RUN(test_long_k);
+    RUN(test_scalar_bitwise_loops);
     RUN(test_simd_vs_scalar);
     RUN(test_deterministic_threads);
     RUN(test_convert);
