@@ -634,6 +634,36 @@ static void test_schema(void)
     CHECK(!strcmp(zt_recipe_range_text(zt_recipe_find("model", "dtype"), range, sizeof range), ""));
 }
 
+/* Every name of every enum key loads as its index and writes back as itself; a path, where a
+ * key takes one, loads as the index past the names with the path beside it. */
+static void test_enum_values(void)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    for (int i = 0; i < n; i++) {
+        if (s[i].type != ZT_RECIPE_ENUM) continue;
+        for (int v = 0; v <= s[i].nnames; v++) {
+            if (v == s[i].nnames && !s[i].path_suffix) break;
+            char value[200], *text = NULL;
+            snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key, v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
+            char *ov[] = {"offload.optimizer=nvme", value}; /* offload.param = nvme needs it */
+            zt_recipe r;
+            CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
+            CHECK_MSG(*(const int *)((const char *)&r + s[i].offset) == v, "%s", value);
+            CHECK_MSG(!strcmp(zt_recipe_enum_text(&r, &s[i]), strchr(value, '=') + 1), "%s", value);
+            size_t len;
+            FILE *f = open_memstream(&text, &len);
+            zt_recipe_write_value(f, &r, &s[i]);
+            fclose(f);
+            char want[220];
+            snprintf(want, sizeof want, "\"%s\"", strchr(value, '=') + 1);
+            CHECK_MSG(!strcmp(text, want), "%s wrote %s", value, text);
+            free(text);
+            zt_recipe_free(&r);
+        }
+    }
+}
+
 static void test_docs(void)
 {
     char *text = NULL;
@@ -686,6 +716,7 @@ int main(void)
     RUN(test_data_hash);
     RUN(test_check_world);
     RUN(test_schema);
+    RUN(test_enum_values);
     RUN(test_docs);
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
