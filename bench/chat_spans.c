@@ -39,7 +39,7 @@ static int bench(const char *name, int n)
     int nspans;
     char *text;
     double wall = now_s(CLOCK_MONOTONIC), cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
-    zt_status st = zt_template_spans(t, msgs, n, "<s>", "</s>", "assistant", &spans, &nspans, &text);
+    zt_status st = zt_template_spans(t, msgs, n, "<s>", "</s>", ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
     cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu, wall = now_s(CLOCK_MONOTONIC) - wall;
     if (st) fprintf(stderr, "%s: %s\n", name, zt_errmsg());
     else

@@ -44,7 +44,8 @@ static void print_placement(const zt_placement *p)
 {
     printf("# offload = \"auto\": offload.optimizer = \"%s\", offload.param = \"%s\" (%.1f MiB of the %.1f MiB a rank "
            "has where it computes)\n",
-           p->optimizer, p->param, p->need / 1048576.0, p->have / 1048576.0);
+           zt_offload_tier_names[p->optimizer], zt_offload_tier_names[p->param], p->need / 1048576.0,
+           p->have / 1048576.0);
 }
 
 int cmd_validate(int argc, char **argv)
@@ -64,10 +65,10 @@ int cmd_validate(int argc, char **argv)
     if (code) return code;
     if (!per_node) per_node = world;
     zt_placement place = {0};
-    int automatic = !strcmp(r.offload.optimizer, "auto") || !strcmp(r.offload.param, "auto");
+    int automatic = r.offload.optimizer == ZT_OFFLOAD_AUTO || r.offload.param == ZT_OFFLOAD_AUTO;
     zt_status st = automatic ? zt_placement_decide(&r, (int)world, (int)per_node, &place) : ZT_OK;
-    zt_recipe placed = r; /* the estimate of what "auto" chose */
-    if (automatic) placed.offload.optimizer = (char *)place.optimizer, placed.offload.param = (char *)place.param;
+    zt_recipe placed = r; /* the estimate of what "auto" chose; shares r's strings, only the enums differ */
+    if (automatic) placed.offload.optimizer = place.optimizer, placed.offload.param = place.param;
     zt_mem_estimate e;
     if (!st) st = zt_memory_estimate(&placed, (int)world, (int)per_node, &e);
     if (!st) {

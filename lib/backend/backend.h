@@ -104,8 +104,11 @@ zt_backend *zt_backend_cpu_as_device(void);
 /* The CUDA backend on the current device (created once, never freed); fails naming the
  * reason when zt was built without CUDA or no usable GPU is found. */
 zt_status zt_backend_cuda(zt_backend **be);
-/* The backend model.device names: "cpu", "cuda", or "auto" (CUDA when a GPU is usable,
- * else the CPU). */
-zt_status zt_backend_open(const char *device, zt_backend **be);
+/* model.device: the CPU, CUDA, or auto (CUDA when a GPU is usable, else the CPU). */
+typedef enum zt_device { ZT_DEVICE_AUTO, ZT_DEVICE_CPU, ZT_DEVICE_CUDA } zt_device;
+extern const char *const zt_device_names[3]; /* "auto", "cpu", "cuda": indexed by zt_device */
+
+/* The backend that device names. */
+zt_status zt_backend_open(zt_device device, zt_backend **be);
 
 #endif

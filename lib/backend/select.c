@@ -12,13 +12,15 @@ static zt_backend *cpu(void)
     return test && !strcmp(test, "1") ? zt_backend_cpu_as_device() : zt_backend_cpu();
 }
 
-zt_status zt_backend_open(const char *device, zt_backend **be)
+const char *const zt_device_names[3] = {"auto", "cpu", "cuda"};
+
+zt_status zt_backend_open(zt_device device, zt_backend **be)
 {
     *be = cpu();
-    if (!device || !strcmp(device, "cpu")) return ZT_OK;
-    if (!strcmp(device, "auto") && access("/dev/nvidiactl", F_OK)) return ZT_OK; /* no NVIDIA driver: no GPU */
+    if (device == ZT_DEVICE_CPU) return ZT_OK;
+    if (device == ZT_DEVICE_AUTO && access("/dev/nvidiactl", F_OK)) return ZT_OK; /* no NVIDIA driver: no GPU */
     zt_status st = zt_backend_cuda(be);
-    if (!st || strcmp(device, "auto")) return st;
+    if (!st || device != ZT_DEVICE_AUTO) return st;
     zt_log_info("model.device = \"auto\": no GPU (%s), computing on the CPU", zt_errmsg());
     *be = cpu();
     return ZT_OK;

@@ -11,11 +11,9 @@ size_t zt_dtype_size(zt_dtype t)
     }
 }
 
-const char *zt_dtype_name(zt_dtype t)
-{
-    static const char *n[] = {"fp32", "bf16", "fp16", "fp64"};
-    return n[t];
-}
+const char *const zt_dtype_names[4] = {"fp32", "bf16", "fp16", "fp64"};
+
+const char *zt_dtype_name(zt_dtype t) { return zt_dtype_names[t]; }
 
 const char *zt_dtype_safetensors_name(zt_dtype t)
 {

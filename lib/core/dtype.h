@@ -15,7 +15,8 @@
 typedef enum zt_dtype { ZT_F32, ZT_BF16, ZT_F16, ZT_F64 } zt_dtype;
 
 size_t zt_dtype_size(zt_dtype t);
-const char *zt_dtype_name(zt_dtype t);             /* "fp32", "bf16", "fp16", "fp64" */
+extern const char *const zt_dtype_names[4]; /* "fp32", "bf16", "fp16", "fp64": indexed by zt_dtype */
+const char *zt_dtype_name(zt_dtype t);
 const char *zt_dtype_safetensors_name(zt_dtype t); /* "F32", "BF16", "F16", "F64" */
 /* parses "fp32" / "bf16" / "fp16" (recipe spelling); returns -1 if unknown */
 int zt_dtype_parse(const char *s, zt_dtype *out);

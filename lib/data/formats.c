@@ -141,7 +141,7 @@ static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
 /* Tokenizing a conversation span by span: the text before each span untrained, the span trained. */
 typedef struct spans_ctx {
     const zt_format *f;
-    const char *train_on;
+    zt_train_on train_on;
     size_t at; /* the text before this byte is tokenized */
     int32_t end[4];
     seq *s;
@@ -155,7 +155,7 @@ static zt_status push_span(void *ctx, const char *text, zt_span span, int *stop)
     size_t before = s->n;
     if (!st) st = seq_push_text(s, c->f->tok, text + span.begin, span.end - span.begin, 1, 1);
     /* the model must learn to stop: each trained turn ends with an end-of-turn token */
-    if (!st && strcmp(c->train_on, "all") && !has_end_id(s->ids + before, s->n - before, c->end))
+    if (!st && c->train_on != ZT_TRAIN_ALL && !has_end_id(s->ids + before, s->n - before, c->end))
         st = zt_fail(ZT_EUSER, "an assistant turn's trained tokens do not include EOS or an end-of-turn token "
                                "(the chat template does not end turns with one the tokenizer knows)");
     c->at = span.end;
@@ -165,7 +165,7 @@ static zt_status push_span(void *ctx, const char *text, zt_span span, int *stop)
     return st;
 }
 
-static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const char *train_on, seq *s)
+static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, zt_train_on train_on, seq *s)
 {
     int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
     const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
@@ -215,10 +215,10 @@ static zt_status instruct_messages(const cJSON *o, zt_message **out, int *n, cha
     return ZT_OK;
 }
 
-zt_status zt_format_messages(const cJSON *o, const char *format, zt_message **msgs, int *n, char **owned)
+zt_status zt_format_messages(const cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned)
 {
     *owned = NULL;
-    return !strcmp(format, "instruct") ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
+    return format == ZT_DATA_INSTRUCT ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
 }
 
 static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
@@ -276,7 +276,7 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
     if (!st) {
         memcpy(all, pm, (size_t)pn * sizeof *all);
         memcpy(all + pn, am ? am : &one, (size_t)an * sizeof *all);
-        st = conversation(f, all, pn + an, "last", s);
+        st = conversation(f, all, pn + an, ZT_TRAIN_LAST, s);
     }
     free(all);
     free(pm);
@@ -321,9 +321,9 @@ static zt_status convert(const zt_format *f, const char *text, size_t len, seq s
     cJSON *o;
     zt_status st = zt_jsonl_parse(text, len, &o);
     if (st) return st;
-    if (!strcmp(f->format, "text")) st = text_example(f, o, &s[0]);
-    else if (!strcmp(f->format, "preference")) st = preference_example(f, o, &s[0], &s[1]);
-    else if (!strcmp(f->format, "prompt")) st = prompt_example(f, o, &s[0]);
+    if (f->format == ZT_DATA_TEXT) st = text_example(f, o, &s[0]);
+    else if (f->format == ZT_DATA_PREFERENCE) st = preference_example(f, o, &s[0], &s[1]);
+    else if (f->format == ZT_DATA_PROMPT) st = prompt_example(f, o, &s[0]);
     else st = chat_example(f, o, &s[0]);
     cJSON_Delete(o);
     return st;
@@ -361,14 +361,15 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
     return st;
 }
 
+const char *const zt_data_format_names[6] = {"text", "chat", "instruct", "preference", "prompt", "tokens"};
+
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
-    static const char *const known[] = {"text", "chat", "instruct", "preference", "prompt"};
-    int ok = 0;
-    for (int i = 0; i < 5; i++) ok |= !strcmp(f->format, known[i]);
-    if (!ok) return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference or prompt", f->format);
-    if ((!strcmp(f->format, "chat") || !strcmp(f->format, "instruct")) && !f->tmpl)
-        return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", f->format);
+    const char *format = zt_data_format_names[f->format];
+    if (f->format == ZT_DATA_TOKENS)
+        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference or prompt", format);
+    if ((f->format == ZT_DATA_CHAT || f->format == ZT_DATA_INSTRUCT) && !f->tmpl)
+        return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", format);
     zt_jsonl_lines l;
     *skipped = 0;
     zt_status st = zt_jsonl_open(&l, paths, npaths);
@@ -376,7 +377,7 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
     zt_jsonl_close(&l);
     if (!st && f->ds->n_examples == 0)
         st = f->no_targets ? zt_fail(ZT_EUSER, "none of the %lld examples has a token to train on (data.train_on = %s)",
-                                     (long long)f->no_targets, f->train_on)
+                                     (long long)f->no_targets, zt_train_on_names[f->train_on])
                            : zt_jsonl_no_examples(paths, npaths, *skipped);
     return st;
 }

@@ -19,7 +19,7 @@
  *   prompt    {"prompt": text or messages}: the prompt alone (messages rendered with the
  *             generation prompt), nothing trained: what RL generation starts from.
  *
- *     zt_format f = {.format = "chat", .train_on = "assistant", .max_length = 2048,
+ *     zt_format f = {.format = ZT_DATA_CHAT, .train_on = ZT_TRAIN_ASSISTANT, .max_length = 2048,
  *                    .packing = 1, .tok = tok, .tmpl = tmpl, .ds = &ds};
  *     st = zt_format_load(&f, paths, npaths, skip_bad, &skipped);
  */
@@ -32,9 +32,21 @@
 #include "lib/data/template.h"
 #include "tokenizers/tokenizer.h"
 
+/* data.format; tokens (pre-tokenized ids, lib/data/tokens.h) is not read here */
+typedef enum zt_data_format {
+    ZT_DATA_TEXT,
+    ZT_DATA_CHAT,
+    ZT_DATA_INSTRUCT,
+    ZT_DATA_PREFERENCE,
+    ZT_DATA_PROMPT,
+    ZT_DATA_TOKENS,
+} zt_data_format;
+/* "text", "chat", "instruct", "preference", "prompt", "tokens": indexed by zt_data_format */
+extern const char *const zt_data_format_names[6];
+
 typedef struct zt_format {
-    const char *format;   /* text | chat | instruct | preference | prompt */
-    const char *train_on; /* assistant | all | last */
+    zt_data_format format; /* not tokens */
+    zt_train_on train_on;
     int max_length, packing;
     const zt_tokenizer *tok;
     const zt_template *tmpl; /* chat and instruct */
@@ -48,7 +60,7 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
 /* The conversation of one chat or instruct line: *msgs (free it) points into o and
  * into *owned (free it too; NULL for chat). */
 struct cJSON;
-zt_status zt_format_messages(const struct cJSON *o, const char *format, zt_message **msgs, int *n, char **owned);
+zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
 
 /* The ids that end an assistant turn: EOS and the end-of-turn tokens templates
  * use (<|im_end|>, <|eot_id|>) when the vocabulary has them; -1 fills the rest. */

@@ -627,12 +627,7 @@ static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, in
 
 /* --- loss spans --------------------------------------------------------------------------------- */
 
-static zt_status check_train_on(const char *train_on)
-{
-    if (strcmp(train_on, "all") && strcmp(train_on, "last") && strcmp(train_on, "assistant"))
-        return zt_fail(ZT_EUSER, "train_on must be assistant, all or last, not '%s'", train_on);
-    return ZT_OK;
-}
+const char *const zt_train_on_names[3] = {"assistant", "all", "last"};
 
 /* Prefix rendering finds the spans while it has rendered at most half the text or few turns are
  * left; then the sentinel rendering places the rest, unless its checks fail. */
@@ -641,14 +636,13 @@ static int time_for_sentinels(uint64_t spent, size_t len, int assistants_left)
     return spent > len / 2 && assistants_left >= 3;
 }
 
-zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos,
-                                const char *eos, const char *train_on, zt_span_fn each, void *ctx, char **text,
-                                size_t *len)
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                                zt_train_on train_on, zt_span_fn each, void *ctx, char **text, size_t *len)
 {
     *text = NULL;
-    int all = !strcmp(train_on, "all"), last = !strcmp(train_on, "last"), stop = 0, first = 0;
-    zt_status st = check_train_on(train_on);
-    if (st || (st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, bos, eos, text, len))) return st;
+    int all = train_on == ZT_TRAIN_ALL, last = train_on == ZT_TRAIN_LAST, stop = 0, first = 0;
+    zt_status st;
+    if ((st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, bos, eos, text, len))) return st;
     if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
     if (last)
         for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
@@ -697,7 +691,7 @@ static zt_status collect_span(void *ctx, const char *text, zt_span span, int *st
 }
 
 zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
-                            const char *train_on, zt_span **spans, int *nspans, char **text)
+                            zt_train_on train_on, zt_span **spans, int *nspans, char **text)
 {
     *spans = NULL, *nspans = 0, *text = NULL;
     span_list l = {calloc((size_t)(n > 0 ? n : 1), sizeof *l.items), 0}; /* at most one span a message */

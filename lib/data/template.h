@@ -51,14 +51,14 @@
  * costs about four renders of its text (the text, the first prefixes, the
  * sentinels, the check); a caller that needs only the first spans walks them
  * with zt_template_each_span and stops, which costs the prefixes up to them.
- * train_on: "assistant" (every assistant turn), "last" (the last one only),
- * "all" (the whole text).
+ * train_on (data.train_on): every assistant turn, the last one only, or the
+ * whole text.
  *
  *     zt_template *t;
  *     if ((st = zt_template_load(&t, "auto", "models/llama3"))) return st;
  *     zt_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
  *     char *text; zt_span *spans; int nspans;
- *     st = zt_template_spans(t, msgs, 2, "<|begin_of_text|>", "<|eot_id|>", "assistant", &spans, &nspans, &text);
+ *     st = zt_template_spans(t, msgs, 2, "<|begin_of_text|>", "<|eot_id|>", ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
  *     // text[spans[0].begin .. spans[0].end) == "Hello!<|eot_id|>"
  *     free(text); free(spans); zt_template_free(t);
  *
@@ -80,6 +80,10 @@ typedef struct zt_message {
     const char *role;    /* system | user | assistant | ... */
     const char *content; /* NULL renders as none */
 } zt_message;
+
+/* What carries loss (data.train_on). */
+typedef enum zt_train_on { ZT_TRAIN_ASSISTANT, ZT_TRAIN_ALL, ZT_TRAIN_LAST } zt_train_on;
+extern const char *const zt_train_on_names[3]; /* "assistant", "all", "last": indexed by zt_train_on */
 
 typedef struct zt_span {
     size_t begin, end; /* bytes [begin, end) of the rendered text */
@@ -109,13 +113,12 @@ zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n
  * until one sets stop: the spans after it are never looked for, which saves the prefix
  * renders that would find them. An error of each ends the walk and is returned. */
 typedef zt_status (*zt_span_fn)(void *ctx, const char *text, zt_span span, int *stop);
-zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos,
-                                const char *eos, const char *train_on, zt_span_fn each, void *ctx, char **text,
-                                size_t *len);
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+                                zt_train_on train_on, zt_span_fn each, void *ctx, char **text, size_t *len);
 
 /* Renders the whole conversation into *text and finds the spans that carry loss
  * (in order, not overlapping, not empty); free(*text), free(*spans). */
 zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
-                            const char *train_on, zt_span **spans, int *nspans, char **text);
+                            zt_train_on train_on, zt_span **spans, int *nspans, char **text);
 
 #endif

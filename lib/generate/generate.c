@@ -14,7 +14,7 @@ zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *
 {
     memset(g, 0, sizeof *g);
     g->max_new_tokens = 128;
-    zt_status st = zt_model_open(&g->m, model_dir, "fp32", "cpu");
+    zt_status st = zt_model_open(&g->m, model_dir, ZT_F32, ZT_DEVICE_CPU);
     if (st) return st;
     if ((st = zt_tokenizer_open(&g->tok, model_dir))) goto fail;
     if (zt_tokenizer_vocab_size(g->tok) > g->m.V) {

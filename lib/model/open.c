@@ -7,24 +7,22 @@
 #include "lib/core/fileio.h"
 #include "lib/hub/hub.h"
 
-zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype_name, const char *device)
+zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device)
 {
-    return zt_model_open_head(m, dir, dtype_name, device, 0);
+    return zt_model_open_head(m, dir, dtype, device, 0);
 }
 
-static zt_status open_model(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head,
+static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                             zt_st_reader **weights)
 {
     char path[4096], hub_dir[4096];
     zt_llama_config cfg;
-    zt_dtype dtype;
     if (!dir || !dir[0]) return zt_fail(ZT_EUSER, "model.path is not set: name a Hugging Face model directory");
     zt_status st = zt_hub_resolve_model_path(dir, hub_dir, sizeof hub_dir); /* hf://org/name@revision: its snapshot */
     if (!st) st = zt_path_join(path, sizeof path, hub_dir, "config.json");
     dir = hub_dir;
     if (st) return st;
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);
-    if (zt_dtype_parse(dtype_name, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is not fp32, bf16 or fp16", dtype_name);
     zt_backend *be;
     if ((st = zt_llama_config_load(&cfg, path))) return st;
     if (cfg.num_labels && !score_head)
@@ -37,13 +35,13 @@ static zt_status open_model(zt_llama *m, const char *dir, const char *dtype_name
     return st;
 }
 
-zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head)
+zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head)
 {
-    return open_model(m, dir, dtype_name, device, score_head, NULL);
+    return open_model(m, dir, dtype, device, score_head, NULL);
 }
 
-zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, const char *dtype_name, const char *device, int score_head,
+zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                                  zt_st_reader **weights)
 {
-    return open_model(m, dir, dtype_name, device, score_head, weights);
+    return open_model(m, dir, dtype, device, score_head, weights);
 }

@@ -2,7 +2,7 @@
  * opened on a device, for training and for generation.
  *
  *     zt_llama m;
- *     if ((st = zt_model_open(&m, "models/llama3", "bf16", "auto"))) return st;
+ *     if ((st = zt_model_open(&m, "models/llama3", ZT_BF16, ZT_DEVICE_AUTO))) return st;
  *     ...
  *     zt_llama_free(&m);
  */
@@ -12,15 +12,15 @@
 #include "lib/model/llama.h"
 
 /* Loads config.json and the weights of an HF model directory into m, on the backend of
- * `device` (model.device: auto, cpu or cuda). */
-zt_status zt_model_open(zt_llama *m, const char *dir, const char *dtype, const char *device);
+ * `device`. */
+zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device);
 /* The same with a score head (score_head = 1: a reward or value model; a causal LM's
  * checkpoint then gives the backbone, its LM head dropped and the score head new). */
-zt_status zt_model_open_head(zt_llama *m, const char *dir, const char *dtype, const char *device, int score_head);
+zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head);
 /* The same without reading the weights: *weights is left open for zt_llama_weights_read
  * (offload.param = "nvme" streams them unit by unit), to be closed with zt_st_close. */
 struct zt_st_reader;
-zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, const char *dtype, const char *device, int score_head,
+zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                                  struct zt_st_reader **weights);
 
 #endif

@@ -63,18 +63,20 @@ static void get(void *ctx, int layer, zt_real *x, size_t bytes)
     if (layer > 0) start_read(s, b ^ 1, layer - 1); /* the next layer's input, while this one computes */
 }
 
-zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, const char *name)
+zt_status zt_actstore_open(zt_actstore *s, const zt_actstore_options *o, zt_llama *m, const char *name)
 {
     memset(s, 0, sizeof *s);
     s->be = m->be;
-    s->nvme = !strcmp(r->offload.activations, "nvme");
+    s->nvme = o->tier == ZT_OFFLOAD_NVME;
     s->layers = m->L;
-    s->bytes = (size_t)r->train.micro_batch_size * r->data.max_length * m->C * sizeof(zt_real);
+    s->bytes = o->tokens * m->C * sizeof(zt_real);
     s->slot = zt_aio_round(s->bytes);
     s->staged[0] = s->staged[1] = -1;
-    if (!r->model.activation_checkpointing)
-        return zt_fail(ZT_EUSER, "offload.activations = \"%s\" needs model.activation_checkpointing = true (it "
-                                 "moves the checkpointed layer inputs)", r->offload.activations);
+    if (!o->checkpointing)
+        return zt_fail(ZT_EUSER,
+                       "offload.activations = \"%s\" needs model.activation_checkpointing = true (it "
+                       "moves the checkpointed layer inputs)",
+                       zt_offload_tier_names[o->tier]);
     if (!s->nvme && m->be->host_memory)
         return zt_fail(ZT_EUSER, "offload.activations = \"cpu\" on the CPU backend moves nothing: host memory is "
                                  "where it computes (use nvme, or none)");
@@ -83,12 +85,11 @@ zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, cons
         s->host = m->be->host_alloc(m->be, s->slot * (size_t)s->layers);
         return s->host ? ZT_OK : zt_fail(ZT_ENOMEM, "out of host memory for %d layer inputs", s->layers);
     }
-    const zt_strlist *paths = &r->offload.nvme_path;
     zt_status st;
     if (!(s->stage[0] = zt_aio_alloc(s->slot)) || !(s->stage[1] = zt_aio_alloc(s->slot)))
         return zt_fail(ZT_ENOMEM, "out of memory for activation staging");
-    if ((st = zt_aio_open(&s->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth)) ||
-        (st = zt_aio_file_open(s->aio, &s->file, (const char *const *)paths->items, paths->n, name)) ||
+    if ((st = zt_aio_open(&s->aio, o->io.block_size, o->io.queue_depth)) ||
+        (st = zt_aio_file_open(s->aio, &s->file, o->io.nvme_paths, o->io.npaths, name)) ||
         (st = zt_aio_file_reserve(s->aio, &s->file, (uint64_t)s->slot * s->layers)))
         return st;
     uint64_t rd, wr;

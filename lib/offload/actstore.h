@@ -12,7 +12,8 @@
  * The model's copy is discarded (its memory given back) while the layer's input is away.
  *
  *     zt_actstore s;
- *     zt_actstore_open(&s, &recipe, &model, "zt-host-123-rank-00000.acts");
+ *     zt_actstore_options o = {.tier = ZT_OFFLOAD_NVME, .checkpointing = 1, .tokens = B * T, .io = io};
+ *     zt_actstore_open(&s, &o, &model, "zt-host-123-rank-00000.acts");
  *     model.act_store = &s.hooks;                // zt_llama_forward_backward calls them
  *     ...; st = zt_actstore_error(&s);           // after each micro-batch
  *     zt_actstore_close(&s);
@@ -24,7 +25,14 @@
 
 #include "lib/model/llama.h"
 #include "lib/offload/aio.h"
-#include "lib/recipe/recipe.h"
+#include "lib/offload/offload.h"
+
+typedef struct zt_actstore_options {
+    zt_offload_tier tier; /* cpu or nvme (offload.activations) */
+    int checkpointing;    /* model.activation_checkpointing, which the store needs */
+    size_t tokens;        /* positions of a micro-batch: a layer input holds tokens × C values */
+    zt_offload_io io;     /* nvme: the file's directories and I/O settings */
+} zt_actstore_options;
 
 typedef struct zt_actstore {
     zt_llama_act_hooks hooks;
@@ -42,7 +50,7 @@ typedef struct zt_actstore {
     zt_status error; /* the first failure inside the hooks */
 } zt_actstore;
 
-zt_status zt_actstore_open(zt_actstore *s, const zt_recipe *r, zt_llama *m, const char *name);
+zt_status zt_actstore_open(zt_actstore *s, const zt_actstore_options *o, zt_llama *m, const char *name);
 void zt_actstore_close(zt_actstore *s);
 /* The first failure since the last call (the hooks cannot return one). */
 zt_status zt_actstore_error(zt_actstore *s);

@@ -1,23 +1,15 @@
 #include "lib/optim/schedule.h"
 
 #include <math.h>
-#include <string.h>
 
-static const char *const schedule_names[] = {"constant", "linear", "cosine", "wsd"};
+const char *const zt_schedule_names[4] = {"cosine", "linear", "constant", "wsd"};
 
 /* x in [0, 1]; false for NaN too */
 static int unit_interval(double x) { return x >= 0 && x <= 1; }
 
-zt_status zt_schedule_init(zt_schedule *s, const char *type, double peak_lr, long total_steps,
-                           long warmup_steps, double warmup_ratio, double min_lr_ratio,
-                           double decay_ratio)
+zt_status zt_schedule_init(zt_schedule *s, zt_schedule_type t, double peak_lr, long total_steps, long warmup_steps,
+                           double warmup_ratio, double min_lr_ratio, double decay_ratio)
 {
-    int t = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(type, schedule_names[i])) t = i;
-    if (t < 0)
-        return zt_fail(ZT_EUSER, "lr_scheduler_type '%s': unknown (expected constant, linear, cosine or wsd)",
-                       type);
     if (!(peak_lr >= 0) || !isfinite(peak_lr))
         return zt_fail(ZT_EUSER, "learning_rate %g: must be a finite number >= 0", peak_lr);
     if (total_steps < 1) return zt_fail(ZT_EUSER, "total optimizer steps %ld: must be at least 1", total_steps);
@@ -34,8 +26,12 @@ zt_status zt_schedule_init(zt_schedule *s, const char *type, double peak_lr, lon
         d = (long)ceil(decay_ratio * (double)total_steps);
         if (d > room) d = room;
     }
-    *s = (zt_schedule){.type = (zt_schedule_type)t, .peak_lr = peak_lr, .min_lr_ratio = min_lr_ratio,
-                       .total_steps = total_steps, .warmup_steps = w, .decay_steps = d};
+    *s = (zt_schedule){.type = t,
+                       .peak_lr = peak_lr,
+                       .min_lr_ratio = min_lr_ratio,
+                       .total_steps = total_steps,
+                       .warmup_steps = w,
+                       .decay_steps = d};
     return ZT_OK;
 }
 

@@ -1,7 +1,7 @@
 /* optim/schedule: learning-rate schedules as in Hugging Face transformers' get_scheduler.
  *
  *     zt_schedule s;
- *     if (zt_schedule_init(&s, "cosine", 2e-5, total_steps, 0, 0.03, 0.0, 0.1)) return ...;
+ *     if (zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 2e-5, total_steps, 0, 0.03, 0.0, 0.1)) return ...;
  *     for (long k = 1; k <= total_steps; k++) h.lr = zt_schedule_lr(&s, k);
  *
  * Optimizer step k (1-based) uses peak * f(k-1), HF's LambdaLR convention, with S total
@@ -27,12 +27,14 @@
 
 #include "lib/core/status.h"
 
+/* train.lr_scheduler_type */
 typedef enum zt_schedule_type {
-    ZT_SCHEDULE_CONSTANT,
-    ZT_SCHEDULE_LINEAR,
     ZT_SCHEDULE_COSINE,
+    ZT_SCHEDULE_LINEAR,
+    ZT_SCHEDULE_CONSTANT,
     ZT_SCHEDULE_WSD,
 } zt_schedule_type;
+extern const char *const zt_schedule_names[4]; /* "cosine", "linear", "constant", "wsd": indexed by type */
 
 typedef struct zt_schedule {
     zt_schedule_type type;
@@ -43,11 +45,9 @@ typedef struct zt_schedule {
     long decay_steps;    /* wsd: D, the last D steps of S */
 } zt_schedule;
 
-/* type: "constant", "linear", "cosine" or "wsd". Fails with ZT_EUSER on an unknown type
- * or a value out of range (total_steps < 1, ratios outside [0, 1], negative lr or warmup). */
-zt_status zt_schedule_init(zt_schedule *s, const char *type, double peak_lr, long total_steps,
-                           long warmup_steps, double warmup_ratio, double min_lr_ratio,
-                           double decay_ratio);
+/* Fails with ZT_EUSER on a value out of range (total_steps < 1, ratios outside [0, 1], negative lr or warmup). */
+zt_status zt_schedule_init(zt_schedule *s, zt_schedule_type type, double peak_lr, long total_steps, long warmup_steps,
+                           double warmup_ratio, double min_lr_ratio, double decay_ratio);
 
 /* The lr of optimizer step `step` (1-based). */
 double zt_schedule_lr(const zt_schedule *s, long step);

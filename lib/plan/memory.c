@@ -78,7 +78,7 @@ static void device_estimate(const zt_recipe *r, const zt_llama *m, int stage, in
                             size_t gathered_grads, zt_mem_estimate *e)
 {
     size_t P = m->numel, copy16 = m->dtype_bf16 ? 2 : 0;
-    int staged = world > 1 || strcmp(r->offload.optimizer, "none") || strcmp(r->offload.param, "none");
+    int staged = world > 1 || r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE;
     e->device.params = stage >= 3 ? gathered : P * (4 + copy16);
     e->device.grads = stage >= 3 ? gathered_grads : P * 4;
     e->device.optimizer = staged ? 0 : P * 8;
@@ -95,18 +95,17 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     char path[4096];
     zt_llama_config cfg;
     zt_llama m;
-    zt_dtype dtype;
     zt_status st;
     if (!r->model.path[0]) return zt_fail(ZT_EUSER, "model.path is not set: name a Hugging Face model directory");
     if ((st = zt_path_join(path, sizeof path, r->model.path, "config.json")) || (st = zt_llama_config_load(&cfg, path)))
         return st;
-    if (zt_dtype_parse(r->model.dtype, &dtype)) return zt_fail(ZT_EUSER, "model.dtype '%s' is unknown", r->model.dtype);
+    zt_dtype dtype = r->model.dtype;
     if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
     m.embed_tiles = r->zero.embedding_tiles, m.mlp_tiles = r->zero.mlp_tiles, m.head_tiles = r->zero.head_tiles;
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
     /* one rank holds everything whatever the stage, unless offload.param moves the weights away */
-    int stage = world > 1 || strcmp(r->offload.param, "none") ? r->zero.stage : 0;
+    int stage = world > 1 || r->offload.param != ZT_OFFLOAD_NONE ? r->zero.stage : 0;
     int B = r->train.micro_batch_size, T = r->data.max_length;
     size_t P = m.numel;
     size_t copy16 = dtype == ZT_F32 ? 0 : 2;
@@ -135,18 +134,19 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if (stage >= 3 && r->zero.hpz_partition_size > 1) e->params += e->hpz = shard(P * 4, r->zero.hpz_partition_size);
     if (stage >= 3 && r->zero.quantized_gradients && r->zero.quantized_gradients_error_feedback) e->grads += 2 * P * 4;
     e->optimizer = stage >= 1 ? shard(optimizer, world) : optimizer;
-    if (!strcmp(r->offload.optimizer, "nvme") && strcmp(r->offload.param, "nvme")) {
+    zt_offload_io io = zt_recipe_offload_io(r);
+    if (r->offload.optimizer == ZT_OFFLOAD_NVME && r->offload.param != ZT_OFFLOAD_NVME) {
         /* the moments stream through every step: m and v, whole blocks */
         size_t n = updated_elements(&m, stage, world);
         e->io_optimizer = 2 * blocks(n * 4);
-        e->io_buffers = 6 * zt_optstate_chunk_bytes(r, n, 2);
+        e->io_buffers = 6 * zt_optstate_chunk_bytes(&io, n, 2);
     }
-    if (strcmp(r->offload.optimizer, "none")) {
+    if (r->offload.optimizer != ZT_OFFLOAD_NONE) {
         size_t moved = e->optimizer;
-        if (!strcmp(r->offload.optimizer, "nvme")) e->offloaded_nvme += moved, e->optimizer = 0;
+        if (r->offload.optimizer == ZT_OFFLOAD_NVME) e->offloaded_nvme += moved, e->optimizer = 0;
         else e->offloaded_host += moved;
     }
-    if (!strcmp(r->offload.param, "nvme")) { /* the slices of weights and gradient go to the file too */
+    if (r->offload.param == ZT_OFFLOAD_NVME) { /* the slices of weights and gradient go to the file too */
         size_t slice, n = updated_elements(&m, stage, world);
         e->offloaded_nvme += e->params - gathered + shard(grads, world);
         e->params = gathered;
@@ -154,14 +154,14 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         param_io(r, &m, world, e, &slice);
         /* staging: reads of ahead + 2 units, two gradient writes, one to accumulate; the swap's chunks */
         e->io_buffers = (size_t)(ahead + 4 + (r->train.gradient_accumulation_steps > 1)) * slice +
-                        12 * zt_optstate_chunk_bytes(r, n, 4);
+                        12 * zt_optstate_chunk_bytes(&io, n, 4);
     }
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
     e->activations_other = zt_llama_acts_bytes(&m, B, T, !ckpt);
-    if (ckpt && strcmp(r->offload.activations, "none")) { /* the layer inputs leave (lib/offload/actstore.h) */
+    if (ckpt && r->offload.activations != ZT_OFFLOAD_NONE) { /* the layer inputs leave (lib/offload/actstore.h) */
         size_t input = (size_t)B * T * m.C * 4, inputs = (size_t)m.L * input;
         e->activations -= inputs;
-        if (strcmp(r->offload.activations, "nvme")) {
+        if (r->offload.activations != ZT_OFFLOAD_NVME) {
             e->offloaded_host += inputs;
         } else { /* each micro-batch writes every input once and reads it back once, in whole blocks */
             e->offloaded_nvme += inputs;
@@ -181,7 +181,6 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->flops = zt_llama_flops_per_token(&m, T) * tokens * (ckpt ? 4.0 / 3 : 1); /* recompute: one more forward */
     e->gemm_m = B * T, e->gemm_n = m.F, e->gemm_k = m.C, e->bf16 = copy16 != 0;
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
-    if (!strcmp(r->model.device, "cuda"))
-        device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);
+    if (r->model.device == ZT_DEVICE_CUDA) device_estimate(r, &m, stage, world, gathered, (largest + pinned) * 4, e);
     return ZT_OK;
 }

@@ -105,13 +105,13 @@ zt_status zt_disk_bandwidth(const zt_recipe *r, double *rd, double *wr)
 }
 
 /* The estimate with these placements: what the rank needs where it computes. */
-static zt_status need_with(const zt_recipe *r, int world, int rpn, int gpu, const char *opt, const char *param,
+static zt_status need_with(const zt_recipe *r, int world, int rpn, int gpu, zt_offload_tier opt, zt_offload_tier param,
                            size_t *need)
 {
-    zt_recipe trial = *r;
-    trial.model.device = gpu ? "cuda" : "cpu";
-    trial.offload.optimizer = (char *)opt;
-    trial.offload.param = (char *)param;
+    zt_recipe trial = *r; /* shares r's strings: only the enums below change */
+    trial.model.device = gpu ? ZT_DEVICE_CUDA : ZT_DEVICE_CPU;
+    trial.offload.optimizer = opt;
+    trial.offload.param = param;
     zt_mem_estimate e;
     zt_status st = zt_memory_estimate(&trial, world, rpn, &e);
     *need = gpu ? e.device.total : e.total;
@@ -127,25 +127,28 @@ zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node,
     if (st) return st;
     /* tiers, fastest first; host memory is a tier of its own only beside a GPU, the weights
      * leave only at stage 3, and go to NVMe only with the moments (they stream together) */
-    const char *opt_tiers[] = {"none", "cpu", "nvme"}, *param_tiers[] = {"none", "cpu", "nvme"};
+    zt_offload_tier opt_tiers[] = {ZT_OFFLOAD_NONE, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME};
+    zt_offload_tier param_tiers[] = {ZT_OFFLOAD_NONE, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME};
     int nopt = 3, nparam = r->zero.stage == 3 ? 3 : 1;
-    if (strcmp(r->offload.optimizer, "auto")) opt_tiers[0] = r->offload.optimizer, nopt = 1;
-    if (strcmp(r->offload.param, "auto")) param_tiers[0] = r->offload.param, nparam = 1;
+    if (r->offload.optimizer != ZT_OFFLOAD_AUTO) opt_tiers[0] = r->offload.optimizer, nopt = 1;
+    if (r->offload.param != ZT_OFFLOAD_AUTO) param_tiers[0] = r->offload.param, nparam = 1;
     size_t budget = p->have / 10 * 9;
     int fits = 0;
     for (int i = 0; i < nparam && !fits; i++)
         for (int j = 0; j < nopt && !fits; j++) {
-            if (!gpu && ((nopt > 1 && !strcmp(opt_tiers[j], "cpu")) || (nparam > 1 && !strcmp(param_tiers[i], "cpu"))))
+            if (!gpu &&
+                ((nopt > 1 && opt_tiers[j] == ZT_OFFLOAD_CPU) || (nparam > 1 && param_tiers[i] == ZT_OFFLOAD_CPU)))
                 continue; /* the same memory as none */
-            if (!strcmp(param_tiers[i], "nvme") && strcmp(opt_tiers[j], "nvme")) continue;
+            if (param_tiers[i] == ZT_OFFLOAD_NVME && opt_tiers[j] != ZT_OFFLOAD_NVME) continue;
             p->param = param_tiers[i], p->optimizer = opt_tiers[j];
             if ((st = need_with(r, world, ranks_per_node, gpu, p->optimizer, p->param, &p->need))) return st;
             fits = p->need <= budget;
         }
     if (!fits)
-        return zt_fail(ZT_EUSER, "offload = \"auto\": even with offload.optimizer = \"%s\" and offload.param = \"%s\" a "
-                                 "rank needs %.1f MiB %s, and has %.1f MiB (90%% of it usable)",
-                       p->optimizer, p->param, p->need / 1048576.0, gpu ? "on its GPU" : "of memory",
-                       p->have / 1048576.0);
+        return zt_fail(ZT_EUSER,
+                       "offload = \"auto\": even with offload.optimizer = \"%s\" and offload.param = \"%s\" a "
+                       "rank needs %.1f MiB %s, and has %.1f MiB (90%% of it usable)",
+                       zt_offload_tier_names[p->optimizer], zt_offload_tier_names[p->param], p->need / 1048576.0,
+                       gpu ? "on its GPU" : "of memory", p->have / 1048576.0);
     return ZT_OK;
 }

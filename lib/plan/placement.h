@@ -13,7 +13,7 @@
  *
  *     zt_placement p;
  *     if ((st = zt_placement_decide(&r, world, ranks_per_node, &p))) return st;
- *     r.offload.optimizer = p.optimizer;   // "none", "cpu" or "nvme"
+ *     r.offload.optimizer = p.optimizer;   // none, cpu or nvme
  */
 #ifndef ZT_PLAN_PLACEMENT_H
 #define ZT_PLAN_PLACEMENT_H
@@ -24,8 +24,8 @@
 #include "lib/recipe/recipe.h"
 
 typedef struct zt_placement {
-    const char *optimizer, *param; /* the decisions (the recipe's own value where it is not "auto") */
-    size_t need, have;             /* bytes the chosen placement needs where it computes, and there are */
+    zt_offload_tier optimizer, param; /* the decisions (the recipe's own value where it is not auto) */
+    size_t need, have;                /* bytes the chosen placement needs where it computes, and there are */
 } zt_placement;
 
 /* The disk under offload.nvme_path's first directory, bytes/s (measured once per file system). */

@@ -115,15 +115,12 @@ static const char *expected(const zt_recipe_key *k)
     return "a value";
 }
 
-static bool allowed(const zt_recipe_key *k, const char *s)
+/* The index of s in an enum key's names; -1 when it is none of them. */
+static int enum_index(const zt_recipe_key *k, const char *s)
 {
-    size_t n = strlen(s);
-    for (const char *a = k->allowed; *a;) {
-        size_t m = strcspn(a, "|");
-        if (m == n && !memcmp(a, s, n)) return true;
-        a += m + (a[m] == '|');
-    }
-    return false;
+    for (int i = 0; i < k->nnames; i++)
+        if (!strcmp(k->names[i], s)) return i;
+    return -1;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -132,27 +129,38 @@ static bool ends_with(const char *s, const char *suffix)
     return n > m && !strcmp(s + n - m, suffix);
 }
 
-/* The stored form of a string value: checked against the allowed values, a path made absolute. */
+/* The stored form of a string value: a path made absolute. */
 static zt_status string_value(const source *src, const zt_recipe_key *k, const char *s, char **out)
 {
-    bool path = (k->flags & ZT_RECIPE_PATH) && s[0];
-    if (k->type == ZT_RECIPE_ENUM && !allowed(k, s)) {
-        if (!k->path_suffix || !s[0] || !ends_with(s, k->path_suffix)) {
-            char list[256];
-            size_t o = 0;
-            for (const char *a = k->allowed; *a && o < sizeof list - 1;) {
-                size_t m = strcspn(a, "|");
-                o += (size_t)snprintf(list + o, sizeof list - o, "%s%.*s", o ? ", " : "", (int)m, a);
-                a += m + (a[m] == '|');
-            }
-            return src_fail(src, k, "'%.100s' is not one of %s%s%s", s, list, k->path_suffix ? " or a file ending in " : "",
-                            k->path_suffix ? k->path_suffix : "");
-        }
-    } else if (k->type == ZT_RECIPE_ENUM) {
-        path = false;
-    }
-    if (path) return resolve_path(src, k, s, out);
+    if ((k->flags & ZT_RECIPE_PATH) && s[0]) return resolve_path(src, k, s, out);
     if (!(*out = strdup(s))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+/* Stores an enum key's value s into *value: its index in the names, or past them with the
+ * path in *path (NULL otherwise). */
+static zt_status enum_value(const source *src, const zt_recipe_key *k, const char *s, int *value, char **path)
+{
+    int i = enum_index(k, s);
+    char *p = NULL;
+    if (i < 0 && (!k->path_suffix || !s[0] || !ends_with(s, k->path_suffix))) {
+        char list[256];
+        size_t o = 0;
+        for (int j = 0; j < k->nnames && o < sizeof list - 1; j++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", j ? ", " : "", k->names[j]);
+        return src_fail(src, k, "'%.100s' is not one of %s%s%s", s, list, k->path_suffix ? " or a file ending in " : "",
+                        k->path_suffix ? k->path_suffix : "");
+    }
+    if (i < 0) {
+        zt_status st = string_value(src, k, s, &p);
+        if (st) return st;
+        i = k->nnames;
+    }
+    *value = i;
+    if (k->path_suffix) {
+        free(*path);
+        *path = p;
+    }
     return ZT_OK;
 }
 
@@ -213,10 +221,12 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
             : k->type == ZT_RECIPE_BOOL                              ? v->kind == ZT_TOML_BOOL
                                                                      : v->kind == ZT_TOML_INT;
     if (!ok) return src_fail(src, k, "expected %s, got %s", expected(k), zt_toml_kind_name(v->kind));
+    if ((k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) && strlen(v->str) != v->len)
+        return src_fail(src, k, "a string holding a NUL character");
     switch (k->type) {
-    case ZT_RECIPE_STRING:
-    case ZT_RECIPE_ENUM: {
-        if (strlen(v->str) != v->len) return src_fail(src, k, "a string holding a NUL character");
+    case ZT_RECIPE_ENUM:
+        return enum_value(src, k, v->str, dst, k->path_suffix ? (char **)((char *)r + k->path_offset) : NULL);
+    case ZT_RECIPE_STRING: {
         char *s;
         zt_status st = string_value(src, k, v->str, &s);
         if (st) return st;
@@ -592,13 +602,16 @@ static zt_status check_keys(const zt_recipe *r)
     if (r->rlhf.reward_model[0] && r->rlhf.reward_command[0])
         return key_fail(r, later(r, schema_key("rlhf", "reward_model"), schema_key("rlhf", "reward_command")),
                         "rlhf.reward_model and rlhf.reward_command are both set; use one");
-    if (strcmp(r->offload.param, "none") && strcmp(r->offload.param, "auto") && r->zero.stage != 3)
-        return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")), "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
-                        r->offload.param, r->zero.stage);
-    if (!strcmp(r->offload.param, "nvme") && strcmp(r->offload.optimizer, "nvme") && strcmp(r->offload.optimizer, "auto"))
+    if (r->offload.param != ZT_OFFLOAD_NONE && r->offload.param != ZT_OFFLOAD_AUTO && r->zero.stage != 3)
+        return key_fail(r, later(r, schema_key("offload", "param"), schema_key("zero", "stage")),
+                        "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
+                        zt_offload_tier_names[r->offload.param], r->zero.stage);
+    if (r->offload.param == ZT_OFFLOAD_NVME && r->offload.optimizer != ZT_OFFLOAD_NVME &&
+        r->offload.optimizer != ZT_OFFLOAD_AUTO)
         return key_fail(r, later(r, schema_key("offload", "param"), schema_key("offload", "optimizer")),
                         "offload.param = \"nvme\" needs offload.optimizer = \"nvme\" (it is \"%s\"): the step streams "
-                        "weights, gradients and moments through the same file", r->offload.optimizer);
+                        "weights, gradients and moments through the same file",
+                        zt_offload_tier_names[r->offload.optimizer]);
     static const char *const zeropp[] = {"quantized_weights", "hpz_partition_size", "quantized_gradients"};
     const int on[] = {r->zero.quantized_weights, r->zero.hpz_partition_size > 1, r->zero.quantized_gradients};
     for (int i = 0; i < 3; i++)
@@ -687,7 +700,8 @@ void zt_recipe_free(zt_recipe *r)
     const zt_recipe_key *s = zt_recipe_schema(&n);
     for (int i = 0; i < n; i++) {
         void *p = (char *)r + s[i].offset;
-        if (s[i].type == ZT_RECIPE_STRING || s[i].type == ZT_RECIPE_ENUM) free(*(char **)p);
+        if (s[i].type == ZT_RECIPE_STRING) free(*(char **)p);
+        if (s[i].type == ZT_RECIPE_ENUM && s[i].path_suffix) free(*(char **)((char *)r + s[i].path_offset));
         if (s[i].type == ZT_RECIPE_LIST) list_free(p);
         if (r->origin) free(r->origin[i].override);
     }

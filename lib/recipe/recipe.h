@@ -16,6 +16,12 @@
  *     zt_recipe_write_resolved(&r, "runs/tiny/recipe.resolved.toml");
  *     zt_recipe_free(&r);
  *
+ * An enum key (ZT_RECIPE_ENUM) is stored as a C enum, the value's index in the key's
+ * names; the modules a key configures define its enum and names (zt_dtype, zt_device,
+ * zt_data_format, zt_offload_tier, ...), the recipe those of the keys only it reads. A key
+ * that also takes a path (train.resume, tokenizer.chat_template) stores the value one past
+ * its names for a path, and the path beside it.
+ *
  * Paths come out absolute: relative paths in the file resolve against the
  * file's directory, those given as overrides against the current directory,
  * and `~/` is $HOME. An empty tokenizer.path becomes model.path; an empty
@@ -30,7 +36,42 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/backend/backend.h"
+#include "lib/core/dtype.h"
 #include "lib/core/status.h"
+#include "lib/data/formats.h"
+#include "lib/data/template.h"
+#include "lib/offload/offload.h"
+#include "lib/optim/schedule.h"
+
+/* tokenizer.chat_template: auto, a named template (lib/data/template.h), or a .jinja file */
+typedef enum zt_chat_template {
+    ZT_TEMPLATE_AUTO,
+    ZT_TEMPLATE_CHATML,
+    ZT_TEMPLATE_LLAMA2,
+    ZT_TEMPLATE_LLAMA3,
+    ZT_TEMPLATE_MISTRAL,
+    ZT_TEMPLATE_ZEPHYR,
+    ZT_TEMPLATE_ALPACA,
+    ZT_TEMPLATE_FILE, /* tokenizer.chat_template_path */
+} zt_chat_template;
+extern const char *const zt_chat_template_names[ZT_TEMPLATE_FILE];
+
+/* train.resume */
+typedef enum zt_resume {
+    ZT_RESUME_AUTO,  /* from the newest complete checkpoint in output.dir, if any */
+    ZT_RESUME_NEVER, /* a fresh start */
+    ZT_RESUME_PATH,  /* from the checkpoint train.resume_path */
+} zt_resume;
+extern const char *const zt_resume_names[ZT_RESUME_PATH];
+
+/* rlhf.algorithm */
+typedef enum zt_rlhf_algorithm { ZT_RLHF_DPO, ZT_RLHF_REWARD, ZT_RLHF_PPO, ZT_RLHF_GRPO } zt_rlhf_algorithm;
+extern const char *const zt_rlhf_algorithm_names[4];
+
+/* rlhf.loss_type (DPO) */
+typedef enum zt_rlhf_loss { ZT_RLHF_SIGMOID, ZT_RLHF_IPO } zt_rlhf_loss;
+extern const char *const zt_rlhf_loss_names[2];
 
 typedef struct zt_strlist {
     char **items;
@@ -39,22 +80,23 @@ typedef struct zt_strlist {
 
 typedef struct zt_recipe {
     struct {
-        char *path;  /* HF-format model directory */
-        char *dtype; /* fp32 | bf16 | fp16 */
+        char *path;     /* HF-format model directory */
+        zt_dtype dtype; /* fp32 | bf16 | fp16 */
         bool activation_checkpointing;
-        char *device; /* auto | cpu | cuda */
+        zt_device device;
     } model;
     struct {
-        char *path;          /* tokenizer directory or file (model.path when not given) */
-        char *chat_template; /* auto | chatml | llama2 | llama3 | mistral | zephyr | alpaca | a .jinja path */
+        char *path; /* tokenizer directory or file (model.path when not given) */
+        zt_chat_template chat_template;
+        char *chat_template_path; /* the .jinja file (ZT_TEMPLATE_FILE), else NULL */
     } tokenizer;
     struct {
         zt_strlist train, valid; /* JSONL paths */
         double valid_split;      /* fraction of train held out, 0..0.5 */
-        char *format;            /* text | chat | instruct | preference | prompt | tokens */
-        int max_length;          /* tokens */
+        zt_data_format format;
+        int max_length; /* tokens */
         bool packing;
-        char *train_on; /* assistant | all | last */
+        zt_train_on train_on;
         bool shuffle;
         char *cache_dir;
         bool skip_bad_lines;
@@ -65,7 +107,7 @@ typedef struct zt_recipe {
         int micro_batch_size;
         int gradient_accumulation_steps;
         double learning_rate;
-        char *lr_scheduler_type; /* cosine | linear | constant | wsd */
+        zt_schedule_type lr_scheduler_type;
         int64_t warmup_steps;
         double warmup_ratio;
         double decay_ratio;
@@ -76,7 +118,8 @@ typedef struct zt_recipe {
         int64_t seed;
         int64_t logging_steps, eval_steps, save_steps;
         int save_total_limit;
-        char *resume; /* auto | never | a checkpoint path */
+        zt_resume resume;
+        char *resume_path; /* the checkpoint (ZT_RESUME_PATH), else NULL */
         bool resume_force;
         double collective_timeout_s;
     } train;
@@ -98,9 +141,8 @@ typedef struct zt_recipe {
         int64_t reduce_bucket_size; /* elements */
     } zero;
     struct {
-        char *optimizer;   /* none | cpu | nvme | auto */
-        char *param;       /* none | cpu | nvme | auto */
-        char *activations; /* none | cpu | nvme */
+        zt_offload_tier optimizer, param;
+        zt_offload_tier activations; /* none, cpu or nvme */
         zt_strlist nvme_path;
         int64_t max_pinned_bytes;
         struct {
@@ -114,9 +156,9 @@ typedef struct zt_recipe {
         bool tensorboard;
     } output;
     struct {
-        char *algorithm; /* dpo | reward | ppo | grpo */
+        zt_rlhf_algorithm algorithm;
         double beta;
-        char *loss_type; /* DPO: sigmoid | ipo */
+        zt_rlhf_loss loss_type; /* DPO */
         double label_smoothing;
         int ppo_epochs;
         char *reference, *reward_model, *reward_command;
@@ -133,7 +175,7 @@ typedef struct zt_recipe {
 
 typedef enum zt_recipe_type {
     ZT_RECIPE_STRING, /* char * */
-    ZT_RECIPE_ENUM,   /* char *: one of `allowed` (or a path, see path_suffix) */
+    ZT_RECIPE_ENUM,   /* an enum: the index of the value in `names` (or a path, see path_suffix) */
     ZT_RECIPE_LIST,   /* zt_strlist: a string or an array of strings */
     ZT_RECIPE_INT,    /* int */
     ZT_RECIPE_INT64,  /* int64_t */
@@ -155,10 +197,12 @@ typedef struct zt_recipe_key {
     unsigned flags;
     const char *def;         /* the default, written as an override value would be */
     double min, max;         /* numeric range, inclusive unless MIN_OPEN / MAX_OPEN */
-    const char *allowed;     /* ENUM: "fp32|bf16|fp16" */
+    const char *const *names; /* ENUM: the allowed values, indexed by the enum ({"fp32", "bf16", "fp16"}) */
+    int nnames;
     const char *path_suffix; /* ENUM: another value ending in this is a path ("" any); NULL: none */
     const char *doc;
-    size_t offset; /* of the value in zt_recipe */
+    size_t offset;      /* of the value in zt_recipe */
+    size_t path_offset; /* ENUM with path_suffix: of the path (char *), the enum then being nnames */
 } zt_recipe_key;
 
 /* Fills r: defaults, then the file at path (may be NULL), then the overrides
@@ -188,6 +232,13 @@ const zt_recipe_key *zt_recipe_find(const char *section, const char *key);
 
 /* The allowed range of a numeric key as text: "[0, 1)", ">= 1", "" when unbounded. */
 const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap);
+
+/* The text of an enum key's value in r: its name, or its path. */
+const char *zt_recipe_enum_text(const zt_recipe *r, const zt_recipe_key *k);
+/* tokenizer.chat_template as lib/data/template.h's zt_template_load takes it: a name or a path. */
+const char *zt_recipe_chat_template(const zt_recipe *r);
+/* The offload section's file settings (offload.nvme_path, offload.aio, offload.max_pinned_bytes). */
+zt_offload_io zt_recipe_offload_io(const zt_recipe *r);
 
 /* Writes the value of k in r as a TOML value ("bf16" quoted, 2e-05, ["a", "b"]). */
 void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k);

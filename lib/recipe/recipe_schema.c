@@ -10,17 +10,24 @@
 /* a table laid out by hand */
 /* clang-format off */
 #define AT(field, T) _Generic(((zt_recipe *)0)->field, T: offsetof(zt_recipe, field))
+/* An enum field, stored and read as an int: it must be int-sized (a mismatch does not compile). */
+#define AT_ENUM(field, T) (AT(field, T) + 0 * sizeof(char[sizeof(((zt_recipe *)0)->field) == sizeof(int) ? 1 : -1]))
+#define COUNT(names) ((int)(sizeof names / sizeof names[0]))
 
-#define STR(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_STRING, flags, def, 0, 0, NULL, NULL, doc, AT(field, char *)}
-#define ENUM(sec, key, field, flags, def, allowed, suffix, doc) \
-    {sec, key, ZT_RECIPE_ENUM, flags, def, 0, 0, allowed, suffix, doc, AT(field, char *)}
-#define LIST(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_LIST, flags, def, 0, 0, NULL, NULL, doc, AT(field, zt_strlist)}
-#define INT(sec, key, field, flags, def, lo, hi, doc) {sec, key, ZT_RECIPE_INT, flags, def, lo, hi, NULL, NULL, doc, AT(field, int)}
+#define STR(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_STRING, flags, def, 0, 0, NULL, 0, NULL, doc, AT(field, char *), 0}
+/* An enum key whose values are the first n of names. */
+#define ENUM(sec, key, field, T, flags, def, names, n, doc) \
+    {sec, key, ZT_RECIPE_ENUM, flags, def, 0, 0, names, n, NULL, doc, AT_ENUM(field, T), 0}
+/* An enum key that also takes a path (one ending in suffix; "" any), kept in path_field. */
+#define ENUM_OR_PATH(sec, key, field, T, path_field, flags, def, names, suffix, doc) \
+    {sec, key, ZT_RECIPE_ENUM, flags, def, 0, 0, names, COUNT(names), suffix, doc, AT_ENUM(field, T), AT(path_field, char *)}
+#define LIST(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_LIST, flags, def, 0, 0, NULL, 0, NULL, doc, AT(field, zt_strlist), 0}
+#define INT(sec, key, field, flags, def, lo, hi, doc) {sec, key, ZT_RECIPE_INT, flags, def, lo, hi, NULL, 0, NULL, doc, AT(field, int), 0}
 #define I64(sec, key, field, flags, def, lo, hi, doc) \
-    {sec, key, ZT_RECIPE_INT64, flags, def, lo, hi, NULL, NULL, doc, AT(field, int64_t)}
+    {sec, key, ZT_RECIPE_INT64, flags, def, lo, hi, NULL, 0, NULL, doc, AT(field, int64_t), 0}
 #define FLT(sec, key, field, flags, def, lo, hi, doc) \
-    {sec, key, ZT_RECIPE_FLOAT, flags, def, lo, hi, NULL, NULL, doc, AT(field, double)}
-#define BOOL(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_BOOL, flags, def, 0, 0, NULL, NULL, doc, AT(field, bool)}
+    {sec, key, ZT_RECIPE_FLOAT, flags, def, lo, hi, NULL, 0, NULL, doc, AT(field, double), 0}
+#define BOOL(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_BOOL, flags, def, 0, 0, NULL, 0, NULL, doc, AT(field, bool), 0}
 
 #define PATH ZT_RECIPE_PATH
 #define DATA ZT_RECIPE_DATA
@@ -29,29 +36,39 @@
 #define NOMAX INFINITY
 #define IMAX ((double)INT_MAX)
 
+/* The values of the keys only the recipe's readers know (recipe.h); the other enum keys
+ * take the names of the modules they configure. */
+const char *const zt_chat_template_names[ZT_TEMPLATE_FILE] = {"auto",    "chatml", "llama2", "llama3",
+                                                              "mistral", "zephyr", "alpaca"};
+const char *const zt_resume_names[ZT_RESUME_PATH] = {"auto", "never"};
+const char *const zt_rlhf_algorithm_names[4] = {"dpo", "reward", "ppo", "grpo"};
+const char *const zt_rlhf_loss_names[2] = {"sigmoid", "ipo"};
+
 static const zt_recipe_key schema[] = {
     STR("model", "path", model.path, PATH | DATA, "",
         "HF-format model directory: config.json, *.safetensors (+ index), tokenizer files; required"),
-    ENUM("model", "dtype", model.dtype, 0, "bf16", "fp32|bf16|fp16", NULL,
+    ENUM("model", "dtype", model.dtype, zt_dtype, 0, "bf16", zt_dtype_names, 3,
          "compute dtype and 16-bit weight copy; master weights stay fp32"),
     BOOL("model", "activation_checkpointing", model.activation_checkpointing, 0, "true",
          "keep only each layer's input and recompute the rest in the backward pass"),
-    ENUM("model", "device", model.device, 0, "auto", "auto|cpu|cuda", NULL, "where to compute; auto takes a GPU when there is one"),
+    ENUM("model", "device", model.device, zt_device, 0, "auto", zt_device_names, 3,
+         "where to compute; auto takes a GPU when there is one"),
 
     STR("tokenizer", "path", tokenizer.path, PATH | DATA, "",
         "tokenizer directory or file (tokenizer.json preferred over tokenizer.model); empty: model.path"),
-    ENUM("tokenizer", "chat_template", tokenizer.chat_template, PATH | DATA, "auto", "auto|chatml|llama2|llama3|mistral|zephyr|alpaca",
-         ".jinja", "chat template; auto takes the one in tokenizer_config.json (an error if it has none)"),
+    ENUM_OR_PATH("tokenizer", "chat_template", tokenizer.chat_template, zt_chat_template, tokenizer.chat_template_path,
+                 PATH | DATA, "auto", zt_chat_template_names, ".jinja",
+                 "chat template; auto takes the one in tokenizer_config.json (an error if it has none)"),
 
     LIST("data", "train", data.train, PATH | DATA, "[]", "training data: a JSONL path or a list of them; required for training"),
     LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL path or a list of them"),
     FLT("data", "valid_split", data.valid_split, DATA, "0", 0, 0.5,
         "fraction of data.train held out for validation, instead of data.valid"),
-    ENUM("data", "format", data.format, DATA, "chat", "text|chat|instruct|preference|prompt|tokens", NULL,
+    ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 6,
          "the JSONL fields: see the data formats in docs"),
     INT("data", "max_length", data.max_length, DATA, "2048", 1, IMAX, "tokens per sequence; longer examples are split or truncated"),
     BOOL("data", "packing", data.packing, DATA, "true", "pack examples into full sequences (never attending across documents)"),
-    ENUM("data", "train_on", data.train_on, DATA, "assistant", "assistant|all|last", NULL,
+    ENUM("data", "train_on", data.train_on, zt_train_on, DATA, "assistant", zt_train_on_names, 3,
          "which tokens carry loss in chat data: assistant turns, all, the last assistant turn"),
     BOOL("data", "shuffle", data.shuffle, DATA, "true", "shuffle examples; false keeps file order"),
     STR("data", "cache_dir", data.cache_dir, PATH, "~/.cache/zt", "tokenized cache and DPO reference log-probs (locked while built)"),
@@ -64,7 +81,7 @@ static const zt_recipe_key schema[] = {
     INT("train", "gradient_accumulation_steps", train.gradient_accumulation_steps, 0, "1", 1, IMAX,
         "micro-batches per optimizer step"),
     FLT("train", "learning_rate", train.learning_rate, 0, "2e-5", 0, NOMAX, "peak learning rate"),
-    ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, 0, "cosine", "cosine|linear|constant|wsd", NULL,
+    ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, zt_schedule_type, 0, "cosine", zt_schedule_names, 4,
          "learning rate schedule after warmup (wsd: warmup, stable, decay)"),
     I64("train", "warmup_steps", train.warmup_steps, 0, "0", 0, NOMAX, "linear warmup steps (or warmup_ratio, not both)"),
     FLT("train", "warmup_ratio", train.warmup_ratio, 0, "0", 0, 1, "warmup as a fraction of all steps (or warmup_steps, not both)"),
@@ -80,7 +97,7 @@ static const zt_recipe_key schema[] = {
     I64("train", "eval_steps", train.eval_steps, 0, "0", 0, NOMAX, "evaluate every N optimizer steps; 0: never during training"),
     I64("train", "save_steps", train.save_steps, 0, "0", 0, NOMAX, "checkpoint every N optimizer steps; 0: no periodic checkpoints"),
     INT("train", "save_total_limit", train.save_total_limit, 0, "2", 0, IMAX, "checkpoints to keep (oldest removed first); 0: keep all"),
-    ENUM("train", "resume", train.resume, PATH, "auto", "auto|never", "",
+    ENUM_OR_PATH("train", "resume", train.resume, zt_resume, train.resume_path, PATH, "auto", zt_resume_names, "",
          "auto: from the newest complete checkpoint in output.dir; never; or a checkpoint directory"),
     BOOL("train", "resume_force", train.resume_force, 0, "false", "resume even if the data-defining keys changed"),
     FLT("train", "collective_timeout_s", train.collective_timeout_s, LO_OPEN, "300", 0, NOMAX,
@@ -110,10 +127,12 @@ static const zt_recipe_key schema[] = {
         "memory-centric tiling: stage 3 gathers an untied LM head in this many vocabulary tiles, one at a time"),
     I64("zero", "reduce_bucket_size", zero.reduce_bucket_size, 0, "50000000", 1, NOMAX, "elements per gradient reduction bucket"),
 
-    ENUM("offload", "optimizer", offload.optimizer, 0, "none", "none|cpu|nvme|auto", NULL, "where the optimizer state lives"),
-    ENUM("offload", "param", offload.param, 0, "none", "none|cpu|nvme|auto", NULL,
+    ENUM("offload", "optimizer", offload.optimizer, zt_offload_tier, 0, "none", zt_offload_tier_names, 4,
+         "where the optimizer state lives"),
+    ENUM("offload", "param", offload.param, zt_offload_tier, 0, "none", zt_offload_tier_names, 4,
          "where parameters live (auto: placement from bandwidth); needs zero.stage = 3"),
-    ENUM("offload", "activations", offload.activations, 0, "none", "none|cpu|nvme", NULL, "where checkpointed layer inputs live"),
+    ENUM("offload", "activations", offload.activations, zt_offload_tier, 0, "none", zt_offload_tier_names, 3,
+         "where checkpointed layer inputs live"),
     LIST("offload", "nvme_path", offload.nvme_path, PATH, "[\"/local_nvme\"]", "NVMe directory or list of them (files striped across)"),
     I64("offload", "max_pinned_bytes", offload.max_pinned_bytes, 0, "4294967296", 0, NOMAX, "bound on pinned/locked staging buffers"),
     I64("offload.aio", "block_size", offload.aio.block_size, 0, "1048576", 4096, NOMAX, "bytes per I/O request; a multiple of 4096"),
@@ -123,9 +142,9 @@ static const zt_recipe_key schema[] = {
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
 
-    ENUM("rlhf", "algorithm", rlhf.algorithm, 0, "dpo", "dpo|reward|ppo|grpo", NULL, "preference or reinforcement learning algorithm"),
+    ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 4, "preference or reinforcement learning algorithm"),
     FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
-    ENUM("rlhf", "loss_type", rlhf.loss_type, 0, "sigmoid", "sigmoid|ipo", NULL, "DPO loss: sigmoid (DPO) or ipo (IPO)"),
+    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "sigmoid", zt_rlhf_loss_names, 2, "DPO loss: sigmoid (DPO) or ipo (IPO)"),
     FLT("rlhf", "label_smoothing", rlhf.label_smoothing, HI_OPEN, "0.0", 0, 0.5, "DPO: assumed fraction of flipped preference labels (sigmoid loss)"),
     INT("rlhf", "ppo_epochs", rlhf.ppo_epochs, 0, "1", 1, IMAX, "PPO / GRPO: optimizer passes over each batch of generations"),
     STR("rlhf", "reference", rlhf.reference, PATH, "", "reference model directory; empty: the starting model"),
@@ -161,6 +180,29 @@ const zt_recipe_key *zt_recipe_find(const char *section, const char *key)
     return NULL;
 }
 
+const char *zt_recipe_enum_text(const zt_recipe *r, const zt_recipe_key *k)
+{
+    int v = *(const int *)((const char *)r + k->offset);
+    if (v < k->nnames) return k->names[v];
+    return *(char *const *)((const char *)r + k->path_offset);
+}
+
+const char *zt_recipe_chat_template(const zt_recipe *r)
+{
+    return zt_recipe_enum_text(r, zt_recipe_find("tokenizer", "chat_template"));
+}
+
+zt_offload_io zt_recipe_offload_io(const zt_recipe *r)
+{
+    return (zt_offload_io){
+        .nvme_paths = (const char *const *)r->offload.nvme_path.items,
+        .npaths = r->offload.nvme_path.n,
+        .block_size = (size_t)r->offload.aio.block_size,
+        .queue_depth = r->offload.aio.queue_depth,
+        .max_pinned_bytes = (size_t)r->offload.max_pinned_bytes,
+    };
+}
+
 const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap)
 {
     bool lo_open = k->flags & ZT_RECIPE_MIN_OPEN, hi_open = k->flags & ZT_RECIPE_MAX_OPEN;
@@ -194,12 +236,7 @@ static void write_key_row(FILE *f, const zt_recipe_key *k)
     else write_cell(f, k->def);
     fputs("` | ", f);
     if (k->type == ZT_RECIPE_ENUM) {
-        const char *a = k->allowed;
-        for (bool first = true; *a; first = false) {
-            size_t n = strcspn(a, "|");
-            fprintf(f, "%s`%.*s`", first ? "" : ", ", (int)n, a);
-            a += n + (a[n] == '|');
-        }
+        for (int i = 0; i < k->nnames; i++) fprintf(f, "%s`%s`", i ? ", " : "", k->names[i]);
         if (k->path_suffix) fprintf(f, k->path_suffix[0] ? ", or a `%s` file" : ", or a path%s", k->path_suffix);
     } else {
         char range[64];

@@ -29,7 +29,8 @@ void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k)
     switch (k->type) {
     case ZT_RECIPE_STRING:
     case ZT_RECIPE_ENUM: {
-        const char *s = *(char *const *)p ? *(char *const *)p : "";
+        const char *s = k->type == ZT_RECIPE_ENUM ? zt_recipe_enum_text(r, k) : *(char *const *)p;
+        if (!s) s = "";
         zt_toml_write_string(f, s, strlen(s));
         break;
     }

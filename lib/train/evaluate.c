@@ -49,7 +49,7 @@ zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r,
 
 typedef struct accuracy_ctx {
     zt_generator *g;
-    const char *format;
+    zt_data_format format;
     int64_t max, seen, right;
 } accuracy_ctx;
 
@@ -89,7 +89,8 @@ static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eva
 {
     if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
     zt_generator g;
-    zt_status st = zt_generator_open(&g, model_dir, r->tokenizer.chat_template, r->data.max_length + r->eval.max_new_tokens);
+    zt_status st =
+        zt_generator_open(&g, model_dir, zt_recipe_chat_template(r), r->data.max_length + r->eval.max_new_tokens);
     if (st) return st;
     g.max_new_tokens = r->eval.max_new_tokens;
     accuracy_ctx a = {.g = &g, .format = r->data.format, .max = r->eval.max_examples};
@@ -115,8 +116,8 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
 {
     out->accuracy = NAN;
     out->answered = 0;
-    if (!strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt"))
-        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", r->data.format);
+    if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
+        return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", zt_data_format_names[r->data.format]);
     zt_llama m;
     zt_dataset train, valid;
     zt_data_tools d;
@@ -134,7 +135,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     }
     zt_data_tools_close(&d);
     zt_llama_free(&m);
-    int chat = !strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct");
+    int chat = r->data.format == ZT_DATA_CHAT || r->data.format == ZT_DATA_INSTRUCT;
     if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);
     return st;
 }

@@ -29,8 +29,8 @@ static zt_status build_entry(void *ctx, zt_dataset *ds)
 static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths)
 {
     char opts[256], side[4096];
-    snprintf(opts, sizeof opts, "zt-tokens-3|%s|%s|%d|%d|%d", r->data.format, r->data.train_on, r->data.max_length,
-             r->data.packing, r->data.skip_bad_lines);
+    snprintf(opts, sizeof opts, "zt-tokens-3|%s|%s|%d|%d|%d", zt_data_format_names[r->data.format],
+             zt_train_on_names[r->data.train_on], r->data.max_length, r->data.packing, r->data.skip_bad_lines);
     zt_cache_key_init(k);
     zt_cache_key_add_str(k, opts);
     zt_status st = zt_cache_key_add_file(k, zt_tokenizer_path(d->tok));
@@ -82,7 +82,7 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_to
 {
     int64_t skipped = 0;
     zt_status st;
-    if (!strcmp(r->data.format, "tokens"))
+    if (r->data.format == ZT_DATA_TOKENS)
         st = zt_tokens_load(ds, paths->items, paths->n, vocab_size, r->data.skip_bad_lines, &skipped);
     else
         st = load_formatted(ds, r, d, paths, &skipped);
@@ -103,7 +103,7 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
         *train = (zt_dataset){0}; /* all owns the examples now: freed once, whatever the split returns */
-        int group = strcmp(r->data.format, "preference") ? 1 : 2; /* pairs stay whole */
+        int group = r->data.format == ZT_DATA_PREFERENCE ? 2 : 1; /* pairs stay whole */
         st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
         zt_dataset_free(&all);
     }

@@ -40,11 +40,12 @@ static zt_status find_resume(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     t->resume_from[0] = 0;
-    if (!strcmp(r->train.resume, "never")) return ZT_OK;
-    if (strcmp(r->train.resume, "auto")) {
-        if (!zt_state_is_done(r->train.resume))
-            return zt_fail(ZT_EUSER, "train.resume: '%s' is not a complete checkpoint (no DONE marker)", r->train.resume);
-        snprintf(t->resume_from, sizeof t->resume_from, "%s", r->train.resume);
+    if (r->train.resume == ZT_RESUME_NEVER) return ZT_OK;
+    if (r->train.resume == ZT_RESUME_PATH) {
+        if (!zt_state_is_done(r->train.resume_path))
+            return zt_fail(ZT_EUSER, "train.resume: '%s' is not a complete checkpoint (no DONE marker)",
+                           r->train.resume_path);
+        snprintf(t->resume_from, sizeof t->resume_from, "%s", r->train.resume_path);
         return ZT_OK;
     }
     int found;
@@ -60,7 +61,7 @@ static zt_status restart_killed(zt_trainer *t, int *overwrite)
     const zt_recipe *r = t->r;
     char *resolved;
     int restart = 0;
-    if (*overwrite || strcmp(r->train.resume, "auto")) return ZT_OK;
+    if (*overwrite || r->train.resume != ZT_RESUME_AUTO) return ZT_OK;
     zt_status st = zt_recipe_resolved_text(r, &resolved);
     if (st) return st;
     st = zt_rundir_is_restart(r->output.dir, resolved, &restart);
@@ -139,24 +140,26 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
 static zt_status place(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
-    if (strcmp(r->offload.optimizer, "auto") && strcmp(r->offload.param, "auto")) return ZT_OK;
+    if (r->offload.optimizer != ZT_OFFLOAD_AUTO && r->offload.param != ZT_OFFLOAD_AUTO) return ZT_OK;
     zt_placement p;
     int world = t->comm ? zt_comm_size(t->comm) : 1, per_node = t->comm ? zt_comm_ranks_per_node(t->comm) : 1;
     zt_status st = zt_placement_decide(r, world, per_node, &p);
     if (st) return st;
-    t->placed = *r;
-    t->placed.offload.optimizer = (char *)p.optimizer;
-    t->placed.offload.param = (char *)p.param;
+    t->placed = *r; /* shares r's strings: only the decided enums differ */
+    t->placed.offload.optimizer = p.optimizer;
+    t->placed.offload.param = p.param;
     t->r = &t->placed;
     if (t->lead)
         zt_log_info("offload = \"auto\": optimizer state %s, weights %s (%.1f of %.1f MiB where it computes)",
-                    p.optimizer, p.param, p.need / 1048576.0, p.have / 1048576.0);
+                    zt_offload_tier_names[p.optimizer], zt_offload_tier_names[p.param], p.need / 1048576.0,
+                    p.have / 1048576.0);
     return ZT_OK;
 }
 
 zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
 {
-    int param = !strcmp(r->offload.param, "nvme") ? 2 : strcmp(r->offload.param, "none") != 0;
+    int param = r->offload.param == ZT_OFFLOAD_NVME ? 2 : r->offload.param != ZT_OFFLOAD_NONE;
+    zt_offload_io io = zt_recipe_offload_io(r);
     return (zt_zero_options){
         .stage = r->zero.stage,
         .prefetch_layers = r->zero.prefetch_layers,
@@ -167,14 +170,14 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
         .quantized_gradients = r->zero.quantized_gradients,
         .error_feedback = r->zero.quantized_gradients_error_feedback,
         .measure_quant = r->zero.measure_quantization,
-        .host_optimizer = strcmp(r->offload.optimizer, "none") != 0,
+        .host_optimizer = r->offload.optimizer != ZT_OFFLOAD_NONE,
         .host_params = param,
-        .nvme_paths = (const char *const *)r->offload.nvme_path.items,
-        .nvme_npaths = r->offload.nvme_path.n,
+        .nvme_paths = io.nvme_paths,
+        .nvme_npaths = io.npaths,
         .swap_kind = "params",
-        .aio_block = (size_t)r->offload.aio.block_size,
-        .aio_depth = r->offload.aio.queue_depth,
-        .swap_chunk = zt_optstate_chunk_bytes(r, 0, 4),
+        .aio_block = io.block_size,
+        .aio_depth = io.queue_depth,
+        .swap_chunk = zt_optstate_chunk_bytes(&io, 0, 4),
     };
 }
 
@@ -231,10 +234,14 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if (t->comm && (st = zt_recipe_check_world(r, zt_comm_size(t->comm), zt_comm_ranks_per_node(t->comm)))) return st;
     t->T = r->data.max_length;
     if ((st = open_model(t)) || (st = t->algo->open(t))) return st;
-    if (strcmp(r->offload.activations, "none")) { /* the checkpointed layer inputs go to host memory or a file */
+    if (r->offload.activations != ZT_OFFLOAD_NONE) { /* the checkpointed layer inputs go to host memory or a file */
         char name[160];
         zt_aio_scratch_name(name, sizeof name, t->zero.rank, "acts");
-        if ((st = zt_actstore_open(&t->acts, r, &t->m, name))) return st;
+        zt_actstore_options o = {.tier = r->offload.activations,
+                                 .checkpointing = r->model.activation_checkpointing,
+                                 .tokens = (size_t)r->train.micro_batch_size * r->data.max_length,
+                                 .io = zt_recipe_offload_io(r)};
+        if ((st = zt_actstore_open(&t->acts, &o, &t->m, name))) return st;
         t->m.act_store = &t->acts.hooks;
     }
     zt_trainer_state prev = {.step = -1};
@@ -253,13 +260,14 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if ((st = zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
                                r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
         return st;
-    if ((st = zt_optstate_open(&t->opt, r, &t->zero, "optim"))) return st;
+    zt_offload_io io = zt_recipe_offload_io(r);
+    if ((st = zt_optstate_open(&t->opt, r->offload.optimizer, &io, &t->zero, "optim"))) return st;
     t->start_step = 1;
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
     zt_log_info("model '%s': %zu parameters, %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens on %d "
                 "rank(s), ZeRO stage %d",
-                r->model.path, t->m.numel, t->m.L, r->model.dtype, t->m.be->name,
+                r->model.path, t->m.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
                 t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
                 t->zero.world, t->zero.stage);
     return ZT_OK;
@@ -401,10 +409,9 @@ static zt_status read_weights(void *ctx, float *dst, size_t first, size_t n)
 static zt_status save_final(zt_trainer *t)
 {
     char dir[4096 + 64], src[4096 + 64], dst[8192];
-    zt_dtype dtype;
+    zt_dtype dtype = t->r->model.dtype;
     zt_status st = zt_rundir_path(&t->rd, dir, sizeof dir, "final");
     if (st) return st;
-    zt_dtype_parse(t->r->model.dtype, &dtype);
     st = saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
                             : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
     if (st) return st;

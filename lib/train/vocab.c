@@ -21,14 +21,14 @@ static const struct {
 zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
 {
     memset(d, 0, sizeof *d);
-    if (!strcmp(r->data.format, "tokens")) return ZT_OK;
+    zt_data_format f = r->data.format;
+    if (f == ZT_DATA_TOKENS) return ZT_OK;
     zt_status st = zt_tokenizer_open(&d->tok, r->tokenizer.path);
-    int needs = !strcmp(r->data.format, "chat") || !strcmp(r->data.format, "instruct");
-    int may = !strcmp(r->data.format, "preference") || !strcmp(r->data.format, "prompt");
+    int needs = f == ZT_DATA_CHAT || f == ZT_DATA_INSTRUCT, may = f == ZT_DATA_PREFERENCE || f == ZT_DATA_PROMPT;
     if (!st && (needs || may)) {
-        st = zt_template_load(&d->tmpl, r->tokenizer.chat_template, r->tokenizer.path);
+        st = zt_template_load(&d->tmpl, zt_recipe_chat_template(r), r->tokenizer.path);
         /* preference and prompt data need a template only for message lists: without one they stay text */
-        if (st && may && !strcmp(r->tokenizer.chat_template, "auto")) st = ZT_OK, d->tmpl = NULL;
+        if (st && may && r->tokenizer.chat_template == ZT_TEMPLATE_AUTO) st = ZT_OK, d->tmpl = NULL;
     }
     if (st) zt_data_tools_close(d);
     return st;

@@ -8,17 +8,18 @@
 
 #include "lib/ckpt/state.h"
 
-size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n, int narrays)
+size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays)
 {
     /* three chunks of each array within offload.max_pinned_bytes, at most 64 MiB an array */
-    size_t chunk = (size_t)r->offload.max_pinned_bytes / (3 * (size_t)narrays), whole = zt_aio_round(n * sizeof(float));
+    size_t chunk = io->max_pinned_bytes / (3 * (size_t)narrays), whole = zt_aio_round(n * sizeof(float));
     if (chunk > ((size_t)64 << 20)) chunk = (size_t)64 << 20;
     if (n && chunk > whole) chunk = whole;
-    if (chunk < (size_t)r->offload.aio.block_size) chunk = (size_t)r->offload.aio.block_size;
+    if (chunk < io->block_size) chunk = io->block_size;
     return chunk;
 }
 
-zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind)
+zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
+                           const char *kind)
 {
     memset(o, 0, sizeof *o);
     o->z = z;
@@ -27,19 +28,18 @@ zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z,
         o->swap = z->swap, o->aio = z->aio;
         return ZT_OK;
     }
-    if (strcmp(r->offload.optimizer, "nvme")) {
+    if (tier != ZT_OFFLOAD_NVME) {
         o->m = z->be->alloc(z->be, (n + 1) * sizeof(float));
         o->v = z->be->alloc(z->be, (n + 1) * sizeof(float));
         return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", z->be->name);
     }
-    zt_status st = zt_aio_open(&o->aio, (size_t)r->offload.aio.block_size, r->offload.aio.queue_depth);
+    zt_status st = zt_aio_open(&o->aio, io->block_size, io->queue_depth);
     if (st) return st;
-    size_t chunk = zt_optstate_chunk_bytes(r, n, 2);
+    size_t chunk = zt_optstate_chunk_bytes(io, n, 2);
     char name[160];
     zt_aio_scratch_name(name, sizeof name, z->rank, kind);
     o->swap = &o->own_swap;
-    st = zt_swap_open(o->swap, o->aio, (const char *const *)r->offload.nvme_path.items, r->offload.nvme_path.n, name, n,
-                      chunk, 2, NULL, 0);
+    st = zt_swap_open(o->swap, o->aio, io->nvme_paths, io->npaths, name, n, chunk, 2, NULL, 0);
     uint64_t rd, wr; /* the file's first zeros are not a step's I/O */
     if (!st) zt_aio_take_bytes(o->aio, &rd, &wr);
     return st;

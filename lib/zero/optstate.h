@@ -4,7 +4,7 @@
  * also holds the weights and the gradient: the step streams all four.
  *
  *     zt_optstate o;
- *     zt_optstate_open(&o, recipe, &zero, "optim");
+ *     zt_optstate_open(&o, ZT_OFFLOAD_NVME, &io, &zero, "optim");
  *     zt_optstate_step(&o, &model, &hyper, clip_coef);   // AdamW on zero.master
  *     zt_optstate_save(&o, ckpt_dir);                   // this rank's shard
  *     zt_optstate_restore(&o, ckpt_dir, numel);         // moments (and stage 3's weights) back
@@ -13,9 +13,9 @@
 #ifndef ZT_ZERO_OPTSTATE_H
 #define ZT_ZERO_OPTSTATE_H
 
+#include "lib/offload/offload.h"
 #include "lib/offload/swap.h"
 #include "lib/optim/adamw.h"
-#include "lib/recipe/recipe.h"
 #include "lib/zero/zero.h"
 
 typedef struct zt_optstate {
@@ -26,14 +26,15 @@ typedef struct zt_optstate {
     zt_swap own_swap;
 } zt_optstate;
 
-/* offload.optimizer: none or cpu keep the moments in memory (on the CPU backend host memory
- * is the compute memory), nvme in a swap file under offload.nvme_path. */
 /* Bytes of each array per chunk of the swap file, for n elements of narrays arrays (m and v,
  * 2, or also the weights and gradient, 4): three chunks of each are in memory, the buffers
- * offload.max_pinned_bytes bounds. */
-size_t zt_optstate_chunk_bytes(const zt_recipe *r, size_t n, int narrays); /* n = 0: any size */
-/* kind names the NVMe swap file (two optimizers of one process need two names). */
-zt_status zt_optstate_open(zt_optstate *o, const zt_recipe *r, const zt_zero *z, const char *kind);
+ * io->max_pinned_bytes bounds. */
+size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays); /* n = 0: any size */
+/* tier (offload.optimizer): none or cpu keep the moments in memory (on the CPU backend host
+ * memory is the compute memory), nvme in a swap file under io's directories. kind names the
+ * NVMe swap file (two optimizers of one process need two names). */
+zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
+                           const char *kind);
 void zt_optstate_close(zt_optstate *o);
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef);
 zt_status zt_optstate_save(zt_optstate *o, const char *ckpt_dir);

@@ -16,8 +16,9 @@
 #include "lib/data/tokens.h"
 #include "tests/fuzz/fuzz_util.h"
 
-static const char *const FORMATS[] = {"tokens", "text", "chat", "instruct", "preference", "prompt"};
-static const char *const TRAIN_ON[] = {"assistant", "all", "last"};
+static const zt_data_format FORMATS[] = {ZT_DATA_TOKENS,   ZT_DATA_TEXT,       ZT_DATA_CHAT,
+                                         ZT_DATA_INSTRUCT, ZT_DATA_PREFERENCE, ZT_DATA_PROMPT};
+static const zt_train_on TRAIN_ON[] = {ZT_TRAIN_ASSISTANT, ZT_TRAIN_ALL, ZT_TRAIN_LAST};
 
 static void check_dataset(const zt_dataset *ds, int vocab, int any_label)
 {
@@ -48,7 +49,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     int64_t skipped;
     int vocab = zt_tokenizer_vocab_size(tok);
     zt_status st;
-    if (format == 0) {
+    if (FORMATS[format] == ZT_DATA_TOKENS) {
         st = zt_tokens_load(&ds, paths, 1, vocab, skip_bad, &skipped);
     } else {
         zt_format f = {.format = FORMATS[format], .train_on = TRAIN_ON[train_on], .max_length = 64,

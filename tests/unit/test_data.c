@@ -660,8 +660,13 @@ static char *write_chat(const char *name, int n, size_t *len)
 /* The chat examples of path through chatml and the Qwen2 tokenizer fixture, at max_length. */
 static void load_chat(const zt_tokenizer *tok, const zt_template *tmpl, char *path, int max_length, zt_dataset *ds)
 {
-    zt_format f = {.format = "chat", .train_on = "assistant", .max_length = max_length, .packing = 1,
-                   .tok = tok, .tmpl = tmpl, .ds = ds};
+    zt_format f = {.format = ZT_DATA_CHAT,
+                   .train_on = ZT_TRAIN_ASSISTANT,
+                   .max_length = max_length,
+                   .packing = 1,
+                   .tok = tok,
+                   .tmpl = tmpl,
+                   .ds = ds};
     int64_t skipped_lines;
     *ds = (zt_dataset){0};
     zt_status st = zt_format_load(&f, &path, 1, 0, &skipped_lines);

@@ -362,7 +362,7 @@ static void test_clip_coef(void)
 
 /* ---- schedules --------------------------------------------------------------------- */
 
-static double lr_of(const char *type, long S, long W, double ratio, double r, double d, long step)
+static double lr_of(zt_schedule_type type, long S, long W, double ratio, double r, double d, long step)
 {
     zt_schedule s;
     zt_status st = zt_schedule_init(&s, type, 1e-3, S, W, ratio, r, d);
@@ -375,91 +375,91 @@ static double lr_of(const char *type, long S, long W, double ratio, double r, do
 
 static void test_schedule_constant(void)
 {
-    CHECK_LR(lr_of("constant", 100, 0, 0, 0, 0, 1), 1e-3);
-    CHECK_LR(lr_of("constant", 100, 10, 0, 0, 0, 1), 0.0); /* HF: first warmup step has lr 0 */
-    CHECK_LR(lr_of("constant", 100, 10, 0, 0, 0, 5), 0.4e-3);
-    CHECK_LR(lr_of("constant", 100, 10, 0, 0, 0, 10), 0.9e-3);
-    CHECK_LR(lr_of("constant", 100, 10, 0, 0, 0, 11), 1e-3);
-    CHECK_LR(lr_of("constant", 100, 10, 0, 0.5, 0, 100), 1e-3); /* min_lr_ratio plays no part */
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 0, 0, 0, 0, 1), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 10, 0, 0, 0, 1), 0.0); /* HF: first warmup step has lr 0 */
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 10, 0, 0, 0, 5), 0.4e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 10, 0, 0, 0, 10), 0.9e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 10, 0, 0, 0, 11), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_CONSTANT, 100, 10, 0, 0.5, 0, 100), 1e-3); /* min_lr_ratio plays no part */
 }
 
 static void test_schedule_linear(void)
 {
-    CHECK_LR(lr_of("linear", 100, 0, 0, 0, 0, 1), 1e-3);
-    CHECK_LR(lr_of("linear", 100, 0, 0, 0, 0, 51), 0.5e-3);
-    CHECK_LR(lr_of("linear", 100, 0, 0, 0, 0, 100), 1e-5);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0, 0, 1), 0.0);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0, 0, 10), 0.9e-3);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0, 0, 11), 1e-3);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0, 0, 56), 0.5e-3);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0, 0, 100), 1e-3 / 90);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0.2, 0, 56), 0.6e-3);
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0.2, 0, 100), 1e-3 * (0.2 + 0.8 / 90));
-    CHECK_LR(lr_of("linear", 100, 10, 0, 0.2, 0, 150), 0.2e-3); /* past the end */
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 0, 0, 0, 0, 1), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 0, 0, 0, 0, 51), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 0, 0, 0, 0, 100), 1e-5);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0, 0, 1), 0.0);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0, 0, 10), 0.9e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0, 0, 11), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0, 0, 56), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0, 0, 100), 1e-3 / 90);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0.2, 0, 56), 0.6e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0.2, 0, 100), 1e-3 * (0.2 + 0.8 / 90));
+    CHECK_LR(lr_of(ZT_SCHEDULE_LINEAR, 100, 10, 0, 0.2, 0, 150), 0.2e-3); /* past the end */
 }
 
 static void test_schedule_cosine(void)
 {
-    CHECK_LR(lr_of("cosine", 100, 0, 0, 0, 0, 1), 1e-3);
-    CHECK_LR(lr_of("cosine", 100, 0, 0, 0, 0, 51), 0.5e-3);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0, 0, 1), 0.0);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0, 0, 10), 0.9e-3);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0, 0, 11), 1e-3);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0, 0, 56), 0.5e-3);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0, 0, 100), 1e-3 * 0.5 * (1 + cos(M_PI * 89 / 90)));
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0.1, 0, 56), 0.55e-3);
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0.1, 0, 33), 1e-3 * (0.1 + 0.9 * 0.5 * (1 + cos(M_PI * 22 / 90))));
-    CHECK_LR(lr_of("cosine", 100, 10, 0, 0.1, 0, 500), 0.1e-3); /* held at the end, not rising */
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 0, 0, 0, 0, 1), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 0, 0, 0, 0, 51), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0, 0, 1), 0.0);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0, 0, 10), 0.9e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0, 0, 11), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0, 0, 56), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0, 0, 100), 1e-3 * 0.5 * (1 + cos(M_PI * 89 / 90)));
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0.1, 0, 56), 0.55e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0.1, 0, 33), 1e-3 * (0.1 + 0.9 * 0.5 * (1 + cos(M_PI * 22 / 90))));
+    CHECK_LR(lr_of(ZT_SCHEDULE_COSINE, 100, 10, 0, 0.1, 0, 500), 0.1e-3); /* held at the end, not rising */
 }
 
 static void test_schedule_wsd(void)
 {
     /* S 100, W 10, decay_ratio 0.2: D 20, stable until s = 80 */
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 1), 0.0);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 10), 0.9e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 11), 1e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 80), 1e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 81), 1e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 91), 0.5e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0, 0.2, 100), 0.05e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0.1, 0.2, 91), 0.55e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0.1, 0.2, 101), 0.1e-3);
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0.1, 0.2, 1), 0.1e-3);  /* HF lifts the wsd warmup by r */
-    CHECK_LR(lr_of("wsd", 100, 10, 0, 0.1, 0.2, 6), 0.55e-3); /* 0.5 * 0.9 + 0.1 */
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 1), 0.0);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 10), 0.9e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 11), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 80), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 81), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 91), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0, 0.2, 100), 0.05e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0.1, 0.2, 91), 0.55e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0.1, 0.2, 101), 0.1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0.1, 0.2, 1), 0.1e-3);  /* HF lifts the wsd warmup by r */
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 100, 10, 0, 0.1, 0.2, 6), 0.55e-3); /* 0.5 * 0.9 + 0.1 */
     /* decay longer than what warmup leaves: it starts right after warmup */
-    CHECK_LR(lr_of("wsd", 10, 4, 0, 0, 0.9, 5), 1e-3);
-    CHECK_LR(lr_of("wsd", 10, 4, 0, 0, 0.9, 8), 0.5e-3);
-    CHECK_LR(lr_of("wsd", 10, 0, 0, 0, 0.25, 8), 1e-3 * (1 - 0.0 / 3)); /* D = ceil(2.5) = 3 */
-    CHECK_LR(lr_of("wsd", 10, 0, 0, 0, 0.25, 9), 1e-3 * (1 - 1.0 / 3));
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 10, 4, 0, 0, 0.9, 5), 1e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 10, 4, 0, 0, 0.9, 8), 0.5e-3);
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 10, 0, 0, 0, 0.25, 8), 1e-3 * (1 - 0.0 / 3)); /* D = ceil(2.5) = 3 */
+    CHECK_LR(lr_of(ZT_SCHEDULE_WSD, 10, 0, 0, 0, 0.25, 9), 1e-3 * (1 - 1.0 / 3));
 }
 
 static void test_schedule_warmup_ratio(void)
 {
     zt_schedule s;
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 100, 0, 0.1, 0, 0) == ZT_OK && s.warmup_steps == 10);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 100, 0, 0.1, 0, 0) == ZT_OK && s.warmup_steps == 10);
     CHECK_LR(zt_schedule_lr(&s, 6), 0.5e-3);
-    CHECK(zt_schedule_init(&s, "linear", 1e-3, 30, 0, 0.05, 0, 0) == ZT_OK && s.warmup_steps == 2); /* ceil 1.5 */
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 0, 0.05, 0, 0) == ZT_OK &&
+          s.warmup_steps == 2); /* ceil 1.5 */
     CHECK_LR(zt_schedule_lr(&s, 2), 0.5e-3);
     CHECK_LR(zt_schedule_lr(&s, 3), 1e-3);
-    CHECK(zt_schedule_init(&s, "linear", 1e-3, 30, 5, 0.5, 0, 0) == ZT_OK && s.warmup_steps == 5); /* steps win */
-    CHECK(zt_schedule_init(&s, "constant", 1e-3, 7, 0, 1.0, 0, 0) == ZT_OK && s.warmup_steps == 7);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 5, 0.5, 0, 0) == ZT_OK &&
+          s.warmup_steps == 5); /* steps win */
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_CONSTANT, 1e-3, 7, 0, 1.0, 0, 0) == ZT_OK && s.warmup_steps == 7);
     CHECK_LR(zt_schedule_lr(&s, 7), 1e-3 * 6 / 7);
 }
 
 static void test_schedule_errors(void)
 {
     zt_schedule s;
-    CHECK(zt_schedule_init(&s, "cosin", 1e-3, 100, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK_MSG(strstr(zt_errmsg(), "'cosin'") && strstr(zt_errmsg(), "cosine"), "%s", zt_errmsg());
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 0, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "cosine", -1e-3, 10, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "cosine", NAN, 10, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 10, -1, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 10, 0, 1.5, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 0, 0, 0, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, -1e-3, 10, 0, 0, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, NAN, 10, 0, 0, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, -1, 0, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 1.5, 0, 0) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "warmup_ratio 1.5"), "%s", zt_errmsg());
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 10, 0, 0, NAN, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "wsd", 1e-3, 10, 0, 0, 0, -0.1) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, "cosine", 1e-3, 10, 0, 0, 0, -0.1) == ZT_OK); /* decay_ratio is wsd's */
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, NAN, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_WSD, 1e-3, 10, 0, 0, 0, -0.1) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, 0, -0.1) == ZT_OK); /* decay_ratio is wsd's */
 }
 
 /* ---- bandwidth (printed, not asserted) --------------------------------------------- */

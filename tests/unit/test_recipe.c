@@ -68,30 +68,31 @@ static void test_defaults(void)
     zt_status st = zt_recipe_load(&r, NULL, 0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
-    CHECK(!strcmp(r.model.path, "") && !strcmp(r.model.dtype, "bf16") && r.model.activation_checkpointing);
-    CHECK(!strcmp(r.model.device, "auto"));
-    CHECK(!strcmp(r.tokenizer.path, "") && !strcmp(r.tokenizer.chat_template, "auto"));
+    CHECK(!strcmp(r.model.path, "") && r.model.dtype == ZT_BF16 && r.model.activation_checkpointing);
+    CHECK(r.model.device == ZT_DEVICE_AUTO);
+    CHECK(!strcmp(r.tokenizer.path, "") && r.tokenizer.chat_template == ZT_TEMPLATE_AUTO);
     CHECK(r.data.train.n == 0 && r.data.valid.n == 0 && r.data.valid_split == 0);
-    CHECK(!strcmp(r.data.format, "chat") && r.data.max_length == 2048 && r.data.packing && r.data.shuffle);
-    CHECK(!strcmp(r.data.train_on, "assistant") && !r.data.skip_bad_lines);
+    CHECK(r.data.format == ZT_DATA_CHAT && r.data.max_length == 2048 && r.data.packing && r.data.shuffle);
+    CHECK(r.data.train_on == ZT_TRAIN_ASSISTANT && !r.data.skip_bad_lines);
     CHECK(!strcmp(r.data.cache_dir, joined(home, ".cache/zt")));
     CHECK(r.train.num_train_epochs == 1 && r.train.max_steps == 0 && r.train.micro_batch_size == 4);
     CHECK(r.train.gradient_accumulation_steps == 1 && r.train.learning_rate == 2e-5);
-    CHECK(!strcmp(r.train.lr_scheduler_type, "cosine") && r.train.warmup_steps == 0 && r.train.warmup_ratio == 0);
+    CHECK(r.train.lr_scheduler_type == ZT_SCHEDULE_COSINE && r.train.warmup_steps == 0 && r.train.warmup_ratio == 0);
     CHECK(r.train.decay_ratio == 0.1 && r.train.min_lr_ratio == 0 && r.train.weight_decay == 0);
     CHECK(r.train.adam_beta1 == 0.9 && r.train.adam_beta2 == 0.95 && r.train.adam_epsilon == 1e-8);
     CHECK(r.train.max_grad_norm == 1.0 && r.train.seed == 42 && r.train.logging_steps == 10);
     CHECK(r.train.eval_steps == 0 && r.train.save_steps == 0 && r.train.save_total_limit == 2);
-    CHECK(!strcmp(r.train.resume, "auto") && !r.train.resume_force && r.train.collective_timeout_s == 300);
+    CHECK(r.train.resume == ZT_RESUME_AUTO && !r.train.resume_force && r.train.collective_timeout_s == 300);
     CHECK(!r.eval.generate && r.eval.max_new_tokens == 64 && r.eval.max_examples == 0);
     CHECK(r.zero.stage == 3 && !r.zero.quantized_weights && r.zero.quant_block_size == 128);
     CHECK(r.zero.hpz_partition_size == 1 && !r.zero.quantized_gradients && !r.zero.quantized_gradients_error_feedback);
     CHECK(r.zero.prefetch_layers == 1 && r.zero.reduce_bucket_size == 50000000);
-    CHECK(!strcmp(r.offload.optimizer, "none") && !strcmp(r.offload.param, "none") && !strcmp(r.offload.activations, "none"));
+    CHECK(r.offload.optimizer == ZT_OFFLOAD_NONE && r.offload.param == ZT_OFFLOAD_NONE &&
+          r.offload.activations == ZT_OFFLOAD_NONE);
     CHECK(r.offload.nvme_path.n == 1 && !strcmp(r.offload.nvme_path.items[0], "/local_nvme"));
     CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 1048576 && r.offload.aio.queue_depth == 32);
     CHECK(!strcmp(r.output.dir, joined(cwd, "runs/default")) && !r.output.overwrite && r.output.tensorboard);
-    CHECK(!strcmp(r.rlhf.algorithm, "dpo") && r.rlhf.beta == 0.1 && !strcmp(r.rlhf.reference, ""));
+    CHECK(r.rlhf.algorithm == ZT_RLHF_DPO && r.rlhf.beta == 0.1 && !strcmp(r.rlhf.reference, ""));
     CHECK(!strcmp(r.rlhf.reward_model, "") && !strcmp(r.rlhf.reward_command, "") && r.rlhf.reward_timeout_s == 60);
     CHECK(r.rlhf.num_generations == 8 && r.rlhf.max_new_tokens == 128 && r.rlhf.temperature == 1.0 && r.rlhf.top_p == 1.0);
     CHECK(r.rlhf.kl_coef == 0.1 && r.rlhf.gamma == 1.0 && r.rlhf.lam == 0.95 && r.rlhf.cliprange == 0.2);
@@ -214,10 +215,11 @@ static void test_full_recipe(void)
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
     char *dir = path_in("sub");
-    CHECK(!strcmp(r.model.path, joined(dir, "models/tiny")) && !strcmp(r.model.dtype, "fp16"));
-    CHECK(!r.model.activation_checkpointing && !strcmp(r.model.device, "cpu"));
+    CHECK(!strcmp(r.model.path, joined(dir, "models/tiny")) && r.model.dtype == ZT_F16);
+    CHECK(!r.model.activation_checkpointing && r.model.device == ZT_DEVICE_CPU);
     CHECK(!strcmp(r.tokenizer.path, r.model.path)); /* empty: the model's */
-    CHECK(!strcmp(r.tokenizer.chat_template, joined(dir, "templates/chat.jinja")));
+    CHECK(r.tokenizer.chat_template == ZT_TEMPLATE_FILE &&
+          !strcmp(r.tokenizer.chat_template_path, joined(dir, "templates/chat.jinja")));
     CHECK(r.data.train.n == 5);
     if (r.data.train.n == 5) {
         CHECK(!strcmp(r.data.train.items[0], joined(dir, "a.jsonl")));
@@ -227,25 +229,28 @@ static void test_full_recipe(void)
         CHECK(!strcmp(r.data.train.items[4], joined(dir, "e/f.jsonl")));
     }
     CHECK(r.data.valid.n == 1 && !strcmp(r.data.valid.items[0], joined(dir, "v.jsonl")));
-    CHECK(!strcmp(r.data.format, "text") && r.data.max_length == 512 && !r.data.packing && !r.data.shuffle);
-    CHECK(!strcmp(r.data.train_on, "all") && !strcmp(r.data.cache_dir, joined(dir, "cache")) && r.data.skip_bad_lines);
+    CHECK(r.data.format == ZT_DATA_TEXT && r.data.max_length == 512 && !r.data.packing && !r.data.shuffle);
+    CHECK(r.data.train_on == ZT_TRAIN_ALL && !strcmp(r.data.cache_dir, joined(dir, "cache")) && r.data.skip_bad_lines);
     CHECK(r.train.num_train_epochs == 2.5 && r.train.max_steps == 1000 && r.train.micro_batch_size == 8);
-    CHECK(r.train.gradient_accumulation_steps == 4 && r.train.learning_rate == 3e-4 && !strcmp(r.train.lr_scheduler_type, "wsd"));
+    CHECK(r.train.gradient_accumulation_steps == 4 && r.train.learning_rate == 3e-4 &&
+          r.train.lr_scheduler_type == ZT_SCHEDULE_WSD);
     CHECK(r.train.warmup_steps == 0 && r.train.warmup_ratio == 0.05 && r.train.decay_ratio == 0.2 && r.train.min_lr_ratio == 0.1);
     CHECK(r.train.weight_decay == 0.01 && r.train.adam_beta1 == 0.8 && r.train.adam_beta2 == 0.999 && r.train.adam_epsilon == 1e-6);
     CHECK(r.train.max_grad_norm == 0 && r.train.seed == 7 && r.train.logging_steps == 1 && r.train.eval_steps == 50);
-    CHECK(r.train.save_steps == 100 && r.train.save_total_limit == 0 && !strcmp(r.train.resume, "never") && r.train.resume_force);
+    CHECK(r.train.save_steps == 100 && r.train.save_total_limit == 0 && r.train.resume == ZT_RESUME_NEVER &&
+          r.train.resume_force);
     CHECK(r.train.collective_timeout_s == 30);
     CHECK(r.eval.generate && r.eval.max_new_tokens == 16 && r.eval.max_examples == 100);
     CHECK(r.zero.stage == 3 && r.zero.quantized_weights && r.zero.quant_block_size == 256 && r.zero.hpz_partition_size == 4);
     CHECK(r.zero.quantized_gradients && r.zero.quantized_gradients_error_feedback && r.zero.prefetch_layers == 2);
     CHECK(r.zero.reduce_bucket_size == 1000000);
-    CHECK(!strcmp(r.offload.optimizer, "nvme") && !strcmp(r.offload.param, "cpu") && !strcmp(r.offload.activations, "cpu"));
+    CHECK(r.offload.optimizer == ZT_OFFLOAD_NVME && r.offload.param == ZT_OFFLOAD_CPU &&
+          r.offload.activations == ZT_OFFLOAD_CPU);
     CHECK(r.offload.nvme_path.n == 2 && !strcmp(r.offload.nvme_path.items[0], "/nvme0"));
     CHECK(r.offload.nvme_path.n == 2 && !strcmp(r.offload.nvme_path.items[1], joined(dir, "nvme1")));
     CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 8192 && r.offload.aio.queue_depth == 64);
     CHECK(!strcmp(r.output.dir, joined(dir, "out")) && r.output.overwrite && !r.output.tensorboard);
-    CHECK(!strcmp(r.rlhf.algorithm, "grpo") && r.rlhf.beta == 0.04 && !strcmp(r.rlhf.reference, joined(dir, "ref")));
+    CHECK(r.rlhf.algorithm == ZT_RLHF_GRPO && r.rlhf.beta == 0.04 && !strcmp(r.rlhf.reference, joined(dir, "ref")));
     CHECK(!strcmp(r.rlhf.reward_model, "") && !strcmp(r.rlhf.reward_command, "python3 reward.py --scale=2"));
     CHECK(r.rlhf.reward_timeout_s == 5 && r.rlhf.num_generations == 4 && r.rlhf.max_new_tokens == 32);
     CHECK(r.rlhf.temperature == 0.7 && r.rlhf.top_p == 0.9 && r.rlhf.kl_coef == 0.2 && r.rlhf.gamma == 0.99);
@@ -267,9 +272,9 @@ static void test_other_forms(void)
                              0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
-    CHECK(!strcmp(r.model.path, "/m") && !strcmp(r.offload.optimizer, "cpu") && r.offload.aio.queue_depth == 8);
+    CHECK(!strcmp(r.model.path, "/m") && r.offload.optimizer == ZT_OFFLOAD_CPU && r.offload.aio.queue_depth == 8);
     CHECK(!strcmp(r.tokenizer.path, path_in("tok/tokenizer.json")));
-    CHECK(!strcmp(r.train.resume, path_in("runs/x/checkpoints/step-000100")));
+    CHECK(r.train.resume == ZT_RESUME_PATH && !strcmp(r.train.resume_path, path_in("runs/x/checkpoints/step-000100")));
     CHECK(r.data.valid.n == 0 && r.data.train.n == 1 && !strcmp(r.data.train.items[0], home));
     CHECK(!strcmp(r.output.dir, joined(cwd, "runs/recipe")));
     zt_recipe_free(&r);
@@ -397,10 +402,11 @@ static void test_overrides(void)
     CHECK(r.data.valid.n == 1 && !strcmp(r.data.valid.items[0], joined(cwd, "one.jsonl")));
     CHECK(r.offload.nvme_path.n == 2 && !strcmp(r.offload.nvme_path.items[0], "/x y") &&
           !strcmp(r.offload.nvme_path.items[1], joined(cwd, "z")));
-    CHECK(!strcmp(r.rlhf.reward_command, "python3 reward.py --x=1") && !strcmp(r.model.dtype, "fp16"));
+    CHECK(!strcmp(r.rlhf.reward_command, "python3 reward.py --x=1") && r.model.dtype == ZT_F16);
     CHECK(r.train.num_train_epochs == 3 && r.offload.aio.queue_depth == 64 && r.train.seed == 7);
     CHECK(!strcmp(r.output.dir, joined(home, "out")));
-    CHECK(!strcmp(r.tokenizer.chat_template, joined(cwd, "my template.jinja")));
+    CHECK(r.tokenizer.chat_template == ZT_TEMPLATE_FILE &&
+          !strcmp(r.tokenizer.chat_template_path, joined(cwd, "my template.jinja")));
     CHECK(!strcmp(r.data.cache_dir, "/tmp/c/d"));
     zt_recipe_free(&r);
 
@@ -614,7 +620,7 @@ static void test_schema(void)
         CHECK_MSG(s[i].doc && strlen(s[i].doc) > 10, "%s.%s has no doc", s[i].section, s[i].key);
         CHECK_MSG(s[i].def != NULL, "%s.%s has no default", s[i].section, s[i].key);
         CHECK(zt_recipe_find(s[i].section, s[i].key) == &s[i]); /* unique */
-        if (s[i].type == ZT_RECIPE_ENUM) CHECK(s[i].allowed && s[i].allowed[0]);
+        if (s[i].type == ZT_RECIPE_ENUM) CHECK(s[i].names && s[i].nnames > 0);
         if (s[i].type == ZT_RECIPE_INT) CHECK(s[i].min >= INT_MIN && s[i].max <= INT_MAX);
         /* a section's keys are together */
         for (int j = i + 2; j < n; j++)
@@ -626,6 +632,36 @@ static void test_schema(void)
     CHECK(!strcmp(zt_recipe_range_text(zt_recipe_find("zero", "stage"), range, sizeof range), "[0, 3]"));
     CHECK(!strcmp(zt_recipe_range_text(zt_recipe_find("data", "max_length"), range, sizeof range), ">= 1"));
     CHECK(!strcmp(zt_recipe_range_text(zt_recipe_find("model", "dtype"), range, sizeof range), ""));
+}
+
+/* Every name of every enum key loads as its index and writes back as itself; a path, where a
+ * key takes one, loads as the index past the names with the path beside it. */
+static void test_enum_values(void)
+{
+    int n;
+    const zt_recipe_key *s = zt_recipe_schema(&n);
+    for (int i = 0; i < n; i++) {
+        if (s[i].type != ZT_RECIPE_ENUM) continue;
+        for (int v = 0; v <= s[i].nnames; v++) {
+            if (v == s[i].nnames && !s[i].path_suffix) break;
+            char value[200], *text = NULL;
+            snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key, v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
+            char *ov[] = {"offload.optimizer=nvme", value}; /* offload.param = nvme needs it */
+            zt_recipe r;
+            CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
+            CHECK_MSG(*(const int *)((const char *)&r + s[i].offset) == v, "%s", value);
+            CHECK_MSG(!strcmp(zt_recipe_enum_text(&r, &s[i]), strchr(value, '=') + 1), "%s", value);
+            size_t len;
+            FILE *f = open_memstream(&text, &len);
+            zt_recipe_write_value(f, &r, &s[i]);
+            fclose(f);
+            char want[220];
+            snprintf(want, sizeof want, "\"%s\"", strchr(value, '=') + 1);
+            CHECK_MSG(!strcmp(text, want), "%s wrote %s", value, text);
+            free(text);
+            zt_recipe_free(&r);
+        }
+    }
 }
 
 static void test_docs(void)
@@ -680,6 +716,7 @@ int main(void)
     RUN(test_data_hash);
     RUN(test_check_world);
     RUN(test_schema);
+    RUN(test_enum_values);
     RUN(test_docs);
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

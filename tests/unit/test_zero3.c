@@ -116,10 +116,11 @@ static result train(const run *c)
     zt_zero z = {0};
     zt_optstate opt = {0};
     zt_zero_options o = zt_trainer_zero_options(&r);
+    zt_offload_io io = zt_recipe_offload_io(&r);
     if (!(st = zt_llama_init(&m, &cfg, be, ZT_F32)) && !(st = zt_llama_init_weights(&m, 3, 0.02)) &&
         !(st = zt_zero_init(&z, NULL, &o, &m)) &&
         !(st = zt_llama_alloc_acts(&m, 1, T, r.model.activation_checkpointing)))
-        st = zt_optstate_open(&opt, &r, &z, "optim");
+        st = zt_optstate_open(&opt, r.offload.optimizer, &io, &z, "optim");
     CHECK_MSG(!st, "%s: %s", c->name, zt_errmsg());
     if (!st) {
         CHECK_MSG(z.stage == c->stage && z.staged == c->staged && !!z.swap == c->swap,

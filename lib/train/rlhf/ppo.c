@@ -207,8 +207,7 @@ static zt_status ppo_finish(zt_trainer *t)
 {
     ppo *s = t->ctx;
     char path[4200];
-    zt_dtype dtype;
-    zt_dtype_parse(t->r->model.dtype, &dtype);
+    zt_dtype dtype = t->r->model.dtype;
     zt_status st = zt_zero_gather_all(&s->czero);
     if (!st && t->lead && !(st = zt_rundir_path(&t->rd, path, sizeof path, "critic")))
         st = zt_llama_save(&s->critic, path, dtype, 5000000000ull);
@@ -232,13 +231,14 @@ static zt_status ppo_open(zt_trainer *t)
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
     const char *from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
     zt_zero_options opts = zt_trainer_zero_options(r);
+    zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";
     if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1))) return st;
     /* tiled like the policy (a score head is never tiled, nor an embedding tied to a head) */
     s->critic.embed_tiles = r->zero.embedding_tiles, s->critic.mlp_tiles = r->zero.mlp_tiles;
     if ((st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
         (st = zt_zero_init(&s->czero, t->comm, &opts, &s->critic)) ||
-        (st = zt_optstate_open(&s->copt, r, &s->czero, "critic-optim")))
+        (st = zt_optstate_open(&s->copt, r->offload.optimizer, &io, &s->czero, "critic-optim")))
         return st;
     zt_log_info("data: %lld prompts, %lld held out; %d per rank and step; the critic from '%s'",
                 (long long)s->ro.train.n_examples, (long long)s->ro.valid.n_examples, s->ro.A * s->ro.B, from);

@@ -148,7 +148,7 @@ static zt_status ref_key(zt_trainer *t, const char *dir, zt_cache_key *k)
     pref *p = t->ctx;
     char pattern[4200], line[64];
     zt_cache_key_init(k);
-    snprintf(line, sizeof line, "zt-dpo-ref-1|%d|%s", p->T, r->model.dtype);
+    snprintf(line, sizeof line, "zt-dpo-ref-1|%d|%s", p->T, zt_dtype_name(r->model.dtype));
     zt_cache_key_add_str(k, line);
     const zt_dataset *sets[] = {&p->train, &p->valid};
     for (int i = 0; i < 2; i++) {
@@ -238,9 +238,11 @@ static zt_status reference_logps(zt_trainer *t)
 
 static zt_status pref_check(const zt_recipe *r)
 {
-    if (strcmp(r->data.format, "preference"))
-        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" trains on preference pairs: data.format must be \"preference\", "
-                                 "not \"%s\"", r->rlhf.algorithm, r->data.format);
+    if (r->data.format != ZT_DATA_PREFERENCE)
+        return zt_fail(ZT_EUSER,
+                       "rlhf.algorithm = \"%s\" trains on preference pairs: data.format must be \"preference\", "
+                       "not \"%s\"",
+                       zt_rlhf_algorithm_names[r->rlhf.algorithm], zt_data_format_names[r->data.format]);
     return ZT_OK;
 }
 
@@ -251,7 +253,7 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     t->ctx = p;
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory");
     p->dpo = dpo, p->r = r, p->T = t->T, p->pairs = r->train.micro_batch_size;
-    p->kind = strcmp(r->rlhf.loss_type, "ipo") ? ZT_DPO_SIGMOID : ZT_DPO_IPO;
+    p->kind = r->rlhf.loss_type == ZT_RLHF_IPO ? ZT_DPO_IPO : ZT_DPO_SIGMOID;
     t->rows = 2 * p->pairs;
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);

@@ -1,6 +1,4 @@
 /* zt rlhf: picks the algorithm; the row layout its algorithms share. */
-#include <string.h>
-
 #include "lib/data/dataset.h"
 #include "rlhf.h"
 
@@ -17,9 +15,9 @@ void zt_rlhf_fill_row(const int32_t *ids, const int32_t *labels, int n, int T, i
 
 zt_status zt_rlhf(const zt_recipe *r, int argc, char **argv)
 {
-    static const struct { const char *name; const zt_algo *algo; } algos[] = {
-        {"dpo", &zt_algo_dpo}, {"reward", &zt_algo_reward}, {"grpo", &zt_algo_grpo}, {"ppo", &zt_algo_ppo}};
-    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
-        if (!strcmp(r->rlhf.algorithm, algos[i].name)) return zt_train_with(r, algos[i].algo, argc, argv);
-    return zt_fail(ZT_EUSER, "rlhf.algorithm '%s' is not dpo, reward, grpo or ppo", r->rlhf.algorithm);
+    static const zt_algo *const algos[] = {[ZT_RLHF_DPO] = &zt_algo_dpo,
+                                           [ZT_RLHF_REWARD] = &zt_algo_reward,
+                                           [ZT_RLHF_GRPO] = &zt_algo_grpo,
+                                           [ZT_RLHF_PPO] = &zt_algo_ppo};
+    return zt_train_with(r, algos[r->rlhf.algorithm], argc, argv);
 }

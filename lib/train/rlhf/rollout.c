@@ -288,7 +288,8 @@ static zt_status open_scorer(zt_rollout *s)
     const zt_recipe *r = s->r;
     if (r->rlhf.reward_command[0]) return zt_reward_program_open(&s->program, r->rlhf.reward_command, r->rlhf.reward_timeout_s);
     if (!r->rlhf.reward_model[0])
-        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" needs rlhf.reward_command or rlhf.reward_model", r->rlhf.algorithm);
+        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" needs rlhf.reward_command or rlhf.reward_model",
+                       zt_rlhf_algorithm_names[r->rlhf.algorithm]);
     char path[4200];
     zt_llama_config c;
     snprintf(path, sizeof path, "%s/config.json", r->rlhf.reward_model);
@@ -303,9 +304,10 @@ static zt_status open_scorer(zt_rollout *s)
 
 zt_status zt_rollout_check(const zt_recipe *r)
 {
-    if (strcmp(r->data.format, "prompt"))
-        return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" generates from prompts: data.format must be \"prompt\", not \"%s\"",
-                       r->rlhf.algorithm, r->data.format);
+    if (r->data.format != ZT_DATA_PROMPT)
+        return zt_fail(ZT_EUSER,
+                       "rlhf.algorithm = \"%s\" generates from prompts: data.format must be \"prompt\", not \"%s\"",
+                       zt_rlhf_algorithm_names[r->rlhf.algorithm], zt_data_format_names[r->data.format]);
     return ZT_OK;
 }
 
@@ -338,7 +340,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
     if (!st && !r->data.valid.n && s->valid.n_examples)
         st = zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" holds prompts out with data.valid, not data.valid_split",
-                     r->rlhf.algorithm);
+                     zt_rlhf_algorithm_names[r->rlhf.algorithm]);
     if (!st) st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
                                 t->zero.world);
     if (!st && with_reference) { /* rlhf.reference, else the starting model */
