@@ -64,7 +64,7 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
         if (!s->error) s->error = st;
         u->req[k] = NULL;
     }
-    s->wait_s += zt_now_s() - t;
+    z->wait_s += zt_now_s() - t;
     if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
     if (z->swap && !z->comm && u->buf >= 0 && !s->error && !(s->error = zt_p3_read_wait(z, i)) && !z->staged)
         memcpy(m->params + u->off, s->stage[u->buf], u->n * sizeof(float));
@@ -213,7 +213,7 @@ static void slices_free(const zt_zero *z, void *p)
     else zt_free(p);
 }
 
-zt_status zt_zero3_init(zt_zero *z)
+static zt_status init(zt_zero *z)
 {
     zt_llama *m = z->m;
     zt_zero3 *s = z->z3 = calloc(1, sizeof *s);
@@ -257,9 +257,10 @@ zt_status zt_zero3_init(zt_zero *z)
     return ZT_OK;
 }
 
-void zt_zero3_free(zt_zero *z)
+static void free_stage3(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
+    if (!s) return;
     if (z->m && z->m->hooks == &s->hooks) z->m->hooks = NULL;
     for (int i = 0; s->u && i < s->units; i++) { /* never leave MPI a dead buffer */
         zt_comm_wait(z->comm, s->u[i].req[0]);
@@ -276,60 +277,96 @@ void zt_zero3_free(zt_zero *z)
     z->z3 = NULL;
 }
 
-zt_status zt_zero3_error(zt_zero *z)
+/* The first collective that failed inside the model's hooks since the last call. */
+static zt_status take_error(zt_zero *z)
 {
     zt_status st = z->z3->error;
     z->z3->error = ZT_OK;
     return st;
 }
 
-void zt_zero3_zero_grads(zt_zero *z)
+/* A new step: every unit's gradient slice zero (in the swap file: unwritten, zt_p3_flush). */
+static void zero_grads(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
     for (int i = 0; i < s->units; i++) s->u[i].fresh = 1, s->u[i].sumsq = 0;
     if (!z->swap) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
 }
 
-size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }
+/* The gradients were reduced unit by unit in the backward pass: what is left is to report a
+ * collective that failed there, and to finish the writes to the swap file. */
+static zt_status reduce_grads(zt_zero *z)
+{
+    zt_status st = take_error(z);
+    return !st && z->swap ? zt_p3_flush(z) : st;
+}
+
+static zt_status grad_sumsq(zt_zero *z, double *out)
+{
+    *out = z->swap ? zt_p3_sumsq(z) : z->be->sumsq(z->be, z->grad, z->local_numel);
+    return zt_zero_allsum(z, out, 1);
+}
+
+/* The next use gathers the new weights; hpZ's secondary slices are stale. */
+static zt_status params_updated(zt_zero *z)
+{
+    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].held = 0;
+    return ZT_OK;
+}
+
+static zt_status gather_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; i < s->units && !z->swap; i++) start_gather(z, i, ZT_COMM_OTHER);
+    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER); /* nvme: one staging buffer at a time */
+    return take_error(z);
+}
+
+static void release_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; s && s->u && i < s->units; i++) drop_params(z, i); /* s: init may have failed */
+}
+
+static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
+{
+    if (z->swap) return zt_swap_get(z->swap, ZT_SWAP_MASTER, at, n, dst);
+    z->be->download(z->be, dst, z->master + at, n * sizeof(float));
+    return ZT_OK;
+}
+
+static zt_zero_memory memory_use(const zt_zero *z)
+{
+    const zt_zero3 *s = z->z3;
+    size_t local = z->local_numel;
+    zt_zero_memory u = {
+        .params = (local + s->secondary_numel) * 4, /* the bf16 copy exists only for gathered units */
+        .grads = (local + (s->residual ? 2 * z->numel : 0)) * 4,
+        .optimizer = local * 8,
+        .gathered_peak = s->held_peak,
+    };
+    if (z->swap) { /* weights, gradient and moments in the file; what stays is the staging */
+        u.params = s->secondary_numel * 4, u.grads -= local * 4, u.optimizer = 0;
+        u.gathered_peak += (size_t)(s->nstage + 2) * s->slice_bytes;
+    }
+    return u;
+}
 
 int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing)
 {
     return mlp_tiles > 1 && checkpointing ? 2 * prefetch_layers : prefetch_layers;
 }
 
-void zt_zero3_params_updated(zt_zero *z)
-{
-    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].held = 0;
-}
-
-zt_status zt_zero_gather_all(zt_zero *z)
-{
-    zt_zero3 *s = z->z3;
-    if (!s) return ZT_OK;
-    for (int i = 0; i < s->units && !z->swap; i++) start_gather(z, i, ZT_COMM_OTHER);
-    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER); /* nvme: one staging buffer at a time */
-    return zt_zero3_error(z);
-}
-
-void zt_zero_release_all(zt_zero *z)
-{
-    zt_zero3 *s = z->z3;
-    for (int i = 0; s && i < s->units; i++) drop_params(z, i);
-}
-
-zt_status zt_zero_take_quant_error(zt_zero *z, double out[2])
-{
-    double *q = z->z3 ? z->z3->qerr : (double[4]){0};
-    zt_status st = zt_zero_sum(z, q, 4);
-    for (int k = 0; k < 2; k++) out[k] = q[2 * k + 1] > 0 ? sqrt(q[2 * k] / q[2 * k + 1]) : -1;
-    memset(q, 0, 4 * sizeof *q);
-    return st;
-}
-
-double zt_zero_take_wait_s(zt_zero *z)
-{
-    if (!z->z3) return 0;
-    double t = z->z3->wait_s;
-    z->z3->wait_s = 0;
-    return t;
-}
+const zt_zero_stage_ops zt_zero3_ops = {
+    .pageable_copies = 1,
+    .init = init,
+    .free = free_stage3,
+    .zero_grads = zero_grads,
+    .reduce_grads = reduce_grads,
+    .grad_sumsq = grad_sumsq,
+    .params_updated = params_updated,
+    .gather_all = gather_all,
+    .release_all = release_all,
+    .read_local = read_local,
+    .memory_use = memory_use,
+};

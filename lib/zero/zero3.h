@@ -1,9 +1,10 @@
-/* zero3: ZeRO stage 3's part of zt_zero (zero.h), for zero.c, and the state that
- * zero3.c (gathers, hooks) and zeropp.c (ZeRO++: qwZ, hpZ, qgZ) share. */
+/* zero3: the state of ZeRO stage 3 (zero.h), which zero3.c (gathers, hooks; zt_zero3_ops for
+ * zero.c) and zeropp.c (ZeRO++: qwZ, hpZ, qgZ) share. */
 #ifndef ZT_ZERO3_H
 #define ZT_ZERO3_H
 
 #include "qgz.h"
+#include "stage.h"
 #include "zero.h"
 
 enum { UNIT_OUT, UNIT_GATHERING, UNIT_IN }; /* where a unit's weights are */
@@ -37,7 +38,6 @@ struct zt_zero3 {
     int weightless; /* units below this one (the embedding's) read no weights in the backward pass */
     float *scratch;
     size_t held, held_peak; /* bytes of gathered weights and live gradients */
-    double wait_s;
     zt_status error; /* the first collective that failed; the hooks do no more after it */
     zt_llama_hooks hooks;
     /* hpZ */
@@ -47,7 +47,6 @@ struct zt_zero3 {
     /* qgZ */
     zt_qgz qgz;
     float *residual; /* error feedback: each unit's two hops' residuals (2n floats), at twice its offset */
-    double qerr[4];  /* measure_quant: Σ error², Σ exact² of qwZ's weights, then of qgZ's gradients */
     /* offload.param = "nvme": staging buffers for slices read (prefetch_layers + 2) and for
      * gradients written (2, alternating; a third to add to what a step wrote before) */
     float **stage;
@@ -57,16 +56,6 @@ struct zt_zero3 {
     int gpending[2], gnext;
     size_t slice_bytes; /* of each buffer */
 };
-
-zt_status zt_zero3_init(zt_zero *z);
-void zt_zero3_free(zt_zero *z);
-/* The first collective that failed inside the model's hooks since the last call. */
-zt_status zt_zero3_error(zt_zero *z);
-size_t zt_zero3_gathered_peak(const zt_zero *z);
-/* After the optimizer step: hpZ's secondary slices are stale. */
-void zt_zero3_params_updated(zt_zero *z);
-/* A new step: every unit's gradient slice zero (in the swap file: unwritten, zt_p3_flush). */
-void zt_zero3_zero_grads(zt_zero *z);
 
 /* zeropp.c */
 zt_status zt_zeropp_init(zt_zero *z);

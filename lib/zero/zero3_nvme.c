@@ -135,7 +135,7 @@ zt_status zt_p3_read_wait(zt_zero *z, int i)
     u->reading = 0;
     double t = zt_now_s();
     zt_status st = zt_aio_wait(z->aio, &u->io);
-    s->wait_s += zt_now_s() - t;
+    z->wait_s += zt_now_s() - t;
     return st ? st : zt_swap_check_range(z->swap, ZT_SWAP_MASTER, u->local, u->mine, s->stage[u->buf]);
 }
 
@@ -213,7 +213,11 @@ zt_status zt_p3_flush(zt_zero *z)
         zt_unit3 *u = &s->u[i];
         if (!u->fresh) continue;
         float *zeros = zt_p3_reduce_target(z, u);
-        if (!zeros) return zt_zero3_error(z);
+        if (!zeros) { /* s->error says why */
+            st = s->error;
+            s->error = ZT_OK;
+            return st;
+        }
         memset(zeros, 0, u->mine * sizeof(float));
         st = zt_p3_grad_store(z, u, zeros);
     }

@@ -87,12 +87,12 @@ void zt_zeropp_free(zt_zero *z)
     zt_free(s->residual);
 }
 
-/* measure_quant: what quantizing lost, Σ (q − x)² and Σ x² over n elements, into s->qerr[at], s->qerr[at + 1] */
-static void count_error(zt_zero3 *s, int at, const float *q, const float *x, size_t n)
+/* measure_quant: what quantizing lost, Σ (q − x)² and Σ x² over n elements, into z.qerr[at], z.qerr[at + 1] */
+static void count_error(zt_zero *z, int at, const float *q, const float *x, size_t n)
 {
     double e = 0, r = 0;
     for (size_t j = 0; j < n; j++) e += ((double)q[j] - x[j]) * ((double)q[j] - x[j]), r += (double)x[j] * x[j];
-    s->qerr[at] += e, s->qerr[at + 1] += r;
+    z->qerr[at] += e, z->qerr[at + 1] += r;
 }
 
 /* --- qwZ ------------------------------------------------------------------------------ */
@@ -139,7 +139,7 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
         float *back = malloc((u->mine + 1) * sizeof(float));
         if (!back) return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qwZ's error", z->rank);
         zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.send), (const float *)(b + l.send_scales), lo, lo + u->mine, back);
-        count_error(s, 0, back, slice, u->mine);
+        count_error(z, 0, back, slice, u->mine);
         free(back);
     }
     zt_status st = zt_comm_iallgather(z->comm, b + l.send, b + l.data, u->p, u->n, p, &u->req[0]);
@@ -202,7 +202,7 @@ zt_status zt_qgz_reduce_unit(zt_zero *z, int i, float *out)
         st = zt_comm_reduce_scatter_sum(z->comm, g, exact, u->p, u->n, ZT_COMM_OTHER);
     }
     if (!st) st = zt_qgz_reduce_scatter(&s->qgz, g, u->n, u->cuts, u->ncuts, residual, out, ZT_COMM_GRAD_REDUCE);
-    if (!st && exact) count_error(s, 2, out, exact, u->mine);
+    if (!st && exact) count_error(z, 2, out, exact, u->mine);
     free(exact);
     return st;
 }
