@@ -156,7 +156,9 @@ static zt_status place(zt_trainer *t)
 
 zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
 {
-    int param = !strcmp(r->offload.param, "nvme") ? 2 : strcmp(r->offload.param, "none") != 0;
+    zt_param_place param = !strcmp(r->offload.param, "nvme")   ? ZT_PARAM_NVME
+                           : !strcmp(r->offload.param, "none") ? ZT_PARAM_DEVICE
+                                                                : ZT_PARAM_HOST;
     return (zt_zero_options){
         .stage = r->zero.stage,
         .prefetch_layers = r->zero.prefetch_layers,
@@ -168,7 +170,7 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
         .error_feedback = r->zero.quantized_gradients_error_feedback,
         .measure_quant = r->zero.measure_quantization,
         .host_optimizer = strcmp(r->offload.optimizer, "none") != 0,
-        .host_params = param,
+        .params_at = param,
         .nvme_paths = (const char *const *)r->offload.nvme_path.items,
         .nvme_npaths = r->offload.nvme_path.n,
         .swap_kind = "params",
@@ -192,7 +194,7 @@ static zt_status open_model(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     zt_zero_options opts = zt_trainer_zero_options(r);
-    int stream = opts.host_params == 2, V;
+    int stream = opts.params_at == ZT_PARAM_NVME, V;
     zt_status st = stream ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
                                                    t->algo->score_head, &t->weights)
                           : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);

@@ -70,6 +70,10 @@ typedef struct zt_zero_memory {
     size_t params, grads, optimizer, gathered_peak;
 } zt_zero_memory;
 
+/* Where the fp32 weights live between uses (offload.param): with the model (none), in host
+ * memory (cpu) or in a swap file (nvme). The last two run stage 3 even in one process. */
+typedef enum zt_param_place { ZT_PARAM_DEVICE, ZT_PARAM_HOST, ZT_PARAM_NVME } zt_param_place;
+
 /* The recipe's [zero] keys. */
 typedef struct zt_zero_options {
     int stage, prefetch_layers;
@@ -81,7 +85,7 @@ typedef struct zt_zero_options {
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
     int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
-    int host_params;         /* offload.param: 0 none, 1 cpu, 2 nvme; cpu and nvme run stage 3 even in one process */
+    zt_param_place params_at; /* offload.param */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
      * swap file (offload/swap.h) together with AdamW's moments, streamed unit by unit */
     const char *const *nvme_paths;

@@ -234,7 +234,7 @@ static zt_status init(zt_zero *z)
         if (u->p > widest) widest = u->p;
     }
     zt_status st;
-    if (z->o.host_params == 2) { /* offload.param = "nvme": the slices go to the swap file */
+    if (z->o.params_at == ZT_PARAM_NVME) { /* offload.param = "nvme": the slices go to the swap file */
         if ((st = zt_p3_init(z))) return st;
     } else {
         z->master = slices_alloc(z, (local + 1) * sizeof(float));
