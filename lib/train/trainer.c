@@ -158,7 +158,9 @@ static zt_status place(zt_trainer *t)
 
 zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
 {
-    int param = r->offload.param == ZT_OFFLOAD_NVME ? 2 : r->offload.param != ZT_OFFLOAD_NONE;
+    zt_param_place param = r->offload.param == ZT_OFFLOAD_NVME   ? ZT_PARAM_NVME
+                           : r->offload.param == ZT_OFFLOAD_NONE ? ZT_PARAM_DEVICE
+                                                                 : ZT_PARAM_HOST;
     zt_offload_io io = zt_recipe_offload_io(r);
     return (zt_zero_options){
         .stage = r->zero.stage,
@@ -171,7 +173,7 @@ zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
         .error_feedback = r->zero.quantized_gradients_error_feedback,
         .measure_quant = r->zero.measure_quantization,
         .host_optimizer = r->offload.optimizer != ZT_OFFLOAD_NONE,
-        .host_params = param,
+        .params_at = param,
         .nvme_paths = io.nvme_paths,
         .nvme_npaths = io.npaths,
         .swap_kind = "params",
@@ -195,7 +197,7 @@ static zt_status open_model(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     zt_zero_options opts = zt_trainer_zero_options(r);
-    int stream = opts.host_params == 2, V;
+    int stream = opts.params_at == ZT_PARAM_NVME, V;
     zt_status st = stream ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
                                                    t->algo->score_head, &t->weights)
                           : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);

@@ -18,9 +18,14 @@
  * micro-batch. ZeRO++ (zeropp.c) changes how stage 3 moves the bytes: qwZ gathers int8
  * weights with a scale per block, hpZ serves the backward gathers from a secondary slice
  * kept inside a group of consecutive ranks, qgZ reduces int4 gradients through an
- * all-to-all inside the node and then one across the nodes. With offload.param = "nvme"
- * (zero3_nvme.c) this rank's slices of the weights and of the gradient live in a swap file
- * with AdamW's moments: a gather reads the unit's slice first, a reduction writes it back.
+ * all-to-all inside the node and then one across the nodes. Stage 3 keeps this rank's slices
+ * in a slice store (zero3.h): in memory (zero3_memory.c) or, with offload.param = "nvme"
+ * (zero3_nvme.c), in a swap file with AdamW's moments: a gather reads the unit's slice
+ * first, a reduction writes it back.
+ *
+ * The functions below are the same at every stage: zt_zero_init picks the stage's table of
+ * functions once (z.ops, stage.h; zero12.c for stages 0-2, zero3.c for stage 3) and they call
+ * through it.
  *
  * What this rank updates is a list of segments of the flat array, stored one after
  * another in its local arrays: z.master (weights) and z.grad (summed gradients). For
@@ -65,6 +70,10 @@ typedef struct zt_zero_memory {
     size_t params, grads, optimizer, gathered_peak;
 } zt_zero_memory;
 
+/* Where the fp32 weights live between uses (offload.param): with the model (none), in host
+ * memory (cpu) or in a swap file (nvme). The last two run stage 3 even in one process. */
+typedef enum zt_param_place { ZT_PARAM_DEVICE, ZT_PARAM_HOST, ZT_PARAM_NVME } zt_param_place;
+
 /* The recipe's [zero] keys. */
 typedef struct zt_zero_options {
     int stage, prefetch_layers;
@@ -76,7 +85,7 @@ typedef struct zt_zero_options {
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
     int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
-    int host_params;         /* offload.param: 0 none, 1 cpu, 2 nvme; cpu and nvme run stage 3 even in one process */
+    zt_param_place params_at; /* offload.param */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
      * swap file (offload/swap.h) together with AdamW's moments, streamed unit by unit */
     const char *const *nvme_paths;
@@ -91,6 +100,7 @@ typedef struct zt_zero_options {
 } zt_zero_options;
 
 typedef struct zt_zero3 zt_zero3;
+typedef struct zt_zero_stage_ops zt_zero_stage_ops; /* stage.h */
 
 typedef struct zt_zero {
     zt_comm *comm; /* NULL: a single process */
@@ -106,10 +116,16 @@ typedef struct zt_zero {
     zt_backend *be;    /* where master, grad and the optimizer state live */
     zt_backend *model_be; /* the model's (the model may be freed first) */
     uint16_t *params16; /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
-    zt_zero3 *z3; /* stage 3 */
-    zt_aio *aio;   /* offload.param = "nvme": the engine and the file that hold master, grad, m and v */
-    zt_swap *swap; /* (z.master and z.grad are then NULL) */
+    const zt_zero_stage_ops *ops; /* stages 0-2 (zero12.c) or stage 3 (zero3.c), chosen by zt_zero_init */
+    zt_zero3 *z3; /* stage 3's state */
+    /* offload.param = "nvme": the engine and the file that hold master, grad, m and v (stage 3's
+     * slice store opens them, zero3_nvme.c; z.master and z.grad are then NULL), else NULL */
+    zt_aio *aio;
+    zt_swap *swap;
     zt_zero_options o;
+    /* what stage 3 measures, until zt_zero_take_wait_s and zt_zero_take_quant_error: seconds spent
+     * waiting for gathers; with measure_quant Σ error², Σ exact² of qwZ's weights, then of qgZ's gradients */
+    double wait_s, qerr[4];
 } zt_zero;
 
 /* The segments of the flat array that rank of world updates at stage (0-3), stored back to back
@@ -137,9 +153,9 @@ zt_status zt_zero_params_updated(zt_zero *z);
 /* The weights of a checkpoint (stages 0-2; stage 3 reads its segments with the optimizer
  * state) into the model. */
 zt_status zt_zero_read_params(zt_zero *z, const char *ckpt_dir, size_t numel);
-/* The functions below are no-ops but at stage 3 (zero3.c). */
 /* The whole model in m->params on every rank (to save it or generate), a
- * collective; zt_zero_release_all frees it again. No-ops at the other stages. */
+ * collective; zt_zero_release_all frees it again (also after a failed zt_zero_init, or none).
+ * No-ops at the other stages. */
 zt_status zt_zero_gather_all(zt_zero *z);
 void zt_zero_release_all(zt_zero *z);
 zt_zero_memory zt_zero_memory_use(const zt_zero *z);

@@ -1,13 +1,11 @@
 /* ZeRO stage 3: each unit's weights gathered just before use and freed right after,
- * gradients reduce-scattered unit by unit, through the model's hooks (zero.h). */
+ * gradients reduce-scattered unit by unit, through the model's hooks (zero.h). This rank's
+ * slices come from and go to the slice store (zero3.h). */
 #include "zero3.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "lib/core/arena.h"
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
 
@@ -19,12 +17,15 @@ static void hold(zt_zero3 *s, long long bytes)
 
 static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
 
-/* The host memory a staged unit's gathered weights go up from: in one process its slice itself
- * (read into a staging buffer when it lives in the swap file). */
+static void keep_error(zt_zero3 *s, zt_status st)
+{
+    if (!s->error) s->error = st;
+}
+
+/* The host memory a staged unit's gathered weights go up from: in one process its slice itself. */
 static const float *host_weights(const zt_zero *z, const zt_unit3 *u)
 {
-    if (z->comm) return z->params + u->off;
-    return z->swap ? z->z3->stage[u->buf] : z->master + u->local;
+    return z->comm ? z->params + u->off : u->slice;
 }
 
 static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
@@ -37,17 +38,19 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     zt_backend *be = z->m->be;
     zt_status st = be->populate(be, z->m->params + u->off, u->n * sizeof(float));
     if (!st && z->m->params16) st = be->populate(be, z->m->params16 + u->off, u->n * 2);
-    if (!s->error) s->error = st;
-    if (s->error || (p == ZT_COMM_BWD_GATHER && zt_hpz_start(z, i, p))) return;
-    const float *slice = z->master ? z->master + u->local : NULL;
-    if (z->swap) { /* one process: copied once read (finish_gather); else read before the collective */
-        if (!(slice = zt_p3_read_start(z, i)) || (z->comm && (s->error = zt_p3_read_wait(z, i)))) return;
+    keep_error(s, st);
+    if (s->error) return;
+    if (p == ZT_COMM_BWD_GATHER && zt_hpz_holds(z, i)) {
+        s->error = zt_hpz_start(z, i, p);
+        return;
     }
-    if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p, slice);
-    else if (!z->comm) { /* one process: the only slice is the unit (staged, it goes up from there) */
-        if (!z->staged && !z->swap) memcpy(z->params + u->off, slice, u->n * sizeof(float));
-    } else
-        s->error = zt_comm_iallgather(z->comm, slice, z->params + u->off, u->p * sizeof(float), u->n * sizeof(float),
+    s->error = s->store.ops->read_start(z, i, &u->slice);
+    /* several ranks: the slice must be in before the collective; one process: copied once read (finish_gather) */
+    if (!s->error && z->comm) s->error = s->store.ops->read_wait(z, i);
+    if (s->error) return;
+    if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p, u->slice);
+    else if (z->comm)
+        s->error = zt_comm_iallgather(z->comm, u->slice, z->params + u->off, u->p * sizeof(float), u->n * sizeof(float),
                                       p, &u->req[0]);
 }
 
@@ -60,18 +63,21 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     start_gather(z, i, p); /* nothing when prefetched */
     double t = zt_now_s();
     for (int k = 0; k < 2; k++) {
-        zt_status st = zt_comm_wait(z->comm, u->req[k]);
-        if (!s->error) s->error = st;
+        keep_error(s, zt_comm_wait(z->comm, u->req[k]));
         u->req[k] = NULL;
     }
-    s->wait_s += zt_now_s() - t;
-    if (u->staging && !s->error) s->error = zt_qwz_finish(z, i);
-    if (z->swap && !z->comm && u->buf >= 0 && !s->error && !(s->error = zt_p3_read_wait(z, i)) && !z->staged)
-        memcpy(m->params + u->off, s->stage[u->buf], u->n * sizeof(float));
+    z->wait_s += zt_now_s() - t;
+    if (u->qwz.staging && !s->error) s->error = zt_qwz_finish(z, i);
+    /* one process: the only slice is the unit (staged, it goes up from there) */
+    if (!z->comm && u->slice && !s->error) {
+        s->error = s->store.ops->read_wait(z, i);
+        if (!s->error && !z->staged) memcpy(m->params + u->off, u->slice, u->n * sizeof(float));
+    }
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
     if (z->staged && !s->error) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
-    if (z->swap) zt_p3_release(z, i);
+    s->store.ops->release(z, i);
+    u->slice = NULL;
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
 }
 
@@ -111,8 +117,10 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
  * step's gradient exactly as without ZeRO (bitwise stage 0; a sum of separate micro-batch
  * gradients would round differently). With several ranks each micro-batch's gradient is reduced
  * on its own and added to the slice (reduce). */
-static void load_grads(zt_zero *z, zt_unit3 *u)
+static void load_grads(zt_zero *z, int i)
 {
+    zt_zero3 *s = z->z3;
+    const zt_unit3 *u = &s->u[i];
     zt_backend *be = z->m->be;
     float *g = z->m->grads + u->off;
     size_t bytes = u->n * sizeof(float);
@@ -120,24 +128,25 @@ static void load_grads(zt_zero *z, zt_unit3 *u)
         be->memset0(be, g, bytes);
         return;
     }
-    const float *sum = z->swap ? zt_p3_grad_read(z, u) : z->grad + u->local;
-    if (!sum) return; /* s->error says why */
+    const float *sum = NULL;
+    zt_status st = s->store.ops->grad_read(z, i, &sum);
+    keep_error(s, st);
+    if (st) return;
     if (z->staged) be->upload(be, g, sum, bytes);
     else memcpy(g, sum, bytes);
 }
 
-/* The unit's gradient of this micro-batch, summed over the ranks, added to this rank's slice (on
- * one rank the array already holds the step's sum: it replaces the slice). */
+/* The unit's gradient of this micro-batch, summed over the ranks, into this rank's slice. */
 static void reduce(zt_zero *z, int i)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
     if (!u->grads_in) return;
-    float *into = z->swap ? zt_p3_reduce_target(z, u) : z->world > 1 ? s->scratch : z->grad + u->local;
+    float *into = NULL;
+    if (!s->error) s->error = s->store.ops->grad_target(z, i, &into);
     if (!s->error) s->error = reduced_slice(z, u, into);
-    if (z->swap && !s->error) s->error = zt_p3_grad_store(z, u, into);
-    for (size_t j = 0; !z->swap && z->world > 1 && j < u->mine; j++) z->grad[u->local + j] += into[j];
+    if (!s->error) s->error = s->store.ops->grad_write(z, i, into);
     u->fresh = 0;
     m->be->discard(m->be, m->grads + u->off, u->n * sizeof(float));
     if (z->staged) zt_pages_discard(z->grads + u->off, u->n * sizeof(float));
@@ -172,9 +181,8 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         prefetch(z, i, use);
     }
     if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !u->grads_in) {
-        zt_status st = z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float));
-        if (!z->z3->error) z->z3->error = st;
-        load_grads(z, u);
+        keep_error(s, z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float)));
+        load_grads(z, i);
         u->grads_in = 1;
         hold(s, (long long)(u->n * sizeof(float)));
     }
@@ -200,20 +208,23 @@ static void on_finish(void *ctx, int backward)
     s->fwd_pos = 0;
 }
 
-/* This rank's slices and the reduction's scratch: pinned where a device copies straight to and from
- * them (staged, one process) */
-static void *slices_alloc(const zt_zero *z, size_t bytes)
+/* Each unit and this rank's slice of it, z.seg[i] (zt_zero_segments). */
+static zt_status cut_units(zt_zero *z)
 {
-    return z->staged && !z->comm ? z->model_be->host_alloc(z->model_be, bytes) : zt_calloc_aligned(bytes);
+    zt_zero3 *s = z->z3;
+    s->u = calloc((size_t)s->units, sizeof *s->u);
+    if (!s->u) return zt_fail(ZT_ENOMEM, "out of memory");
+    for (int i = 0; i < s->units; i++) {
+        zt_unit3 *u = &s->u[i];
+        zt_llama_unit_range(z->m, i, &u->off, &u->n);
+        u->p = (u->n + z->world - 1) / z->world;
+        u->mine = z->seg[i].hi - z->seg[i].lo;
+        u->local = z->seg[i].local;
+    }
+    return ZT_OK;
 }
 
-static void slices_free(const zt_zero *z, void *p)
-{
-    if (z->staged && !z->comm) z->model_be->host_free(z->model_be, p);
-    else zt_free(p);
-}
-
-zt_status zt_zero3_init(zt_zero *z)
+static zt_status init(zt_zero *z)
 {
     zt_llama *m = z->m;
     zt_zero3 *s = z->z3 = calloc(1, sizeof *s);
@@ -222,29 +233,13 @@ zt_status zt_zero3_init(zt_zero *z)
     s->units = zt_llama_units(m);
     s->pinned = m->cfg.tie_word_embeddings ? 0 : -1;
     s->weightless = zt_llama_embed_tiles(m);
-    s->u = calloc((size_t)s->units, sizeof *s->u);
-    if (!s->u) return zt_fail(ZT_ENOMEM, "out of memory");
-    size_t local = z->local_numel, widest = 0;
-    for (int i = 0; i < s->units; i++) { /* z->seg[i] is this rank's slice of unit i */
-        zt_unit3 *u = &s->u[i];
-        zt_llama_unit_range(m, i, &u->off, &u->n);
-        u->p = (u->n + z->world - 1) / z->world;
-        u->mine = z->seg[i].hi - z->seg[i].lo;
-        u->local = z->seg[i].local;
-        if (u->p > widest) widest = u->p;
-    }
-    zt_status st;
-    if (z->o.host_params == 2) { /* offload.param = "nvme": the slices go to the swap file */
-        if ((st = zt_p3_init(z))) return st;
-    } else {
-        z->master = slices_alloc(z, (local + 1) * sizeof(float));
-        z->grad = slices_alloc(z, (local + 1) * sizeof(float));
-        s->scratch = z->world > 1 ? slices_alloc(z, (widest + 1) * sizeof(float)) : NULL;
-        if (!z->master || !z->grad || (z->world > 1 && !s->scratch))
-            return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
-        for (int i = 0; i < z->nseg; i++)
-            memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
-    }
+    zt_status st = cut_units(z);
+    if (st) return st;
+    s->store.ops = z->o.params_at == ZT_PARAM_NVME ? &zt_store_nvme : &zt_store_memory;
+    /* the most slices read at once: the units gathered ahead (zt_zero3_ahead) and two more */
+    int reads = zt_zero3_ahead(s->o.prefetch_layers, zt_llama_mlp_tiles(m), s->o.checkpointing) + 2;
+    st = s->store.ops->open(z, reads);
+    if (st) return st;
     /* the rest of the model is gathered when used */
     st = zt_zeropp_init(z);
     if (st) return st;
@@ -257,79 +252,107 @@ zt_status zt_zero3_init(zt_zero *z)
     return ZT_OK;
 }
 
-void zt_zero3_free(zt_zero *z)
+static void free_stage3(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
+    if (!s) return;
     if (z->m && z->m->hooks == &s->hooks) z->m->hooks = NULL;
     for (int i = 0; s->u && i < s->units; i++) { /* never leave MPI a dead buffer */
         zt_comm_wait(z->comm, s->u[i].req[0]);
         zt_comm_wait(z->comm, s->u[i].req[1]);
-        free(s->u[i].staging);
+        free(s->u[i].qwz.staging);
     }
-    zt_p3_free(z);
-    zt_zeropp_free(z);
+    if (s->store.ops) s->store.ops->close(z);
+    if (s->u) zt_zeropp_free(z);
     free(s->u);
-    slices_free(z, s->scratch);
-    slices_free(z, z->master);
-    slices_free(z, z->grad);
     free(s);
     z->z3 = NULL;
 }
 
-zt_status zt_zero3_error(zt_zero *z)
+/* The first collective that failed inside the model's hooks since the last call. */
+static zt_status take_error(zt_zero *z)
 {
     zt_status st = z->z3->error;
     z->z3->error = ZT_OK;
     return st;
 }
 
-void zt_zero3_zero_grads(zt_zero *z)
+static void zero_grads(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
-    for (int i = 0; i < s->units; i++) s->u[i].fresh = 1, s->u[i].sumsq = 0;
-    if (!z->swap) z->be->memset0(z->be, z->grad, z->local_numel * sizeof *z->grad);
+    for (int i = 0; i < s->units; i++) s->u[i].fresh = 1;
+    s->store.ops->zero_grads(z);
 }
 
-size_t zt_zero3_gathered_peak(const zt_zero *z) { return z->z3->held_peak; }
+/* The gradients were reduced unit by unit in the backward pass: what is left is to report a
+ * collective that failed there, and to complete the slices. */
+static zt_status reduce_grads(zt_zero *z)
+{
+    zt_status st = take_error(z);
+    return st ? st : z->z3->store.ops->flush(z);
+}
+
+static zt_status grad_sumsq(zt_zero *z, double *out)
+{
+    *out = z->z3->store.ops->grad_sumsq(z);
+    return zt_zero_allsum(z, out, 1);
+}
+
+/* The next use gathers the new weights; hpZ's secondary slices are stale. */
+static zt_status params_updated(zt_zero *z)
+{
+    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].hpz.held = 0;
+    return ZT_OK;
+}
+
+static zt_status gather_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; i < s->units && s->store.ops->reads_at_once; i++) start_gather(z, i, ZT_COMM_OTHER);
+    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER); /* else one slice at a time */
+    return take_error(z);
+}
+
+static void release_all(zt_zero *z)
+{
+    zt_zero3 *s = z->z3;
+    for (int i = 0; s && s->u && i < s->units; i++) drop_params(z, i); /* s: init may have failed */
+}
+
+static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
+{
+    return z->z3->store.ops->get_weights(z, at, n, dst);
+}
+
+static zt_zero_memory memory_use(const zt_zero *z)
+{
+    const zt_zero3 *s = z->z3;
+    size_t local = z->local_numel;
+    zt_zero_memory u = {
+        .params = (local + s->hpz.numel) * 4, /* the bf16 copy exists only for gathered units */
+        .grads = (local + (s->qgz.residual ? 2 * z->numel : 0)) * 4,
+        .optimizer = local * 8,
+        .gathered_peak = s->held_peak,
+    };
+    s->store.ops->memory_use(z, &u);
+    return u;
+}
 
 int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing)
 {
     return mlp_tiles > 1 && checkpointing ? 2 * prefetch_layers : prefetch_layers;
 }
 
-void zt_zero3_params_updated(zt_zero *z)
-{
-    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].held = 0;
-}
-
-zt_status zt_zero_gather_all(zt_zero *z)
-{
-    zt_zero3 *s = z->z3;
-    if (!s) return ZT_OK;
-    for (int i = 0; i < s->units && !z->swap; i++) start_gather(z, i, ZT_COMM_OTHER);
-    for (int i = 0; i < s->units; i++) finish_gather(z, i, ZT_COMM_OTHER); /* nvme: one staging buffer at a time */
-    return zt_zero3_error(z);
-}
-
-void zt_zero_release_all(zt_zero *z)
-{
-    zt_zero3 *s = z->z3;
-    for (int i = 0; s && i < s->units; i++) drop_params(z, i);
-}
-
-zt_status zt_zero_take_quant_error(zt_zero *z, double out[2])
-{
-    double *q = z->z3 ? z->z3->qerr : (double[4]){0};
-    zt_status st = zt_zero_sum(z, q, 4);
-    for (int k = 0; k < 2; k++) out[k] = q[2 * k + 1] > 0 ? sqrt(q[2 * k] / q[2 * k + 1]) : -1;
-    memset(q, 0, 4 * sizeof *q);
-    return st;
-}
-
-double zt_zero_take_wait_s(zt_zero *z)
-{
-    if (!z->z3) return 0;
-    double t = z->z3->wait_s;
-    z->z3->wait_s = 0;
-    return t;
-}
+const zt_zero_stage_ops zt_zero3_ops = {
+    .pageable_copies = 1,
+    .init = init,
+    .free = free_stage3,
+    .zero_grads = zero_grads,
+    .reduce_grads = reduce_grads,
+    .grad_sumsq = grad_sumsq,
+    .params_updated = params_updated,
+    .gather_all = gather_all,
+    .release_all = release_all,
+    .read_local = read_local,
+    .memory_use = memory_use,
+};

@@ -1,9 +1,10 @@
-/* ZeRO stage 3 with offload.param = "nvme": this rank's slices of the fp32 weights and of
- * the summed gradient live in the swap file that also holds AdamW's moments (offload/swap.h),
- * one unit's slice a transfer. A gather reads the slice into a staging buffer (started with
- * the prefetch, so the read overlaps the layers before it); a unit's reduced gradient is
- * written in the background from one of two buffers while the backward pass goes on. The
- * optimizer step then streams weights, gradient and moments together (zero/optstate.c). */
+/* ZeRO stage 3's slice store in the swap file (zero3.h), for offload.param = "nvme": this rank's
+ * slices of the fp32 weights and of the summed gradient live in the swap file that also holds
+ * AdamW's moments (offload/swap.h, z.swap), one unit's slice a transfer. A gather reads the
+ * slice into a staging buffer (started with the prefetch, so the read overlaps the layers
+ * before it); a unit's reduced gradient is written in the background from one of two buffers
+ * while the backward pass goes on. The optimizer step then streams weights, gradient and
+ * moments together (zero/optstate.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,221 +13,318 @@
 #include "lib/optim/clip.h"
 #include "zero3.h"
 
+typedef struct nvme_unit {
+    int buf;      /* the staging buffer its slice is read into, or -1 */
+    int reading;  /* a read of its slice in flight */
+    zt_aio_req io;
+    double sumsq; /* Σ g² of the gradient slice as last written */
+} nvme_unit;
+
+/* Staging buffers for slices read (`reads` of them) and for gradients written (2, alternating;
+ * a third to add to what a step wrote before), slice_bytes each. */
+typedef struct nvme_store {
+    nvme_unit *u;
+    float **stage;
+    int nstage, *stage_busy;
+    float *gbuf[2], *gold;
+    zt_aio_req gio[2];
+    int gpending[2], gnext;
+    size_t slice_bytes;
+} nvme_store;
+
+static nvme_store *state(const zt_zero *z) { return z->z3->store.state; }
+
 static zt_status wait_write(zt_zero *z, int b)
 {
-    zt_zero3 *s = z->z3;
-    if (!s->gpending[b]) return ZT_OK;
-    s->gpending[b] = 0;
-    return zt_aio_wait(z->aio, &s->gio[b]);
+    nvme_store *ns = state(z);
+    if (!ns->gpending[b]) return ZT_OK;
+    ns->gpending[b] = 0;
+    return zt_aio_wait(z->aio, &ns->gio[b]);
+}
+
+static zt_status wait_writes(zt_zero *z)
+{
+    zt_status st = wait_write(z, 0), st1 = wait_write(z, 1);
+    return st ? st : st1;
 }
 
 /* The weights of every unit into the file: from the loader, a unit at a time, or from the
  * model's array; writes alternate between two staging buffers. */
 static zt_status write_weights(zt_zero *z)
 {
-    zt_zero3 *s = z->z3;
+    const zt_zero3 *s = z->z3;
+    nvme_store *ns = state(z);
     size_t widest = 0;
     for (int i = 0; i < s->units; i++) widest = s->u[i].n > widest ? s->u[i].n : widest;
     float *unit = z->o.load ? zt_pages_alloc(widest * sizeof(float)) : NULL;
     if (z->o.load && !unit) return zt_fail(ZT_ENOMEM, "out of memory loading a unit of %zu weights", widest);
     zt_status st = ZT_OK;
     for (int i = 0; i < s->units && !st; i++) {
-        zt_unit3 *u = &s->u[i];
+        const zt_unit3 *u = &s->u[i];
         size_t lo = z->seg[i].lo - u->off;
         const float *src = z->params + u->off;
-        if (z->o.load && !(st = z->o.load(z->o.load_ctx, u->off, u->n, unit))) src = unit;
-        if (st || !u->mine) continue;
-        int b = i % 2;
-        if ((st = wait_write(z, b))) break;
-        memcpy(s->gbuf[b], src + lo, u->mine * sizeof(float));
-        if (unit) zt_pages_discard(unit, u->n * sizeof(float));
-        st = zt_swap_range_write(z->swap, ZT_SWAP_MASTER, u->local, u->mine, s->gbuf[b], &s->gio[b]);
-        s->gpending[b] = !st;
+        if (z->o.load) {
+            st = z->o.load(z->o.load_ctx, u->off, u->n, unit);
+            src = unit;
+        }
+        if (!st && u->mine) {
+            int b = i % 2;
+            st = wait_write(z, b);
+            if (st) break;
+            memcpy(ns->gbuf[b], src + lo, u->mine * sizeof(float));
+            if (unit) zt_pages_discard(unit, u->n * sizeof(float));
+            st = zt_swap_range_write(z->swap, ZT_SWAP_MASTER, u->local, u->mine, ns->gbuf[b], &ns->gio[b]);
+            ns->gpending[b] = !st;
+        }
     }
-    for (int b = 0; b < 2; b++) {
-        zt_status e = wait_write(z, b);
-        if (!st) st = e;
-    }
+    zt_status e = wait_writes(z);
+    if (!st) st = e;
     zt_pages_free(unit);
     uint64_t rd, wr; /* not a step's I/O */
     zt_aio_take_bytes(z->aio, &rd, &wr);
     return st;
 }
 
-zt_status zt_p3_init(zt_zero *z)
+/* The engine and the swap file, of this rank's slices (one array range a unit). */
+static zt_status open_file(zt_zero *z)
 {
-    zt_zero3 *s = z->z3;
+    const zt_zero3 *s = z->z3;
     const zt_zero_options *o = &z->o;
-    size_t widest = 0;
     size_t *cuts = malloc(((size_t)s->units + 1) * sizeof *cuts);
-    if (!cuts || !(z->swap = calloc(1, sizeof *z->swap))) {
+    z->swap = calloc(1, sizeof *z->swap);
+    if (!cuts || !z->swap) {
         free(cuts);
+        free(z->swap);
+        z->swap = NULL;
         return zt_fail(ZT_ENOMEM, "out of memory");
     }
-    for (int i = 0; i < s->units; i++) {
-        cuts[i] = s->u[i].local;
-        widest = s->u[i].mine > widest ? s->u[i].mine : widest;
-        s->u[i].buf = -1;
-    }
+    for (int i = 0; i < s->units; i++) cuts[i] = s->u[i].local;
     char name[160];
     zt_aio_scratch_name(name, sizeof name, z->rank, o->swap_kind ? o->swap_kind : "params");
     zt_status st = zt_aio_open(&z->aio, o->aio_block, o->aio_depth);
-    if (!st) st = zt_swap_open(z->swap, z->aio, o->nvme_paths, o->nvme_npaths, name, z->local_numel, o->swap_chunk, 4, cuts,
-                               s->units);
+    if (!st)
+        st = zt_swap_open(z->swap, z->aio, o->nvme_paths, o->nvme_npaths, name, z->local_numel, o->swap_chunk, 4, cuts,
+                          s->units);
     free(cuts);
-    if (st) {
+    if (st) { /* nothing of the file to close */
         free(z->swap);
         z->swap = NULL;
-        return st;
     }
-    s->slice_bytes = zt_aio_round(widest * sizeof(float) + 1);
-    s->nstage = zt_zero3_ahead(o->prefetch_layers, zt_llama_mlp_tiles(z->m), o->checkpointing) + 2;
-    s->stage = calloc((size_t)s->nstage, sizeof *s->stage);
-    s->stage_busy = calloc((size_t)s->nstage, sizeof *s->stage_busy);
-    if (!s->stage || !s->stage_busy) return zt_fail(ZT_ENOMEM, "out of memory");
-    for (int b = 0; b < s->nstage; b++)
-        if (!(s->stage[b] = zt_aio_alloc(s->slice_bytes))) return zt_fail(ZT_ENOMEM, "out of memory for staging buffers");
-    for (int b = 0; b < 2; b++)
-        if (!(s->gbuf[b] = zt_aio_alloc(s->slice_bytes))) return zt_fail(ZT_ENOMEM, "out of memory for staging buffers");
+    return st;
+}
+
+static zt_status open_nvme(zt_zero *z, int reads)
+{
+    const zt_zero3 *s = z->z3;
+    nvme_store *ns = calloc(1, sizeof *ns);
+    if (!ns) return zt_fail(ZT_ENOMEM, "out of memory");
+    z->z3->store.state = ns;
+    ns->u = calloc((size_t)s->units, sizeof *ns->u);
+    if (!ns->u) return zt_fail(ZT_ENOMEM, "out of memory");
+    size_t widest = 0;
+    for (int i = 0; i < s->units; i++) {
+        widest = s->u[i].mine > widest ? s->u[i].mine : widest;
+        ns->u[i].buf = -1;
+    }
+    zt_status st = open_file(z);
+    if (st) return st;
+    ns->slice_bytes = zt_aio_round(widest * sizeof(float) + 1);
+    ns->nstage = reads;
+    ns->stage = calloc((size_t)ns->nstage, sizeof *ns->stage);
+    ns->stage_busy = calloc((size_t)ns->nstage, sizeof *ns->stage_busy);
+    if (!ns->stage || !ns->stage_busy) return zt_fail(ZT_ENOMEM, "out of memory");
+    for (int b = 0; b < ns->nstage; b++) {
+        ns->stage[b] = zt_aio_alloc(ns->slice_bytes);
+        if (!ns->stage[b]) return zt_fail(ZT_ENOMEM, "out of memory for staging buffers");
+    }
+    for (int b = 0; b < 2; b++) {
+        ns->gbuf[b] = zt_aio_alloc(ns->slice_bytes);
+        if (!ns->gbuf[b]) return zt_fail(ZT_ENOMEM, "out of memory for staging buffers");
+    }
     return write_weights(z);
 }
 
-void zt_p3_free(zt_zero *z)
+static void release(zt_zero *z, int i)
 {
-    zt_zero3 *s = z->z3;
-    if (!z->swap) return;
-    for (int i = 0; s->u && i < s->units; i++) zt_p3_release(z, i);
-    for (int b = 0; b < 2; b++) wait_write(z, b);
-    for (int b = 0; s->stage && b < s->nstage; b++) zt_aio_free(s->stage[b]);
-    free(s->stage);
-    free(s->stage_busy);
-    for (int b = 0; b < 2; b++) zt_aio_free(s->gbuf[b]);
-    zt_aio_free(s->gold);
-    zt_swap_close(z->swap);
-    free(z->swap);
-    z->swap = NULL;
+    nvme_store *ns = state(z);
+    nvme_unit *nu = &ns->u[i];
+    if (nu->buf < 0) return;
+    if (nu->reading) {
+        zt_aio_wait(z->aio, &nu->io);
+        nu->reading = 0;
+    }
+    ns->stage_busy[nu->buf] = 0;
+    nu->buf = -1;
+}
+
+static void close_nvme(zt_zero *z)
+{
+    nvme_store *ns = state(z);
+    if (!ns) return;
+    if (z->swap) { /* else nothing was read or written */
+        for (int i = 0; i < z->z3->units; i++) release(z, i);
+        wait_writes(z);
+        zt_swap_close(z->swap);
+        free(z->swap);
+        z->swap = NULL;
+    }
     zt_aio_close(z->aio);
     z->aio = NULL;
+    for (int b = 0; ns->stage && b < ns->nstage; b++) zt_aio_free(ns->stage[b]);
+    free(ns->stage);
+    free(ns->stage_busy);
+    for (int b = 0; b < 2; b++) zt_aio_free(ns->gbuf[b]);
+    zt_aio_free(ns->gold);
+    free(ns->u);
+    free(ns);
+    z->z3->store.state = NULL;
 }
 
-float *zt_p3_read_start(zt_zero *z, int i)
+static zt_status read_start(zt_zero *z, int i, const float **slice)
 {
-    zt_zero3 *s = z->z3;
-    zt_unit3 *u = &s->u[i];
+    nvme_store *ns = state(z);
+    const zt_unit3 *u = &z->z3->u[i];
+    nvme_unit *nu = &ns->u[i];
     int b = 0;
-    while (b < s->nstage && s->stage_busy[b]) b++;
-    if (b == s->nstage) {
-        s->error = zt_fail(ZT_ERUNTIME, "rank %d: no staging buffer free for unit %d", z->rank, i);
-        return NULL;
-    }
-    s->stage_busy[b] = 1, u->buf = b;
-    if (u->mine) {
-        s->error = zt_swap_range_read(z->swap, ZT_SWAP_MASTER, u->local, u->mine, s->stage[b], &u->io);
-        u->reading = !s->error;
-    }
-    return s->error ? NULL : s->stage[b];
+    while (b < ns->nstage && ns->stage_busy[b]) b++;
+    if (b == ns->nstage) return zt_fail(ZT_ERUNTIME, "rank %d: no staging buffer free for unit %d", z->rank, i);
+    ns->stage_busy[b] = 1, nu->buf = b;
+    *slice = ns->stage[b];
+    if (!u->mine) return ZT_OK;
+    zt_status st = zt_swap_range_read(z->swap, ZT_SWAP_MASTER, u->local, u->mine, ns->stage[b], &nu->io);
+    nu->reading = !st;
+    return st;
 }
 
-zt_status zt_p3_read_wait(zt_zero *z, int i)
+static zt_status read_wait(zt_zero *z, int i)
 {
-    zt_zero3 *s = z->z3;
-    zt_unit3 *u = &s->u[i];
-    if (!u->reading) return ZT_OK;
-    u->reading = 0;
+    nvme_store *ns = state(z);
+    const zt_unit3 *u = &z->z3->u[i];
+    nvme_unit *nu = &ns->u[i];
+    if (!nu->reading) return ZT_OK;
+    nu->reading = 0;
     double t = zt_now_s();
-    zt_status st = zt_aio_wait(z->aio, &u->io);
-    s->wait_s += zt_now_s() - t;
-    return st ? st : zt_swap_check_range(z->swap, ZT_SWAP_MASTER, u->local, u->mine, s->stage[u->buf]);
+    zt_status st = zt_aio_wait(z->aio, &nu->io);
+    z->wait_s += zt_now_s() - t;
+    return st ? st : zt_swap_check_range(z->swap, ZT_SWAP_MASTER, u->local, u->mine, ns->stage[nu->buf]);
 }
 
-void zt_p3_release(zt_zero *z, int i)
+/* A new step: the gradient slices are rewritten unit by unit (flush writes zeros for the rest). */
+static void zero_grads(zt_zero *z)
 {
-    zt_zero3 *s = z->z3;
-    zt_unit3 *u = &s->u[i];
-    if (u->buf < 0) return;
-    if (u->reading) zt_aio_wait(z->aio, &u->io), u->reading = 0;
-    s->stage_busy[u->buf] = 0, u->buf = -1;
+    for (int i = 0; i < z->z3->units; i++) state(z)->u[i].sumsq = 0;
 }
 
-float *zt_p3_reduce_target(zt_zero *z, zt_unit3 *u)
+/* The buffer to add to what the step wrote before (several ranks, a later micro-batch). */
+static zt_status old_buffer(zt_zero *z, float **buf)
 {
-    zt_zero3 *s = z->z3;
-    if (!u->fresh && z->world > 1) { /* added to what the step wrote before, read into the other buffer */
-        if (!s->gold && !(s->gold = zt_aio_alloc(s->slice_bytes)))
-            s->error = zt_fail(ZT_ENOMEM, "out of memory for gradient accumulation");
-        return s->gold;
-    }
-    zt_status st = wait_write(z, s->gnext);
-    if (st) s->error = st;
-    return st ? NULL : s->gbuf[s->gnext];
+    nvme_store *ns = state(z);
+    if (!ns->gold) ns->gold = zt_aio_alloc(ns->slice_bytes);
+    *buf = ns->gold;
+    return ns->gold ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory for gradient accumulation");
+}
+
+static zt_status grad_target(zt_zero *z, int i, float **into)
+{
+    nvme_store *ns = state(z);
+    if (!z->z3->u[i].fresh && z->world > 1) return old_buffer(z, into); /* grad_write adds it to the other buffer */
+    *into = NULL;
+    zt_status st = wait_write(z, ns->gnext);
+    if (!st) *into = ns->gbuf[ns->gnext];
+    return st;
 }
 
 /* Unit u's gradient slice as written this step into out (every write done first: the file's
  * order is the order of completion). */
 static zt_status read_grad(zt_zero *z, const zt_unit3 *u, float *out)
 {
+    zt_status st = wait_writes(z);
+    if (st || !u->mine) return st;
     zt_aio_req r;
-    zt_status st;
-    for (int b = 0; b < 2; b++)
-        if ((st = wait_write(z, b))) return st;
-    if (!u->mine) return ZT_OK;
-    if ((st = zt_swap_range_read(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &r)) || (st = zt_aio_wait(z->aio, &r)))
-        return st;
-    return zt_swap_check_range(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out);
+    st = zt_swap_range_read(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &r);
+    if (!st) st = zt_aio_wait(z->aio, &r);
+    return st ? st : zt_swap_check_range(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out);
 }
 
-const float *zt_p3_grad_read(zt_zero *z, zt_unit3 *u)
+static zt_status grad_read(zt_zero *z, int i, const float **sum)
 {
-    zt_zero3 *s = z->z3;
-    if (!s->gold && !(s->gold = zt_aio_alloc(s->slice_bytes))) {
-        s->error = zt_fail(ZT_ENOMEM, "out of memory for gradient accumulation");
-        return NULL;
-    }
-    s->error = read_grad(z, u, s->gold);
-    return s->error ? NULL : s->gold;
+    float *buf = NULL;
+    zt_status st = old_buffer(z, &buf);
+    if (!st) st = read_grad(z, &z->z3->u[i], buf);
+    *sum = buf;
+    return st;
 }
 
-zt_status zt_p3_grad_store(zt_zero *z, zt_unit3 *u, float *reduced)
+static zt_status grad_write(zt_zero *z, int i, float *reduced)
 {
-    zt_zero3 *s = z->z3;
-    int b = s->gnext;
+    nvme_store *ns = state(z);
+    const zt_unit3 *u = &z->z3->u[i];
+    int b = ns->gnext;
     float *out = reduced;
-    zt_status st = ZT_OK;
     if (!u->fresh && z->world > 1) { /* another micro-batch of the step: what it wrote before, plus this one */
-        out = s->gbuf[b];
-        if ((st = read_grad(z, u, out))) return st;
+        out = ns->gbuf[b];
+        zt_status st = read_grad(z, u, out);
+        if (st) return st;
         for (size_t j = 0; j < u->mine; j++) out[j] += reduced[j];
     }
-    u->sumsq = zt_sumsq(out, u->mine);
+    ns->u[i].sumsq = zt_sumsq(out, u->mine);
     if (!u->mine) return ZT_OK;
-    st = zt_swap_range_write(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &s->gio[b]);
-    s->gpending[b] = !st;
-    s->gnext = 1 - b;
+    zt_status st = zt_swap_range_write(z->swap, ZT_SWAP_GRAD, u->local, u->mine, out, &ns->gio[b]);
+    ns->gpending[b] = !st;
+    ns->gnext = 1 - b;
     return st;
 }
 
-zt_status zt_p3_flush(zt_zero *z)
+/* Every write done, a unit without a gradient this step written as zeros. */
+static zt_status flush(zt_zero *z)
 {
-    zt_zero3 *s = z->z3;
+    const zt_zero3 *s = z->z3;
     zt_status st = ZT_OK;
     for (int i = 0; i < s->units && !st; i++) {
-        zt_unit3 *u = &s->u[i];
-        if (!u->fresh) continue;
-        float *zeros = zt_p3_reduce_target(z, u);
-        if (!zeros) return zt_zero3_error(z);
-        memset(zeros, 0, u->mine * sizeof(float));
-        st = zt_p3_grad_store(z, u, zeros);
+        if (!s->u[i].fresh) continue;
+        float *zeros = NULL;
+        st = grad_target(z, i, &zeros);
+        if (st) return st;
+        memset(zeros, 0, s->u[i].mine * sizeof(float));
+        st = grad_write(z, i, zeros);
     }
-    for (int b = 0; b < 2; b++) {
-        zt_status e = wait_write(z, b);
-        if (!st) st = e;
-    }
-    return st;
+    zt_status e = wait_writes(z);
+    return st ? st : e;
 }
 
-double zt_p3_sumsq(const zt_zero *z)
+static double grad_sumsq(const zt_zero *z)
 {
     double total = 0;
-    for (int i = 0; i < z->z3->units; i++) total += z->z3->u[i].sumsq;
+    for (int i = 0; i < z->z3->units; i++) total += state(z)->u[i].sumsq;
     return total;
 }
+
+static zt_status get_weights(zt_zero *z, size_t at, size_t n, float *dst)
+{
+    return zt_swap_get(z->swap, ZT_SWAP_MASTER, at, n, dst);
+}
+
+/* Weights, gradient and moments in the file; what stays is the staging. */
+static void memory_use(const zt_zero *z, zt_zero_memory *u)
+{
+    const nvme_store *ns = state(z);
+    u->params -= z->local_numel * 4, u->grads -= z->local_numel * 4, u->optimizer = 0;
+    u->gathered_peak += (size_t)(ns->nstage + 2) * ns->slice_bytes;
+}
+
+const zt_slice_store_ops zt_store_nvme = {
+    .reads_at_once = 0,
+    .open = open_nvme,
+    .close = close_nvme,
+    .read_start = read_start,
+    .read_wait = read_wait,
+    .release = release,
+    .zero_grads = zero_grads,
+    .grad_target = grad_target,
+    .grad_write = grad_write,
+    .grad_read = grad_read,
+    .flush = flush,
+    .grad_sumsq = grad_sumsq,
+    .get_weights = get_weights,
+    .memory_use = memory_use,
+};

@@ -34,10 +34,11 @@ static zt_status find_cuts(zt_zero *z)
     const zt_llama *m = z->m;
     for (int i = 0; i < s->units; i++) {
         zt_unit3 *u = &s->u[i];
-        if (!(u->cuts = calloc((size_t)m->n_tensors + 1, sizeof *u->cuts))) return zt_fail(ZT_ENOMEM, "out of memory");
+        u->quant.cuts = calloc((size_t)m->n_tensors + 1, sizeof *u->quant.cuts);
+        if (!u->quant.cuts) return zt_fail(ZT_ENOMEM, "out of memory");
         for (int t = 0; t < m->n_tensors; t++) /* in layout order */
             if (m->tensors[t].offset > u->off && m->tensors[t].offset < u->off + u->n)
-                u->cuts[u->ncuts++] = m->tensors[t].offset - u->off;
+                u->quant.cuts[u->quant.ncuts++] = m->tensors[t].offset - u->off;
     }
     return ZT_OK;
 }
@@ -48,30 +49,35 @@ zt_status zt_zeropp_init(zt_zero *z)
     const zt_zero_options *o = &s->o;
     if ((o->quantized_weights || o->quantized_gradients) && o->quant_block < 1)
         return zt_fail(ZT_EUSER, "zero.quant_block_size must be at least 1");
-    zt_status st;
+    zt_status st = ZT_OK;
     if (o->hpz > 1) {
-        if ((st = zt_comm_split(z->comm, o->hpz, 0, &s->hpz))) return st;
-        size_t local = 0, me = (size_t)zt_comm_rank(s->hpz);
+        st = zt_comm_split(z->comm, o->hpz, 0, &s->hpz.comm);
+        if (st) return st;
+        size_t local = 0, me = (size_t)zt_comm_rank(s->hpz.comm);
         for (int i = 0; i < s->units; i++) {
             zt_unit3 *u = &s->u[i];
-            u->hp = (u->n + o->hpz - 1) / o->hpz;
-            u->hlocal = local;
-            local += zt_comm_cut(u->n, u->hp, me);
+            u->hpz.p = (u->n + o->hpz - 1) / o->hpz;
+            u->hpz.local = local;
+            local += zt_comm_cut(u->n, u->hpz.p, me);
         }
-        s->secondary_numel = local;
-        if (!(s->secondary = zt_calloc_aligned((local + 1) * sizeof(float))))
+        s->hpz.numel = local;
+        s->hpz.secondary = zt_calloc_aligned((local + 1) * sizeof(float));
+        if (!s->hpz.secondary)
             return zt_fail(ZT_ENOMEM, "out of memory for hpZ's secondary slices (%zu parameters)", local);
     }
-    if ((o->quantized_weights || o->quantized_gradients) && (st = find_cuts(z))) return st;
+    if (o->quantized_weights || o->quantized_gradients) st = find_cuts(z);
+    if (st) return st;
     if (o->quantized_gradients) {
         size_t widest = 0;
         int most = 0;
         for (int i = 0; i < s->units; i++) {
             widest = s->u[i].n > widest ? s->u[i].n : widest;
-            most = s->u[i].ncuts > most ? s->u[i].ncuts : most;
+            most = s->u[i].quant.ncuts > most ? s->u[i].quant.ncuts : most;
         }
-        if ((st = zt_qgz_init(&s->qgz, z->comm, (size_t)o->quant_block, widest, most))) return st;
-        if (o->error_feedback && !(s->residual = zt_calloc_aligned((2 * z->numel + 1) * sizeof(float))))
+        st = zt_qgz_init(&s->qgz.q, z->comm, (size_t)o->quant_block, widest, most);
+        if (st) return st;
+        if (o->error_feedback) s->qgz.residual = zt_calloc_aligned((2 * z->numel + 1) * sizeof(float));
+        if (o->error_feedback && !s->qgz.residual)
             return zt_fail(ZT_ENOMEM, "out of memory for qgZ's residuals (%zu parameters)", z->numel);
     }
     return ZT_OK;
@@ -80,19 +86,19 @@ zt_status zt_zeropp_init(zt_zero *z)
 void zt_zeropp_free(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
-    zt_comm_finalize(s->hpz);
-    if (s->qgz.world) zt_qgz_free(&s->qgz);
-    for (int i = 0; i < s->units; i++) free(s->u[i].cuts);
-    zt_free(s->secondary);
-    zt_free(s->residual);
+    zt_comm_finalize(s->hpz.comm);
+    if (s->qgz.q.world) zt_qgz_free(&s->qgz.q);
+    for (int i = 0; i < s->units; i++) free(s->u[i].quant.cuts);
+    zt_free(s->hpz.secondary);
+    zt_free(s->qgz.residual);
 }
 
-/* measure_quant: what quantizing lost, Σ (q − x)² and Σ x² over n elements, into s->qerr[at], s->qerr[at + 1] */
-static void count_error(zt_zero3 *s, int at, const float *q, const float *x, size_t n)
+/* measure_quant: what quantizing lost, Σ (q − x)² and Σ x² over n elements, into z.qerr[at], z.qerr[at + 1] */
+static void count_error(zt_zero *z, int at, const float *q, const float *x, size_t n)
 {
     double e = 0, r = 0;
     for (size_t j = 0; j < n; j++) e += ((double)q[j] - x[j]) * ((double)q[j] - x[j]), r += (double)x[j] * x[j];
-    s->qerr[at] += e, s->qerr[at + 1] += r;
+    z->qerr[at] += e, z->qerr[at + 1] += r;
 }
 
 /* --- qwZ ------------------------------------------------------------------------------ */
@@ -105,7 +111,7 @@ typedef struct qwz_layout {
 
 static zt_qpieces pieces_of(const zt_zero *z, const zt_unit3 *u)
 {
-    return (zt_qpieces){u->cuts, u->ncuts, (size_t)z->z3->o.quant_block};
+    return (zt_qpieces){u->quant.cuts, u->quant.ncuts, (size_t)z->z3->o.quant_block};
 }
 
 static qwz_layout qwz_of(const zt_zero *z, const zt_unit3 *u)
@@ -126,7 +132,7 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     qwz_layout l = qwz_of(z, u);
-    char *b = u->staging = calloc(1, l.bytes); /* zeroed: the scales past a short slice's blocks */
+    char *b = u->qwz.staging = calloc(1, l.bytes); /* zeroed: the scales past a short slice's blocks */
     if (!b) return zt_fail(ZT_ENOMEM, "rank %d: out of memory for a quantized gather (%zu bytes)", z->rank, l.bytes);
     zt_qpieces pc = pieces_of(z, u);
     size_t lo = u->p * (size_t)z->rank < u->n ? u->p * (size_t)z->rank : u->n;
@@ -139,7 +145,7 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
         float *back = malloc((u->mine + 1) * sizeof(float));
         if (!back) return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qwZ's error", z->rank);
         zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.send), (const float *)(b + l.send_scales), lo, lo + u->mine, back);
-        count_error(s, 0, back, slice, u->mine);
+        count_error(z, 0, back, slice, u->mine);
         free(back);
     }
     zt_status st = zt_comm_iallgather(z->comm, b + l.send, b + l.data, u->p, u->n, p, &u->req[0]);
@@ -154,38 +160,39 @@ zt_status zt_qwz_finish(zt_zero *z, int i)
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     qwz_layout l = qwz_of(z, u);
-    const char *b = u->staging;
+    const char *b = u->qwz.staging;
     zt_qpieces pc = pieces_of(z, u);
     for (size_t q = 0; q < (size_t)z->world; q++) {
         size_t lo = q * u->p < u->n ? q * u->p : u->n, hi = lo + zt_comm_cut(u->n, u->p, q);
         zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.data) + lo, (const float *)(b + l.scales) + q * l.nb, lo, hi,
                             z->params + u->off + lo);
     }
-    free(u->staging);
-    u->staging = NULL;
+    free(u->qwz.staging);
+    u->qwz.staging = NULL;
     return ZT_OK;
 }
 
 /* --- hpZ ------------------------------------------------------------------------------ */
 
-int zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p)
+int zt_hpz_holds(const zt_zero *z, int i) { return z->z3->hpz.comm && z->z3->u[i].hpz.held; }
+
+zt_status zt_hpz_start(zt_zero *z, int i, zt_comm_purpose p)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
-    if (!s->hpz || !u->held) return 0;
-    s->error = zt_comm_iallgather(s->hpz, s->secondary + u->hlocal, z->params + u->off, u->hp * sizeof(float),
-                                  u->n * sizeof(float), p, &u->req[0]);
-    return 1;
+    return zt_comm_iallgather(s->hpz.comm, s->hpz.secondary + u->hpz.local, z->params + u->off,
+                              u->hpz.p * sizeof(float), u->n * sizeof(float), p, &u->req[0]);
 }
 
 void zt_hpz_keep(zt_zero *z, int i)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
-    if (!s->hpz) return;
-    size_t me = (size_t)zt_comm_rank(s->hpz);
-    memcpy(s->secondary + u->hlocal, z->params + u->off + me * u->hp, zt_comm_cut(u->n, u->hp, me) * sizeof(float));
-    u->held = 1;
+    if (!s->hpz.comm) return;
+    size_t me = (size_t)zt_comm_rank(s->hpz.comm);
+    memcpy(s->hpz.secondary + u->hpz.local, z->params + u->off + me * u->hpz.p,
+           zt_comm_cut(u->n, u->hpz.p, me) * sizeof(float));
+    u->hpz.held = 1;
 }
 
 /* --- qgZ ------------------------------------------------------------------------------ */
@@ -194,15 +201,17 @@ zt_status zt_qgz_reduce_unit(zt_zero *z, int i, float *out)
 {
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
-    float *g = z->grads + u->off, *residual = s->residual ? s->residual + 2 * u->off : NULL, *exact = NULL;
+    float *g = z->grads + u->off, *residual = s->qgz.residual ? s->qgz.residual + 2 * u->off : NULL, *exact = NULL;
     zt_status st = ZT_OK;
     if (s->o.measure_quant) { /* the exact reduction first (qgZ adds the residual to g), counted as other traffic */
-        if (!(exact = malloc((u->p + 1) * sizeof(float))))
+        exact = malloc((u->p + 1) * sizeof(float));
+        if (!exact)
             return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qgZ's error", z->rank);
         st = zt_comm_reduce_scatter_sum(z->comm, g, exact, u->p, u->n, ZT_COMM_OTHER);
     }
-    if (!st) st = zt_qgz_reduce_scatter(&s->qgz, g, u->n, u->cuts, u->ncuts, residual, out, ZT_COMM_GRAD_REDUCE);
-    if (!st && exact) count_error(s, 2, out, exact, u->mine);
+    if (!st)
+        st = zt_qgz_reduce_scatter(&s->qgz.q, g, u->n, u->quant.cuts, u->quant.ncuts, residual, out, ZT_COMM_GRAD_REDUCE);
+    if (!st && exact) count_error(z, 2, out, exact, u->mine);
     free(exact);
     return st;
 }

@@ -1,0 +1,87 @@
+/* ZeRO stages 0-2 (zero.h): one segment of the flat array per rank, z.master and z.grad views
+ * of the flat arrays. */
+#include "stage.h"
+
+static zt_status init(zt_zero *z)
+{
+    if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
+    z->master = z->params + z->seg[0].lo;
+    z->grad = z->grads + z->seg[0].lo;
+    return ZT_OK;
+}
+
+/* z.master and z.grad point into the flat arrays: nothing of their own */
+static void free_views(zt_zero *z) { (void)z; }
+
+static void zero_grads(zt_zero *z)
+{
+    zt_backend *be = z->m->be;
+    be->memset0(be, z->m->grads, z->numel * sizeof *z->m->grads);
+}
+
+static zt_status reduce_grads(zt_zero *z)
+{
+    zt_backend *be = z->m->be;
+    if (z->staged) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
+    if (z->world == 1) return ZT_OK;
+    float *g = z->grads;
+    if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
+    /* in place: block r lands at r·p */
+    return zt_comm_reduce_scatter_sum(z->comm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
+}
+
+static zt_status grad_sumsq(zt_zero *z, double *out)
+{
+    if (z->stage < 2) { /* every rank holds the whole summed gradient */
+        *out = z->be->sumsq(z->be, z->grads, z->numel);
+        return ZT_OK;
+    }
+    *out = z->be->sumsq(z->be, z->grad, z->local_numel);
+    return zt_zero_allsum(z, out, 1);
+}
+
+static zt_status params_updated(zt_zero *z)
+{
+    zt_status st = ZT_OK;
+    zt_backend *be = z->m->be;
+    if (z->stage >= 1) /* in place */
+        st = zt_comm_allgather(z->comm, z->params + z->p * z->rank, z->params, z->p * sizeof(float), ZT_COMM_OTHER);
+    if (!st && z->staged) be->upload(be, z->m->params, z->params, z->numel * sizeof(float));
+    if (!st && !z->params16) zt_llama_sync_params16(z->m); /* else AdamW wrote the bf16 copy */
+    return st;
+}
+
+/* Every rank holds the whole model all the time. */
+static zt_status gather_all(zt_zero *z)
+{
+    (void)z;
+    return ZT_OK;
+}
+
+static void release_all(zt_zero *z) { (void)z; }
+
+static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
+{
+    z->be->download(z->be, dst, z->master + at, n * sizeof(float));
+    return ZT_OK;
+}
+
+static zt_zero_memory memory_use(const zt_zero *z)
+{
+    size_t n = z->numel, copy16 = z->m->params16 ? 2 : 0;
+    return (zt_zero_memory){.params = n * (4 + copy16), .grads = n * 4, .optimizer = z->local_numel * 8};
+}
+
+const zt_zero_stage_ops zt_zero12_ops = {
+    .pageable_copies = 0,
+    .init = init,
+    .free = free_views,
+    .zero_grads = zero_grads,
+    .reduce_grads = reduce_grads,
+    .grad_sumsq = grad_sumsq,
+    .params_updated = params_updated,
+    .gather_all = gather_all,
+    .release_all = release_all,
+    .read_local = read_local,
+    .memory_use = memory_use,
+};
