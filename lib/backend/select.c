@@ -12,8 +12,6 @@ static zt_backend *cpu(void)
     return test && !strcmp(test, "1") ? zt_backend_cpu_as_device() : zt_backend_cpu();
 }
 
-const char *const zt_device_names[3] = {"auto", "cpu", "cuda"};
-
 zt_status zt_backend_open(zt_device device, zt_backend **be)
 {
     *be = cpu();
