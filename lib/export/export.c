@@ -12,6 +12,7 @@
 #include "lib/ckpt/safetensors.h"
 #include "lib/ckpt/state.h"
 #include "lib/core/fileio.h"
+#include "lib/model/generation_config.h"
 #include "lib/model/llama.h"
 
 static int has_file(const char *dir, const char *name)
@@ -128,8 +129,8 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
     return st;
 }
 
-/* config.json in dt, the tokenizer files, and generation_config.json (from the config
- * when the source has none). */
+/* config.json in dt, the tokenizer files, and generation_config.json (the source's, or
+ * one made from its config.json) */
 static zt_status write_model_files(const char *src, const char *out, const zt_llama_config *cfg, zt_dtype dt)
 {
     static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
@@ -137,17 +138,8 @@ static zt_status write_model_files(const char *src, const char *out, const zt_ll
     zt_status st = zt_state_copy_model_files(out, src);
     if (!st) st = zt_path_join(path, sizeof path, out, "config.json");
     if (!st) st = zt_llama_config_save(cfg, path, torch_names[dt]);
-    if (st || has_file(src, "generation_config.json")) return st;
-    cJSON *gen = cJSON_CreateObject();
-    if (cfg->bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", cfg->bos_token_id);
-    if (cfg->eos_token_id >= 0) cJSON_AddNumberToObject(gen, "eos_token_id", cfg->eos_token_id);
-    char *text = cJSON_Print(gen);
-    cJSON_Delete(gen);
-    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", out);
-    if (!(st = zt_path_join(path, sizeof path, out, "generation_config.json")))
-        st = zt_write_file_atomic(path, text, strlen(text));
-    free(text);
-    return st;
+    if (!st) st = zt_path_join(path, sizeof path, out, "generation_config.json");
+    return st ? st : zt_generation_config_write(src, cfg, NULL, 0, path);
 }
 
 /* Refuses to write into the source itself (its files would be replaced while read). */

@@ -38,12 +38,14 @@ typedef struct zt_llama_config {
     int sliding_window;    /* keys per query, 0 = unlimited */
     int bos_token_id, eos_token_id; /* -1 = unset */
     int num_labels; /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
+    char path[4096]; /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
 
 /* Defaults of a small Llama (what `zt init --arch llama` starts from). */
 void zt_llama_config_default(zt_llama_config *c);
 /* Reads Hugging Face config.json; every problem names the file and the key (ZT_EUSER). */
 zt_status zt_llama_config_load(zt_llama_config *c, const char *path);
+/* Writes config.json: the source's (c->path) with the keys zt changed, else one made from c. */
 zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype);
 /* Sets one config.json key from text ("hidden_size", "512"); for `zt init key=value`. */
 zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *value);

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "lib/core/fileio.h"
+#include "lib/core/json.h"
+#include "lib/core/version.h"
 #include "llama.h"
 
 void zt_llama_config_default(zt_llama_config *c)
@@ -210,22 +212,18 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
 
 zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
 {
-    char *text;
-    size_t len;
-    zt_status st = zt_read_file(path, &text, &len);
+    cJSON *o;
+    zt_status st = zt_json_read(path, &o);
     if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
-    }
-    st = parse_config(c, o, path);
+    if (!cJSON_IsObject(o)) st = zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+    if (!st) st = parse_config(c, o, path);
     cJSON_Delete(o);
+    if (!st && snprintf(c->path, sizeof c->path, "%s", path) >= (int)sizeof c->path) c->path[0] = 0;
     return st;
 }
 
-zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)
+/* config.json as zt would write it for c alone (what `zt init` writes) */
+static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
 {
     static const char *arch[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}};
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
@@ -251,15 +249,15 @@ zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_key_value_heads);
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_position_embeddings);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    zt_json_add_float(o, "rms_norm_eps", c->rms_norm_eps);
+    zt_json_add_float(o, "rope_theta", c->rope_theta);
     if (c->rope_scaling.type[0]) {
         cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling.type);
-        cJSON_AddNumberToObject(rs, "factor", c->rope_scaling.factor);
+        zt_json_add_float(rs, "factor", c->rope_scaling.factor);
         if (!strcmp(c->rope_scaling.type, "llama3")) {
-            cJSON_AddNumberToObject(rs, "low_freq_factor", c->rope_scaling.low_freq_factor);
-            cJSON_AddNumberToObject(rs, "high_freq_factor", c->rope_scaling.high_freq_factor);
+            zt_json_add_float(rs, "low_freq_factor", c->rope_scaling.low_freq_factor);
+            zt_json_add_float(rs, "high_freq_factor", c->rope_scaling.high_freq_factor);
             cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
                                     c->rope_scaling.original_max_position_embeddings);
         }
@@ -279,12 +277,40 @@ zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
     if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", c->eos_token_id);
     cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
-    cJSON_AddStringToObject(o, "transformers_version", "4.44.0");
-    char *text = cJSON_Print(o);
+    cJSON_AddStringToObject(o, "zt_version", ZT_VERSION);
+    return o;
+}
+
+static void take(cJSON *dst, cJSON *src, const char *key)
+{
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(src, key);
+    cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
+    if (v) cJSON_AddItemToObject(dst, key, v);
+}
+
+/* The source's config.json with what zt changed: the dtype it saves in, the writer, a
+ * value/reward head put on a causal LM, a grown vocabulary. Every other key stays as the
+ * source wrote it, unknown keys and number types included. */
+static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
+{
+    static const char *head_keys[] = {"architectures", "num_labels", "id2label", "label2id", "pad_token_id"};
+    const cJSON *labels = cJSON_GetObjectItemCaseSensitive(src, "num_labels");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(src, "vocab_size");
+    take(src, made, "torch_dtype");
+    take(src, made, "zt_version");
+    if (c->num_labels && !(cJSON_IsNumber(labels) && labels->valueint == c->num_labels))
+        for (size_t i = 0; i < sizeof head_keys / sizeof head_keys[0]; i++) take(src, made, head_keys[i]);
+    if (!cJSON_IsNumber(vocab) || vocab->valuedouble != c->vocab_size) take(src, made, "vocab_size");
+}
+
+zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)
+{
+    cJSON *o = made_config(c, torch_dtype), *src = NULL;
+    zt_status st = c->path[0] && zt_path_exists(c->path) ? zt_json_read(c->path, &src) : ZT_OK;
+    if (!st && cJSON_IsObject(src)) carry_over(src, o, c), cJSON_Delete(o), o = src, src = NULL;
+    cJSON_Delete(src);
+    if (!st) st = zt_json_write(path, o);
     cJSON_Delete(o);
-    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
-    zt_status st = zt_write_file_atomic(path, text, strlen(text));
-    free(text);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
 #include "lib/data/formats.h"
+#include "lib/model/generation_config.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
@@ -108,6 +109,17 @@ static zt_status agree(zt_trainer *t, zt_status st, const char *what)
     return bad > 0 ? zt_fail(ZT_EIO, "%s failed on another rank", what) : ZT_OK;
 }
 
+/* generation_config.json in dir: the source's, with the ids that end turns where a template
+ * taught them (generation stops where training taught turns to end) */
+static zt_status write_generation_config(const zt_trainer *t, const char *dir)
+{
+    char path[8192];
+    int32_t end[4] = {-1, -1, -1, -1};
+    if (t->tools.tmpl) zt_format_end_ids(t->tools.tok, end);
+    zt_status st = zt_path_join(path, sizeof path, dir, "generation_config.json");
+    return st ? st : zt_generation_config_write(t->r->model.path, &t->m.cfg, end, 4, path);
+}
+
 /* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer
  * state, model files and DONE from rank 0 once every shard is durable. */
 static zt_status save_checkpoint(zt_trainer *t, long step)
@@ -127,7 +139,8 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if ((st = zt_state_write_json(dir, &s)) || (st = zt_state_copy_model_files(dir, r->model.path)) ||
-        (st = zt_llama_config_save(&t->m.cfg, cfg, "float32")) || (st = zt_vocab_save(&t->tools, r->tokenizer.path, dir)) ||
+        (st = zt_llama_config_save(&t->m.cfg, cfg, "float32")) || (st = write_generation_config(t, dir)) ||
+        (st = zt_vocab_save(&t->tools, r->tokenizer.path, dir)) ||
         (st = zt_state_mark_done(dir)) || (st = zt_state_rotate(r->output.dir, r->train.save_total_limit)))
         return st;
     zt_log_info("checkpoint of step %ld written to '%s'", step, dir);
@@ -430,20 +443,7 @@ static zt_status save_final(zt_trainer *t)
     }
     if (!st) st = zt_vocab_save(&t->tools, t->r->tokenizer.path, dir);
     if (st) return st;
-    cJSON *gen = cJSON_CreateObject();
-    if (t->m.cfg.bos_token_id >= 0) cJSON_AddNumberToObject(gen, "bos_token_id", t->m.cfg.bos_token_id);
-    if (t->tools.tmpl) { /* generation stops where training taught turns to end */
-        int32_t end[4];
-        zt_format_end_ids(t->tools.tok, end);
-        cJSON *ids = cJSON_AddArrayToObject(gen, "eos_token_id");
-        for (int i = 0; i < 4; i++)
-            if (end[i] >= 0) cJSON_AddItemToArray(ids, cJSON_CreateNumber(end[i]));
-    } else if (t->m.cfg.eos_token_id >= 0) {
-        cJSON_AddNumberToObject(gen, "eos_token_id", t->m.cfg.eos_token_id);
-    }
-    if (!(st = zt_path_join(dst, sizeof dst, dir, "generation_config.json"))) st = zt_json_write(dst, gen);
-    cJSON_Delete(gen);
-    return st;
+    return write_generation_config(t, dir);
 }
 
 static void teardown(zt_trainer *t)

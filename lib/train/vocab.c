@@ -79,7 +79,7 @@ static cJSON *read_json(const char *path)
     char *text;
     size_t len;
     if (!zt_path_exists(path) || zt_read_file(path, &text, &len)) return NULL;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *o = zt_json_parse(text, len); /* numbers written back as they were */
     free(text);
     return o;
 }

@@ -130,4 +130,37 @@ assert "<|im_start|>" in tc["chat_template"]
 PY
 echo '{"messages": [{"role": "user", "content": "reverse abc"}]}' > ask.jsonl
 expect_ok "generate with the saved template" "$ZT" generate --model grown/final --input ask.jsonl --max-new-tokens 4
+# Hugging Face files are carried over: generation_config.json only gains the end-of-turn id
+# (no id lost or doubled, sampling settings kept), config.json keeps the source's keys and
+# number types, tokenizer_config.json its model_max_length; in final/, checkpoints and export
+cp -r model carried
+$PY - <<'PY'
+import json
+cfg = json.load(open("carried/config.json"))
+cfg.update({"transformers_version": "4.51.3", "custom_key": {"ratio": 1.5, "n": 3}, "initializer_range": 0.02,
+            "rms_norm_eps": "@1e-06@", "rope_scaling": {"rope_type": "linear", "factor": "@8.0@"}})
+text = json.dumps(cfg, indent=2).replace('"@1e-06@"', "1e-06").replace('"@8.0@"', "8.0")  # as Hugging Face writes them
+open("carried/config.json", "w").write(text)
+open("carried/generation_config.json", "w").write('{"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0, '
+    '"do_sample": true, "temperature": 0.6, "top_p": 0.9, "transformers_version": "4.51.3"}')
+open("carried/tokenizer_config.json", "w").write('{"model_max_length": 1000000000000000019884624838656, "clean_up_tokenization_spaces": false}')
+PY
+expect_ok "sft from a model with its own HF files" "$ZT" sft recipe.toml model.path=carried output.dir=carry train.max_steps=3 train.save_steps=2
+expect_ok "export of the run" "$ZT" export carry/checkpoints/step-000002 --out carry-x
+for d in carry/final carry/checkpoints/step-000002 carry-x; do
+  $PY - "$d" <<'PY' && say "ok - $d keeps the source's HF files" || fail "$d: HF files not carried"
+import json, re, sys
+d = sys.argv[1]
+gen, cfg = json.load(open(d + "/generation_config.json")), json.load(open(d + "/config.json"))
+assert gen["eos_token_id"] == [2, 7, 4], gen  # 4: <|im_end|>, appended once
+assert (gen["pad_token_id"], gen["do_sample"], gen["temperature"], gen["top_p"]) == (0, True, 0.6, 0.9), gen
+assert gen["transformers_version"] == "4.51.3" and cfg["transformers_version"] == "4.51.3", (gen, cfg)
+assert cfg["custom_key"] == {"ratio": 1.5, "n": 3} and cfg["initializer_range"] == 0.02, cfg
+assert "zt_version" in cfg, cfg
+text = open(d + "/config.json").read()
+assert re.search(r'"factor":\s*8\.0\s*[,}]', text) and re.search(r'"rms_norm_eps":\s*1e-06\s*[,}]', text), text
+tc = open(d + "/tokenizer_config.json").read()
+assert re.search(r'"model_max_length":\s*1000000000000000019884624838656\s*[,}]', tc), tc
+PY
+done
 done_testing

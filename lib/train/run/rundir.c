@@ -18,17 +18,6 @@ void zt_json_number(cJSON *o, const char *key, double v)
     else cJSON_AddNullToObject(o, key);
 }
 
-zt_status zt_json_write(const char *path, const cJSON *doc)
-{
-    char *text = cJSON_Print(doc);
-    if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
-    size_t n = strlen(text);
-    text[n] = '\n'; /* cJSON leaves room for the NUL: swap it for a newline */
-    zt_status st = zt_write_file_atomic(path, text, n + 1);
-    free(text);
-    return st;
-}
-
 zt_status zt_rundir_path(const zt_rundir *rd, char *out, size_t n, const char *name)
 {
     return zt_path_join(out, n, rd->dir, name);

@@ -12,6 +12,8 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#include "lib/core/json.h"
+
 #include "lib/core/status.h"
 #include "tfevents.h"
 
@@ -47,7 +49,5 @@ zt_status zt_rundir_close(zt_rundir *rd, cJSON *summary);
 
 /* Adds a number to a JSON object, as null when it is not finite (NaN, inf). */
 void zt_json_number(cJSON *o, const char *key, double v);
-/* Writes a JSON document atomically (pretty-printed). */
-zt_status zt_json_write(const char *path, const cJSON *doc);
 
 #endif
