@@ -134,6 +134,7 @@ const char *jx_type_name(jx_val v)
     case JX_LOOP: return "LoopContext";
     case JX_FUNC: return "function";
     case JX_METHOD: return "builtin_function_or_method";
+    case JX_MACRO: return "Macro";
     }
     return "?";
 }
@@ -369,6 +370,11 @@ void jx_put_repr(jx_buf *b, jx_val v, int depth)
     }
     case JX_FUNC: jx_buf_puts(b, "<function>"); return;
     case JX_METHOD: jx_buf_puts(b, "<built-in method>"); return;
+    case JX_MACRO:
+        jx_buf_puts(b, "<Macro '");
+        jx_buf_puts(b, v.mac->def->name ? v.mac->def->name->s : "caller");
+        jx_buf_puts(b, "'>");
+        return;
     default: put_scalar(b, v); return;
     }
 }

@@ -619,6 +619,71 @@ static void test_jinja_semantics(void)
     free(y);
 }
 
+/* macros, call and filter blocks and the sorting and indenting filters, against what transformers'
+ * environment renders for the same sources */
+static void test_jinja_macros_and_filters(void)
+{
+    const char *v = "{\"xs\": [3, 1, 2], \"d\": {\"b\": 1, \"A\": 2, \"c\": 0}, \"ws\": [\"b\", \"A\", \"a\", \"B\"], "
+                    "\"ms\": [{\"t\": \"x\", \"n\": 2}, {\"t\": \"y\", \"n\": 1}, {\"t\": \"x\", \"n\": 0}]}";
+    expect_render("{% macro greet(name, greeting='Hello') %}{{ greeting }}, {{ name }}!{% endmacro %}{{ greet('Ann') "
+                  "}}|{{ greet('Bo', greeting='Hi') }}|{{ greet(greeting='Yo', name='Cy') }}|{{ greet() }}",
+                  v, "Hello, Ann!|Hi, Bo!|Yo, Cy!|Hello, !");
+    expect_render(
+        "{% macro m(a, b=a ~ '!') %}{{ a }}{{ b }}{% endmacro %}{{ m('x') }}|{{ m('x', 'y') }}|{{ m | string }}", v,
+        "xx!|xy|<Macro 'm'>");
+    expect_render("{% macro v() %}{{ varargs | length }}{{ kwargs | dictsort }}{% endmacro %}{{ v(1, 2, k=3) }}", v,
+                  "2[('k', 3)]");
+    expect_render("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}inner "
+                  "{{ xs | length }}{% endcall %}",
+                  v, "<b>inner 3</b>");
+    expect_render("{% macro each(items) %}{% for i in items %}{{ caller(i, loop.index) }}{% endfor %}{% endmacro %}{% "
+                  "call(x, n) each(xs) %}[{{ n }}:{{ x }}]{% endcall %}",
+                  v, "[1:3][2:1][3:2]");
+    expect_render("{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1) | int }}{% endif %}{% endmacro %}{{ "
+                  "fact(5) }}",
+                  v, "120");
+    expect_render(
+        "{% set x = 'outer' %}{% macro show() %}{{ x }}{% set x = 'inner' %}{{ x }}{% endmacro %}{{ show() }}{{ x }}",
+        v, "outerinnerouter");
+    expect_render("{% macro later() %}{{ y }}{% endmacro %}{% set y = 'set after' %}{{ later() }}", v, "set after");
+    expect_render("{% filter upper %}shout {{ xs | first }}{% endfilter %}|{% filter replace('a', 'o') | trim %}  "
+                  "banana  {% endfilter %}",
+                  v, "SHOUT 3|bonono");
+    expect_render("{{ xs | sort }}|{{ xs | sort(reverse=true) }}|{{ ws | sort }}|{{ ws | sort(case_sensitive=true) "
+                  "}}|{{ ms | sort(attribute='n') | map(attribute='n') | list }}",
+                  v, "[1, 2, 3]|[3, 2, 1]|['A', 'a', 'b', 'B']|['A', 'B', 'a', 'b']|[0, 1, 2]");
+    expect_render(
+        "{{ d | dictsort }}|{{ d | dictsort(by='value') }}|{{ d | dictsort(true) }}|{{ d | dictsort(reverse=true) }}",
+        v,
+        "[('A', 2), ('b', 1), ('c', 0)]|[('c', 0), ('b', 1), ('A', 2)]|[('A', 2), ('b', 1), ('c', 0)]|[('c', 0), ('b', "
+        "1), ('A', 2)]");
+    expect_render("{{ ws | unique | list }}|{{ ws | unique(case_sensitive=true) | list }}|{{ ms | "
+                  "unique(attribute='t') | map(attribute='n') | list }}",
+                  v, "['b', 'A']|['b', 'A', 'a', 'B']|[2, 1]");
+    expect_render("{{ 'a\\nb\\n\\nc' | indent }}|{{ 'a\\nb\\n\\nc\\n' | indent(2, first=true) }}|{{ 'a\\n\\nb' | "
+                  "indent('> ', blank=true) }}|{{ 'x\\r\\ny' | indent(1) }}",
+                  v, "a\n    b\n\n    c|  a\n  b\n\n  c\n|a\n> \n> b|x\n y");
+    expect_render("{% for x in xs %}{% if x == 1 %}{% break %}{% endif %}{{ x }}{% endfor %}|{% for x in xs %}{{ "
+                  "loop.previtem }}-{{ loop.nextitem }}{{ loop.cycle('a', 'b') }};{% endfor %}",
+                  v, "3|-1a;3-2b;1-a;");
+    expect_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", v,
+                 "t.jinja:1:35: macro 'm' takes not more than 1 argument(s)");
+    expect_error("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}", v, "macro 'm' takes no keyword argument 'b'");
+    expect_error("{% macro m(a) %}{% endmacro %}{{ m(1, a=2) }}", v, "macro 'm' got multiple values for argument 'a'");
+    expect_error("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}", v, "macro calls nested deeper than 64");
+    expect_error("{% macro m(a=1, b) %}{% endmacro %}", v, "parameter without a default follows one with a default");
+    expect_error("{% macro m(a, a) %}{% endmacro %}", v, "duplicate parameter 'a'");
+    expect_error("{% for x in xs %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}", v, "outside of a loop");
+    expect_error("{% call xs %}{% endcall %}", v, "a call block needs a call");
+    expect_error("{% call range(3) %}{% endcall %}", v, "a call block calls a macro, not function");
+    expect_error("{% macro m() %}x", v, "t.jinja:1:1: 'macro' is never closed (expected 'endmacro')");
+    expect_error("{% filter %}x{% endfilter %}", v, "expected a filter name");
+    expect_error("{% filter nofilter %}x{% endfilter %}", v, "unknown filter 'nofilter'");
+    expect_error("{{ d | dictsort(by='x') }}", v, "you can only sort by either 'key' or 'value'");
+    expect_error("{{ [1, 'a'] | sort }}", v, "'<' is not supported");
+    expect_error("{{ 'x' | indent(100000000000) }}", v, "wider than the rendered text may be");
+}
+
 /* --- bounds: nothing a template does may crash or run away ------------------------------------- */
 
 static char *repeat(const char *unit, int n, const char *tail)
@@ -710,6 +775,7 @@ int main(int argc, char **argv)
     RUN(test_spans_not_incremental);
     RUN(test_load_errors);
     RUN(test_jinja_semantics);
+    RUN(test_jinja_macros_and_filters);
     RUN(test_bounds);
     zt_remove_tree(tmpdir);
     return test_summary();
