@@ -567,7 +567,7 @@ static jx_val pick(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a, int keep
             jx_fail(E(c), pos, "%s: unknown test '%s'", what, jx_to_str(c, pos, name)->s);
         skip++;
     }
-    jx_args rest = {.pos = a->pos + skip, .npos = a->npos - skip};
+    jx_args rest = {.pos = a->npos ? a->pos + skip : NULL, .npos = a->npos - skip};
     if (!jx_truthy(v)) return jx_listv(jx_list_new(c, pos, 0)); /* Jinja skips falsy values without iterating */
     jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n);
     size_t n = 0;

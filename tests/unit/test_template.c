@@ -620,6 +620,7 @@ static void test_jinja_semantics(void)
                   "{{ nope or 'fb' }}|{{ nope | default('x') }}|{{ 'a' if false else 'b' }}|{{ 'b' in s }}|"
                   "{{ 4 not in xs }}|{{ 1 < 2 < 3 }}",
                   v, "False|True|True|True|True|fb|x|b|True|True|True");
+    expect_render("{{ [0, 1, ''] | reject | list }}|{{ [0, 1, ''] | select | list }}", v, "[0, '']|[1]");
     expect_render("{{ 'hello world' | capitalize }}|{{ 'a-b c' | title }}|{{ 'aaa' | replace('a', 'b', 2) }}|"
                   "{{ xs | join(',') }}|{{ xs | first }}{{ s | last }}|{{ range(3) | list }}|{{ xs | select('odd') | list }}",
                   v, "Hello world|A-B C|bba|1,2,3|1c|[0, 1, 2]|[1, 3]");
