@@ -25,7 +25,10 @@
  * methods (str: strip lstrip rstrip split startswith endswith upper lower
  * title capitalize replace find join; dict: items keys values get).
  * A macro sees the scope it was defined in as it is when called; calls nest at
- * most ZT_JINJA_MAX_DEPTH deep. Not supported: with blocks, include/extends/import,
+ * most ZT_JINJA_MAX_DEPTH deep. As in Jinja, safe gives a Markup string, and
+ * Markup + str escapes the str (& < > " '); map, select, reject, selectattr,
+ * rejectattr and unique give generators: iterated once, always true, with no
+ * len(), no index (undefined) and no JSON (an error). Not supported: with blocks, include/extends/import,
  * "%" string formatting. Integers are 64-bit (overflow is an error, not a big
  * integer); case mapping (upper, lower, title, capitalize, and the case-blind
  * comparisons of sort, dictsort and unique) changes ASCII letters only; repr()

@@ -229,7 +229,9 @@ static int64_t length(jx_ctx *c, uint32_t pos, jx_val v)
 {
     switch (v.kind) {
     case JX_STR: return (int64_t)jx_utf8_count(v.s->s, v.s->len);
-    case JX_LIST: return (int64_t)v.l->n;
+    case JX_LIST:
+        if (v.l->generator) jx_fail(E(c), pos, "object of type 'generator' has no len()");
+        return (int64_t)v.l->n;
     case JX_DICT: return (int64_t)v.d->n;
     case JX_LOOP: return (int64_t)v.loop->items->n;
     case JX_MISSING: case JX_UNDEF: return 0;
@@ -336,6 +338,7 @@ static jx_val f_first(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 static jx_val f_last(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     bind(c, pos, "last", a, NULL, 0, NULL);
+    if (v.kind == JX_LIST && v.l->generator) jx_fail(E(c), pos, "'generator' object is not reversible");
     jx_list *l = jx_iterate(c, pos, v);
     return l->n ? l->v[l->n - 1] : jx_undef(NULL);
 }
@@ -482,7 +485,9 @@ static jx_val f_reverse(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 static jx_val f_safe(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     bind(c, pos, "safe", a, NULL, 0, NULL);
-    return v;
+    jx_val m = jx_strv(jx_to_str(c, pos, v));
+    m.markup = 1;
+    return m;
 }
 
 static jx_val f_string(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
@@ -524,6 +529,12 @@ static jx_val f_tojson(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
     return jx_strv(jx_buf_str(&b));
 }
 
+static jx_val generator(jx_list *items)
+{
+    items->generator = 1;
+    return jx_listv(items);
+}
+
 static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n);
@@ -541,7 +552,7 @@ static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
             o->v[k] = attr_path(c, pos, l->v[k], attr);
             if (o->v[k].kind == JX_UNDEF && given(dflt)) o->v[k] = dflt;
         }
-        return jx_listv(o);
+        return generator(o);
     }
     if (!a->npos || a->pos[0].kind != JX_STR) jx_fail(E(c), pos, "map needs a filter name or attribute=");
     int id = jx_filter_find(a->pos[0].s->s, a->pos[0].s->len);
@@ -549,7 +560,7 @@ static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
     if (!strcmp(a->pos[0].s->s, "map")) jx_fail(E(c), pos, "map cannot apply map"); /* keeps recursion bounded */
     jx_args rest = {.pos = a->pos + 1, .npos = a->npos - 1};
     for (size_t k = 0; k < l->n; k++) o->v[k] = jx_filter_call(c, pos, id, l->v[k], &rest);
-    return jx_listv(o);
+    return generator(o);
 }
 
 /* select / reject / selectattr / rejectattr */
@@ -568,7 +579,7 @@ static jx_val pick(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a, int keep
         skip++;
     }
     jx_args rest = {.pos = a->npos ? a->pos + skip : NULL, .npos = a->npos - skip};
-    if (!jx_truthy(v)) return jx_listv(jx_list_new(c, pos, 0)); /* Jinja skips falsy values without iterating */
+    if (!jx_truthy(v)) return generator(jx_list_new(c, pos, 0)); /* Jinja skips falsy values without iterating */
     jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n);
     size_t n = 0;
     for (size_t k = 0; k < l->n; k++) {
@@ -577,7 +588,7 @@ static jx_val pick(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a, int keep
         if (ok == keep) o->v[n++] = l->v[k];
     }
     o->n = n;
-    return jx_listv(o);
+    return generator(o);
 }
 
 static jx_val f_select(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a) { return pick(c, pos, v, a, 1, 0); }
@@ -665,7 +676,7 @@ static jx_val f_unique(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
         o->v[n++] = l->v[k];
     }
     o->n = n;
-    return jx_listv(o);
+    return generator(o);
 }
 
 /* --- indent ----------------------------------------------------------------------------------- */
@@ -824,7 +835,7 @@ int jx_test_call(jx_ctx *c, uint32_t pos, int id, jx_val v, const jx_args *a)
     case T_STRING: return k == JX_STR;
     case T_MAPPING: return k == JX_DICT;
     case T_ITERABLE: return k == JX_STR || k == JX_LIST || k == JX_DICT || k == JX_UNDEF || k == JX_LOOP;
-    case T_SEQUENCE: return k == JX_STR || k == JX_LIST || k == JX_DICT || k == JX_UNDEF;
+    case T_SEQUENCE: return k == JX_STR || (k == JX_LIST && !v.l->generator) || k == JX_DICT || k == JX_UNDEF;
     case T_CALLABLE: return k == JX_FUNC || k == JX_METHOD || k == JX_LOOP || k == JX_MACRO;
     case T_SAMEAS:
         if (k != arg[0].kind) return 0;

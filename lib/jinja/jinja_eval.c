@@ -177,6 +177,25 @@ static jx_val float_arith(jx_ctx *c, uint32_t pos, int op, double a, double b)
 static int is_num(jx_val v) { return v.kind == JX_INT || v.kind == JX_BOOL || v.kind == JX_FLOAT; }
 static int is_int(jx_val v) { return v.kind == JX_INT || v.kind == JX_BOOL; }
 
+/* markupsafe's escape(): & < > " ' as entities */
+static jx_str *html_escape(jx_ctx *c, uint32_t pos, const jx_str *s)
+{
+    jx_buf b = {.c = c, .pos = pos};
+    for (size_t i = 0; i < s->len; i++) {
+        const char *e = NULL;
+        switch (s->s[i]) {
+        case '&': e = "&amp;"; break;
+        case '<': e = "&lt;"; break;
+        case '>': e = "&gt;"; break;
+        case '"': e = "&#34;"; break;
+        case '\'': e = "&#39;"; break;
+        }
+        if (e) jx_buf_puts(&b, e);
+        else jx_buf_putc(&b, s->s[i]);
+    }
+    return jx_buf_str(&b);
+}
+
 static jx_val arith(jx_ctx *c, uint32_t pos, int op, jx_val a, jx_val b)
 {
     if (op == JO_TILDE) return jx_strv(jx_str_cat(c, pos, jx_to_str(c, pos, a), jx_to_str(c, pos, b)));
@@ -185,7 +204,13 @@ static jx_val arith(jx_ctx *c, uint32_t pos, int op, jx_val a, jx_val b)
     if (is_int(a) && is_int(b)) return int_arith(c, pos, op, a.i, b.i);
     if (is_num(a) && is_num(b))
         return float_arith(c, pos, op, a.kind == JX_FLOAT ? a.f : (double)a.i, b.kind == JX_FLOAT ? b.f : (double)b.i);
-    if (op == JO_ADD && a.kind == JX_STR && b.kind == JX_STR) return jx_strv(jx_str_cat(c, pos, a.s, b.s));
+    if (op == JO_ADD && a.kind == JX_STR && b.kind == JX_STR) {
+        if (!a.markup && !b.markup) return jx_strv(jx_str_cat(c, pos, a.s, b.s));
+        jx_str *x = a.markup ? a.s : html_escape(c, pos, a.s), *y = b.markup ? b.s : html_escape(c, pos, b.s);
+        jx_val m = jx_strv(jx_str_cat(c, pos, x, y)); /* Markup + str escapes the str */
+        m.markup = 1;
+        return m;
+    }
     if (op == JO_ADD && a.kind == JX_LIST && b.kind == JX_LIST && a.l->tuple == b.l->tuple) {
         jx_list *l = jx_list_new(c, pos, a.l->n + b.l->n);
         l->tuple = a.l->tuple;

@@ -90,6 +90,7 @@ typedef struct jx_macro jx_macro;
 
 typedef struct jx_val {
     jx_kind kind;
+    int markup; /* STR: markupsafe's Markup (the safe filter's result), whose + escapes a plain operand */
     union {
         int64_t i;  /* BOOL (0/1), INT, FUNC (a JX_FN_*) */
         double f;
@@ -106,6 +107,7 @@ typedef struct jx_val {
 struct jx_list {
     size_t n;
     int tuple;
+    int generator; /* what map, select and the like give in Jinja: one pass, no len(), no index, always true */
     jx_val v[];
 };
 
