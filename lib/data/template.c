@@ -333,7 +333,8 @@ static zt_status closing_span(const zt_template *t, const zt_message *msgs, int 
  * conversation. Where Q does not start with P or the text with Q, the span is the closing text's
  * (closing_span). *spent counts the bytes rendered. */
 static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                                const char *eos, const char *text, size_t len, zt_span *span, uint64_t *spent)
+                                const char *eos, const char *text, size_t len, zt_span *span, int *closing,
+                                uint64_t *spent)
 {
     char *p, *q = NULL;
     size_t np, nq = len;
@@ -346,7 +347,8 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
     *spent += np + (q ? nq : 0);
     const char *qt = q ? q : text;
     int starts = nq >= np && !memcmp(p, qt, np), closed = 0;
-    if (starts && len >= nq && !memcmp(text, qt, nq)) {
+    *closing = !(starts && len >= nq && !memcmp(text, qt, nq));
+    if (!*closing) {
         span->begin = np, span->end = nq;
     } else if (!(st = closing_span(t, msgs, n, i, bos, eos, text, len, qt, nq, span, &closed)) && !closed) {
         char why[96];
@@ -653,6 +655,19 @@ static zt_status find_content(const zt_template *t, const zt_message *msgs, int 
     return st;
 }
 
+/* Where the closing text's match text[from, end) is cut back to: not inside a tag it opens there
+ * (a '<' or '[' without its '>' or ']'), unless the whole closing text matched; the texts part in
+ * "<|end|>\n<|user|>" and "<|end|>\n<|endoftext|>" after "<|", which is no token of either. */
+static size_t partial_tag_start(const char *text, size_t from, size_t end, int whole)
+{
+    if (whole) return end;
+    for (size_t k = end; k-- > from;) {
+        if (text[k] == '>' || text[k] == ']') return end;
+        if (text[k] == '<' || text[k] == '[') return k;
+    }
+    return end;
+}
+
 /* The span of assistant message i where the template rewrites turns depending on what follows
  * them (drops an earlier turn's reasoning, ends only the last turn with EOS): the content where the
  * whole text has it, and after it as much of the closing text as the whole text has there. The
@@ -669,7 +684,7 @@ static zt_status closing_span(const zt_template *t, const zt_message *msgs, int 
     if (st || !*ok) return st;
     size_t end = in_text.end, c = in_q.end;
     while (end < len && c < nq && text[end] == q[c]) end++, c++;
-    *span = (zt_span){in_text.begin, end};
+    *span = (zt_span){in_text.begin, partial_tag_start(text, in_text.end, end, c == nq)};
     return ZT_OK;
 }
 
@@ -708,12 +723,15 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
         }
         left--;
         zt_span s;
+        int closing = 0;
         if (placed) {
             s = placed[i];
-        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &spent)) && exact) {
+        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &closing, &spent)) && exact &&
+                   !closing) {
             exact[nexact++] = (cut){i, 1, s.begin};
             exact[nexact++] = (cut){i + 1, 0, s.end};
         }
+        tried |= closing; /* the sentinel rendering places prefix renderings' cuts: not for such a template */
         if (!st && s.end > s.begin) st = each(ctx, *text, s, &stop);
     }
     free(exact);

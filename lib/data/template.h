@@ -31,12 +31,18 @@
  * stripped as the template strips it), then as much of the closing text as the
  * whole text has right after it, the closing text being what Q writes after the
  * content, which is how the template ends the turn when the conversation ends
- * there. Either way the trained span is the assistant content plus what the
+ * there; a match that stops short of the whole closing text does not end inside
+ * a tag it opens ('<' or '[' without its '>' or ']': Phi-3.5's "<|end|>\n" is
+ * followed by "<|user|>" in the text and "<|endoftext|>" in Q). Either way the trained span is the assistant content plus what the
  * template puts after it up to and including its end-of-turn token (prefix
  * rendering also takes what the template writes between the generation prompt
  * and the content, such as an empty <think></think>). A turn whose content
  * the template changes beyond stripping it, or whose content is none, cannot
- * be placed so: that is an error naming the turn.
+ * be placed so: that is an error naming the turn. Where a template ends the
+ * last turn with another token than the others (gpt-oss: <|return|>, <|end|>),
+ * the earlier turns' spans are their contents alone, which the data pipeline
+ * refuses for lacking an end-of-turn token; the sentinel placement below is
+ * not used for a conversation once one of its turns needed a closing span.
  *
  * Rendering every P and Q would cost O(N^2) bytes for N turns, so only the
  * first spans are found so (Q of the last message is the text itself): once

@@ -346,6 +346,8 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
                     ns = -2;
                 } else {
                     for (s = (zt_span){tb, te}; s.end < len && qe < nq && text[s.end] == q[qe];) s.end++, qe++;
+                    for (size_t k = s.end; qe < nq && k-- > te && text[k] != '>' && text[k] != ']';)
+                        if (text[k] == '<' || text[k] == '[') s.end = k, k = te; /* not inside a tag */
                 }
             }
             if (ns >= 0 && s.end > s.begin) spans[ns++] = s;
@@ -423,6 +425,12 @@ static const struct {
     {"qwen2-7b-instruct.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
     {"qwen2.5-7b-instruct.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
     {"zephyr-7b-beta.jinja", ANY_ROLES, 1, "<s>", "</s>"},
+    /* templates that rewrite turns by what follows them: closing spans */
+    {"llamacpp/Qwen-Qwen3-0.6B.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
+    {"llamacpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", SYSTEM_FIRST, 0, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"},
+    {"llamacpp/microsoft-Phi-3.5-mini-instruct.jinja", ANY_ROLES, 0, "<s>", "<|endoftext|>"},
+    {"llamacpp/openai-gpt-oss-120b.jinja", SYSTEM_FIRST, 0, "<|startoftext|>", "<|return|>"},
 };
 
 static zt_template *load_span_template(const char *name)
