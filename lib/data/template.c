@@ -352,7 +352,9 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
         span->begin = np, span->end = nq;
     } else if (!(st = closing_span(t, msgs, n, i, bos, eos, text, len, qt, nq, span, &closed)) && !closed) {
         char why[96];
-        if (!starts) snprintf(why, sizeof why, "messages 1..%d do not start with messages 1..%d and the generation prompt", i + 1, i);
+        if (!starts)
+            snprintf(why, sizeof why, "messages 1..%d do not start with messages 1..%d and the generation prompt",
+                     i + 1, i);
         else snprintf(why, sizeof why, "the whole conversation does not start with its first %d messages", i + 1);
         st = zt_fail(ZT_EUSER,
                      "%s: the template does not render conversations incrementally (%s) and the content of "

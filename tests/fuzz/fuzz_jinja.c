@@ -22,8 +22,8 @@ static const char VARS[] =
     "\"arguments\": {\"x\": 1.5, \"y\": [true, null]}}}]}, {\"role\": \"user\", \"content\": \"\"}],"
     " \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"n\": 3,"
     " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather.\","
-    " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"enum\": [\"a\", \"b\"]},"
-    " \"days\": {\"type\": [\"integer\", \"null\"]}}, \"required\": [\"city\"]}}}]}";
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\","
+    " \"enum\": [\"a\", \"b\"]}, \"days\": {\"type\": [\"integer\", \"null\"]}}, \"required\": [\"city\"]}}}]}";
 
 static void check_message(void)
 {

@@ -278,8 +278,8 @@ static void test_spans(void)
 
     /* a template that rewrites earlier turns depending on what follows, contents included, cannot be split */
     test_write_text(tmp_path("peek.jinja"),
-               "{% for m in messages %}{{ m.content if loop.last else m.content | lower }}{% if loop.last %}<last>"
-               "{% endif %}{% endfor %}{% if add_generation_prompt %}>{% endif %}");
+                    "{% for m in messages %}{{ m.content if loop.last else m.content | lower }}{% if loop.last %}<last>"
+                    "{% endif %}{% endfor %}{% if add_generation_prompt %}>{% endif %}");
     zt_template *t;
     CHECK(!zt_template_load(&t, tmp_path("peek.jinja"), NULL));
     zt_span *sp;
@@ -427,8 +427,8 @@ static const struct {
     {"zephyr-7b-beta.jinja", ANY_ROLES, 1, "<s>", "</s>"},
     /* templates that rewrite turns by what follows them: closing spans */
     {"llamacpp/Qwen-Qwen3-0.6B.jinja", ANY_ROLES, 1, NULL, "<|im_end|>"},
-    {"llamacpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", SYSTEM_FIRST, 0, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
-     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"},
+    {"llamacpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", SYSTEM_FIRST, 0, "<｜begin▁of▁sentence｜>",
+     "<｜end▁of▁sentence｜>"},
     {"llamacpp/microsoft-Phi-3.5-mini-instruct.jinja", ANY_ROLES, 0, "<s>", "<|endoftext|>"},
     {"llamacpp/openai-gpt-oss-120b.jinja", SYSTEM_FIRST, 0, "<|startoftext|>", "<|return|>"},
 };
