@@ -670,6 +670,21 @@ static size_t partial_tag_start(const char *text, size_t from, size_t end, int w
     return end;
 }
 
+/* Where the closing text's match text[from, end) is cut back to when it holds EOS: past EOS and
+ * the whitespace after it (Command R7B's "<|END_OF_TURN_TOKEN|>" is followed by the next turn's
+ * "<|START_OF_TURN_TOKEN|>" in the text and in Q alike). */
+static size_t through_eos(const char *text, size_t from, size_t end, const char *eos)
+{
+    size_t n = eos ? strlen(eos) : 0;
+    for (size_t k = from; n && k + n <= end; k++)
+        if (!memcmp(text + k, eos, n)) {
+            k += n;
+            while (k < end && (text[k] == '\n' || text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
+            return k;
+        }
+    return end;
+}
+
 /* The span of assistant message i where the template rewrites turns depending on what follows
  * them (drops an earlier turn's reasoning, ends only the last turn with EOS): the content where the
  * whole text has it, and after it as much of the closing text as the whole text has there. The
@@ -686,7 +701,8 @@ static zt_status closing_span(const zt_template *t, const zt_message *msgs, int 
     if (st || !*ok) return st;
     size_t end = in_text.end, c = in_q.end;
     while (end < len && c < nq && text[end] == q[c]) end++, c++;
-    *span = (zt_span){in_text.begin, partial_tag_start(text, in_text.end, end, c == nq)};
+    end = partial_tag_start(text, in_text.end, end, c == nq);
+    *span = (zt_span){in_text.begin, through_eos(text, in_text.end, end, eos)};
     return ZT_OK;
 }
 

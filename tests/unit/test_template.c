@@ -348,6 +348,12 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
                     for (s = (zt_span){tb, te}; s.end < len && qe < nq && text[s.end] == q[qe];) s.end++, qe++;
                     for (size_t k = s.end; qe < nq && k-- > te && text[k] != '>' && text[k] != ']';)
                         if (text[k] == '<' || text[k] == '[') s.end = k, k = te; /* not inside a tag */
+                    const char *e = eos ? strstr(text + te, eos) : NULL; /* nor past EOS and its whitespace */
+                    if (e && (size_t)(e - text) + strlen(eos) <= s.end) {
+                        size_t k = (size_t)(e - text) + strlen(eos);
+                        while (k < s.end && strchr("\n \t\r", text[k])) k++;
+                        s.end = k;
+                    }
                 }
             }
             if (ns >= 0 && s.end > s.begin) spans[ns++] = s;
