@@ -761,6 +761,14 @@ static void test_jinja_macros_and_filters(void)
                   "{{ 'yes' if xs | select('gt', 5) else 'no' }}|{{ xs | select is sequence }}|"
                   "{{ xs | reject('odd') | first }}|{{ (xs | select)[0] }}",
                   v, "3,1,2|[3, 1][]|yes|False|2|");
+    /* tojson's arguments as transformers' tojson passes them to json.dumps */
+    expect_render("{{ d | tojson(ensure_ascii=True) }}|{{ d | tojson(separators=(',', ':')) }}|"
+                  "{{ d | tojson(sort_keys=True) }}|{{ d | tojson(indent='\t') }}|{{ d | tojson(true, 1) }}",
+                  "{\"d\": {\"b\": \"é👋\\n\\\"\", \"a\": [1, 2.5, null, true]}}",
+                  "{\"b\": \"\\u00e9\\ud83d\\udc4b\\n\\\"\", \"a\": [1, 2.5, null, true]}|"
+                  "{\"b\":\"é👋\\n\\\"\",\"a\":[1,2.5,null,true]}|{\"a\": [1, 2.5, null, true], \"b\": \"é👋\\n\\\"\"}|"
+                  "{\n\t\"b\": \"é👋\\n\\\"\",\n\t\"a\": [\n\t\t1,\n\t\t2.5,\n\t\tnull,\n\t\ttrue\n\t]\n}|"
+                  "{\n \"b\": \"\\u00e9\\ud83d\\udc4b\\n\\\"\",\n \"a\": [\n  1,\n  2.5,\n  null,\n  true\n ]\n}");
     expect_error("{{ xs | map('string') | length }}", v, "object of type 'generator' has no len()");
     expect_error("{{ xs | select | tojson }}", v, "Object of type generator is not JSON serializable");
     expect_error("{{ xs | unique | last }}", v, "'generator' object is not reversible");
