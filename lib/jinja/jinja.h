@@ -12,7 +12,7 @@
  * {% set ns.attr = ... %}, {% set x %}...{% endset %}, {% raw %},
  * {% macro name(a, b=default) %} (with varargs, kwargs and caller),
  * {% call[(params)] m(args) %}, {% filter f(args) | g %},
- * {% generation %} (rendered as its body), comments, whitespace control
+ * {% generation %} (its body, in a scope of its own), comments, whitespace control
  * ({%- -%} {{- -}} {%+ +%}); expressions with Python's precedence and
  * semantics: literals, lists, tuples, dicts, attribute/item access, slices,
  * + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,

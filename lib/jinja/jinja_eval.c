@@ -522,6 +522,14 @@ static int exec(jx_ctx *c, const jx_node *n)
         put_value(c, n->pos, call_macro(c, n->pos, fn.mac, &a, new_macro(c, n->b)));
         return FLOW_NEXT;
     }
+    case JN_SCOPE: {
+        jx_frame *f = jx_alloc(&c->err, &c->arena, sizeof *f, n->pos), *saved = c->top;
+        f->up = c->top;
+        c->top = f;
+        exec_block(c, n->v, n->n);
+        c->top = saved;
+        return FLOW_NEXT;
+    }
     case JN_FILTERBLOCK: {
         int flow;
         jx_val saved = c->captured;

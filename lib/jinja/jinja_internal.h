@@ -203,6 +203,7 @@ typedef enum jx_node_kind {
                    defaults (NULL entries: none), v[n]: body; flag: MACRO_USES_* */
     JN_CALLBLOCK,  /* a: the call expression, b: the caller (JN_MACRO) */
     JN_FILTERBLOCK,/* v[n]: body, a: the filters, applied to a JN_CAPTURED */
+    JN_SCOPE,   /* v[n]: body, run in a scope of its own ({% generation %}, which is a call block) */
     /* expressions */
     JN_CONST,   /* val */
     JN_LIST,    /* v[n]; flag: a tuple */

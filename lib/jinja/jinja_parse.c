@@ -796,12 +796,15 @@ static int parse_body(parser *P, nvec *out, const char *const *ends, const jx_to
                 if (!P->loops) jx_fail(P->e, kw->pos, "'%.*s' outside of a loop", (int)kw->len, kw->text);
                 push(P, out, finish(P, node(P, tok_is(kw, "break") ? JN_BREAK : JN_CONTINUE, t->pos)));
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-            } else if (tok_is(kw, "generation")) { /* transformers' marker for assistant text: just its body */
+            } else if (tok_is(kw, "generation")) { /* transformers' marker for assistant text: a call block */
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-                int which;
+                int which, loops = P->loops;
+                P->loops = 0;
                 jx_node *b = block(P, endgen, t, &which);
+                P->loops = loops;
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-                for (uint32_t k = 0; k < b->n; k++) push(P, out, b->v[k]);
+                b->kind = JN_SCOPE;
+                push(P, out, b);
             } else {
                 char buf[64];
                 jx_fail(P->e, kw->pos, "unknown or misplaced tag %s", describe(kw, buf, sizeof buf));

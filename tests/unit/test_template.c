@@ -687,6 +687,11 @@ static void test_jinja_semantics(void)
     expect_render("{% if true %}\r\nwin\r\n{% endif %}\r\n", v, "win\n");
     expect_render("{% set b %}<{{ s }}>{% endset %}{{ b }}{{ b | length }}", v, "<abc>5");
     expect_render("{% generation %}g{% endgeneration %}", v, "g");
+    /* generation is a call block: a scope of its own, no loop to break out of */
+    expect_render("{% set x = 1 %}{% generation %}{% set x = 2 %}{{ x }}{% endgeneration %}{{ x }}|"
+                  "{% for i in [1, 2] %}{% generation %}{{ i }}{{ loop.index }}{% endgeneration %}{% endfor %}",
+                  v, "21|1122");
+    expect_error("{% for i in xs %}{% generation %}{% break %}{% endgeneration %}{% endfor %}", v, "outside of a loop");
 
     expect_error("{{ nope.x }}", v, "t.jinja:1:8: 'nope' is undefined");
     expect_error("{{ 'a' + 1 }}", v, "unsupported operand types for +: 'str' and 'int'");
