@@ -34,8 +34,9 @@
  * there; a match that stops short of the whole closing text does not end inside
  * a tag it opens ('<' or '[' without its '>' or ']': Phi-3.5's "<|end|>\n" is
  * followed by "<|user|>" in the text and "<|endoftext|>" in Q), and it ends
- * after EOS (and the whitespace after it) when it holds EOS. Either way the trained span is the assistant content plus what the
- * template puts after it up to and including its end-of-turn token (prefix
+ * after EOS (and the whitespace after it) when it holds EOS. Either way the
+ * trained span is the assistant content plus what the template puts after it
+ * up to and including its end-of-turn token (prefix
  * rendering also takes what the template writes between the generation prompt
  * and the content, such as an empty <think></think>). A turn whose content
  * the template changes beyond stripping it, or whose content is none, cannot
