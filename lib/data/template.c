@@ -324,11 +324,17 @@ zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n
 
 /* --- loss spans: prefix rendering --------------------------------------------------------------- */
 
+static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
+                              const char *eos, const char *text, size_t len, const char *q, size_t nq, zt_span *span,
+                              int *ok);
+
 /* The span of assistant message i: [len(P), len(Q)) where P renders messages [0, i) with the
  * generation prompt and Q messages [0, i] (the text itself when i is the last); text is the whole
- * conversation. *spent counts the bytes rendered. */
+ * conversation. Where Q does not start with P or the text with Q, the span is the closing text's
+ * (closing_span). *spent counts the bytes rendered. */
 static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                                const char *eos, const char *text, size_t len, zt_span *span, uint64_t *spent)
+                                const char *eos, const char *text, size_t len, zt_span *span, int *closing,
+                                uint64_t *spent)
 {
     char *p, *q = NULL;
     size_t np, nq = len;
@@ -340,20 +346,22 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
     }
     *spent += np + (q ? nq : 0);
     const char *qt = q ? q : text;
-    if (nq < np || memcmp(p, qt, np))
+    int starts = nq >= np && !memcmp(p, qt, np), closed = 0;
+    *closing = !(starts && len >= nq && !memcmp(text, qt, nq));
+    if (!*closing) {
+        span->begin = np, span->end = nq;
+    } else if (!(st = closing_span(t, msgs, n, i, bos, eos, text, len, qt, nq, span, &closed)) && !closed) {
+        char why[96];
+        if (!starts)
+            snprintf(why, sizeof why, "messages 1..%d do not start with messages 1..%d and the generation prompt",
+                     i + 1, i);
+        else snprintf(why, sizeof why, "the whole conversation does not start with its first %d messages", i + 1);
         st = zt_fail(ZT_EUSER,
-                     "%s: the template does not render conversations incrementally: messages 1..%d do not start "
-                     "with messages 1..%d and the generation prompt, so assistant message %d cannot be located; "
-                     "use data.train_on = \"all\" or another chat template",
-                     t->name, i + 1, i, i + 1);
-    else if (len < nq || memcmp(text, qt, nq))
-        st = zt_fail(ZT_EUSER,
-                     "%s: the template does not render conversations incrementally: the whole conversation does "
-                     "not start with its first %d messages, so assistant message %d cannot be located; "
-                     "use data.train_on = \"all\" or another chat template",
-                     t->name, i + 1, i + 1);
-    span->begin = np;
-    span->end = nq;
+                     "%s: the template does not render conversations incrementally (%s) and the content of "
+                     "assistant message %d cannot be told apart in its text; use data.train_on = \"all\" or another "
+                     "chat template",
+                     t->name, why, i + 1);
+    }
     free(p);
     free(q);
     return st;
@@ -625,6 +633,79 @@ static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, in
     return st;
 }
 
+/* --- loss spans: the closing text --------------------------------------------------------------- */
+
+/* The last place where text holds message i's content, laid out by the sentinel rendering of
+ * msgs[0, n): *ok when the layout holds. */
+static zt_status find_content(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
+                              const char *eos, const char *text, size_t len, occurrence *found, int *ok)
+{
+    layout l = {.t = t, .msgs = msgs, .n = n, .bos = bos, .eos = eos, .text = text, .len = len};
+    char *s;
+    size_t ns;
+    *ok = 0;
+    if (!msgs[i].content || !sentinels_stand_out(&l)) return ZT_OK;
+    zt_status st = render_sentinels(&l, &s, &ns);
+    if (st) return st == ZT_ENOMEM ? st : ZT_OK;
+    st = align(&l, s, ns, ok);
+    free(s);
+    int k = l.nocc;
+    while (k-- > 0 && l.occ[k].msg != i) {}
+    *ok = !st && *ok && k >= 0;
+    if (*ok) *found = l.occ[k];
+    free(l.occ);
+    return st;
+}
+
+/* Where the closing text's match text[from, end) is cut back to: not inside a tag it opens there
+ * (a '<' or '[' without its '>' or ']'), unless the whole closing text matched; the texts part in
+ * "<|end|>\n<|user|>" and "<|end|>\n<|endoftext|>" after "<|", which is no token of either. */
+static size_t partial_tag_start(const char *text, size_t from, size_t end, int whole)
+{
+    if (whole) return end;
+    for (size_t k = end; k-- > from;) {
+        if (text[k] == '>' || text[k] == ']') return end;
+        if (text[k] == '<' || text[k] == '[') return k;
+    }
+    return end;
+}
+
+/* Where the closing text's match text[from, end) is cut back to when it holds EOS: past EOS and
+ * the whitespace after it (Command R7B's "<|END_OF_TURN_TOKEN|>" is followed by the next turn's
+ * "<|START_OF_TURN_TOKEN|>" in the text and in Q alike). */
+static size_t through_eos(const char *text, size_t from, size_t end, const char *eos)
+{
+    size_t n = eos ? strlen(eos) : 0;
+    for (size_t k = from; n && k + n <= end; k++)
+        if (!memcmp(text + k, eos, n)) {
+            k += n;
+            while (k < end && (text[k] == '\n' || text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
+            return k;
+        }
+    return end;
+}
+
+/* The span of assistant message i where the template rewrites turns depending on what follows
+ * them (drops an earlier turn's reasoning, ends only the last turn with EOS): the content where the
+ * whole text has it, and after it as much of the closing text as the whole text has there. The
+ * closing text is what the template writes after the content in q, which renders messages [0, i]:
+ * the turn's end as the template writes it when the conversation ends there. *ok when both texts
+ * show where the content is. */
+static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
+                              const char *eos, const char *text, size_t len, const char *q, size_t nq, zt_span *span,
+                              int *ok)
+{
+    occurrence in_text, in_q;
+    zt_status st = find_content(t, msgs, n, i, bos, eos, text, len, &in_text, ok);
+    if (!st && *ok) st = find_content(t, msgs, i + 1, i, bos, eos, q, nq, &in_q, ok);
+    if (st || !*ok) return st;
+    size_t end = in_text.end, c = in_q.end;
+    while (end < len && c < nq && text[end] == q[c]) end++, c++;
+    end = partial_tag_start(text, in_text.end, end, c == nq);
+    *span = (zt_span){in_text.begin, through_eos(text, in_text.end, end, eos)};
+    return ZT_OK;
+}
+
 /* --- loss spans --------------------------------------------------------------------------------- */
 
 const char *const zt_train_on_names[3] = {"assistant", "all", "last"};
@@ -660,12 +741,15 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
         }
         left--;
         zt_span s;
+        int closing = 0;
         if (placed) {
             s = placed[i];
-        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &spent)) && exact) {
+        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &closing, &spent)) && exact &&
+                   !closing) {
             exact[nexact++] = (cut){i, 1, s.begin};
             exact[nexact++] = (cut){i + 1, 0, s.end};
         }
+        tried |= closing; /* the sentinel rendering places prefix renderings' cuts: not for such a template */
         if (!st && s.end > s.begin) st = each(ctx, *text, s, &stop);
     }
     free(exact);

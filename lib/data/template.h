@@ -22,9 +22,29 @@
  * (P) and messages[0..i] without it (Q). Q must start with P, and the whole
  * conversation's text must start with Q; the assistant's span is then
  * [len(P), len(Q)): its content and whatever the template closes the turn
- * with (EOS, <|eot_id|>, <|im_end|>\n), so the model learns to stop. A
- * template for which that does not hold (one that rewrites earlier turns
- * depending on what follows) is an error naming the turn.
+ * with (EOS, <|eot_id|>, <|im_end|>\n), so the model learns to stop.
+ * A template that rewrites turns depending on what follows them fails that
+ * check (Qwen3 and DeepSeek-R1 drop an earlier turn's reasoning, Phi-3.5 writes
+ * EOS after the last turn only, Mistral-Nemo moves the system prompt into the
+ * last user turn). The span of such a turn is its closing span: the assistant's
+ * content where the whole text has it (placed by the sentinel rendering below,
+ * stripped as the template strips it), then as much of the closing text as the
+ * whole text has right after it, the closing text being what Q writes after the
+ * content, which is how the template ends the turn when the conversation ends
+ * there; a match that stops short of the whole closing text does not end inside
+ * a tag it opens ('<' or '[' without its '>' or ']': Phi-3.5's "<|end|>\n" is
+ * followed by "<|user|>" in the text and "<|endoftext|>" in Q), and it ends
+ * after EOS (and the whitespace after it) when it holds EOS. Either way the
+ * trained span is the assistant content plus what the template puts after it
+ * up to and including its end-of-turn token (prefix
+ * rendering also takes what the template writes between the generation prompt
+ * and the content, such as an empty <think></think>). A turn whose content
+ * the template changes beyond stripping it, or whose content is none, cannot
+ * be placed so: that is an error naming the turn. Where a template ends the
+ * last turn with another token than the others (gpt-oss: <|return|>, <|end|>),
+ * the earlier turns' spans are their contents alone, which the data pipeline
+ * refuses for lacking an end-of-turn token; the sentinel placement below is
+ * not used for a conversation once one of its turns needed a closing span.
  *
  * Rendering every P and Q would cost O(N^2) bytes for N turns, so only the
  * first spans are found so (Q of the last message is the text itself): once

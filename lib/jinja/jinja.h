@@ -10,22 +10,30 @@
  * with {% else %} and the loop variable (index, index0, revindex, revindex0,
  * first, last, length, previtem, nextitem, cycle), {% set x = ... %},
  * {% set ns.attr = ... %}, {% set x %}...{% endset %}, {% raw %},
- * {% generation %} (rendered as its body), comments, whitespace control
+ * {% macro name(a, b=default) %} (with varargs, kwargs and caller),
+ * {% call[(params)] m(args) %}, {% filter f(args) | g %},
+ * {% generation %} (its body, in a scope of its own), comments, whitespace control
  * ({%- -%} {{- -}} {%+ +%}); expressions with Python's precedence and
  * semantics: literals, lists, tuples, dicts, attribute/item access, slices,
  * + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
- * filters (abs capitalize count d default first float int items join last
- * length list lower map reject rejectattr replace reverse safe select
- * selectattr string title tojson trim upper), tests (defined undefined none
- * boolean true false integer float number string mapping iterable sequence
- * callable sameas odd even divisibleby eq ne lt le gt ge in lower upper) and
+ * filters (abs capitalize count d default dictsort first float indent int
+ * items join last length list lower map reject rejectattr replace reverse
+ * safe select selectattr sort string title tojson trim unique upper), tests
+ * (defined undefined none boolean true false integer float number string
+ * mapping iterable sequence callable sameas odd even divisibleby eq ne lt le
+ * gt ge in lower upper) and
  * methods (str: strip lstrip rstrip split startswith endswith upper lower
  * title capitalize replace find join; dict: items keys values get).
- * Not supported: macros, call/filter/with blocks, include/extends/import,
+ * A macro sees the scope it was defined in as it is when called; calls nest at
+ * most ZT_JINJA_MAX_DEPTH deep. As in Jinja, safe gives a Markup string, and
+ * Markup + str escapes the str (& < > " '); map, select, reject, selectattr,
+ * rejectattr and unique give generators: iterated once, always true, with no
+ * len(), no index (undefined) and no JSON (an error). Not supported: with blocks, include/extends/import,
  * "%" string formatting. Integers are 64-bit (overflow is an error, not a big
- * integer); case mapping (upper, lower, title, capitalize) changes ASCII
- * letters only; repr() of a string escapes the usual invisible characters but
- * does not consult the full Unicode tables as Python does.
+ * integer); case mapping (upper, lower, title, capitalize, and the case-blind
+ * comparisons of sort, dictsort and unique) changes ASCII letters only; repr()
+ * of a string escapes the usual invisible characters but does not consult the
+ * full Unicode tables as Python does.
  *
  *     zt_jinja *t;
  *     if ((st = zt_jinja_parse(&t, src, len, "chat.jinja"))) return st;   // "chat.jinja:3:14: ..."

@@ -229,7 +229,9 @@ static int64_t length(jx_ctx *c, uint32_t pos, jx_val v)
 {
     switch (v.kind) {
     case JX_STR: return (int64_t)jx_utf8_count(v.s->s, v.s->len);
-    case JX_LIST: return (int64_t)v.l->n;
+    case JX_LIST:
+        if (v.l->generator) jx_fail(E(c), pos, "object of type 'generator' has no len()");
+        return (int64_t)v.l->n;
     case JX_DICT: return (int64_t)v.d->n;
     case JX_LOOP: return (int64_t)v.loop->items->n;
     case JX_MISSING: case JX_UNDEF: return 0;
@@ -336,6 +338,7 @@ static jx_val f_first(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 static jx_val f_last(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     bind(c, pos, "last", a, NULL, 0, NULL);
+    if (v.kind == JX_LIST && v.l->generator) jx_fail(E(c), pos, "'generator' object is not reversible");
     jx_list *l = jx_iterate(c, pos, v);
     return l->n ? l->v[l->n - 1] : jx_undef(NULL);
 }
@@ -482,7 +485,9 @@ static jx_val f_reverse(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 static jx_val f_safe(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     bind(c, pos, "safe", a, NULL, 0, NULL);
-    return v;
+    jx_val m = jx_strv(jx_to_str(c, pos, v));
+    m.markup = 1;
+    return m;
 }
 
 static jx_val f_string(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
@@ -524,6 +529,12 @@ static jx_val f_tojson(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
     return jx_strv(jx_buf_str(&b));
 }
 
+static jx_val generator(jx_list *items)
+{
+    items->generator = 1;
+    return jx_listv(items);
+}
+
 static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
 {
     jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n);
@@ -541,7 +552,7 @@ static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
             o->v[k] = attr_path(c, pos, l->v[k], attr);
             if (o->v[k].kind == JX_UNDEF && given(dflt)) o->v[k] = dflt;
         }
-        return jx_listv(o);
+        return generator(o);
     }
     if (!a->npos || a->pos[0].kind != JX_STR) jx_fail(E(c), pos, "map needs a filter name or attribute=");
     int id = jx_filter_find(a->pos[0].s->s, a->pos[0].s->len);
@@ -549,7 +560,7 @@ static jx_val f_map(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
     if (!strcmp(a->pos[0].s->s, "map")) jx_fail(E(c), pos, "map cannot apply map"); /* keeps recursion bounded */
     jx_args rest = {.pos = a->pos + 1, .npos = a->npos - 1};
     for (size_t k = 0; k < l->n; k++) o->v[k] = jx_filter_call(c, pos, id, l->v[k], &rest);
-    return jx_listv(o);
+    return generator(o);
 }
 
 /* select / reject / selectattr / rejectattr */
@@ -567,8 +578,8 @@ static jx_val pick(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a, int keep
             jx_fail(E(c), pos, "%s: unknown test '%s'", what, jx_to_str(c, pos, name)->s);
         skip++;
     }
-    jx_args rest = {.pos = a->pos + skip, .npos = a->npos - skip};
-    if (!jx_truthy(v)) return jx_listv(jx_list_new(c, pos, 0)); /* Jinja skips falsy values without iterating */
+    jx_args rest = {.pos = a->npos ? a->pos + skip : NULL, .npos = a->npos - skip};
+    if (!jx_truthy(v)) return generator(jx_list_new(c, pos, 0)); /* Jinja skips falsy values without iterating */
     jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n);
     size_t n = 0;
     for (size_t k = 0; k < l->n; k++) {
@@ -577,7 +588,7 @@ static jx_val pick(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a, int keep
         if (ok == keep) o->v[n++] = l->v[k];
     }
     o->n = n;
-    return jx_listv(o);
+    return generator(o);
 }
 
 static jx_val f_select(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a) { return pick(c, pos, v, a, 1, 0); }
@@ -585,16 +596,148 @@ static jx_val f_reject(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a) { re
 static jx_val f_selectattr(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a) { return pick(c, pos, v, a, 1, 1); }
 static jx_val f_rejectattr(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a) { return pick(c, pos, v, a, 0, 1); }
 
+/* --- sorting: sort, dictsort, unique ---------------------------------------------------------- */
+
+/* What sort, dictsort and unique compare: x (its attribute, when given), lowercased unless case_sensitive */
+static jx_val sort_key(jx_ctx *c, uint32_t pos, jx_val x, const jx_str *attr, int case_sensitive)
+{
+    if (attr) x = attr_path(c, pos, x, attr);
+    return !case_sensitive && x.kind == JX_STR ? change_case(c, pos, x.s, CASE_LOWER) : x;
+}
+
+/* Sorts v[0..n) by keys[0..n) (moved along), stably, as Python's sorted(reverse=...) does. */
+static void merge_sort(jx_ctx *c, uint32_t pos, jx_val *v, jx_val *keys, size_t n, int reverse, jx_val *tv, jx_val *tk)
+{
+    if (n < 2) return;
+    size_t h = n / 2, i = 0, j = h, o = 0;
+    merge_sort(c, pos, v, keys, h, reverse, tv, tk);
+    merge_sort(c, pos, v + h, keys + h, n - h, reverse, tv, tk);
+    while (i < h && j < n) { /* the right one goes first only when strictly before the left one */
+        int right = reverse ? jx_order(c, pos, JO_GT, keys[j], keys[i], ZT_JINJA_MAX_DEPTH)
+                            : jx_order(c, pos, JO_LT, keys[j], keys[i], ZT_JINJA_MAX_DEPTH);
+        size_t k = right ? j++ : i++;
+        tv[o] = v[k], tk[o++] = keys[k];
+    }
+    for (; i < h; i++) tv[o] = v[i], tk[o++] = keys[i];
+    for (; j < n; j++) tv[o] = v[j], tk[o++] = keys[j];
+    memcpy(v, tv, n * sizeof *v);
+    memcpy(keys, tk, n * sizeof *keys);
+}
+
+static jx_list *sorted(jx_ctx *c, uint32_t pos, const jx_list *items, jx_val *keys, int reverse)
+{
+    jx_list *o = jx_list_new(c, pos, items->n);
+    memcpy(o->v, items->v, items->n * sizeof(jx_val));
+    jx_val *tmp = jx_alloc(E(c), &c->arena, (2 * items->n + 1) * sizeof *tmp, pos);
+    merge_sort(c, pos, o->v, keys, items->n, reverse, tmp, tmp + items->n);
+    return o;
+}
+
+static jx_val f_sort(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
+{
+    PARAMS("reverse", "case_sensitive", "attribute");
+    BIND("sort");
+    const jx_str *attr = given(p[2]) && p[2].kind != JX_NONE ? jx_to_str(c, pos, p[2]) : NULL;
+    jx_list *l = jx_iterate(c, pos, v);
+    jx_val *keys = jx_alloc(E(c), &c->arena, (l->n + 1) * sizeof *keys, pos);
+    for (size_t k = 0; k < l->n; k++) keys[k] = sort_key(c, pos, l->v[k], attr, jx_truthy(p[1]));
+    return jx_listv(sorted(c, pos, l, keys, jx_truthy(p[0])));
+}
+
+static jx_val f_dictsort(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
+{
+    PARAMS("case_sensitive", "by", "reverse");
+    BIND("dictsort");
+    if (v.kind != JX_DICT && v.kind != JX_NS) jx_fail(E(c), pos, "dictsort needs a mapping, not %s", jx_type_name(v));
+    int by_value = 0;
+    if (given(p[1])) {
+        const jx_str *by = need_str(c, pos, "dictsort", p[1]);
+        if (!strcmp(by->s, "value")) by_value = 1;
+        else if (strcmp(by->s, "key")) jx_fail(E(c), pos, "dictsort: you can only sort by either 'key' or 'value'");
+    }
+    jx_list *l = items_of(c, pos, v.d).l;
+    jx_val *keys = jx_alloc(E(c), &c->arena, (l->n + 1) * sizeof *keys, pos);
+    for (size_t k = 0; k < l->n; k++) keys[k] = sort_key(c, pos, l->v[k].l->v[by_value], NULL, jx_truthy(p[0]));
+    return jx_listv(sorted(c, pos, l, keys, jx_truthy(p[2])));
+}
+
+static jx_val f_unique(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
+{
+    PARAMS("case_sensitive", "attribute");
+    BIND("unique");
+    const jx_str *attr = given(p[1]) && p[1].kind != JX_NONE ? jx_to_str(c, pos, p[1]) : NULL;
+    jx_list *l = jx_iterate(c, pos, v), *o = jx_list_new(c, pos, l->n), *seen = jx_list_new(c, pos, l->n);
+    size_t n = 0;
+    for (size_t k = 0; k < l->n; k++) {
+        jx_val key = sort_key(c, pos, l->v[k], attr, jx_truthy(p[0]));
+        seen->n = n;
+        if (jx_contains(c, pos, jx_listv(seen), key)) continue;
+        seen->v[n] = key;
+        o->v[n++] = l->v[k];
+    }
+    o->n = n;
+    return generator(o);
+}
+
+/* --- indent ----------------------------------------------------------------------------------- */
+
+/* Bytes of the line break at s[0..n) as str.splitlines() knows them, or 0 */
+static size_t line_break(const char *s, size_t n)
+{
+    if (s[0] == '\r') return n > 1 && s[1] == '\n' ? 2 : 1;
+    if (s[0] == '\n' || s[0] == '\v' || s[0] == '\f' || (s[0] >= 0x1c && s[0] <= 0x1e)) return 1;
+    uint32_t cp;
+    int l = jx_utf8_next(s, n, &cp);
+    return cp == 0x85 || cp == 0x2028 || cp == 0x2029 ? (size_t)l : 0;
+}
+
+/* Jinja's indent: every line but the first (and the first too with first=true) gets the indent,
+ * blank lines only with blank=true; the lines are joined with \n whatever broke them. */
+static jx_val f_indent(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
+{
+    PARAMS("width", "first", "blank");
+    BIND("indent");
+    const jx_str *s = jx_to_str(c, pos, v), *ind;
+    if (given(p[0]) && p[0].kind == JX_STR) {
+        ind = p[0].s;
+    } else {
+        int64_t w = given(p[0]) ? need_int(c, pos, "indent", p[0]) : 4;
+        if (w > 0 && (uint64_t)w > c->max_output)
+            jx_fail(E(c), pos, "indent: %lld is wider than the rendered text may be", (long long)w);
+        jx_str *sp = jx_alloc(E(c), &c->arena, sizeof *sp + (w > 0 ? (size_t)w : 0) + 1, pos);
+        sp->len = w > 0 ? (size_t)w : 0;
+        memset(sp->s, ' ', sp->len);
+        ind = sp;
+    }
+    jx_buf b = {.c = c, .pos = pos};
+    if (jx_truthy(p[1])) jx_buf_put(&b, ind->s, ind->len);
+    /* the lines of s + "\n", as Jinja splits them: the end of s ends a line too, except that a \r
+     * there and that \n make one break */
+    for (size_t i = 0, line = 0;; line++) {
+        size_t e = i, br = 0;
+        while (e < s->len && !(br = line_break(s->s + e, s->len - e))) e++;
+        if (line && !(e == i && i == s->len && s->s[i - 1] == '\r')) {
+            jx_buf_putc(&b, '\n');
+            if (e > i || jx_truthy(p[2])) jx_buf_put(&b, ind->s, ind->len);
+        }
+        jx_buf_put(&b, s->s + i, e - i);
+        if (e == s->len) break;
+        i = e + br;
+    }
+    return jx_strv(jx_buf_str(&b));
+}
+
 static const struct {
     const char *name;
     filter_fn fn;
 } FILTERS[] = {
     {"abs", f_abs}, {"capitalize", f_capitalize}, {"count", f_length}, {"d", f_default}, {"default", f_default},
-    {"first", f_first}, {"float", f_float}, {"int", f_int}, {"items", f_items}, {"join", f_join}, {"last", f_last},
-    {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"reject", f_reject},
-    {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse}, {"safe", f_safe},
-    {"select", f_select}, {"selectattr", f_selectattr}, {"string", f_string}, {"title", f_title},
-    {"tojson", f_tojson}, {"trim", f_trim}, {"upper", f_upper},
+    {"dictsort", f_dictsort}, {"first", f_first}, {"float", f_float}, {"indent", f_indent}, {"int", f_int},
+    {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length}, {"list", f_list},
+    {"lower", f_lower}, {"map", f_map}, {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"reverse", f_reverse}, {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr},
+    {"sort", f_sort}, {"string", f_string}, {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim},
+    {"unique", f_unique}, {"upper", f_upper},
 };
 
 int jx_filter_find(const char *name, size_t n)
@@ -692,8 +835,8 @@ int jx_test_call(jx_ctx *c, uint32_t pos, int id, jx_val v, const jx_args *a)
     case T_STRING: return k == JX_STR;
     case T_MAPPING: return k == JX_DICT;
     case T_ITERABLE: return k == JX_STR || k == JX_LIST || k == JX_DICT || k == JX_UNDEF || k == JX_LOOP;
-    case T_SEQUENCE: return k == JX_STR || k == JX_LIST || k == JX_DICT || k == JX_UNDEF;
-    case T_CALLABLE: return k == JX_FUNC || k == JX_METHOD || k == JX_LOOP;
+    case T_SEQUENCE: return k == JX_STR || (k == JX_LIST && !v.l->generator) || k == JX_DICT || k == JX_UNDEF;
+    case T_CALLABLE: return k == JX_FUNC || k == JX_METHOD || k == JX_LOOP || k == JX_MACRO;
     case T_SAMEAS:
         if (k != arg[0].kind) return 0;
         if (k == JX_NONE || k == JX_UNDEF) return 1;

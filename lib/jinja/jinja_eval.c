@@ -19,6 +19,7 @@ enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
 
 static jx_val eval(jx_ctx *c, const jx_node *n);
 static int exec_block(jx_ctx *c, jx_node *const *v, uint32_t n);
+static void out_put(jx_ctx *c, uint32_t pos, const char *s, size_t n);
 
 static void step(jx_ctx *c, uint32_t pos)
 {
@@ -176,6 +177,25 @@ static jx_val float_arith(jx_ctx *c, uint32_t pos, int op, double a, double b)
 static int is_num(jx_val v) { return v.kind == JX_INT || v.kind == JX_BOOL || v.kind == JX_FLOAT; }
 static int is_int(jx_val v) { return v.kind == JX_INT || v.kind == JX_BOOL; }
 
+/* markupsafe's escape(): & < > " ' as entities */
+static jx_str *html_escape(jx_ctx *c, uint32_t pos, const jx_str *s)
+{
+    jx_buf b = {.c = c, .pos = pos};
+    for (size_t i = 0; i < s->len; i++) {
+        const char *e = NULL;
+        switch (s->s[i]) {
+        case '&': e = "&amp;"; break;
+        case '<': e = "&lt;"; break;
+        case '>': e = "&gt;"; break;
+        case '"': e = "&#34;"; break;
+        case '\'': e = "&#39;"; break;
+        }
+        if (e) jx_buf_puts(&b, e);
+        else jx_buf_putc(&b, s->s[i]);
+    }
+    return jx_buf_str(&b);
+}
+
 static jx_val arith(jx_ctx *c, uint32_t pos, int op, jx_val a, jx_val b)
 {
     if (op == JO_TILDE) return jx_strv(jx_str_cat(c, pos, jx_to_str(c, pos, a), jx_to_str(c, pos, b)));
@@ -184,7 +204,13 @@ static jx_val arith(jx_ctx *c, uint32_t pos, int op, jx_val a, jx_val b)
     if (is_int(a) && is_int(b)) return int_arith(c, pos, op, a.i, b.i);
     if (is_num(a) && is_num(b))
         return float_arith(c, pos, op, a.kind == JX_FLOAT ? a.f : (double)a.i, b.kind == JX_FLOAT ? b.f : (double)b.i);
-    if (op == JO_ADD && a.kind == JX_STR && b.kind == JX_STR) return jx_strv(jx_str_cat(c, pos, a.s, b.s));
+    if (op == JO_ADD && a.kind == JX_STR && b.kind == JX_STR) {
+        if (!a.markup && !b.markup) return jx_strv(jx_str_cat(c, pos, a.s, b.s));
+        jx_str *x = a.markup ? a.s : html_escape(c, pos, a.s), *y = b.markup ? b.s : html_escape(c, pos, b.s);
+        jx_val m = jx_strv(jx_str_cat(c, pos, x, y)); /* Markup + str escapes the str */
+        m.markup = 1;
+        return m;
+    }
     if (op == JO_ADD && a.kind == JX_LIST && b.kind == JX_LIST && a.l->tuple == b.l->tuple) {
         jx_list *l = jx_list_new(c, pos, a.l->n + b.l->n);
         l->tuple = a.l->tuple;
@@ -196,6 +222,86 @@ static jx_val arith(jx_ctx *c, uint32_t pos, int op, jx_val a, jx_val b)
     if (op == JO_MUL && (b.kind == JX_STR || b.kind == JX_LIST) && is_int(a)) return repeat(c, pos, b, a.i);
     jx_fail(&c->err, pos, "unsupported operand types for %s: '%s' and '%s'", op_symbol(op), jx_type_name(a),
             jx_type_name(b));
+}
+
+/* --- macros ---------------------------------------------------------------------------------- */
+
+/* Runs body in frame f (over its scope) and returns what it wrote, which goes nowhere else. */
+static jx_str *capture(jx_ctx *c, uint32_t pos, jx_frame *f, jx_node *const *body, uint32_t n, int *flow)
+{
+    size_t mark = c->outlen;
+    jx_frame *saved = c->top;
+    if (f) c->top = f;
+    int fl = exec_block(c, body, n);
+    c->top = saved;
+    if (flow) *flow = fl;
+    jx_str *s = jx_str_new(c, pos, c->out ? c->out + mark : "", c->outlen - mark);
+    c->outlen = mark;
+    if (c->out) c->out[mark] = 0;
+    return s;
+}
+
+static int same_name(const jx_str *a, const jx_str *b) { return a->len == b->len && !memcmp(a->s, b->s, a->len); }
+
+static const char *macro_name(const jx_macro *m) { return m->def->name ? m->def->name->s : "caller"; }
+
+/* Calls a macro as Jinja does: arguments by position, then by name; a missing one takes its
+ * default (evaluated in the macro's frame, so it may use the parameters before it) or is
+ * undefined; extra ones go to varargs and kwargs when the body uses those, else are errors.
+ * caller is the {% call %} block's body, or NULL. The result is the text the body wrote. */
+static jx_val call_macro(jx_ctx *c, uint32_t pos, const jx_macro *m, const jx_args *a, const jx_macro *caller)
+{
+    const jx_node *d = m->def;
+    if (++c->calls > ZT_JINJA_MAX_DEPTH) jx_fail(&c->err, pos, "macro calls nested deeper than %d", ZT_JINJA_MAX_DEPTH);
+    jx_frame *f = jx_alloc(&c->err, &c->arena, sizeof *f, pos);
+    f->up = m->scope;
+    jx_val *vals = jx_alloc(&c->err, &c->arena, (d->nnames + 1) * sizeof *vals, pos);
+    int npos = a->npos < (int)d->nnames ? a->npos : (int)d->nnames;
+    for (uint32_t k = 0; k < d->nnames; k++) vals[k] = (int)k < npos ? a->pos[k] : (jx_val){.kind = JX_MISSING};
+    jx_list *varargs = jx_list_new(c, pos, (size_t)(a->npos - npos));
+    varargs->tuple = 1;
+    for (int k = npos; k < a->npos; k++) varargs->v[k - npos] = a->pos[k];
+    if (varargs->n && !(d->flag & MACRO_USES_VARARGS))
+        jx_fail(&c->err, pos, "macro '%s' takes not more than %u argument(s)", macro_name(m), d->nnames);
+    jx_dict *kwargs = jx_dict_new(c, pos);
+    jx_val caller_val = caller ? (jx_val){.kind = JX_MACRO, .mac = caller} : jx_undef(NULL);
+    for (int k = 0; k < a->nkw; k++) {
+        const jx_str *name = a->kwnames[k];
+        uint32_t p = 0;
+        while (p < d->nnames && !same_name(d->names[p], name)) p++;
+        if (p < d->nnames) {
+            if (vals[p].kind != JX_MISSING)
+                jx_fail(&c->err, pos, "macro '%s' got multiple values for argument '%s'", macro_name(m), name->s);
+            vals[p] = a->kwvals[k];
+        } else if (!strcmp(name->s, "caller") && (d->flag & MACRO_USES_CALLER)) {
+            caller_val = a->kwvals[k];
+        } else if (d->flag & MACRO_USES_KWARGS) {
+            jx_dict_set(c, pos, kwargs, jx_strv((jx_str *)name), a->kwvals[k]);
+        } else {
+            jx_fail(&c->err, pos, "macro '%s' takes no keyword argument '%s'", macro_name(m), name->s);
+        }
+    }
+    for (uint32_t k = 0; k < d->nnames; k++) {
+        jx_frame *saved = c->top;
+        c->top = f;
+        jx_val v = vals[k].kind != JX_MISSING ? vals[k] : d->w[k] ? eval(c, d->w[k]) : jx_undef(NULL);
+        c->top = saved;
+        frame_set(c, pos, f, d->names[k], v);
+    }
+    if (d->flag & MACRO_USES_VARARGS) frame_set(c, pos, f, jx_str_new(c, pos, "varargs", 7), jx_listv(varargs));
+    if (d->flag & MACRO_USES_KWARGS)
+        frame_set(c, pos, f, jx_str_new(c, pos, "kwargs", 6), (jx_val){.kind = JX_DICT, .d = kwargs});
+    if (d->flag & MACRO_USES_CALLER) frame_set(c, pos, f, jx_str_new(c, pos, "caller", 6), caller_val);
+    jx_str *s = capture(c, pos, f, d->v, d->n, NULL);
+    c->calls--;
+    return jx_strv(s);
+}
+
+static jx_macro *new_macro(jx_ctx *c, const jx_node *def)
+{
+    jx_macro *m = jx_alloc(&c->err, &c->arena, sizeof *m, def->pos);
+    m->def = def, m->scope = c->top;
+    return m;
 }
 
 /* --- expressions ------------------------------------------------------------------------------ */
@@ -269,8 +375,9 @@ static jx_val eval(jx_ctx *c, const jx_node *n)
     case JN_CALL: {
         jx_val fn = eval(c, n->a);
         jx_args a = eval_args(c, n);
-        return jx_call(c, n->pos, fn, &a);
+        return fn.kind == JX_MACRO ? call_macro(c, n->pos, fn.mac, &a, NULL) : jx_call(c, n->pos, fn, &a);
     }
+    case JN_CAPTURED: return c->captured;
     case JN_FILTER: {
         if (n->op == JX_UNKNOWN) jx_fail(&c->err, n->pos, "unknown filter '%s'", n->name->s);
         jx_val v = eval(c, n->a);
@@ -332,16 +439,18 @@ static void bind_targets(jx_ctx *c, const jx_node *n, jx_val item)
 static int exec_for(jx_ctx *c, const jx_node *n)
 {
     jx_list *items = jx_iterate(c, n->pos, eval(c, n->a));
-    jx_frame f = {.up = c->top}; /* one scope per iteration, reusing its storage */
+    /* one scope per iteration, reusing its storage; in the arena, as a macro defined in the loop keeps it */
+    jx_frame *f = jx_alloc(&c->err, &c->arena, sizeof *f, n->pos);
+    f->up = c->top;
     if (n->b) { /* for x in xs if cond: the loop sees only the items that pass */
         jx_list *kept = jx_list_new(c, n->pos, items->n);
         size_t nk = 0;
         for (size_t k = 0; k < items->n; k++) {
-            f.n = 0;
-            c->top = &f;
+            f->n = 0;
+            c->top = f;
             bind_targets(c, n, items->v[k]);
             int keep = jx_truthy(eval(c, n->b));
-            c->top = f.up;
+            c->top = f->up;
             if (keep) kept->v[nk++] = items->v[k];
         }
         kept->n = nk;
@@ -353,15 +462,25 @@ static int exec_for(jx_ctx *c, const jx_node *n)
     for (size_t k = 0; k < items->n; k++) {
         step(c, n->pos);
         L->index0 = k;
-        f.n = 0;
-        c->top = &f;
+        f->n = 0;
+        c->top = f;
         bind_targets(c, n, items->v[k]);
-        frame_set(c, n->pos, &f, c->loop_name, (jx_val){.kind = JX_LOOP, .loop = L});
+        frame_set(c, n->pos, f, c->loop_name, (jx_val){.kind = JX_LOOP, .loop = L});
         int flow = exec_block(c, n->v, n->n);
-        c->top = f.up;
+        c->top = f->up;
         if (flow == FLOW_BREAK) break;
     }
     return FLOW_NEXT;
+}
+
+/* {{ v }}: its str(), nothing for undefined */
+static void put_value(jx_ctx *c, uint32_t pos, jx_val v)
+{
+    if (v.kind == JX_STR) out_put(c, pos, v.s->s, v.s->len);
+    else if (v.kind != JX_UNDEF) {
+        jx_str *s = jx_to_str(c, pos, v);
+        out_put(c, pos, s->s, s->len);
+    }
 }
 
 static int exec(jx_ctx *c, const jx_node *n)
@@ -369,15 +488,7 @@ static int exec(jx_ctx *c, const jx_node *n)
     step(c, n->pos);
     switch (n->kind) {
     case JN_TEXT: out_put(c, n->pos, n->name->s, n->name->len); return FLOW_NEXT;
-    case JN_OUTPUT: {
-        jx_val v = eval(c, n->a);
-        if (v.kind == JX_STR) out_put(c, n->pos, v.s->s, v.s->len);
-        else if (v.kind != JX_UNDEF) {
-            jx_str *s = jx_to_str(c, n->pos, v);
-            out_put(c, n->pos, s->s, s->len);
-        }
-        return FLOW_NEXT;
-    }
+    case JN_OUTPUT: put_value(c, n->pos, eval(c, n->a)); return FLOW_NEXT;
     case JN_IF:
         for (uint32_t k = 0; k < n->n; k++)
             if (jx_truthy(eval(c, n->v[k]))) return exec_block(c, n->w[k]->v, n->w[k]->n);
@@ -396,12 +507,36 @@ static int exec(jx_ctx *c, const jx_node *n)
         return FLOW_NEXT;
     }
     case JN_SETBLOCK: {
-        size_t mark = c->outlen;
-        int flow = exec_block(c, n->v, n->n);
-        jx_str *s = jx_str_new(c, n->pos, c->out ? c->out + mark : "", c->outlen - mark);
-        c->outlen = mark;
-        if (c->out) c->out[mark] = 0;
+        int flow;
+        jx_str *s = capture(c, n->pos, NULL, n->v, n->n, &flow);
         frame_set(c, n->pos, c->top, n->name, jx_strv(s));
+        return flow;
+    }
+    case JN_MACRO:
+        frame_set(c, n->pos, c->top, n->name, (jx_val){.kind = JX_MACRO, .mac = new_macro(c, n)});
+        return FLOW_NEXT;
+    case JN_CALLBLOCK: {
+        jx_val fn = eval(c, n->a->a);
+        if (fn.kind != JX_MACRO) jx_fail(&c->err, n->pos, "a call block calls a macro, not %s", jx_type_name(fn));
+        jx_args a = eval_args(c, n->a);
+        put_value(c, n->pos, call_macro(c, n->pos, fn.mac, &a, new_macro(c, n->b)));
+        return FLOW_NEXT;
+    }
+    case JN_SCOPE: {
+        jx_frame *f = jx_alloc(&c->err, &c->arena, sizeof *f, n->pos), *saved = c->top;
+        f->up = c->top;
+        c->top = f;
+        exec_block(c, n->v, n->n);
+        c->top = saved;
+        return FLOW_NEXT;
+    }
+    case JN_FILTERBLOCK: {
+        int flow;
+        jx_val saved = c->captured;
+        c->captured = jx_strv(capture(c, n->pos, NULL, n->v, n->n, &flow));
+        jx_val v = eval(c, n->a);
+        c->captured = saved;
+        put_value(c, n->pos, v);
         return flow;
     }
     case JN_BREAK: return FLOW_BREAK;

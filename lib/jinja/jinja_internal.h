@@ -78,6 +78,7 @@ typedef enum jx_kind {
     JX_LOOP,
     JX_FUNC,   /* a global function */
     JX_METHOD, /* a method bound to a value */
+    JX_MACRO,  /* a {% macro %}, or the caller of a {% call %} block */
 } jx_kind;
 
 typedef struct jx_list jx_list;
@@ -85,9 +86,11 @@ typedef struct jx_dict jx_dict;
 typedef struct jx_loop jx_loop;
 typedef struct jx_method jx_method;
 typedef struct jx_node jx_node;
+typedef struct jx_macro jx_macro;
 
 typedef struct jx_val {
     jx_kind kind;
+    int markup; /* STR: markupsafe's Markup (the safe filter's result), whose + escapes a plain operand */
     union {
         int64_t i;  /* BOOL (0/1), INT, FUNC (a JX_FN_*) */
         double f;
@@ -96,6 +99,7 @@ typedef struct jx_val {
         jx_dict *d; /* DICT, NS */
         jx_loop *loop;
         jx_method *m;
+        const jx_macro *mac;
         const jx_node *node; /* UNDEF: where it came from, for messages (may be NULL) */
     };
 } jx_val;
@@ -103,6 +107,7 @@ typedef struct jx_val {
 struct jx_list {
     size_t n;
     int tuple;
+    int generator; /* what map, select and the like give in Jinja: one pass, no len(), no index, always true */
     jx_val v[];
 };
 
@@ -119,6 +124,13 @@ struct jx_loop {
 struct jx_method {
     jx_val self;
     int id; /* a JX_M_* */
+};
+
+typedef struct jx_frame jx_frame;
+
+struct jx_macro {
+    const jx_node *def; /* its JN_MACRO node */
+    jx_frame *scope;    /* where it was defined: what its body sees besides its arguments */
 };
 
 enum { JX_FN_RANGE, JX_FN_NAMESPACE, JX_FN_DICT, JX_FN_RAISE, JX_FN_STRFTIME, JX_FN_COUNT };
@@ -187,6 +199,11 @@ typedef enum jx_node_kind {
     JN_SETBLOCK,/* name: variable, v[n]: body */
     JN_BREAK,
     JN_CONTINUE,
+    JN_MACRO,   /* name (NULL for a call block's caller), names[nnames]: parameters, w[m == nnames]: their
+                   defaults (NULL entries: none), v[n]: body; flag: MACRO_USES_* */
+    JN_CALLBLOCK,  /* a: the call expression, b: the caller (JN_MACRO) */
+    JN_FILTERBLOCK,/* v[n]: body, a: the filters, applied to a JN_CAPTURED */
+    JN_SCOPE,   /* v[n]: body, run in a scope of its own ({% generation %}, which is a call block) */
     /* expressions */
     JN_CONST,   /* val */
     JN_LIST,    /* v[n]; flag: a tuple */
@@ -203,10 +220,14 @@ typedef enum jx_node_kind {
     JN_AND, JN_OR,            /* a, b */
     JN_COMPARE, /* a ops[0] v[0] ops[1] v[1] ... */
     JN_COND,    /* a if b else c (c may be NULL) */
+    JN_CAPTURED,/* the text the enclosing {% filter %} block rendered */
 } jx_node_kind;
 /* clang-format on */
 
 #define JX_UNKNOWN 255
+
+/* What a macro's body refers to, which decides what it accepts (as Jinja decides it). */
+enum { MACRO_USES_CALLER = 1, MACRO_USES_VARARGS = 2, MACRO_USES_KWARGS = 4 };
 
 struct jx_node {
     jx_node_kind kind;
@@ -235,8 +256,6 @@ struct zt_jinja {
 
 /* --- evaluation ------------------------------------------------------------------------------- */
 
-typedef struct jx_frame jx_frame;
-
 typedef struct jx_ctx {
     jx_err err;
     jx_arena arena;
@@ -245,6 +264,8 @@ typedef struct jx_ctx {
     char *out; /* malloc'ed rendered text */
     size_t outlen, outcap, max_output;
     int64_t steps, max_steps;
+    int calls;       /* macro calls under way, bounded by ZT_JINJA_MAX_DEPTH */
+    jx_val captured; /* what JN_CAPTURED gives: the innermost filter block's text */
 } jx_ctx;
 
 /* Arguments of a filter, test, method or function call. */

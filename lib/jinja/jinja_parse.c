@@ -235,21 +235,27 @@ static jx_node *postfix(parser *P, jx_node *n)
     }
 }
 
+/* name[(args)] after a '|' (or after {% filter): that filter applied to n */
+static jx_node *filter_call(parser *P, jx_node *n, uint32_t pos)
+{
+    if (cur(P)->kind != JT_NAME) unexpected(P, "a filter name");
+    jx_node *f = node(P, JN_FILTER, pos);
+    f->a = n;
+    f->name = name_of(P, cur(P));
+    int id = jx_filter_find(cur(P)->text, cur(P)->len);
+    f->op = id < 0 ? JX_UNKNOWN : id;
+    next(P);
+    if (is_op(P, JO_LPAREN)) next(P), call_args(P, f);
+    return finish(P, f);
+}
+
 static jx_node *filter_expr(parser *P, jx_node *n)
 {
     for (;;) {
         uint32_t pos = cur(P)->pos;
         if (is_op(P, JO_PIPE)) {
             next(P);
-            if (cur(P)->kind != JT_NAME) unexpected(P, "a filter name");
-            jx_node *f = node(P, JN_FILTER, pos);
-            f->a = n;
-            f->name = name_of(P, cur(P));
-            int id = jx_filter_find(cur(P)->text, cur(P)->len);
-            f->op = id < 0 ? JX_UNKNOWN : id;
-            next(P);
-            if (is_op(P, JO_LPAREN)) next(P), call_args(P, f);
-            n = finish(P, f);
+            n = filter_call(P, n, pos);
         } else if (is_name(P, "is")) {
             next(P);
             jx_node *t = node(P, JN_TEST, pos);
@@ -631,6 +637,111 @@ static jx_node *set_stmt(parser *P, const jx_tok *opener)
     return finish(P, n);
 }
 
+/* Whether the tree under n refers to the variable name (as a name, not an attribute). */
+static int refers_to(const jx_node *n, const char *name)
+{
+    if (!n) return 0;
+    if (n->kind == JN_NAME && !strcmp(n->name->s, name)) return 1;
+    if (refers_to(n->a, name) || refers_to(n->b, name) || refers_to(n->c, name)) return 1;
+    for (uint32_t k = 0; k < n->n; k++)
+        if (refers_to(n->v[k], name)) return 1;
+    for (uint32_t k = 0; k < n->m; k++)
+        if (refers_to(n->w[k], name)) return 1;
+    return 0;
+}
+
+/* (name[=default], ...) of a macro or a call block's caller; the '(' is the current token. */
+static void macro_params(parser *P, jx_node *n)
+{
+    nvec defaults = {0};
+    jx_str *names[64];
+    expect_op(P, JO_LPAREN, "'('");
+    while (!is_op(P, JO_RPAREN)) {
+        if (n->nnames) expect_op(P, JO_COMMA, "',' or ')'");
+        if (cur(P)->kind != JT_NAME) unexpected(P, "a parameter name");
+        if (n->nnames == 64) jx_fail(P->e, cur(P)->pos, "too many macro parameters");
+        for (uint32_t k = 0; k < n->nnames; k++)
+            if (names[k]->len == cur(P)->len && !memcmp(names[k]->s, cur(P)->text, cur(P)->len))
+                jx_fail(P->e, cur(P)->pos, "duplicate parameter '%s'", names[k]->s);
+        names[n->nnames++] = name_of(P, cur(P));
+        next(P);
+        jx_node *def = NULL;
+        if (is_op(P, JO_ASSIGN)) next(P), def = expression(P);
+        else if (defaults.n && defaults.v[defaults.n - 1])
+            jx_fail(P->e, cur(P)->pos, "parameter without a default follows one with a default");
+        push(P, &defaults, def);
+    }
+    next(P);
+    n->names = jx_alloc(P->e, P->a, (n->nnames + 1) * sizeof *names, n->pos);
+    memcpy(n->names, names, n->nnames * sizeof *names);
+    n->w = defaults.v, n->m = defaults.n;
+}
+
+/* The body of a macro up to its end tag, which may not break out of loops around the macro. */
+static void macro_body(parser *P, jx_node *n, const char *end, const jx_tok *opener)
+{
+    const char *const ends[] = {end, NULL};
+    int loops = P->loops, which;
+    P->loops = 0;
+    jx_node *body = block(P, ends, opener, &which);
+    P->loops = loops;
+    expect_kind(P, JT_BLOCK_END, "'%}'");
+    n->v = body->v, n->n = body->n;
+    static const char *const special[] = {"caller", "varargs", "kwargs"};
+    for (int k = 0; k < 3; k++) {
+        int uses = 0;
+        for (uint32_t j = 0; j < n->n && !uses; j++) uses = refers_to(n->v[j], special[k]);
+        for (uint32_t j = 0; j < n->m && !uses; j++) uses = refers_to(n->w[j], special[k]);
+        if (uses) n->flag |= 1 << k;
+    }
+}
+
+static jx_node *macro_stmt(parser *P, const jx_tok *opener)
+{
+    if (cur(P)->kind != JT_NAME) unexpected(P, "a macro name");
+    jx_node *n = node(P, JN_MACRO, opener->pos);
+    n->name = name_of(P, cur(P));
+    next(P);
+    macro_params(P, n);
+    expect_kind(P, JT_BLOCK_END, "'%}'");
+    macro_body(P, n, "endmacro", opener);
+    return finish(P, n);
+}
+
+/* {% call[(params)] m(args) %}body{% endcall %}: m is called with caller, a macro whose body is the block's */
+static jx_node *call_stmt(parser *P, const jx_tok *opener)
+{
+    jx_node *n = node(P, JN_CALLBLOCK, opener->pos);
+    jx_node *caller = node(P, JN_MACRO, opener->pos);
+    if (is_op(P, JO_LPAREN)) macro_params(P, caller);
+    n->a = expression(P);
+    if (n->a->kind != JN_CALL) jx_fail(P->e, n->a->pos, "a call block needs a call, as in {%% call m() %%}");
+    expect_kind(P, JT_BLOCK_END, "'%}'");
+    macro_body(P, caller, "endcall", opener);
+    n->b = finish(P, caller);
+    return finish(P, n);
+}
+
+/* {% filter f(args) | g %}body{% endfilter %}: the body's text through the filters */
+static jx_node *filter_stmt(parser *P, const jx_tok *opener)
+{
+    static const char *const endfilter[] = {"endfilter", NULL};
+    jx_node *n = node(P, JN_FILTERBLOCK, opener->pos);
+    jx_node *f = filter_call(P, finish(P, node(P, JN_CAPTURED, opener->pos)), cur(P)->pos);
+    while (is_op(P, JO_PIPE)) {
+        uint32_t pos = cur(P)->pos;
+        next(P);
+        f = filter_call(P, f, pos);
+    }
+    n->a = f;
+    expect_kind(P, JT_BLOCK_END, "'%}'");
+    int which;
+    jx_node *body = block(P, endfilter, opener, &which);
+    expect_kind(P, JT_BLOCK_END, "'%}'");
+    n->v = body->v, n->n = body->n;
+    return finish(P, n);
+}
+
 /* Statements into out until EOF (ends NULL) or a tag named in ends: returns its index. */
 static int parse_body(parser *P, nvec *out, const char *const *ends, const jx_tok *opener)
 {
@@ -675,16 +786,25 @@ static int parse_body(parser *P, nvec *out, const char *const *ends, const jx_to
                 push(P, out, for_stmt(P, t));
             } else if (tok_is(kw, "set")) {
                 push(P, out, set_stmt(P, t));
+            } else if (tok_is(kw, "macro")) {
+                push(P, out, macro_stmt(P, t));
+            } else if (tok_is(kw, "call")) {
+                push(P, out, call_stmt(P, t));
+            } else if (tok_is(kw, "filter")) {
+                push(P, out, filter_stmt(P, t));
             } else if (tok_is(kw, "break") || tok_is(kw, "continue")) {
                 if (!P->loops) jx_fail(P->e, kw->pos, "'%.*s' outside of a loop", (int)kw->len, kw->text);
                 push(P, out, finish(P, node(P, tok_is(kw, "break") ? JN_BREAK : JN_CONTINUE, t->pos)));
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-            } else if (tok_is(kw, "generation")) { /* transformers' marker for assistant text: just its body */
+            } else if (tok_is(kw, "generation")) { /* transformers' marker for assistant text: a call block */
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-                int which;
+                int which, loops = P->loops;
+                P->loops = 0;
                 jx_node *b = block(P, endgen, t, &which);
+                P->loops = loops;
                 expect_kind(P, JT_BLOCK_END, "'%}'");
-                for (uint32_t k = 0; k < b->n; k++) push(P, out, b->v[k]);
+                b->kind = JN_SCOPE;
+                push(P, out, b);
             } else {
                 char buf[64];
                 jx_fail(P->e, kw->pos, "unknown or misplaced tag %s", describe(kw, buf, sizeof buf));

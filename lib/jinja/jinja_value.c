@@ -128,12 +128,13 @@ const char *jx_type_name(jx_val v)
     case JX_INT: return "int";
     case JX_FLOAT: return "float";
     case JX_STR: return "str";
-    case JX_LIST: return v.l->tuple ? "tuple" : "list";
+    case JX_LIST: return v.l->generator ? "generator" : v.l->tuple ? "tuple" : "list";
     case JX_DICT: return "dict";
     case JX_NS: return "Namespace";
     case JX_LOOP: return "LoopContext";
     case JX_FUNC: return "function";
     case JX_METHOD: return "builtin_function_or_method";
+    case JX_MACRO: return "Macro";
     }
     return "?";
 }
@@ -145,7 +146,7 @@ int jx_truthy(jx_val v)
     case JX_BOOL: case JX_INT: return v.i != 0;
     case JX_FLOAT: return v.f != 0;
     case JX_STR: return v.s->len != 0;
-    case JX_LIST: return v.l->n != 0;
+    case JX_LIST: return v.l->generator || v.l->n != 0;
     case JX_DICT: return v.d->n != 0;
     default: return 1;
     }
@@ -176,7 +177,7 @@ int jx_equal(jx_ctx *c, uint32_t pos, jx_val a, jx_val b, int depth)
     case JX_STR: return a.s->len == b.s->len && !memcmp(a.s->s, b.s->s, a.s->len);
     case JX_LIST:
         if (a.l == b.l) return 1;
-        if (a.l->n != b.l->n || a.l->tuple != b.l->tuple || !c) return 0;
+        if (a.l->n != b.l->n || a.l->tuple != b.l->tuple || a.l->generator || b.l->generator || !c) return 0;
         too_deep(c, pos, depth);
         for (size_t k = 0; k < a.l->n; k++)
             if (!jx_equal(c, pos, a.l->v[k], b.l->v[k], depth - 1)) return 0;
@@ -339,6 +340,10 @@ void jx_put_repr(jx_buf *b, jx_val v, int depth)
     case JX_MISSING: case JX_UNDEF: jx_buf_puts(b, "Undefined"); return;
     case JX_STR: put_quoted(b, v.s); return;
     case JX_LIST:
+        if (v.l->generator) {
+            jx_buf_puts(b, "<generator object>");
+            return;
+        }
         too_deep(b->c, b->pos, depth);
         jx_buf_putc(b, v.l->tuple ? '(' : '[');
         for (size_t k = 0; k < v.l->n; k++) {
@@ -369,6 +374,11 @@ void jx_put_repr(jx_buf *b, jx_val v, int depth)
     }
     case JX_FUNC: jx_buf_puts(b, "<function>"); return;
     case JX_METHOD: jx_buf_puts(b, "<built-in method>"); return;
+    case JX_MACRO:
+        jx_buf_puts(b, "<Macro '");
+        jx_buf_puts(b, v.mac->def->name ? v.mac->def->name->s : "caller");
+        jx_buf_puts(b, "'>");
+        return;
     default: put_scalar(b, v); return;
     }
 }
@@ -460,6 +470,7 @@ void jx_put_json(jx_buf *b, jx_val v, const jx_json_opts *o, int level)
     case JX_FLOAT: json_float(b, v.f); return;
     case JX_STR: json_string(b, v.s->s, v.s->len, o->ensure_ascii); return;
     case JX_LIST:
+        if (v.l->generator) jx_fail(&c->err, b->pos, "Object of type generator is not JSON serializable");
         too_deep(c, b->pos, ZT_JINJA_MAX_DEPTH - level);
         if (!v.l->n) {
             jx_buf_puts(b, "[]");
@@ -539,7 +550,13 @@ static size_t *char_offsets(jx_ctx *c, uint32_t pos, const jx_str *s, size_t *co
 jx_list *jx_iterate(jx_ctx *c, uint32_t pos, jx_val v)
 {
     switch (v.kind) {
-    case JX_LIST: return v.l;
+    case JX_LIST: {
+        if (!v.l->generator) return v.l;
+        jx_list *l = jx_list_new(c, pos, v.l->n); /* a generator's items, once */
+        memcpy(l->v, v.l->v, v.l->n * sizeof(jx_val));
+        v.l->n = 0;
+        return l;
+    }
     case JX_MISSING: case JX_UNDEF: return jx_list_new(c, pos, 0);
     case JX_DICT: {
         jx_list *l = jx_list_new(c, pos, v.d->n);
@@ -620,9 +637,13 @@ jx_val jx_getattr(jx_ctx *c, uint32_t pos, jx_val obj, const char *name, size_t 
     }
 }
 
+/* A generator has no items by index: Jinja's lookup then gives undefined. */
+static int is_generator(jx_val v) { return v.kind == JX_LIST && v.l->generator; }
+
 jx_val jx_getitem(jx_ctx *c, uint32_t pos, jx_val obj, jx_val key, const jx_node *node)
 {
     if (obj.kind == JX_UNDEF || obj.kind == JX_MISSING) jx_fail_undefined(c, pos, obj);
+    if (is_generator(obj)) return jx_undef(node);
     if (obj.kind == JX_DICT) {
         const jx_val *v = jx_dict_find(obj.d, key);
         if (v) return *v;
@@ -654,6 +675,7 @@ static int64_t slice_bound(jx_ctx *c, uint32_t pos, const jx_val *v, int64_t dfl
 jx_val jx_slice(jx_ctx *c, uint32_t pos, jx_val obj, const jx_val *start, const jx_val *stop, const jx_val *step)
 {
     if (obj.kind == JX_UNDEF || obj.kind == JX_MISSING) jx_fail_undefined(c, pos, obj);
+    if (is_generator(obj)) return jx_undef(NULL);
     if (obj.kind != JX_LIST && obj.kind != JX_STR) jx_fail(&c->err, pos, "'%s' object cannot be sliced", jx_type_name(obj));
     size_t *off = NULL, count;
     if (obj.kind == JX_LIST) count = obj.l->n;

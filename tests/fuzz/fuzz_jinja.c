@@ -1,6 +1,8 @@
 /* libFuzzer harness for the Jinja interpreter: any input is parsed as a
  * template and, when it parses, rendered against a fixed conversation under
- * small limits. Either it renders or it fails with "fuzz.jinja:LINE:COL: ..."
+ * small limits, with a tool list so that the seeds' tool-calling branches run (the seeds are
+ * real chat templates, llama.cpp's among them, and macros.jinja for the syntax they add).
+ * Either it renders or it fails with "fuzz.jinja:LINE:COL: ..."
  * (ZT_EUSER); never crash, leak, read out of bounds or run away.
  *
  *   clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
@@ -18,7 +20,10 @@ static const char VARS[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \" Hi 👋 \"},"
     " {\"role\": \"assistant\", \"content\": \"Hello!\", \"tool_calls\": [{\"function\": {\"name\": \"f\", "
     "\"arguments\": {\"x\": 1.5, \"y\": [true, null]}}}]}, {\"role\": \"user\", \"content\": \"\"}],"
-    " \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"tools\": null, \"n\": 3}";
+    " \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"n\": 3,"
+    " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather.\","
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\","
+    " \"enum\": [\"a\", \"b\"]}, \"days\": {\"type\": [\"integer\", \"null\"]}}, \"required\": [\"city\"]}}}]}";
 
 static void check_message(void)
 {
