@@ -2,6 +2,7 @@
  * does not implement (other models, normalizers, pre-tokenizers) is refused
  * with the field named, never approximated. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,28 @@ static zt_status read_model(zt_bpe *b, const cJSON *model)
     return ZT_OK;
 }
 
+/* NFC, or a Sequence of them (DeepSeek's is an empty one); null: none. */
+static zt_status read_normalizer(zt_tokenizer *tok, const cJSON *norm, const char *where)
+{
+    if (!norm || cJSON_IsNull(norm)) return ZT_OK;
+    const char *type = type_of(norm);
+    if (strcmp(type, "NFC") == 0) {
+        tok->normalize = zt_nfc; /* NFC twice is NFC once */
+        return ZT_OK;
+    }
+    const cJSON *items = field(norm, "normalizers");
+    if (strcmp(type, "Sequence") != 0 || !cJSON_IsArray(items))
+        return zt_fail(ZT_EUSER, "%s: normalizer '%s' is not supported (zt implements NFC and Sequence)", where, type);
+    char at[512];
+    int i = 0;
+    zt_status st = ZT_OK;
+    for (const cJSON *item = items->child; item && !st; item = item->next, i++) {
+        snprintf(at, sizeof at, "%s.normalizers[%d]", where, i);
+        st = cJSON_IsNull(item) ? zt_fail(ZT_EUSER, "%s is null", at) : read_normalizer(tok, item, at);
+    }
+    return st;
+}
+
 /* Any pre-tokenizer zt implements, as long as it is byte-level: the vocabulary
  * is then written in ByteLevel's alphabet. */
 static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
@@ -177,10 +200,7 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
     zt_status st;
     if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
     if ((st = read_model(b, field(root, "model")))) return st;
-    const cJSON *norm = field(root, "normalizer");
-    if (strcmp(type_of(norm), "NFC") == 0) tok->normalize = zt_nfc;
-    else if (norm && !cJSON_IsNull(norm))
-        return zt_fail(ZT_EUSER, "normalizer '%s' is not supported (zt implements NFC)", type_of(norm));
+    if ((st = read_normalizer(tok, field(root, "normalizer"), "normalizer"))) return st;
     if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
     const cJSON *dec = field(root, "decoder");
     if (strcmp(type_of(dec), "ByteLevel") != 0)

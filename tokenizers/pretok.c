@@ -3,7 +3,6 @@
  * the gaps between them, then a behavior that decides what becomes a piece.
  * Digits, Punctuation, Whitespace and WhitespaceSplit are Splits with a fixed
  * pattern; ByteLevel is an optional prefix space and GPT-2's Split. */
-#define _GNU_SOURCE /* memmem */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizers/pretok.h"
 
@@ -15,12 +14,13 @@
 #include "tokenizers/unicode.h"
 
 static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-/* Rust's char::is_whitespace (the White_Space property; PCRE2's \s adds U+180E) */
-#define WHITE_SPACE                                                                                                    \
-    "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-/* \w as Hugging Face's Oniguruma has it: letters, marks, decimal digits, connectors */
-#define WORD "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
-static const char RE_WHITESPACE[] = "[" WORD "]+|[^" WORD WHITE_SPACE "]+";
+/* Rust's char::is_whitespace and Oniguruma's \s: the White_Space property (PCRE2's \s adds U+180E) */
+#define WHITE_SPACE "\\p{White_Space}"
+/* Oniguruma's \w: Alphabetic, marks, decimal digits, connectors, and Latin-1's ¹²³¼½¾ */
+#define ONIG_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
+/* Rust's regex \w (the Whitespace pre-tokenizer's): Alphabetic, marks, decimal digits, connectors, joiners */
+#define RUST_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
+static const char RE_WHITESPACE[] = "[" RUST_WORD "]+|[^" RUST_WORD WHITE_SPACE "]+";
 static const char RE_WHITE_SPACE_CHAR[] = "[" WHITE_SPACE "]";
 static const char RE_NUMERIC_CHAR[] = "\\p{N}"; /* Rust's char::is_numeric */
 /* ASCII punctuation (symbols included, as Rust's is_ascii_punctuation has it) or Unicode's P */
@@ -33,11 +33,8 @@ typedef enum step_kind { STEP_SEQUENCE, STEP_SPLIT, STEP_BYTE_LEVEL } step_kind;
 
 struct zt_pretok {
     step_kind kind;
-    char *where; /* the JSON path, for errors while splitting */
-    /* a split: a regex, or else a literal (empty: never matches) */
-    pcre2_code *re;
-    char *literal;
-    size_t nliteral;
+    char *where;    /* the JSON path, for errors while splitting */
+    pcre2_code *re; /* a split's pattern */
     behavior behavior;
     int invert;
     /* ByteLevel: re is GPT-2's when use_regex */
@@ -87,23 +84,31 @@ static int flag(const cJSON *obj, const char *name, int def)
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
-/* The regex with \s, \S, \w and \W spelled out as Oniguruma (Hugging Face's
- * engine) has them, where PCRE2's differ: its \s also takes U+180E, its \w
- * leaves out marks and takes all of \p{N}. Inside a class, \S and \W stay. */
+/* The regex with \s, \S, \w, \W, \b and \B spelled out as Oniguruma (Hugging
+ * Face's engine) has them, where PCRE2's differ: its \s also takes U+180E,
+ * its \w (letters, numbers, '_') leaves out marks and takes the other numbers.
+ * Inside a class, \S and \W stay as they are. */
 static zt_status onig_classes(const char *regex, zt_buf *out)
 {
+    static const char *const spelled[][2] = {
+        {"s", "[" WHITE_SPACE "]"},
+        {"S", "[^" WHITE_SPACE "]"},
+        {"w", "[" ONIG_WORD "]"},
+        {"W", "[^" ONIG_WORD "]"},
+        {"b", "(?:(?<=[" ONIG_WORD "])(?![" ONIG_WORD "])|(?<![" ONIG_WORD "])(?=[" ONIG_WORD "]))"},
+        {"B", "(?:(?<=[" ONIG_WORD "])(?=[" ONIG_WORD "])|(?<![" ONIG_WORD "])(?![" ONIG_WORD "]))"},
+    };
     zt_status st = ZT_OK;
     int in_class = 0;
     for (const char *c = regex; *c && !st; c++) {
         if (*c == '\\' && c[1]) {
-            const char *set = c[1] == 's' || c[1] == 'S' ? WHITE_SPACE : c[1] == 'w' || c[1] == 'W' ? WORD : NULL;
-            int negated = c[1] == 'S' || c[1] == 'W';
-            if (set && in_class && !negated) st = zt_buf_append(out, set, strlen(set));
-            else if (set && !in_class) {
-                if (!(st = zt_buf_append(out, negated ? "[^" : "[", negated ? 2 : 1)) &&
-                    !(st = zt_buf_append(out, set, strlen(set))))
-                    st = zt_buf_append(out, "]", 1);
-            } else st = zt_buf_append(out, c, 2);
+            const char *with = NULL;
+            for (size_t k = 0; k < sizeof spelled / sizeof *spelled; k++)
+                if (c[1] == spelled[k][0][0]) with = spelled[k][1];
+            if (with && in_class && (c[1] == 's' || c[1] == 'w')) /* the class's inside, brackets dropped */
+                st = zt_buf_append(out, with + 1, strlen(with) - 2);
+            else if (with && !in_class) st = zt_buf_append(out, with, strlen(with));
+            else st = zt_buf_append(out, c, 2);
             c++;
             continue;
         }
@@ -128,20 +133,23 @@ static zt_status onig_classes(const char *regex, zt_buf *out)
     return st;
 }
 
-static zt_status compile(zt_pretok *p, const char *regex, const char *where)
+/* A regex, or with `literal` a string that matches itself (an empty one matches
+ * between every two characters, as Hugging Face's does). */
+static zt_status compile(zt_pretok *p, const char *regex, int literal, const char *where)
 {
     int code;
     PCRE2_SIZE at;
     zt_buf onig = {0};
-    zt_status st = onig_classes(regex, &onig);
+    zt_status st = literal ? zt_buf_append(&onig, regex, strlen(regex)) : onig_classes(regex, &onig);
     if (st) return st;
-    p->re =
-        pcre2_compile((PCRE2_SPTR)onig.p, onig.n, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
+    uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+    p->re = pcre2_compile((PCRE2_SPTR)onig.p, onig.n, options, &code, &at, NULL);
     free(onig.p);
     if (!p->re) {
         PCRE2_UCHAR why[256];
         pcre2_get_error_message(code, why, sizeof why);
-        return zt_fail(ZT_EUSER, "%s: the regex '%s' does not compile: %s", where, regex, (const char *)why);
+        return zt_fail(ZT_EUSER, "%s: the %s '%s' does not compile: %s", where, literal ? "string" : "regex", regex,
+                       (const char *)why);
     }
     pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE); /* where JIT is missing, the interpreter runs it */
     return ZT_OK;
@@ -167,12 +175,10 @@ static zt_status read_split(zt_pretok *p, const cJSON *j, const char *where)
     const cJSON *pattern = field(j, "pattern"), *regex = field(pattern, "Regex"), *string = field(pattern, "String");
     char at[512];
     zt_status st;
-    if (cJSON_IsString(regex)) {
-        snprintf(at, sizeof at, "%s.pattern.Regex", where);
-        if ((st = compile(p, regex->valuestring, at))) return st;
-    } else if (cJSON_IsString(string)) {
-        p->nliteral = strlen(string->valuestring);
-        if (!(p->literal = strdup(string->valuestring))) return zt_fail(ZT_ENOMEM, "out of memory");
+    if (cJSON_IsString(regex) || cJSON_IsString(string)) {
+        int literal = !cJSON_IsString(regex);
+        snprintf(at, sizeof at, "%s.pattern.%s", where, literal ? "String" : "Regex");
+        if ((st = compile(p, literal ? string->valuestring : regex->valuestring, literal, at))) return st;
     } else {
         return zt_fail(ZT_EUSER, "%s.pattern: neither {\"Regex\": ...} nor {\"String\": ...}", where);
     }
@@ -185,7 +191,7 @@ static zt_status fixed_split(zt_pretok *p, const char *regex, behavior b, int in
 {
     p->behavior = b;
     p->invert = invert;
-    return compile(p, regex, where);
+    return compile(p, regex, 0, where);
 }
 
 static zt_status read_sequence(zt_pretok *p, const cJSON *j, const char *where)
@@ -217,7 +223,7 @@ static zt_status read_step(zt_pretok *p, const cJSON *j, const char *where)
         p->kind = STEP_BYTE_LEVEL;
         p->add_prefix_space = flag(j, "add_prefix_space", 1);
         p->behavior = ISOLATED;
-        return flag(j, "use_regex", 1) ? compile(p, RE_GPT2, where) : ZT_OK;
+        return flag(j, "use_regex", 1) ? compile(p, RE_GPT2, 0, where) : ZT_OK;
     }
     if (strcmp(type, "Digits") == 0)
         return fixed_split(p, RE_NUMERIC_CHAR, flag(j, "individual_digits", 0) ? ISOLATED : CONTIGUOUS, 0, where);
@@ -265,7 +271,6 @@ void zt_pretok_free(zt_pretok *p)
     for (int i = 0; i < p->nsteps; i++) zt_pretok_free(p->steps[i]);
     free(p->steps);
     pcre2_code_free(p->re);
-    free(p->literal);
     free(p->where);
     free(p);
 }
@@ -304,13 +309,6 @@ static zt_status seg_push(work *w, size_t start, size_t end, int match)
 static int next_match(const zt_pretok *p, const char *t, size_t n, size_t from, work *w, size_t *ms, size_t *me,
                       zt_status *st)
 {
-    if (!p->re) {
-        const char *hit = p->nliteral ? memmem(t + from, n - from, p->literal, p->nliteral) : NULL;
-        if (!hit) return 0;
-        *ms = (size_t)(hit - t);
-        *me = *ms + p->nliteral;
-        return 1;
-    }
     int rc = pcre2_match(p->re, (PCRE2_SPTR)t, n, from, 0, w->md, NULL);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) {

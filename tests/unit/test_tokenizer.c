@@ -135,6 +135,51 @@ static void test_pretok(void)
     fclose(f);
 }
 
+/* Every pre-tokenizer in each of its settings (pretok_steps.jsonl, from make_pretok_steps.py),
+ * against the pieces Hugging Face cuts. */
+static void test_pretok_steps(void)
+{
+    FILE *f = fopen(FIXTURES "/pretok_steps.jsonl", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    zt_pieces pieces = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    int steps = 0, cases = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 8) {
+        cJSON *row = cJSON_Parse(line);
+        const cJSON *json = cJSON_GetObjectItem(row, "pre_tokenizer"), *c;
+        char *what = cJSON_PrintUnformatted(json);
+        zt_pretok *p = NULL;
+        CHECK_MSG(zt_pretok_read(json, "pre_tokenizer", &p) == ZT_OK, "%s: %s", what, zt_errmsg());
+        const cJSON *list = p ? cJSON_GetObjectItem(row, "cases") : NULL;
+        cJSON_ArrayForEach(c, list)
+        {
+            const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+            const cJSON *want = cJSON_GetObjectItem(c, "pieces"), *w = want->child;
+            CHECK(zt_pretok_split(p, text, strlen(text), &pieces) == ZT_OK);
+            size_t i = 0;
+            for (; w && i < pieces.n; w = w->next, i++)
+                if (strlen(w->valuestring) != zt_piece_len(&pieces, i) ||
+                    memcmp(w->valuestring, zt_piece_text(&pieces, i), zt_piece_len(&pieces, i)) != 0)
+                    break;
+            int ok = !w && i == pieces.n;
+            CHECK_MSG(ok, "%s: piece %zu of \"%s\" (%zu pieces, %d expected)", what, i, text, pieces.n,
+                      cJSON_GetArraySize(want));
+            bad += !ok;
+            cases++;
+        }
+        zt_pretok_free(p);
+        free(what);
+        cJSON_Delete(row);
+        steps++;
+    }
+    CHECK(steps >= 40 && cases > 5000);
+    zt_pieces_free(&pieces);
+    free(line);
+    fclose(f);
+}
+
 /* Checks every line of dir/expected.jsonl: ids with and without special tokens
  * parsed, and both decodings. Returns the number of lines checked. */
 static int check_expected(const zt_tokenizer *tok, const char *dir)
@@ -246,6 +291,29 @@ static void test_bpe_qwen2(void)
 }
 
 /* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
+/* Real tokenizer.json files of released models (tests/fixtures/tokenizers/real/README.md),
+ * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each. */
+static void test_real_tokenizers(void)
+{
+    const char *families[] = {"gpt2", "deepseek_v4"};
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
+        char dir[512], cmd[2048], fixture[512];
+        snprintf(dir, sizeof dir, "%s/real_%s", tmpdir, families[i]);
+        snprintf(fixture, sizeof fixture, FIXTURES "/real/%s", families[i]);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && gzip -dc '%s/tokenizer.json.gz' > '%s/tokenizer.json'", dir,
+                 fixture, dir);
+        CHECK_MSG(system(cmd) == 0, "%s", cmd);
+        zt_tokenizer *tok;
+        zt_status st = zt_tokenizer_open(&tok, dir);
+        CHECK_MSG(st == ZT_OK, "%s: %s", families[i], zt_errmsg());
+        if (st) continue;
+        int lines = check_expected(tok, fixture);
+        CHECK_MSG(lines >= 600, "%s: %d lines", families[i], lines);
+        fprintf(stderr, "  %s: %d texts equal to Hugging Face's ids and decodings\n", families[i], lines);
+        zt_tokenizer_free(tok);
+    }
+}
+
 static void test_nfc(void)
 {
     FILE *f = fopen(FIXTURES "/nfc.jsonl", "r");
@@ -451,7 +519,10 @@ static void test_bpe_refuses(void)
     write_variant(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
     expect_open_error(dir, "model.type 'WordPiece' is not supported");
     write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}");
-    expect_open_error(dir, "normalizer 'Lowercase' is not supported");
+    expect_open_error(dir, "normalizer: normalizer 'Lowercase' is not supported");
+    write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+                                                "{\"type\": \"NFKC\"}]}");
+    expect_open_error(dir, "normalizer.normalizers[1]: normalizer 'NFKC' is not supported");
     write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
     expect_open_error(dir, "pre_tokenizer: pre-tokenizer 'Metaspace' is not supported");
     write_variant(dir, "\"byte_fallback\": false", "\"byte_fallback\": true");
@@ -681,10 +752,12 @@ int main(void)
         return 1;
     }
     RUN(test_pretok);
+    RUN(test_pretok_steps);
     RUN(test_bpe_llama3);
     RUN(test_bpe_gpt2);
     RUN(test_nfc);
     RUN(test_bpe_qwen2);
+    RUN(test_real_tokenizers);
     RUN(test_concurrent_encode);
     RUN(test_add_special);
     RUN(test_decode_edges);
