@@ -35,6 +35,7 @@ struct zt_pretok {
     step_kind kind;
     char *where;    /* the JSON path, for errors while splitting */
     pcre2_code *re; /* a split's pattern */
+    int jit;        /* re is JIT-compiled: pcre2_jit_match runs it, skipping pcre2_match's checks */
     behavior behavior;
     int invert;
     /* ByteLevel: re is GPT-2's when use_regex */
@@ -151,7 +152,7 @@ static zt_status compile(zt_pretok *p, const char *regex, int literal, const cha
         return zt_fail(ZT_EUSER, "%s: the %s '%s' does not compile: %s", where, literal ? "string" : "regex", regex,
                        (const char *)why);
     }
-    pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE); /* where JIT is missing, the interpreter runs it */
+    p->jit = pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE) == 0; /* else the interpreter runs it */
     return ZT_OK;
 }
 
@@ -309,7 +310,8 @@ static zt_status seg_push(work *w, size_t start, size_t end, int match)
 static int next_match(const zt_pretok *p, const char *t, size_t n, size_t from, work *w, size_t *ms, size_t *me,
                       zt_status *st)
 {
-    int rc = pcre2_match(p->re, (PCRE2_SPTR)t, n, from, 0, w->md, NULL);
+    int rc = p->jit ? pcre2_jit_match(p->re, (PCRE2_SPTR)t, n, from, 0, w->md, NULL)
+                    : pcre2_match(p->re, (PCRE2_SPTR)t, n, from, 0, w->md, NULL);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) {
         PCRE2_UCHAR why[256];
@@ -411,6 +413,7 @@ static zt_status apply(const zt_pretok *p, zt_pieces **cur, zt_pieces **spare, w
         for (int i = 0; i < p->nsteps && !st; i++) st = apply(p->steps[i], cur, spare, w);
         return st;
     }
+    if (p->kind == STEP_BYTE_LEVEL && !p->add_prefix_space && !p->re) return ZT_OK; /* keeps every piece as is */
     zt_pieces *in = *cur, *out = *spare;
     out->n = out->text.n = 0;
     for (size_t i = 0; i < in->n && !st; i++) {
