@@ -8,6 +8,7 @@
 
 #include "lib/core/fileio.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/normalize.h"
 #include "tokenizers/unicode.h"
 
 #define MAX_VOCAB (1 << 26)
@@ -107,28 +108,6 @@ static zt_status read_model(zt_bpe *b, const cJSON *model)
     return ZT_OK;
 }
 
-/* NFC, or a Sequence of them (DeepSeek's is an empty one); null: none. */
-static zt_status read_normalizer(zt_tokenizer *tok, const cJSON *norm, const char *where)
-{
-    if (!norm || cJSON_IsNull(norm)) return ZT_OK;
-    const char *type = type_of(norm);
-    if (strcmp(type, "NFC") == 0) {
-        tok->normalize = zt_nfc; /* NFC twice is NFC once */
-        return ZT_OK;
-    }
-    const cJSON *items = field(norm, "normalizers");
-    if (strcmp(type, "Sequence") != 0 || !cJSON_IsArray(items))
-        return zt_fail(ZT_EUSER, "%s: normalizer '%s' is not supported (zt implements NFC and Sequence)", where, type);
-    char at[512];
-    int i = 0;
-    zt_status st = ZT_OK;
-    for (const cJSON *item = items->child; item && !st; item = item->next, i++) {
-        snprintf(at, sizeof at, "%s.normalizers[%d]", where, i);
-        st = cJSON_IsNull(item) ? zt_fail(ZT_EUSER, "%s is null", at) : read_normalizer(tok, item, at);
-    }
-    return st;
-}
-
 /* Any pre-tokenizer zt implements, as long as it is byte-level: the vocabulary
  * is then written in ByteLevel's alphabet. */
 static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
@@ -160,7 +139,9 @@ static zt_status read_added_tokens(zt_tokenizer *tok, const cJSON *added)
         zt_buf norm = {0};
         const char *c = content->valuestring;
         zt_status st = ZT_OK;
-        if ((flags & ZT_ADDED_NORMALIZED) && tok->normalize && !(st = tok->normalize(c, strlen(c), &norm))) c = norm.p;
+        if ((flags & ZT_ADDED_NORMALIZED) && tok->normalizer &&
+            !(st = zt_normalize(tok->normalizer, c, strlen(c), &norm)))
+            c = norm.p;
         if (!st) st = zt_added_put(&tok->added, c, strlen(c), (int32_t)id->valuedouble, flags);
         free(norm.p);
         if (st) return st;
@@ -200,7 +181,7 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
     zt_status st;
     if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
     if ((st = read_model(b, field(root, "model")))) return st;
-    if ((st = read_normalizer(tok, field(root, "normalizer"), "normalizer"))) return st;
+    if ((st = zt_normalizer_read(field(root, "normalizer"), "normalizer", &tok->normalizer))) return st;
     if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
     const cJSON *dec = field(root, "decoder");
     if (strcmp(type_of(dec), "ByteLevel") != 0)

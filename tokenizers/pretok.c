@@ -392,6 +392,21 @@ static zt_status split_piece(const zt_pretok *p, const char *t, size_t n, zt_pie
     return st;
 }
 
+zt_status zt_pretok_replace(const zt_pretok *split, const char *text, size_t len, const char *with, zt_buf *out)
+{
+    if (!len) return zt_buf_append(out, "", 0); /* Hugging Face finds no match in empty text */
+    work w = {0};
+    zt_status st = (w.md = pcre2_match_data_create(1, NULL)) ? find_segments(split, text, len, &w)
+                                                              : zt_fail(ZT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < w.nseg && !st; i++)
+        st = w.seg[i].match ? zt_buf_append(out, with, strlen(with))
+                            : zt_buf_append(out, text + w.seg[i].start, w.seg[i].end - w.seg[i].start);
+    pcre2_match_data_free(w.md);
+    free(w.seg);
+    free(w.acc);
+    return st;
+}
+
 /* ByteLevel: a space in front unless there is one, then GPT-2's split. */
 static zt_status byte_level_piece(const zt_pretok *p, const char *t, size_t n, zt_pieces *out, work *w)
 {

@@ -42,5 +42,9 @@ int zt_pretok_byte_level(const zt_pretok *p);
 /* Replaces the contents of out with the pieces of text[0, len). */
 zt_status zt_pretok_split(const zt_pretok *p, const char *text, size_t len, zt_pieces *out);
 void zt_pretok_free(zt_pretok *p);
+/* Appends text[0, len) to out with every match of split's pattern (a Split
+ * pre-tokenizer's; its behavior and invert aside) replaced by `with`, as the
+ * Replace normalizer does. */
+zt_status zt_pretok_replace(const zt_pretok *split, const char *text, size_t len, const char *with, zt_buf *out);
 
 #endif
