@@ -23,7 +23,10 @@ LDLIBS  += -lm
 have_pc = $(shell pkg-config --exists $(1) 2>/dev/null && echo 1)
 HAVE_OPENBLAS := $(call have_pc,openblas)
 HAVE_CJSON    := $(call have_pc,libcjson)
-MISSING       := $(strip $(if $(HAVE_OPENBLAS),,OpenBLAS) $(if $(HAVE_CJSON),,cJSON))
+HAVE_PCRE2    := $(call have_pc,libpcre2-8)
+HAVE_ICU      := $(call have_pc,icu-uc)
+MISSING       := $(strip $(if $(HAVE_OPENBLAS),,OpenBLAS) $(if $(HAVE_CJSON),,cJSON) $(if $(HAVE_PCRE2),,PCRE2) \
+                         $(if $(HAVE_ICU),,ICU))
 ifeq ($(HAVE_OPENBLAS),1)
 CFLAGS += $(shell pkg-config --cflags openblas)
 LDLIBS += $(shell pkg-config --libs openblas)
@@ -31,6 +34,16 @@ endif
 ifeq ($(HAVE_CJSON),1)
 CFLAGS += $(shell pkg-config --cflags libcjson)
 LDLIBS += $(shell pkg-config --libs libcjson)
+endif
+# PCRE2 (8-bit, UTF and Unicode properties): the tokenizer.json pre-tokenizer regexes
+ifeq ($(HAVE_PCRE2),1)
+CFLAGS += $(shell pkg-config --cflags libpcre2-8)
+LDLIBS += $(shell pkg-config --libs libpcre2-8)
+endif
+# ICU: the tokenizer.json normalizers NFD, NFKC, NFKD and Lowercase
+ifeq ($(HAVE_ICU),1)
+CFLAGS += $(shell pkg-config --cflags icu-uc)
+LDLIBS += $(shell pkg-config --libs icu-uc)
 endif
 
 HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
@@ -41,7 +54,7 @@ HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
 HAVE_CUDA  := $(if $(NO_CUDA)$(filter 1,$(SAN)),,$(shell test -x $(NVCC) && echo 1))
 
 mark = $(if $(1),✓,✗)
-REPORT := OpenBLAS $(call mark,$(HAVE_OPENBLAS))  cJSON $(call mark,$(HAVE_CJSON))  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
+REPORT := OpenBLAS $(call mark,$(HAVE_OPENBLAS))  cJSON $(call mark,$(HAVE_CJSON))  PCRE2 $(call mark,$(HAVE_PCRE2))  ICU $(call mark,$(HAVE_ICU))  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
           libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  CUDA $(call mark,$(HAVE_CUDA))
 
 ifeq ($(HAVE_MPI),1)
@@ -228,7 +241,7 @@ demo:
 FUZZ_SECONDS ?= 60
 FUZZ_CC       = clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
                 $(shell pkg-config --cflags libcjson)
-FUZZ_LIBS     = $(shell pkg-config --libs libcjson) -lm
+FUZZ_LIBS     = $(shell pkg-config --libs libcjson libpcre2-8 icu-uc) -lm
 FUZZ_OPTS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 FUZZ_toml_SRC             := lib/toml/toml.c
 FUZZ_safetensors_SRC      := lib/ckpt/safetensors_*.c lib/core/*.c

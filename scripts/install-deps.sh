@@ -9,6 +9,8 @@ packages=(
   build-essential pkg-config
   libopenblas-openmp-dev   # CPU GEMM (OpenMP flavour: shares zt's thread pool)
   libcjson-dev             # JSON: config.json, safetensors headers, metrics
+  libpcre2-dev             # tokenizer.json pre-tokenizer regexes
+  libicu-dev               # tokenizer.json normalizers (NFD, NFKC, NFKD, Lowercase)
   libopenmpi-dev openmpi-bin
   liburing-dev
   libcurl4-openssl-dev libssl-dev   # zt download (libcurl, sha256 from libcrypto)

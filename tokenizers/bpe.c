@@ -96,8 +96,8 @@ zt_status zt_bpe_add_merge(zt_bpe *b, const char *left, size_t nleft, const char
 {
     int32_t l = zt_bpe_piece_to_id(b, left, nleft), r = zt_bpe_piece_to_id(b, right, nright);
     if (l < 0 || r < 0)
-        return zt_fail(ZT_EUSER, "model.merges[%d]: '%.*s' is not in the vocabulary", rank, (int)(l < 0 ? nleft : nright),
-                       l < 0 ? left : right);
+        return zt_fail(ZT_EUSER, "model.merges[%d]: '%.*s' is not in the vocabulary", rank,
+                       (int)(l < 0 ? nleft : nright), l < 0 ? left : right);
     char small[256], *both = nleft + nright <= sizeof small ? small : malloc(nleft + nright);
     if (!both) return zt_fail(ZT_ENOMEM, "out of memory for a merge");
     memcpy(both, left, nleft);
@@ -123,6 +123,7 @@ void zt_bpe_free(zt_bpe *b)
     zt_strmap_free(&b->by_piece);
     zt_pairmap_free(&b->merges);
     zt_bpe_cache_free(b->cache);
+    zt_pretok_free(b->pretok);
     free(b);
 }
 
@@ -142,8 +143,7 @@ typedef struct cand {
 typedef struct scratch {
     sym *sym;
     cand *heap;
-    char *word; /* a long pre-token with its prefix space */
-    size_t cap; /* symbols; heap holds 3 * cap, word cap + 1 bytes */
+    size_t cap; /* symbols; heap holds 3 * cap */
 } scratch;
 
 static zt_status scratch_reserve(scratch *s, size_t n)
@@ -154,10 +154,8 @@ static zt_status scratch_reserve(scratch *s, size_t n)
     sym *y = realloc(s->sym, cap * sizeof *y);
     if (y) s->sym = y;
     cand *h = y ? realloc(s->heap, 3 * cap * sizeof *h) : NULL;
-    if (h) s->heap = h;
-    char *w = h ? realloc(s->word, cap + 1) : NULL;
-    if (!w) return zt_fail(ZT_ENOMEM, "out of memory for a word of %zu bytes", n);
-    s->word = w;
+    if (!h) return zt_fail(ZT_ENOMEM, "out of memory for a word of %zu bytes", n);
+    s->heap = h;
     s->cap = cap;
     return ZT_OK;
 }
@@ -247,43 +245,17 @@ static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *
     return st;
 }
 
-/* ByteLevel: a space in front unless there is one, then its own regex split. */
-static zt_status encode_piece(const zt_bpe *b, const char *p, size_t n, scratch *s, zt_ivec *out)
-{
-    zt_status st = ZT_OK;
-    char small[256], *word = small;
-    if (b->add_prefix_space && p[0] != ' ') {
-        if (n + 1 > sizeof small) { /* reserved for all of it: encode_word will not move s->word */
-            if ((st = scratch_reserve(s, n + 1))) return st;
-            word = s->word;
-        }
-        word[0] = ' ';
-        memcpy(word + 1, p, n);
-        p = word;
-        n++;
-    }
-    if (!b->bytelevel_regex) return encode_word(b, p, n, s, out);
-    for (size_t i = 0; i < n && !st;) {
-        size_t k = zt_pretok_next(ZT_PRETOK_GPT2, p + i, n - i);
-        st = encode_word(b, p + i, k, s, out);
-        i += k;
-    }
-    return st;
-}
-
 static zt_status bpe_encode(const void *m, const char *text, size_t len, zt_ivec *out)
 {
     const zt_bpe *b = m;
     scratch s = {0};
-    zt_status st = ZT_OK;
-    for (size_t i = 0; i < len && !st;) {
-        size_t k = zt_pretok_next(b->split, text + i, len - i);
-        st = encode_piece(b, text + i, k, &s, out);
-        i += k;
-    }
+    zt_pieces words = {0};
+    zt_status st = zt_pretok_split(b->pretok, text, len, &words);
+    for (size_t i = 0; i < words.n && !st; i++)
+        st = encode_word(b, zt_piece_text(&words, i), zt_piece_len(&words, i), &s, out);
+    zt_pieces_free(&words);
     free(s.sym);
     free(s.heap);
-    free(s.word);
     return st;
 }
 

@@ -1,11 +1,10 @@
 /* tokenizers/bpe: the byte-level BPE model of a Hugging Face tokenizer.json
- * (GPT-2, Llama 3, Qwen2): pre-tokenizer split, byte-to-unicode mapping, merges
- * by rank, ByteLevel decoding. Internal to tokenizers/; reached through
+ * (GPT-2, Llama 3, Qwen2): pre-tokenizer (tokenizers/pretok.h), byte-to-unicode
+ * mapping, merges by rank, ByteLevel decoding. Internal to tokenizers/; reached through
  * tokenizers/tokenizer.h.
  *
  *   bpe_json.c   reads tokenizer.json into a zt_bpe (zt_bpe_open)
  *   bpe.c        vocabulary, merges, encode and decode of pre-tokenized words
- *   bpe_pretok.c the pre-tokenizer regexes, as hand-written matchers
  *   bpe_cache.c  a thread-safe cache of encoded words
  */
 #ifndef ZT_TOKENIZERS_BPE_H
@@ -15,20 +14,8 @@
 #include <stdint.h>
 
 #include "tokenizers/hashmap.h"
+#include "tokenizers/pretok.h"
 #include "tokenizers/tok_internal.h"
-
-/* The split regexes zt knows (each a hand-written matcher). */
-typedef enum zt_pretok_kind {
-    ZT_PRETOK_NONE,   /* no split: the whole text is one word */
-    ZT_PRETOK_GPT2,   /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
-    ZT_PRETOK_LLAMA3, /* (?i:'s|...|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|... */
-    ZT_PRETOK_QWEN2,  /* the Llama 3 pattern with \p{N} instead of \p{N}{1,3} */
-} zt_pretok_kind;
-
-/* ZT_PRETOK_NONE when the regex is not one of the known ones. */
-zt_pretok_kind zt_pretok_from_regex(const char *regex);
-/* The length in bytes of the pre-token at the start of text (len > 0). */
-size_t zt_pretok_next(zt_pretok_kind kind, const char *text, size_t len);
 
 /* Caches words of at most ZT_BPE_CACHE_WORD bytes that encode to at most ZT_BPE_CACHE_IDS ids. */
 #define ZT_BPE_CACHE_WORD 22
@@ -53,9 +40,7 @@ typedef struct zt_bpe {
     zt_pairmap merges;
     int32_t unk;
     int fuse_unk, ignore_merges;
-    /* pre-tokenizer: Split(split) then ByteLevel(add_prefix_space, use_regex) */
-    zt_pretok_kind split;
-    int add_prefix_space, bytelevel_regex;
+    zt_pretok *pretok;
     zt_bpe_cache *cache;
 } zt_bpe;
 

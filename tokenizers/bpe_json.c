@@ -1,12 +1,14 @@
 /* Reads a Hugging Face tokenizer.json with a byte-level BPE model. What zt
- * does not implement (other models, normalizers, pre-tokenizers, regexes) is
- * refused with the field named, never approximated. */
+ * does not implement (other models, normalizers, pre-tokenizers) is refused
+ * with the field named, never approximated. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/core/fileio.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/normalize.h"
 #include "tokenizers/unicode.h"
 
 #define MAX_VOCAB (1 << 26)
@@ -106,41 +108,16 @@ static zt_status read_model(zt_bpe *b, const cJSON *model)
     return ZT_OK;
 }
 
-static zt_status read_split(zt_bpe *b, const cJSON *split, const char *where)
-{
-    const cJSON *pattern = field(split, "pattern"), *regex = field(pattern, "Regex");
-    if (!cJSON_IsString(regex))
-        return zt_fail(ZT_EUSER, "%s: only a Split with a \"Regex\" pattern is supported", where);
-    const cJSON *behavior = field(split, "behavior");
-    if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 || flag(split, "invert", 0))
-        return zt_fail(ZT_EUSER, "%s: only a Split with behavior \"Isolated\" and invert false is supported", where);
-    b->split = zt_pretok_from_regex(regex->valuestring);
-    if (b->split == ZT_PRETOK_NONE)
-        return zt_fail(ZT_EUSER, "%s: the Split regex '%s' is not one zt implements (those of GPT-2, Llama 3 and "
-                                 "Qwen2)", where, regex->valuestring);
-    return ZT_OK;
-}
-
-/* ByteLevel, or a Sequence of an optional Split and a ByteLevel. */
+/* Any pre-tokenizer zt implements, as long as it is byte-level: the vocabulary
+ * is then written in ByteLevel's alphabet. */
 static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
 {
-    const cJSON *items = pre;
-    int n = 1;
-    if (strcmp(type_of(pre), "Sequence") == 0) {
-        items = field(pre, "pretokenizers");
-        n = cJSON_GetArraySize(items);
-        items = items ? items->child : NULL;
-    }
-    const cJSON *split = n == 2 ? items : NULL, *bl = n == 2 ? items->next : n == 1 ? items : NULL;
-    if (!bl || strcmp(type_of(bl), "ByteLevel") != 0 || (split && strcmp(type_of(split), "Split") != 0)) {
-        const char *t = !pre || cJSON_IsNull(pre) ? "null" : type_of(pre);
-        return zt_fail(ZT_EUSER, "pre_tokenizer '%s' is not supported (zt reads byte-level BPE: ByteLevel, "
-                                 "optionally after one Split)", t);
-    }
-    zt_status st;
-    if (split && (st = read_split(b, split, "pre_tokenizer.pretokenizers[0]"))) return st;
-    b->add_prefix_space = flag(bl, "add_prefix_space", 1);
-    b->bytelevel_regex = flag(bl, "use_regex", 1);
+    if (!pre || cJSON_IsNull(pre))
+        return zt_fail(ZT_EUSER, "pre_tokenizer is null (zt reads byte-level BPE: a ByteLevel pre-tokenizer)");
+    zt_status st = zt_pretok_read(pre, "pre_tokenizer", &b->pretok);
+    if (st) return st;
+    if (!zt_pretok_byte_level(b->pretok))
+        return zt_fail(ZT_EUSER, "pre_tokenizer '%s' has no ByteLevel step (zt reads byte-level BPE)", type_of(pre));
     return ZT_OK;
 }
 
@@ -162,7 +139,9 @@ static zt_status read_added_tokens(zt_tokenizer *tok, const cJSON *added)
         zt_buf norm = {0};
         const char *c = content->valuestring;
         zt_status st = ZT_OK;
-        if ((flags & ZT_ADDED_NORMALIZED) && tok->normalize && !(st = tok->normalize(c, strlen(c), &norm))) c = norm.p;
+        if ((flags & ZT_ADDED_NORMALIZED) && tok->normalizer &&
+            !(st = zt_normalize(tok->normalizer, c, strlen(c), &norm)))
+            c = norm.p;
         if (!st) st = zt_added_put(&tok->added, c, strlen(c), (int32_t)id->valuedouble, flags);
         free(norm.p);
         if (st) return st;
@@ -202,10 +181,7 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
     zt_status st;
     if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
     if ((st = read_model(b, field(root, "model")))) return st;
-    const cJSON *norm = field(root, "normalizer");
-    if (strcmp(type_of(norm), "NFC") == 0) tok->normalize = zt_nfc;
-    else if (norm && !cJSON_IsNull(norm))
-        return zt_fail(ZT_EUSER, "normalizer '%s' is not supported (zt implements NFC)", type_of(norm));
+    if ((st = zt_normalizer_read(field(root, "normalizer"), "normalizer", &tok->normalizer))) return st;
     if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
     const cJSON *dec = field(root, "decoder");
     if (strcmp(type_of(dec), "ByteLevel") != 0)

@@ -78,6 +78,8 @@ void zt_added_free(zt_added_set *s);
 
 /* --- models --------------------------------------------------------------------------- */
 
+typedef struct zt_normalizer zt_normalizer;
+
 typedef struct zt_tok_ops {
     const char *name; /* "sentencepiece" | "bpe" */
     /* Appends the ids of text (no added tokens in it) to out. */
@@ -99,8 +101,7 @@ struct zt_tokenizer {
     int32_t bos, eos, pad, unk; /* -1 when absent */
     int add_bos;
     char *path; /* the model file */
-    /* the model's normalizer, or NULL: appends the normalized text to out */
-    zt_status (*normalize)(const char *text, size_t len, zt_buf *out);
+    zt_normalizer *normalizer; /* the model's normalizer (normalize.h), or NULL */
 };
 
 /* Each fills tok->ops/model, the added tokens, and the ids the model knows of. */

@@ -9,6 +9,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "tokenizers/normalize.h"
 #include "tokenizers/tok_internal.h"
 #include "tokenizers/unicode.h"
 
@@ -16,6 +17,7 @@ static void clear(zt_tokenizer *tok)
 {
     if (tok->ops) tok->ops->free(tok->model);
     zt_added_free(&tok->added);
+    zt_normalizer_free(tok->normalizer);
     free(tok->path);
     memset(tok, 0, sizeof *tok);
     tok->bos = tok->eos = tok->pad = tok->unk = -1;
@@ -125,10 +127,10 @@ static zt_status model_encode(const zt_tokenizer *tok, const char *text, size_t 
 static zt_status normalize_and_split(const zt_tokenizer *tok, const char *text, size_t len, int parse_special,
                                      zt_buf *scratch, zt_ivec *out)
 {
-    if (tok->normalize) {
+    if (tok->normalizer) {
         zt_status st;
         scratch->n = 0;
-        if ((st = tok->normalize(text, len, scratch))) return st;
+        if ((st = zt_normalize(tok->normalizer, text, len, scratch))) return st;
         text = scratch->p;
         len = scratch->n;
     }

@@ -83,7 +83,7 @@ static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
     int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
     zt_status st = ZT_OK;
     if (bos >= 0 && zt_tokenizer_add_bos(f->tok)) st = seq_push(s, &bos, 1, 1);
-    if (!st) st = seq_push_text(s, f->tok, t->valuestring, strlen(t->valuestring), 0, 1);
+    if (!st) st = seq_push_text(s, f->tok, t->valuestring, strlen(t->valuestring), !f->split_special, 1);
     if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
     if (!st && s->n < 2) return zt_fail(ZT_EUSER, "\"text\" gives no tokens to train on");
     s->split = 1;
@@ -239,7 +239,7 @@ static zt_status text_prompt(const zt_format *f, const char *prompt, seq *s)
 {
     int32_t bos = zt_tokenizer_bos_id(f->tok);
     zt_status st = bos >= 0 && zt_tokenizer_add_bos(f->tok) ? seq_push(s, &bos, 1, 0) : ZT_OK;
-    return st ? st : seq_push_text(s, f->tok, prompt, strlen(prompt), 0, 0);
+    return st ? st : seq_push_text(s, f->tok, prompt, strlen(prompt), !f->split_special, 0);
 }
 
 /* "prompt" as a string or as messages ({"role", "content"} list) */
@@ -260,7 +260,7 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
         if (!cJSON_IsString(answer)) return zt_fail(ZT_EUSER, "\"%s\" must be a string like \"prompt\"", name);
         int32_t eos = zt_tokenizer_eos_id(f->tok);
         zt_status st = text_prompt(f, prompt->valuestring, s);
-        if (!st) st = seq_push_text(s, f->tok, answer->valuestring, strlen(answer->valuestring), 0, 1);
+        if (!st) st = seq_push_text(s, f->tok, answer->valuestring, strlen(answer->valuestring), !f->split_special, 1);
         if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
         if (!st && s->n > (size_t)f->max_length) s->n = (size_t)f->max_length, s->truncated = 1;
         return st;

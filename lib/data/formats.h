@@ -3,7 +3,8 @@
  *
  *   text      {"text": ...}: BOS (when the tokenizer adds one) + text + EOS, every
  *             token trained; longer than max_length: split into chunks (the packer
- *             does it when packing, this layer otherwise), nothing dropped.
+ *             does it when packing, this layer otherwise), nothing dropped. Special
+ *             tokens written in it are their ids unless split_special.
  *   chat      {"messages": [{"role", "content"}]} or ShareGPT {"conversations":
  *             [{"from": human|gpt|system, "value"}]}: rendered by the chat template;
  *             the template's loss spans (train_on) become the labels, each span
@@ -48,6 +49,7 @@ typedef struct zt_format {
     zt_data_format format; /* not tokens */
     zt_train_on train_on;
     int max_length, packing;
+    int split_special; /* special tokens written in text, prompts and answers are plain text */
     const zt_tokenizer *tok;
     const zt_template *tmpl; /* chat and instruct */
     zt_dataset *ds;          /* examples are appended here */

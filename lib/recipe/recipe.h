@@ -100,6 +100,7 @@ typedef struct zt_recipe {
         bool shuffle;
         char *cache_dir;
         bool skip_bad_lines;
+        bool split_special_tokens;
     } data;
     struct {
         double num_train_epochs;

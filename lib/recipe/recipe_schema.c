@@ -74,6 +74,8 @@ static const zt_recipe_key schema[] = {
     STR("data", "cache_dir", data.cache_dir, PATH, "~/.cache/zt", "tokenized cache and DPO reference log-probs (locked while built)"),
     BOOL("data", "skip_bad_lines", data.skip_bad_lines, DATA, "false",
          "skip and count malformed JSONL lines instead of stopping at the first"),
+    BOOL("data", "split_special_tokens", data.split_special_tokens, DATA, "false",
+         "special tokens written in text, prompts and answers (<|im_start|>) are encoded as plain text, not as their ids"),
 
     FLT("train", "num_train_epochs", train.num_train_epochs, 0, "1", 0, NOMAX, "passes over the training data; max_steps > 0 takes precedence"),
     I64("train", "max_steps", train.max_steps, 0, "0", 0, NOMAX, "optimizer steps to run; 0: from num_train_epochs"),

@@ -29,8 +29,9 @@ static zt_status build_entry(void *ctx, zt_dataset *ds)
 static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths)
 {
     char opts[256], side[4096];
-    snprintf(opts, sizeof opts, "zt-tokens-3|%s|%s|%d|%d|%d", zt_data_format_names[r->data.format],
-             zt_train_on_names[r->data.train_on], r->data.max_length, r->data.packing, r->data.skip_bad_lines);
+    snprintf(opts, sizeof opts, "zt-tokens-4|%s|%s|%d|%d|%d|%d", zt_data_format_names[r->data.format],
+             zt_train_on_names[r->data.train_on], r->data.max_length, r->data.packing, r->data.skip_bad_lines,
+             r->data.split_special_tokens);
     zt_cache_key_init(k);
     zt_cache_key_add_str(k, opts);
     zt_status st = zt_cache_key_add_file(k, zt_tokenizer_path(d->tok));
@@ -68,7 +69,8 @@ static zt_status tokenize(const zt_recipe *r, const zt_data_tools *d, const zt_s
                           zt_dataset *ds)
 {
     zt_format f = {.format = r->data.format, .train_on = r->data.train_on, .max_length = r->data.max_length,
-                   .packing = r->data.packing, .tok = d->tok, .tmpl = d->tmpl, .ds = ds};
+                   .packing = r->data.packing, .split_special = r->data.split_special_tokens, .tok = d->tok,
+                   .tmpl = d->tmpl, .ds = ds};
     zt_status st = zt_format_load(&f, paths->items, paths->n, r->data.skip_bad_lines, skipped);
     if (!st && (f.truncated || f.no_targets))
         zt_log_warn("%lld of %lld examples truncated to data.max_length = %d; %lld without a token to train on "

@@ -17,6 +17,12 @@ expect_exit 2 "unknown recipe key" "typo.toml:2:1: unknown key 'learnig_rate' in
 expect_exit 2 "bad override" "override 'train.learning_rat=1'" "$ZT" pretrain recipe.toml train.learning_rat=1
 expect_exit 2 "out-of-range override" "micro_batch_size" "$ZT" pretrain recipe.toml train.micro_batch_size=0
 expect_exit 2 "chat data without a tokenizer" "no tokenizer.json or tokenizer.model" "$ZT" pretrain recipe.toml data.format=chat output.dir=r0
+mkdir -p badtok
+sed 's/\\\\p{N}{1,3}/(\\\\p{N}{1,3}/' "$ROOT/tests/fixtures/tokenizers/bpe_llama3/tokenizer.json" > badtok/tokenizer.json
+expect_exit 2 "a tokenizer.json regex that does not compile" \
+  "badtok/tokenizer.json': pre_tokenizer.pretokenizers\[0\].pattern.Regex: the regex .* does not compile: missing closing parenthesis" \
+  "$ZT" pretrain recipe.toml data.format=text tokenizer.path=badtok output.dir=r0
+[ "$(wc -l < "$TMP/err")" = 1 ] && say "ok - the regex error is one line" || fail "the regex error spans lines: $(cat "$TMP/err")"
 expect_exit 2 "preference data in sft" "data.format 'preference' is for zt rlhf" "$ZT" sft recipe.toml data.format=preference output.dir=r0
 printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2, 999]}\n' > bad.jsonl
 expect_exit 2 "token id outside the vocabulary" "bad.jsonl:2:" "$ZT" pretrain recipe.toml data.train=bad.jsonl output.dir=r1

@@ -14,6 +14,10 @@ static const char *const TEXTS[] = {
     "Hello, world! It's 2024: ünïcödé, 日本語, emoji 👋 and\ttabs\n\nnew lines.",
     "<|im_start|>user\nHi<|im_end|>\n<s>[INST] x [/INST]</s><|endoftext|>",
     "   leading spaces, 12345678 digits, a\xffinvalid byte, e\xcc\x81 (NFC)",
+    /* for the pre-tokenizers: punctuation and space runs, U+180E and NBSP, Arabic-Indic digits,
+     * CJK runs, marks after a space, empty-match bait (xxx), a long line */
+    "a--b---c...!!! ?? \xe1\xa0\x8e\xc2\xa0\xd9\xa1\xd9\xa2 \xe4\xb8\xad\xe6\x96\x87\xef\xbc\x8c "
+    "\xcc\x81x_y 1.5e-3 xxx\r\n\r\n    \t  def f(x):\n        return x ** 2  # done\n\n\n",
 };
 
 static void fuzz_tokenizer_roundtrip(const zt_tokenizer *tok)

@@ -640,6 +640,31 @@ static void test_cache_checks(void)
     rmdir(dir);
 }
 
+/* ---- special tokens in text ---------------------------------------------------------------- */
+
+/* A "text" line's special tokens are their ids, as Hugging Face encodes them by default;
+ * split_special = 1 (data.split_special_tokens) encodes them as plain text. */
+static void test_text_special_tokens(void)
+{
+    zt_tokenizer *tok;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    int32_t start = zt_tokenizer_piece_to_id(tok, "<|im_start|>");
+    CHECK(start >= 0 && zt_tokenizer_is_special(tok, start));
+    char *path = write_file("special.jsonl", "{\"text\": \"a<|im_start|>b\"}\n");
+    for (int split = 0; split < 2; split++) {
+        zt_dataset ds = {0};
+        zt_format f = {.format = ZT_DATA_TEXT, .max_length = 64, .packing = 1, .split_special = split, .tok = tok,
+                       .ds = &ds};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+        int found = 0;
+        for (int64_t i = 0; i < zt_dataset_len(&ds, 0); i++) found += ds.ids[i] == start;
+        CHECK_MSG(found == !split, "split_special = %d: <|im_start|> found %d times", split, found);
+        zt_dataset_free(&ds);
+    }
+    zt_tokenizer_free(tok);
+}
+
 /* ---- chat spans ---------------------------------------------------------------------------- */
 
 /* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
@@ -750,6 +775,7 @@ int main(void)
     RUN(test_rank_slicing);
     RUN(test_loader_bad_args);
     RUN(test_cache_checks);
+    RUN(test_text_special_tokens);
     RUN(test_chat_truncation_is_a_prefix);
     RUN(test_chat_long_conversation_renders_once);
     for (int i = 0; i < ntmp; i++) {
