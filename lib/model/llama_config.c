@@ -172,6 +172,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
        (without the key) a head_dim of 128 */
     int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3"), qwen = qwen2 || qwen3;
     int mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
+    double attention_dropout;
     zt_status st;
     if ((st = get_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
         (st = get_int(o, path, "hidden_size", -2, &c->hidden_size)) ||
@@ -183,6 +184,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_int(o, path, "max_position_embeddings", 2048, &c->max_position_embeddings)) ||
         (st = get_num(o, path, "rms_norm_eps", 1e-6, &c->rms_norm_eps)) ||
         (st = get_num(o, path, "rope_theta", 10000, &c->rope_theta)) ||
+        (st = get_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = get_bool(o, path, "tie_word_embeddings", 0, &c->tie_word_embeddings)) ||
         (st = get_bool(o, path, "attention_bias", 0, &attention_bias)) ||
         (st = get_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
@@ -193,6 +195,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) || (st = parse_rope_scaling(c, o, path)))
         return st;
     if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
+    if (attention_dropout != 0) return bad_key(path, "attention_dropout", "other than 0 is not supported (no dropout)");
     if ((st = parse_num_labels(c, o, path))) return st;
     if (qwen) {
         if (!use_sw) c->sliding_window = 0;
