@@ -2,7 +2,7 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, and the families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,6 +140,9 @@ static void check_family(const char *family)
 
 static void test_qwen3(void) { check_family("qwen3"); }
 static void test_qwen3_tied(void) { check_family("qwen3-tied"); }
+static void test_llama(void) { check_family("llama"); }     /* llama3 rope scaling, attention_bias */
+static void test_mistral(void) { check_family("mistral"); } /* a window of 8 over rows of 24 */
+static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tied */
 
 int main(void)
 {
@@ -149,5 +152,8 @@ int main(void)
              "../fixtures/parity");
     RUN(test_qwen3);
     RUN(test_qwen3_tied);
+    RUN(test_llama);
+    RUN(test_mistral);
+    RUN(test_qwen2);
     return test_summary();
 }
