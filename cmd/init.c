@@ -20,7 +20,7 @@ int cmd_init(int argc, char **argv)
                   "Write config.json (the architecture's defaults plus the given config.json keys) and\n"
                   "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights, 0 for biases."};
     zt_option opts[] = {
-        {"arch", 'S', &arch, "NAME", "llama, mistral or qwen2 (sets model_type)", 0, 0},
+        {"arch", 'S', &arch, "NAME", "llama, mistral, qwen2 or qwen3 (sets model_type)", 0, 0},
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
         {"dtype", 'S', &dtype_name, "DTYPE", "fp32 (default), bf16 or fp16: the weights as stored", 0, 0},

@@ -31,6 +31,15 @@ void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const z
 void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x, const zt_real *w,
                              const zt_real *rstd, int N, int C);
 
+/* RMSNorm over each head of D elements, in place on heads [0, nheads) of each row (row stride
+ * `stride` elements), one weight w [D] for them all (Qwen3's q_norm and k_norm). xin [N, nheads,
+ * D] keeps the input, rstd [N, nheads] each head's 1/rms. Backward in place as well: dx holds
+ * ∂loss/∂y on entry and ∂loss/∂x on return (=); dw += ... */
+void zt_cpu_head_rmsnorm_forward(zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N, int stride,
+                                 int nheads, int D, double eps);
+void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w, const zt_real *rstd,
+                                  int N, int stride, int nheads, int D);
+
 /* Rotary embedding in place on heads [0, nheads) of each row (row stride `stride`
  * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+D/2).
  * cos/sin tables are [max_pos, D/2]. inverse = 1 rotates back (the backward pass). */

@@ -3,22 +3,39 @@
 #include "ops.h"
 #include "parallel.h"
 
-void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps)
+/* y = x·r·w over C elements; returns r = 1/rms(x), the sum of squares in double */
+static zt_real norm_row(zt_real *y, const zt_real *x, const zt_real *w, int C, double eps)
 {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const zt_real *xr = x + (size_t)n * C;
-        zt_real *yr = y + (size_t)n * C;
-        double ss = 0;
+    double ss = 0;
 #pragma omp simd reduction(+ : ss)
-        for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
-        zt_real r = (zt_real)(1.0 / sqrt(ss / C + eps));
-        rstd[n] = r;
-        for (int c = 0; c < C; c++) yr[c] = xr[c] * r * w[c];
+    for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
+    zt_real r = (zt_real)(1.0 / sqrt(ss / C + eps));
+    for (int c = 0; c < C; c++) y[c] = x[c] * r * w[c];
+    return r;
+}
+
+/* The input gradient of norm_row: g = r·(dy·w - xh·mean(dy·w·xh)), xh = x·r, added to dx
+ * (accumulate) or written; dx may be dy itself (dy[c] is read before dx[c] is written). */
+static void norm_row_backward(zt_real *dx, int accumulate, const zt_real *dy, const zt_real *x, const zt_real *w,
+                              zt_real r, int C)
+{
+    double dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < C; c++) dot += (double)dy[c] * w[c] * x[c];
+    zt_real m = (zt_real)(dot * r / C);
+    for (int c = 0; c < C; c++) {
+        zt_real g = r * (dy[c] * w[c] - x[c] * r * m);
+        dx[c] = accumulate ? dx[c] + g : g;
     }
 }
 
-/* With xh = x·r: dx = r·(dy·w - xh·mean(dy·w·xh)), dw = Σ_n dy·xh. */
+void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) rstd[n] = norm_row(y + (size_t)n * C, x + (size_t)n * C, w, C, eps);
+}
+
+/* dw = Σ_n dy·xh, each thread its own columns (the same sums for any thread count). */
 void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x, const zt_real *w,
                              const zt_real *rstd, int N, int C)
 {
@@ -26,14 +43,8 @@ void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const 
     {
 #pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
-            const zt_real *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
-            zt_real *dxr = dx + (size_t)n * C;
-            zt_real r = rstd[n];
-            double dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int c = 0; c < C; c++) dot += (double)dyr[c] * w[c] * xr[c];
-            zt_real m = (zt_real)(dot * r / C);
-            for (int c = 0; c < C; c++) dxr[c] += r * (dyr[c] * w[c] - xr[c] * r * m);
+            size_t row = (size_t)n * C;
+            norm_row_backward(dx + row, 1, dy + row, x + row, w, rstd[n], C);
         }
         long c0, c1;
         zt_thread_range(C, &c0, &c1);
@@ -42,5 +53,41 @@ void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const 
             zt_real r = rstd[n];
             for (long c = c0; c < c1; c++) dw[c] += dyr[c] * xr[c] * r;
         }
+    }
+}
+
+void zt_cpu_head_rmsnorm_forward(zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N, int stride,
+                                 int nheads, int D, double eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < nheads; h++) {
+            size_t i = (size_t)n * nheads + h;
+            zt_real *xh = x + (size_t)n * stride + (size_t)h * D, *saved = xin + i * D;
+            for (int d = 0; d < D; d++) saved[d] = xh[d];
+            rstd[i] = norm_row(xh, saved, w, D, eps);
+        }
+}
+
+/* dw first (it reads dy, which dx then overwrites), each thread its own elements of it */
+void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w, const zt_real *rstd,
+                                  int N, int stride, int nheads, int D)
+{
+#pragma omp parallel
+    {
+        long d0, d1;
+        zt_thread_range(D, &d0, &d1);
+        for (size_t i = 0; i < (size_t)N * nheads; i++) {
+            const zt_real *dy = dx + (i / nheads) * stride + (i % nheads) * D, *xr = xin + i * D;
+            for (long d = d0; d < d1; d++) dw[d] += dy[d] * xr[d] * rstd[i];
+        }
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++)
+            for (int h = 0; h < nheads; h++) {
+                size_t i = (size_t)n * nheads + h;
+                zt_real *d = dx + (size_t)n * stride + (size_t)h * D;
+                norm_row_backward(d, 0, d, xin + i * D, w, rstd[i], D);
+            }
     }
 }

@@ -51,6 +51,10 @@ void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float 
                              double eps);
 void zt_cuda_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *dy, const float *x, const float *w,
                               const float *rstd, int N, int C);
+void zt_cuda_head_rmsnorm_forward(cudaStream_t s, float *x, float *xin, float *rstd, const float *w, int N, int stride,
+                                  int nheads, int D, double eps);
+void zt_cuda_head_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *xin, const float *w,
+                                   const float *rstd, int N, int stride, int nheads, int D);
 void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
                   const float *cos_t, const float *sin_t, int inverse);
 void zt_cuda_swiglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);

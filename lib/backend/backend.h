@@ -64,6 +64,11 @@ struct zt_backend {
                             int C, double eps);
     void (*rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
                              const zt_real *w, const zt_real *rstd, int N, int C);
+    /* per-head RMSNorm in place (kernels/cpu/ops.h: zt_cpu_head_rmsnorm_forward) */
+    void (*head_rmsnorm_forward)(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N,
+                                 int stride, int nheads, int D, double eps);
+    void (*head_rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w,
+                                  const zt_real *rstd, int N, int stride, int nheads, int D);
     void (*rope)(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
                  const zt_real *cos_t, const zt_real *sin_t, int inverse);
     void (*attention_forward)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,

@@ -64,6 +64,16 @@ static void cpu_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const
 {
     zt_cpu_rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
 }
+static void cpu_head_rmsnorm_forward(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N,
+                                     int stride, int nheads, int D, double eps)
+{
+    zt_cpu_head_rmsnorm_forward(x, xin, rstd, w, N, stride, nheads, D, eps);
+}
+static void cpu_head_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w,
+                                      const zt_real *rstd, int N, int stride, int nheads, int D)
+{
+    zt_cpu_head_rmsnorm_backward(dx, dw, xin, w, rstd, N, stride, nheads, D);
+}
 static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
                      const zt_real *cos_t, const zt_real *sin_t, int inverse)
 {
@@ -136,6 +146,8 @@ static zt_backend cpu_backend = {
     .embedding_backward = cpu_embedding_backward,
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
+    .head_rmsnorm_forward = cpu_head_rmsnorm_forward,
+    .head_rmsnorm_backward = cpu_head_rmsnorm_backward,
     .rope = cpu_rope,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,

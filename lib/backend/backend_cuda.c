@@ -192,6 +192,20 @@ static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const fl
     zt_cuda_rmsnorm_backward(stream, dx, dw, dy, x, w, rstd, N, C);
 }
 
+static void cuda_head_rmsnorm_forward(zt_backend *be, float *x, float *xin, float *rstd, const float *w, int N,
+                                      int stride, int nheads, int D, double eps)
+{
+    MARK();
+    zt_cuda_head_rmsnorm_forward(stream, x, xin, rstd, w, N, stride, nheads, D, eps);
+}
+
+static void cuda_head_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *xin, const float *w,
+                                       const float *rstd, int N, int stride, int nheads, int D)
+{
+    MARK();
+    zt_cuda_head_rmsnorm_backward(stream, dx, dw, xin, w, rstd, N, stride, nheads, D);
+}
+
 static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
                       const float *cos_t, const float *sin_t, int inverse)
 {
@@ -312,6 +326,8 @@ static zt_backend cuda_backend = {
     .embedding_backward = cuda_embedding_backward,
     .rmsnorm_forward = cuda_rmsnorm_forward,
     .rmsnorm_backward = cuda_rmsnorm_backward,
+    .head_rmsnorm_forward = cuda_head_rmsnorm_forward,
+    .head_rmsnorm_backward = cuda_head_rmsnorm_backward,
     .rope = cuda_rope,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,

@@ -62,11 +62,13 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     int chunk;
     size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
     acts_plan(m, B, T, &chunk, &stage);
-    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T;
+    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T +
+                     zt_llama_qk_norm_elems(m, (int)N);
     size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 3) /* lnf, rstdf, head_out, coef */ + (size_t)chunk * m->V +
                    N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
-           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64;
+           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 +
+           (m->cfg.qk_norm ? nsets * 2 * 64 : 0); /* the alignment of the sets' two qk_norm buffers */
 }
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
@@ -105,6 +107,10 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
         TAKE(a->rstd2, N);
         TAKE(a->gateup, N * 2 * m->F);
         TAKE(a->h, N * m->F);
+        if (m->cfg.qk_norm) {
+            TAKE(a->qkin, N * (m->H + m->KV) * m->D);
+            TAKE(a->rstdqk, N * (m->H + m->KV));
+        }
     }
     TAKE(m->lnf, N * C);
     TAKE(m->rstdf, N);
@@ -178,6 +184,31 @@ static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_
 #endif
     if (dx) be->gemm(be, 0, 0, N, I, O, 1, dy, ldy, m->params + w, I, dx_beta, dx, I);
     be->gemm(be, 1, 0, O, I, N, 1, dy, ldy, x, I, 1, m->grads + w, I);
+}
+
+size_t zt_llama_qk_norm_elems(const zt_llama *m, int n)
+{
+    return m->cfg.qk_norm ? (size_t)n * (m->H + m->KV) * (m->D + 1) : 0;
+}
+
+/* q heads with q_norm (w), then k heads with k_norm (w + D); qkin and rstd hold the q heads' first */
+void zt_llama_qk_norm_forward(const zt_llama *m, zt_real *qkv, zt_real *qkin, zt_real *rstd, const zt_real *w, int n)
+{
+    zt_backend *be = m->be;
+    size_t nq = (size_t)n * m->H;
+    be->head_rmsnorm_forward(be, qkv, qkin, rstd, w, n, m->S3, m->H, m->D, m->cfg.rms_norm_eps);
+    be->head_rmsnorm_forward(be, qkv + m->HD, qkin + nq * m->D, rstd + nq, w + m->D, n, m->S3, m->KV, m->D,
+                             m->cfg.rms_norm_eps);
+}
+
+void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, const zt_real *qkin, const zt_real *w,
+                               const zt_real *rstd, int n)
+{
+    zt_backend *be = m->be;
+    size_t nq = (size_t)n * m->H;
+    be->head_rmsnorm_backward(be, dqkv, dw, qkin, w, rstd, n, m->S3, m->H, m->D);
+    be->head_rmsnorm_backward(be, dqkv + m->HD, dw + m->D, qkin + nq * m->D, w + m->D, rstd + nq, n, m->S3, m->KV,
+                              m->D);
 }
 
 static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
@@ -270,6 +301,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
     linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
+    if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
     be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
     if (m->dtype_bf16 && be->attention_forward_bf16)
         be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
@@ -313,6 +345,7 @@ static void layer_backward(zt_llama *m, int l)
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                window);
     be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
+    if (m->cfg.qk_norm) zt_llama_qk_norm_backward(m, m->dqkv, g + y->qkn, a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
     be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);

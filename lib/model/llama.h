@@ -1,4 +1,4 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2): config,
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3): config,
  * parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
@@ -24,7 +24,7 @@
 #include "lib/core/status.h"
 
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 */
+    char model_type[16]; /* llama | mistral | qwen2 | qwen3 */
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
@@ -35,6 +35,7 @@ typedef struct zt_llama_config {
     } rope_scaling;
     int tie_word_embeddings;
     int qkv_bias, o_bias;  /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
+    int qk_norm;           /* Qwen3: an RMSNorm over each q and k head (q_norm, k_norm) before the rotary embedding */
     int sliding_window;    /* keys per query, 0 = unlimited */
     int bos_token_id, eos_token_id; /* -1 = unset */
     int num_labels; /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
@@ -63,11 +64,12 @@ typedef struct zt_llama_tensor {
 
 /* Offsets of one layer's pieces, in elements from the layer block's start. */
 typedef struct zt_llama_layer_layout {
-    size_t ln1, wqkv, bqkv, wo, bo, ln2, wgu, wd, numel;
+    size_t ln1, wqkv, bqkv, qkn, wo, bo, ln2, wgu, wd, numel; /* qkn: q_norm then k_norm (head_dim each) */
 } zt_llama_layer_layout;
 
 typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
+    zt_real *qkin, *rstdqk; /* qk_norm: the q and k heads before their norm [N, H + KV, D], 1/rms [N, H + KV] */
 } zt_llama_layer_acts;
 
 /* How a unit's memory is about to be used, or was: its weights read in the forward pass,
@@ -240,7 +242,7 @@ typedef struct zt_llama_cache {
     int capacity, chunk, len; /* positions it holds, tokens per call at most, positions filled */
     void *mem;
     zt_real *k, *v;           /* [L][capacity][KV*D], rotary embedding applied to k */
-    zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *cos_t, *sin_t;
+    zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
     int32_t *pos;
 } zt_llama_cache;
 
@@ -250,5 +252,13 @@ static inline void zt_llama_cache_reset(zt_llama_cache *c) { c->len = 0; }
 /* Appends n tokens (in pieces of at most chunk) and writes the logits of the last one
  * into logits [V]. ZT_EUSER when the sequence would pass the cache's capacity. */
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits);
+
+/* qk_norm: the per-head norms of the q and k heads in the qkv rows of n tokens, in place,
+ * their inputs kept in qkin and their 1/rms in rstd (sizes zt_llama_qk_norm_elems), w the
+ * layer's q_norm and k_norm weights; backward in place on dqkv, gradients added to dw. */
+size_t zt_llama_qk_norm_elems(const zt_llama *m, int n);
+void zt_llama_qk_norm_forward(const zt_llama *m, zt_real *qkv, zt_real *qkin, zt_real *rstd, const zt_real *w, int n);
+void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, const zt_real *qkin, const zt_real *w,
+                               const zt_real *rstd, int n);
 
 #endif

@@ -1,4 +1,4 @@
-/* Hugging Face config.json for llama, mistral and qwen2. */
+/* Hugging Face config.json for llama, mistral, qwen2 and qwen3. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -26,6 +26,20 @@ void zt_llama_config_default(zt_llama_config *c)
     c->rope_theta = 10000;
     c->bos_token_id = 1;
     c->eos_token_id = 2;
+}
+
+/* model_type → the architecture's class-name prefix */
+static const char *const model_types[][2] = {{"llama", "Llama"},
+                                             {"mistral", "Mistral"},
+                                             {"qwen2", "Qwen2"},
+                                             {"qwen3", "Qwen3"}};
+enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
+
+static const char *arch_prefix(const char *model_type)
+{
+    for (int i = 0; i < N_MODEL_TYPES; i++)
+        if (!strcmp(model_type, model_types[i][0])) return model_types[i][1];
+    return NULL;
 }
 
 static zt_status bad_key(const char *path, const char *key, const char *what)
@@ -147,14 +161,18 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     zt_llama_config_default(c);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
     if (!cJSON_IsString(mt)) return bad_key(path, "model_type", "is missing");
-    if (strcmp(mt->valuestring, "llama") && strcmp(mt->valuestring, "mistral") && strcmp(mt->valuestring, "qwen2"))
-        return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2)", path,
+    if (!arch_prefix(mt->valuestring))
+        return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3)", path,
                        mt->valuestring);
     strcpy(c->model_type, mt->valuestring);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return bad_key(path, "hidden_act", "must be \"silu\"");
-    int qwen = !strcmp(c->model_type, "qwen2"), mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
+    /* Qwen2 and Qwen3 window only the layers from max_window_layers on; Qwen3 has q/k norms and
+       (without the key) a head_dim of 128 */
+    int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3"), qwen = qwen2 || qwen3;
+    int mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
+    double attention_dropout;
     zt_status st;
     if ((st = get_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
         (st = get_int(o, path, "hidden_size", -2, &c->hidden_size)) ||
@@ -162,10 +180,11 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_int(o, path, "num_hidden_layers", -2, &c->num_hidden_layers)) ||
         (st = get_int(o, path, "num_attention_heads", -2, &c->num_attention_heads)) ||
         (st = get_int(o, path, "num_key_value_heads", c->num_attention_heads, &c->num_key_value_heads)) ||
-        (st = get_int(o, path, "head_dim", 0, &c->head_dim)) ||
+        (st = get_int(o, path, "head_dim", qwen3 ? 128 : 0, &c->head_dim)) ||
         (st = get_int(o, path, "max_position_embeddings", 2048, &c->max_position_embeddings)) ||
         (st = get_num(o, path, "rms_norm_eps", 1e-6, &c->rms_norm_eps)) ||
         (st = get_num(o, path, "rope_theta", 10000, &c->rope_theta)) ||
+        (st = get_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = get_bool(o, path, "tie_word_embeddings", 0, &c->tie_word_embeddings)) ||
         (st = get_bool(o, path, "attention_bias", 0, &attention_bias)) ||
         (st = get_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
@@ -176,16 +195,16 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) || (st = parse_rope_scaling(c, o, path)))
         return st;
     if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
+    if (attention_dropout != 0) return bad_key(path, "attention_dropout", "other than 0 is not supported (no dropout)");
     if ((st = parse_num_labels(c, o, path))) return st;
     if (qwen) {
-        c->qkv_bias = 1;
-        /* Qwen2 applies its window only to layers from max_window_layers on */
         if (!use_sw) c->sliding_window = 0;
         else if (c->sliding_window && max_window_layers != 0)
             return bad_key(path, "max_window_layers", "other than 0 with use_sliding_window is not supported");
-    } else {
-        c->qkv_bias = c->o_bias = attention_bias;
     }
+    if (qwen2) c->qkv_bias = 1;
+    else c->qkv_bias = c->o_bias = attention_bias;
+    c->qk_norm = qwen3;
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
 }
@@ -225,14 +244,11 @@ zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
 /* config.json as zt would write it for c alone (what `zt init` writes) */
 static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
 {
-    static const char *arch[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}};
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
     char name[64];
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(c->model_type, arch[i][0])) continue;
-        snprintf(name, sizeof name, "%sFor%s", arch[i][1], c->num_labels ? "SequenceClassification" : "CausalLM");
-        cJSON_AddItemToArray(a, cJSON_CreateString(name));
-    }
+    snprintf(name, sizeof name, "%sFor%s", arch_prefix(c->model_type),
+             c->num_labels ? "SequenceClassification" : "CausalLM");
+    cJSON_AddItemToArray(a, cJSON_CreateString(name));
     if (c->num_labels) { /* what transformers reads as num_labels = 1 */
         cJSON_AddNumberToObject(o, "num_labels", c->num_labels);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "id2label"), "0", "LABEL_0");
@@ -265,13 +281,13 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
         cJSON_AddNullToObject(o, "rope_scaling");
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    if (!strcmp(c->model_type, "qwen2")) {
+    int qwen2 = !strcmp(c->model_type, "qwen2");
+    if (qwen2 || c->qk_norm) {
         cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
         cJSON_AddNumberToObject(o, "max_window_layers", 0);
-    } else {
-        cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
-        cJSON_AddBoolToObject(o, "mlp_bias", 0);
     }
+    if (!qwen2) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
+    if (!qwen2 && !c->qk_norm) cJSON_AddBoolToObject(o, "mlp_bias", 0);
     if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     else cJSON_AddNullToObject(o, "sliding_window");
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
@@ -360,9 +376,10 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         return st;
     }
     if (!strcmp(key, "model_type")) {
-        if (strcmp(value, "llama") && strcmp(value, "mistral") && strcmp(value, "qwen2"))
-            return zt_fail(ZT_EUSER, "config key 'model_type': '%s' is not llama, mistral or qwen2", value);
+        if (!arch_prefix(value))
+            return zt_fail(ZT_EUSER, "config key 'model_type': '%s' is not llama, mistral, qwen2 or qwen3", value);
         strcpy(c->model_type, value);
+        c->qk_norm = !strcmp(value, "qwen3");
         c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
         c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
         return ZT_OK;

@@ -11,6 +11,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->D / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
+    reals += zt_llama_qk_norm_elems(m, chunk);
     size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 16 * 64;
     c->mem = be->alloc(be, bytes);
     if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
@@ -30,6 +31,10 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     TAKE(c->gateup, n * 2 * m->F);
     TAKE(c->h, n * m->F);
     TAKE(c->rstd, n);
+    if (m->cfg.qk_norm) {
+        TAKE(c->qkin, n * (m->H + m->KV) * m->D);
+        TAKE(c->rstdqk, n * (m->H + m->KV));
+    }
     TAKE(c->cos_t, (size_t)capacity * half);
     TAKE(c->sin_t, (size_t)capacity * half);
     TAKE(c->pos, n);
@@ -65,6 +70,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, n, C, eps);
         linear(m, c->qkv, c->ln, base + y->wqkv, n, m->S3, C, 0);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
+        if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
         be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, c->cos_t, c->sin_t, 0);
         for (int i = 0; i < n; i++) {
             be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));

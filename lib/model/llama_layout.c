@@ -25,6 +25,7 @@ static void layout(zt_llama *m)
     y->ln1 = o, o += C;
     y->wqkv = o, o += (size_t)m->S3 * C;
     y->bqkv = o, o += c->qkv_bias ? (size_t)m->S3 : 0;
+    y->qkn = o, o += c->qk_norm ? 2 * (size_t)m->D : 0;
     y->wo = o, o += C * m->HD;
     y->bo = o, o += c->o_bias ? C : 0;
     y->ln2 = o, o += C;
@@ -54,6 +55,10 @@ static void name_tensors(zt_llama *m)
             add_tensor(m, b + y->bqkv, qd, 0, 0, "model.layers.%d.self_attn.q_proj.bias", l);
             add_tensor(m, b + y->bqkv + qd, kd, 0, 0, "model.layers.%d.self_attn.k_proj.bias", l);
             add_tensor(m, b + y->bqkv + qd + kd, kd, 0, 0, "model.layers.%d.self_attn.v_proj.bias", l);
+        }
+        if (m->cfg.qk_norm) {
+            add_tensor(m, b + y->qkn, m->D, 0, 0, "model.layers.%d.self_attn.q_norm.weight", l);
+            add_tensor(m, b + y->qkn + m->D, m->D, 0, 0, "model.layers.%d.self_attn.k_norm.weight", l);
         }
         add_tensor(m, b + y->wo, C, qd, 1, "model.layers.%d.self_attn.o_proj.weight", l);
         if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
@@ -88,10 +93,10 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
     return ZT_OK;
 }
 
-/* room for the most tensors a layer (13 with every bias) and the rest can have */
+/* room for the most tensors a layer (15 with every bias and the q/k norms) and the rest can have */
 static zt_llama_tensor *alloc_tensors(const zt_llama *m)
 {
-    return calloc((size_t)m->L * 13 + 4, sizeof(zt_llama_tensor));
+    return calloc((size_t)m->L * 15 + 4, sizeof(zt_llama_tensor));
 }
 
 zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n)

@@ -1,6 +1,6 @@
-"""An independent NumPy reference of the Hugging Face Llama/Mistral/Qwen2 forward pass,
+"""An independent NumPy reference of the Hugging Face Llama/Mistral/Qwen2/Qwen3 forward pass,
 for checking zt's conventions (rotate-half RoPE, rope_scaling, grouped KV heads, biases,
-sliding window, tied head) on small models. Used by tests/cli/t0500-reference.sh.
+sliding window, tied head, Qwen3's q/k norms) on small models. Used by tests/cli/t0500-reference.sh.
 
     llama_ref.py perturb DIR     give norm weights and biases random values (rewrites DIR)
     llama_ref.py loss DIR DATA   mean cross-entropy over {"input_ids": [...]} lines, each
@@ -75,7 +75,7 @@ def loss(cfg, W, ids):
     ang = np.outer(np.arange(T), inv_freq(cfg, D))
     cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
     mask = np.tril(np.ones((T, T), bool))
-    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", cfg["model_type"] != "qwen2") else None
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", cfg["model_type"] not in ("qwen2", "qwen3")) else None
     if window:
         mask &= np.triu(np.ones((T, T), bool), -(window - 1))
 
@@ -89,6 +89,8 @@ def loss(cfg, W, ids):
         q = lin(p + "self_attn.q_proj", h).reshape(T, H, D).transpose(1, 0, 2)
         k = lin(p + "self_attn.k_proj", h).reshape(T, KV, D).transpose(1, 0, 2)
         v = lin(p + "self_attn.v_proj", h).reshape(T, KV, D).transpose(1, 0, 2)
+        if p + "self_attn.q_norm.weight" in W:  # Qwen3: each head normed before the rotary embedding
+            q, k = rms(q, W[p + "self_attn.q_norm.weight"], eps), rms(k, W[p + "self_attn.k_norm.weight"], eps)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = np.repeat(k, H // KV, 0), np.repeat(v, H // KV, 0)  # repeat_kv
         s = q @ k.transpose(0, 2, 1) / math.sqrt(D)

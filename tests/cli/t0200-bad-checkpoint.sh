@@ -130,5 +130,18 @@ for id in 1e10 1.5 -7 '[2, 3e40]'; do
   $PY -c 'import json, sys; p="tokcfg/config.json"; c=json.load(open(p)); c["eos_token_id"]=json.loads(sys.argv[1]); json.dump(c, open(p,"w"))' "$id"
   expect_exit 2 "eos_token_id = $id" "tokcfg/config.json.*eos_token_id" "$ZT" eval recipe.toml --checkpoint tokcfg
 done
+# keys zt does not implement, each refused by name: another family, Qwen3's window on its upper
+# layers only (max_window_layers is 28 without the key), another activation, dropout
+for edit in '"model_type": "gemma2"|model_type' \
+            '"model_type": "qwen3", "use_sliding_window": true, "sliding_window": 4|max_window_layers' \
+            '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout'; do
+  rm -rf keycfg && cp -r good keycfg
+  $PY -c 'import json, sys; p="keycfg/config.json"; c=json.load(open(p)); c.update(json.loads("{" + sys.argv[1] + "}")); json.dump(c, open(p,"w"))' "${edit%|*}"
+  expect_exit 2 "config.json with ${edit%|*}" "keycfg/config.json.*${edit#*|}" "$ZT" eval recipe.toml --checkpoint keycfg
+done
+# a Qwen3 config.json on Llama weights: the q/k norms are missing
+rm -rf keycfg && cp -r good keycfg
+$PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="qwen3"; c["head_dim"]=c["hidden_size"]//c["num_attention_heads"]; json.dump(c, open(p,"w"))'
+expect_exit 2 "qwen3 without q_norm" "keycfg.*q_norm" "$ZT" eval recipe.toml --checkpoint keycfg
 expect_exit 2 "no such model" "nosuch.*config.json" "$ZT" eval recipe.toml --checkpoint nosuch
 done_testing

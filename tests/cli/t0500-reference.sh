@@ -52,6 +52,7 @@ check "llama, GQA"
 check "llama, tied head, attention_bias" tie_word_embeddings=true attention_bias=true
 check "qwen2 (q/k/v bias)" model_type=qwen2
 check "mistral with a sliding window of 4" model_type=mistral sliding_window=4
+check "qwen3 (q/k norms, head_dim 16, attention_bias)" model_type=qwen3 head_dim=16 attention_bias=true
 # rope scaling: zt init writes none, so edit config.json
 check "llama3 rope scaling" rope_theta=500000 rope_scaling=llama3
 check "linear rope scaling" rope_scaling=linear

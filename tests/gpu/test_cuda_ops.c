@@ -346,6 +346,34 @@ static void test_rmsnorm(void)
     rmsnorm_case(37, 1001, 1);
 }
 
+/* Qwen3's q and k norms on qkv rows: the q heads, then the k heads (an offset into the rows),
+ * each with its own weight; the v heads must stay as they were. dw sums N·heads rows: 1e-8. */
+static void test_head_rmsnorm(void)
+{
+    static const int Ds[] = {64, 128, 256};
+    const int N = 50, H = 4, KV = 2;
+    for (size_t c = 0; c < 3; c++) {
+        int D = Ds[c], stride = (H + 2 * KV) * D;
+        set_case("N=%d H=%d KV=%d D=%d", N, H, KV, D);
+        buf x = buf_floats((size_t)N * stride, 2), w = buf_floats(2 * (size_t)D, 1.5);
+        buf xin = buf_floats((size_t)N * (H + KV) * D, 1), rstd = buf_floats((size_t)N * (H + KV), 1);
+        BOTH(head_rmsnorm_forward, S(x), S(xin), S(rstd), S(w), N, stride, H, D, 1e-6);
+        BOTH(head_rmsnorm_forward, SF(x, H * D), SF(xin, (size_t)N * H * D), SF(rstd, N * H), SF(w, D), N, stride,
+             KV, D, 1e-6);
+        expect("head_rmsnorm_fwd.x", x, AS_F32, 1e-10);
+        expect("head_rmsnorm_fwd.xin", xin, AS_BYTES, 0);
+        expect("head_rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
+        mirror(rstd);
+        buf dx = buf_floats((size_t)N * stride, 1), dw = buf_floats(2 * (size_t)D, 1);
+        BOTH(head_rmsnorm_backward, S(dx), S(dw), S(xin), S(w), S(rstd), N, stride, H, D);
+        BOTH(head_rmsnorm_backward, SF(dx, H * D), SF(dw, D), SF(xin, (size_t)N * H * D), SF(w, D), SF(rstd, N * H),
+             N, stride, KV, D);
+        expect("head_rmsnorm_bwd.dx", dx, AS_F32, 1e-10);
+        expect("head_rmsnorm_bwd.dw", dw, AS_F32, 1e-8);
+        case_end();
+    }
+}
+
 static void test_rope(void)
 {
     static const int Ds[] = {16, 64, 128};
@@ -550,6 +578,7 @@ int main(void)
     RUN(test_to_bf16);
     RUN(test_embedding);
     RUN(test_rmsnorm);
+    RUN(test_head_rmsnorm);
     RUN(test_rope);
     RUN(test_swiglu);
     RUN(test_bias);

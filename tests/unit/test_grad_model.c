@@ -131,6 +131,20 @@ static void test_qwen2_bias_and_window(void)
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
+/* q/k norms with an explicit head_dim other than hidden / heads, and attention_bias */
+static void test_qwen3(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "qwen3") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
+    c.head_dim = 6;
+    double e = check_model(c, 0, 9, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.tie_word_embeddings = 1;
+    e = check_model(c, 1, 10, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing) %g", e);
+}
+
 static void test_llama_bias_rope_scaling(void)
 {
     zt_llama_config c = tiny_config();
@@ -152,5 +166,6 @@ int main(void)
     RUN(test_checkpointing);
     RUN(test_qwen2_bias_and_window);
     RUN(test_llama_bias_rope_scaling);
+    RUN(test_qwen3);
     return test_summary();
 }

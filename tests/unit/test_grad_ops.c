@@ -78,6 +78,37 @@ static void test_rmsnorm(void)
     CHECK_NEAR(dx2[5], dx[5] + 1, 1e-12);
 }
 
+/* the per-head norm on heads 0 and 1 of rows of 3 heads (the third one left alone, like the v
+ * heads of qkv rows), against the row norm of each head on its own */
+struct head_rms_ctx { double x[N * 3 * C], y[N * 3 * C], xin[N * 2 * C], rstd[N * 2], w[C]; };
+static void head_rms_fwd(void *p)
+{
+    struct head_rms_ctx *c = p;
+    memcpy(c->y, c->x, sizeof c->y);
+    zt_cpu_head_rmsnorm_forward(c->y, c->xin, c->rstd, c->w, N, 3 * C, 2, C, 1e-5);
+}
+
+static void test_head_rmsnorm(void)
+{
+    struct head_rms_ctx c;
+    double r[N * 3 * C], d[N * 3 * C], dw[C] = {0}, want[C], rstd;
+    fill(c.x, N * 3 * C, 2), fill(c.w, C, 1.5), fill(r, N * 3 * C, 1);
+    head_rms_fwd(&c);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < 3; h++) {
+            const double *x = c.x + (n * 3 + h) * C, *y = c.y + (n * 3 + h) * C;
+            if (h < 2) zt_cpu_rmsnorm_forward(want, &rstd, x, c.w, 1, C, 1e-5);
+            for (int j = 0; j < C; j++) CHECK(y[j] == (h < 2 ? want[j] : x[j]));
+            if (h < 2) CHECK(!memcmp(c.xin + (n * 2 + h) * C, x, sizeof want) && c.rstd[n * 2 + h] == rstd);
+        }
+    memcpy(d, r, sizeof d);
+    zt_cpu_head_rmsnorm_backward(d, dw, c.xin, c.w, c.rstd, N, 3 * C, 2, C);
+    for (int n = 0; n < N; n++) /* the third head's gradient passes through */
+        CHECK(!memcmp(d + (n * 3 + 2) * C, r + (n * 3 + 2) * C, sizeof want));
+    CHECK(fd_check(head_rms_fwd, &c, c.x, N * 3 * C, d, c.y, r, N * 3 * C) < 1e-6);
+    CHECK(fd_check(head_rms_fwd, &c, c.w, C, dw, c.y, r, N * 3 * C) < 1e-6);
+}
+
 struct swiglu_ctx { double gu[N * 2 * C], h[N * C]; };
 static void swiglu_fwd(void *p)
 {
@@ -271,6 +302,7 @@ int main(void)
 {
     zt_rng_seed(&rng, 7, 0);
     RUN(test_rmsnorm);
+    RUN(test_head_rmsnorm);
     RUN(test_swiglu);
     RUN(test_bias);
     RUN(test_embedding);

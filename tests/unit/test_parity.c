@@ -1,0 +1,159 @@
+/* zt against transformers in fp32: tiny models of each family (tests/fixtures/parity/FAMILY:
+ * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
+ * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
+ * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
+ * tokens must match: Qwen3 untied with attention_bias and tied, and the families zt had before. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/core/json.h"
+#include "lib/model/llama.h"
+#include "test.h"
+
+static char fixtures[4096]; /* tests/fixtures/parity, found from this file's path */
+
+static uint32_t name_seed(const char *name)
+{
+    uint32_t s = 0;
+    for (size_t i = 0; name[i]; i++) s = (s + (uint32_t)(i + 1) * (unsigned char)name[i]) & 0xFFFF;
+    return s;
+}
+
+/* element j of tensor `name`, as make_parity.py's weight() */
+static float weight(const char *name, uint32_t seed, size_t j)
+{
+    uint32_t u = (uint32_t)j * 2654435761u + seed * 40503u + 12345u;
+    u ^= u >> 15;
+    u *= 2246822519u;
+    u ^= u >> 13;
+    double x = u / 4294967296.0 * 2 - 1;
+    size_t n = strlen(name);
+    int norm = n >= 11 && !strcmp(name + n - 11, "norm.weight"), bias = n >= 5 && !strcmp(name + n - 5, ".bias");
+    return (float)(norm ? 1 + 0.5 * x : (bias ? 0.1 : 0.2) * x);
+}
+
+static size_t numel_of(const zt_llama_tensor *t) { return (size_t)t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1); }
+
+static double num(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key)->valuedouble; }
+
+/* Tolerances: transformers and zt compute the same fp32 operations, summed in different orders
+ * (BLAS blocking, torch's reductions against zt's double-accumulated norms and softmax). A sum
+ * of K terms rounded in another order differs by about sqrt(K)·2⁻²⁴ relative, at most
+ * K·2⁻²⁴; with K ≤ 96 here and a few such steps in series per layer that is ~1e-7 typical,
+ * so the loss (one mean over 46 targets) gets 1e-6 relative. A gradient passes back through
+ * twice as many steps, and a single element can sit near zero where its relative error is
+ * large: elements and sums are compared against the tensor's scale (its root mean square,
+ * and sqrt(n·Σg²) ≥ Σ|g| for the sum) at 1e-5, the sum of squares relative at 2e-5. */
+static void check_family(const char *family)
+{
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s/config.json", fixtures, family);
+    zt_llama_config cfg;
+    zt_llama m;
+    CHECK_MSG(zt_llama_config_load(&cfg, path) == ZT_OK, "%s", zt_errmsg());
+    ZT_ASSERT(zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const zt_llama_tensor *t = &m.tensors[i];
+        uint32_t seed = name_seed(t->name);
+        for (size_t j = 0; j < numel_of(t); j++) m.params[t->offset + j] = weight(t->name, seed, j);
+    }
+    snprintf(path, sizeof path, "%s/%s/expected.json", fixtures, family);
+    cJSON *want;
+    ZT_ASSERT(zt_json_read(path, &want) == ZT_OK);
+
+    /* the loss and gradients of the batch: each row one document, targets the next token */
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(want, "input_ids");
+    int B = cJSON_GetArraySize(rows), T = cJSON_GetArraySize(cJSON_GetArrayItem(rows, 0)), N = B * T;
+    int32_t *input = malloc(3 * (size_t)N * sizeof(int32_t)), *target = input + N, *pos = target + N;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int i = b * T + t;
+            input[i] = cJSON_GetArrayItem(cJSON_GetArrayItem(rows, b), t)->valueint;
+            pos[i] = t;
+        }
+    for (int i = 0; i < N; i++) target[i] = i % T == T - 1 ? -100 : input[i + 1];
+    ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, 0) == ZT_OK);
+    memset(m.grads, 0, m.numel * sizeof(zt_real));
+    double loss = 0;
+    zt_llama_forward_backward(&m, input, target, pos, (zt_real)(1.0 / (B * (T - 1))), &loss);
+    loss /= B * (T - 1);
+    double want_loss = num(want, "loss");
+    CHECK_MSG(fabs(loss - want_loss) <= 1e-6 * want_loss, "%s: loss %.9g, transformers %.9g", family, loss, want_loss);
+    printf("# %s: loss %.9g, transformers %.9g (relative %.2g)\n", family, loss, want_loss,
+           fabs(loss - want_loss) / want_loss);
+
+    const cJSON *grads = cJSON_GetObjectItemCaseSensitive(want, "grads");
+    CHECK_MSG(cJSON_GetArraySize(grads) == m.n_tensors, "%s: %d tensors, transformers %d", family, m.n_tensors,
+              cJSON_GetArraySize(grads));
+    double worst = 0;
+    for (int i = 0; i < m.n_tensors; i++) {
+        const zt_llama_tensor *t = &m.tensors[i];
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(grads, t->name);
+        CHECK_MSG(g, "%s: transformers has no %s", family, t->name);
+        if (!g) continue;
+        size_t n = numel_of(t);
+        const zt_real *d = m.grads + t->offset;
+        double sum = 0, sumsq = 0, hf_sumsq = num(g, "sumsq"), rms = sqrt(hf_sumsq / n);
+        for (size_t j = 0; j < n; j++) sum += d[j], sumsq += (double)d[j] * d[j];
+        double e_sum = fabs(sum - num(g, "sum")) / sqrt(n * hf_sumsq), e_sq = fabs(sumsq - hf_sumsq) / hf_sumsq;
+        CHECK_MSG(e_sum <= 1e-5 && e_sq <= 2e-5, "%s %s: sum %.9g / %.9g, sum of squares %.9g / %.9g", family,
+                  t->name, sum, num(g, "sum"), sumsq, hf_sumsq);
+        worst = fmax(worst, fmax(e_sum, e_sq / 2));
+        const cJSON *s;
+        cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(g, "samples"))
+        {
+            size_t j = (size_t)cJSON_GetArrayItem(s, 0)->valuedouble;
+            double hf = cJSON_GetArrayItem(s, 1)->valuedouble, e = fabs(d[j] - hf) / fmax(fabs(hf), rms);
+            CHECK_MSG(j < n && e <= 1e-5, "%s %s[%zu]: %.9g, transformers %.9g", family, t->name, j, (double)d[j], hf);
+            worst = fmax(worst, e);
+        }
+    }
+    printf("# %s: gradients within %.2g of transformers'\n", family, worst);
+
+    /* greedy decoding */
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(want, "prompt"), *greedy;
+    greedy = cJSON_GetObjectItemCaseSensitive(want, "greedy");
+    int np = cJSON_GetArraySize(prompt), ng = cJSON_GetArraySize(greedy);
+    zt_llama_cache cache;
+    ZT_ASSERT(zt_llama_cache_init(&cache, &m, np + ng, 16) == ZT_OK);
+    zt_real *logits = malloc((size_t)m.V * sizeof(zt_real));
+    int32_t tok[64];
+    for (int i = 0; i < np; i++) tok[i] = cJSON_GetArrayItem(prompt, i)->valueint;
+    ZT_ASSERT(zt_llama_decode(&m, &cache, tok, np, logits) == ZT_OK);
+    for (int k = 0; k < ng; k++) {
+        int32_t best = 0;
+        for (int v = 1; v < m.V; v++)
+            if (logits[v] > logits[best]) best = v;
+        CHECK_MSG(best == cJSON_GetArrayItem(greedy, k)->valueint, "%s: greedy token %d is %d, transformers %d",
+                  family, k, best, cJSON_GetArrayItem(greedy, k)->valueint);
+        if (k + 1 < ng) ZT_ASSERT(zt_llama_decode(&m, &cache, &best, 1, logits) == ZT_OK);
+    }
+    free(logits);
+    zt_llama_cache_free(&cache, &m);
+    free(input);
+    cJSON_Delete(want);
+    zt_llama_free(&m);
+}
+
+static void test_qwen3(void) { check_family("qwen3"); }
+static void test_qwen3_tied(void) { check_family("qwen3-tied"); }
+static void test_llama(void) { check_family("llama"); }     /* llama3 rope scaling, attention_bias */
+static void test_mistral(void) { check_family("mistral"); } /* a window of 8 over rows of 24 */
+static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tied */
+
+int main(void)
+{
+    snprintf(fixtures, sizeof fixtures, "%s", __FILE__);
+    char *slash = strrchr(fixtures, '/');
+    snprintf(slash ? slash + 1 : fixtures, sizeof fixtures - (size_t)(slash ? slash + 1 - fixtures : 0),
+             "../fixtures/parity");
+    RUN(test_qwen3);
+    RUN(test_qwen3_tied);
+    RUN(test_llama);
+    RUN(test_mistral);
+    RUN(test_qwen2);
+    return test_summary();
+}
