@@ -7,6 +7,7 @@
 #include "lib/model/llama.h"
 #include "lib/zero/optstate.h"
 #include "lib/zero/zero.h"
+#include "options.h"
 
 /* The process beyond zt's buffers, measured on this kind of machine: the binary, its
  * libraries (libcurl and OpenSSL's among them) and small allocations (~15 MB), and OpenBLAS's
@@ -101,7 +102,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         return st;
     zt_dtype dtype = r->model.dtype;
     if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
-    m.embed_tiles = r->zero.embedding_tiles, m.mlp_tiles = r->zero.mlp_tiles, m.head_tiles = r->zero.head_tiles;
+    zt_plan_tile_model(r, &m);
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
     /* one rank holds everything whatever the stage, unless offload.param moves the weights away */
