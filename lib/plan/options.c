@@ -30,6 +30,14 @@ zt_zero_options zt_plan_zero_options(const zt_recipe *r)
     };
 }
 
+zt_actstore_options zt_plan_actstore_options(const zt_recipe *r)
+{
+    return (zt_actstore_options){.tier = r->offload.activations,
+                                 .checkpointing = r->model.activation_checkpointing,
+                                 .tokens = (size_t)r->train.micro_batch_size * r->data.max_length,
+                                 .io = zt_recipe_offload_io(r)};
+}
+
 void zt_plan_tile_model(const zt_recipe *r, zt_llama *m)
 {
     m->embed_tiles = r->zero.embedding_tiles, m->mlp_tiles = r->zero.mlp_tiles, m->head_tiles = r->zero.head_tiles;

@@ -213,10 +213,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if (r->offload.activations != ZT_OFFLOAD_NONE) { /* the checkpointed layer inputs go to host memory or a file */
         char name[160];
         zt_aio_scratch_name(name, sizeof name, t->zero.rank, "acts");
-        zt_actstore_options o = {.tier = r->offload.activations,
-                                 .checkpointing = r->model.activation_checkpointing,
-                                 .tokens = (size_t)r->train.micro_batch_size * r->data.max_length,
-                                 .io = zt_recipe_offload_io(r)};
+        zt_actstore_options o = zt_plan_actstore_options(r);
         if ((st = zt_actstore_open(&t->acts, &o, &t->m, name))) return st;
         t->m.act_store = &t->acts.hooks;
     }

@@ -18,6 +18,15 @@ size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays)
     return chunk;
 }
 
+/* One moment's array in memory, with room for one more element. */
+static size_t moment_bytes(size_t n) { return (n + 1) * sizeof(float); }
+
+size_t zt_optstate_bytes(zt_offload_tier tier, const zt_offload_io *io, size_t n)
+{
+    if (tier != ZT_OFFLOAD_NVME) return 2 * moment_bytes(n);
+    return zt_swap_buffer_bytes(n, zt_optstate_chunk_bytes(io, n, 2), 2);
+}
+
 zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
                            const char *kind)
 {
@@ -29,8 +38,8 @@ zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offloa
         return ZT_OK;
     }
     if (tier != ZT_OFFLOAD_NVME) {
-        o->m = z->be->alloc(z->be, (n + 1) * sizeof(float));
-        o->v = z->be->alloc(z->be, (n + 1) * sizeof(float));
+        o->m = z->be->alloc(z->be, moment_bytes(n));
+        o->v = z->be->alloc(z->be, moment_bytes(n));
         return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", z->be->name);
     }
     zt_status st = zt_aio_open(&o->aio, io->block_size, io->queue_depth);

@@ -74,7 +74,7 @@ size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_ze
         size_t off = 0, n = m->numel, lo = 0, mine = n;
         if (stage == 3) zt_llama_unit_range(m, i, &off, &n);
         if (stage > 0) zt_state_slice(n, world, rank, &lo, &mine); /* ceil(n / world) a rank, the last ones less */
-        seg[i] = (zt_zero_segment){off + lo, off + lo + mine, local};
+        if (seg) seg[i] = (zt_zero_segment){off + lo, off + lo + mine, local};
         local += mine;
     }
     return local;

@@ -68,8 +68,8 @@ static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
 
 static zt_zero_memory memory_use(const zt_zero *z)
 {
-    size_t n = z->numel, copy16 = z->m->params16 ? 2 : 0;
-    return (zt_zero_memory){.params = n * (4 + copy16), .grads = n * 4, .optimizer = z->local_numel * 8};
+    size_t n = z->numel;
+    return (zt_zero_memory){.params = zt_llama_weight_bytes(z->m, n), .grads = n * 4, .optimizer = z->local_numel * 8};
 }
 
 const zt_zero_stage_ops zt_zero12_ops = {
