@@ -106,10 +106,8 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     zt_plan_tile_model(r, &m);
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 
-    /* one rank holds everything whatever the stage, unless offload.param moves the weights away */
-    int stage = world > 1 || r->offload.param != ZT_OFFLOAD_NONE ? r->zero.stage : 0;
-    int staged = world > 1 || r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE;
     zt_zero_options zo = zt_plan_zero_options(r);
+    int stage = zt_zero_effective_stage(&zo, world);
     int B = r->train.micro_batch_size, T = r->data.max_length, A = r->train.gradient_accumulation_steps, nseg;
     size_t P = m.numel, local = zt_zero_segments(&m, stage, world, 0, NULL, &nseg); /* what rank 0 updates */
     e->numel = P;
@@ -153,6 +151,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->flops = zt_llama_flops_per_token(&m, T) * tokens * (ckpt ? 4.0 / 3 : 1); /* recompute: one more forward */
     e->gemm_m = B * T, e->gemm_n = m.F, e->gemm_k = m.C, e->bf16 = m.dtype_bf16;
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
-    if (r->model.device == ZT_DEVICE_CUDA) device_estimate(&m, stage, world, staged, gathered, gathered_grads, e);
+    if (r->model.device == ZT_DEVICE_CUDA) /* a GPU's memory is not the host's */
+        device_estimate(&m, stage, world, zt_zero_staged(&zo, world, 0), gathered, gathered_grads, e);
     return ZT_OK;
 }

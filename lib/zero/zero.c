@@ -33,6 +33,16 @@ static zt_status stage_in(zt_zero *z)
     return ZT_OK;
 }
 
+int zt_zero_effective_stage(const zt_zero_options *o, int world)
+{
+    return world > 1 || o->params_at != ZT_PARAM_DEVICE ? o->stage : 0;
+}
+
+int zt_zero_staged(const zt_zero_options *o, int world, int host_memory)
+{
+    return !host_memory && (world > 1 || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
+}
+
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m)
 {
     memset(z, 0, sizeof *z);
@@ -41,15 +51,14 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->o = *o;
     z->world = comm ? zt_comm_size(comm) : 1;
     z->rank = comm ? zt_comm_rank(comm) : 0;
-    /* one rank: nothing to shard, unless the weights are to leave the device between uses */
-    z->stage = z->world > 1 || o->params_at != ZT_PARAM_DEVICE ? o->stage : 0;
+    z->stage = zt_zero_effective_stage(o, z->world);
     if (z->world == 1) { /* nothing to communicate: ZeRO++ is off */
         z->o.quantized_weights = z->o.quantized_gradients = z->o.error_feedback = z->o.measure_quant = 0;
         z->o.hpz = 1;
     }
     z->numel = m->numel;
     z->p = (z->numel + z->world - 1) / z->world;
-    z->staged = !m->be->host_memory && (z->world > 1 || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
+    z->staged = zt_zero_staged(o, z->world, m->be->host_memory);
     z->be = z->staged ? zt_backend_cpu() : m->be;
     z->model_be = m->be;
     z->params = m->params, z->grads = m->grads;

@@ -134,6 +134,12 @@ typedef struct zt_zero {
  * zt_zero_nsegments of them (NULL: only count); returns the segments' elements together. */
 size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_zero_segment *seg, int *nseg);
 int zt_zero_nsegments(const zt_llama *m, int stage);
+/* The stage that runs with options o over world ranks: o's, or 0 in one process whose weights
+ * stay where it computes (nothing to shard). */
+int zt_zero_effective_stage(const zt_zero_options *o, int world);
+/* Whether collectives and the optimizer run on host copies of the flat arrays (staged, above):
+ * for a model that computes outside host memory, with several ranks or anything offloaded. */
+int zt_zero_staged(const zt_zero_options *o, int world, int host_memory);
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m);
