@@ -88,7 +88,7 @@ static zt_status restore(zt_trainer *t)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
-    if (t->zero.stage < 3 && (st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
+    if ((st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
     if (t->algo->restore && (st = t->algo->restore(t, t->resume_from))) return st;
     if ((st = t->algo->set_state(t, (zt_loader_state){s.epoch, s.row}))) return st;

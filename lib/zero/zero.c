@@ -119,17 +119,9 @@ void zt_zero_release_all(zt_zero *z)
 
 zt_zero_memory zt_zero_memory_use(const zt_zero *z) { return z->ops->memory_use(z); }
 
-zt_status zt_zero_read_params(zt_zero *z, const char *dir, size_t numel)
-{
-    zt_backend *be = z->m->be;
-    float *host = be->host_memory || z->staged ? z->params : malloc(numel * sizeof(float));
-    if (!host) return zt_fail(ZT_ENOMEM, "out of memory reading the weights of '%s'", dir);
-    zt_status st = zt_state_read_range(dir, numel, 0, numel, host, NULL, NULL);
-    if (!st && !be->host_memory) be->upload(be, z->m->params, host, numel * sizeof(float));
-    if (host != z->params) free(host);
-    if (!st) zt_llama_sync_params16(z->m);
-    return st;
-}
+zt_status zt_zero_read_params(zt_zero *z, const char *dir, size_t numel) { return z->ops->read_params(z, dir, numel); }
+
+zt_swap *zt_zero_swap(const zt_zero *z) { return z->ops->swap(z); }
 
 zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n)
 {

@@ -156,9 +156,12 @@ zt_status zt_zero_grad_sumsq(zt_zero *z, double *out);
 /* After the optimizer updated z.master: the model computes with the new weights (stages
  * 1-2 all-gather them; stage 3 gathers at the next use) and its bf16 copy follows. */
 zt_status zt_zero_params_updated(zt_zero *z);
-/* The weights of a checkpoint (stages 0-2; stage 3 reads its segments with the optimizer
- * state) into the model. */
+/* The weights of a checkpoint into the model (stages 0-2; nothing at stage 3, which reads its
+ * segments with the optimizer state: zt_optstate_restore). */
 zt_status zt_zero_read_params(zt_zero *z, const char *ckpt_dir, size_t numel);
+/* The swap file that holds this rank's weights and summed gradient and has room for AdamW's
+ * moments (offload.param = "nvme"), or NULL: the weights are in memory, at z.master. */
+zt_swap *zt_zero_swap(const zt_zero *z);
 /* The whole model in m->params on every rank (to save it or generate), a
  * collective; zt_zero_release_all frees it again (also after a failed zt_zero_init, or none).
  * No-ops at the other stages. */

@@ -365,6 +365,16 @@ size_t zt_zero3_gathered_bytes(const zt_llama *m, const zt_zero_options *o, size
     return zt_llama_weight_bytes(m, (size_t)(ahead + 1) * largest + stay);
 }
 
+/* This rank's segments of the weights come back with the optimizer state (zt_optstate_restore). */
+static zt_status read_params(zt_zero *z, const char *dir, size_t numel)
+{
+    (void)z, (void)dir, (void)numel;
+    return ZT_OK;
+}
+
+/* The nvme slice store's file (zero3_nvme.c sets z.swap), or NULL. */
+static zt_swap *swap_file(const zt_zero *z) { return z->swap; }
+
 const zt_zero_stage_ops zt_zero3_ops = {
     .pageable_copies = 1,
     .init = init,
@@ -377,4 +387,6 @@ const zt_zero_stage_ops zt_zero3_ops = {
     .release_all = release_all,
     .read_local = read_local,
     .memory_use = memory_use,
+    .read_params = read_params,
+    .swap = swap_file,
 };

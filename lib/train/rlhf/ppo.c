@@ -199,7 +199,7 @@ static zt_status ppo_restore(zt_trainer *t, const char *dir)
     ppo *s = t->ctx;
     char path[4200];
     zt_status st = zt_path_join(path, sizeof path, dir, "critic");
-    if (!st && s->czero.stage < 3) st = zt_zero_read_params(&s->czero, path, s->critic.numel);
+    if (!st) st = zt_zero_read_params(&s->czero, path, s->critic.numel);
     return st ? st : zt_optstate_restore(&s->copt, path, s->critic.numel);
 }
 
