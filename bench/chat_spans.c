@@ -24,10 +24,11 @@ static double now_s(clockid_t clock)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int bench(const char *name, int n)
+static int bench(zt_chat_template kind, int n)
 {
+    const char *name = zt_chat_template_names[kind];
     zt_template *t;
-    if (zt_template_load(&t, name, NULL)) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
+    if (zt_template_load(&t, kind, NULL, NULL)) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
     zt_message *msgs = malloc((size_t)n * sizeof *msgs);
     char (*contents)[64] = malloc((size_t)n * sizeof *contents);
     for (int i = 0; i < n; i++) {
@@ -60,8 +61,8 @@ int main(int argc, char **argv)
     int sizes[16] = {1000, 8000}, nsizes = 0, failed = 0;
     for (int i = only ? 3 : 1; i < argc && nsizes < 16; i++) sizes[nsizes++] = atoi(argv[i]);
     if (!nsizes) nsizes = 2;
-    for (int k = 0; zt_template_names[k]; k++)
-        for (int i = 0; i < nsizes && (!only || !strcmp(only, zt_template_names[k])); i++)
-            failed |= bench(zt_template_names[k], sizes[i]);
+    for (int k = ZT_TEMPLATE_CHATML; k < ZT_TEMPLATE_FILE; k++)
+        for (int i = 0; i < nsizes && (!only || !strcmp(only, zt_chat_template_names[k])); i++)
+            failed |= bench((zt_chat_template)k, sizes[i]);
     return failed;
 }

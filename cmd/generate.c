@@ -111,9 +111,11 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "zt: error: zt generate: needs --model and one of --prompt, --chat, --input (see --help)\n");
         return 2;
     }
-    zt_generator g;
-    zt_status st = zt_generator_open(&g, model, tmpl, (int)max_len);
+    zt_chat_template kind = ZT_TEMPLATE_AUTO;
+    zt_status st = tmpl ? zt_template_kind(tmpl, &kind) : ZT_OK;
     if (st) return cmd_fail(st);
+    zt_generator g;
+    if ((st = zt_generator_open(&g, model, kind, tmpl, (int)max_len))) return cmd_fail(st);
     g.max_new_tokens = (int)max_new;
     g.sampler.temperature = temperature, g.sampler.top_k = (int)top_k, g.sampler.top_p = top_p;
     zt_rng_seed(&g.sampler.rng, (uint64_t)seed, 0);

@@ -43,16 +43,17 @@ static size_t find_open(const char *s, size_t from, size_t n)
 /* one template per entry, its lines as they read */
 /* clang-format off */
 static const struct {
-    const char *name, *source;
+    zt_chat_template kind;
+    const char *source;
 } BUILTIN[] = {
-    {"chatml",
+    {ZT_TEMPLATE_CHATML,
      "{%- for message in messages %}\n"
      "    {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}\n"
      "{%- endfor %}\n"
      "{%- if add_generation_prompt %}\n"
      "    {{- '<|im_start|>assistant\\n' }}\n"
      "{%- endif %}\n"},
-    {"llama2",
+    {ZT_TEMPLATE_LLAMA2,
      "{%- if messages[0]['role'] == 'system' %}\n"
      "    {%- set system_message = messages[0]['content'] %}\n"
      "    {%- set loop_messages = messages[1:] %}\n"
@@ -73,7 +74,7 @@ static const struct {
      "        {{- ' ' + content.strip() + ' ' + eos_token }}\n"
      "    {%- endif %}\n"
      "{%- endfor %}\n"},
-    {"llama3",
+    {ZT_TEMPLATE_LLAMA3,
      "{%- for message in messages %}\n"
      "    {%- if loop.first %}\n"
      "        {{- bos_token }}\n"
@@ -84,7 +85,7 @@ static const struct {
      "{%- if add_generation_prompt %}\n"
      "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
      "{%- endif %}\n"},
-    {"mistral",
+    {ZT_TEMPLATE_MISTRAL,
      "{%- if messages[0]['role'] == 'system' %}\n"
      "    {%- set system_message = messages[0]['content'] %}\n"
      "    {%- set loop_messages = messages[1:] %}\n"
@@ -110,7 +111,7 @@ static const struct {
      "optional system message!') }}\n"
      "    {%- endif %}\n"
      "{%- endfor %}\n"},
-    {"zephyr",
+    {ZT_TEMPLATE_ZEPHYR,
      "{%- for message in messages %}\n"
      "    {%- if message['role'] in ['user', 'system', 'assistant'] %}\n"
      "        {{- '<|' + message['role'] + '|>\\n' + message['content'] + eos_token + '\\n' }}\n"
@@ -119,7 +120,7 @@ static const struct {
      "        {{- '<|assistant|>\\n' }}\n"
      "    {%- endif %}\n"
      "{%- endfor %}\n"},
-    {"alpaca",
+    {ZT_TEMPLATE_ALPACA,
      "{%- if messages and messages[0]['role'] == 'system' %}\n"
      "    {%- set system_message = messages[0]['content'] %}\n"
      "    {%- set loop_messages = messages[1:] %}\n"
@@ -146,12 +147,13 @@ static const struct {
 
 enum { NBUILTIN = sizeof BUILTIN / sizeof BUILTIN[0] };
 
-const char *const zt_template_names[] = {"chatml", "llama2", "llama3", "mistral", "zephyr", "alpaca", NULL};
+const char *const zt_chat_template_names[ZT_TEMPLATE_FILE] = {"auto",    "chatml", "llama2", "llama3",
+                                                              "mistral", "zephyr", "alpaca"};
 
-const char *zt_template_builtin(const char *name)
+const char *zt_template_builtin(zt_chat_template kind)
 {
     for (int k = 0; k < NBUILTIN; k++)
-        if (!strcmp(BUILTIN[k].name, name)) return BUILTIN[k].source;
+        if (BUILTIN[k].kind == kind) return BUILTIN[k].source;
     return NULL;
 }
 
@@ -238,21 +240,27 @@ static zt_status load_file(zt_template **out, const char *path)
     return st;
 }
 
-zt_status zt_template_load(zt_template **t, const char *name_or_path, const char *model_dir)
+zt_status zt_template_kind(const char *text, zt_chat_template *kind)
+{
+    for (int k = 0; k < ZT_TEMPLATE_FILE; k++)
+        if (!strcmp(text, zt_chat_template_names[k])) return *kind = (zt_chat_template)k, ZT_OK;
+    if (ends_with(text, ".jinja")) return *kind = ZT_TEMPLATE_FILE, ZT_OK;
+    return zt_fail(ZT_EUSER,
+                   "unknown chat template '%s': use auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
+                   "or a path to a .jinja file",
+                   text);
+}
+
+zt_status zt_template_load(zt_template **t, zt_chat_template kind, const char *file, const char *model_dir)
 {
     *t = NULL;
-    const char *src = zt_template_builtin(name_or_path);
+    const char *src = zt_template_builtin(kind);
     if (src) {
         char name[64];
-        snprintf(name, sizeof name, "chat template '%s'", name_or_path);
+        snprintf(name, sizeof name, "chat template '%s'", zt_chat_template_names[kind]);
         return make(t, name, src, strlen(src));
     }
-    if (ends_with(name_or_path, ".jinja")) return load_file(t, name_or_path);
-    if (strcmp(name_or_path, "auto"))
-        return zt_fail(ZT_EUSER,
-                       "unknown chat template '%s': use auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
-                       "or a path to a .jinja file",
-                       name_or_path);
+    if (kind == ZT_TEMPLATE_FILE) return load_file(t, file);
     if (!model_dir || !*model_dir) return zt_fail(ZT_EUSER, "chat template 'auto' needs the model's directory");
     char path[4096];
     zt_status st = zt_path_join(path, sizeof path, model_dir, "chat_template.jinja");

@@ -75,7 +75,7 @@
  * whole text.
  *
  *     zt_template *t;
- *     if ((st = zt_template_load(&t, "auto", "models/llama3"))) return st;
+ *     if ((st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, "models/llama3"))) return st;
  *     zt_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
  *     char *text; zt_span *spans; int nspans;
  *     st = zt_template_spans(t, msgs, 2, "<|begin_of_text|>", "<|eot_id|>", ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
@@ -109,11 +109,27 @@ typedef struct zt_span {
     size_t begin, end; /* bytes [begin, end) of the rendered text */
 } zt_span;
 
-/* NULL-terminated list of the named templates (chatml, llama2, ...), not "auto". */
-extern const char *const zt_template_names[];
+/* Which template (tokenizer.chat_template): the model's own (auto), a named one, or a .jinja file. */
+typedef enum zt_chat_template {
+    ZT_TEMPLATE_AUTO,
+    ZT_TEMPLATE_CHATML,
+    ZT_TEMPLATE_LLAMA2,
+    ZT_TEMPLATE_LLAMA3,
+    ZT_TEMPLATE_MISTRAL,
+    ZT_TEMPLATE_ZEPHYR,
+    ZT_TEMPLATE_ALPACA,
+    ZT_TEMPLATE_FILE, /* a path (tokenizer.chat_template_path) */
+} zt_chat_template;
+/* "auto", "chatml", ...: indexed by zt_chat_template (a file has no name) */
+extern const char *const zt_chat_template_names[ZT_TEMPLATE_FILE];
 
-/* name_or_path: "auto", a name, or a .jinja path; model_dir is needed for auto only. */
-zt_status zt_template_load(zt_template **t, const char *name_or_path, const char *model_dir);
+/* The template of kind: auto takes the model's (chat_template.jinja or tokenizer_config.json in
+ * model_dir, needed for auto only), a named one its compiled-in source, ZT_TEMPLATE_FILE the
+ * .jinja file `file` (else unused). */
+zt_status zt_template_load(zt_template **t, zt_chat_template kind, const char *file, const char *model_dir);
+/* The kind of a template named outside a recipe (zt generate --chat-template): auto, a name,
+ * or a path ending in .jinja (ZT_TEMPLATE_FILE, the text is the path). */
+zt_status zt_template_kind(const char *text, zt_chat_template *kind);
 void zt_template_free(zt_template *t);
 
 /* The Jinja source (to write into an exported tokenizer_config.json) and what it is called in messages. */
@@ -122,7 +138,7 @@ const char *zt_template_name(const zt_template *t);
 /* The bytes this template has rendered since it was loaded (all renders, all threads). */
 uint64_t zt_template_rendered(const zt_template *t);
 /* The source of a named template, or NULL. */
-const char *zt_template_builtin(const char *name);
+const char *zt_template_builtin(zt_chat_template kind);
 
 /* Renders msgs[0..n); bos and eos may be NULL (the variables are then undefined). *out is malloc'ed. */
 zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,

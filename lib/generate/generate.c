@@ -10,7 +10,8 @@
 /* Tokens that end a turn besides the tokenizer's EOS, when the vocabulary has them. */
 static const char *const end_of_turn[] = {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>"};
 
-zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *template_name, int max_len)
+zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_template kind, const char *template_path,
+                            int max_len)
 {
     memset(g, 0, sizeof *g);
     g->max_new_tokens = 128;
@@ -22,8 +23,8 @@ zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *
                      zt_tokenizer_vocab_size(g->tok), g->m.V);
         goto fail;
     }
-    if (template_name && strcmp(template_name, "auto")) st = zt_template_load(&g->tmpl, template_name, model_dir);
-    else if (zt_template_load(&g->tmpl, "auto", model_dir)) g->tmpl = NULL; /* no template: raw prompts only */
+    if (kind != ZT_TEMPLATE_AUTO) st = zt_template_load(&g->tmpl, kind, template_path, model_dir);
+    else if (zt_template_load(&g->tmpl, kind, NULL, model_dir)) g->tmpl = NULL; /* no template: raw prompts only */
     if (st) goto fail;
     int k = 0;
     for (int i = 0; i < 4; i++) g->stop_ids[i] = -1;

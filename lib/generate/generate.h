@@ -3,7 +3,7 @@
  * stop string.
  *
  *     zt_generator g;
- *     zt_generator_open(&g, "runs/x/final", 256);
+ *     zt_generator_open(&g, "runs/x/final", ZT_TEMPLATE_AUTO, NULL, 256);
  *     g.sampler.temperature = 0;                        // greedy
  *     char *text;
  *     zt_generate_text(&g, "Once upon a time", &text);   // raw text prompt
@@ -36,8 +36,10 @@ typedef struct zt_generator {
     double seconds;
 } zt_generator;
 
-/* template_name: NULL or "auto" for the model's own chat template (optional), else a name or .jinja path. */
-zt_status zt_generator_open(zt_generator *g, const char *model_dir, const char *template_name, int max_len);
+/* The chat template of kind (zt_template_load; template_path for ZT_TEMPLATE_FILE): auto takes the
+ * model's own when it has one (optional here), any other must load. */
+zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_template kind, const char *template_path,
+                            int max_len);
 void zt_generator_close(zt_generator *g);
 /* Continues ids (a prompt already tokenized); the completion's text in *out (malloc'd). */
 zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);

@@ -202,6 +202,8 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing);
 /* Micro-batches of B×T tokens from now on, T at most what the activations were allocated for:
  * a position's results do not depend on T, so shorter rows only save the work. */
 void zt_llama_set_length(zt_llama *m, int T);
+/* The bytes n of the flat array's weights take: fp32 and, with dtype_bf16, their bf16 copy. */
+size_t zt_llama_weight_bytes(const zt_llama *m, size_t n);
 /* What zt_llama_alloc_acts allocates, in bytes. */
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
 /* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling */

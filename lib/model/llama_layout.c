@@ -110,6 +110,11 @@ zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, 
     return ZT_OK;
 }
 
+size_t zt_llama_weight_bytes(const zt_llama *m, size_t n)
+{
+    return n * (sizeof(float) + (m->dtype_bf16 ? sizeof(uint16_t) : 0));
+}
+
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
 {
     zt_status st = zt_llama_shape(m, c, be, dtype);

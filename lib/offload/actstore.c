@@ -63,14 +63,30 @@ static void get(void *ctx, int layer, zt_real *x, size_t bytes)
     if (layer > 0) start_read(s, b ^ 1, layer - 1); /* the next layer's input, while this one computes */
 }
 
+size_t zt_actstore_input_bytes(const zt_actstore_options *o, const zt_llama *m)
+{
+    return o->tokens * m->C * sizeof(zt_real);
+}
+
+size_t zt_actstore_slot_bytes(const zt_actstore_options *o, const zt_llama *m)
+{
+    return zt_aio_round(zt_actstore_input_bytes(o, m));
+}
+
+size_t zt_actstore_bytes(const zt_actstore_options *o, const zt_llama *m)
+{
+    size_t slot = zt_actstore_slot_bytes(o, m);
+    return o->tier == ZT_OFFLOAD_NVME ? 2 * slot : slot * (size_t)m->L;
+}
+
 zt_status zt_actstore_open(zt_actstore *s, const zt_actstore_options *o, zt_llama *m, const char *name)
 {
     memset(s, 0, sizeof *s);
     s->be = m->be;
     s->nvme = o->tier == ZT_OFFLOAD_NVME;
     s->layers = m->L;
-    s->bytes = o->tokens * m->C * sizeof(zt_real);
-    s->slot = zt_aio_round(s->bytes);
+    s->bytes = zt_actstore_input_bytes(o, m);
+    s->slot = zt_actstore_slot_bytes(o, m);
     s->staged[0] = s->staged[1] = -1;
     if (!o->checkpointing)
         return zt_fail(ZT_EUSER,
@@ -82,7 +98,7 @@ zt_status zt_actstore_open(zt_actstore *s, const zt_actstore_options *o, zt_llam
                                  "where it computes (use nvme, or none)");
     s->hooks = (zt_llama_act_hooks){s, put, get};
     if (!s->nvme) {
-        s->host = m->be->host_alloc(m->be, s->slot * (size_t)s->layers);
+        s->host = m->be->host_alloc(m->be, zt_actstore_bytes(o, m));
         return s->host ? ZT_OK : zt_fail(ZT_ENOMEM, "out of host memory for %d layer inputs", s->layers);
     }
     zt_status st;

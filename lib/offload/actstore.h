@@ -50,6 +50,12 @@ typedef struct zt_actstore {
     zt_status error; /* the first failure inside the hooks */
 } zt_actstore;
 
+/* What the store moves and holds, for the memory estimate: one layer's input (the model gives
+ * back the memory of m->L of them), its slot in the file or host memory (whole blocks), and the
+ * memory the store allocates (cpu: every layer's slot; nvme: the two staging buffers). */
+size_t zt_actstore_input_bytes(const zt_actstore_options *o, const zt_llama *m);
+size_t zt_actstore_slot_bytes(const zt_actstore_options *o, const zt_llama *m);
+size_t zt_actstore_bytes(const zt_actstore_options *o, const zt_llama *m);
 zt_status zt_actstore_open(zt_actstore *s, const zt_actstore_options *o, zt_llama *m, const char *name);
 void zt_actstore_close(zt_actstore *s);
 /* The first failure since the last call (the hooks cannot return one). */

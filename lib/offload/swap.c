@@ -91,14 +91,28 @@ static zt_status plan_chunks(zt_swap *s, const size_t *cuts, int ncuts)
     return ZT_OK;
 }
 
+/* Elements per chunk: chunk_bytes, no more than the arrays hold, in whole blocks. */
+static size_t chunk_elements(size_t numel, size_t chunk_bytes)
+{
+    if (chunk_bytes > numel * sizeof(float)) chunk_bytes = numel * sizeof(float); /* one chunk holds it all */
+    return zt_aio_round(chunk_bytes ? chunk_bytes : 1) / sizeof(float);
+}
+
+/* Each of the three buffers: a chunk of every array. */
+static size_t buffer_bytes(size_t chunk, int narrays) { return (size_t)narrays * chunk * sizeof(float); }
+
+size_t zt_swap_buffer_bytes(size_t numel, size_t chunk_bytes, int narrays)
+{
+    return 3 * buffer_bytes(/* zt_swap.buf */ chunk_elements(numel, chunk_bytes), narrays);
+}
+
 zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int npaths, const char *name, size_t numel,
                        size_t chunk_bytes, int narrays, const size_t *cuts, int ncuts)
 {
     memset(s, 0, sizeof *s);
     ZT_ASSERT(narrays == 2 || narrays == 4);
     s->aio = aio, s->numel = numel, s->narrays = narrays;
-    if (chunk_bytes > numel * sizeof(float)) chunk_bytes = numel * sizeof(float); /* one chunk holds it all */
-    s->chunk = zt_aio_round(chunk_bytes ? chunk_bytes : 1) / sizeof(float);
+    s->chunk = chunk_elements(numel, chunk_bytes);
     zt_status st = plan_chunks(s, cuts, ncuts);
     if (st) return st;
     if (!(s->crc = calloc(s->nchunks * narrays + 1, sizeof *s->crc)) ||
@@ -107,7 +121,7 @@ zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int np
         return zt_fail(ZT_ENOMEM, "out of memory");
     }
     for (int i = 0; i < 3; i++)
-        if (!(s->buf[i] = zt_aio_alloc((size_t)narrays * s->chunk * sizeof(float)))) {
+        if (!(s->buf[i] = zt_aio_alloc(buffer_bytes(s->chunk, narrays)))) {
             zt_swap_close(s);
             return zt_fail(ZT_ENOMEM, "out of memory for the offload swap buffers");
         }

@@ -47,6 +47,8 @@ typedef struct zt_swap {
 zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int npaths, const char *name, size_t numel,
                        size_t chunk_bytes, int narrays, const size_t *cuts, int ncuts);
 void zt_swap_close(zt_swap *s);
+/* The bytes of chunk buffers zt_swap_open allocates for these arguments (three chunks of each array). */
+size_t zt_swap_buffer_bytes(size_t numel, size_t chunk_bytes, int narrays);
 /* fn gets the chunk's elements [first, first + n) of every array, arrays[a]; what it leaves
  * in each but the gradient is written back. */
 typedef zt_status (*zt_swap_fn)(void *ctx, size_t first, size_t n, float *const *arrays);

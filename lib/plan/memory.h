@@ -2,7 +2,9 @@
  * (zt validate). Counts the same buffers the trainer allocates: fp32 master
  * weights, the bf16 copy, fp32 gradients, AdamW moments, activations (with and
  * without checkpointing), sharded as the recipe's ZeRO stage says over the world
- * size, and placed on the device, host or NVMe as the offload settings say.
+ * size, and placed on the device, host or NVMe as the offload settings say. The
+ * sizes come from the modules that allocate (their *_bytes functions: the model,
+ * zero, optstate, swap, actstore); this file adds them up.
  *
  *     zt_mem_estimate e;
  *     if ((st = zt_memory_estimate(&r, world, ranks_per_node, &e))) return st;

@@ -44,19 +44,6 @@
 #include "lib/offload/offload.h"
 #include "lib/optim/schedule.h"
 
-/* tokenizer.chat_template: auto, a named template (lib/data/template.h), or a .jinja file */
-typedef enum zt_chat_template {
-    ZT_TEMPLATE_AUTO,
-    ZT_TEMPLATE_CHATML,
-    ZT_TEMPLATE_LLAMA2,
-    ZT_TEMPLATE_LLAMA3,
-    ZT_TEMPLATE_MISTRAL,
-    ZT_TEMPLATE_ZEPHYR,
-    ZT_TEMPLATE_ALPACA,
-    ZT_TEMPLATE_FILE, /* tokenizer.chat_template_path */
-} zt_chat_template;
-extern const char *const zt_chat_template_names[ZT_TEMPLATE_FILE];
-
 /* train.resume */
 typedef enum zt_resume {
     ZT_RESUME_AUTO,  /* from the newest complete checkpoint in output.dir, if any */
@@ -236,8 +223,6 @@ const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap);
 
 /* The text of an enum key's value in r: its name, or its path. */
 const char *zt_recipe_enum_text(const zt_recipe *r, const zt_recipe_key *k);
-/* tokenizer.chat_template as lib/data/template.h's zt_template_load takes it: a name or a path. */
-const char *zt_recipe_chat_template(const zt_recipe *r);
 /* The offload section's file settings (offload.nvme_path, offload.aio, offload.max_pinned_bytes). */
 zt_offload_io zt_recipe_offload_io(const zt_recipe *r);
 

@@ -38,8 +38,6 @@
 
 /* The values of the keys only the recipe's readers know (recipe.h); the other enum keys
  * take the names of the modules they configure. */
-const char *const zt_chat_template_names[ZT_TEMPLATE_FILE] = {"auto",    "chatml", "llama2", "llama3",
-                                                              "mistral", "zephyr", "alpaca"};
 const char *const zt_resume_names[ZT_RESUME_PATH] = {"auto", "never"};
 const char *const zt_rlhf_algorithm_names[4] = {"dpo", "reward", "ppo", "grpo"};
 const char *const zt_rlhf_loss_names[2] = {"sigmoid", "ipo"};
@@ -187,11 +185,6 @@ const char *zt_recipe_enum_text(const zt_recipe *r, const zt_recipe_key *k)
     int v = *(const int *)((const char *)r + k->offset);
     if (v < k->nnames) return k->names[v];
     return *(char *const *)((const char *)r + k->path_offset);
-}
-
-const char *zt_recipe_chat_template(const zt_recipe *r)
-{
-    return zt_recipe_enum_text(r, zt_recipe_find("tokenizer", "chat_template"));
 }
 
 zt_offload_io zt_recipe_offload_io(const zt_recipe *r)

@@ -89,8 +89,8 @@ static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eva
 {
     if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
     zt_generator g;
-    zt_status st =
-        zt_generator_open(&g, model_dir, zt_recipe_chat_template(r), r->data.max_length + r->eval.max_new_tokens);
+    zt_status st = zt_generator_open(&g, model_dir, r->tokenizer.chat_template, r->tokenizer.chat_template_path,
+                                     r->data.max_length + r->eval.max_new_tokens);
     if (st) return st;
     g.max_new_tokens = r->eval.max_new_tokens;
     accuracy_ctx a = {.g = &g, .format = r->data.format, .max = r->eval.max_examples};

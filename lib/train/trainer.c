@@ -19,6 +19,7 @@
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
+#include "lib/plan/options.h"
 #include "lib/plan/placement.h"
 #include "lib/optim/schedule.h"
 #include "trainer.h"
@@ -88,7 +89,7 @@ static zt_status restore(zt_trainer *t)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
-    if (t->zero.stage < 3 && (st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
+    if ((st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
     if (t->algo->restore && (st = t->algo->restore(t, t->resume_from))) return st;
     if ((st = t->algo->set_state(t, (zt_loader_state){s.epoch, s.row}))) return st;
@@ -169,33 +170,6 @@ static zt_status place(zt_trainer *t)
     return ZT_OK;
 }
 
-zt_zero_options zt_trainer_zero_options(const zt_recipe *r)
-{
-    zt_param_place param = r->offload.param == ZT_OFFLOAD_NVME   ? ZT_PARAM_NVME
-                           : r->offload.param == ZT_OFFLOAD_NONE ? ZT_PARAM_DEVICE
-                                                                 : ZT_PARAM_HOST;
-    zt_offload_io io = zt_recipe_offload_io(r);
-    return (zt_zero_options){
-        .stage = r->zero.stage,
-        .prefetch_layers = r->zero.prefetch_layers,
-        .checkpointing = r->model.activation_checkpointing,
-        .quantized_weights = r->zero.quantized_weights,
-        .quant_block = r->zero.quant_block_size,
-        .hpz = r->zero.hpz_partition_size,
-        .quantized_gradients = r->zero.quantized_gradients,
-        .error_feedback = r->zero.quantized_gradients_error_feedback,
-        .measure_quant = r->zero.measure_quantization,
-        .host_optimizer = r->offload.optimizer != ZT_OFFLOAD_NONE,
-        .params_at = param,
-        .nvme_paths = io.nvme_paths,
-        .nvme_npaths = io.npaths,
-        .swap_kind = "params",
-        .aio_block = io.block_size,
-        .aio_depth = io.queue_depth,
-        .swap_chunk = zt_optstate_chunk_bytes(&io, 0, 4),
-    };
-}
-
 /* offload.param = "nvme": the zero partition's loader, a unit of the model's files at a time */
 static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 {
@@ -209,7 +183,7 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 static zt_status open_model(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
-    zt_zero_options opts = zt_trainer_zero_options(r);
+    zt_zero_options opts = zt_plan_zero_options(r);
     int stream = opts.params_at == ZT_PARAM_NVME, V;
     zt_status st = stream ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
                                                    t->algo->score_head, &t->weights)
@@ -223,7 +197,7 @@ static zt_status open_model(zt_trainer *t)
     if (r->zero.embedding_tiles > 1 && t->m.cfg.tie_word_embeddings)
         return zt_fail(ZT_EUSER, "zero.embedding_tiles = %d: the model's embedding is tied to its LM head, which uses "
                                  "all of it at once (untie it, or leave zero.embedding_tiles at 1)", r->zero.embedding_tiles);
-    t->m.embed_tiles = r->zero.embedding_tiles, t->m.mlp_tiles = r->zero.mlp_tiles, t->m.head_tiles = r->zero.head_tiles;
+    zt_plan_tile_model(r, &t->m);
     if (stream && t->m.V != V)
         return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
                                  "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
@@ -252,10 +226,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if (r->offload.activations != ZT_OFFLOAD_NONE) { /* the checkpointed layer inputs go to host memory or a file */
         char name[160];
         zt_aio_scratch_name(name, sizeof name, t->zero.rank, "acts");
-        zt_actstore_options o = {.tier = r->offload.activations,
-                                 .checkpointing = r->model.activation_checkpointing,
-                                 .tokens = (size_t)r->train.micro_batch_size * r->data.max_length,
-                                 .io = zt_recipe_offload_io(r)};
+        zt_actstore_options o = zt_plan_actstore_options(r);
         if ((st = zt_actstore_open(&t->acts, &o, &t->m, name))) return st;
         t->m.act_store = &t->acts.hooks;
     }

@@ -83,8 +83,6 @@ struct zt_trainer {
  * before clipping. A loss or gradient that is not finite is an error. */
 zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, double lr, long step, double loss,
                             float *gnorm);
-/* ZeRO's options as the recipe sets them. */
-zt_zero_options zt_trainer_zero_options(const zt_recipe *r);
 /* Trains with algo: what zt pretrain, zt sft and zt rlhf run. */
 zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char **argv);
 /* A metrics row for rank 0 (the step and split fields set), or NULL elsewhere. */

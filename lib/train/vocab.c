@@ -11,11 +11,11 @@
 
 /* the special tokens each named template writes as literal text */
 static const struct {
-    const char *name;
+    zt_chat_template kind;
     const char *tokens[4];
 } template_tokens[] = {
-    {"chatml", {"<|im_start|>", "<|im_end|>"}},
-    {"llama3", {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
+    {ZT_TEMPLATE_CHATML, {"<|im_start|>", "<|im_end|>"}},
+    {ZT_TEMPLATE_LLAMA3, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
 };
 
 zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
@@ -26,7 +26,7 @@ zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
     zt_status st = zt_tokenizer_open(&d->tok, r->tokenizer.path);
     int needs = f == ZT_DATA_CHAT || f == ZT_DATA_INSTRUCT, may = f == ZT_DATA_PREFERENCE || f == ZT_DATA_PROMPT;
     if (!st && (needs || may)) {
-        st = zt_template_load(&d->tmpl, zt_recipe_chat_template(r), r->tokenizer.path);
+        st = zt_template_load(&d->tmpl, r->tokenizer.chat_template, r->tokenizer.chat_template_path, r->tokenizer.path);
         /* preference and prompt data need a template only for message lists: without one they stay text */
         if (st && may && r->tokenizer.chat_template == ZT_TEMPLATE_AUTO) st = ZT_OK, d->tmpl = NULL;
     }
@@ -45,14 +45,15 @@ zt_status zt_vocab_prepare_tokens(zt_data_tools *d)
 {
     zt_status st = ZT_OK;
     for (size_t i = 0; d->tok && d->tmpl && i < sizeof template_tokens / sizeof template_tokens[0]; i++) {
-        const char *named = zt_template_builtin(template_tokens[i].name);
+        const char *named = zt_template_builtin(template_tokens[i].kind);
         if (!named || strcmp(zt_template_source(d->tmpl), named)) continue;
         for (int k = 0; k < 4 && template_tokens[i].tokens[k] && !st; k++) {
             const char *piece = template_tokens[i].tokens[k];
             if (zt_tokenizer_piece_to_id(d->tok, piece) >= 0) continue;
             int32_t id;
             if ((st = zt_tokenizer_add_special(d->tok, piece, &id))) break;
-            zt_log_info("added the special token %s (id %d) that the %s template needs", piece, id, template_tokens[i].name);
+            zt_log_info("added the special token %s (id %d) that the %s template needs", piece, id,
+                        zt_chat_template_names[template_tokens[i].kind]);
             if (d->nadded < 8) d->added[d->nadded++] = id;
         }
     }

@@ -18,19 +18,28 @@ size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays)
     return chunk;
 }
 
+/* One moment's array in memory, with room for one more element. */
+static size_t moment_bytes(size_t n) { return (n + 1) * sizeof(float); }
+
+size_t zt_optstate_bytes(zt_offload_tier tier, const zt_offload_io *io, size_t n)
+{
+    if (tier != ZT_OFFLOAD_NVME) return 2 * moment_bytes(n);
+    return zt_swap_buffer_bytes(n, zt_optstate_chunk_bytes(io, n, 2), 2);
+}
+
 zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
                            const char *kind)
 {
     memset(o, 0, sizeof *o);
     o->z = z;
     size_t n = z->local_numel;
-    if (z->swap) { /* offload.param = "nvme": the partition's file has the moments too */
-        o->swap = z->swap, o->aio = z->aio;
+    if ((o->swap = zt_zero_swap(z))) { /* offload.param = "nvme": the partition's file has the moments too */
+        o->aio = o->swap->aio;
         return ZT_OK;
     }
     if (tier != ZT_OFFLOAD_NVME) {
-        o->m = z->be->alloc(z->be, (n + 1) * sizeof(float));
-        o->v = z->be->alloc(z->be, (n + 1) * sizeof(float));
+        o->m = z->be->alloc(z->be, moment_bytes(n));
+        o->v = z->be->alloc(z->be, moment_bytes(n));
         return o->m && o->v ? ZT_OK : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", z->be->name);
     }
     zt_status st = zt_aio_open(&o->aio, io->block_size, io->queue_depth);
@@ -58,6 +67,9 @@ void zt_optstate_close(zt_optstate *o)
     memset(o, 0, sizeof *o);
 }
 
+/* The weights and gradient are in the swap file too: it is the ZeRO partition's (zt_zero_swap). */
+static int weights_in_file(const zt_optstate *o) { return o->swap && o->swap != &o->own_swap; }
+
 typedef struct window {
     const zt_optstate *o;
     const zt_llama *m;
@@ -73,6 +85,7 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
     const window *w = ctx;
     const zt_zero *z = w->o->z;
     const zt_llama *m = w->m;
+    int in_file = weights_in_file(w->o);
     for (int k = 0; k < z->nseg; k++) {
         const zt_zero_segment *g = &z->seg[k];
         size_t l0 = g->local > w0 ? g->local : w0, l1 = g->local + (g->hi - g->lo);
@@ -85,8 +98,8 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
             a = a > lo ? a : lo, b = b < hi ? b : hi;
             if (a >= b) continue;
             size_t j = g->local + (a - g->lo);
-            float *wt = z->swap ? arrays[ZT_SWAP_MASTER] + (j - w0) : z->master + j;
-            float *gr = z->swap ? arrays[ZT_SWAP_GRAD] + (j - w0) : z->grad + j;
+            float *wt = in_file ? arrays[ZT_SWAP_MASTER] + (j - w0) : z->master + j;
+            float *gr = in_file ? arrays[ZT_SWAP_GRAD] + (j - w0) : z->grad + j;
             z->be->adamw(z->be, w->h, wt, gr, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
                          z->params16 ? z->params16 + a : NULL);
         }
@@ -113,7 +126,7 @@ static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float 
     source *s = ctx;
     size_t at = s->base + first;
     zt_backend *be = s->o->z->be;
-    if (array == 0 && s->o->z->swap) return zt_swap_get(s->o->swap, ZT_SWAP_MASTER, at, n, dst);
+    if (array == 0 && weights_in_file(s->o)) return zt_swap_get(s->o->swap, ZT_SWAP_MASTER, at, n, dst);
     if (array == 0) be->download(be, dst, s->o->z->master + at, n * sizeof *dst);
     else if (s->o->m) be->download(be, dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
     else return zt_swap_get(s->o->swap, array == 1 ? ZT_SWAP_M : ZT_SWAP_V, at, n, dst);
@@ -143,7 +156,7 @@ zt_status zt_optstate_save(zt_optstate *o, const char *dir)
 /* n restored elements of array a (ZT_SWAP_*) at local element `at` */
 static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *src)
 {
-    if (a == ZT_SWAP_MASTER ? o->z->swap != NULL : !o->m) return zt_swap_put(o->swap, a, at, n, src);
+    if (a == ZT_SWAP_MASTER ? weights_in_file(o) : !o->m) return zt_swap_put(o->swap, a, at, n, src);
     float *dst = a == ZT_SWAP_MASTER ? o->z->master : a == ZT_SWAP_M ? o->m : o->v;
     o->z->be->upload(o->z->be, dst + at, src, n * sizeof *src);
     return ZT_OK;
@@ -152,7 +165,7 @@ static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *sr
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    int sharded = z->stage == 3 && !z->swap; /* the weights are this rank's segments too (in host memory) */
+    int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too (in host memory) */
     int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */
     size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap->chunk;
     float *bounce[3] = {NULL, NULL, NULL};
@@ -172,7 +185,7 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
         }
         for (size_t j = 0; j < len && !st; j += piece) {
             size_t n = len - j < piece ? len - j : piece;
-            float *weights = z->swap ? bounce[2] : NULL; /* offload.param = "nvme": into the swap file too */
+            float *weights = weights_in_file(o) ? bounce[2] : NULL; /* offload.param = "nvme": into the swap file too */
             if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, weights, bounce[0], bounce[1])) &&
                 !(st = put(o, ZT_SWAP_M, g->local + j, n, bounce[0])) && !(st = put(o, ZT_SWAP_V, g->local + j, n, bounce[1])) &&
                 weights)

@@ -30,6 +30,9 @@ typedef struct zt_optstate {
  * 2, or also the weights and gradient, 4): three chunks of each are in memory, the buffers
  * io->max_pinned_bytes bounds. */
 size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays); /* n = 0: any size */
+/* The memory zt_optstate_open takes for n elements (offload.param not "nvme"): the moments at
+ * tiers none and cpu, the swap file's chunk buffers at nvme. */
+size_t zt_optstate_bytes(zt_offload_tier tier, const zt_offload_io *io, size_t n);
 /* tier (offload.optimizer): none or cpu keep the moments in memory (on the CPU backend host
  * memory is the compute memory), nvme in a swap file under io's directories. kind names the
  * NVMe swap file (two optimizers of one process need two names). */

@@ -21,6 +21,8 @@ struct zt_zero_stage_ops {
     /* n weights of this rank's local arrays from element `at` into host memory dst */
     zt_status (*read_local)(zt_zero *z, size_t at, size_t n, float *dst);
     zt_zero_memory (*memory_use)(const zt_zero *z);
+    zt_status (*read_params)(zt_zero *z, const char *ckpt_dir, size_t numel);
+    zt_swap *(*swap)(const zt_zero *z); /* zt_zero_swap */
 };
 
 extern const zt_zero_stage_ops zt_zero12_ops, zt_zero3_ops;

@@ -33,6 +33,16 @@ static zt_status stage_in(zt_zero *z)
     return ZT_OK;
 }
 
+int zt_zero_effective_stage(const zt_zero_options *o, int world)
+{
+    return world > 1 || o->params_at != ZT_PARAM_DEVICE ? o->stage : 0;
+}
+
+int zt_zero_staged(const zt_zero_options *o, int world, int host_memory)
+{
+    return !host_memory && (world > 1 || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
+}
+
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m)
 {
     memset(z, 0, sizeof *z);
@@ -41,15 +51,14 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->o = *o;
     z->world = comm ? zt_comm_size(comm) : 1;
     z->rank = comm ? zt_comm_rank(comm) : 0;
-    /* one rank: nothing to shard, unless the weights are to leave the device between uses */
-    z->stage = z->world > 1 || o->params_at != ZT_PARAM_DEVICE ? o->stage : 0;
+    z->stage = zt_zero_effective_stage(o, z->world);
     if (z->world == 1) { /* nothing to communicate: ZeRO++ is off */
         z->o.quantized_weights = z->o.quantized_gradients = z->o.error_feedback = z->o.measure_quant = 0;
         z->o.hpz = 1;
     }
     z->numel = m->numel;
     z->p = (z->numel + z->world - 1) / z->world;
-    z->staged = !m->be->host_memory && (z->world > 1 || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
+    z->staged = zt_zero_staged(o, z->world, m->be->host_memory);
     z->be = z->staged ? zt_backend_cpu() : m->be;
     z->model_be = m->be;
     z->params = m->params, z->grads = m->grads;
@@ -74,7 +83,7 @@ size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_ze
         size_t off = 0, n = m->numel, lo = 0, mine = n;
         if (stage == 3) zt_llama_unit_range(m, i, &off, &n);
         if (stage > 0) zt_state_slice(n, world, rank, &lo, &mine); /* ceil(n / world) a rank, the last ones less */
-        seg[i] = (zt_zero_segment){off + lo, off + lo + mine, local};
+        if (seg) seg[i] = (zt_zero_segment){off + lo, off + lo + mine, local};
         local += mine;
     }
     return local;
@@ -110,17 +119,9 @@ void zt_zero_release_all(zt_zero *z)
 
 zt_zero_memory zt_zero_memory_use(const zt_zero *z) { return z->ops->memory_use(z); }
 
-zt_status zt_zero_read_params(zt_zero *z, const char *dir, size_t numel)
-{
-    zt_backend *be = z->m->be;
-    float *host = be->host_memory || z->staged ? z->params : malloc(numel * sizeof(float));
-    if (!host) return zt_fail(ZT_ENOMEM, "out of memory reading the weights of '%s'", dir);
-    zt_status st = zt_state_read_range(dir, numel, 0, numel, host, NULL, NULL);
-    if (!st && !be->host_memory) be->upload(be, z->m->params, host, numel * sizeof(float));
-    if (host != z->params) free(host);
-    if (!st) zt_llama_sync_params16(z->m);
-    return st;
-}
+zt_status zt_zero_read_params(zt_zero *z, const char *dir, size_t numel) { return z->ops->read_params(z, dir, numel); }
+
+zt_swap *zt_zero_swap(const zt_zero *z) { return z->ops->swap(z); }
 
 zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n)
 {

@@ -131,9 +131,15 @@ typedef struct zt_zero {
 /* The segments of the flat array that rank of world updates at stage (0-3), stored back to back
  * from local 0: the whole array at stage 0, the slice [r·p, (r+1)·p) at stages 1-2, one such
  * slice of each of the model's units (zt_llama_unit_range) at stage 3. seg has room for
- * zt_zero_nsegments of them; returns the segments' elements together. */
+ * zt_zero_nsegments of them (NULL: only count); returns the segments' elements together. */
 size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_zero_segment *seg, int *nseg);
 int zt_zero_nsegments(const zt_llama *m, int stage);
+/* The stage that runs with options o over world ranks: o's, or 0 in one process whose weights
+ * stay where it computes (nothing to shard). */
+int zt_zero_effective_stage(const zt_zero_options *o, int world);
+/* Whether collectives and the optimizer run on host copies of the flat arrays (staged, above):
+ * for a model that computes outside host memory, with several ranks or anything offloaded. */
+int zt_zero_staged(const zt_zero_options *o, int world, int host_memory);
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m);
@@ -150,9 +156,12 @@ zt_status zt_zero_grad_sumsq(zt_zero *z, double *out);
 /* After the optimizer updated z.master: the model computes with the new weights (stages
  * 1-2 all-gather them; stage 3 gathers at the next use) and its bf16 copy follows. */
 zt_status zt_zero_params_updated(zt_zero *z);
-/* The weights of a checkpoint (stages 0-2; stage 3 reads its segments with the optimizer
- * state) into the model. */
+/* The weights of a checkpoint into the model (stages 0-2; nothing at stage 3, which reads its
+ * segments with the optimizer state: zt_optstate_restore). */
 zt_status zt_zero_read_params(zt_zero *z, const char *ckpt_dir, size_t numel);
+/* The swap file that holds this rank's weights and summed gradient and has room for AdamW's
+ * moments (offload.param = "nvme"), or NULL: the weights are in memory, at z.master. */
+zt_swap *zt_zero_swap(const zt_zero *z);
 /* The whole model in m->params on every rank (to save it or generate), a
  * collective; zt_zero_release_all frees it again (also after a failed zt_zero_init, or none).
  * No-ops at the other stages. */
@@ -166,6 +175,16 @@ zt_status zt_zero_read_weights(zt_zero *z, float *dst, size_t first, size_t n);
  * with a tiled MLP and checkpointing (a layer's last units, prefetched by the layer above,
  * wait through its recompute while the backward pass prefetches inside the layer). */
 int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing);
+/* Sizes for the memory estimate (lib/plan/memory.c), from the functions that size what stage 3
+ * allocates and gathers, for rank 0 of world on model m (shaped and tiled) with options o:
+ * the most bytes of weights gathered at once (*grad_bytes: of gradients); hpZ's secondary
+ * slices at group size hpz; qgZ's error-feedback residuals; with offload.param = "nvme" the
+ * host buffers the swap file stages through (the slices' staging, one more to accumulate
+ * into when micro_batches > 1, and the file's chunks). */
+size_t zt_zero3_gathered_bytes(const zt_llama *m, const zt_zero_options *o, size_t *grad_bytes);
+size_t zt_zero_hpz_bytes(const zt_llama *m, int hpz);
+size_t zt_zero_qgz_residual_bytes(const zt_llama *m);
+size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches);
 /* Seconds spent waiting for gathers (exposed communication) since the last call. */
 double zt_zero_take_wait_s(zt_zero *z);
 /* With measure_quant, since the last call: the relative error ‖quantized − exact‖ / ‖exact‖ over

@@ -2,6 +2,10 @@
  * of the flat arrays. */
 #include "stage.h"
 
+#include <stdlib.h>
+
+#include "lib/ckpt/state.h"
+
 static zt_status init(zt_zero *z)
 {
     if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
@@ -68,8 +72,28 @@ static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
 
 static zt_zero_memory memory_use(const zt_zero *z)
 {
-    size_t n = z->numel, copy16 = z->m->params16 ? 2 : 0;
-    return (zt_zero_memory){.params = n * (4 + copy16), .grads = n * 4, .optimizer = z->local_numel * 8};
+    size_t n = z->numel;
+    return (zt_zero_memory){.params = zt_llama_weight_bytes(z->m, n), .grads = n * 4, .optimizer = z->local_numel * 8};
+}
+
+/* Every rank reads the whole flat array, through its host copy when there is one. */
+static zt_status read_params(zt_zero *z, const char *dir, size_t numel)
+{
+    zt_backend *be = z->m->be;
+    float *host = be->host_memory || z->staged ? z->params : malloc(numel * sizeof(float));
+    if (!host) return zt_fail(ZT_ENOMEM, "out of memory reading the weights of '%s'", dir);
+    zt_status st = zt_state_read_range(dir, numel, 0, numel, host, NULL, NULL);
+    if (!st && !be->host_memory) be->upload(be, z->m->params, host, numel * sizeof(float));
+    if (host != z->params) free(host);
+    if (!st) zt_llama_sync_params16(z->m);
+    return st;
+}
+
+/* The weights stay in memory. */
+static zt_swap *no_swap(const zt_zero *z)
+{
+    (void)z;
+    return NULL;
 }
 
 const zt_zero_stage_ops zt_zero12_ops = {
@@ -84,4 +108,6 @@ const zt_zero_stage_ops zt_zero12_ops = {
     .release_all = release_all,
     .read_local = read_local,
     .memory_use = memory_use,
+    .read_params = read_params,
+    .swap = no_swap,
 };

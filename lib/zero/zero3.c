@@ -15,7 +15,7 @@ static void hold(zt_zero3 *s, long long bytes)
     if (s->held > s->held_peak) s->held_peak = s->held;
 }
 
-static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return u->n * (sizeof(float) + (z->m->params16 ? 2 : 0)); }
+static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return zt_llama_weight_bytes(z->m, u->n); }
 
 static void keep_error(zt_zero3 *s, zt_status st)
 {
@@ -236,9 +236,7 @@ static zt_status init(zt_zero *z)
     zt_status st = cut_units(z);
     if (st) return st;
     s->store.ops = z->o.params_at == ZT_PARAM_NVME ? &zt_store_nvme : &zt_store_memory;
-    /* the most slices read at once: the units gathered ahead (zt_zero3_ahead) and two more */
-    int reads = zt_zero3_ahead(s->o.prefetch_layers, zt_llama_mlp_tiles(m), s->o.checkpointing) + 2;
-    st = s->store.ops->open(z, reads);
+    st = s->store.ops->open(z, zt_zero3_reads(m, &s->o));
     if (st) return st;
     /* the rest of the model is gathered when used */
     st = zt_zeropp_init(z);
@@ -330,7 +328,7 @@ static zt_zero_memory memory_use(const zt_zero *z)
     size_t local = z->local_numel;
     zt_zero_memory u = {
         .params = (local + s->hpz.numel) * 4, /* the bf16 copy exists only for gathered units */
-        .grads = (local + (s->qgz.residual ? 2 * z->numel : 0)) * 4,
+        .grads = local * 4 + (s->qgz.residual ? zt_zero_qgz_residual_bytes(z->m) : 0),
         .optimizer = local * 8,
         .gathered_peak = s->held_peak,
     };
@@ -342,6 +340,40 @@ int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing)
 {
     return mlp_tiles > 1 && checkpointing ? 2 * prefetch_layers : prefetch_layers;
 }
+
+/* the units gathered ahead (zt_zero3_ahead) and two more */
+int zt_zero3_reads(const zt_llama *m, const zt_zero_options *o)
+{
+    return zt_zero3_ahead(o->prefetch_layers, zt_llama_mlp_tiles(m), o->checkpointing) + 2;
+}
+
+/* The units held at once: the one computing and those gathered ahead, each at most the largest;
+ * besides, a tied embedding (the pinned unit: from the forward pass's start to the backward
+ * pass's end) and, with a tiled MLP and checkpointing, each layer's first unit while its tiles
+ * are recomputed and go back. Gradients: the unit in backward and those that stay. */
+size_t zt_zero3_gathered_bytes(const zt_llama *m, const zt_zero_options *o, size_t *grad_bytes)
+{
+    size_t largest = 0, off, count;
+    for (int u = 0; u < zt_llama_units(m); u++) {
+        zt_llama_unit_range(m, u, &off, &count);
+        if (count > largest) largest = count;
+    }
+    int ahead = zt_zero3_ahead(o->prefetch_layers, zt_llama_mlp_tiles(m), o->checkpointing);
+    size_t stay = m->cfg.tie_word_embeddings ? (size_t)m->V * m->C : 0;
+    if (zt_llama_mlp_tiles(m) > 1 && o->checkpointing) stay += m->lay.wgu;
+    *grad_bytes = (largest + stay) * sizeof(float);
+    return zt_llama_weight_bytes(m, (size_t)(ahead + 1) * largest + stay);
+}
+
+/* This rank's segments of the weights come back with the optimizer state (zt_optstate_restore). */
+static zt_status read_params(zt_zero *z, const char *dir, size_t numel)
+{
+    (void)z, (void)dir, (void)numel;
+    return ZT_OK;
+}
+
+/* The nvme slice store's file (zero3_nvme.c sets z.swap), or NULL. */
+static zt_swap *swap_file(const zt_zero *z) { return z->swap; }
 
 const zt_zero_stage_ops zt_zero3_ops = {
     .pageable_copies = 1,
@@ -355,4 +387,6 @@ const zt_zero_stage_ops zt_zero3_ops = {
     .release_all = release_all,
     .read_local = read_local,
     .memory_use = memory_use,
+    .read_params = read_params,
+    .swap = swap_file,
 };

@@ -96,6 +96,9 @@ struct zt_zero3 {
     } qgz;
 };
 
+/* The most slices a slice store reads at once (its open's reads). */
+int zt_zero3_reads(const zt_llama *m, const zt_zero_options *o);
+
 /* zeropp.c */
 zt_status zt_zeropp_init(zt_zero *z);
 void zt_zeropp_free(zt_zero *z);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/ckpt/state.h"
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
 #include "lib/optim/clip.h"
@@ -33,6 +34,28 @@ typedef struct nvme_store {
 } nvme_store;
 
 static nvme_store *state(const zt_zero *z) { return z->z3->store.state; }
+
+/* Each staging buffer: the widest slice of this rank, in whole blocks. */
+static size_t slice_bytes(size_t widest) { return zt_aio_round(widest * sizeof(float) + 1); }
+
+/* The staging buffers open_nvme allocates (reads of slices, the two for gradients), and the one
+ * the first accumulation allocates (old_buffer). */
+static int staging_buffers(int reads, int accumulates) { return reads + 2 + (accumulates != 0); }
+
+size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches)
+{
+    if (o->params_at != ZT_PARAM_NVME) return 0;
+    size_t widest = 0, off, count, lo, mine;
+    for (int u = 0; u < zt_llama_units(m); u++) { /* rank 0's slices, as zt_zero_segments cuts them */
+        zt_llama_unit_range(m, u, &off, &count);
+        zt_state_slice(count, world, 0, &lo, &mine);
+        if (mine > widest) widest = mine;
+    }
+    int nseg;
+    size_t local = zt_zero_segments(m, 3, world, 0, NULL, &nseg);
+    return (size_t)staging_buffers(zt_zero3_reads(m, o), micro_batches > 1) * slice_bytes(widest) +
+           zt_swap_buffer_bytes(local, o->swap_chunk, 4);
+}
 
 static zt_status wait_write(zt_zero *z, int b)
 {
@@ -128,7 +151,7 @@ static zt_status open_nvme(zt_zero *z, int reads)
     }
     zt_status st = open_file(z);
     if (st) return st;
-    ns->slice_bytes = zt_aio_round(widest * sizeof(float) + 1);
+    ns->slice_bytes = slice_bytes(widest);
     ns->nstage = reads;
     ns->stage = calloc((size_t)ns->nstage, sizeof *ns->stage);
     ns->stage_busy = calloc((size_t)ns->nstage, sizeof *ns->stage_busy);
@@ -309,7 +332,7 @@ static void memory_use(const zt_zero *z, zt_zero_memory *u)
 {
     const nvme_store *ns = state(z);
     u->params -= z->local_numel * 4, u->grads -= z->local_numel * 4, u->optimizer = 0;
-    u->gathered_peak += (size_t)(ns->nstage + 2) * ns->slice_bytes;
+    u->gathered_peak += (size_t)staging_buffers(ns->nstage, 0) * ns->slice_bytes; /* the accumulation's aside */
 }
 
 const zt_slice_store_ops zt_store_nvme = {

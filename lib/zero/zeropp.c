@@ -43,6 +43,22 @@ static zt_status find_cuts(zt_zero *z)
     return ZT_OK;
 }
 
+/* Group rank me's secondary slice of a unit of n elements: ceil(n / K) each, the last ones less. */
+static size_t hpz_slice(size_t n, int hpz, size_t me) { return zt_comm_cut(n, (n + hpz - 1) / hpz, me); }
+
+size_t zt_zero_hpz_bytes(const zt_llama *m, int hpz)
+{
+    size_t n = 0, off, count;
+    for (int u = 0; u < zt_llama_units(m); u++) {
+        zt_llama_unit_range(m, u, &off, &count);
+        n += hpz_slice(count, hpz, 0);
+    }
+    return n * sizeof(float);
+}
+
+/* two hops' residuals of every element */
+size_t zt_zero_qgz_residual_bytes(const zt_llama *m) { return 2 * m->numel * sizeof(float); }
+
 zt_status zt_zeropp_init(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
@@ -58,7 +74,7 @@ zt_status zt_zeropp_init(zt_zero *z)
             zt_unit3 *u = &s->u[i];
             u->hpz.p = (u->n + o->hpz - 1) / o->hpz;
             u->hpz.local = local;
-            local += zt_comm_cut(u->n, u->hpz.p, me);
+            local += hpz_slice(u->n, o->hpz, me);
         }
         s->hpz.numel = local;
         s->hpz.secondary = zt_calloc_aligned((local + 1) * sizeof(float));
@@ -76,7 +92,7 @@ zt_status zt_zeropp_init(zt_zero *z)
         }
         st = zt_qgz_init(&s->qgz.q, z->comm, (size_t)o->quant_block, widest, most);
         if (st) return st;
-        if (o->error_feedback) s->qgz.residual = zt_calloc_aligned((2 * z->numel + 1) * sizeof(float));
+        if (o->error_feedback) s->qgz.residual = zt_calloc_aligned(zt_zero_qgz_residual_bytes(z->m) + sizeof(float));
         if (o->error_feedback && !s->qgz.residual)
             return zt_fail(ZT_ENOMEM, "out of memory for qgZ's residuals (%zu parameters)", z->numel);
     }

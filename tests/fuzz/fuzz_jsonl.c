@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     static zt_tokenizer *tok;
     static zt_template *tmpl;
     if (!tok && (zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") ||
-                 zt_template_load(&tmpl, "chatml", NULL))) {
+                 zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL))) {
         fprintf(stderr, "%s\n", zt_errmsg());
         abort();
     }

@@ -706,7 +706,7 @@ static void test_chat_truncation_is_a_prefix(void)
     zt_tokenizer *tok;
     zt_template *tmpl;
     CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
-    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
     size_t line;
     char *path = write_chat("chat40.jsonl", 40, &line);
     zt_dataset whole, cut;
@@ -736,7 +736,7 @@ static void test_chat_long_conversation_renders_once(void)
     zt_tokenizer *tok;
     zt_template *tmpl;
     CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
-    CHECK(zt_template_load(&tmpl, "chatml", NULL) == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
     size_t line;
     char *path = write_chat("chat20000.jsonl", 20000, &line);
     uint64_t before = zt_template_rendered(tmpl);

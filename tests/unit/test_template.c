@@ -27,6 +27,14 @@ static const char *fixture(const char *name)
     return path;
 }
 
+/* A template by name ("chatml", ...), as zt generate --chat-template names it. */
+static zt_status load_named(zt_template **t, const char *name)
+{
+    zt_chat_template kind;
+    zt_status st = zt_template_kind(name, &kind);
+    return st ? st : zt_template_load(t, kind, name, NULL);
+}
+
 static const char *tmp_path(const char *name)
 {
     static char path[8192];
@@ -140,8 +148,8 @@ static void test_fixture_renders(void)
             char n[256];
             snprintf(n, sizeof n, "%s", name);
             if (!strncmp(n, "named/", 6)) *strstr(n, ".jinja") = 0;
-            zt_status st = !strncmp(n, "named/", 6) ? zt_template_load(&t, n + 6, NULL)
-                                                    : zt_template_load(&t, fixture(name), NULL);
+            zt_status st = !strncmp(n, "named/", 6) ? load_named(&t, n + 6)
+                                                    : zt_template_load(&t, ZT_TEMPLATE_FILE, fixture(name), NULL);
             CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
             snprintf(loaded_name, sizeof loaded_name, "%s", name);
         }
@@ -205,20 +213,21 @@ static void test_fixture_renders(void)
 /* The named sources in named/ (read by make_renders.py) are the ones compiled in. */
 static void test_named_sources_match(void)
 {
-    for (int k = 0; zt_template_names[k]; k++) {
+    for (int k = ZT_TEMPLATE_CHATML; k < ZT_TEMPLATE_FILE; k++) {
         char rel[64], *text;
         size_t len;
-        snprintf(rel, sizeof rel, "named/%s.jinja", zt_template_names[k]);
+        snprintf(rel, sizeof rel, "named/%s.jinja", zt_chat_template_names[k]);
         if (zt_read_file(fixture(rel), &text, &len)) {
             CHECK_MSG(0, "%s", zt_errmsg());
             continue;
         }
-        CHECK_MSG(!strcmp(text, zt_template_builtin(zt_template_names[k])),
+        CHECK_MSG(!strcmp(text, zt_template_builtin((zt_chat_template)k)),
                   "%s differs from template.c: run build/tests/test_template --dump-named %s/named and make_renders.py",
                   rel, fixtures);
         free(text);
     }
-    CHECK(zt_template_builtin("auto") == NULL && zt_template_builtin("chatml") != NULL);
+    CHECK(zt_template_builtin(ZT_TEMPLATE_AUTO) == NULL && zt_template_builtin(ZT_TEMPLATE_FILE) == NULL &&
+          zt_template_builtin(ZT_TEMPLATE_CHATML) != NULL);
 }
 
 /* --- loss spans --------------------------------------------------------------------------------- */
@@ -238,7 +247,7 @@ static void test_spans(void)
     zt_message msgs[] = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}, {"assistant", "A2 "}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         zt_template *t;
-        if (zt_template_load(&t, cases[k].name, NULL)) {
+        if (load_named(&t, cases[k].name)) {
             CHECK_MSG(0, "%s", zt_errmsg());
             continue;
         }
@@ -281,7 +290,7 @@ static void test_spans(void)
                     "{% for m in messages %}{{ m.content if loop.last else m.content | lower }}{% if loop.last %}<last>"
                     "{% endif %}{% endfor %}{% if add_generation_prompt %}>{% endif %}");
     zt_template *t;
-    CHECK(!zt_template_load(&t, tmp_path("peek.jinja"), NULL));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path("peek.jinja"), NULL));
     zt_span *sp;
     int n;
     char *text;
@@ -442,7 +451,10 @@ static const struct {
 static zt_template *load_span_template(const char *name)
 {
     zt_template *t = NULL;
-    zt_status st = zt_template_load(&t, zt_template_builtin(name) ? name : fixture(name), NULL);
+    zt_chat_template kind = ZT_TEMPLATE_FILE;
+    for (int k = ZT_TEMPLATE_CHATML; k < ZT_TEMPLATE_FILE; k++)
+        if (!strcmp(name, zt_chat_template_names[k])) kind = (zt_chat_template)k;
+    zt_status st = zt_template_load(&t, kind, fixture(name), NULL);
     CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
     return t;
 }
@@ -563,7 +575,7 @@ static void test_spans_not_incremental(void)
     const char *names[] = {"last.jinja", "late.jinja"};
     for (int k = 0; k < 2; k++) {
         zt_template *t;
-        CHECK(!zt_template_load(&t, tmp_path(names[k]), NULL));
+        CHECK(!zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path(names[k]), NULL));
         uint64_t cost, prefix_cost;
         for (int n = 2; n <= N; n += 29) expect_prefix_spans(t, msgs, n, NULL, NULL, ZT_TRAIN_ASSISTANT, &cost, &prefix_cost);
         zt_template_free(t);
@@ -575,28 +587,34 @@ static void test_spans_not_incremental(void)
 static void test_load_errors(void)
 {
     zt_template *t;
-    zt_status st = zt_template_load(&t, "chatlm", NULL);
+    zt_chat_template kind;
+    zt_status st = zt_template_kind("chatlm", &kind);
     CHECK(st == ZT_EUSER && strstr(zt_errmsg(), "unknown chat template 'chatlm'") && strstr(zt_errmsg(), "llama3"));
-    CHECK(zt_template_load(&t, "auto", NULL) == ZT_EUSER && strstr(zt_errmsg(), "model's directory"));
+    CHECK(!zt_template_kind("auto", &kind) && kind == ZT_TEMPLATE_AUTO);
+    CHECK(!zt_template_kind("zephyr", &kind) && kind == ZT_TEMPLATE_ZEPHYR);
+    CHECK(!zt_template_kind("my.jinja", &kind) && kind == ZT_TEMPLATE_FILE);
+    CHECK(zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, NULL) == ZT_EUSER && strstr(zt_errmsg(), "model's directory"));
 
     /* auto: tokenizer_config.json without a chat_template */
     CHECK(!zt_mkdir_p(tmp_path("m1")));
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"bos_token\": \"<s>\"}");
-    st = zt_template_load(&t, "auto", tmp_path("m1"));
+    st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1"));
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "m1/tokenizer_config.json' has no chat_template; set tokenizer.chat_template"),
               "%s", zt_errmsg());
     /* no tokenizer_config.json at all */
     CHECK(!zt_mkdir_p(tmp_path("m0")));
-    CHECK(zt_template_load(&t, "auto", tmp_path("m0")) == ZT_EUSER && strstr(zt_errmsg(), "tokenizer_config.json"));
+    CHECK(zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m0")) == ZT_EUSER &&
+          strstr(zt_errmsg(), "tokenizer_config.json"));
     /* not JSON */
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": ");
-    CHECK(zt_template_load(&t, "auto", tmp_path("m1")) == ZT_EUSER && strstr(zt_errmsg(), "not valid JSON"));
+    CHECK(zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")) == ZT_EUSER &&
+          strstr(zt_errmsg(), "not valid JSON"));
 
     /* a string */
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": \"{{ messages[0].content }}!\"}");
     zt_message hi = {"user", "hi"};
     char *out;
-    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
     CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "hi!"));
     free(out);
     CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") && strstr(zt_template_name(t), "tokenizer_config.json"));
@@ -605,40 +623,41 @@ static void test_load_errors(void)
     /* a list of named templates: "default" is taken */
     test_write_text(tmp_path("m1/tokenizer_config.json"),
                "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
-    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
     CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "D"));
     free(out);
     zt_template_free(t);
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"rag\", \"template\": \"R\"}]}");
-    st = zt_template_load(&t, "auto", tmp_path("m1"));
+    st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1"));
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "no 'default'") && strstr(zt_errmsg(), "'rag'"), "%s", zt_errmsg());
 
     /* chat_template.jinja wins over tokenizer_config.json */
     test_write_text(tmp_path("m1/chat_template.jinja"), "J{{ messages | length }}\n");
-    CHECK(!zt_template_load(&t, "auto", tmp_path("m1")));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
     CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "J1"));
     free(out);
     zt_template_free(t);
 
     /* a .jinja path: missing, and a syntax error with line:col */
-    CHECK(zt_template_load(&t, tmp_path("nope.jinja"), NULL) == ZT_EUSER && strstr(zt_errmsg(), "nope.jinja"));
+    CHECK(zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path("nope.jinja"), NULL) == ZT_EUSER &&
+          strstr(zt_errmsg(), "nope.jinja"));
     test_write_text(tmp_path("bad.jinja"), "{% for m in messages %}\n  {{ m.content + }}\n{% endfor %}");
-    st = zt_template_load(&t, tmp_path("bad.jinja"), NULL);
+    st = zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path("bad.jinja"), NULL);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "bad.jinja:2:18: unexpected '}}'"), "%s", zt_errmsg());
     test_write_text(tmp_path("open.jinja"), "a\n  {% if x %}b");
-    st = zt_template_load(&t, tmp_path("open.jinja"), NULL);
+    st = zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path("open.jinja"), NULL);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "open.jinja:2:3: 'if' is never closed (expected 'endif')"), "%s",
               zt_errmsg());
 
     /* raise_exception's message, with the place */
-    CHECK(!zt_template_load(&t, "mistral", NULL));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_MISTRAL, NULL, NULL));
     zt_message two[] = {{"user", "a"}, {"user", "b"}};
     st = zt_template_render(t, two, 2, 0, "<s>", "</s>", &out);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "chat template 'mistral':10:") &&
                   strstr(zt_errmsg(), "conversation roles must alternate user/assistant/user/assistant/..."),
               "%s", zt_errmsg());
     zt_template_free(t);
-    CHECK(!zt_template_load(&t, "llama3", NULL));
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_LLAMA3, NULL, NULL));
     zt_message norole = {NULL, "x"};
     CHECK(zt_template_render(t, &norole, 1, 0, NULL, NULL, &out) == ZT_EUSER && strstr(zt_errmsg(), "no role"));
     zt_template_free(t);
@@ -860,10 +879,10 @@ static void test_bounds(void)
 static int dump_named(const char *dir)
 {
     if (zt_mkdir_p(dir)) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
-    for (int k = 0; zt_template_names[k]; k++) {
+    for (int k = ZT_TEMPLATE_CHATML; k < ZT_TEMPLATE_FILE; k++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s.jinja", dir, zt_template_names[k]);
-        const char *src = zt_template_builtin(zt_template_names[k]);
+        snprintf(path, sizeof path, "%s/%s.jinja", dir, zt_chat_template_names[k]);
+        const char *src = zt_template_builtin((zt_chat_template)k);
         if (zt_write_file_atomic(path, src, strlen(src))) return fprintf(stderr, "%s\n", zt_errmsg()), 1;
         printf("wrote %s\n", path);
     }

@@ -6,7 +6,7 @@
  * step so far goes back into the model's array before its backward pass, so the kernels
  * accumulate the micro-batches as without ZeRO, and AdamW sees the same numbers.
  *
- * The steps are the trainer's: its ZeRO options from a recipe (zt_trainer_zero_options), then
+ * The steps are the trainer's: its ZeRO options from a recipe (zt_plan_zero_options), then
  * per step zero grads, the micro-batches' forward and backward, and zt_optimizer_step (reduce,
  * clip, AdamW, the weights back to the model), on recipes made from the defaults and overrides. */
 #include <dirent.h>
@@ -16,6 +16,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/rng.h"
+#include "lib/plan/options.h"
 #include "lib/train/trainer.h"
 #include "tests/unit/test.h"
 
@@ -115,7 +116,7 @@ static result train(const run *c)
     zt_llama m;
     zt_zero z = {0};
     zt_optstate opt = {0};
-    zt_zero_options o = zt_trainer_zero_options(&r);
+    zt_zero_options o = zt_plan_zero_options(&r);
     zt_offload_io io = zt_recipe_offload_io(&r);
     if (!(st = zt_llama_init(&m, &cfg, be, ZT_F32)) && !(st = zt_llama_init_weights(&m, 3, 0.02)) &&
         !(st = zt_zero_init(&z, NULL, &o, &m)) &&

@@ -15,6 +15,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "lib/plan/options.h"
 #include "rl_loss.h"
 #include "rlhf.h"
 #include "rollout.h"
@@ -198,7 +199,7 @@ static zt_status ppo_restore(zt_trainer *t, const char *dir)
     ppo *s = t->ctx;
     char path[4200];
     zt_status st = zt_path_join(path, sizeof path, dir, "critic");
-    if (!st && s->czero.stage < 3) st = zt_zero_read_params(&s->czero, path, s->critic.numel);
+    if (!st) st = zt_zero_read_params(&s->czero, path, s->critic.numel);
     return st ? st : zt_optstate_restore(&s->copt, path, s->critic.numel);
 }
 
@@ -230,12 +231,11 @@ static zt_status ppo_open(zt_trainer *t)
     if (!s->old) return zt_fail(ZT_ENOMEM, "out of memory");
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
     const char *from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
-    zt_zero_options opts = zt_trainer_zero_options(r);
+    zt_zero_options opts = zt_plan_zero_options(r);
     zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";
     if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1))) return st;
-    /* tiled like the policy (a score head is never tiled, nor an embedding tied to a head) */
-    s->critic.embed_tiles = r->zero.embedding_tiles, s->critic.mlp_tiles = r->zero.mlp_tiles;
+    zt_plan_tile_model(r, &s->critic); /* tiled like the policy */
     if ((st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
         (st = zt_zero_init(&s->czero, t->comm, &opts, &s->critic)) ||
         (st = zt_optstate_open(&s->copt, r->offload.optimizer, &io, &s->czero, "critic-optim")))

@@ -1,0 +1,44 @@
+/* The recipe's settings on ZeRO and the model (options.h). */
+#include "options.h"
+
+#include "lib/zero/optstate.h"
+
+zt_zero_options zt_plan_zero_options(const zt_recipe *r)
+{
+    zt_param_place param = r->offload.param == ZT_OFFLOAD_NVME   ? ZT_PARAM_NVME
+                           : r->offload.param == ZT_OFFLOAD_NONE ? ZT_PARAM_DEVICE
+                                                                 : ZT_PARAM_HOST;
+    zt_offload_io io = zt_recipe_offload_io(r);
+    return (zt_zero_options){
+        .stage = r->zero.stage,
+        .prefetch_layers = r->zero.prefetch_layers,
+        .checkpointing = r->model.activation_checkpointing,
+        .quantized_weights = r->zero.quantized_weights,
+        .quant_block = r->zero.quant_block_size,
+        .hpz = r->zero.hpz_partition_size,
+        .quantized_gradients = r->zero.quantized_gradients,
+        .error_feedback = r->zero.quantized_gradients_error_feedback,
+        .measure_quant = r->zero.measure_quantization,
+        .host_optimizer = r->offload.optimizer != ZT_OFFLOAD_NONE,
+        .params_at = param,
+        .nvme_paths = io.nvme_paths,
+        .nvme_npaths = io.npaths,
+        .swap_kind = "params",
+        .aio_block = io.block_size,
+        .aio_depth = io.queue_depth,
+        .swap_chunk = zt_optstate_chunk_bytes(&io, 0, 4),
+    };
+}
+
+zt_actstore_options zt_plan_actstore_options(const zt_recipe *r)
+{
+    return (zt_actstore_options){.tier = r->offload.activations,
+                                 .checkpointing = r->model.activation_checkpointing,
+                                 .tokens = (size_t)r->train.micro_batch_size * r->data.max_length,
+                                 .io = zt_recipe_offload_io(r)};
+}
+
+void zt_plan_tile_model(const zt_recipe *r, zt_llama *m)
+{
+    m->embed_tiles = r->zero.embedding_tiles, m->mlp_tiles = r->zero.mlp_tiles, m->head_tiles = r->zero.head_tiles;
+}

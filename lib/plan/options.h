@@ -1,0 +1,25 @@
+/* plan/options: what the recipe sets on the parts a run builds, in one place for the trainer,
+ * the PPO critic and the memory estimate (memory.h), so that the estimate counts what runs.
+ *
+ *     zt_zero_options o = zt_plan_zero_options(&r);
+ *     zt_plan_tile_model(&r, &model);              // before the activations are allocated
+ *     zt_zero_init(&z, comm, &o, &model);
+ */
+#ifndef ZT_PLAN_OPTIONS_H
+#define ZT_PLAN_OPTIONS_H
+
+#include "lib/model/llama.h"
+#include "lib/offload/actstore.h"
+#include "lib/recipe/recipe.h"
+#include "lib/zero/zero.h"
+
+/* ZeRO's options: [zero], offload.param and offload.optimizer, the checkpointing that stage 3's
+ * prefetch depends on, and the swap file's I/O settings. */
+zt_zero_options zt_plan_zero_options(const zt_recipe *r);
+/* The activation store's options: offload.activations, a micro-batch's tokens, the I/O settings. */
+zt_actstore_options zt_plan_actstore_options(const zt_recipe *r);
+/* The memory-centric tiling (zero.embedding_tiles, zero.mlp_tiles, zero.head_tiles) on model m;
+ * the model leaves untiled what cannot be (a tied embedding or head, a score head). */
+void zt_plan_tile_model(const zt_recipe *r, zt_llama *m);
+
+#endif
