@@ -9,6 +9,7 @@ packages=(
   build-essential pkg-config
   libopenblas-openmp-dev   # CPU GEMM (OpenMP flavour: shares zt's thread pool)
   libcjson-dev             # JSON: config.json, safetensors headers, metrics
+  libdnnl-dev              # oneDNN: bf16 GEMMs on AMX / AVX-512 BF16 (optional: NO_DNNL=1)
   libopenmpi-dev openmpi-bin
   liburing-dev
   libcurl4-openssl-dev libssl-dev   # zt download (libcurl, sha256 from libcrypto)
