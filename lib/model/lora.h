@@ -53,6 +53,10 @@ typedef struct zt_lora_config {
     zt_lora_init init;
 } zt_lora_config;
 
+/* What the adapter is (DoRA is to come). */
+typedef enum zt_lora_method { ZT_LORA_METHOD_LORA } zt_lora_method;
+extern const char *const zt_lora_method_names[1]; /* "lora" */
+
 /* The module named name (q_proj, ...), or -1. */
 int zt_lora_module_of(const char *name);
 
