@@ -100,6 +100,18 @@ $PY -c "
 import json; c = json.load(open('again/final/adapter_config.json')); assert c['r'] == 4 and c['lora_alpha'] == 16, c" \
   && say "ok - r and alpha from adapter_config.json" || fail "adapter_config.json not taken"
 
+# zt export --merge: the base with W + s·B·A, whose loss is the adapters' (the tolerance of the
+# parity checks above: the same products, the adapter's rounded apart from W's or into it)
+expect_exit 2 "export of a LoRA run without --merge" "holds LoRA adapters: export the run's final/ with --merge" \
+  "$ZT" export full --out plain
+expect_ok "export --merge" "$ZT" export full --merge --out merged
+printf '[model]\npath = "m"\ndtype = "fp32"\n[data]\ntrain = "train.jsonl"\nformat = "tokens"\nmax_length = 32\n' > e.toml
+adapted=$("$ZT" eval e.toml --checkpoint full/final) && merged=$("$ZT" eval e.toml --checkpoint merged) \
+  && $PY -c "
+import json, sys; a, m = json.loads('$adapted'), json.loads('$merged')
+assert abs(a['loss'] - m['loss']) < 1e-5 * a['loss'], (a, m)" && say "ok - the merged model's loss is the adapters'" \
+  || fail "merged: $merged, with adapters: $adapted"
+
 # bad adapters and combinations not supported yet
 cp -r full/final dora && $PY -c "
 import json; p = 'dora/adapter_config.json'; c = json.load(open(p)); c['use_dora'] = True; json.dump(c, open(p, 'w'))"
