@@ -273,8 +273,8 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     memset(c, 0, sizeof *c);
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
         return bad_config(path, "peft_type", "must be \"LORA\"");
-    if (!cJSON_IsNumber(r) || r->valuedouble != (int)r->valuedouble || r->valueint < 1)
-        return bad_config(path, "r", "must be an integer of at least 1");
+    if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 65536) || r->valuedouble != floor(r->valuedouble))
+        return bad_config(path, "r", "must be an integer in [1, 65536]");
     if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0))
         return bad_config(path, "lora_alpha", "must be a number above 0");
     if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble >= 0 && drop->valuedouble < 1))

@@ -596,7 +596,8 @@ unsigned zt_recipe_lora_targets(const zt_recipe *r)
     unsigned bits = 0;
     for (int i = 0; i < r->lora.target_modules.n; i++) {
         const char *name = r->lora.target_modules.items[i];
-        bits |= !strcmp(name, "all-linear") ? ZT_LORA_ALL : 1u << zt_lora_module_of(name);
+        int mod = zt_lora_module_of(name);
+        bits |= !strcmp(name, "all-linear") ? ZT_LORA_ALL : mod >= 0 ? 1u << mod : 0;
     }
     return bits;
 }
