@@ -273,7 +273,8 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     memset(c, 0, sizeof *c);
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
         return bad_config(path, "peft_type", "must be \"LORA\"");
-    if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 65536) || r->valuedouble != floor(r->valuedouble))
+    if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 65536) ||
+        r->valuedouble != floor(r->valuedouble))
         return bad_config(path, "r", "must be an integer in [1, 65536]");
     if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0))
         return bad_config(path, "lora_alpha", "must be a number above 0");
@@ -282,8 +283,8 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     if (rs && !cJSON_IsBool(rs)) return bad_config(path, "use_rslora", "must be true or false");
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
-    static const char *const unsupported[] = {"use_dora",      "modules_to_save", "layers_to_transform",
-                                              "rank_pattern",  "alpha_pattern",   "lora_bias",
+    static const char *const unsupported[] = {"use_dora",        "modules_to_save",   "layers_to_transform",
+                                              "rank_pattern",    "alpha_pattern",     "lora_bias",
                                               "exclude_modules", "layer_replication", "trainable_token_indices"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))

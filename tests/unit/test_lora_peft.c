@@ -107,8 +107,8 @@ static void test_saved_adapter_is_peft(void)
     zt_st_close(b);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     cJSON *ours = read_json(path), *peft = read_json(FIXTURE "/adapter/adapter_config.json");
-    static const char *const same[] = {"peft_type", "task_type", "r", "lora_alpha", "lora_dropout", "bias",
-                                       "use_rslora", "use_dora", "modules_to_save", "fan_in_fan_out"};
+    static const char *const same[] = {"peft_type", "task_type",  "r",        "lora_alpha",      "lora_dropout",
+                                       "bias",      "use_rslora", "use_dora", "modules_to_save", "fan_in_fan_out"};
     for (size_t i = 0; ours && peft && i < sizeof same / sizeof *same; i++)
         CHECK_MSG(cJSON_Compare(cJSON_GetObjectItem(ours, same[i]), cJSON_GetObjectItem(peft, same[i]), 1), "%s",
                   same[i]);
