@@ -203,8 +203,6 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 static zt_status attach_lora(zt_trainer *t, int vocab_before)
 {
     const zt_recipe *r = t->r;
-    if (strcmp(t->algo->name, "lm"))
-        return zt_fail(ZT_EUSER, "LoRA (lora.r, lora.adapter) with zt rlhf (%s) is not supported yet", t->algo->name);
     if (t->m.V != vocab_before)
         return zt_fail(ZT_EUSER, "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
                                  "(%d tokens, %d needed): add them to the model first, or train without lora.*",
@@ -257,6 +255,8 @@ static zt_status open_model(zt_trainer *t)
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = t->algo->check(t->r);
+    if (!st && zt_recipe_lora_on(t->r) && strcmp(t->algo->name, "lm"))
+        st = zt_fail(ZT_EUSER, "LoRA (lora.r, lora.adapter) with zt rlhf (%s) is not supported yet", t->algo->name);
     if (!st) st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;
