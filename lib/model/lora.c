@@ -285,7 +285,8 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
     static const char *const unsupported[] = {"use_dora",        "modules_to_save",   "layers_to_transform",
                                               "rank_pattern",    "alpha_pattern",     "lora_bias",
-                                              "exclude_modules", "layer_replication", "trainable_token_indices"};
+                                              "exclude_modules", "layer_replication", "trainable_token_indices",
+                                              "fan_in_fan_out"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
