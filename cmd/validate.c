@@ -92,6 +92,9 @@ int cmd_validate(int argc, char **argv)
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
         row("total", e.total, "");
+        if (zt_recipe_lora_on(&r))
+            printf("# (LoRA: this is the estimate of training the whole model; the adapters' gradients and optimizer "
+                   "state are far smaller and the base has neither, so a LoRA run needs less)\n");
         if (e.device.total) {
             printf("\n# GPU memory per rank (model.device = \"cuda\")\n");
             row("parameters", e.device.params, e.stage == 3 ? "(the units in use)" : "");

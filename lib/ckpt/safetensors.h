@@ -99,6 +99,8 @@ zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dt
  * renamed; shards and index of an earlier save that this one does not overwrite are
  * removed. ZT_EIO names the failing step and file. */
 zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max_shard_bytes);
+/* Writes every tensor into the one file dir/name (PEFT's adapter_model.safetensors), atomically. */
+zt_status zt_st_writer_finish_file(const zt_st_writer *w, const char *dir, const char *name);
 void zt_st_writer_free(zt_st_writer *w);
 
 #endif

@@ -315,3 +315,15 @@ out:
     zt_free(fbuf);
     return st;
 }
+
+zt_status zt_st_writer_finish_file(const zt_st_writer *w, const char *dir, const char *name)
+{
+    void *buf = zt_calloc_aligned(ST_CHUNK * sizeof(double));
+    float *fbuf = zt_calloc_aligned(ST_CHUNK * sizeof(float));
+    zt_status st = buf && fbuf ? st_write_shard(w, 0, w->n, dir, name, buf, fbuf)
+                               : zt_fail(ZT_ENOMEM, "out of memory saving to '%s'", dir);
+    if (!st) st = zt_fsync_dir(dir);
+    zt_free(buf);
+    zt_free(fbuf);
+    return st;
+}

@@ -56,6 +56,9 @@ typedef struct zt_trainer_state {
     int world, zero_stage;
     size_t numel;
     double tokens_seen, elapsed_s;
+    /* a LoRA run: the frozen base's weights hash (its flat arrays hold the adapters); 0 otherwise
+       ("base_hash", written only when set) */
+    uint64_t base_hash;
 } zt_trainer_state;
 
 /* Rank's slice of numel elements over world ranks (count 0 for ranks past the end). */

@@ -51,7 +51,7 @@ zt_status zt_state_write_json(const char *ckpt_dir, const zt_trainer_state *s)
     ok = ok && add_hex(o, "data_hash", s->data_hash) && add_int(o, "world", s->world) &&
          add_int(o, "zero_stage", s->zero_stage) && add_int(o, "numel", (int64_t)s->numel) &&
          cJSON_AddNumberToObject(o, "tokens_seen", s->tokens_seen) &&
-         cJSON_AddNumberToObject(o, "elapsed_s", s->elapsed_s);
+         cJSON_AddNumberToObject(o, "elapsed_s", s->elapsed_s) && (!s->base_hash || add_hex(o, "base_hash", s->base_hash));
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
@@ -142,6 +142,8 @@ zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
     if (!st) st = get_int(o, "numel", 1, JSON_INT_MAX, &numel, path);
     if (!st) st = get_real(o, "tokens_seen", &s->tokens_seen, path);
     if (!st) st = get_real(o, "elapsed_s", &s->elapsed_s, path);
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(o, "base_hash");
+    if (!st && base) st = get_hex(base, "'base_hash'", &s->base_hash, path);
     cJSON_Delete(o);
     if (st) return st;
     long named = dir_step(ckpt_dir);

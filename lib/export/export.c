@@ -14,6 +14,8 @@
 #include "lib/core/fileio.h"
 #include "lib/model/generation_config.h"
 #include "lib/model/llama.h"
+#include "lib/model/lora.h"
+#include "lib/model/open.h"
 
 static int has_file(const char *dir, const char *name)
 {
@@ -37,7 +39,7 @@ static zt_status resolve_source(const char *src, zt_export_info *info, int *is_c
         if ((st = zt_state_latest(src, info->source, sizeof info->source, &found))) return st;
         *is_ckpt = found;
         if (!found && (st = zt_path_join(info->source, sizeof info->source, src, "final"))) return st;
-        if (!found && !has_file(info->source, "config.json"))
+        if (!found && !has_file(info->source, "config.json") && !has_file(info->source, "adapter_config.json"))
             return zt_fail(ZT_EUSER, "'%s': the run has no complete checkpoint and no final/ model", src);
     } else if (has_file(src, "config.json")) {
         snprintf(info->source, sizeof info->source, "%s", src);
@@ -151,6 +153,76 @@ static zt_status check_out_dir(const char *src, const char *out)
     return ZT_OK;
 }
 
+/* A LoRA run's checkpoints and final/ hold adapters, not a model: --merge exports those. */
+static zt_status refuse_adapters(const char *source, int is_ckpt)
+{
+    zt_trainer_state s = {0};
+    zt_status st = is_ckpt ? zt_state_read_json(source, &s) : ZT_OK;
+    if (st) return st;
+    if (s.base_hash || has_file(source, "adapter_config.json"))
+        return zt_fail(ZT_EUSER, "'%s' holds LoRA adapters: export the run's final/ with --merge", source);
+    return ZT_OK;
+}
+
+static zt_status parse_dtype(const char *dtype, const char *config_path, zt_dtype *dt)
+{
+    if (!dtype) return default_dtype(config_path, dt);
+    if (zt_dtype_parse(dtype, dt) || (*dt != ZT_F32 && *dt != ZT_BF16))
+        return zt_fail(ZT_EUSER, "dtype '%s': export writes bf16 or fp32", dtype);
+    return ZT_OK;
+}
+
+/* The PEFT adapter directory src names (itself, or a run's final/), into info->source, and its
+ * base: base_model_name_or_path of its adapter_config.json. */
+static zt_status resolve_adapter(const char *src, zt_export_info *info, char *base, size_t cap)
+{
+    char path[4096 + 32], *text;
+    size_t len;
+    zt_status st = ZT_OK;
+    info->step = -1;
+    if (has_file(src, "adapter_config.json")) snprintf(info->source, sizeof info->source, "%s", src);
+    else if ((st = zt_path_join(info->source, sizeof info->source, src, "final"))) return st;
+    if (!has_file(info->source, "adapter_config.json"))
+        return zt_fail(ZT_EUSER, "'%s': --merge needs a PEFT adapter directory (adapter_config.json) or a LoRA run "
+                                 "whose final/ is one", src);
+    snprintf(path, sizeof path, "%s/adapter_config.json", info->source);
+    if ((st = zt_read_file(path, &text, &len))) return st;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
+    if (cJSON_IsString(b) && strlen(b->valuestring) < cap) snprintf(base, cap, "%s", b->valuestring);
+    else st = zt_fail(ZT_EUSER, "'%s': 'base_model_name_or_path' is missing or not a path (give --base DIR)", path);
+    cJSON_Delete(o);
+    return st;
+}
+
+zt_status zt_export_merged(const char *src, const char *base, const char *out_dir, const char *dtype,
+                           size_t max_shard_bytes, zt_export_info *info)
+{
+    char base_dir[4096], config_path[4096 + 32];
+    zt_lora_config c;
+    zt_dtype dt;
+    zt_llama m = {0};
+    zt_status st = resolve_adapter(src, info, base_dir, sizeof base_dir);
+    if (!st && base) snprintf(base_dir, sizeof base_dir, "%s", base);
+    snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
+    if (!st) st = parse_dtype(dtype, config_path, &dt);
+    if (!st) st = zt_lora_read_config(info->source, &c);
+    if (!st) st = zt_model_open(&m, base_dir, ZT_F32, ZT_DEVICE_CPU);
+    if (!st) st = zt_lora_attach(&m, &c);
+    if (!st) st = zt_lora_load(&m, info->source);
+    if (!st) st = zt_lora_merge(&m);
+    if (!st) st = zt_mkdir_p(out_dir);
+    if (!st) st = check_out_dir(base_dir, out_dir);
+    if (!st) st = check_out_dir(info->source, out_dir);
+    if (!st) st = zt_llama_save(&m, out_dir, dt, max_shard_bytes);
+    if (!st) st = write_model_files(base_dir, out_dir, &m.cfg, dt);
+    info->numel = m.numel;
+    info->dtype = zt_dtype_name(dt);
+    zt_llama_free(&m);
+    return st;
+}
+
 zt_status zt_export(const char *src, const char *out_dir, const char *dtype, size_t max_shard_bytes,
                     zt_export_info *info)
 {
@@ -161,11 +233,10 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     zt_llama shape;
     zt_llama_tensor *t = NULL;
     zt_status st = resolve_source(src, info, &is_ckpt);
+    if (!st) st = refuse_adapters(info->source, is_ckpt);
     if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");
     if (!st) st = zt_llama_config_load(&cfg, config_path);
-    if (!st && dtype && (zt_dtype_parse(dtype, &dt) || (dt != ZT_F32 && dt != ZT_BF16)))
-        st = zt_fail(ZT_EUSER, "dtype '%s': export writes bf16 or fp32", dtype);
-    if (!st && !dtype) st = default_dtype(config_path, &dt);
+    if (!st) st = parse_dtype(dtype, config_path, &dt);
     if (!st) st = zt_llama_shape(&shape, &cfg, zt_backend_cpu(), ZT_F32);
     if (!st) st = zt_llama_tensors(&cfg, &t, &n);
     if (st) return st;

@@ -28,4 +28,10 @@ typedef struct zt_export_info {
 zt_status zt_export(const char *src, const char *out_dir, const char *dtype, size_t max_shard_bytes,
                     zt_export_info *info);
 
+/* --merge: the model of a LoRA run (its final/) or a PEFT adapter directory, W + s·B·A for
+ * every adapter, on base (NULL: adapter_config.json's base_model_name_or_path). The base is
+ * read whole into memory (fp32). */
+zt_status zt_export_merged(const char *src, const char *base, const char *out_dir, const char *dtype,
+                           size_t max_shard_bytes, zt_export_info *info);
+
 #endif

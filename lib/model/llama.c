@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "llama.h"
+#include "lora.h"
 
 /* Rows of logits materialised at once: the full [N, V] tensor never is. A device takes
  * larger chunks: the LM head's weight-gradient product then has a long inner dimension. */
@@ -150,7 +151,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     be->upload(be, m->sin_t, sin_t, tab);
     free(cos_t);
     free(sin_t);
-    return ZT_OK;
+    return m->lora ? zt_lora_alloc_scratch(m, N) : ZT_OK;
 }
 
 /* y[N,O] (rows ldy apart) = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array */
@@ -168,7 +169,8 @@ static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, s
     be->gemm(be, 0, 1, N, O, I, 1, x, I, m->params + w, I, beta, y, ldy);
 }
 
-/* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x */
+/* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x
+ * (skipped when the base is frozen) */
 static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, int ldy, const zt_real *x,
                             size_t w, int N, int O, int I)
 {
@@ -177,13 +179,14 @@ static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_
     if (m->dtype_bf16) { /* the bf16 copy of dy keeps its row stride */
         be->to_bf16(be, m->b16, dy, (size_t)(N - 1) * ldy + O);
         if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, m->b16, ldy, m->params16 + w, I, dx_beta, dx, I);
+        if (!m->grads) return;
         be->to_bf16(be, m->a16, x, (size_t)N * I);
         be->gemm_bf16(be, 1, 0, O, I, N, 1, m->b16, ldy, m->a16, I, 1, m->grads + w, I);
         return;
     }
 #endif
     if (dx) be->gemm(be, 0, 0, N, I, O, 1, dy, ldy, m->params + w, I, dx_beta, dx, I);
-    be->gemm(be, 1, 0, O, I, N, 1, dy, ldy, x, I, 1, m->grads + w, I);
+    if (m->grads) be->gemm(be, 1, 0, O, I, N, 1, dy, ldy, x, I, 1, m->grads + w, I);
 }
 
 size_t zt_llama_qk_norm_elems(const zt_llama *m, int n)
@@ -212,6 +215,27 @@ void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, co
 }
 
 static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
+
+/* Where a norm weight's gradient at offset off goes: the gradient array, or with a frozen base
+ * a sink nothing reads (room for the hidden size, or for Qwen3's q and k head norms). */
+static zt_real *norm_grad(zt_llama *m, size_t off) { return m->grads ? m->grads + off : m->lora->norm_sink; }
+
+/* The adapters of the q, k and v projections, on ln1 into qkv (forward) or from dqkv into dln. */
+static void lora_qkv_forward(zt_llama *m, int l, const zt_real *ln1, zt_real *qkv)
+{
+    int kv = m->KV * m->D;
+    zt_lora_forward(m, l, ZT_LORA_Q, ln1, qkv, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_K, ln1, qkv + m->HD, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_V, ln1, qkv + m->HD + kv, m->S3);
+}
+
+static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const zt_real *dqkv, zt_real *dln)
+{
+    int kv = m->KV * m->D;
+    zt_lora_backward(m, l, ZT_LORA_Q, ln1, dqkv, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_K, ln1, dqkv + m->HD, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_V, ln1, dqkv + m->HD + kv, m->S3, dln);
+}
 
 static void acquire(zt_llama *m, int unit, zt_llama_use use)
 {
@@ -250,6 +274,8 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use)
         linear_forward(m, a->gateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
         release_tile(m, K, u + 1 + j, use);
     }
+    zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, a->gateup, 2 * F);
+    zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, a->gateup + F, 2 * F);
     be->swiglu_forward(be, a->h, a->gateup, N, F);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
@@ -257,6 +283,7 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use)
         linear_forward(m, m->x[l + 1] + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F, 1);
         release_tile(m, K, u + 1 + K + j, use);
     }
+    zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, m->x[l + 1], C);
 }
 
 /* ∂loss/∂x[l+1] in m->dres → ∂loss/∂ln2 in m->dln, and the MLP's weight gradients; the
@@ -274,6 +301,7 @@ static void mlp_backward(zt_llama *m, int l)
         linear_backward(m, m->dh, j < K - 1, m->dres + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F);
         release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
+    zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, m->dres, C, m->dh);
     be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
@@ -282,6 +310,8 @@ static void mlp_backward(zt_llama *m, int l)
                         C);
         release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
+    zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, m->dgateup, 2 * F, m->dln);
+    zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, m->dgateup + F, 2 * F, m->dln);
 }
 
 /* Layer l's forward: in the forward pass (use FORWARD) acquiring its units itself, in the
@@ -300,6 +330,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
     be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
     linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
+    lora_qkv_forward(m, l, a->ln1, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
     be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
@@ -309,6 +340,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
         be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
     be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
     linear_forward(m, a->xmid, C, a->att, base + y->wo, N, C, m->HD, 1);
+    zt_lora_forward(m, l, ZT_LORA_O, a->att, a->xmid, C);
     if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
 
     be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, N, C, m->cfg.rms_norm_eps);
@@ -326,7 +358,7 @@ static void layer_backward(zt_llama *m, int l)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window, u = zt_llama_layer_unit(m, l);
-    zt_real *w = m->params + base, *g = m->grads + base;
+    zt_real *w = m->params + base;
     /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's */
     int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1;
 
@@ -334,10 +366,11 @@ static void layer_backward(zt_llama *m, int l)
     if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
     mlp_backward(m, l);
     if (!early) acquire(m, u, ZT_LLAMA_BACKWARD);
-    be->rmsnorm_backward(be, m->dres, g + y->ln2, m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln2), m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
 
-    if (m->cfg.o_bias) be->bias_backward(be, g + y->bo, m->dres, N, C);
+    if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, m->dres, N, C);
     linear_backward(m, m->datt, 0, m->dres, C, a->att, base + y->wo, N, C, m->HD);
+    zt_lora_backward(m, l, ZT_LORA_O, a->att, m->dres, C, m->datt);
     if (m->dtype_bf16 && be->attention_backward_bf16)
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV,
                                     m->D, window);
@@ -345,10 +378,12 @@ static void layer_backward(zt_llama *m, int l)
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                window);
     be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
-    if (m->cfg.qk_norm) zt_llama_qk_norm_backward(m, m->dqkv, g + y->qkn, a->qkin, w + y->qkn, a->rstdqk, N);
-    if (m->cfg.qkv_bias) be->bias_backward(be, g + y->bqkv, m->dqkv, N, m->S3);
+    if (m->cfg.qk_norm)
+        zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
+    if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
-    be->rmsnorm_backward(be, m->dres, g + y->ln1, m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
+    lora_qkv_backward(m, l, a->ln1, m->dqkv, m->dln);
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln1), m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
     release(m, u, ZT_LLAMA_BACKWARD);
 }
 
@@ -372,7 +407,7 @@ static void final_norm_backward(zt_llama *m)
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C;
     be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
-    be->rmsnorm_backward(be, m->dres, m->grads + m->norm_off, m->dln, m->x[m->L], m->params + m->norm_off, m->rstdf,
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, m->norm_off), m->dln, m->x[m->L], m->params + m->norm_off, m->rstdf,
                          N, C);
 }
 
@@ -455,7 +490,7 @@ static void head_outputs_backward(zt_llama *m, const int32_t *target)
         return;
     }
     be->gemm(be, 0, 0, N, C, 1, 1, m->coef, 1, m->params + m->head_off, C, 0, m->dln, C);
-    be->gemm(be, 1, 0, 1, C, N, 1, m->coef, 1, m->lnf, C, 1, m->grads + m->head_off, C);
+    if (m->grads) be->gemm(be, 1, 0, 1, C, N, 1, m->coef, 1, m->lnf, C, 1, m->grads + m->head_off, C);
 }
 
 /* The head for an objective: outputs, obj's loss and, with grad, ∂loss/∂x[L] in m->dres. */
@@ -481,6 +516,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     be->upload(be, m->input, input, (size_t)N * sizeof(int32_t));
     be->upload(be, m->target, target, (size_t)N * sizeof(int32_t));
     be->upload(be, m->pos, pos, (size_t)N * sizeof(int32_t));
+    if (m->lora) m->lora->training = grad; /* dropout in gradient passes only, as in training mode */
     int head = zt_llama_head_unit(m), tied = m->cfg.tie_word_embeddings, E = zt_llama_embed_tiles(m), v0, nv;
     for (int j = 0; j < E; j++) { /* the embedding's vocabulary tiles (unit j) */
         zt_llama_tile(m->V, E, j, &v0, &nv);
@@ -508,7 +544,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
             if (store) store->get(store->ctx, l, m->x[l], x_bytes);
             layer_backward(m, l);
         }
-        for (int j = E - 1; j >= 0; j--) {
+        for (int j = E - 1; j >= 0 && m->grads; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);
             acquire(m, j, ZT_LLAMA_GRADS);
             be->embedding_backward(be, m->grads + m->embed_off + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N,
@@ -517,6 +553,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         }
     }
     if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);
+    if (m->lora && grad) m->lora->pass++; /* the next gradient pass draws new dropout masks */
     return loss;
 }
 

@@ -133,6 +133,7 @@ typedef struct zt_llama {
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
+    struct zt_lora *lora; /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */
     const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
 } zt_llama;
 

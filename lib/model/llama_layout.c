@@ -5,6 +5,7 @@
 
 #include "lib/core/rng.h"
 #include "llama.h"
+#include "lora.h"
 
 static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int decay, const char *fmt, int layer)
 {
@@ -136,6 +137,7 @@ zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, z
 void zt_llama_free(zt_llama *m)
 {
     if (!m->be) return;
+    zt_lora_free(m);
     free(m->tensors);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);

@@ -589,8 +589,50 @@ static const zt_recipe_key *later(const zt_recipe *r, const zt_recipe_key *a, co
     return r->origin[key_index(a)].seq >= r->origin[key_index(b)].seq ? a : b;
 }
 
+int zt_recipe_lora_on(const zt_recipe *r) { return r->lora.r > 0 || r->lora.adapter[0]; }
+
+unsigned zt_recipe_lora_targets(const zt_recipe *r)
+{
+    unsigned bits = 0;
+    for (int i = 0; i < r->lora.target_modules.n; i++) {
+        const char *name = r->lora.target_modules.items[i];
+        int mod = zt_lora_module_of(name);
+        bits |= !strcmp(name, "all-linear") ? ZT_LORA_ALL : mod >= 0 ? 1u << mod : 0;
+    }
+    return bits;
+}
+
+/* [lora]: the target names, one source of the adapter's shape, and what LoRA cannot train
+ * with yet (offloaded weights or optimizer state; ZeRO stage 3 on several ranks: check_world). */
+static zt_status check_lora(const zt_recipe *r)
+{
+    if (!zt_recipe_lora_on(r)) return ZT_OK;
+    const zt_recipe_key *targets = schema_key("lora", "target_modules");
+    if (r->lora.r > 0 && r->lora.adapter[0])
+        return key_fail(r, later(r, schema_key("lora", "r"), schema_key("lora", "adapter")),
+                        "lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
+                        "at 0 (it is %d)",
+                        r->lora.r);
+    if (r->lora.r > 0 && !r->lora.target_modules.n) return key_fail(r, targets, "lora.target_modules is empty");
+    for (int i = 0; r->lora.r > 0 && i < r->lora.target_modules.n; i++) {
+        const char *name = r->lora.target_modules.items[i];
+        if (!strcmp(name, "all-linear") ? r->lora.target_modules.n > 1 : zt_lora_module_of(name) < 0)
+            return key_fail(r, targets,
+                            "lora.target_modules: '%.100s' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                            "up_proj, down_proj, or \"all-linear\" alone",
+                            name);
+    }
+    if (r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE)
+        return key_fail(r, schema_key("offload", r->offload.param != ZT_OFFLOAD_NONE ? "param" : "optimizer"),
+                        "LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is "
+                        "not supported yet");
+    return ZT_OK;
+}
+
 static zt_status check_keys(const zt_recipe *r)
 {
+    zt_status st = check_lora(r);
+    if (st) return st;
     if (r->train.warmup_steps > 0 && r->train.warmup_ratio > 0)
         return key_fail(r, later(r, schema_key("train", "warmup_steps"), schema_key("train", "warmup_ratio")),
                         "train.warmup_steps and train.warmup_ratio are both set; use one");
@@ -640,6 +682,11 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
 {
     if (world < 1 || ranks_per_node < 1)
         return zt_fail(ZT_EUSER, "world size %d and ranks per node %d must be at least 1", world, ranks_per_node);
+    if (zt_recipe_lora_on(r) && world > 1 && r->zero.stage == 3)
+        return key_fail(r, schema_key("zero", "stage"),
+                        "LoRA (lora.r, lora.adapter) with zero.stage = 3 on %d ranks is "
+                        "not supported yet: use stage 0, 1 or 2",
+                        world);
     int hpz = r->zero.hpz_partition_size;
     const zt_recipe_key *k = schema_key("zero", "hpz_partition_size");
     if (world % hpz) return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the world size %d", hpz, world);

@@ -41,6 +41,7 @@
 #include "lib/core/status.h"
 #include "lib/data/formats.h"
 #include "lib/data/template.h"
+#include "lib/model/lora.h"
 #include "lib/offload/offload.h"
 #include "lib/optim/schedule.h"
 
@@ -139,6 +140,15 @@ typedef struct zt_recipe {
         } aio;
     } offload;
     struct {
+        int r; /* LoRA is on when r > 0 or adapter is set */
+        double alpha, dropout;
+        zt_strlist target_modules; /* module names, or "all-linear" */
+        bool use_rslora;
+        zt_lora_init init_lora_weights;
+        zt_lora_method method;
+        char *adapter; /* a PEFT adapter directory to start from, "" none */
+    } lora;
+    struct {
         char *dir;
         bool overwrite;
         bool tensorboard;
@@ -225,6 +235,11 @@ const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap);
 const char *zt_recipe_enum_text(const zt_recipe *r, const zt_recipe_key *k);
 /* The offload section's file settings (offload.nvme_path, offload.aio, offload.max_pinned_bytes). */
 zt_offload_io zt_recipe_offload_io(const zt_recipe *r);
+
+/* LoRA is on (lora.r > 0 or lora.adapter set). */
+int zt_recipe_lora_on(const zt_recipe *r);
+/* lora.target_modules as zt_lora_config's bits (the names are checked when the recipe loads). */
+unsigned zt_recipe_lora_targets(const zt_recipe *r);
 
 /* Writes the value of k in r as a TOML value ("bf16" quoted, 2e-05, ["a", "b"]). */
 void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k);

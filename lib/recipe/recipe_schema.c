@@ -138,6 +138,19 @@ static const zt_recipe_key schema[] = {
     I64("offload.aio", "block_size", offload.aio.block_size, 0, "1048576", 4096, NOMAX, "bytes per I/O request; a multiple of 4096"),
     INT("offload.aio", "queue_depth", offload.aio.queue_depth, 0, "32", 1, 32768, "I/O requests in flight"),
 
+    INT("lora", "r", lora.r, 0, "0", 0, 65536,
+        "adapter rank; LoRA is on when r > 0 (or lora.adapter is set): the base model is frozen and only the adapters train"),
+    FLT("lora", "alpha", lora.alpha, LO_OPEN, "8", 0, NOMAX, "the adapters' outputs are scaled by alpha / r (alpha / sqrt(r) with use_rslora)"),
+    FLT("lora", "dropout", lora.dropout, HI_OPEN, "0", 0, 1, "dropout on each adapter's input, in training passes"),
+    LIST("lora", "target_modules", lora.target_modules, 0, "[\"q_proj\", \"v_proj\"]",
+         "the linear layers with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or \"all-linear\""),
+    BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
+    ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
+         "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),
+    ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 1, "the kind of adapter"),
+    STR("lora", "adapter", lora.adapter, PATH, "",
+        "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules and use_rslora"),
+
     STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/NAME in the current directory, NAME being the recipe file name without .toml"),
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
@@ -262,7 +275,10 @@ zt_status zt_recipe_write_docs(FILE *f)
           "and `zero.quantized_gradients`, and memory-centric tiling (`zero.embedding_tiles`, `zero.mlp_tiles`,\n"
           "`zero.head_tiles` above 1); `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
-          "`zero.hpz_partition_size` divides the world size and the ranks per node.\n\n"
+          "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
+          "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, every `lora.target_modules` name is\n"
+          "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
+          "(not supported yet).\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

@@ -8,6 +8,8 @@
 #include "lib/data/batch.h"
 #include "lib/data/formats.h"
 #include "lib/data/jsonl.h"
+#include "lib/core/fileio.h"
+#include "lib/model/lora.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -112,8 +114,27 @@ static zt_status loss_check(const zt_eval_result *e, const char *data)
                    "forward pass overflows)", isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
 }
 
+/* --checkpoint DIR holding a PEFT adapter (adapter_config.json: a LoRA run's final/): it is
+ * evaluated on model.path, as lora.adapter is. */
+static int is_adapter_dir(const char *dir)
+{
+    char path[4096];
+    return dir && !zt_path_join(path, sizeof path, dir, "adapter_config.json") && zt_path_exists(path);
+}
+
+/* The adapters of adapter_dir on the model (its vocabulary final). */
+static zt_status attach_adapter(zt_llama *m, const char *adapter_dir)
+{
+    zt_lora_config c;
+    zt_status st = zt_lora_read_config(adapter_dir, &c);
+    if (!st) st = zt_lora_attach(m, &c);
+    return st ? st : zt_lora_load(m, adapter_dir);
+}
+
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
+    const char *adapter = is_adapter_dir(checkpoint_dir) ? checkpoint_dir : r->lora.adapter[0] ? r->lora.adapter : NULL;
+    if (adapter == checkpoint_dir) checkpoint_dir = NULL; /* the adapters go on model.path */
     out->accuracy = NAN;
     out->answered = 0;
     if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
@@ -127,7 +148,12 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
         zt_llama_free(&m);
         return st;
     }
-    if (!(st = zt_vocab_prepare(&d, &m)) && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
+    int V = m.V;
+    if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V)
+        st = zt_fail(ZT_EUSER, "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
+                               "whose adapters cannot have trained them", r->model.path, V, m.V);
+    if (!st && adapter) st = attach_adapter(&m, adapter);
+    if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         if (!st) st = loss_check(out, valid.n_examples ? "data.valid" : "data.train");
         zt_dataset_free(&train);
@@ -136,6 +162,9 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     zt_data_tools_close(&d);
     zt_llama_free(&m);
     int chat = r->data.format == ZT_DATA_CHAT || r->data.format == ZT_DATA_INSTRUCT;
+    if (!st && r->eval.generate && chat && adapter)
+        st = zt_fail(ZT_EUSER, "eval.generate with LoRA adapters is not supported yet (zt export --merge makes a model "
+                               "to evaluate)");
     if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);
     return st;
 }

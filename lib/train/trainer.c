@@ -16,6 +16,7 @@
 #include "lib/core/pages.h"
 #include "lib/data/formats.h"
 #include "lib/model/generation_config.h"
+#include "lib/model/lora.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
@@ -82,9 +83,15 @@ static zt_status restore(zt_trainer *t)
     zt_trainer_state s;
     zt_status st = zt_state_read_json(t->resume_from, &s);
     if (st) return st;
-    if (s.numel != t->m.numel)
-        return zt_fail(ZT_EUSER, "'%s/trainer_state.json': 'numel' is %zu, but the model has %zu parameters",
-                       t->resume_from, s.numel, t->m.numel);
+    if (s.base_hash != t->base_hash)
+        return zt_fail(ZT_EUSER, "checkpoint '%s' %s", t->resume_from,
+                       !s.base_hash  ? "holds a whole model, not LoRA adapters: resume it without lora.*"
+                       : !t->base_hash ? "holds LoRA adapters: resume it with the run's lora.* keys"
+                                       : "holds LoRA adapters trained on another base model (its weights differ from "
+                                         "model.path's)");
+    if (s.numel != t->zero.numel)
+        return zt_fail(ZT_EUSER, "'%s/trainer_state.json': 'numel' is %zu, but the model has %zu %s", t->resume_from,
+                       s.numel, t->zero.numel, t->m.lora ? "adapter parameters" : "parameters");
     if (s.data_hash != data_hash(t) && !r->train.resume_force)
         return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
                                  "train.seed or the global batch); set train.resume_force = true to resume anyway",
@@ -135,8 +142,9 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
     zt_loader_state ls = t->algo->get_state(t);
     zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
-                          .world = t->zero.world, .zero_stage = t->zero.stage, .numel = t->m.numel,
-                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = zt_now_s() - t->t_start};
+                          .world = t->zero.world, .zero_stage = t->zero.stage, .numel = t->zero.numel,
+                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = zt_now_s() - t->t_start,
+                          .base_hash = t->base_hash};
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if ((st = zt_state_write_json(dir, &s)) || (st = zt_state_copy_model_files(dir, r->model.path)) ||
@@ -177,6 +185,28 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
     return zt_llama_weights_read(&t->m, t->weights, off, n, dst);
 }
 
+/* LoRA: adapters on the frozen model, from lora.adapter or freshly initialised; they, not
+ * the model, are what ZeRO and AdamW train. */
+static zt_status attach_lora(zt_trainer *t, int vocab_before)
+{
+    const zt_recipe *r = t->r;
+    if (t->m.V != vocab_before)
+        return zt_fail(ZT_EUSER, "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
+                                 "(%d tokens, %d needed): add them to the model first, or train without lora.*",
+                       vocab_before, t->m.V);
+    zt_lora_config c = {.r = r->lora.r, .alpha = r->lora.alpha, .dropout = r->lora.dropout,
+                        .targets = zt_recipe_lora_targets(r), .rslora = r->lora.use_rslora,
+                        .init = r->lora.init_lora_weights};
+    zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
+    if (!st) st = zt_lora_attach(&t->m, &c);
+    if (st) return st;
+    /* every rank starts from the same adapters; each draws its own dropout masks */
+    t->m.lora->seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
+    st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter) : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
+    t->base_hash = zt_lora_base_hash(&t->m);
+    return st;
+}
+
 /* The model, and the partition of its training state over the ranks. With offload.param =
  * "nvme" the weights go from the model's files to the swap file a unit at a time: the whole
  * model is never in memory. */
@@ -202,7 +232,8 @@ static zt_status open_model(zt_trainer *t)
         return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
                                  "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
     if (stream) opts.load = load_unit, opts.load_ctx = t;
-    st = zt_zero_init(&t->zero, t->comm, &opts, &t->m);
+    if (zt_recipe_lora_on(r) && (st = attach_lora(t, V))) return st;
+    st = zt_zero_init(&t->zero, t->comm, &opts, t->m.lora ? &t->m.lora->view : &t->m);
     zt_st_close(t->weights); /* read through: the rest of the run never needs it */
     t->weights = NULL;
     return st;
@@ -211,6 +242,8 @@ static zt_status open_model(zt_trainer *t)
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = t->algo->check(t->r);
+    if (!st && zt_recipe_lora_on(t->r) && strcmp(t->algo->name, "lm"))
+        st = zt_fail(ZT_EUSER, "LoRA (lora.r, lora.adapter) with zt rlhf (%s) is not supported yet", t->algo->name);
     if (!st) st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;
@@ -251,9 +284,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     t->start_step = 1;
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
-    zt_log_info("model '%s': %zu parameters, %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens on %d "
-                "rank(s), ZeRO stage %d",
-                r->model.path, t->m.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
+    zt_log_info("model '%s': %zu parameters (%zu trained), %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens "
+                "on %d rank(s), ZeRO stage %d",
+                r->model.path, t->m.numel, t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
                 t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
                 t->zero.world, t->zero.stage);
     return ZT_OK;
@@ -279,6 +312,7 @@ zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, do
 /* One optimizer step: the algorithm's gradients, reduced, clipped and applied. */
 static zt_status train_step(zt_trainer *t, long step, zt_step_result *res, float *gnorm_out)
 {
+    if (t->m.lora) t->m.lora->pass = (uint64_t)step << 24; /* dropout masks follow the step: a resume draws the same */
     zt_zero_zero_grads(&t->zero);
     zt_status st = t->algo->grads(t, step, res);
     if (st || (st = zt_actstore_error(&t->acts))) return st;
@@ -391,15 +425,17 @@ static zt_status read_weights(void *ctx, float *dst, size_t first, size_t n)
     return zt_zero_read_weights(ctx, dst, first, n);
 }
 
-/* final/: the model in model.dtype, its config, tokenizer files and generation config */
+/* final/: the model in model.dtype and its config (with LoRA a PEFT adapter directory instead:
+ * adapter_config.json and adapter_model.safetensors), tokenizer files and generation config */
 static zt_status save_final(zt_trainer *t)
 {
     char dir[4096 + 64], src[4096 + 64], dst[8192];
     zt_dtype dtype = t->r->model.dtype;
     zt_status st = zt_rundir_path(&t->rd, dir, sizeof dir, "final");
     if (st) return st;
-    st = saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
-                            : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
+    st = t->m.lora              ? zt_lora_save(&t->m, dir, t->r->model.path)
+         : saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
+                              : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
     if (st) return st;
     static const char *copy[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
                                  "special_tokens_map.json"};

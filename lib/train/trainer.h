@@ -60,7 +60,7 @@ struct zt_trainer {
     const zt_algo *algo;
     void *ctx;        /* the algorithm's state */
     zt_recipe placed; /* the recipe with offload's "auto" decided (r points here then) */
-    zt_llama m;
+    zt_llama m; /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
     struct zt_st_reader *weights; /* offload.param = "nvme": the model's files, read unit by unit at the start */
     zt_data_tools tools;
     zt_comm *comm;   /* NULL for a single process */
@@ -76,6 +76,7 @@ struct zt_trainer {
     int64_t tokens_seen;
     double io_bytes; /* offload I/O of the run, all ranks */
     char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
+    uint64_t base_hash;     /* LoRA: the frozen base's weights hash (zt_lora_base_hash), else 0 */
 };
 
 /* After a step's gradients (model z->m, grads zeroed before them): reduces them over the

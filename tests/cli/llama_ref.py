@@ -1,10 +1,16 @@
 """An independent NumPy reference of the Hugging Face Llama/Mistral/Qwen2/Qwen3 forward pass,
 for checking zt's conventions (rotate-half RoPE, rope_scaling, grouped KV heads, biases,
-sliding window, tied head, Qwen3's q/k norms) on small models. Used by tests/cli/t0500-reference.sh.
+sliding window, tied head, Qwen3's q/k norms) on small models, and of PEFT's LoRA adapters on
+them. Used by tests/cli/t0500-reference.sh and t2400-lora.sh.
 
     llama_ref.py perturb DIR     give norm weights and biases random values (rewrites DIR)
-    llama_ref.py loss DIR DATA   mean cross-entropy over {"input_ids": [...]} lines, each
-                                 sequence on its own, labels = input_ids shifted by one
+    llama_ref.py loss DIR DATA [ADAPTER]
+                                 mean cross-entropy over {"input_ids": [...]} lines, each
+                                 sequence on its own, labels = input_ids shifted by one; with
+                                 a PEFT adapter directory, of the model with its adapters
+    llama_ref.py adapter DIR OUT R ALPHA RSLORA MODULE...
+                                 write a PEFT LoRA adapter directory for model DIR into OUT, with
+                                 random A and B (B not zero, so that the adapters change the loss)
 """
 import json
 import math
@@ -109,8 +115,48 @@ def loss(cfg, W, ids):
     return (lse[:-1] - logits[np.arange(T - 1), ids[1:]]).sum(), T - 1
 
 
+def lora_scale(c):
+    return c["lora_alpha"] / (math.sqrt(c["r"]) if c.get("use_rslora") else c["r"])
+
+
+def merge_adapter(W, d):
+    """W + s·B·A for every adapter: what PEFT's forward computes for a linear layer (without dropout)."""
+    c = json.load(open(d + "/adapter_config.json"))
+    A = read_st(d + "/adapter_model.safetensors")
+    for name, a in A.items():
+        if ".lora_A." in name:
+            base = name.replace("base_model.model.", "", 1).replace(".lora_A.weight", ".weight")
+            W[base] = W[base] + lora_scale(c) * A[name.replace(".lora_A.", ".lora_B.")] @ a
+
+
+def make_adapter(d, out, r, alpha, rslora, modules):
+    import os
+
+    W = read_st(d + "/model.safetensors")
+    rng = np.random.default_rng(3)
+    A = {}
+    for name in sorted(W):
+        mod = name.split(".")[-2]
+        if mod in modules and name.endswith("proj.weight"):
+            o, i = W[name].shape
+            p = "base_model.model." + name[: -len(".weight")]
+            A[p + ".lora_A.weight"] = rng.uniform(-1, 1, (r, i)) / math.sqrt(i)
+            A[p + ".lora_B.weight"] = 0.5 * rng.standard_normal((o, r))
+    os.makedirs(out, exist_ok=True)
+    write_st(out + "/adapter_model.safetensors", A)
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": d, "r": r,
+           "lora_alpha": alpha, "lora_dropout": 0.0, "target_modules": modules, "bias": "none",
+           "use_rslora": rslora, "use_dora": False, "modules_to_save": None, "fan_in_fan_out": False,
+           "init_lora_weights": True, "inference_mode": True}
+    json.dump(cfg, open(out + "/adapter_config.json", "w"), indent=2)
+
+
 def main():
     cmd, d = sys.argv[1], sys.argv[2]
+    if cmd == "adapter":
+        a = sys.argv
+        make_adapter(d, a[3], int(a[4]), float(a[5]), a[6] == "true", a[7:])
+        return
     W = read_st(d + "/model.safetensors")
     if cmd == "perturb":
         r = np.random.default_rng(5)
@@ -122,6 +168,8 @@ def main():
         write_st(d + "/model.safetensors", W)
         return
     cfg = json.load(open(d + "/config.json"))
+    if len(sys.argv) > 4:
+        merge_adapter(W, sys.argv[4])
     total, n = 0.0, 0
     for line in open(sys.argv[3]):
         s, k = loss(cfg, W, np.array(json.loads(line)["input_ids"]))

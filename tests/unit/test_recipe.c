@@ -698,6 +698,37 @@ static void test_docs(void)
     free(text);
 }
 
+/* [lora]: the names as PEFT writes them, and the combinations refused naming the key */
+static void test_lora(void)
+{
+    zt_recipe r;
+    CHECK(load_text(&r, "[lora]\nr = 8\nalpha = 16\ntarget_modules = [\"q_proj\", \"down_proj\"]\n", 0, NULL) == ZT_OK);
+    CHECK(zt_recipe_lora_on(&r) && zt_recipe_lora_targets(&r) == (1u << ZT_LORA_Q | 1u << ZT_LORA_DOWN));
+    zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\nr = 4\ntarget_modules = \"all-linear\"\n", 0, NULL) == ZT_OK);
+    CHECK(zt_recipe_lora_targets(&r) == ZT_LORA_ALL && r.lora.alpha == 8); /* PEFT's default lora_alpha */
+    zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\ntarget_modules = \"nonsense\"\n", 0, NULL) == ZT_OK); /* off: not checked */
+    CHECK(!zt_recipe_lora_on(&r));
+    zt_recipe_free(&r);
+    EXPECT_ERROR("[lora]\nr = 8\ntarget_modules = [\"q_proj\", \"qproj\"]\n", 0, NULL,
+                 "@:3:1: lora.target_modules: 'qproj' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                 "down_proj, or \"all-linear\" alone");
+    EXPECT_ERROR("[lora]\nr = 8\ntarget_modules = [\"all-linear\", \"q_proj\"]\n", 0, NULL,
+                 "@:3:1: lora.target_modules: 'all-linear' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                 "up_proj, down_proj, or \"all-linear\" alone");
+    EXPECT_ERROR("[lora]\nr = 8\nalpha = 0\n", 0, NULL, "@:3:9: lora.alpha: must be > 0, got 0");
+    EXPECT_ERROR("[lora]\nr = 8\nadapter = \"a\"\n", 0, NULL,
+                 "@:3:1: lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r at 0 (it is 8)");
+    CHECK(load_text(&r, "[zero]\nstage = 3\n[lora]\nr = 8\n", 0, NULL) == ZT_OK); /* one rank: stage 0 */
+    CHECK(zt_recipe_check_world(&r, 1, 1) == ZT_OK);
+    CHECK(zt_recipe_check_world(&r, 2, 2) == ZT_EUSER &&
+          strstr(zt_errmsg(), ":2:1: LoRA (lora.r, lora.adapter) with zero.stage = 3 on 2 ranks is not supported yet"));
+    zt_recipe_free(&r);
+    EXPECT_ERROR("[offload]\noptimizer = \"cpu\"\n[lora]\nr = 8\n", 0, NULL,
+                 "@:2:1: LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is not supported yet");
+}
+
 int main(void)
 {
     if (!getcwd(cwd, sizeof cwd)) return 1;
@@ -718,6 +749,7 @@ int main(void)
     RUN(test_schema);
     RUN(test_enum_values);
     RUN(test_docs);
+    RUN(test_lora);
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

@@ -1,0 +1,435 @@
+/* LoRA adapters (lora.h): layout, initialisation, forward and backward, PEFT files. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "lib/ckpt/safetensors.h"
+#include "lib/core/crc32c.h"
+#include "lib/core/fileio.h"
+#include "lib/core/rng.h"
+#include "lora.h"
+
+/* Module mod's input and output widths. */
+static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
+{
+    static const int attn_in[] = {1, 1, 1, 0};
+    if (mod <= ZT_LORA_O) {
+        *in = attn_in[mod] ? m->C : m->HD;
+        *out = mod == ZT_LORA_Q ? m->HD : mod == ZT_LORA_O ? m->C : m->KV * m->D;
+    } else {
+        *in = mod == ZT_LORA_DOWN ? m->F : m->C;
+        *out = mod == ZT_LORA_DOWN ? m->C : m->F;
+    }
+}
+
+static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targets >> mod) & 1; }
+
+/* The Hugging Face path of module mod in layer l, after "model." */
+static void module_path(char *buf, size_t cap, int l, zt_lora_module mod)
+{
+    snprintf(buf, cap, "layers.%d.%s.%s", l, mod <= ZT_LORA_O ? "self_attn" : "mlp", zt_lora_module_names[mod]);
+}
+
+static void add_tensor(zt_llama *v, size_t off, int rows, int cols, const char *path, char ab)
+{
+    zt_llama_tensor *t = &v->tensors[v->n_tensors++];
+    snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_%c.weight", path, ab);
+    t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = cols, t->decay = 1;
+}
+
+static zt_status check_config(const zt_lora_config *c)
+{
+    if (c->r < 1) return zt_fail(ZT_EUSER, "lora: r = %d must be at least 1", c->r);
+    if (!(c->alpha > 0)) return zt_fail(ZT_EUSER, "lora: alpha = %g must be above 0", c->alpha);
+    if (!(c->dropout >= 0 && c->dropout < 1))
+        return zt_fail(ZT_EUSER, "lora: dropout = %g is not in [0, 1)", c->dropout);
+    if (!(c->targets & ZT_LORA_ALL)) return zt_fail(ZT_EUSER, "lora: no target modules");
+    return ZT_OK;
+}
+
+zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
+{
+    zt_status st = check_config(c);
+    if (st) return st;
+    if (c->dropout > 0 && !m->be->host_memory)
+        return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
+                       m->be->name);
+    zt_lora *a = calloc(1, sizeof *a);
+    if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");
+    a->cfg = *c;
+    a->scale = c->alpha / (c->rslora ? sqrt((double)c->r) : c->r);
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        int in, out;
+        dims(m, mod, &in, &out);
+        a->off[mod] = a->layer_numel;
+        if (targeted(a, mod)) a->layer_numel += (size_t)c->r * (in + out);
+    }
+    zt_llama *v = &a->view;
+    v->cfg = m->cfg, v->be = m->be, v->L = m->L;
+    v->numel = a->layer_numel * m->L;
+    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 2, sizeof *v->tensors);
+    v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    a->norm_sink = m->be->alloc(m->be, (size_t)(m->C > 2 * m->D ? m->C : 2 * m->D) * sizeof(zt_real));
+    m->lora = a;
+    if (!v->tensors || !v->params || !v->grads || !a->norm_sink) {
+        zt_lora_free(m);
+        return zt_fail(ZT_ENOMEM, "out of memory for %zu adapter parameters", v->numel);
+    }
+    m->be->memset0(m->be, v->params, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    m->be->memset0(m->be, v->grads, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    for (int l = 0; l < m->L; l++)
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+            if (!targeted(a, mod)) continue;
+            int in, out;
+            char path[48]; /* layers.N.self_attn.gate_proj: the tensor name fits in 96 */
+            dims(m, mod, &in, &out);
+            module_path(path, sizeof path, l, mod);
+            size_t A = a->layer_numel * l + a->off[mod];
+            add_tensor(v, A, c->r, in, path, 'A');
+            add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
+        }
+    m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
+    m->grads = NULL;
+    return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
+}
+
+void zt_lora_free(zt_llama *m)
+{
+    zt_lora *a = m->lora;
+    if (!a) return;
+    zt_backend *be = m->be;
+    be->free(be, a->view.params);
+    be->free(be, a->view.grads);
+    be->free(be, a->norm_sink);
+    be->free(be, a->scratch);
+    free(a->view.tensors);
+    free(a);
+    m->lora = NULL;
+}
+
+zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
+{
+    zt_lora *a = m->lora;
+    zt_backend *be = m->be;
+    size_t widest = (size_t)(m->C > m->HD ? m->C : m->HD);
+    if (widest < (size_t)m->F) widest = m->F;
+    size_t xd = tokens * widest, u = tokens * a->cfg.r;
+    be->free(be, a->scratch);
+    a->scratch = be->alloc(be, (2 * xd + 2 * u) * sizeof(zt_real));
+    if (!a->scratch) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
+    a->xd = a->scratch, a->dxd = a->xd + xd, a->u = a->dxd + xd, a->du = a->u + u;
+    a->scratch_tokens = tokens;
+    return ZT_OK;
+}
+
+zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
+{
+    zt_lora *a = m->lora;
+    zt_llama *v = &a->view;
+    zt_real *p = zt_llama_params_map(v);
+    if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the adapters");
+    for (int i = 0; i < v->n_tensors; i++) {
+        const zt_llama_tensor *t = &v->tensors[i];
+        size_t n = (size_t)t->shape[0] * t->shape[1];
+        int is_a = strstr(t->name, ".lora_A.") != NULL;
+        double bound = 1 / sqrt((double)t->shape[1]); /* kaiming_uniform_(a = sqrt(5)): gain·sqrt(3/fan_in) */
+        zt_rng rng;
+        zt_rng_seed(&rng, seed, 0x10a0 + (uint64_t)i);
+        for (size_t j = 0; j < n; j++) {
+            double w = 0;
+            if (is_a && a->cfg.init == ZT_LORA_INIT_GAUSSIAN) w = zt_rng_normal(&rng) / a->cfg.r;
+            else if (is_a) w = (2 * zt_rng_uniform(&rng) - 1) * bound;
+            p[t->offset + j] = (zt_real)w;
+        }
+    }
+    zt_llama_params_unmap(v, p, 1);
+    return ZT_OK;
+}
+
+/* ---- dropout ---------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z) /* splitmix64's finaliser: a bijection that scrambles every bit */
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* dst[i] = keep(i) ? src[i] / (1 - p) : 0, or with accumulate dst[i] += that, over n
+ * elements; keep(i) is a function of (seed, pass, layer, module, i) alone. */
+static void dropout(const zt_lora *a, int l, zt_lora_module mod, const zt_real *src, zt_real *dst, size_t n,
+                    int accumulate)
+{
+    double p = a->cfg.dropout;
+    uint64_t key = mix64(mix64(a->seed ^ 0xd50f) ^ mix64(a->pass) ^ mix64((uint64_t)l * ZT_LORA_NMODULES + mod + 1));
+    uint64_t drop_below = (uint64_t)(p * 9007199254740992.0); /* p·2⁵³ */
+    zt_real keep_scale = (zt_real)(1 / (1 - p));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        zt_real v = (mix64(key + i) >> 11) < drop_below ? 0 : src[i] * keep_scale;
+        dst[i] = accumulate ? dst[i] + v : v;
+    }
+}
+
+/* The adapter's input: x, or x with dropout in a->xd (training passes with p > 0). */
+static const zt_real *dropped(zt_lora *a, int l, zt_lora_module mod, const zt_real *x, size_t n)
+{
+    if (!a->training || a->cfg.dropout == 0) return x;
+    dropout(a, l, mod, x, a->xd, n, 0);
+    return a->xd;
+}
+
+/* ---- forward and backward --------------------------------------------------------------- */
+
+static zt_real *adapter_a(zt_lora *a, zt_real *base, int l, zt_lora_module mod)
+{
+    return base + a->layer_numel * l + a->off[mod];
+}
+
+void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy)
+{
+    zt_lora *a = m->lora;
+    if (!a || !targeted(a, mod)) return;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+    be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
+    be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
+void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
+{
+    zt_lora *a = m->lora;
+    if (!a || !targeted(a, mod)) return;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    zt_real s = (zt_real)a->scale;
+    dims(m, mod, &in, &out);
+    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    zt_real *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
+    const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+    be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);   /* u = xd·Aᵀ, again */
+    be->gemm(be, 1, 0, out, r, N, s, dy, ldy, a->u, r, 1, gB, r); /* ∂B += s·dyᵀ·u */
+    be->gemm(be, 0, 0, N, r, out, s, dy, ldy, B, r, 0, a->du, r); /* du = s·dy·B */
+    be->gemm(be, 1, 0, r, in, N, 1, a->du, r, xd, in, 1, gA, in); /* ∂A += duᵀ·xd */
+    if (xd == x) {
+        be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, 1, dx, in); /* dx += du·A */
+        return;
+    }
+    be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, 0, a->dxd, in);
+    dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+
+static zt_status bad_config(const char *path, const char *key, const char *why)
+{
+    return zt_fail(ZT_EUSER, "'%s': '%s' %s", path, key, why);
+}
+
+/* target_modules: a list of module names, or "all-linear" */
+static zt_status parse_targets(const char *path, const cJSON *t, unsigned *out)
+{
+    *out = 0;
+    if (cJSON_IsString(t) && !strcmp(t->valuestring, "all-linear")) {
+        *out = ZT_LORA_ALL;
+        return ZT_OK;
+    }
+    if (!cJSON_IsArray(t) || !cJSON_GetArraySize(t))
+        return bad_config(path, "target_modules", "must be \"all-linear\" or a list of module names");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, t)
+    {
+        int mod = cJSON_IsString(e) ? zt_lora_module_of(e->valuestring) : -1;
+        if (mod < 0)
+            return zt_fail(ZT_EUSER,
+                           "'%s': 'target_modules': '%s' is not one of q_proj, k_proj, v_proj, o_proj, "
+                           "gate_proj, up_proj, down_proj",
+                           path, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+        *out |= 1u << mod;
+    }
+    return ZT_OK;
+}
+
+/* A key that must be absent, null, false, empty or the one value zt trains. */
+static int is_off(const cJSON *v)
+{
+    return !v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsObject(v) && !v->child);
+}
+
+static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "r"),
+                *alpha = cJSON_GetObjectItemCaseSensitive(o, "lora_alpha");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(o, "lora_dropout");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "use_rslora"),
+                *bias = cJSON_GetObjectItemCaseSensitive(o, "bias");
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
+        return bad_config(path, "peft_type", "must be \"LORA\"");
+    if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 65536) ||
+        r->valuedouble != floor(r->valuedouble))
+        return bad_config(path, "r", "must be an integer in [1, 65536]");
+    if (!cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0))
+        return bad_config(path, "lora_alpha", "must be a number above 0");
+    if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble >= 0 && drop->valuedouble < 1))
+        return bad_config(path, "lora_dropout", "must be a number in [0, 1)");
+    if (rs && !cJSON_IsBool(rs)) return bad_config(path, "use_rslora", "must be true or false");
+    if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
+        return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
+    static const char *const unsupported[] = {"use_dora",        "modules_to_save",   "layers_to_transform",
+                                              "rank_pattern",    "alpha_pattern",     "lora_bias",
+                                              "exclude_modules", "layer_replication", "trainable_token_indices",
+                                              "fan_in_fan_out"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
+            return bad_config(path, unsupported[i], "is set: not supported yet");
+    c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
+    c->rslora = cJSON_IsTrue(rs);
+    return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), &c->targets);
+}
+
+zt_status zt_lora_read_config(const char *dir, zt_lora_config *c)
+{
+    char path[4096];
+    char *text;
+    size_t len;
+    zt_status st = zt_path_join(path, sizeof path, dir, "adapter_config.json");
+    if (!st) st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    st = cJSON_IsObject(o) ? parse_adapter_config(path, o, c) : zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+    cJSON_Delete(o);
+    return st;
+}
+
+zt_status zt_lora_load(zt_llama *m, const char *dir)
+{
+    char path[4096];
+    zt_st_reader *rd = NULL;
+    zt_llama *v = &m->lora->view;
+    zt_status st = zt_path_join(path, sizeof path, dir, "adapter_model.safetensors");
+    if (!st) st = zt_st_open(&rd, path);
+    if (st) return st;
+    for (int i = 0; !st && i < zt_st_count(rd); i++) {
+        const char *name = zt_st_get(rd, i)->name;
+        if (!zt_llama_find_tensor(v, name))
+            st = zt_fail(ZT_EUSER, "'%s': tensor '%s' is not an adapter of this model and adapter_config.json", path,
+                         name);
+    }
+    zt_real *p = st ? NULL : zt_llama_params_map(v);
+    if (!st && !p) st = zt_fail(ZT_ENOMEM, "out of memory loading '%s'", path);
+    for (int i = 0; !st && i < v->n_tensors; i++) {
+        const zt_llama_tensor *t = &v->tensors[i];
+        const zt_st_tensor *f = zt_st_find(rd, t->name);
+        st = f ? zt_st_read_into(f, p + t->offset, ZT_REAL_DTYPE, t->shape, 2)
+               : zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", path, t->name);
+    }
+    if (p) zt_llama_params_unmap(v, p, !st);
+    zt_st_close(rd);
+    return st;
+}
+
+static zt_status save_config(const zt_lora *a, const char *dir, const char *base)
+{
+    char path[4096];
+    cJSON *o = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(o, "target_modules");
+    cJSON_AddStringToObject(o, "peft_type", "LORA");
+    cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
+    cJSON_AddStringToObject(o, "base_model_name_or_path", base);
+    cJSON_AddNumberToObject(o, "r", a->cfg.r);
+    cJSON_AddNumberToObject(o, "lora_alpha", a->cfg.alpha);
+    cJSON_AddNumberToObject(o, "lora_dropout", a->cfg.dropout);
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(zt_lora_module_names[mod]));
+    cJSON_AddStringToObject(o, "bias", "none");
+    cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
+    cJSON_AddBoolToObject(o, "use_dora", 0);
+    cJSON_AddNullToObject(o, "modules_to_save");
+    cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
+    cJSON_AddBoolToObject(o, "inference_mode", 1);
+    if (a->cfg.init == ZT_LORA_INIT_GAUSSIAN) cJSON_AddStringToObject(o, "init_lora_weights", "gaussian");
+    else cJSON_AddBoolToObject(o, "init_lora_weights", 1);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    zt_status st = text ? zt_path_join(path, sizeof path, dir, "adapter_config.json")
+                        : zt_fail(ZT_ENOMEM, "out of memory writing the adapter config");
+    if (!st) st = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base)
+{
+    zt_llama *v = &m->lora->view;
+    zt_status st = zt_mkdir_p(dir);
+    if (st) return st;
+    zt_st_writer *w = zt_st_writer_new();
+    zt_real *p = zt_llama_params_map(v);
+    if (!w || !p) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
+    for (int i = 0; i < v->n_tensors && !st; i++) {
+        const zt_llama_tensor *t = &v->tensors[i];
+        st = zt_st_writer_add(w, t->name, ZT_F32, t->shape, 2, p + t->offset, ZT_REAL_DTYPE);
+    }
+    if (!st) st = zt_st_writer_finish_file(w, dir, "adapter_model.safetensors");
+    zt_st_writer_free(w);
+    if (p) zt_llama_params_unmap(v, p, 0);
+    return st ? st : save_config(m->lora, dir, base);
+}
+
+uint32_t zt_lora_base_hash(const zt_llama *m)
+{
+    uint32_t h = zt_crc32c(0, &m->numel, sizeof m->numel);
+    zt_real *p = zt_llama_params_map(m);
+    if (!p) return 0; /* out of memory: nothing to compare, which the resume check reports as a mismatch */
+    h = zt_crc32c(h, p, m->numel * sizeof *p);
+    zt_llama_params_unmap((zt_llama *)m, p, 0);
+    return h;
+}
+
+/* The base weight of module mod in layer l: its offset in the flat array */
+static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod)
+{
+    const zt_llama_layer_layout *y = &m->lay;
+    size_t b = m->layer0_off + y->numel * l, C = m->C;
+    switch (mod) {
+    case ZT_LORA_Q: return b + y->wqkv;
+    case ZT_LORA_K: return b + y->wqkv + (size_t)m->HD * C;
+    case ZT_LORA_V: return b + y->wqkv + (size_t)(m->HD + m->KV * m->D) * C;
+    case ZT_LORA_O: return b + y->wo;
+    case ZT_LORA_GATE: return b + y->wgu;
+    case ZT_LORA_UP: return b + y->wgu + (size_t)m->F * C;
+    default: return b + y->wd;
+    }
+}
+
+zt_status zt_lora_merge(zt_llama *m)
+{
+    zt_lora *a = m->lora;
+    zt_real *w = zt_llama_params_map(m), *p = zt_llama_params_map(&a->view);
+    if (!w || !p) {
+        zt_llama_params_unmap(m, w, 0);
+        zt_llama_params_unmap(&a->view, p, 0);
+        return zt_fail(ZT_ENOMEM, "out of memory merging the adapters");
+    }
+    zt_backend *cpu = zt_backend_cpu();
+    int r = a->cfg.r;
+    for (int l = 0; l < m->L; l++)
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+            if (!targeted(a, mod)) continue;
+            int in, out;
+            dims(m, mod, &in, &out);
+            const zt_real *A = adapter_a(a, p, l, mod), *B = A + (size_t)r * in;
+            cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
+        }
+    zt_llama_params_unmap(&a->view, p, 0);
+    zt_llama_params_unmap(m, w, 1);
+    return ZT_OK;
+}

@@ -1,0 +1,110 @@
+/* model/lora: low-rank adapters (LoRA) on the linear layers of a frozen model.
+ *
+ * A targeted linear layer computes y = W·x + s·B·(A·dropout(x)), A [r, in] and B [out, r],
+ * s = alpha / r (alpha / sqrt(r) with rsLoRA). The base weights stay as they were loaded:
+ * no gradient, no optimizer state; m->grads is NULL while adapters are attached. The
+ * adapters have a flat parameter array of their own, per layer the targeted modules in the
+ * order of zt_lora_module, each A then B, named as PEFT names them
+ * (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight). `view` presents that
+ * array as a model's flat parameters (params, grads, numel, tensors), which is what ZeRO
+ * stages 0-2, AdamW and the checkpoints take.
+ *
+ *     zt_lora_attach(&m, &(zt_lora_config){.r = 8, .alpha = 16, .targets = ZT_LORA_ALL});
+ *     zt_lora_init_weights(&m, seed);          // or zt_lora_load(&m, "adapter_dir")
+ *     zt_zero_init(&z, comm, &opts, &m.lora->view);
+ *     ... zt_llama_forward_backward(&m, ...) fills m.lora->view.grads
+ *     zt_lora_save(&m, "final", "base/model");
+ *
+ * Dropout (training passes only) keeps each element of a module's input with probability
+ * 1 - p from a hash of (seed, pass, layer, module, element): the recompute of a checkpointed
+ * layer draws the same mask, and a resumed run the same masks as an uninterrupted one.
+ */
+#ifndef ZT_MODEL_LORA_H
+#define ZT_MODEL_LORA_H
+
+#include <stdint.h>
+
+#include "llama.h"
+
+/* The linear layers an adapter can sit on, with their Hugging Face module names. */
+typedef enum zt_lora_module {
+    ZT_LORA_Q,
+    ZT_LORA_K,
+    ZT_LORA_V,
+    ZT_LORA_O,
+    ZT_LORA_GATE,
+    ZT_LORA_UP,
+    ZT_LORA_DOWN,
+    ZT_LORA_NMODULES
+} zt_lora_module;
+extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., down_proj */
+#define ZT_LORA_ALL ((1u << ZT_LORA_NMODULES) - 1)
+
+/* How A starts (B starts at zero either way): Kaiming-uniform with a = sqrt(5), that is
+ * U(-1/sqrt(in), 1/sqrt(in)), as PEFT's default; or N(0, 1/r²), PEFT's "gaussian". */
+typedef enum zt_lora_init { ZT_LORA_INIT_KAIMING, ZT_LORA_INIT_GAUSSIAN } zt_lora_init;
+extern const char *const zt_lora_init_names[2]; /* "default", "gaussian" */
+
+typedef struct zt_lora_config {
+    int r;
+    double alpha, dropout;
+    unsigned targets; /* bit i: module i */
+    int rslora;
+    zt_lora_init init;
+} zt_lora_config;
+
+/* What the adapter is (DoRA is to come). */
+typedef enum zt_lora_method { ZT_LORA_METHOD_LORA } zt_lora_method;
+extern const char *const zt_lora_method_names[1]; /* "lora" */
+
+/* The module named name (q_proj, ...), or -1. */
+int zt_lora_module_of(const char *name);
+
+typedef struct zt_lora {
+    zt_lora_config cfg;
+    double scale;                           /* s */
+    size_t off[ZT_LORA_NMODULES];           /* A's offset in a layer's adapter block (B follows A) */
+    size_t layer_numel;                     /* elements of one layer's adapters */
+    zt_llama view;                          /* the adapters as flat parameters (never zt_llama_free'd) */
+    uint64_t seed, pass;                    /* dropout: the seed, and the training pass it draws for */
+    int training;                           /* this pass drops (forward and backward of a gradient pass) */
+    zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
+    zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, 2·D)] where the frozen norms' weight gradients go */
+    size_t scratch_tokens;
+} zt_lora;
+
+/* Attaches zeroed adapters to m (weights loaded, vocabulary final): frees the base's gradient
+ * array. ZT_EUSER for a bad configuration (r < 1, no targets, alpha <= 0). */
+zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
+/* Frees the adapters (zt_llama_free calls it). */
+void zt_lora_free(zt_llama *m);
+/* A as zt_lora_init says from streams (seed, tensor), B zero. */
+zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed);
+/* The scratch for micro-batches of `tokens` positions (zt_llama_alloc_acts calls it). */
+zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens);
+
+/* adapter_config.json of a PEFT adapter directory: r, lora_alpha, lora_dropout,
+ * target_modules, use_rslora; anything zt cannot train exactly (DoRA, biases, other
+ * modules) is ZT_EUSER naming the file and key. */
+zt_status zt_lora_read_config(const char *dir, zt_lora_config *c);
+/* adapter_model.safetensors of dir into the attached adapters (names and shapes checked). */
+zt_status zt_lora_load(zt_llama *m, const char *dir);
+/* A PEFT adapter directory: adapter_config.json (base_model_name_or_path = base) and
+ * adapter_model.safetensors in fp32. */
+zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
+
+/* CRC-32C of the base model's weights as they are in memory (and its shape): what a
+ * checkpoint records so that a resume onto another base is refused. */
+uint32_t zt_lora_base_hash(const zt_llama *m);
+
+/* W += s·B·A for every adapter: the merged model, in m->params (adapters left as they are). */
+zt_status zt_lora_merge(zt_llama *m);
+
+/* The forward and backward of module mod's adapter in layer l (llama.c): y[N, O] (rows ldy
+ * apart) += s·B·A·drop(x[N, I]); and from dy, dx[N, I] += the adapter's part of ∂/∂x, and the
+ * adapter's gradients. */
+void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
+void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
+                      zt_real *dx);
+
+#endif

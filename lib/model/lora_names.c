@@ -1,0 +1,16 @@
+/* The names of lora.h's enums (also what the recipe schema takes). */
+#include <string.h>
+
+#include "lora.h"
+
+const char *const zt_lora_module_names[ZT_LORA_NMODULES] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                            "gate_proj", "up_proj", "down_proj"};
+const char *const zt_lora_init_names[2] = {"default", "gaussian"};
+const char *const zt_lora_method_names[1] = {"lora"};
+
+int zt_lora_module_of(const char *name)
+{
+    for (int i = 0; i < ZT_LORA_NMODULES; i++)
+        if (!strcmp(name, zt_lora_module_names[i])) return i;
+    return -1;
+}

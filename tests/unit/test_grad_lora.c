@@ -1,0 +1,164 @@
+/* LoRA gradient check: the model and its adapters compiled with zt_real = double; the
+ * gradients of every A and B, and of the input of every layer (through the frozen weights
+ * and the adapters, seen in the embedding's gradient and the base weights' gradients below
+ * each adapter), against central finite differences of the summed cross-entropy on a packed
+ * batch of 3 documents, with and without activation checkpointing and dropout. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/model/llama.h"
+#include "lib/model/lora.h"
+#include "test.h"
+
+enum { B = 2, T = 10 };
+
+/* row 0: documents of 4 and 6 tokens; row 1: a document of 7 tokens and 3 of padding */
+static int32_t input[B * T], target[B * T], pos[B * T];
+
+static void make_batch(int vocab)
+{
+    int docs[][3] = {{0, 0, 4}, {0, 4, 10}, {1, 0, 7}}; /* row, start, end */
+    for (int i = 0; i < B * T; i++) input[i] = (i * 7 + 3) % vocab, target[i] = -100, pos[i] = 0;
+    for (int d = 0; d < 3; d++) {
+        int r = docs[d][0], s = docs[d][1], e = docs[d][2];
+        for (int t = s; t < e; t++) {
+            pos[r * T + t] = t - s;
+            if (t + 1 < e) target[r * T + t] = input[r * T + t + 1];
+        }
+    }
+    for (int t = 7; t < T; t++) pos[T + t] = t - 7;
+}
+
+/* the 2-layer GQA model: 4 query heads sharing 2 key/value heads */
+static zt_llama_config tiny_config(void)
+{
+    zt_llama_config c;
+    zt_llama_config_default(&c);
+    c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
+    return c;
+}
+
+/* The loss of a training pass that draws dropout pass 0's masks: a gradient pass (dropout is
+ * on only there) with a gradient scale of 1e-300, whose gradient adds nothing measurable. */
+static double loss_of(zt_llama *m)
+{
+    double loss = 0;
+    m->lora->pass = 0;
+    zt_llama_forward_backward(m, input, target, pos, 1e-300, &loss);
+    return loss;
+}
+
+/* Worst error relative to max(1e-2, |gradient|) over n parameters at p with analytic
+ * gradients g. The step and the tolerance are test_grad_model's: central differences in
+ * double with h = 1e-6 err by about 2⁻⁵³·|loss|/h + h²/6·|f'''|, under 1e-7 relative to the
+ * floor here, so 1e-5 still catches any wrong term. */
+static double worst_error(zt_llama *m, zt_real *p, const zt_real *g, size_t n)
+{
+    const double eps = 1e-6;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double keep = p[i];
+        p[i] = keep + eps;
+        double lp = loss_of(m);
+        p[i] = keep - eps;
+        double lm = loss_of(m);
+        p[i] = keep;
+        double fd = (lp - lm) / (2 * eps);
+        double err = fabs(fd - g[i]) / fmax(1e-2, fabs(g[i]));
+        if (err > worst) worst = err;
+    }
+    return worst;
+}
+
+/* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
+ * with_base: the base keeps a gradient array too, to check ∂loss/∂x below each adapter. */
+static void open_model(zt_llama *m, int checkpointing, double dropout, int rslora, int with_base)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_init(m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    ZT_ASSERT(zt_llama_alloc_acts(m, B, T, checkpointing) == ZT_OK);
+    zt_llama_init_weights(m, 11, 0.5);
+    zt_lora_config lc = {.r = 2, .alpha = 3, .dropout = dropout, .targets = ZT_LORA_ALL, .rslora = rslora};
+    ZT_ASSERT(zt_lora_attach(m, &lc) == ZT_OK);
+    ZT_ASSERT(zt_lora_init_weights(m, 5) == ZT_OK);
+    zt_llama *v = &m->lora->view;
+    for (size_t i = 0; i < v->numel; i++)
+        if (v->params[i] == 0) v->params[i] = 0.4 * sin(0.7 * (double)i + 1);
+    m->lora->seed = 42;
+    if (with_base) { /* freed by zt_llama_free */
+        m->grads = m->be->alloc(m->be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+        ZT_ASSERT(m->grads != NULL);
+    }
+    make_batch(c.vocab_size);
+}
+
+/* The analytic gradients of one pass (dropout pass 0), copied out of the model. */
+static void gradients(zt_llama *m, zt_real **adapter, zt_real **base)
+{
+    zt_llama *v = &m->lora->view;
+    double loss = 0;
+    memset(v->grads, 0, v->numel * sizeof(zt_real));
+    if (m->grads) memset(m->grads, 0, m->numel * sizeof(zt_real));
+    m->lora->pass = 0;
+    zt_llama_forward_backward(m, input, target, pos, 1, &loss);
+    CHECK_MSG(loss > 0 && isfinite(loss), "loss %g", loss);
+    *adapter = malloc(v->numel * sizeof(zt_real));
+    memcpy(*adapter, v->grads, v->numel * sizeof(zt_real));
+    if (base) {
+        *base = malloc(m->numel * sizeof(zt_real));
+        memcpy(*base, m->grads, m->numel * sizeof(zt_real));
+    }
+}
+
+static void check_lora(int checkpointing, double dropout, int rslora)
+{
+    zt_llama m;
+    zt_real *ga, *gb;
+    open_model(&m, checkpointing, dropout, rslora, 1);
+    gradients(&m, &ga, &gb);
+    double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel);
+    double ex = worst_error(&m, m.params, gb, m.numel); /* the embedding's gradient is ∂loss/∂x[0] */
+    CHECK_MSG(ea < 1e-5, "adapters: worst relative error %g", ea);
+    CHECK_MSG(ex < 1e-5, "inputs and base weights: worst relative error %g", ex);
+    free(ga);
+    free(gb);
+    zt_llama_free(&m);
+}
+
+static void test_lora(void) { check_lora(0, 0, 0); }
+static void test_lora_checkpointing(void) { check_lora(1, 0, 1); }
+static void test_lora_dropout(void) { check_lora(0, 0.3, 0); }
+static void test_lora_dropout_checkpointing(void) { check_lora(1, 0.3, 0); }
+
+/* A frozen base (no gradient array) gives the adapters the same gradients, bit for bit: the
+ * same products run, only those of the base's gradients are left out. */
+static void test_frozen_base_same_adapter_grads(void)
+{
+    zt_llama a, b;
+    zt_real *ga, *gb, *base;
+    open_model(&a, 1, 0.2, 0, 1);
+    open_model(&b, 1, 0.2, 0, 0);
+    CHECK(b.grads == NULL);
+    gradients(&a, &ga, &base);
+    gradients(&b, &gb, NULL);
+    CHECK(!memcmp(ga, gb, a.lora->view.numel * sizeof(zt_real)));
+    free(ga);
+    free(gb);
+    free(base);
+    zt_llama_free(&a);
+    zt_llama_free(&b);
+}
+
+int main(void)
+{
+    omp_set_num_threads(1); /* thousands of tiny passes */
+    RUN(test_lora);
+    RUN(test_lora_checkpointing);
+    RUN(test_lora_dropout);
+    RUN(test_lora_dropout_checkpointing);
+    RUN(test_frozen_base_same_adapter_grads);
+    return test_summary();
+}
