@@ -297,11 +297,14 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
     return o;
 }
 
+/* dst[key] = src[key], in dst's place for the key (a new key goes last), so that saving a
+ * saved config changes nothing */
 static void take(cJSON *dst, cJSON *src, const char *key)
 {
     cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(src, key);
-    cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
-    if (v) cJSON_AddItemToObject(dst, key, v);
+    if (!v) cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
+    else if (cJSON_GetObjectItemCaseSensitive(dst, key)) cJSON_ReplaceItemInObjectCaseSensitive(dst, key, v);
+    else cJSON_AddItemToObject(dst, key, v);
 }
 
 /* The source's config.json with what zt changed: the dtype it saves in, the writer, a
