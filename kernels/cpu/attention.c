@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "levels.h"
 #include "lib/core/arena.h"
 #include "ops.h"
 
@@ -47,8 +48,8 @@ static int block_key_lo(const int32_t *pos, int t0, int t1, int window)
 /* Turns scores S[qb, nk] (keys from klo) into probabilities. With lse == NULL it
  * computes the softmax and stores each row's log-sum-exp into lse_out; otherwise it
  * uses the given lse. Entries outside a query's visible keys become 0. */
-ZT_CLONES static void scores_to_probs(zt_real *S, int qb, int nk, int t0, int klo, const int32_t *pos, int window,
-                                      const zt_real *lse, zt_real *lse_out)
+ZT_LEVEL_BODY void scores_to_probs_body(zt_real *S, int qb, int nk, int t0, int klo, const int32_t *pos, int window,
+                                        const zt_real *lse, zt_real *lse_out)
 {
     for (int i = 0; i < qb; i++) {
         int t = t0 + i, lo = key_lo(pos, t, window) - klo, hi = t - klo; /* inclusive */
@@ -72,11 +73,14 @@ ZT_CLONES static void scores_to_probs(zt_real *S, int qb, int nk, int t0, int kl
         lse_out[t] = mx + (zt_real)log((double)sum);
     }
 }
+ZT_LEVELS(void, scores_to_probs, (S, qb, nk, t0, klo, pos, window, lse, lse_out), zt_real *S, int qb, int nk, int t0,
+          int klo, const int32_t *pos, int window, const zt_real *lse, zt_real *lse_out)
 
 void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T,
                               int H, int KV, int D, int window)
 {
     attn_shape s = shape_of(T, H, KV, D, window);
+    scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
 #pragma omp parallel
     {
         zt_real *S = zt_calloc_aligned(sizeof(zt_real) * QB * T);
@@ -93,7 +97,7 @@ void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, co
                 const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
                 const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;
                 zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, S, nk);
-                scores_to_probs(S, qb, nk, t0, klo, p, window, NULL, lse + (size_t)bh * T);
+                to_probs(S, qb, nk, t0, klo, p, window, NULL, lse + (size_t)bh * T);
                 zt_real *O = out + ((size_t)b * T + t0) * s.HD + h * D;
                 zt_cpu_gemm(0, 0, qb, D, nk, 1, S, nk, V, s.S3, 0, O, s.HD);
             }
@@ -103,8 +107,8 @@ void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, co
 }
 
 /* dS = P ∘ (dP - rowsum(dO ∘ O)), in place in dP */
-ZT_CLONES static void softmax_backward(zt_real *dP, const zt_real *P, const zt_real *dO, const zt_real *O, int qb,
-                                       int nk, int D, int HD)
+ZT_LEVEL_BODY void softmax_backward_body(zt_real *dP, const zt_real *P, const zt_real *dO, const zt_real *O, int qb,
+                                         int nk, int D, int HD)
 {
     for (int i = 0; i < qb; i++) {
         zt_real di = 0;
@@ -114,6 +118,8 @@ ZT_CLONES static void softmax_backward(zt_real *dP, const zt_real *P, const zt_r
         for (int j = 0; j < nk; j++) r[j] = pr[j] * (r[j] - di);
     }
 }
+ZT_LEVELS(void, softmax_backward, (dP, P, dO, O, qb, nk, D, HD), zt_real *dP, const zt_real *P, const zt_real *dO,
+          const zt_real *O, int qb, int nk, int D, int HD)
 
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
                                const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
@@ -121,6 +127,8 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
 {
     attn_shape s = shape_of(T, H, KV, D, window);
     int group = H / KV;
+    scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
+    softmax_backward_fn *dsoftmax = softmax_backward_for_cpu();
     /* one task per (row, kv head): the task owns that head's dK and dV */
 #pragma omp parallel
     {
@@ -151,9 +159,9 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
                     zt_real *dK = dbase + (size_t)klo * s.S3 + (H + g) * D;
                     zt_real *dV = dbase + (size_t)klo * s.S3 + (H + KV + g) * D;
                     zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, P, nk);
-                    scores_to_probs(P, qb, nk, t0, klo, p, window, l, NULL);
+                    to_probs(P, qb, nk, t0, klo, p, window, l, NULL);
                     zt_cpu_gemm(0, 1, qb, nk, D, 1, dO, s.HD, V, s.S3, 0, dP, nk);
-                    softmax_backward(dP, P, dO, O, qb, nk, D, s.HD);
+                    dsoftmax(dP, P, dO, O, qb, nk, D, s.HD);
                     zt_cpu_gemm(0, 0, qb, D, nk, s.scale, dP, nk, K, s.S3, 0, dQ, s.S3);
                     zt_cpu_gemm(1, 0, nk, D, qb, s.scale, dP, nk, Q, s.S3, 1, dK, s.S3);
                     zt_cpu_gemm(1, 0, nk, D, qb, 1, P, nk, dO, s.HD, 1, dV, s.S3);

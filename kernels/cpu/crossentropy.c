@@ -2,11 +2,12 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "levels.h"
 #include "ops.h"
 
 /* One row: returns logsumexp - logit[target]; with a gradient, the row becomes
  * (softmax - onehot)·grad_scale. */
-ZT_CLONES static double cross_entropy_row(zt_real *l, int target, int V, zt_real grad_scale)
+ZT_LEVEL_BODY double cross_entropy_row_body(zt_real *l, int target, int V, zt_real grad_scale)
 {
     zt_real mx = l[0];
 #pragma omp simd reduction(max : mx)
@@ -28,10 +29,12 @@ ZT_CLONES static double cross_entropy_row(zt_real *l, int target, int V, zt_real
     l[target] -= grad_scale;
     return mx + log((double)sum) - picked;
 }
+ZT_LEVELS(double, cross_entropy_row, (l, target, V, grad_scale), zt_real *l, int target, int V, zt_real grad_scale)
 
 void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
                           zt_real grad_scale)
 {
+    cross_entropy_row_fn *row = cross_entropy_row_for_cpu();
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         zt_real *l = logits + (size_t)i * V;
@@ -39,7 +42,7 @@ void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *tar
             if (grad_scale != 0) memset(l, 0, V * sizeof(zt_real));
             continue;
         }
-        loss_rows[i] += cross_entropy_row(l, targets[i], V, grad_scale);
+        loss_rows[i] += row(l, targets[i], V, grad_scale);
     }
 }
 

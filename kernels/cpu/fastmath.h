@@ -1,6 +1,6 @@
-/* kernels/cpu/fastmath: a branch-free exp that compilers vectorise, and the
- * clone attribute that builds hot loops for AVX-512, AVX2 and plain x86-64 with
- * runtime selection. The double (gradient-check) build uses libm's exp. */
+/* kernels/cpu/fastmath: a branch-free exp that compilers vectorise (kernels/cpu/levels.h
+ * builds the loops that use it for each CPU level). The double (gradient-check) build
+ * uses libm's exp. */
 #ifndef ZT_KERNELS_CPU_FASTMATH_H
 #define ZT_KERNELS_CPU_FASTMATH_H
 
@@ -9,12 +9,6 @@
 #include <string.h>
 
 #include "lib/core/real.h"
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define ZT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ZT_CLONES
-#endif
 
 /* c ? a : b with bit masks: GCC turns ternaries on floats into branches in
  * some loops (and then does not vectorise them); integer masks it always does. */

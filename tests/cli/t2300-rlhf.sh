@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zt rlhf on the demo task (reverse a word) with a real SentencePiece tokenizer: an
 # under-trained SFT model, then DPO (held-out preference accuracy from the SFT model's
-# value to >= 95%, reference log-probabilities cached on disk), a reward model (held-out
+# value to >= 90%, reference log-probabilities cached on disk), a reward model (held-out
 # pairwise accuracy >= 95%, saved as LlamaForSequenceClassification), GRPO with the
 # exact-match reward program, GRPO and PPO scored by that reward model under ZeRO-3 on 2
 # ranks against 1 rank (prompts whose completions end at very different lengths: no hang,
@@ -75,7 +75,14 @@ expect_ok "DPO with learning rate 0 (the SFT model's preference accuracy)" \
 expect_ok "DPO" "$ZT" rlhf dpo.toml
 ZT_LOG=info "$ZT" rlhf dpo.toml train.max_steps=1 output.dir=dpo1 2>&1 | grep -q "log-probabilities from the cache" &&
   say "ok - a second run reads the cached reference log-probabilities" || fail "the reference log-probabilities were not cached"
-$PY - <<'PY' && say "ok - DPO: held-out preference accuracy rises from the SFT model's value to >= 95%" || fail "DPO accuracy"
+# The bar: 200 held-out pairs, and runs that differ only in summation order (the CPU kernel
+# levels: bf16 GEMMs and exp loops of other widths, with and without FMA) end 200 chaotic
+# steps with a few pairs near margin 0 decided otherwise. Measured (a Xeon with AVX-512 BF16):
+# 0.985 at the default level, 0.98 at ZT_CPU=scalar; under 0.95 at scalar while its exp loops
+# still ran the AVX-512 build (the same arithmetic rounded otherwise). 0.90 (20 pairs wrong)
+# leaves that spread room, and a DPO that had not learnt the task fails it: the SFT model
+# scores 0 (margins exactly 0), chance 0.5, and 180 of 200 right by chance has odds of 1e-33.
+$PY - <<'PY' && say "ok - DPO: held-out preference accuracy rises from the SFT model's value to >= 90%" || fail "DPO accuracy"
 import json
 def valid(path):
     return [r for r in map(json.loads, open(path)) if r.get("split") == "valid"][-1]
@@ -83,8 +90,8 @@ before, after = valid("dpo0/metrics.jsonl"), valid("dpo/metrics.jsonl")
 print("held-out reward accuracy: SFT %.3f -> DPO %.3f (margin %.3f); chosen likelier: %.3f -> %.3f" % (
     before["reward_accuracy"], after["reward_accuracy"], after["reward_margin"], before["preference_accuracy"],
     after["preference_accuracy"]))
-assert after["reward_accuracy"] >= 0.95 and after["reward_accuracy"] > before["reward_accuracy"]
-assert after["preference_accuracy"] >= 0.95
+assert after["reward_accuracy"] >= 0.90 and after["reward_accuracy"] > before["reward_accuracy"]
+assert after["preference_accuracy"] >= 0.90
 train = [r for r in map(json.loads, open("dpo/metrics.jsonl")) if "split" not in r]
 for k in ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy"):
     assert all(k in r for r in train), k
