@@ -11,7 +11,8 @@ int cmd_export(int argc, char **argv)
     const char *out = NULL, *dtype = NULL, *shard = "5GB", *base = NULL;
     int merge = 0;
     unsigned long long max_shard;
-    zt_usage u = {"zt export", "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge [--base DIR]]",
+    zt_usage u = {"zt export",
+                  "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge [--base DIR]]",
                   "Write a Hugging Face model directory (config.json, model.safetensors or shards with an\n"
                   "index, tokenizer files, generation_config.json). A run directory exports its newest\n"
                   "complete checkpoint, or its final/ when it has none; a checkpoint directory exports\n"
@@ -23,7 +24,8 @@ int cmd_export(int argc, char **argv)
         {"dtype", 'S', &dtype, "TYPE", "bf16 or fp32 (default: the source config.json's torch_dtype)", 0, 0},
         {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
         {"merge", 'F', &merge, "", "merge LoRA adapters into their base model", 0, 0},
-        {"base", 'S', &base, "DIR", "with --merge: the base model (default: the adapter's base_model_name_or_path)", 0, 0},
+        {"base", 'S', &base, "DIR", "with --merge: the base model (default: the adapter's base_model_name_or_path)", 0,
+         0},
         {0},
     };
     if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
@@ -46,7 +48,6 @@ int cmd_export(int argc, char **argv)
     if (info.step >= 0)
         zt_log_info("exported step %ld from '%s' (%zu parameters, %s) to '%s'", info.step, info.source, info.numel,
                     info.dtype, out);
-    else
-        zt_log_info("exported '%s' (%zu parameters, %s) to '%s'", info.source, info.numel, info.dtype, out);
+    else zt_log_info("exported '%s' (%zu parameters, %s) to '%s'", info.source, info.numel, info.dtype, out);
     return 0;
 }

@@ -102,7 +102,8 @@ int cmd_generate(int argc, char **argv)
         {"top-p", 'D', &top_p, "P", "sample among the likeliest tokens holding P of the mass (default 1)", 0, 1},
         {"stop", 'L', &stop, "STR", "stop at this text (repeatable)", 0, 0},
         {"seed", 'I', &seed, "S", "random seed for sampling (default 0)", 0, LONG_MAX},
-        {"chat-template", 'S', &tmpl, "NAME", "chat template: auto (the model's), chatml, llama3, ... or a .jinja file", 0, 0},
+        {"chat-template", 'S', &tmpl, "NAME", "chat template: auto (the model's), chatml, llama3, ... or a .jinja file",
+         0, 0},
         {"max-length", 'I', &max_len, "N", "context positions to allocate (default 4096)", 16, 1 << 22},
         {0},
     };

@@ -53,7 +53,8 @@ int cmd_init(int argc, char **argv)
         snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
         st = zt_llama_config_set(&cfg, key, eq + 1);
     }
-    if (!st && cfg.head_dim == 0 && cfg.num_attention_heads > 0) cfg.head_dim = cfg.hidden_size / cfg.num_attention_heads;
+    if (!st && cfg.head_dim == 0 && cfg.num_attention_heads > 0)
+        cfg.head_dim = cfg.hidden_size / cfg.num_attention_heads;
     zt_llama m;
     if (!st) st = zt_llama_config_check(&cfg, "zt init");
     if (st) return cmd_fail(st);

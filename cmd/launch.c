@@ -68,7 +68,9 @@ static void execute(const zt_launch_cmd *c)
     fflush(stderr);
     execvp(c->argv[0], c->argv);
     fprintf(stderr, "zt: error: cannot run '%s': %s%s\n", c->argv[0], strerror(errno),
-            errno != ENOENT ? "" : !strcmp(c->argv[0], "srun") ? " (is Slurm installed?)" : " (is Open MPI installed?)");
+            errno != ENOENT               ? ""
+            : !strcmp(c->argv[0], "srun") ? " (is Slurm installed?)"
+                                          : " (is Open MPI installed?)");
 }
 
 int cmd_launch(int argc, char **argv)
@@ -102,7 +104,8 @@ int cmd_launch(int argc, char **argv)
     int npos = zt_options_parse(dashdash ? dashdash : argc, argv, opts, &u);
     if (npos < 0) return npos == -2 ? 0 : 2;
     if (npos > 1) {
-        fprintf(stderr, "zt: error: zt launch: '%s': PROGRAM goes after '--' (zt launch [options] -- PROGRAM ARGS...)\n",
+        fprintf(stderr,
+                "zt: error: zt launch: '%s': PROGRAM goes after '--' (zt launch [options] -- PROGRAM ARGS...)\n",
                 argv[1]);
         return 2;
     }
@@ -125,9 +128,16 @@ int cmd_launch(int argc, char **argv)
     if (!st && !env_has(&env, "ZT_RANKS_PER_NODE"))
         zt_log_warn("hosts run different numbers of ranks: ZT_RANKS_PER_NODE is not set");
     zt_launch_spec spec = {
-        .launcher = kind, .hosts = &pool, .hostfile = hostfile != NULL, .oversubscribe = oversubscribe,
-        .as_root = geteuid() == 0, .log_dir = log_dir, .remote_shell = remote_shell,
-        .launcher_args = launcher_args, .env = &env, .program = program,
+        .launcher = kind,
+        .hosts = &pool,
+        .hostfile = hostfile != NULL,
+        .oversubscribe = oversubscribe,
+        .as_root = geteuid() == 0,
+        .log_dir = log_dir,
+        .remote_shell = remote_shell,
+        .launcher_args = launcher_args,
+        .env = &env,
+        .program = program,
     };
     if (!st) st = zt_launch_build(&cmd, &spec);
     if (!st && log_dir && !dry_run) st = zt_mkdir_p(log_dir);

@@ -36,9 +36,19 @@ int zt_parse_long(const char *s, long min, long max, long *out)
 
 int zt_parse_size(const char *s, unsigned long long *out)
 {
-    static const struct { const char *suffix; unsigned long long mult; } units[] = {
-        {"", 1}, {"B", 1}, {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
-        {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+    static const struct {
+        const char *suffix;
+        unsigned long long mult;
+    } units[] = {
+        {"", 1},
+        {"B", 1},
+        {"KB", 1000ull},
+        {"MB", 1000000ull},
+        {"GB", 1000000000ull},
+        {"TB", 1000000000000ull},
+        {"KiB", 1ull << 10},
+        {"MiB", 1ull << 20},
+        {"GiB", 1ull << 30},
     };
     char *end;
     errno = 0;

@@ -35,8 +35,8 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
     if (zt_step_time_estimate(e, rd, wr, &t)) return;
     printf("# step time, predicted: %.1f s = forward and backward %.1f s (%.1f GFLOP at %.1f GFLOP/s, measured on a "
            "%dx%dx%d product) + their I/O not hidden %.1f s (of %.1f s) + the optimizer step's I/O %.1f s\n",
-           t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, t.exposed_s, t.passes_io_s,
-           t.step_io_s);
+           t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, t.exposed_s,
+           t.passes_io_s, t.step_io_s);
 }
 
 /* offload = "auto": what it chose */
@@ -81,14 +81,16 @@ int cmd_validate(int argc, char **argv)
             zt_recipe_write_value(stdout, &r, &keys[i]);
             printf("\n");
         }
-        printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters%s\n",
-               e.stage, world, per_node, e.numel, e.device.total ? ", if it computed on the CPU" : "");
+        printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters%s\n", e.stage,
+               world, per_node, e.numel, e.device.total ? ", if it computed on the CPU" : "");
         row("parameters", e.params, "");
         if (e.hpz) row("  of which hpZ's slices", e.hpz, "(zero.hpz_partition_size)");
         row("gradients", e.grads, "");
         row("optimizer state", e.optimizer, e.offloaded_host ? "(offloaded to host memory)" : "");
-        row("activations", e.activations, r.model.activation_checkpointing ? "(checkpointing on)" : "(checkpointing off)");
-        row("activations, other way", e.activations_other, r.model.activation_checkpointing ? "(checkpointing off)" : "(checkpointing on)");
+        row("activations", e.activations,
+            r.model.activation_checkpointing ? "(checkpointing on)" : "(checkpointing off)");
+        row("activations, other way", e.activations_other,
+            r.model.activation_checkpointing ? "(checkpointing off)" : "(checkpointing on)");
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
         row("total", e.total, "");

@@ -79,10 +79,7 @@ void zt_strmap_free(zt_strmap *m)
     memset(m, 0, sizeof *m);
 }
 
-static uint64_t pair_key(int32_t left, int32_t right)
-{
-    return ((uint64_t)(uint32_t)left + 1) << 32 | (uint32_t)right;
-}
+static uint64_t pair_key(int32_t left, int32_t right) { return ((uint64_t)(uint32_t)left + 1) << 32 | (uint32_t)right; }
 
 zt_status zt_pairmap_init(zt_pairmap *m, size_t n)
 {

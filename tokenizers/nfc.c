@@ -8,8 +8,15 @@
 
 /* Hangul syllables are composed by arithmetic (Unicode 3.12) */
 enum {
-    S_BASE = 0xAC00, L_BASE = 0x1100, V_BASE = 0x1161, T_BASE = 0x11A7,
-    L_COUNT = 19, V_COUNT = 21, T_COUNT = 28, N_COUNT = V_COUNT * T_COUNT, S_COUNT = L_COUNT * N_COUNT,
+    S_BASE = 0xAC00,
+    L_BASE = 0x1100,
+    V_BASE = 0x1161,
+    T_BASE = 0x11A7,
+    L_COUNT = 19,
+    V_COUNT = 21,
+    T_COUNT = 28,
+    N_COUNT = V_COUNT * T_COUNT,
+    S_COUNT = L_COUNT * N_COUNT,
 };
 
 /* a byte of invalid UTF-8, carried through as a starter that never composes */

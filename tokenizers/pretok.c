@@ -397,7 +397,7 @@ zt_status zt_pretok_replace(const zt_pretok *split, const char *text, size_t len
     if (!len) return zt_buf_append(out, "", 0); /* Hugging Face finds no match in empty text */
     work w = {0};
     zt_status st = (w.md = pcre2_match_data_create(1, NULL)) ? find_segments(split, text, len, &w)
-                                                              : zt_fail(ZT_ENOMEM, "out of memory");
+                                                             : zt_fail(ZT_ENOMEM, "out of memory");
     for (size_t i = 0; i < w.nseg && !st; i++)
         st = w.seg[i].match ? zt_buf_append(out, with, strlen(with))
                             : zt_buf_append(out, text + w.seg[i].start, w.seg[i].end - w.seg[i].start);

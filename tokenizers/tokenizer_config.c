@@ -46,8 +46,8 @@ static zt_status read_added_decoder(zt_tokenizer *tok, const cJSON *dec, const c
         long id = strtol(e->string, &end, 10);
         if (!cJSON_IsString(content) || !content->valuestring[0] || *end || end == e->string || errno || id < 0 ||
             id >= (1L << 26))
-            return zt_fail(ZT_EUSER, "'%s': added_tokens_decoder['%s'] is not an id with a non-empty \"content\"",
-                           path, e->string);
+            return zt_fail(ZT_EUSER, "'%s': added_tokens_decoder['%s'] is not an id with a non-empty \"content\"", path,
+                           e->string);
         const char *piece = content->valuestring;
         size_t len = strlen(piece);
         if (zt_added_by_content(&tok->added, piece, len)) continue; /* tokenizer.json has it */
@@ -57,10 +57,10 @@ static zt_status read_added_decoder(zt_tokenizer *tok, const cJSON *dec, const c
                         e->string, piece);
             continue;
         }
-        unsigned flags = (json_flag(e, "special") ? ZT_ADDED_SPECIAL : 0) |
-                         (json_flag(e, "normalized") ? ZT_ADDED_NORMALIZED : 0) |
-                         (json_flag(e, "lstrip") ? ZT_ADDED_LSTRIP : 0) | (json_flag(e, "rstrip") ? ZT_ADDED_RSTRIP : 0) |
-                         (json_flag(e, "single_word") ? ZT_ADDED_SINGLE_WORD : 0);
+        unsigned flags =
+            (json_flag(e, "special") ? ZT_ADDED_SPECIAL : 0) | (json_flag(e, "normalized") ? ZT_ADDED_NORMALIZED : 0) |
+            (json_flag(e, "lstrip") ? ZT_ADDED_LSTRIP : 0) | (json_flag(e, "rstrip") ? ZT_ADDED_RSTRIP : 0) |
+            (json_flag(e, "single_word") ? ZT_ADDED_SINGLE_WORD : 0);
         zt_status st = zt_added_put(&tok->added, piece, len, (int32_t)id, flags);
         if (st) return st;
     }
@@ -88,7 +88,8 @@ zt_status zt_tokenizer_read_config(zt_tokenizer *tok, const char *dir)
     cJSON *cfg, *map = NULL;
     zt_status st = load_json(dir, "tokenizer_config.json", cfg_path, sizeof cfg_path, &cfg);
     if (!st) st = load_json(dir, "special_tokens_map.json", map_path, sizeof map_path, &map);
-    if (!st && cfg) st = read_added_decoder(tok, cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder"), cfg_path);
+    if (!st && cfg)
+        st = read_added_decoder(tok, cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder"), cfg_path);
     if (!st) {
         const char *keys[] = {"bos_token", "eos_token", "pad_token", "unk_token"};
         int32_t *ids[] = {&tok->bos, &tok->eos, &tok->pad, &tok->unk};

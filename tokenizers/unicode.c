@@ -12,10 +12,7 @@ int zt_uni_lookup(const zt_uni_range *r, int n, uint32_t cp)
     return 0;
 }
 
-zt_uni_class zt_uni_class_of(uint32_t cp)
-{
-    return (zt_uni_class)zt_uni_lookup(zt_uni_classes, zt_uni_classes_n, cp);
-}
+zt_uni_class zt_uni_class_of(uint32_t cp) { return (zt_uni_class)zt_uni_lookup(zt_uni_classes, zt_uni_classes_n, cp); }
 
 int zt_uni_is_word(uint32_t cp)
 {

@@ -76,8 +76,8 @@ ZT_LEVEL_BODY void scores_to_probs_body(zt_real *S, int qb, int nk, int t0, int 
 ZT_LEVELS(void, scores_to_probs, (S, qb, nk, t0, klo, pos, window, lse, lse_out), zt_real *S, int qb, int nk, int t0,
           int klo, const int32_t *pos, int window, const zt_real *lse, zt_real *lse_out)
 
-void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T,
-                              int H, int KV, int D, int window)
+void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T, int H,
+                              int KV, int D, int window)
 {
     attn_shape s = shape_of(T, H, KV, D, window);
     scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
@@ -122,8 +122,7 @@ ZT_LEVELS(void, softmax_backward, (dP, P, dO, O, qb, nk, D, HD), zt_real *dP, co
           const zt_real *O, int qb, int nk, int D, int HD)
 
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
-                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                               int window)
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window)
 {
     attn_shape s = shape_of(T, H, KV, D, window);
     int group = H / KV;

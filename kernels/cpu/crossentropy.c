@@ -31,8 +31,7 @@ ZT_LEVEL_BODY double cross_entropy_row_body(zt_real *l, int target, int V, zt_re
 }
 ZT_LEVELS(double, cross_entropy_row, (l, target, V, grad_scale), zt_real *l, int target, int V, zt_real grad_scale)
 
-void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
-                          zt_real grad_scale)
+void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V, zt_real grad_scale)
 {
     cross_entropy_row_fn *row = cross_entropy_row_for_cpu();
 #pragma omp parallel for schedule(static)

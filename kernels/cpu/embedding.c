@@ -14,8 +14,7 @@ void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *t
 }
 
 /* Threads own column ranges and walk all tokens in order: deterministic, no atomics. */
-void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N,
-                               int C)
+void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N, int C)
 {
 #pragma omp parallel
     {

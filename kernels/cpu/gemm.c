@@ -7,10 +7,10 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
 {
     if (M <= 0 || N <= 0) return;
 #ifdef ZT_REAL_DOUBLE
-    cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                A, lda, B, ldb, beta, C, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                A, lda, B, ldb, beta, C, ldc);
 #endif
 }

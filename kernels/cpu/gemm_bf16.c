@@ -65,8 +65,7 @@ const zt_gemm_bf16_kernel zt_gemm_bf16_scalar = {
 
 /* Packs one panel: R rows of X (those past `rows` zero) over k in [0, kb), where
  * X(r, k) = x[r * rs + k * ks]; the layout is the one gemm_bf16_kernel.h describes. */
-static void pack_panel(zt_gemm_pack fmt, const uint16_t *x, size_t rs, size_t ks, int rows, int R, int kb,
-                       void *dst)
+static void pack_panel(zt_gemm_pack fmt, const uint16_t *x, size_t rs, size_t ks, int rows, int R, int kb, void *dst)
 {
     int units = fmt == ZT_GEMM_PACK_PAIRS ? (kb + 1) / 2 : kb;
     if (rows < R) memset(dst, 0, (size_t)units * R * 4);
@@ -124,9 +123,8 @@ static void scale_c(int M, int N, float beta, float *C, int ldc)
         for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
 }
 
-void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K,
-                          float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
-                          float *C, int ldc)
+void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K, float alpha,
+                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
@@ -190,8 +188,8 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
                         const char *bp = ws + (size_t)jp * ku * NR * 4;
                         for (int ip = 0; ip * MR < mb; ip++) {
                             int i = ic + ip * MR, rows = M - i < MR ? M - i : MR;
-                            kern->tile(ku, apack + (size_t)ip * ku * MR * 4, bp, C + (size_t)i * ldc + j, ldc,
-                                       rows, cols, alpha, bet);
+                            kern->tile(ku, apack + (size_t)ip * ku * MR * 4, bp, C + (size_t)i * ldc + j, ldc, rows,
+                                       cols, alpha, bet);
                         }
                     }
                 }
@@ -215,12 +213,10 @@ void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, cons
         zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     if (zt_cpu_has(ZT_CPU_AVX512BF16))
-        zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                             ldc);
+        zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else if (zt_cpu_has(ZT_CPU_AVX2))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else
-        zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void zt_f32_to_bf16_run_scalar(uint16_t *dst, const float *src, size_t n)

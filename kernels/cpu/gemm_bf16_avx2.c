@@ -39,13 +39,13 @@ static inline void store_row(float *cr, __m256 x0, __m256 x1, int n, float alpha
 
 /* Accumulators are named variables, not an array, so that they stay in the 16 ymm registers. */
 #define ROW_INIT(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps()
-#define ROW_FMA(r)                                                                                \
-    do {                                                                                          \
-        __m256 ar = _mm256_broadcast_ss(a + r);                                                   \
-        c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                                               \
-        c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                                               \
+#define ROW_FMA(r)                                                                                                     \
+    do {                                                                                                               \
+        __m256 ar = _mm256_broadcast_ss(a + r);                                                                        \
+        c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                                                                    \
+        c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);                                                                    \
     } while (0)
-#define ROW_STORE(r)                                                                              \
+#define ROW_STORE(r)                                                                                                   \
     if (r < m) store_row(c + r * ldc, c##r##0, c##r##1, n, alpha, beta)
 
 static void tile_6x16(int units, const void *ap, const void *bp, float *c, size_t ldc, int m, int n, float alpha,
@@ -56,15 +56,30 @@ static void tile_6x16(int units, const void *ap, const void *bp, float *c, size_
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + r * ldc + NR - 1), _MM_HINT_T0);
     }
-    ROW_INIT(0); ROW_INIT(1); ROW_INIT(2); ROW_INIT(3); ROW_INIT(4); ROW_INIT(5);
+    ROW_INIT(0);
+    ROW_INIT(1);
+    ROW_INIT(2);
+    ROW_INIT(3);
+    ROW_INIT(4);
+    ROW_INIT(5);
 #pragma GCC unroll 4
     for (int k = 0; k < units; k++) {
         __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        ROW_FMA(0); ROW_FMA(1); ROW_FMA(2); ROW_FMA(3); ROW_FMA(4); ROW_FMA(5);
+        ROW_FMA(0);
+        ROW_FMA(1);
+        ROW_FMA(2);
+        ROW_FMA(3);
+        ROW_FMA(4);
+        ROW_FMA(5);
         a += MR;
         b += NR;
     }
-    ROW_STORE(0); ROW_STORE(1); ROW_STORE(2); ROW_STORE(3); ROW_STORE(4); ROW_STORE(5);
+    ROW_STORE(0);
+    ROW_STORE(1);
+    ROW_STORE(2);
+    ROW_STORE(3);
+    ROW_STORE(4);
+    ROW_STORE(5);
 }
 
 const zt_gemm_bf16_kernel zt_gemm_bf16_avx2 = {
@@ -81,8 +96,7 @@ const zt_gemm_bf16_kernel zt_gemm_bf16_avx2 = {
 /* zt_f32_to_bf16 on 8 lanes: u + 0x7fff + (bit 16 of u), NaN -> (u >> 16) | 0x40. */
 static __m256i bf16_bits(__m256i u)
 {
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
     __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));

@@ -93,14 +93,14 @@ static dnnl_primitive_t make_block(product *p, int rows, int cols, int it, int j
              dnnl_matmul_desc_init(&md, &p->a[it], &p->b[jt], NULL, &p->c[it][jt]) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
              (p->alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p->alpha) == dnnl_success) &&
-             (p->beta == 0.0f || (dnnl_post_ops_create(&post) == dnnl_success &&
-                                  dnnl_post_ops_append_sum(post, p->beta) == dnnl_success &&
-                                  dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success));
+             (p->beta == 0.0f ||
+              (dnnl_post_ops_create(&post) == dnnl_success && dnnl_post_ops_append_sum(post, p->beta) == dnnl_success &&
+               dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success));
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, dn.engine, NULL) == dnnl_success &&
-         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-         strncmp(impl, "ref", 3) && dnnl_primitive_create(&prim, pd) == dnnl_success;
+         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && strncmp(impl, "ref", 3) &&
+         dnnl_primitive_create(&prim, pd) == dnnl_success;
     omp_set_num_threads(threads);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
@@ -117,8 +117,17 @@ static product *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, in
         if (same_key(&dn.cache[i], ta, tb, M, N, K, lda, ldb, ldc, alpha, beta)) p = &dn.cache[i];
     if (!p && dn.n < CACHE) {
         p = &dn.cache[dn.n++];
-        *p = (product){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
-                       .alpha = alpha, .beta = beta, .ok = 1};
+        *p = (product){.ta = ta,
+                       .tb = tb,
+                       .M = M,
+                       .N = N,
+                       .K = K,
+                       .lda = lda,
+                       .ldb = ldb,
+                       .ldc = ldc,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .ok = 1};
         int rows[2] = {M < BLOCK ? M : BLOCK, M % BLOCK}, cols[2] = {N < BLOCK ? N : BLOCK, N % BLOCK};
         for (int it = 0; it < 2; it++)
             for (int jt = 0; jt < 2; jt++)
@@ -167,8 +176,8 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
         float *c = C + (size_t)i * ldc + j;
         /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
         if (!run_block(p, i + BLOCK > M && M > BLOCK, j + BLOCK > N && N > BLOCK, a, bb, c))
-            zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, rows, cols, K, alpha, a, lda, bb, ldb, beta,
-                                 c, ldc);
+            zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, rows, cols, K, alpha, a, lda, bb, ldb, beta, c,
+                                 ldc);
     }
     return 1;
 }

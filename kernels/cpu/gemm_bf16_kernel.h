@@ -25,10 +25,10 @@ typedef void (*zt_gemm_tile_fn)(int units, const void *a, const void *b, float *
 typedef struct zt_gemm_bf16_kernel {
     const char *name;
     zt_gemm_pack pack;
-    int mr, nr;  /* register tile */
-    int kc;      /* most k (elements, even) in one block: a B panel of kc stays in L1; 0: K whole */
-    int mc;      /* most rows in one packed A block (stays in L2) */
-    int nc;      /* most columns in one packed B block (stays in L3) */
+    int mr, nr; /* register tile */
+    int kc;     /* most k (elements, even) in one block: a B panel of kc stays in L1; 0: K whole */
+    int mc;     /* most rows in one packed A block (stays in L2) */
+    int nc;     /* most columns in one packed B block (stays in L3) */
     zt_gemm_tile_fn tile;
 } zt_gemm_bf16_kernel;
 
@@ -37,9 +37,8 @@ extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx2;       /* needs zt_cpu_has(ZT
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_scalar;     /* any x86-64; bitwise zt_gemm_bf16_ref */
 
 /* The same contract as zt_gemm_bf16, on a given kernel / on plain loops (the reference). */
-void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K,
-                          float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
-                          float *C, int ldc);
+void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int transb, int M, int N, int K, float alpha,
+                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
 void zt_gemm_bf16_ref(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 

@@ -23,8 +23,7 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
 
 /* out[n,:] = table[ids[n],:]; backward: dtable[ids[n],:] += dout[n,:] */
 void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);
-void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N,
-                               int C);
+void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N, int C);
 
 /* y = x / rms(x) * w, rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ... */
 void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps);
@@ -51,11 +50,10 @@ void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, const int32_t
  * iff t - pos[t] <= u <= t (same document, causal) and t - u < window (0 = none).
  * out [N, H*D]; lse [B, H, T] (log-sum-exp of each query's scores, kept for backward).
  * Backward writes dqkv (all three parts). */
-void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T,
-                              int H, int KV, int D, int window);
+void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T, int H,
+                              int KV, int D, int window);
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
-                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                               int window);
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window);
 
 /* Attention of n new queries (q rows of stride q_stride, H heads) at positions
  * p0..p0+n-1 of one sequence over a key/value cache [p0+n, KV*D] (rows of stride
@@ -75,8 +73,7 @@ void zt_cpu_bias_backward(zt_real *db, const zt_real *dy, int N, int M);
  * Adds each row's loss (logsumexp - logit[target]) into loss_rows[n] (double).
  * When grad_scale != 0, overwrites logits with dlogits = (softmax - onehot)·grad_scale
  * (zero rows for ignored targets). */
-void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
-                          zt_real grad_scale);
+void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V, zt_real grad_scale);
 /* x[i, :] *= scale[i] over n rows of V */
 void zt_cpu_scale_rows(zt_real *x, const zt_real *scale, int n, int V);
 

@@ -18,7 +18,7 @@
 #endif
 
 #define ABS_MASK 0x7fffffffu
-#define MAX_FINITE 0x7f7fffffu /* |x| bits above this: ±Inf or NaN */
+#define MAX_FINITE 0x7f7fffffu  /* |x| bits above this: ±Inf or NaN */
 #define ROUND_MAGIC 12582912.0f /* 1.5 * 2^23: (v + it) - it rounds |v| < 2^22 to an integer, half to even */
 
 enum { QMAX8 = 127, QMAX4 = 7 };
@@ -309,8 +309,7 @@ static size_t quant8_blocks(const quant_job *job, size_t b0, size_t b1)
         float s = job->scales[b] = block_scale(job, job->x + lo, len, QMAX8, &bad);
         if (s > 0) /* not 0 (all zero, or underflowed) and not NaN */
             job->kern->quant8(job->x + lo, len, s, q + lo);
-        else
-            memset(q + lo, 0, len);
+        else memset(q + lo, 0, len);
     }
     return bad;
 }
@@ -330,10 +329,8 @@ static size_t quant4_blocks(const quant_job *job, size_t b0, size_t b1)
             q[lo / 2] = (uint8_t)((q[lo / 2] & 0xf) | hi << 4);
             lo++, len--;
         }
-        if (live)
-            job->kern->quant4(job->x + lo, len, s, q + lo / 2);
-        else
-            memset(q + lo / 2, 0, (len + 1) / 2);
+        if (live) job->kern->quant4(job->x + lo, len, s, q + lo / 2);
+        else memset(q + lo / 2, 0, (len + 1) / 2);
     }
     return bad;
 }
@@ -414,15 +411,18 @@ void zt_dequant4(const uint8_t *q, const float *scales, size_t n, size_t block, 
     run_blocks(dequant4_blocks, &job);
 }
 
-void zt_dequant4_sum(const uint8_t *const *q, const float *const *scales, int k, size_t n, size_t block,
-                     float *y, int accumulate)
+void zt_dequant4_sum(const uint8_t *const *q, const float *const *scales, int k, size_t n, size_t block, float *y,
+                     int accumulate)
 {
     ZT_ASSERT(k >= 0);
     if (k == 0) {
         if (!accumulate) memset(y, 0, n * sizeof *y);
         return;
     }
-    quant_job job = {.kern = pick_kernels(), .n = n, .block = block, .y = y,
+    quant_job job = {.kern = pick_kernels(),
+                     .n = n,
+                     .block = block,
+                     .y = y,
                      .sum = {.q = q, .scales = scales, .k = k, .accumulate = accumulate}};
     run_blocks(dequant4_sum_blocks, &job);
 }

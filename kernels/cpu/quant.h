@@ -50,8 +50,8 @@ void zt_dequant4(const uint8_t *q, const float *scales, size_t n, size_t block, 
  * order j = 0, 1, ... (deterministic); y += ... when accumulate, else y = ... . This is the
  * "dequantize + reduce" step of the quantized reduce-scatter. Precisely, per element:
  * accumulate: ((y + d0) + d1) + ...; otherwise (d0 + d1) + ... (k = 0 then gives y = 0). */
-void zt_dequant4_sum(const uint8_t *const *q, const float *const *scales, int k, size_t n, size_t block,
-                     float *y, int accumulate);
+void zt_dequant4_sum(const uint8_t *const *q, const float *const *scales, int k, size_t n, size_t block, float *y,
+                     int accumulate);
 
 /* For tests: on = 1 runs the scalar kernels even where AVX2 is available, so both paths can be compared;
  * on = 0 restores the default. Not thread-safe: set it only while no quantization runs. */

@@ -42,14 +42,14 @@ struct zt_backend {
     zt_status (*populate)(zt_backend *be, void *p, size_t bytes);
     size_t (*memory_peak)(zt_backend *be); /* device memory in use at its highest; 0: not tracked */
     void (*memset0)(zt_backend *be, void *p, size_t bytes);
-    void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+    void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes);     /* device to device */
     void (*upload)(zt_backend *be, void *dst, const void *src, size_t bytes);   /* host to device */
     void (*download)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to host; waits */
     void (*sync)(zt_backend *be); /* waits until all queued work is done */
     int host_memory;              /* 1: device pointers are host pointers (the CPU backend) */
 
-    void (*gemm)(zt_backend *be, int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A,
-                 int lda, const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
+    void (*gemm)(zt_backend *be, int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
+                 const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
     /* bf16 × bf16 → fp32; to_bf16 rounds to nearest even */
     void (*gemm_bf16)(zt_backend *be, int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A,
                       int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
@@ -58,10 +58,10 @@ struct zt_backend {
     /* table (dtable) holds the vocabulary rows [v0, v0 + nv): tokens outside them are skipped */
     void (*embedding_forward)(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv,
                               int N, int C);
-    void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0,
-                               int nv, int N, int C);
-    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N,
-                            int C, double eps);
+    void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv,
+                               int N, int C);
+    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C,
+                            double eps);
     void (*rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
                              const zt_real *w, const zt_real *rstd, int N, int C);
     /* per-head RMSNorm in place (kernels/cpu/ops.h: zt_cpu_head_rmsnorm_forward) */
@@ -71,23 +71,22 @@ struct zt_backend {
                                   const zt_real *rstd, int N, int stride, int nheads, int D);
     void (*rope)(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
                  const zt_real *cos_t, const zt_real *sin_t, int inverse);
-    void (*attention_forward)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
-                              int B, int T, int H, int KV, int D, int window);
+    void (*attention_forward)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B,
+                              int T, int H, int KV, int D, int window);
     void (*attention_backward)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
-                               const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
-                               int KV, int D, int window);
+                               const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV,
+                               int D, int window);
     /* optional (NULL: the fp32 entries serve): the same with q, k, v and the probabilities
      * rounded to bf16 for the products (tensor cores), for bf16 models */
-    void (*attention_forward_bf16)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv,
-                                   const int32_t *pos, int B, int T, int H, int KV, int D, int window);
+    void (*attention_forward_bf16)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
+                                   int B, int T, int H, int KV, int D, int window);
     void (*attention_backward_bf16)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                     const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
                                     int KV, int D, int window);
     void (*attention_decode)(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
                              const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window);
     void (*swiglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
-    void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N,
-                            int F);
+    void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
     void (*bias_forward)(zt_backend *be, zt_real *y, const zt_real *b, int N, int M);
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,

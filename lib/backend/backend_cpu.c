@@ -33,8 +33,8 @@ static void cpu_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, zt_rea
 }
 
 #ifndef ZT_REAL_DOUBLE
-static void cpu_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
-                          int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void cpu_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -79,8 +79,8 @@ static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, 
 {
     zt_cpu_rope(x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
 }
-static void cpu_attention_forward(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv,
-                                  const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+static void cpu_attention_forward(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
+                                  int B, int T, int H, int KV, int D, int window)
 {
     zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window);
 }
@@ -112,8 +112,8 @@ static void cpu_bias_backward(zt_backend *be, zt_real *db, const zt_real *dy, in
 {
     zt_cpu_bias_backward(db, dy, N, M);
 }
-static void cpu_cross_entropy(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n,
-                              int V, zt_real grad_scale)
+static void cpu_cross_entropy(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                              zt_real grad_scale)
 {
     zt_cpu_cross_entropy(logits, loss_rows, targets, n, V, grad_scale);
 }

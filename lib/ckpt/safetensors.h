@@ -35,19 +35,32 @@
 
 /* Every dtype the format defines. Only the float ones can be loaded. */
 typedef enum zt_st_dtype {
-    ZT_ST_BOOL, ZT_ST_U8, ZT_ST_I8, ZT_ST_F8_E5M2, ZT_ST_F8_E4M3, ZT_ST_I16, ZT_ST_U16,
-    ZT_ST_F16, ZT_ST_BF16, ZT_ST_I32, ZT_ST_U32, ZT_ST_F32, ZT_ST_F64, ZT_ST_I64, ZT_ST_U64,
+    ZT_ST_BOOL,
+    ZT_ST_U8,
+    ZT_ST_I8,
+    ZT_ST_F8_E5M2,
+    ZT_ST_F8_E4M3,
+    ZT_ST_I16,
+    ZT_ST_U16,
+    ZT_ST_F16,
+    ZT_ST_BF16,
+    ZT_ST_I32,
+    ZT_ST_U32,
+    ZT_ST_F32,
+    ZT_ST_F64,
+    ZT_ST_I64,
+    ZT_ST_U64,
 } zt_st_dtype;
 
 const char *zt_st_dtype_name(zt_st_dtype t); /* "BF16", as the file spells it */
 
 typedef struct zt_st_tensor {
     const char *name;
-    const char *file;            /* path of the file that holds it */
+    const char *file; /* path of the file that holds it */
     zt_st_dtype dtype;
-    int ndim;                    /* 0 for a scalar */
+    int ndim; /* 0 for a scalar */
     int64_t shape[ZT_ST_MAX_DIMS];
-    const void *data;            /* in the read-only mapping; may be unaligned */
+    const void *data; /* in the read-only mapping; may be unaligned */
     size_t nbytes;
 } zt_st_tensor;
 
@@ -68,8 +81,8 @@ void zt_st_release(const zt_st_tensor *t);
  * data into dst (aligned, numel elements of dst_dtype; NULL: the checks alone). A NaN or
  * infinite element is ZT_EUSER naming it (its index from t->data on). Thread-safe:
  * tensors can be loaded in parallel. */
-zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype,
-                          const int64_t *expect_shape, int expect_ndim);
+zt_status zt_st_read_into(const zt_st_tensor *t, void *dst, zt_dtype dst_dtype, const int64_t *expect_shape,
+                          int expect_ndim);
 
 /* The checks of zt_st_read_into on the data alone (a float dtype, every element finite),
  * without converting it anywhere: for a copy that goes straight to a writer. */
@@ -81,8 +94,8 @@ zt_st_writer *zt_st_writer_new(void); /* NULL when out of memory */
 
 /* Records a tensor: src (numel elements of src_dtype, any alignment) must stay valid
  * until finish, which converts it to out_dtype in bounded chunks while writing. */
-zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype,
-                           const int64_t *shape, int ndim, const void *src, zt_dtype src_dtype);
+zt_status zt_st_writer_add(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
+                           const void *src, zt_dtype src_dtype);
 
 /* Supplies n elements of a tensor, from element offset on, as fp32 into dst (aligned). */
 typedef zt_status (*zt_st_fill_fn)(void *ctx, float *dst, size_t offset, size_t n);

@@ -22,12 +22,11 @@ static const struct {
     const char *name;
     size_t size; /* bytes per element */
 } st_dtypes[] = {
-    [ZT_ST_BOOL] = {"BOOL", 1},       [ZT_ST_U8] = {"U8", 1},   [ZT_ST_I8] = {"I8", 1},
-    [ZT_ST_F8_E5M2] = {"F8_E5M2", 1}, [ZT_ST_F8_E4M3] = {"F8_E4M3", 1},
-    [ZT_ST_I16] = {"I16", 2},         [ZT_ST_U16] = {"U16", 2}, [ZT_ST_F16] = {"F16", 2},
-    [ZT_ST_BF16] = {"BF16", 2},       [ZT_ST_I32] = {"I32", 4}, [ZT_ST_U32] = {"U32", 4},
-    [ZT_ST_F32] = {"F32", 4},         [ZT_ST_F64] = {"F64", 8}, [ZT_ST_I64] = {"I64", 8},
-    [ZT_ST_U64] = {"U64", 8},
+    [ZT_ST_BOOL] = {"BOOL", 1},       [ZT_ST_U8] = {"U8", 1},           [ZT_ST_I8] = {"I8", 1},
+    [ZT_ST_F8_E5M2] = {"F8_E5M2", 1}, [ZT_ST_F8_E4M3] = {"F8_E4M3", 1}, [ZT_ST_I16] = {"I16", 2},
+    [ZT_ST_U16] = {"U16", 2},         [ZT_ST_F16] = {"F16", 2},         [ZT_ST_BF16] = {"BF16", 2},
+    [ZT_ST_I32] = {"I32", 4},         [ZT_ST_U32] = {"U32", 4},         [ZT_ST_F32] = {"F32", 4},
+    [ZT_ST_F64] = {"F64", 8},         [ZT_ST_I64] = {"I64", 8},         [ZT_ST_U64] = {"U64", 8},
 };
 #define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 
@@ -119,8 +118,7 @@ static void st_shape_str(char *buf, size_t cap, const int64_t *shape, int ndim)
 }
 
 /* Parses one header entry into t (data still relative: begin is returned). */
-static zt_status st_parse_entry(const cJSON *e, const char *path, size_t data_len, zt_st_tensor *t,
-                                uint64_t *begin)
+static zt_status st_parse_entry(const cJSON *e, const char *path, size_t data_len, zt_st_tensor *t, uint64_t *begin)
 {
 #define BAD(...) zt_fail_context(zt_fail(ZT_EUSER, __VA_ARGS__), "'%s': tensor '%s'", path, t->name)
     if (!cJSON_IsObject(e)) return BAD("entry is not an object");
@@ -191,8 +189,8 @@ static zt_status st_check_layout(zt_st_tensor *t, int n, const char *path, const
         size_t b = (size_t)((const char *)t[i].data - data);
         if (last && b < reach) {
             size_t lb = (size_t)((const char *)last->data - data);
-            return zt_fail(ZT_EUSER, "'%s': tensors '%s' [%zu, %zu) and '%s' [%zu, %zu) overlap", path, last->name,
-                           lb, reach, t[i].name, b, b + t[i].nbytes);
+            return zt_fail(ZT_EUSER, "'%s': tensors '%s' [%zu, %zu) and '%s' [%zu, %zu) overlap", path, last->name, lb,
+                           reach, t[i].name, b, b + t[i].nbytes);
         }
         if (b > reach) zt_log_debug("'%s': %zu unused bytes before tensor '%s'", path, b - reach, t[i].name);
         reach = b + t[i].nbytes;
@@ -213,7 +211,8 @@ static zt_status st_parse_json(cJSON **root, const char *text, size_t len, const
                        (unsigned char)text[bad], at + bad);
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!*root) return zt_fail(ZT_EUSER, "'%s': %s is not valid JSON (at offset %zu)", path, what, at + (size_t)(end - text));
+    if (!*root)
+        return zt_fail(ZT_EUSER, "'%s': %s is not valid JSON (at offset %zu)", path, what, at + (size_t)(end - text));
     end += strspn(end, " \t\n\r");
     if (end != text + len)
         return zt_fail(ZT_EUSER, "'%s': %s has bytes after the JSON value (at offset %zu)", path, what,
@@ -372,7 +371,8 @@ static zt_status st_check_routes(const zt_st_reader *r, st_route *map, int n, co
         const zt_st_tensor *t = &r->tensors[i];
         st_route key = {.name = t->name};
         const st_route *hit = bsearch(&key, map, (size_t)n, sizeof *map, st_cmp_route);
-        if (!hit) return zt_fail(ZT_EUSER, "'%s': tensor '%s' is not in the weight_map of '%s'", t->file, t->name, index);
+        if (!hit)
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s' is not in the weight_map of '%s'", t->file, t->name, index);
         if (strcmp(hit->file, t->file + dirlen))
             return zt_fail(ZT_EUSER, "'%s': weight_map puts tensor '%s' in '%s' but it is in '%s'", index, t->name,
                            hit->file, t->file);

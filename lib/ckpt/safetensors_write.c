@@ -173,7 +173,8 @@ static char *st_index_json(const zt_st_writer *w, const int *first, int nshards,
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
     int ok = meta && map && cJSON_AddItemToObject(meta, "total_size", st_json_int(w->total));
     for (int s = 0; s < nshards && ok; s++)
-        for (int i = first[s]; i < first[s + 1] && ok; i++) ok = cJSON_AddStringToObject(map, w->v[i].name, names[s]) != NULL;
+        for (int i = first[s]; i < first[s + 1] && ok; i++)
+            ok = cJSON_AddStringToObject(map, w->v[i].name, names[s]) != NULL;
     char *text = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     return text;

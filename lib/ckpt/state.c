@@ -132,8 +132,8 @@ static zt_status write_shard(const char *ckpt_dir, int rank, int world, size_t n
                              int nseg, const float *const *arrays, zt_state_source source, void *ctx)
 {
     ZT_ASSERT(world > 0 && rank >= 0 && rank < world && nseg >= 0 && (segs || !nseg));
-    shard_header h = {.magic = SHARD_MAGIC, .numel = numel, .world = (uint64_t)world, .rank = (uint64_t)rank,
-                      .arrays = SHARD_ARRAYS};
+    shard_header h = {
+        .magic = SHARD_MAGIC, .numel = numel, .world = (uint64_t)world, .rank = (uint64_t)rank, .arrays = SHARD_ARRAYS};
     size_t end = 0, nblocks = 0; /* end of the previous segment; blocks of each array */
     for (int i = 0; i < nseg; i++) {
         ZT_ASSERT(segs[i].offset >= end && segs[i].offset <= numel && segs[i].count <= numel - segs[i].offset);
@@ -191,8 +191,8 @@ static zt_status shard_world(const char *dir, int *world)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return zt_fail(errno == ENOENT || errno == ENOTDIR ? ZT_EUSER : ZT_EIO, "cannot open checkpoint '%s': %s",
-                       dir, strerror(errno));
+        return zt_fail(errno == ENOENT || errno == ENOTDIR ? ZT_EUSER : ZT_EIO, "cannot open checkpoint '%s': %s", dir,
+                       strerror(errno));
     struct dirent *de;
     *world = 0;
     int other = 0;
@@ -239,8 +239,10 @@ static zt_status header_check(int fd, const char *path, size_t numel, int rank, 
     zt_status st = pread_all(fd, h, sizeof *h, 0, path);
     if (st) return st;
     if (!memcmp(h->magic, SHARD_MAGIC_V2, 8))
-        return zt_fail(ZT_EUSER, "'%s': a ZTSHARD2 shard of an older zt, without data checksums: this zt reads "
-                       "ZTSHARD3 (resume or export it with the zt that wrote it)", path);
+        return zt_fail(ZT_EUSER,
+                       "'%s': a ZTSHARD2 shard of an older zt, without data checksums: this zt reads "
+                       "ZTSHARD3 (resume or export it with the zt that wrote it)",
+                       path);
     if (memcmp(h->magic, SHARD_MAGIC, 8)) return zt_fail(ZT_EUSER, "'%s': not a zt checkpoint shard (bad magic)", path);
     if (h->crc != header_crc(h)) return zt_fail(ZT_EUSER, "'%s': shard header checksum mismatch (corrupt)", path);
     if (h->numel != numel)
@@ -256,9 +258,10 @@ static zt_status header_check(int fd, const char *path, size_t numel, int rank, 
     uint64_t room = (uint64_t)sb.st_size - sizeof *h;
     if (h->nseg > numel || h->total > numel || h->nseg > room / sizeof(shard_entry) ||
         h->total > room / (SHARD_ARRAYS * sizeof(float)))
-        return zt_fail(ZT_EUSER, "'%s': %lld bytes cannot hold the %llu segments of %llu elements its header claims "
-                       "(truncated or corrupt)", path, (long long)sb.st_size, (unsigned long long)h->nseg,
-                       (unsigned long long)h->total);
+        return zt_fail(ZT_EUSER,
+                       "'%s': %lld bytes cannot hold the %llu segments of %llu elements its header claims "
+                       "(truncated or corrupt)",
+                       path, (long long)sb.st_size, (unsigned long long)h->nseg, (unsigned long long)h->total);
     *size = (size_t)sb.st_size;
     return ZT_OK;
 }
@@ -281,8 +284,10 @@ static zt_status read_table(int fd, const char *path, const shard_header *h, siz
     for (size_t i = 0; i < h->nseg && !st; i++) {
         shard_entry e = t[i];
         if (!e.count || e.offset < end || e.offset > numel || e.count > numel - e.offset)
-            st = zt_fail(ZT_EUSER, "'%s': segment %zu [%llu, +%llu) is empty, out of order or past the %zu elements "
-                         "(corrupt)", path, i, (unsigned long long)e.offset, (unsigned long long)e.count, numel);
+            st = zt_fail(ZT_EUSER,
+                         "'%s': segment %zu [%llu, +%llu) is empty, out of order or past the %zu elements "
+                         "(corrupt)",
+                         path, i, (unsigned long long)e.offset, (unsigned long long)e.count, numel);
         end = e.offset + e.count;
         packed += e.count;
         *nblocks += blocks_of(e.count);
@@ -345,7 +350,7 @@ static zt_status read_checked(range_read *rr, int fd, const segment_at *s, int k
     for (size_t b = (lo - s->e.offset) / SHARD_BLOCK; !st && s->e.offset + b * SHARD_BLOCK < hi; b++) {
         size_t first = s->e.offset + b * SHARD_BLOCK; /* the block's first element */
         size_t n = seg_end - first < SHARD_BLOCK ? seg_end - first : SHARD_BLOCK;
-        size_t packed = k * s->h->total + s->packed + b * SHARD_BLOCK; /* its position in the arrays */
+        size_t packed = k * s->h->total + s->packed + b * SHARD_BLOCK;           /* its position in the arrays */
         size_t a = first > lo ? first : lo, z = first + n < hi ? first + n : hi; /* the part wanted */
         /* a block wanted whole is read in place, one that is not through rr->block */
         float *buf = a == first && z == first + n ? rr->dst[k] + (first - rr->offset) : rr->block;
@@ -355,9 +360,11 @@ static zt_status read_checked(range_read *rr, int fd, const segment_at *s, int k
             st = pread_all(fd, &want, sizeof want, (off_t)(crcs + (k * s->nblocks + s->block + b) * sizeof want),
                            s->path);
         if (!st && want != zt_crc32c(0, buf, n * sizeof(float)))
-            st = zt_fail(ZT_EUSER, "'%s': segment %zu [%llu, +%llu): %s elements [%zu, %zu) fail their checksum "
-                         "(corrupt)", s->path, s->index, (unsigned long long)s->e.offset,
-                         (unsigned long long)s->e.count, array_names[k], first, first + n);
+            st = zt_fail(ZT_EUSER,
+                         "'%s': segment %zu [%llu, +%llu): %s elements [%zu, %zu) fail their checksum "
+                         "(corrupt)",
+                         s->path, s->index, (unsigned long long)s->e.offset, (unsigned long long)s->e.count,
+                         array_names[k], first, first + n);
         if (!st && buf == rr->block)
             memcpy(rr->dst[k] + (a - rr->offset), rr->block + (a - first), (z - a) * sizeof(float));
     }
@@ -426,8 +433,8 @@ static zt_status coverage_check(range_read *rr, int world)
     return ZT_OK;
 }
 
-zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params,
-                              float *m, float *v)
+zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params, float *m,
+                              float *v)
 {
     ZT_ASSERT(offset <= numel && count <= numel - offset);
     if (!count) return ZT_OK;

@@ -89,8 +89,8 @@ zt_status zt_state_write_shard_from(const char *ckpt_dir, int rank, int world, s
  * corrupt shard (a block failing its CRC: naming the segment, the array and the elements),
  * or one of another numel, is ZT_EUSER naming the file; an element of the
  * range that no shard holds, or two do, is ZT_EUSER naming the checkpoint and the elements. */
-zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params,
-                              float *m, float *v);
+zt_status zt_state_read_range(const char *ckpt_dir, size_t numel, size_t offset, size_t count, float *params, float *m,
+                              float *v);
 
 /* trainer_state.json, written atomically; reading checks every key's presence and type,
  * and the keys against the checkpoint: 'step' against a directory named step-N, 'world',

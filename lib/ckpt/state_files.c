@@ -51,7 +51,8 @@ zt_status zt_state_write_json(const char *ckpt_dir, const zt_trainer_state *s)
     ok = ok && add_hex(o, "data_hash", s->data_hash) && add_int(o, "world", s->world) &&
          add_int(o, "zero_stage", s->zero_stage) && add_int(o, "numel", (int64_t)s->numel) &&
          cJSON_AddNumberToObject(o, "tokens_seen", s->tokens_seen) &&
-         cJSON_AddNumberToObject(o, "elapsed_s", s->elapsed_s) && (!s->base_hash || add_hex(o, "base_hash", s->base_hash));
+         cJSON_AddNumberToObject(o, "elapsed_s", s->elapsed_s) &&
+         (!s->base_hash || add_hex(o, "base_hash", s->base_hash));
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
@@ -120,8 +121,7 @@ zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
     if (st || (st = zt_read_file(path, &text, &len))) return st;
     cJSON *o = cJSON_ParseWithLength(text, len);
     free(text);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"),
-                *rng = cJSON_GetObjectItemCaseSensitive(o, "rng");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"), *rng = cJSON_GetObjectItemCaseSensitive(o, "rng");
     int64_t version = 0, step = 0, world = 0, stage = 0, numel = 0;
     memset(s, 0, sizeof *s);
     if (!cJSON_IsObject(o)) st = zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
@@ -159,8 +159,8 @@ zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
 
 zt_status zt_state_copy_model_files(const char *ckpt_dir, const char *model_dir)
 {
-    static const char *names[] = {"config.json",           "generation_config.json", "tokenizer.json",
-                                  "tokenizer.model",       "tokenizer_config.json",  "special_tokens_map.json"};
+    static const char *names[] = {"config.json",     "generation_config.json", "tokenizer.json",
+                                  "tokenizer.model", "tokenizer_config.json",  "special_tokens_map.json"};
     zt_status st = ZT_OK;
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !st; i++) {
         char src[4096], dst[4096], *data;

@@ -33,7 +33,8 @@ void zt_comm_set_chunk_bytes(zt_comm *c, size_t bytes)
 zt_status zt_comm_check_root(const zt_comm_base *b, int root, const char *op)
 {
     if (root >= 0 && root < b->size) return ZT_OK;
-    return zt_fail(ZT_ERUNTIME, "rank %d: %s: root %d is not a rank of the world (%d ranks)", b->rank, op, root, b->size);
+    return zt_fail(ZT_ERUNTIME, "rank %d: %s: root %d is not a rank of the world (%d ranks)", b->rank, op, root,
+                   b->size);
 }
 
 size_t zt_comm_block(size_t n, int parts, int q, size_t *start)
@@ -57,5 +58,6 @@ void zt_comm_count_each(zt_comm_base *b, zt_comm_purpose p, zt_comm_members m, u
 void zt_comm_count_allreduce(zt_comm_base *b, zt_comm_purpose p, zt_comm_members m, size_t n, size_t elsize)
 {
     size_t start, mine = zt_comm_block(n, m.size, m.me, &start);
-    for (int q = 0; q < m.size; q++) zt_comm_count_from(b, p, m, q, (mine + zt_comm_block(n, m.size, q, &start)) * elsize);
+    for (int q = 0; q < m.size; q++)
+        zt_comm_count_from(b, p, m, q, (mine + zt_comm_block(n, m.size, q, &start)) * elsize);
 }

@@ -9,7 +9,7 @@ typedef struct zt_comm_base {
     int rank, size, ranks_per_node;
     uint64_t counts[ZT_COMM_NPURPOSE][2]; /* received from other ranks: [purpose][0 intra, 1 inter] */
     uint64_t (*bytes)[2];                 /* where this comm counts: its counts, or (a group) the world's */
-    size_t chunk;                        /* the largest piece one transfer moves, bytes */
+    size_t chunk;                         /* the largest piece one transfer moves, bytes */
 } zt_comm_base;
 
 #define ZT_COMM_CHUNK_DEFAULT ((size_t)1 << 30)

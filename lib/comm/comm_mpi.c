@@ -60,13 +60,13 @@ struct zt_comm {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stop;                  /* under mu */
-    _Atomic int64_t deadline;  /* CLOCK_MONOTONIC ns; 0: no collective in flight */
-    _Atomic(const char *) op;  /* the collective in flight */
-    _Atomic int64_t seq;       /* collectives started (a group's count in the world's) */
+    int stop;                 /* under mu */
+    _Atomic int64_t deadline; /* CLOCK_MONOTONIC ns; 0: no collective in flight */
+    _Atomic(const char *) op; /* the collective in flight */
+    _Atomic int64_t seq;      /* collectives started (a group's count in the world's) */
     /* the watchdogs ask each other where they are (MPI_THREAD_MULTIPLE only) */
-    MPI_Comm probe;            /* MPI_COMM_NULL when they do not */
-    MPI_Request query;         /* the receive of another watchdog's query */
+    MPI_Comm probe;    /* MPI_COMM_NULL when they do not */
+    MPI_Request query; /* the receive of another watchdog's query */
     int64_t query_buf;
 };
 
@@ -81,14 +81,14 @@ typedef struct eltype {
 } eltype;
 
 /* out = slot 0 + slot 1 + ... + slot n-1, in this order (slots of len elements, one after another) */
-#define DEFINE_SUM(name, type)                                                              \
-    static void name(void *out_, const void *slots_, size_t len, int n)                     \
-    {                                                                                       \
-        type *out = out_;                                                                   \
-        const type *s = slots_;                                                             \
-        memcpy(out, s, len * sizeof *out);                                                  \
-        for (int q = 1; q < n; q++)                                                         \
-            for (size_t i = 0; i < len; i++) out[i] += s[(size_t)q * len + i];              \
+#define DEFINE_SUM(name, type)                                                                                         \
+    static void name(void *out_, const void *slots_, size_t len, int n)                                                \
+    {                                                                                                                  \
+        type *out = out_;                                                                                              \
+        const type *s = slots_;                                                                                        \
+        memcpy(out, s, len * sizeof *out);                                                                             \
+        for (int q = 1; q < n; q++)                                                                                    \
+            for (size_t i = 0; i < len; i++) out[i] += s[(size_t)q * len + i];                                         \
     }
 DEFINE_SUM(sum_f32, float)
 DEFINE_SUM(sum_f64, double)
@@ -212,7 +212,8 @@ static int name_missing(zt_comm *c, const char *op, char *msg, size_t cap)
                                   q, op, (long long)seq, t, answers[q].op, (long long)answers[q].seq, me)
                        : snprintf(msg + len, cap - len,
                                   "zt: error: rank %d did not reach %s #%lld within %g s (stopped or stuck: it does "
-                                  "not answer; seen from rank %d)\n", q, op, (long long)seq, t, me);
+                                  "not answer; seen from rank %d)\n",
+                                  q, op, (long long)seq, t, me);
         len += k > 0 ? (size_t)k : 0;
         named++;
     }
@@ -228,9 +229,10 @@ static void __attribute__((noreturn)) give_up(zt_comm *c, const char *op)
     char msg[4096];
     int n = c->probe != MPI_COMM_NULL ? name_missing(c, op, msg, sizeof msg) : 0;
     size_t len = n ? strlen(msg)
-                   : (size_t)snprintf(msg, sizeof msg, "zt: error: rank %d: %s #%lld did not complete within %g s (a rank "
-                                      "failed or is stuck)\n", c->base.rank, op, (long long)atomic_load(&c->seq),
-                                      (double)c->timeout_ns * 1e-9);
+                   : (size_t)snprintf(msg, sizeof msg,
+                                      "zt: error: rank %d: %s #%lld did not complete within %g s (a rank "
+                                      "failed or is stuck)\n",
+                                      c->base.rank, op, (long long)atomic_load(&c->seq), (double)c->timeout_ns * 1e-9);
     if (len > sizeof msg - 1) len = sizeof msg - 1;
     if (write(STDERR_FILENO, msg, len) != (ssize_t)len) { /* nowhere to report that */
     }
@@ -285,7 +287,8 @@ static zt_status watchdog_start(zt_comm *c, double timeout_s)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     int rc = pthread_cond_init(&c->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (rc || pthread_mutex_init(&c->mu, NULL)) return zt_fail(ZT_ERUNTIME, "rank %d: comm init: watchdog setup failed", c->base.rank);
+    if (rc || pthread_mutex_init(&c->mu, NULL))
+        return zt_fail(ZT_ERUNTIME, "rank %d: comm init: watchdog setup failed", c->base.rank);
     probe_start(c);
     if (pthread_create(&c->thread, NULL, watchdog, c)) {
         probe_stop(c);
@@ -313,7 +316,10 @@ static void watchdog_stop(zt_comm *c)
 
 /* --- exchanges ---------------------------------------------------------------------- */
 
-static size_t chunk(const zt_comm *c) { return c->base.chunk < ZT_COMM_CHUNK_DEFAULT ? c->base.chunk : ZT_COMM_CHUNK_DEFAULT; }
+static size_t chunk(const zt_comm *c)
+{
+    return c->base.chunk < ZT_COMM_CHUNK_DEFAULT ? c->base.chunk : ZT_COMM_CHUNK_DEFAULT;
+}
 
 static size_t pieces(const zt_comm *c, size_t bytes) { return (bytes + chunk(c) - 1) / chunk(c); }
 
@@ -446,11 +452,16 @@ static zt_status scratch_reserve(zt_comm *c, size_t bytes, const char *op)
     zt_free(c->scratch);
     c->scratch = zt_calloc_aligned(bytes);
     c->scratch_bytes = c->scratch ? bytes : 0; /* zeroed: the pages are in before the first exchange */
-    return c->scratch ? ZT_OK : zt_fail(ZT_ENOMEM, "rank %d: %s: out of memory for %zu bytes of scratch", c->base.rank, op, bytes);
+    return c->scratch
+               ? ZT_OK
+               : zt_fail(ZT_ENOMEM, "rank %d: %s: out of memory for %zu bytes of scratch", c->base.rank, op, bytes);
 }
 
 /* The length of the piece at off of a block of len elements. */
-static size_t piece_at(size_t len, size_t off, size_t piece) { return off < len ? (len - off < piece ? len - off : piece) : 0; }
+static size_t piece_at(size_t len, size_t off, size_t piece)
+{
+    return off < len ? (len - off < piece ? len - off : piece) : 0;
+}
 
 /* Posts step k of a reduction: piece k of every block of send to its owner, into the
  * scratch half k % 2 (a slot of this member's piece length per member). */
@@ -506,7 +517,8 @@ static zt_status allreduce(zt_comm *c, const group *g, char *buf, size_t n, cons
 static zt_status check_blocks(const zt_comm *c, size_t per_rank, size_t elsize, const char *op)
 {
     if (per_rank > SIZE_MAX / elsize / (size_t)c->base.size)
-        return zt_fail(ZT_ERUNTIME, "rank %d: %s: %zu elements per rank overflow the buffer size", c->base.rank, op, per_rank);
+        return zt_fail(ZT_ERUNTIME, "rank %d: %s: %zu elements per rank overflow the buffer size", c->base.rank, op,
+                       per_rank);
     return ZT_OK;
 }
 
@@ -606,7 +618,8 @@ zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t by
     blocks b = {bytes_per_rank, 0, recv_bytes};
     gather_from(c, g, send, recv, b);
     size_t need = exchange_requests(c, g);
-    if (need > INT_MAX) return zt_fail(ZT_ERUNTIME, "rank %d: all-gather: %zu transfers are too many", c->base.rank, need);
+    if (need > INT_MAX)
+        return zt_fail(ZT_ERUNTIME, "rank %d: all-gather: %zu transfers are too many", c->base.rank, need);
     zt_comm_req *r = malloc(sizeof *r + need * sizeof(MPI_Request));
     if (!r) return zt_fail(ZT_ENOMEM, "rank %d: all-gather: out of memory for %zu requests", c->base.rank, need);
     if ((st = exchange_post(c, g, TAG_GATHER, r->r, &r->n, "all-gather"))) {
@@ -691,11 +704,12 @@ static zt_status topology(zt_comm *c, int *rpn)
     if (env < 0)
         return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE='%s' is not a positive integer", rank,
                        getenv("ZT_RANKS_PER_NODE"));
-    if (v[0] || v[1] != -v[2]) return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE differs between ranks", rank);
+    if (v[0] || v[1] != -v[2])
+        return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE differs between ranks", rank);
     if (env > 0) {
         if (size % env)
-            return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE=%ld does not divide the world size %d", rank, env,
-                           size);
+            return zt_fail(ZT_EUSER, "rank %d: comm init: ZT_RANKS_PER_NODE=%ld does not divide the world size %d",
+                           rank, env, size);
         *rpn = (int)env;
         return ZT_OK;
     }
@@ -707,11 +721,15 @@ static zt_status topology(zt_comm *c, int *rpn)
     rc = MPI_Allreduce(MPI_IN_PLACE, h, 3, MPI_LONG, MPI_MAX, c->world.comm);
     if (rc != MPI_SUCCESS) return fail_mpi(c, "comm init", "MPI_Allreduce", rc);
     if (h[0] != -h[1])
-        return zt_fail(ZT_EUSER, "rank %d: comm init: the hosts hold different numbers of ranks (%ld to %ld); "
-                       "set ZT_RANKS_PER_NODE to override", rank, -h[1], h[0]);
+        return zt_fail(ZT_EUSER,
+                       "rank %d: comm init: the hosts hold different numbers of ranks (%ld to %ld); "
+                       "set ZT_RANKS_PER_NODE to override",
+                       rank, -h[1], h[0]);
     if (h[2])
-        return zt_fail(ZT_EUSER, "rank %d: comm init: the ranks of a host are not consecutive; place them by slot "
-                       "(mpirun --map-by slot) or set ZT_RANKS_PER_NODE to override", rank);
+        return zt_fail(ZT_EUSER,
+                       "rank %d: comm init: the ranks of a host are not consecutive; place them by slot "
+                       "(mpirun --map-by slot) or set ZT_RANKS_PER_NODE to override",
+                       rank);
     *rpn = on_host;
     return ZT_OK;
 }
@@ -724,7 +742,8 @@ static zt_status groups(zt_comm *c)
     if (st) return st;
     c->base.ranks_per_node = rpn;
     c->world.size = size, c->world.me = rank;
-    if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node))) return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
+    if (!(c->world.node = malloc((size_t)size * sizeof *c->world.node)))
+        return zt_fail(ZT_ENOMEM, "rank %d: comm init: out of memory", rank);
     for (int q = 0; q < size; q++) c->world.node[q] = q / rpn;
     c->world.spans_nodes = rpn < size;
     return ZT_OK;
@@ -738,7 +757,8 @@ static zt_status exchange_alloc(zt_comm *c)
     c->xr = calloc(size, sizeof *c->xr);
     c->xs_len = calloc(size, sizeof *c->xs_len);
     c->xr_len = calloc(size, sizeof *c->xr_len);
-    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len) return zt_fail(ZT_ENOMEM, "rank %d: comm: out of memory", c->base.rank);
+    if (!c->xs || !c->xr || !c->xs_len || !c->xr_len)
+        return zt_fail(ZT_ENOMEM, "rank %d: comm: out of memory", c->base.rank);
     return ZT_OK;
 }
 
@@ -808,7 +828,8 @@ zt_status zt_comm_split(zt_comm *c, int k, int across, zt_comm **out)
     if (!st) {
         MPI_Comm_size(w->comm, &w->size);
         MPI_Comm_rank(w->comm, &w->me);
-        if (!(w->node = malloc((size_t)w->size * sizeof *w->node))) st = zt_fail(ZT_ENOMEM, "rank %d: comm split: out of memory", me);
+        if (!(w->node = malloc((size_t)w->size * sizeof *w->node)))
+            st = zt_fail(ZT_ENOMEM, "rank %d: comm split: out of memory", me);
     }
     int on_first = 0; /* members on member 0's node */
     for (int q = 0; !st && q < w->size; q++) {
@@ -817,7 +838,10 @@ zt_status zt_comm_split(zt_comm *c, int k, int across, zt_comm **out)
         w->spans_nodes |= w->node[q] != w->node[0];
     }
     if (!st) {
-        g->base = (zt_comm_base){.rank = w->me, .size = w->size, .ranks_per_node = on_first, .chunk = c->base.chunk,
+        g->base = (zt_comm_base){.rank = w->me,
+                                 .size = w->size,
+                                 .ranks_per_node = on_first,
+                                 .chunk = c->base.chunk,
                                  .bytes = g->root->base.counts};
         st = exchange_alloc(g);
     }

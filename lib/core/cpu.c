@@ -16,7 +16,10 @@ static int detected_level(void)
     if (hw == ZT_CPU_AVX512 && __builtin_cpu_supports("avx512bf16")) hw = ZT_CPU_AVX512BF16;
     const char *cap = getenv("ZT_CPU");
     if (cap) {
-        int c = !strcmp(cap, "scalar") ? 0 : !strcmp(cap, "avx2") ? ZT_CPU_AVX2 : !strcmp(cap, "avx512") ? ZT_CPU_AVX512 : hw;
+        int c = !strcmp(cap, "scalar")   ? 0
+                : !strcmp(cap, "avx2")   ? ZT_CPU_AVX2
+                : !strcmp(cap, "avx512") ? ZT_CPU_AVX512
+                                         : hw;
         if (c < hw) hw = c;
     }
     level = hw;

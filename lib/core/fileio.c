@@ -13,7 +13,9 @@
 zt_status zt_read_file(const char *path, char **data, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "cannot open '%s': %s", path, strerror(errno));
+    if (!f)
+        return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "cannot open '%s': %s", path,
+                       strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
         fclose(f);
@@ -118,10 +120,7 @@ zt_status zt_mkdir_p(const char *dir)
     return ZT_OK;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) { return remove(path); }
 
 zt_status zt_remove_tree(const char *path)
 {

@@ -75,8 +75,7 @@ static void mark_kept(cJSON *node, int on)
     for (; node; node = node->next) {
         if (on && cJSON_IsNumber(node) && node->valuestring && strtod(node->valuestring, NULL) == node->valuedouble)
             node->type = cJSON_Raw | KEPT_NUMBER;
-        else if (!on && (node->type & KEPT_NUMBER))
-            node->type = cJSON_Number;
+        else if (!on && (node->type & KEPT_NUMBER)) node->type = cJSON_Number;
         mark_kept(node->child, on);
     }
 }

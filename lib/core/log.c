@@ -38,10 +38,7 @@ static zt_log_level current_level(void)
     return (zt_log_level)level;
 }
 
-int zt_log_enabled(zt_log_level level)
-{
-    return level <= current_level() && (!log_rank || level <= ZT_LOG_WARN);
-}
+int zt_log_enabled(zt_log_level level) { return level <= current_level() && (!log_rank || level <= ZT_LOG_WARN); }
 
 void zt_log_set_mirror(FILE *f) { mirror = f; }
 

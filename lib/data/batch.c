@@ -112,8 +112,14 @@ zt_status zt_loader_init(zt_loader *l, const zt_dataset *ds, int T, int B, int p
     if (world < 1 || rank < 0 || rank >= world)
         return zt_fail(ZT_EUSER, "rank %d out of range for world size %d", rank, world);
     if (ds->n_examples < 1) return zt_fail(ZT_EUSER, "the dataset has no examples");
-    *l = (zt_loader){.ds = ds, .T = T, .B = B, .packing = !!packing, .shuffle = !!shuffle, .rank = rank,
-                     .world = world, .seed = seed};
+    *l = (zt_loader){.ds = ds,
+                     .T = T,
+                     .B = B,
+                     .packing = !!packing,
+                     .shuffle = !!shuffle,
+                     .rank = rank,
+                     .world = world,
+                     .seed = seed};
     for (int64_t i = 0; i < ds->n_examples; i++) l->n_segs += example_segments(l, zt_dataset_len(ds, i));
     l->perm = malloc((size_t)ds->n_examples * sizeof *l->perm);
     l->segs = malloc((size_t)l->n_segs * sizeof *l->segs);
@@ -172,8 +178,8 @@ zt_status zt_loader_next(zt_loader *l, zt_batch *out)
     out->n_targets = 0;
     for (int64_t k = 0; k < l->B; k++) {
         int64_t g = l->state.row + l->rank + k * l->world;
-        out->n_targets += fill_row(l, g < l->n_rows ? g : -1, out->T, out->input + k * T, out->target + k * T,
-                                   out->pos + k * T);
+        out->n_targets +=
+            fill_row(l, g < l->n_rows ? g : -1, out->T, out->input + k * T, out->target + k * T, out->pos + k * T);
     }
     l->state.row += group;
     /* Move on as soon as the epoch is served, so a saved state always points at a real row. */

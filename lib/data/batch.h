@@ -60,13 +60,13 @@ typedef struct zt_loader_state {
 
 typedef struct zt_loader_stats {
     int64_t examples;
-    int64_t tokens;            /* in the dataset */
-    int64_t rows;              /* rows of the current epoch, before completing the last batch */
-    int64_t batches;           /* micro-batches per rank in the current epoch */
-    double padding_fraction;   /* padding tokens / (rows * T) in the current epoch */
-    int64_t split;             /* packing: examples longer than T, split into chunks */
-    int64_t truncated;         /* no packing: examples longer than T, cut to T */
-    int64_t truncated_tokens;  /* tokens cut off by truncation */
+    int64_t tokens;           /* in the dataset */
+    int64_t rows;             /* rows of the current epoch, before completing the last batch */
+    int64_t batches;          /* micro-batches per rank in the current epoch */
+    double padding_fraction;  /* padding tokens / (rows * T) in the current epoch */
+    int64_t split;            /* packing: examples longer than T, split into chunks */
+    int64_t truncated;        /* no packing: examples longer than T, cut to T */
+    int64_t truncated_tokens; /* tokens cut off by truncation */
 } zt_loader_stats;
 
 struct zt_segment;
@@ -75,12 +75,12 @@ typedef struct zt_loader {
     const zt_dataset *ds; /* not owned: must outlive the loader */
     int T, B, packing, shuffle, rank, world;
     uint64_t seed;
-    zt_loader_state state; /* state.epoch's rows are planned below */
-    int64_t *perm;         /* [n_examples] the epoch's example order */
+    zt_loader_state state;   /* state.epoch's rows are planned below */
+    int64_t *perm;           /* [n_examples] the epoch's example order */
     struct zt_segment *segs; /* the epoch's pieces of examples, in row order */
-    int64_t *row_seg;      /* row r holds segs[row_seg[r] .. row_seg[r+1]) */
+    int64_t *row_seg;        /* row r holds segs[row_seg[r] .. row_seg[r+1]) */
     int64_t n_segs, n_rows, pad_tokens;
-    int width;             /* real tokens of the widest row of any epoch (zt_loader_next) */
+    int width; /* real tokens of the widest row of any epoch (zt_loader_next) */
 } zt_loader;
 
 /* Plans epoch 0. T = max_length, B = micro_batch_size; 0 <= rank < world.

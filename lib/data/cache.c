@@ -85,8 +85,8 @@ static zt_status check_tokens(const int32_t *ids, const int32_t *labels, int64_t
             return zt_fail(ZT_EUSER, "token %lld has id %d, outside the vocabulary of %d", (long long)i, ids[i],
                            vocab_size);
         if (labels[i] != ZT_IGNORE_INDEX && (labels[i] < 0 || labels[i] >= vocab_size))
-            return zt_fail(ZT_EUSER, "token %lld has label %d, neither -100 nor in the vocabulary of %d",
-                           (long long)i, labels[i], vocab_size);
+            return zt_fail(ZT_EUSER, "token %lld has label %d, neither -100 nor in the vocabulary of %d", (long long)i,
+                           labels[i], vocab_size);
     }
     return ZT_OK;
 }
@@ -122,10 +122,10 @@ static int map_entry(const char *path, int32_t vocab_size, zt_dataset *ds)
     struct stat sb;
     size_t len = 0;
     void *map = MAP_FAILED;
-    if (fstat(fd, &sb) == 0 && (len = (size_t)sb.st_size) > 0)
-        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fstat(fd, &sb) == 0 && (len = (size_t)sb.st_size) > 0) map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    zt_status st = map == MAP_FAILED ? zt_fail(ZT_EUSER, "empty or unreadable") : zt_cache_parse(map, len, vocab_size, ds);
+    zt_status st =
+        map == MAP_FAILED ? zt_fail(ZT_EUSER, "empty or unreadable") : zt_cache_parse(map, len, vocab_size, ds);
     if (st) {
         zt_log_warn("the tokenized cache '%s' is bad (%s): building it again", path, zt_errmsg());
         if (map != MAP_FAILED) munmap(map, len);

@@ -32,11 +32,11 @@ typedef struct zt_dataset {
 zt_status zt_dataset_append(zt_dataset *ds, const int32_t *ids, const int32_t *labels, int64_t n);
 void zt_dataset_free(zt_dataset *ds);
 
-static inline int64_t zt_dataset_len(const zt_dataset *ds, int64_t i)
+static inline int64_t zt_dataset_len(const zt_dataset *ds, int64_t i) { return ds->offsets[i + 1] - ds->offsets[i]; }
+static inline int64_t zt_dataset_tokens(const zt_dataset *ds)
 {
-    return ds->offsets[i + 1] - ds->offsets[i];
+    return ds->n_examples ? ds->offsets[ds->n_examples] : 0;
 }
-static inline int64_t zt_dataset_tokens(const zt_dataset *ds) { return ds->n_examples ? ds->offsets[ds->n_examples] : 0; }
 
 /* Holds out round(frac * n) groups of `group` consecutive examples (1, or 2 for
  * preference pairs), chosen by a permutation seeded with seed, as valid

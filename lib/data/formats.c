@@ -93,8 +93,8 @@ static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
 /* messages from OpenAI-style "messages" or ShareGPT "conversations" */
 static zt_status read_messages(const cJSON *o, zt_message **out, int *n)
 {
-    static const char *const sharegpt[][2] = {{"human", "user"}, {"user", "user"}, {"gpt", "assistant"},
-                                              {"assistant", "assistant"}, {"system", "system"}};
+    static const char *const sharegpt[][2] = {
+        {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"}};
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "messages");
     int share = !list;
     if (share) list = cJSON_GetObjectItemCaseSensitive(o, "conversations");
@@ -194,7 +194,8 @@ static zt_status conversation(const zt_format *f, const zt_message *msgs, int n,
 static zt_status instruct_messages(const cJSON *o, zt_message **out, int *n, char **user_out)
 {
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(o, "instruction"),
-                *in = cJSON_GetObjectItemCaseSensitive(o, "input"), *ans = cJSON_GetObjectItemCaseSensitive(o, "output");
+                *in = cJSON_GetObjectItemCaseSensitive(o, "input"),
+                *ans = cJSON_GetObjectItemCaseSensitive(o, "output");
     if (!cJSON_IsString(ins)) return zt_fail(ZT_EUSER, "\"instruction\" is %s, not a string", zt_json_kind(ins));
     if (!cJSON_IsString(ans)) return zt_fail(ZT_EUSER, "\"output\" is %s, not a string", zt_json_kind(ans));
     if (in && !cJSON_IsString(in) && !cJSON_IsNull(in))
@@ -300,15 +301,17 @@ static zt_status prompt_example(const zt_format *f, const cJSON *o, seq *s)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
     if (cJSON_IsString(p)) return text_prompt(f, p->valuestring, s);
-    if (!cJSON_IsArray(p)) return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
+    if (!cJSON_IsArray(p))
+        return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
     if (!f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
     zt_message *m = NULL;
     int n;
     char *text = NULL;
     int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
     zt_status st = prompt_messages(p, &m, &n);
-    if (!st) st = zt_template_render(f->tmpl, m, n, 1, bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
-                                     eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
+    if (!st)
+        st = zt_template_render(f->tmpl, m, n, 1, bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
+                                eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
     if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, 0);
     free(text);
     free(m);
@@ -336,7 +339,8 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
     seq *out = calloc(2 * (size_t)l->n, sizeof *out); /* two per line: a preference pair */
     zt_status *res = calloc((size_t)l->n, sizeof *res);
     char **msg = calloc((size_t)l->n, sizeof *msg);
-    zt_status st = out && res && msg ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l->n);
+    zt_status st =
+        out && res && msg ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory tokenizing %lld lines", (long long)l->n);
     if (!st) {
 #pragma omp parallel for schedule(dynamic, 16)
         for (int64_t i = 0; i < l->n; i++)

@@ -20,7 +20,7 @@ typedef zt_status (*zt_jsonl_fn)(void *ctx, const cJSON *obj);
  * bounded), for callers that work on a batch's lines in parallel; zt_jsonl_parse
  * turns one line into an object (or a ZT_EUSER message). */
 typedef struct zt_jsonl_lines {
-    char **text;  /* NUL-terminated, without the newline */
+    char **text; /* NUL-terminated, without the newline */
     size_t *len;
     int *file;    /* index into the paths */
     long *lineno; /* 1-based */

@@ -13,7 +13,7 @@
 #include "lib/core/fileio.h"
 
 struct zt_template {
-    char *name;   /* for messages */
+    char *name; /* for messages */
     char *source;
     zt_jinja *jinja;
     _Atomic uint64_t rendered; /* bytes rendered so far, from every thread: a statistic, not state */
@@ -290,8 +290,8 @@ uint64_t zt_template_rendered(const zt_template *t)
 
 /* The variables transformers passes: messages, add_generation_prompt, tools and documents (none),
  * and the special tokens that exist. msgs stays owned by the caller. */
-static zt_status render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
-                        const char *bos, const char *eos, char **out, size_t *len)
+static zt_status render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt, const char *bos,
+                        const char *eos, char **out, size_t *len)
 {
     cJSON *vars = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(vars, "messages");
     int ok = vars && list;
@@ -658,7 +658,8 @@ static zt_status find_content(const zt_template *t, const zt_message *msgs, int 
     st = align(&l, s, ns, ok);
     free(s);
     int k = l.nocc;
-    while (k-- > 0 && l.occ[k].msg != i) {}
+    while (k-- > 0 && l.occ[k].msg != i) {
+    }
     *ok = !st && *ok && k >= 0;
     if (*ok) *found = l.occ[k];
     free(l.occ);
@@ -734,7 +735,8 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
     if ((st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, bos, eos, text, len))) return st;
     if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
     if (last)
-        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
+        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {
+        }
     int left = 0, nexact = 0, tried = 0;
     for (int i = first; !all && i >= 0 && i < n; i++) left += !strcmp(msgs[i].role, "assistant");
     cut *exact = left >= 3 ? malloc(2 * (size_t)left * sizeof *exact) : NULL;

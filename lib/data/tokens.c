@@ -42,8 +42,8 @@ static zt_status read_ints(const cJSON *arr, const char *name, int32_t *out, int
             continue;
         }
         if (d < 0 || d >= vocab_size)
-            return zt_fail(ZT_EUSER, "%s[%lld] = %.15g is outside the vocabulary [0, %d)%s", name, (long long)i,
-                           d, vocab_size, is_labels ? " and is not -100" : "");
+            return zt_fail(ZT_EUSER, "%s[%lld] = %.15g is outside the vocabulary [0, %d)%s", name, (long long)i, d,
+                           vocab_size, is_labels ? " and is not -100" : "");
         out[i] = (int32_t)d;
     }
     return ZT_OK;
@@ -84,8 +84,7 @@ static zt_status one_line(void *ctx, const cJSON *root)
     return add_example(c->ds, &c->s, root, c->vocab_size);
 }
 
-zt_status zt_tokens_load(zt_dataset *ds, char *const *paths, int npaths, int vocab_size, int skip_bad,
-                         int64_t *skipped)
+zt_status zt_tokens_load(zt_dataset *ds, char *const *paths, int npaths, int vocab_size, int skip_bad, int64_t *skipped)
 {
     ZT_ASSERT(vocab_size > 0);
     memset(ds, 0, sizeof *ds);

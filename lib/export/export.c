@@ -122,7 +122,8 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
         if (!x) return zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", dir, t[i].name);
         int same = x->ndim == t[i].ndim;
         for (int d = 0; d < t[i].ndim && same; d++) same = x->shape[d] == t[i].shape[d];
-        if (!same) return zt_fail(ZT_EUSER, "'%s': tensor '%s' has a shape config.json does not give it", x->file, x->name);
+        if (!same)
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s' has a shape config.json does not give it", x->file, x->name);
         if (!st_to_dtype(x->dtype, &sd))
             return zt_fail(ZT_EUSER, "'%s': tensor '%s' is %s, not a floating-point type", x->file, x->name,
                            zt_st_dtype_name(x->dtype));
@@ -183,8 +184,10 @@ static zt_status resolve_adapter(const char *src, zt_export_info *info, char *ba
     if (has_file(src, "adapter_config.json")) snprintf(info->source, sizeof info->source, "%s", src);
     else if ((st = zt_path_join(info->source, sizeof info->source, src, "final"))) return st;
     if (!has_file(info->source, "adapter_config.json"))
-        return zt_fail(ZT_EUSER, "'%s': --merge needs a PEFT adapter directory (adapter_config.json) or a LoRA run "
-                                 "whose final/ is one", src);
+        return zt_fail(ZT_EUSER,
+                       "'%s': --merge needs a PEFT adapter directory (adapter_config.json) or a LoRA run "
+                       "whose final/ is one",
+                       src);
     snprintf(path, sizeof path, "%s/adapter_config.json", info->source);
     if ((st = zt_read_file(path, &text, &len))) return st;
     cJSON *o = cJSON_ParseWithLength(text, len);

@@ -91,7 +91,7 @@ static void parse_link_next(hub_headers *h, const char *v, size_t len)
 void hub_parse_header(hub_headers *h, const char *line, size_t n)
 {
     if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
-        *h = (hub_headers){ .linked_size = -1, .range_start = -1 };
+        *h = (hub_headers){.linked_size = -1, .range_start = -1};
         return;
     }
     const char *colon = memchr(line, ':', n);
@@ -100,16 +100,11 @@ void hub_parse_header(hub_headers *h, const char *line, size_t n)
     const char *v = colon + 1;
     char tmp[256];
 #define IS(name) (klen == strlen(name) && !strncasecmp(line, name, klen))
-    if (IS("X-Repo-Commit"))
-        copy_value(h->repo_commit, sizeof h->repo_commit, v, vlen);
-    else if (IS("X-Error-Code"))
-        copy_value(h->error_code, sizeof h->error_code, v, vlen);
-    else if (IS("X-Error-Message"))
-        copy_value(h->error_message, sizeof h->error_message, v, vlen);
-    else if (IS("Link"))
-        parse_link_next(h, v, vlen);
-    else if (IS("X-Linked-Size"))
-        copy_value(tmp, sizeof tmp, v, vlen), h->linked_size = strtoll(tmp, NULL, 10);
+    if (IS("X-Repo-Commit")) copy_value(h->repo_commit, sizeof h->repo_commit, v, vlen);
+    else if (IS("X-Error-Code")) copy_value(h->error_code, sizeof h->error_code, v, vlen);
+    else if (IS("X-Error-Message")) copy_value(h->error_message, sizeof h->error_message, v, vlen);
+    else if (IS("Link")) parse_link_next(h, v, vlen);
+    else if (IS("X-Linked-Size")) copy_value(tmp, sizeof tmp, v, vlen), h->linked_size = strtoll(tmp, NULL, 10);
     else if (IS("X-Linked-Etag") || IS("ETag")) {
         copy_value(tmp, sizeof tmp, v, vlen);
         hub_normalize_etag(tmp, IS("ETag") ? h->etag : h->linked_etag, sizeof h->etag);

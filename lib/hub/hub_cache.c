@@ -220,7 +220,7 @@ void hub_discard_stale_blob_partials(const hub_repo *r)
     DIR *d = list_folder(fd);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!other_etag(e->d_name, "", ".incomplete", NULL)) continue;
-        hub_file probe = { .path = "" };
+        hub_file probe = {.path = ""};
         snprintf(probe.etag, sizeof probe.etag, "%.*s", (int)(strlen(e->d_name) - 11), e->d_name);
         int wanted = 0;
         for (int i = 0; i < r->nfiles && !wanted; i++) wanted = !strcmp(r->files[i].etag, probe.etag);

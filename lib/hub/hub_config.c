@@ -84,7 +84,7 @@ zt_status hub_add_file(hub_repo *r, const char *path, long long size, const char
     if (!grown) return zt_fail(ZT_ENOMEM, "out of memory");
     r->files = grown;
     hub_file *f = &r->files[r->nfiles];
-    *f = (hub_file){ .size = size, .lfs = lfs, .alias_of = -1, .path = strdup(path) };
+    *f = (hub_file){.size = size, .lfs = lfs, .alias_of = -1, .path = strdup(path)};
     if (!f->path) return zt_fail(ZT_ENOMEM, "out of memory");
     snprintf(f->etag, sizeof f->etag, "%s", etag);
     r->nfiles++;
@@ -124,14 +124,10 @@ static zt_status hf_home(char *out, size_t n)
 {
     const char *home = getenv("HF_HOME"), *xdg = getenv("XDG_CACHE_HOME"), *user = getenv("HOME");
     int r;
-    if (home && home[0])
-        r = snprintf(out, n, "%s", home);
-    else if (xdg && xdg[0])
-        r = snprintf(out, n, "%s/huggingface", xdg);
-    else if (user && user[0])
-        r = snprintf(out, n, "%s/.cache/huggingface", user);
-    else
-        return zt_fail(ZT_EUSER, "no cache directory: set HF_HOME or HF_HUB_CACHE, or pass --cache-dir");
+    if (home && home[0]) r = snprintf(out, n, "%s", home);
+    else if (xdg && xdg[0]) r = snprintf(out, n, "%s/huggingface", xdg);
+    else if (user && user[0]) r = snprintf(out, n, "%s/.cache/huggingface", user);
+    else return zt_fail(ZT_EUSER, "no cache directory: set HF_HOME or HF_HUB_CACHE, or pass --cache-dir");
     return r < 0 || (size_t)r >= n ? zt_fail(ZT_EUSER, "HF_HOME is too long") : ZT_OK;
 }
 
@@ -209,7 +205,7 @@ static zt_status endpoint(hub_repo *r, const zt_hub_options *o)
 
 zt_status hub_repo_init(hub_repo *r, const zt_hub_options *o)
 {
-    *r = (hub_repo){ .o = o, .type = "model" };
+    *r = (hub_repo){.o = o, .type = "model"};
     const char *id = o->repo_id ? o->repo_id : "";
     if (!valid_repo_id(id) || strlen(id) >= sizeof r->repo_id)
         return zt_fail(ZT_EUSER, "'%.200s' is not a repository id like 'org/name' (letters, digits, '-', '_', '.')",

@@ -26,10 +26,8 @@ static long long free_bytes(const char *path)
     while (statvfs(p, &sv)) {
         char *slash = strrchr(p, '/');
         if (errno != ENOENT || !slash) return -1;
-        if (slash == p)
-            slash[1] = 0;
-        else
-            *slash = 0;
+        if (slash == p) slash[1] = 0;
+        else *slash = 0;
     }
     return (long long)sv.f_bavail * (long long)sv.f_frsize;
 }
@@ -63,12 +61,9 @@ static void print_plan(const hub_repo *r, FILE *out)
     for (int i = 0; i < r->nfiles; i++) {
         const hub_file *f = &r->files[i];
         if (!f->selected) continue;
-        if (!f->fetch)
-            fprintf(out, "%s\t%lld\tpresent\n", f->path, f->size);
-        else if (f->have)
-            fprintf(out, "%s\t%lld\tresume from %lld\n", f->path, f->size, f->have);
-        else
-            fprintf(out, "%s\t%lld\tdownload\n", f->path, f->size);
+        if (!f->fetch) fprintf(out, "%s\t%lld\tpresent\n", f->path, f->size);
+        else if (f->have) fprintf(out, "%s\t%lld\tresume from %lld\n", f->path, f->size, f->have);
+        else fprintf(out, "%s\t%lld\tdownload\n", f->path, f->size);
     }
 }
 
@@ -95,16 +90,13 @@ zt_status zt_hub_download(const zt_hub_options *o, char *out_dir, size_t n)
     if (!st && !r.offline) st = plan(&r, &need);
     int nsel = 0, nfetch = 0;
     for (int i = 0; i < r.nfiles; i++) nsel += r.files[i].selected, nfetch += r.files[i].fetch;
-    if (!st && o->dry_run)
-        print_plan(&r, o->plan_out ? o->plan_out : stdout);
-    else if (!st && !r.offline)
-        st = fetch_all(&r);
+    if (!st && o->dry_run) print_plan(&r, o->plan_out ? o->plan_out : stdout);
+    else if (!st && !r.offline) st = fetch_all(&r);
     if (!st) st = hub_output_dir(&r, out_dir, n);
     if (!st && !o->dry_run) {
         char bytes[32];
         hub_format_bytes(need, bytes, sizeof bytes);
-        if (r.offline)
-            zt_log_info("%s: %d files in the cache (HF_HUB_OFFLINE)", r.repo_id, nsel);
+        if (r.offline) zt_log_info("%s: %d files in the cache (HF_HUB_OFFLINE)", r.repo_id, nsel);
         else
             zt_log_info("%s@%.12s: %d file%s downloaded (%s) in %.1fs, %d already there", r.repo_id, r.commit, nfetch,
                         nfetch == 1 ? "" : "s", bytes, hub_now() - start, nsel - nfetch);

@@ -83,8 +83,7 @@ static zt_status hash_partial(transfer *t)
         ssize_t n = pread(t->fd, buf, (size_t)(t->have - off < CHUNK ? t->have - off : CHUNK), (off_t)off);
         if (n <= 0)
             st = zt_fail(ZT_EIO, "cannot read the partial file of '%s': %s", t->f->path, n ? strerror(errno) : "short");
-        else if (!EVP_DigestUpdate(t->sha, buf, (size_t)n))
-            st = zt_fail(ZT_ERUNTIME, "sha256 failed");
+        else if (!EVP_DigestUpdate(t->sha, buf, (size_t)n)) st = zt_fail(ZT_ERUNTIME, "sha256 failed");
         off += n > 0 ? n : 0;
     }
     free(buf);
@@ -198,14 +197,11 @@ static void begin(transfer *t, CURLM *m, hub_progress *p)
     t->have = t->flushed = sb.st_size;
     if (f->lfs && (!(t->sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(t->sha, EVP_sha256(), NULL)))
         return fail(t, zt_fail(ZT_ERUNTIME, "sha256 init failed"));
-    if (r->o->force || t->have > f->size)
-        st = restart_partial(t);
+    if (r->o->force || t->have > f->size) st = restart_partial(t);
     else if (t->have > 0) {
         zt_log_info("resuming '%s' from byte %lld", f->path, t->have);
-        if (t->sha)
-            st = hash_partial(t);
-        else if (lseek(t->fd, 0, SEEK_END) < 0)
-            st = zt_fail(ZT_EIO, "seek in '%s' failed", path);
+        if (t->sha) st = hash_partial(t);
+        else if (lseek(t->fd, 0, SEEK_END) < 0) st = zt_fail(ZT_EIO, "seek in '%s' failed", path);
     }
     if (st) return fail(t, st);
     t->started = hub_now();
@@ -269,12 +265,9 @@ static void done(transfer *t, CURLM *m, CURLcode rc, hub_progress *p)
         if ((st = restart_partial(t))) return fail(t, st);
         return retry_or_fail(t, "the server refused to continue the partial file; starting over");
     }
-    if (rc == CURLE_OK && (http == 200 || http == 206))
-        snprintf(why, sizeof why, "the connection ended early");
-    else if (rc != CURLE_OK)
-        snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
-    else
-        snprintf(why, sizeof why, "HTTP %ld", http);
+    if (rc == CURLE_OK && (http == 200 || http == 206)) snprintf(why, sizeof why, "the connection ended early");
+    else if (rc != CURLE_OK) snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
+    else snprintf(why, sizeof why, "HTTP %ld", http);
     if ((rc == CURLE_OK && (http == 200 || http == 206)) || hub_retryable(rc, http)) return retry_or_fail(t, why);
     if (rc != CURLE_OK) return fail(t, zt_fail(ZT_ERUNTIME, "downloading '%s': %s", t->f->path, why));
     fail(t, hub_http_error(t->r, http, &t->h, t->f->path));
@@ -288,7 +281,7 @@ static void draw(hub_progress *p, transfer *ts, int n)
     for (int i = 0; i < n; i++) {
         p->done += ts[i].received;
         if (ts[i].state == T_ACTIVE && k < 64)
-            items[k++] = (hub_progress_item){ ts[i].f->path, ts[i].have, ts[i].f->size };
+            items[k++] = (hub_progress_item){ts[i].f->path, ts[i].have, ts[i].f->size};
     }
     hub_progress_draw(p, items, k);
 }
@@ -309,7 +302,7 @@ zt_status hub_fetch(hub_repo *r)
     }
     for (int i = 0, k = 0; i < r->nfiles; i++)
         if (r->files[i].fetch && r->files[i].alias_of < 0) {
-            ts[k++] = (transfer){ .r = r, .f = &r->files[i], .fd = -1, .lock_fd = -1 };
+            ts[k++] = (transfer){.r = r, .f = &r->files[i], .fd = -1, .lock_fd = -1};
             total += r->files[i].size - r->files[i].have;
         }
     hub_progress p;
@@ -320,15 +313,12 @@ zt_status hub_fetch(hub_repo *r)
         for (int i = 0; i < n; i++) active += ts[i].state == T_ACTIVE;
         for (int i = 0; i < n && active < workers; i++) {
             transfer *t = &ts[i];
-            if (t->state == T_QUEUED || t->state == T_LOCKWAIT)
-                begin(t, m, &p);
+            if (t->state == T_QUEUED || t->state == T_LOCKWAIT) begin(t, m, &p);
             else if (t->state == T_RETRY && now >= t->not_before) {
                 char url[8192];
                 zt_status st = hub_resolve_url(r, t->f->path, url, sizeof url);
-                if (st)
-                    fail(t, st);
-                else
-                    start(t, m, url);
+                if (st) fail(t, st);
+                else start(t, m, url);
             }
             active += t->state == T_ACTIVE;
         }
@@ -350,10 +340,8 @@ zt_status hub_fetch(hub_repo *r)
     int first = -1, nfailed = 0;
     for (int i = 0; i < n; i++)
         if (ts[i].state == T_FAILED) {
-            if (first >= 0)
-                zt_log_error("%s", ts[i].err);
-            else
-                first = i;
+            if (first >= 0) zt_log_error("%s", ts[i].err);
+            else first = i;
             nfailed++;
         }
     zt_status st = ZT_OK;

@@ -68,8 +68,8 @@ zt_status hub_dir_open(const hub_repo *r, const char *path, int create, hub_dir 
     const char *slash = strrchr(path, '/');
     d->fd = -1;
     d->name = slash ? slash + 1 : path;
-    if (strncmp(path, r->storage, root) || (root && path[root] != '/') || (root && slash < path + root) ||
-        !*d->name || !strcmp(d->name, ".") || !strcmp(d->name, ".."))
+    if (strncmp(path, r->storage, root) || (root && path[root] != '/') || (root && slash < path + root) || !*d->name ||
+        !strcmp(d->name, ".") || !strcmp(d->name, ".."))
         return zt_fail(ZT_ERUNTIME, "'%s' is not a file inside '%.*s'", path, (int)root, r->storage);
     int fd = -1;
     zt_status st = open_root(path, root, create, &fd);
@@ -185,7 +185,7 @@ zt_status hub_write_atomic(const hub_repo *r, const char *path, const void *data
 
 zt_status hub_rename(const hub_repo *r, const char *from, const char *to)
 {
-    hub_dir a, b = { .fd = -1 };
+    hub_dir a, b = {.fd = -1};
     zt_status st = hub_dir_open(r, from, 0, &a);
     if (!st) st = hub_dir_open(r, to, 1, &b);
     if (!st) st = refuse_link_at(&b, to);

@@ -50,7 +50,7 @@ CURL *hub_easy_new(const hub_repo *r, hub_headers *h, long timeout_s)
 /* scheme, host and port of both URLs are the same */
 static int same_origin(const char *a, const char *b)
 {
-    static const CURLUPart parts[] = { CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT };
+    static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
     CURLU *ua = curl_url(), *ub = curl_url();
     int same = ua && ub && !curl_url_set(ua, CURLUPART_URL, a, 0) && !curl_url_set(ub, CURLUPART_URL, b, 0);
     for (int i = 0; i < 3 && same; i++) {
@@ -124,17 +124,15 @@ double hub_backoff_s(int attempt)
 
 void hub_sleep(double s)
 {
-    struct timespec t = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&t, NULL);
 }
 
 zt_status hub_http_error(const hub_repo *r, long http, const hub_headers *h, const char *file)
 {
     char what[800], detail[300] = "";
-    if (file)
-        snprintf(what, sizeof what, "'%.200s' in %s '%s' at '%s'", file, r->type, r->repo_id, r->revision);
-    else
-        snprintf(what, sizeof what, "%s '%s' at revision '%s'", r->type, r->repo_id, r->revision);
+    if (file) snprintf(what, sizeof what, "'%.200s' in %s '%s' at '%s'", file, r->type, r->repo_id, r->revision);
+    else snprintf(what, sizeof what, "%s '%s' at revision '%s'", r->type, r->repo_id, r->revision);
     if (h->error_message[0]) snprintf(detail, sizeof detail, " (the Hub says: %s)", h->error_message);
     const char *how = r->token[0] ? "the token was refused: check that it is valid and has access to it"
                                   : "pass a token with --token, HF_TOKEN or a file named by HF_TOKEN_PATH";
@@ -167,10 +165,8 @@ static int escape(char *out, size_t n, const char *s, int keep_slash)
     size_t o = 0;
     for (; *s && o + 4 < n; s++) {
         unsigned char c = (unsigned char)*s;
-        if (isalnum(c) || strchr("-._~", c) || (keep_slash && c == '/'))
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, n - o, "%%%02X", c);
+        if (isalnum(c) || strchr("-._~", c) || (keep_slash && c == '/')) out[o++] = (char)c;
+        else o += (size_t)snprintf(out + o, n - o, "%%%02X", c);
     }
     out[o] = 0;
     return !*s;
@@ -220,9 +216,9 @@ static size_t on_body(char *p, size_t size, size_t count, void *data)
 zt_status hub_get(const hub_repo *r, const char *start, char **body, hub_headers *h)
 {
     char url[8192];
-    buffer b = { 0 };
+    buffer b = {0};
     struct curl_slist *hdrs = NULL;
-    *h = (hub_headers){ .linked_size = -1, .range_start = -1 };
+    *h = (hub_headers){.linked_size = -1, .range_start = -1};
     CURL *e = hub_easy_new(r, h, r->etag_timeout_s);
     if (!e) return zt_fail(ZT_ENOMEM, "out of memory");
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -256,9 +252,7 @@ zt_status hub_get(const hub_repo *r, const char *start, char **body, hub_headers
     }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(e);
-    if (st)
-        free(b.data);
-    else
-        *body = b.data ? b.data : strdup("");
+    if (st) free(b.data);
+    else *body = b.data ? b.data : strdup("");
     return st || *body ? st : zt_fail(ZT_ENOMEM, "out of memory");
 }

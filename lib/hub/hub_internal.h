@@ -101,7 +101,7 @@ zt_status hub_mkdir(const hub_repo *r, const char *dir);
 zt_status hub_open(const hub_repo *r, const char *path, int flags, int *fd);
 /* data into path.tmp.<pid>, fsynced, renamed over path (kept when it exists and !replace) */
 zt_status hub_write_atomic(const hub_repo *r, const char *path, const void *data, size_t n, int replace);
-zt_status hub_rename(const hub_repo *r, const char *from, const char *to); /* then fsyncs to's folder */
+zt_status hub_rename(const hub_repo *r, const char *from, const char *to);      /* then fsyncs to's folder */
 zt_status hub_symlink(const hub_repo *r, const char *target, const char *path); /* replaces path */
 zt_status hub_unlink(const hub_repo *r, const char *path);
 

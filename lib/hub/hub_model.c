@@ -19,8 +19,8 @@ zt_status zt_hub_resolve_model_path(const char *path, char *out, size_t n)
     if (snprintf(repo, sizeof repo, "%s", spec) >= (int)sizeof repo)
         return zt_fail(ZT_EUSER, "model path too long: '%s'", hf);
     if ((at = strchr(repo, '@'))) *at++ = 0;
-    static const char *const model_files[] = { "*.json", "*.safetensors", "*.model", "*.txt", "*.jinja" };
-    zt_hub_options o = { .repo_id = repo, .revision = at, .include = model_files, .ninclude = 5 };
+    static const char *const model_files[] = {"*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"};
+    zt_hub_options o = {.repo_id = repo, .revision = at, .include = model_files, .ninclude = 5};
     zt_status st = zt_hub_download(&o, out, n);
     if (st) return zt_fail_context(st, "model.path 'hf://%s'", spec);
     zt_log_info("model hf://%s is '%s'", spec, out);

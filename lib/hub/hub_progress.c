@@ -17,7 +17,7 @@ double hub_now(void)
 
 void hub_format_bytes(long long bytes, char *out, size_t n)
 {
-    static const char *unit[] = { "B", "kB", "MB", "GB", "TB" };
+    static const char *unit[] = {"B", "kB", "MB", "GB", "TB"};
     double v = (double)bytes;
     int u = 0;
     while (v >= 1000 && u < 4) v /= 1000, u++;
@@ -26,20 +26,16 @@ void hub_format_bytes(long long bytes, char *out, size_t n)
 
 void hub_progress_start(hub_progress *p, long long total, int nfiles)
 {
-    *p = (hub_progress){ .start = hub_now(), .total = total, .nfiles = nfiles };
+    *p = (hub_progress){.start = hub_now(), .total = total, .nfiles = nfiles};
     p->last_line = p->start;
 }
 
 static void eta(double secs, char *out, size_t n)
 {
-    if (!(secs < 1e7))
-        snprintf(out, n, "--");
-    else if (secs < 60)
-        snprintf(out, n, "%.0fs", secs);
-    else if (secs < 3600)
-        snprintf(out, n, "%dm%02ds", (int)secs / 60, (int)secs % 60);
-    else
-        snprintf(out, n, "%dh%02dm", (int)secs / 3600, (int)secs / 60 % 60);
+    if (!(secs < 1e7)) snprintf(out, n, "--");
+    else if (secs < 60) snprintf(out, n, "%.0fs", secs);
+    else if (secs < 3600) snprintf(out, n, "%dm%02ds", (int)secs / 60, (int)secs % 60);
+    else snprintf(out, n, "%dh%02dm", (int)secs / 3600, (int)secs / 60 % 60);
 }
 
 void hub_progress_draw(hub_progress *p, const hub_progress_item *active, int n)

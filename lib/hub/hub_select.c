@@ -30,9 +30,12 @@ static zt_status refuse_metadata_names(const hub_repo *r)
     static const char dir[] = ".cache/huggingface";
     for (int j = 0; r->local && j < r->nfiles; j++) {
         const char *p = r->files[j].path;
-        if (r->files[j].selected && !strncmp(p, dir, sizeof dir - 1) && (!p[sizeof dir - 1] || p[sizeof dir - 1] == '/'))
-            return zt_fail(ZT_EUSER, "refusing the remote file '%.200s': it lies in '%s/', where zt keeps the "
-                           "metadata of --local-dir", p, dir);
+        if (r->files[j].selected && !strncmp(p, dir, sizeof dir - 1) &&
+            (!p[sizeof dir - 1] || p[sizeof dir - 1] == '/'))
+            return zt_fail(ZT_EUSER,
+                           "refusing the remote file '%.200s': it lies in '%s/', where zt keeps the "
+                           "metadata of --local-dir",
+                           p, dir);
     }
     return ZT_OK;
 }

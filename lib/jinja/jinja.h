@@ -57,15 +57,15 @@
 
 #include "lib/core/status.h"
 
-#define ZT_JINJA_MAX_DEPTH 64            /* nesting of blocks, expressions and values */
-#define ZT_JINJA_MAX_SOURCE (16u << 20)  /* bytes of template text */
+#define ZT_JINJA_MAX_DEPTH 64           /* nesting of blocks, expressions and values */
+#define ZT_JINJA_MAX_SOURCE (16u << 20) /* bytes of template text */
 
 typedef struct zt_jinja zt_jinja;
 
 typedef struct zt_jinja_limits {
-    size_t max_output;  /* bytes of rendered text; 0: 64 MiB */
-    size_t max_memory;  /* bytes of values alive during one render; 0: 256 MiB */
-    int64_t max_steps;  /* statements and expressions evaluated; 0: 100 million */
+    size_t max_output; /* bytes of rendered text; 0: 64 MiB */
+    size_t max_memory; /* bytes of values alive during one render; 0: 256 MiB */
+    int64_t max_steps; /* statements and expressions evaluated; 0: 100 million */
 } zt_jinja_limits;
 
 /* Parses template text (UTF-8; need not be NUL-terminated). name is used in
@@ -75,8 +75,7 @@ zt_status zt_jinja_parse(zt_jinja **t, const char *src, size_t len, const char *
 /* Renders with vars, a JSON object whose members are the template's variables
  * (numbers without a fraction become integers). *out is NUL-terminated and
  * malloc'ed; *len excludes the NUL. limits may be NULL (the defaults). */
-zt_status zt_jinja_render(const zt_jinja *t, const cJSON *vars, const zt_jinja_limits *limits, char **out,
-                          size_t *len);
+zt_status zt_jinja_render(const zt_jinja *t, const cJSON *vars, const zt_jinja_limits *limits, char **out, size_t *len);
 
 void zt_jinja_free(zt_jinja *t);
 

@@ -14,7 +14,8 @@ static jx_err *E(jx_ctx *c) { return &c->err; }
 static void bind(jx_ctx *c, uint32_t pos, const char *what, const jx_args *a, const char *const *params, int np,
                  jx_val *out)
 {
-    if (a->npos > np) jx_fail(E(c), pos, "%s takes at most %d argument%s (%d given)", what, np, np == 1 ? "" : "s", a->npos);
+    if (a->npos > np)
+        jx_fail(E(c), pos, "%s takes at most %d argument%s (%d given)", what, np, np == 1 ? "" : "s", a->npos);
     for (int k = 0; k < np; k++) out[k] = k < a->npos ? a->pos[k] : (jx_val){.kind = JX_MISSING};
     for (int k = 0; k < a->nkw; k++) {
         const jx_str *name = a->kwnames[k];
@@ -41,8 +42,7 @@ static jx_str *need_str(jx_ctx *c, uint32_t pos, const char *what, jx_val v)
 
 static int64_t need_int(jx_ctx *c, uint32_t pos, const char *what, jx_val v)
 {
-    if (v.kind != JX_INT && v.kind != JX_BOOL)
-        jx_fail(E(c), pos, "%s needs an integer, not %s", what, jx_type_name(v));
+    if (v.kind != JX_INT && v.kind != JX_BOOL) jx_fail(E(c), pos, "%s needs an integer, not %s", what, jx_type_name(v));
     return v.i;
 }
 
@@ -148,15 +148,15 @@ static jx_val split(jx_ctx *c, uint32_t pos, const jx_str *s, const jx_str *sep,
     jx_val parts[64];
     size_t np = 0, total = 0;
     jx_list *acc = NULL;
-#define PART(p, n)                                                                                                   \
-    do {                                                                                                             \
-        if (np == 64) {                                                                                              \
-            jx_list *l = jx_list_new(c, pos, total + np);                                                            \
-            if (total) memcpy(l->v, acc->v, total * sizeof(jx_val));                                                 \
-            memcpy(l->v + total, parts, np * sizeof(jx_val));                                                        \
-            acc = l, total += np, np = 0;                                                                            \
-        }                                                                                                            \
-        parts[np++] = str_val(c, pos, (p), (n));                                                                     \
+#define PART(p, n)                                                                                                     \
+    do {                                                                                                               \
+        if (np == 64) {                                                                                                \
+            jx_list *l = jx_list_new(c, pos, total + np);                                                              \
+            if (total) memcpy(l->v, acc->v, total * sizeof(jx_val));                                                   \
+            memcpy(l->v + total, parts, np * sizeof(jx_val));                                                          \
+            acc = l, total += np, np = 0;                                                                              \
+        }                                                                                                              \
+        parts[np++] = str_val(c, pos, (p), (n));                                                                       \
     } while (0)
     size_t i = 0;
     if (sep) {
@@ -234,7 +234,8 @@ static int64_t length(jx_ctx *c, uint32_t pos, jx_val v)
         return (int64_t)v.l->n;
     case JX_DICT: return (int64_t)v.d->n;
     case JX_LOOP: return (int64_t)v.loop->items->n;
-    case JX_MISSING: case JX_UNDEF: return 0;
+    case JX_MISSING:
+    case JX_UNDEF: return 0;
     default: jx_fail(E(c), pos, "object of type '%s' has no len()", jx_type_name(v));
     }
 }
@@ -269,7 +270,8 @@ int jx_contains(jx_ctx *c, uint32_t pos, jx_val seq, jx_val x)
             if (jx_equal(c, pos, seq.l->v[k], x, ZT_JINJA_MAX_DEPTH)) return 1;
         return 0;
     case JX_DICT: return jx_dict_find(seq.d, x) != NULL;
-    case JX_MISSING: case JX_UNDEF: return 0;
+    case JX_MISSING:
+    case JX_UNDEF: return 0;
     default: jx_fail(E(c), pos, "argument of type '%s' is not iterable", jx_type_name(seq));
     }
 }
@@ -295,7 +297,9 @@ static jx_val attr_path(jx_ctx *c, uint32_t pos, jx_val obj, const jx_str *path)
 
 typedef jx_val (*filter_fn)(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a);
 
-#define PARAMS(...) static const char *const params[] = {__VA_ARGS__}; jx_val p[sizeof params / sizeof *params]
+#define PARAMS(...)                                                                                                    \
+    static const char *const params[] = {__VA_ARGS__};                                                                 \
+    jx_val p[sizeof params / sizeof *params]
 #define BIND(what) bind(c, pos, what, a, params, (int)(sizeof params / sizeof *params), p)
 
 static jx_val f_abs(jx_ctx *c, uint32_t pos, jx_val v, const jx_args *a)
@@ -388,7 +392,9 @@ static int parse_int(const jx_str *s, int base, int64_t *out)
     for (; i < e; i++) {
         char ch = s->s[i];
         if (ch == '_' && digits && i + 1 < e) continue;
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10 : 99;
+        int d = ch >= '0' && ch <= '9'                     ? ch - '0'
+                : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10
+                                                           : 99;
         if (d >= base) return 0;
         if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return 0;
         v = v * (uint64_t)base + (uint64_t)d;
@@ -731,13 +737,37 @@ static const struct {
     const char *name;
     filter_fn fn;
 } FILTERS[] = {
-    {"abs", f_abs}, {"capitalize", f_capitalize}, {"count", f_length}, {"d", f_default}, {"default", f_default},
-    {"dictsort", f_dictsort}, {"first", f_first}, {"float", f_float}, {"indent", f_indent}, {"int", f_int},
-    {"items", f_items}, {"join", f_join}, {"last", f_last}, {"length", f_length}, {"list", f_list},
-    {"lower", f_lower}, {"map", f_map}, {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"replace", f_replace},
-    {"reverse", f_reverse}, {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr},
-    {"sort", f_sort}, {"string", f_string}, {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim},
-    {"unique", f_unique}, {"upper", f_upper},
+    {"abs", f_abs},
+    {"capitalize", f_capitalize},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"first", f_first},
+    {"float", f_float},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"unique", f_unique},
+    {"upper", f_upper},
 };
 
 int jx_filter_find(const char *name, size_t n)
@@ -755,23 +785,75 @@ jx_val jx_filter_call(jx_ctx *c, uint32_t pos, int id, jx_val v, const jx_args *
 /* --- tests ------------------------------------------------------------------------------------ */
 
 enum {
-    T_DEFINED, T_UNDEFINED, T_NONE, T_BOOLEAN, T_FALSE, T_TRUE, T_INTEGER, T_FLOAT, T_NUMBER, T_STRING, T_MAPPING,
-    T_ITERABLE, T_SEQUENCE, T_CALLABLE, T_SAMEAS, T_ODD, T_EVEN, T_DIVISIBLEBY, T_EQ, T_NE, T_LT, T_LE, T_GT, T_GE,
-    T_IN, T_LOWER, T_UPPER,
+    T_DEFINED,
+    T_UNDEFINED,
+    T_NONE,
+    T_BOOLEAN,
+    T_FALSE,
+    T_TRUE,
+    T_INTEGER,
+    T_FLOAT,
+    T_NUMBER,
+    T_STRING,
+    T_MAPPING,
+    T_ITERABLE,
+    T_SEQUENCE,
+    T_CALLABLE,
+    T_SAMEAS,
+    T_ODD,
+    T_EVEN,
+    T_DIVISIBLEBY,
+    T_EQ,
+    T_NE,
+    T_LT,
+    T_LE,
+    T_GT,
+    T_GE,
+    T_IN,
+    T_LOWER,
+    T_UPPER,
 };
 
 static const struct {
     const char *name;
     int id, nargs;
 } TESTS[] = {
-    {"defined", T_DEFINED, 0}, {"undefined", T_UNDEFINED, 0}, {"none", T_NONE, 0}, {"boolean", T_BOOLEAN, 0},
-    {"false", T_FALSE, 0}, {"true", T_TRUE, 0}, {"integer", T_INTEGER, 0}, {"float", T_FLOAT, 0},
-    {"number", T_NUMBER, 0}, {"string", T_STRING, 0}, {"mapping", T_MAPPING, 0}, {"iterable", T_ITERABLE, 0},
-    {"sequence", T_SEQUENCE, 0}, {"callable", T_CALLABLE, 0}, {"sameas", T_SAMEAS, 1}, {"odd", T_ODD, 0},
-    {"even", T_EVEN, 0}, {"divisibleby", T_DIVISIBLEBY, 1}, {"eq", T_EQ, 1}, {"equalto", T_EQ, 1}, {"==", T_EQ, 1},
-    {"ne", T_NE, 1}, {"!=", T_NE, 1}, {"lt", T_LT, 1}, {"lessthan", T_LT, 1}, {"<", T_LT, 1}, {"le", T_LE, 1},
-    {"<=", T_LE, 1}, {"gt", T_GT, 1}, {"greaterthan", T_GT, 1}, {">", T_GT, 1}, {"ge", T_GE, 1}, {">=", T_GE, 1},
-    {"in", T_IN, 1}, {"lower", T_LOWER, 0}, {"upper", T_UPPER, 0},
+    {"defined", T_DEFINED, 0},
+    {"undefined", T_UNDEFINED, 0},
+    {"none", T_NONE, 0},
+    {"boolean", T_BOOLEAN, 0},
+    {"false", T_FALSE, 0},
+    {"true", T_TRUE, 0},
+    {"integer", T_INTEGER, 0},
+    {"float", T_FLOAT, 0},
+    {"number", T_NUMBER, 0},
+    {"string", T_STRING, 0},
+    {"mapping", T_MAPPING, 0},
+    {"iterable", T_ITERABLE, 0},
+    {"sequence", T_SEQUENCE, 0},
+    {"callable", T_CALLABLE, 0},
+    {"sameas", T_SAMEAS, 1},
+    {"odd", T_ODD, 0},
+    {"even", T_EVEN, 0},
+    {"divisibleby", T_DIVISIBLEBY, 1},
+    {"eq", T_EQ, 1},
+    {"equalto", T_EQ, 1},
+    {"==", T_EQ, 1},
+    {"ne", T_NE, 1},
+    {"!=", T_NE, 1},
+    {"lt", T_LT, 1},
+    {"lessthan", T_LT, 1},
+    {"<", T_LT, 1},
+    {"le", T_LE, 1},
+    {"<=", T_LE, 1},
+    {"gt", T_GT, 1},
+    {"greaterthan", T_GT, 1},
+    {">", T_GT, 1},
+    {"ge", T_GE, 1},
+    {">=", T_GE, 1},
+    {"in", T_IN, 1},
+    {"lower", T_LOWER, 0},
+    {"upper", T_UPPER, 0},
 };
 
 int jx_test_find(const char *name, size_t n)
@@ -864,7 +946,9 @@ static jx_val call_method(jx_ctx *c, uint32_t pos, const jx_method *m, const jx_
 {
     jx_val self = m->self;
     switch (m->id) {
-    case JX_M_STRIP: case JX_M_LSTRIP: case JX_M_RSTRIP: {
+    case JX_M_STRIP:
+    case JX_M_LSTRIP:
+    case JX_M_RSTRIP: {
         PARAMS("chars");
         BIND("strip");
         return strip(c, pos, self.s, opt_str(c, pos, "strip", p[0]), m->id != JX_M_RSTRIP, m->id != JX_M_LSTRIP);
@@ -875,17 +959,23 @@ static jx_val call_method(jx_ctx *c, uint32_t pos, const jx_method *m, const jx_
         int64_t max = given(p[1]) ? need_int(c, pos, "split", p[1]) : -1;
         return split(c, pos, self.s, opt_str(c, pos, "split", p[0]), max < 0 ? -1 : max);
     }
-    case JX_M_STARTSWITH: case JX_M_ENDSWITH: {
+    case JX_M_STARTSWITH:
+    case JX_M_ENDSWITH: {
         PARAMS("prefix");
         BIND("startswith");
         need(c, pos, "startswith", p[0], "prefix");
         return jx_bool(affix(c, pos, self.s, p[0], m->id == JX_M_ENDSWITH));
     }
-    case JX_M_UPPER: case JX_M_LOWER: case JX_M_TITLE: case JX_M_CAPITALIZE:
+    case JX_M_UPPER:
+    case JX_M_LOWER:
+    case JX_M_TITLE:
+    case JX_M_CAPITALIZE:
         bind(c, pos, "upper", a, NULL, 0, NULL);
         return change_case(c, pos, self.s,
-                           m->id == JX_M_UPPER ? CASE_UPPER : m->id == JX_M_LOWER ? CASE_LOWER
-                           : m->id == JX_M_TITLE ? CASE_TITLE : CASE_CAPITALIZE);
+                           m->id == JX_M_UPPER   ? CASE_UPPER
+                           : m->id == JX_M_LOWER ? CASE_LOWER
+                           : m->id == JX_M_TITLE ? CASE_TITLE
+                                                 : CASE_CAPITALIZE);
     case JX_M_REPLACE: {
         PARAMS("old", "new", "count");
         BIND("replace");
@@ -974,7 +1064,7 @@ static jx_val g_strftime_now(jx_ctx *c, uint32_t pos, const jx_args *a)
 }
 
 static const char *const GLOBALS[JX_FN_COUNT] = {
-    [JX_FN_RANGE] = "range", [JX_FN_NAMESPACE] = "namespace", [JX_FN_DICT] = "dict",
+    [JX_FN_RANGE] = "range",           [JX_FN_NAMESPACE] = "namespace",   [JX_FN_DICT] = "dict",
     [JX_FN_RAISE] = "raise_exception", [JX_FN_STRFTIME] = "strftime_now",
 };
 

@@ -117,13 +117,20 @@ static jx_val int_arith(jx_ctx *c, uint32_t pos, int op, int64_t a, int64_t b)
 {
     int64_t r;
     switch (op) {
-    case JO_ADD: if (__builtin_add_overflow(a, b, &r)) overflow(c, pos); return jx_int(r);
-    case JO_SUB: if (__builtin_sub_overflow(a, b, &r)) overflow(c, pos); return jx_int(r);
-    case JO_MUL: if (__builtin_mul_overflow(a, b, &r)) overflow(c, pos); return jx_int(r);
+    case JO_ADD:
+        if (__builtin_add_overflow(a, b, &r)) overflow(c, pos);
+        return jx_int(r);
+    case JO_SUB:
+        if (__builtin_sub_overflow(a, b, &r)) overflow(c, pos);
+        return jx_int(r);
+    case JO_MUL:
+        if (__builtin_mul_overflow(a, b, &r)) overflow(c, pos);
+        return jx_int(r);
     case JO_DIV:
         if (!b) jx_fail(&c->err, pos, "division by zero");
         return jx_float((double)a / (double)b);
-    case JO_FDIV: case JO_MOD: {
+    case JO_FDIV:
+    case JO_MOD: {
         if (!b) jx_fail(&c->err, pos, "integer division or modulo by zero");
         if (b == -1) {
             if (op == JO_MOD) return jx_int(0);
@@ -154,7 +161,8 @@ static jx_val float_arith(jx_ctx *c, uint32_t pos, int op, double a, double b)
     case JO_DIV:
         if (b == 0) jx_fail(&c->err, pos, "float division by zero");
         return jx_float(a / b);
-    case JO_FDIV: case JO_MOD: { /* as CPython's float_divmod */
+    case JO_FDIV:
+    case JO_MOD: { /* as CPython's float_divmod */
         if (b == 0) jx_fail(&c->err, pos, "float modulo by zero");
         double mod = fmod(a, b), div = (a - mod) / b;
         if (mod) {
@@ -169,7 +177,8 @@ static jx_val float_arith(jx_ctx *c, uint32_t pos, int op, double a, double b)
     }
     default:
         if (a == 0 && b < 0) jx_fail(&c->err, pos, "0.0 cannot be raised to a negative power");
-        if (a < 0 && b != floor(b)) jx_fail(&c->err, pos, "a negative number to a fractional power is not a real number");
+        if (a < 0 && b != floor(b))
+            jx_fail(&c->err, pos, "a negative number to a fractional power is not a real number");
         return jx_float(pow(a, b));
     }
 }
@@ -391,7 +400,8 @@ static jx_val eval(jx_ctx *c, const jx_node *n)
         return jx_bool(jx_test_call(c, n->pos, n->op, v, &a) != (n->flag & 1));
     }
     case JN_NOT: return jx_bool(!jx_truthy(eval(c, n->a)));
-    case JN_NEG: case JN_POS: {
+    case JN_NEG:
+    case JN_POS: {
         jx_val v = eval(c, n->a);
         if (v.kind == JX_FLOAT) return jx_float(n->kind == JN_NEG ? -v.f : v.f);
         if (!is_int(v)) {
@@ -502,7 +512,8 @@ static int exec(jx_ctx *c, const jx_node *n)
         }
         const jx_val *ns = lookup(c, n->name->s, n->name->len);
         if (!ns) jx_fail(&c->err, n->pos, "'%s' is undefined", n->name->s);
-        if (ns->kind != JX_NS) jx_fail(&c->err, n->pos, "cannot assign an attribute of '%s', not a namespace", n->name->s);
+        if (ns->kind != JX_NS)
+            jx_fail(&c->err, n->pos, "cannot assign an attribute of '%s', not a namespace", n->name->s);
         jx_dict_set(c, n->pos, ns->d, jx_strv(n->names[0]), v);
         return FLOW_NEXT;
     }
@@ -600,7 +611,8 @@ zt_status zt_jinja_render(const zt_jinja *t, const cJSON *vars, const zt_jinja_l
 {
     *out = NULL;
     if (len) *len = 0;
-    if (vars && !cJSON_IsObject(vars)) return zt_fail(ZT_EUSER, "%s: template variables must be a JSON object", t->name);
+    if (vars && !cJSON_IsObject(vars))
+        return zt_fail(ZT_EUSER, "%s: template variables must be a JSON object", t->name);
     jx_ctx *c = calloc(1, sizeof *c);
     if (!c) return zt_fail(ZT_ENOMEM, "%s: out of memory", t->name);
     c->err.name = t->name, c->err.src = t->src, c->err.len = t->len;

@@ -51,7 +51,7 @@ void *jx_alloc(jx_err *e, jx_arena *a, size_t n, uint32_t pos); /* never NULL */
 int jx_utf8_next(const char *s, size_t n, uint32_t *cp);
 /* Start of the code point that ends at s[n-1]. */
 size_t jx_utf8_prev(const char *s, size_t n);
-int jx_isspace(uint32_t cp);          /* str.isspace() / re's \s */
+int jx_isspace(uint32_t cp);                     /* str.isspace() / re's \s */
 size_t jx_space_prefix(const char *s, size_t n); /* bytes of leading whitespace */
 size_t jx_space_suffix(const char *s, size_t n); /* bytes of trailing whitespace */
 size_t jx_utf8_count(const char *s, size_t n);   /* code points */
@@ -72,9 +72,9 @@ typedef enum jx_kind {
     JX_INT,
     JX_FLOAT,
     JX_STR,
-    JX_LIST,   /* lists and tuples */
+    JX_LIST, /* lists and tuples */
     JX_DICT,
-    JX_NS,     /* namespace(): a mutable dict with attribute syntax */
+    JX_NS, /* namespace(): a mutable dict with attribute syntax */
     JX_LOOP,
     JX_FUNC,   /* a global function */
     JX_METHOD, /* a method bound to a value */
@@ -92,7 +92,7 @@ typedef struct jx_val {
     jx_kind kind;
     int markup; /* STR: markupsafe's Markup (the safe filter's result), whose + escapes a plain operand */
     union {
-        int64_t i;  /* BOOL (0/1), INT, FUNC (a JX_FN_*) */
+        int64_t i; /* BOOL (0/1), INT, FUNC (a JX_FN_*) */
         double f;
         jx_str *s;
         jx_list *l;
@@ -259,9 +259,9 @@ struct zt_jinja {
 typedef struct jx_ctx {
     jx_err err;
     jx_arena arena;
-    jx_frame *top;    /* innermost scope: a loop iteration, or the template's globals */
+    jx_frame *top;     /* innermost scope: a loop iteration, or the template's globals */
     jx_str *loop_name; /* "loop" */
-    char *out; /* malloc'ed rendered text */
+    char *out;         /* malloc'ed rendered text */
     size_t outlen, outcap, max_output;
     int64_t steps, max_steps;
     int calls;       /* macro calls under way, bounded by ZT_JINJA_MAX_DEPTH */
@@ -306,9 +306,9 @@ int jx_order(jx_ctx *c, uint32_t pos, jx_op op, jx_val a, jx_val b, int depth);
 void jx_put_str(jx_buf *b, jx_val v, int depth);  /* Python str() */
 void jx_put_repr(jx_buf *b, jx_val v, int depth); /* Python repr() */
 jx_str *jx_to_str(jx_ctx *c, uint32_t pos, jx_val v);
-void jx_fmt_float(double f, char out[32]);        /* Python repr of a float */
-typedef struct jx_json_opts { /* json.dumps's arguments */
-    const jx_str *indent;             /* NULL: no newlines */
+void jx_fmt_float(double f, char out[32]); /* Python repr of a float */
+typedef struct jx_json_opts {              /* json.dumps's arguments */
+    const jx_str *indent;                  /* NULL: no newlines */
     int sort_keys, ensure_ascii;
     const jx_str *item_sep, *key_sep; /* NULL: Python's defaults */
 } jx_json_opts;
@@ -330,6 +330,6 @@ jx_val jx_filter_call(jx_ctx *c, uint32_t pos, int id, jx_val v, const jx_args *
 int jx_test_call(jx_ctx *c, uint32_t pos, int id, jx_val v, const jx_args *a);
 jx_val jx_call(jx_ctx *c, uint32_t pos, jx_val fn, const jx_args *a);
 int jx_contains(jx_ctx *c, uint32_t pos, jx_val seq, jx_val x); /* x in seq */
-int jx_method_find(jx_val self, const char *name, size_t n); /* a JX_M_* or -1 */
+int jx_method_find(jx_val self, const char *name, size_t n);    /* a JX_M_* or -1 */
 
 #endif

@@ -201,7 +201,9 @@ static size_t string(lexer *L, size_t i)
         int ndig = 0;
         switch (c) {
         case '\n': continue;
-        case '\\': case '\'': case '"': *o++ = c; continue;
+        case '\\':
+        case '\'':
+        case '"': *o++ = c; continue;
         case 'a': *o++ = '\a'; continue;
         case 'b': *o++ = '\b'; continue;
         case 'f': *o++ = '\f'; continue;
@@ -216,7 +218,8 @@ static size_t string(lexer *L, size_t i)
             if (c >= '0' && c <= '7') {
                 cp = 0;
                 j--;
-                for (int d = 0; d < 3 && j < k && s[j] >= '0' && s[j] <= '7'; d++) cp = cp * 8 + (uint32_t)(s[j++] - '0');
+                for (int d = 0; d < 3 && j < k && s[j] >= '0' && s[j] <= '7'; d++)
+                    cp = cp * 8 + (uint32_t)(s[j++] - '0');
                 o += jx_utf8_put(o, cp);
                 continue;
             }
@@ -241,12 +244,15 @@ static size_t string(lexer *L, size_t i)
     return k + 1;
 }
 
-static const struct { const char *s; jx_op op; } OPS[] = {
-    {"//", JO_FDIV}, {"**", JO_POW}, {"==", JO_EQ}, {"!=", JO_NE}, {">=", JO_GE}, {"<=", JO_LE},
-    {"+", JO_ADD}, {"-", JO_SUB}, {"/", JO_DIV}, {"*", JO_MUL}, {"%", JO_MOD}, {"~", JO_TILDE},
-    {"[", JO_LBRACKET}, {"]", JO_RBRACKET}, {"(", JO_LPAREN}, {")", JO_RPAREN}, {"{", JO_LBRACE},
-    {"}", JO_RBRACE}, {">", JO_GT}, {"<", JO_LT}, {"=", JO_ASSIGN}, {".", JO_DOT}, {":", JO_COLON},
-    {"|", JO_PIPE}, {",", JO_COMMA}, {";", JO_SEMI},
+static const struct {
+    const char *s;
+    jx_op op;
+} OPS[] = {
+    {"//", JO_FDIV},    {"**", JO_POW},     {"==", JO_EQ},    {"!=", JO_NE},    {">=", JO_GE},    {"<=", JO_LE},
+    {"+", JO_ADD},      {"-", JO_SUB},      {"/", JO_DIV},    {"*", JO_MUL},    {"%", JO_MOD},    {"~", JO_TILDE},
+    {"[", JO_LBRACKET}, {"]", JO_RBRACKET}, {"(", JO_LPAREN}, {")", JO_RPAREN}, {"{", JO_LBRACE}, {"}", JO_RBRACE},
+    {">", JO_GT},       {"<", JO_LT},       {"=", JO_ASSIGN}, {".", JO_DOT},    {":", JO_COLON},  {"|", JO_PIPE},
+    {",", JO_COMMA},    {";", JO_SEMI},
 };
 
 /* The inside of a {% %} or {{ }} tag from i; returns the end of its closing marker. */
@@ -257,9 +263,10 @@ static size_t tag(lexer *L, size_t i, char mark, size_t open)
     for (;;) {
         if (i >= L->n) jx_fail(L->e, (uint32_t)open, "missing end of tag ('%c}')", mark);
         if (!depth) {
-            size_t end = mark == '%' ? block_end(L, i, '%')
+            size_t end = mark == '%'           ? block_end(L, i, '%')
                          : starts(L, i, "-}}") ? skip_space(L, i + 3)
-                         : starts(L, i, "}}") ? i + 2 : 0;
+                         : starts(L, i, "}}")  ? i + 2
+                                               : 0;
             if (end) {
                 push(L, mark == '%' ? JT_BLOCK_END : JT_VAR_END, i);
                 L->line_starting = L->s[end - 1] == '\n';

@@ -44,11 +44,12 @@ static int is_op(const parser *P, jx_op op) { return cur(P)->kind == JT_OP && cu
 static const char *describe(const jx_tok *t, char *buf, size_t n)
 {
     static const char *const ops[] = {
-        [JO_ADD] = "+", [JO_SUB] = "-", [JO_DIV] = "/", [JO_FDIV] = "//", [JO_MUL] = "*", [JO_POW] = "**",
-        [JO_MOD] = "%", [JO_TILDE] = "~", [JO_LBRACKET] = "[", [JO_RBRACKET] = "]", [JO_LPAREN] = "(",
-        [JO_RPAREN] = ")", [JO_LBRACE] = "{", [JO_RBRACE] = "}", [JO_EQ] = "==", [JO_NE] = "!=", [JO_GT] = ">",
-        [JO_GE] = ">=", [JO_LT] = "<", [JO_LE] = "<=", [JO_ASSIGN] = "=", [JO_DOT] = ".", [JO_COLON] = ":",
-        [JO_PIPE] = "|", [JO_COMMA] = ",", [JO_SEMI] = ";",
+        [JO_ADD] = "+",    [JO_SUB] = "-",    [JO_DIV] = "/",    [JO_FDIV] = "//",    [JO_MUL] = "*",
+        [JO_POW] = "**",   [JO_MOD] = "%",    [JO_TILDE] = "~",  [JO_LBRACKET] = "[", [JO_RBRACKET] = "]",
+        [JO_LPAREN] = "(", [JO_RPAREN] = ")", [JO_LBRACE] = "{", [JO_RBRACE] = "}",   [JO_EQ] = "==",
+        [JO_NE] = "!=",    [JO_GT] = ">",     [JO_GE] = ">=",    [JO_LT] = "<",       [JO_LE] = "<=",
+        [JO_ASSIGN] = "=", [JO_DOT] = ".",    [JO_COLON] = ":",  [JO_PIPE] = "|",     [JO_COMMA] = ",",
+        [JO_SEMI] = ";",
     };
     switch (t->kind) {
     case JT_DATA: return "template text";
@@ -57,7 +58,8 @@ static const char *describe(const jx_tok *t, char *buf, size_t n)
     case JT_BLOCK_BEGIN: return "'{%'";
     case JT_BLOCK_END: return "'%}'";
     case JT_STRING: return "a string";
-    case JT_INT: case JT_FLOAT: return "a number";
+    case JT_INT:
+    case JT_FLOAT: return "a number";
     case JT_EOF: return "the end of the template";
     case JT_NAME: snprintf(buf, n, "'%.*s'", (int)(t->len < 40 ? t->len : 40), t->text); return buf;
     case JT_OP: snprintf(buf, n, "'%s'", ops[t->op]); return buf;
@@ -87,7 +89,8 @@ static void expect_kind(parser *P, jx_tok_kind kind, const char *what)
 
 static void enter(parser *P)
 {
-    if (++P->depth > ZT_JINJA_MAX_DEPTH) jx_fail(P->e, cur(P)->pos, "nesting deeper than %d levels", ZT_JINJA_MAX_DEPTH);
+    if (++P->depth > ZT_JINJA_MAX_DEPTH)
+        jx_fail(P->e, cur(P)->pos, "nesting deeper than %d levels", ZT_JINJA_MAX_DEPTH);
 }
 
 static jx_node *node(parser *P, jx_node_kind kind, uint32_t pos)
@@ -298,7 +301,10 @@ static void items(parser *P, jx_node *n, jx_op close, int dict)
     nvec keys = {0}, vals = {0};
     while (!is_op(P, close)) {
         if (keys.n) {
-            expect_op(P, JO_COMMA, close == JO_RBRACKET ? "',' or ']'" : close == JO_RBRACE ? "',' or '}'" : "',' or ')'");
+            expect_op(P, JO_COMMA,
+                      close == JO_RBRACKET ? "',' or ']'"
+                      : close == JO_RBRACE ? "',' or '}'"
+                                           : "',' or ')'");
             if (is_op(P, close)) break;
         }
         push(P, &keys, expression(P));
@@ -378,8 +384,7 @@ static jx_node *primary(parser *P)
             return finish(P, n);
         }
         break;
-    default:
-        break;
+    default: break;
     }
     unexpected(P, NULL);
 }
@@ -811,8 +816,7 @@ static int parse_body(parser *P, nvec *out, const char *const *ends, const jx_to
             }
             break;
         }
-        default:
-            unexpected(P, NULL);
+        default: unexpected(P, NULL);
         }
     }
 }

@@ -122,7 +122,8 @@ void jx_dict_set(jx_ctx *c, uint32_t pos, jx_dict *d, jx_val key, jx_val val)
 const char *jx_type_name(jx_val v)
 {
     switch (v.kind) {
-    case JX_MISSING: case JX_UNDEF: return "Undefined";
+    case JX_MISSING:
+    case JX_UNDEF: return "Undefined";
     case JX_NONE: return "NoneType";
     case JX_BOOL: return "bool";
     case JX_INT: return "int";
@@ -142,8 +143,11 @@ const char *jx_type_name(jx_val v)
 int jx_truthy(jx_val v)
 {
     switch (v.kind) {
-    case JX_MISSING: case JX_UNDEF: case JX_NONE: return 0;
-    case JX_BOOL: case JX_INT: return v.i != 0;
+    case JX_MISSING:
+    case JX_UNDEF:
+    case JX_NONE: return 0;
+    case JX_BOOL:
+    case JX_INT: return v.i != 0;
     case JX_FLOAT: return v.f != 0;
     case JX_STR: return v.s->len != 0;
     case JX_LIST: return v.l->generator || v.l->n != 0;
@@ -173,7 +177,8 @@ int jx_equal(jx_ctx *c, uint32_t pos, jx_val a, jx_val b, int depth)
     }
     if (a.kind != b.kind) return 0;
     switch (a.kind) {
-    case JX_UNDEF: case JX_NONE: return 1;
+    case JX_UNDEF:
+    case JX_NONE: return 1;
     case JX_STR: return a.s->len == b.s->len && !memcmp(a.s->s, b.s->s, a.s->len);
     case JX_LIST:
         if (a.l == b.l) return 1;
@@ -295,8 +300,14 @@ static void put_scalar(jx_buf *b, jx_val v)
     switch (v.kind) {
     case JX_NONE: jx_buf_puts(b, "None"); return;
     case JX_BOOL: jx_buf_puts(b, v.i ? "True" : "False"); return;
-    case JX_INT: snprintf(tmp, sizeof tmp, "%lld", (long long)v.i); jx_buf_puts(b, tmp); return;
-    case JX_FLOAT: jx_fmt_float(v.f, tmp); jx_buf_puts(b, tmp); return;
+    case JX_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.i);
+        jx_buf_puts(b, tmp);
+        return;
+    case JX_FLOAT:
+        jx_fmt_float(v.f, tmp);
+        jx_buf_puts(b, tmp);
+        return;
     default: return;
     }
 }
@@ -337,7 +348,8 @@ static void put_quoted(jx_buf *b, const jx_str *s)
 void jx_put_repr(jx_buf *b, jx_val v, int depth)
 {
     switch (v.kind) {
-    case JX_MISSING: case JX_UNDEF: jx_buf_puts(b, "Undefined"); return;
+    case JX_MISSING:
+    case JX_UNDEF: jx_buf_puts(b, "Undefined"); return;
     case JX_STR: put_quoted(b, v.s); return;
     case JX_LIST:
         if (v.l->generator) {
@@ -353,7 +365,8 @@ void jx_put_repr(jx_buf *b, jx_val v, int depth)
         if (v.l->tuple && v.l->n == 1) jx_buf_putc(b, ',');
         jx_buf_putc(b, v.l->tuple ? ')' : ']');
         return;
-    case JX_DICT: case JX_NS:
+    case JX_DICT:
+    case JX_NS:
         too_deep(b->c, b->pos, depth);
         if (v.kind == JX_NS) jx_buf_puts(b, "<Namespace ");
         jx_buf_putc(b, '{');
@@ -516,7 +529,8 @@ void jx_put_json(jx_buf *b, jx_val v, const jx_json_opts *o, int level)
                 else jx_buf_puts(b, key.kind == JX_NONE ? "null" : key.i ? "true" : "false");
                 jx_buf_putc(b, '"');
             } else {
-                jx_fail(&c->err, b->pos, "tojson: keys must be str, int, float, bool or None, not %s", jx_type_name(key));
+                jx_fail(&c->err, b->pos, "tojson: keys must be str, int, float, bool or None, not %s",
+                        jx_type_name(key));
             }
             json_sep(b, o->key_sep, ": ");
             jx_put_json(b, v.d->vals[keys[k] - v.d->keys], o, level + 1);
@@ -525,8 +539,7 @@ void jx_put_json(jx_buf *b, jx_val v, const jx_json_opts *o, int level)
         jx_buf_putc(b, '}');
         return;
     }
-    default:
-        jx_fail(&c->err, b->pos, "tojson: object of type %s is not JSON serializable", jx_type_name(v));
+    default: jx_fail(&c->err, b->pos, "tojson: object of type %s is not JSON serializable", jx_type_name(v));
     }
 }
 
@@ -557,7 +570,8 @@ jx_list *jx_iterate(jx_ctx *c, uint32_t pos, jx_val v)
         v.l->n = 0;
         return l;
     }
-    case JX_MISSING: case JX_UNDEF: return jx_list_new(c, pos, 0);
+    case JX_MISSING:
+    case JX_UNDEF: return jx_list_new(c, pos, 0);
     case JX_DICT: {
         jx_list *l = jx_list_new(c, pos, v.d->n);
         memcpy(l->v, v.d->keys, v.d->n * sizeof(jx_val));
@@ -577,13 +591,29 @@ jx_list *jx_iterate(jx_ctx *c, uint32_t pos, jx_val v)
 int jx_method_find(jx_val self, const char *name, size_t n)
 {
     static const char *const names[JX_M_COUNT] = {
-        [JX_M_STRIP] = "strip", [JX_M_LSTRIP] = "lstrip", [JX_M_RSTRIP] = "rstrip", [JX_M_SPLIT] = "split",
-        [JX_M_STARTSWITH] = "startswith", [JX_M_ENDSWITH] = "endswith", [JX_M_UPPER] = "upper",
-        [JX_M_LOWER] = "lower", [JX_M_TITLE] = "title", [JX_M_CAPITALIZE] = "capitalize", [JX_M_REPLACE] = "replace",
-        [JX_M_FIND] = "find", [JX_M_JOIN] = "join", [JX_M_ITEMS] = "items", [JX_M_KEYS] = "keys",
-        [JX_M_VALUES] = "values", [JX_M_GET] = "get", [JX_M_CYCLE] = "cycle",
+        [JX_M_STRIP] = "strip",
+        [JX_M_LSTRIP] = "lstrip",
+        [JX_M_RSTRIP] = "rstrip",
+        [JX_M_SPLIT] = "split",
+        [JX_M_STARTSWITH] = "startswith",
+        [JX_M_ENDSWITH] = "endswith",
+        [JX_M_UPPER] = "upper",
+        [JX_M_LOWER] = "lower",
+        [JX_M_TITLE] = "title",
+        [JX_M_CAPITALIZE] = "capitalize",
+        [JX_M_REPLACE] = "replace",
+        [JX_M_FIND] = "find",
+        [JX_M_JOIN] = "join",
+        [JX_M_ITEMS] = "items",
+        [JX_M_KEYS] = "keys",
+        [JX_M_VALUES] = "values",
+        [JX_M_GET] = "get",
+        [JX_M_CYCLE] = "cycle",
     };
-    int lo = self.kind == JX_STR ? JX_M_STRIP : self.kind == JX_DICT ? JX_M_ITEMS : self.kind == JX_LOOP ? JX_M_CYCLE : -1;
+    int lo = self.kind == JX_STR    ? JX_M_STRIP
+             : self.kind == JX_DICT ? JX_M_ITEMS
+             : self.kind == JX_LOOP ? JX_M_CYCLE
+                                    : -1;
     int hi = self.kind == JX_STR ? JX_M_JOIN : self.kind == JX_DICT ? JX_M_GET : JX_M_CYCLE;
     for (int k = lo; lo >= 0 && k <= hi; k++)
         if (strlen(names[k]) == n && !memcmp(names[k], name, n)) return k;
@@ -621,8 +651,10 @@ jx_val jx_getattr(jx_ctx *c, uint32_t pos, jx_val obj, const char *name, size_t 
 {
     int id;
     switch (obj.kind) {
-    case JX_MISSING: case JX_UNDEF: jx_fail_undefined(c, pos, obj);
-    case JX_DICT: case JX_STR:
+    case JX_MISSING:
+    case JX_UNDEF: jx_fail_undefined(c, pos, obj);
+    case JX_DICT:
+    case JX_STR:
         if ((id = jx_method_find(obj, name, n)) >= 0) return method(c, pos, obj, id);
         if (obj.kind == JX_STR) return jx_undef(node);
         /* fall through */
@@ -676,7 +708,8 @@ jx_val jx_slice(jx_ctx *c, uint32_t pos, jx_val obj, const jx_val *start, const 
 {
     if (obj.kind == JX_UNDEF || obj.kind == JX_MISSING) jx_fail_undefined(c, pos, obj);
     if (is_generator(obj)) return jx_undef(NULL);
-    if (obj.kind != JX_LIST && obj.kind != JX_STR) jx_fail(&c->err, pos, "'%s' object cannot be sliced", jx_type_name(obj));
+    if (obj.kind != JX_LIST && obj.kind != JX_STR)
+        jx_fail(&c->err, pos, "'%s' object cannot be sliced", jx_type_name(obj));
     size_t *off = NULL, count;
     if (obj.kind == JX_LIST) count = obj.l->n;
     else off = char_offsets(c, pos, obj.s, &count);

@@ -159,8 +159,7 @@ static zt_status apply_part(zt_host_pool *p, unsigned char **keep, const char *o
         if (stop - s >= 15 || parse_slots(num, &slot))
             return zt_fail(ZT_EUSER, "%s: '%.*s' is not a slot number in '%s'", opt, (int)(stop - s), s, spec);
         if (slot >= h->nslots)
-            return zt_fail(ZT_EUSER, "%s: host '%s' has no slot %ld (slots 0..%d)", opt, h->name, slot,
-                           h->nslots - 1);
+            return zt_fail(ZT_EUSER, "%s: host '%s' has no slot %ld (slots 0..%d)", opt, h->name, slot, h->nslots - 1);
         flags[slot] = value;
         if (!comma) return ZT_OK;
         s = comma + 1;

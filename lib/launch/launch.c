@@ -119,7 +119,8 @@ static zt_status build_mpirun(words *w, const zt_launch_spec *s)
     add(w, "mpirun");
     if (s->as_root) add(w, "--allow-run-as-root");
     if (s->oversubscribe) add(w, "--oversubscribe");
-    add(w, "--bind-to"), add(w, "none"); /* each rank runs OMP_NUM_THREADS threads: a one-core binding would starve them */
+    add(w, "--bind-to"),
+        add(w, "none"); /* each rank runs OMP_NUM_THREADS threads: a one-core binding would starve them */
     if (s->log_dir) add(w, "--output-filename"), add(w, s->log_dir);
     if (s->launcher == ZT_LAUNCHER_SSH) {
         add(w, "--mca"), add(w, "plm"), add(w, "rsh");
@@ -182,7 +183,8 @@ static zt_status build_srun(words *w, zt_launch_env *set, const zt_launch_spec *
 zt_status zt_launch_build(zt_launch_cmd *c, const zt_launch_spec *s)
 {
     *c = (zt_launch_cmd){0};
-    if (!s->program || !s->program[0]) return zt_fail(ZT_EUSER, "missing PROGRAM (zt launch [options] -- PROGRAM ARGS...)");
+    if (!s->program || !s->program[0])
+        return zt_fail(ZT_EUSER, "missing PROGRAM (zt launch [options] -- PROGRAM ARGS...)");
     if (!s->hosts->n) return zt_fail(ZT_EUSER, "no hosts to run on");
     if (s->remote_shell && s->launcher != ZT_LAUNCHER_SSH)
         return zt_fail(ZT_EUSER, "--remote-shell applies to --launcher ssh only");

@@ -60,7 +60,7 @@ typedef struct zt_launch_spec {
 } zt_launch_spec;
 
 typedef struct zt_launch_cmd {
-    char **argv;       /* NULL-terminated, for execvp */
+    char **argv; /* NULL-terminated, for execvp */
     int argc;
     zt_launch_env set; /* variables to put in the launcher's environment before exec (srun) */
 } zt_launch_cmd;

@@ -65,8 +65,8 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     acts_plan(m, B, T, &chunk, &stage);
     size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T +
                      zt_llama_qk_norm_elems(m, (int)N);
-    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 3) /* lnf, rstdf, head_out, coef */ + (size_t)chunk * m->V +
-                   N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
+    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 3) /* lnf, rstdf, head_out, coef */ +
+                   (size_t)chunk * m->V + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
            (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 +
            (m->cfg.qk_norm ? nsets * 2 * 64 : 0); /* the alignment of the sets' two qk_norm buffers */
@@ -90,10 +90,10 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     if (!m->acts_mem || !m->x || !m->la) return zt_fail(ZT_ENOMEM, "out of memory for activations (%zu bytes)", bytes);
 
     char *p = m->acts_mem;
-#define TAKE(ptr, count)                                                                                           \
-    do {                                                                                                           \
-        (ptr) = (void *)p;                                                                                         \
-        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                        \
+#define TAKE(ptr, count)                                                                                               \
+    do {                                                                                                               \
+        (ptr) = (void *)p;                                                                                             \
+        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                            \
     } while (0)
     for (size_t l = 0; l <= L; l++) TAKE(m->x[l], N * C);
     for (size_t s = 0; s < nsets; s++) {
@@ -306,8 +306,7 @@ static void mlp_backward(zt_llama *m, int l)
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr,
-                        C);
+        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr, C);
         release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, m->dgateup, 2 * F, m->dln);
@@ -336,8 +335,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
     if (m->dtype_bf16 && be->attention_forward_bf16)
         be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
-    else
-        be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
+    else be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
     be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
     linear_forward(m, a->xmid, C, a->att, base + y->wo, N, C, m->HD, 1);
     zt_lora_forward(m, l, ZT_LORA_O, a->att, a->xmid, C);
@@ -372,8 +370,8 @@ static void layer_backward(zt_llama *m, int l)
     linear_backward(m, m->datt, 0, m->dres, C, a->att, base + y->wo, N, C, m->HD);
     zt_lora_backward(m, l, ZT_LORA_O, a->att, m->dres, C, m->datt);
     if (m->dtype_bf16 && be->attention_backward_bf16)
-        be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV,
-                                    m->D, window);
+        be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
+                                    window);
     else
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                window);
@@ -547,8 +545,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         for (int j = E - 1; j >= 0 && m->grads; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);
             acquire(m, j, ZT_LLAMA_GRADS);
-            be->embedding_backward(be, m->grads + m->embed_off + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N,
-                                   m->C);
+            be->embedding_backward(be, m->grads + m->embed_off + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N, m->C);
             release(m, j, ZT_LLAMA_GRADS);
         }
     }

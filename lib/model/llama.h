@@ -34,11 +34,11 @@ typedef struct zt_llama_config {
         int original_max_position_embeddings;
     } rope_scaling;
     int tie_word_embeddings;
-    int qkv_bias, o_bias;  /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
-    int qk_norm;           /* Qwen3: an RMSNorm over each q and k head (q_norm, k_norm) before the rotary embedding */
-    int sliding_window;    /* keys per query, 0 = unlimited */
+    int qkv_bias, o_bias; /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
+    int qk_norm;          /* Qwen3: an RMSNorm over each q and k head (q_norm, k_norm) before the rotary embedding */
+    int sliding_window;   /* keys per query, 0 = unlimited */
     int bos_token_id, eos_token_id; /* -1 = unset */
-    int num_labels; /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
+    int num_labels;  /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
     char path[4096]; /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
 
@@ -123,7 +123,7 @@ typedef struct zt_llama {
        below T_alloc, what they were allocated for) */
     int B, T, T_alloc, checkpointing, chunk;
     void *acts_mem;
-    zt_real **x; /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
+    zt_real **x;             /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
     double *loss_rows, *loss_host; /* each row's loss, and its copy in host memory */
@@ -132,8 +132,8 @@ typedef struct zt_llama {
     zt_real *real_host;
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
     int32_t *input, *target, *pos;
-    const zt_llama_hooks *hooks; /* NULL: every weight is always in params */
-    struct zt_lora *lora; /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */
+    const zt_llama_hooks *hooks;         /* NULL: every weight is always in params */
+    struct zt_lora *lora;                /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */
     const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
 } zt_llama;
 
@@ -244,7 +244,7 @@ double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32
 typedef struct zt_llama_cache {
     int capacity, chunk, len; /* positions it holds, tokens per call at most, positions filled */
     void *mem;
-    zt_real *k, *v;           /* [L][capacity][KV*D], rotary embedding applied to k */
+    zt_real *k, *v; /* [L][capacity][KV*D], rotary embedding applied to k */
     zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
     int32_t *pos;
 } zt_llama_cache;

@@ -149,7 +149,8 @@ static zt_status parse_num_labels(zt_llama_config *c, const cJSON *o, const char
     size_t n = cJSON_IsString(first) ? strlen(first->valuestring) : 0, k = strlen(suffix);
     if (n < k || strcmp(first->valuestring + n - k, suffix)) return ZT_OK;
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(o, "id2label");
-    zt_status st = get_int(o, path, "num_labels", cJSON_IsObject(labels) ? cJSON_GetArraySize(labels) : 1, &c->num_labels);
+    zt_status st =
+        get_int(o, path, "num_labels", cJSON_IsObject(labels) ? cJSON_GetArraySize(labels) : 1, &c->num_labels);
     if (st) return st;
     if (c->num_labels != 1) return bad_key(path, "num_labels", "must be 1 (a scalar reward or value head)");
     c->tie_word_embeddings = 0; /* the score head is its own tensor */
@@ -211,11 +212,18 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
 
 zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
 {
-    struct { const char *key; int v; } pos[] = {
-        {"vocab_size", c->vocab_size}, {"hidden_size", c->hidden_size},
-        {"intermediate_size", c->intermediate_size}, {"num_hidden_layers", c->num_hidden_layers},
-        {"num_attention_heads", c->num_attention_heads}, {"num_key_value_heads", c->num_key_value_heads},
-        {"head_dim", c->head_dim}, {"max_position_embeddings", c->max_position_embeddings},
+    struct {
+        const char *key;
+        int v;
+    } pos[] = {
+        {"vocab_size", c->vocab_size},
+        {"hidden_size", c->hidden_size},
+        {"intermediate_size", c->intermediate_size},
+        {"num_hidden_layers", c->num_hidden_layers},
+        {"num_attention_heads", c->num_attention_heads},
+        {"num_key_value_heads", c->num_key_value_heads},
+        {"head_dim", c->head_dim},
+        {"max_position_embeddings", c->max_position_embeddings},
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v <= 0) return bad_key(where, pos[i].key, "must be a positive integer");
@@ -354,12 +362,20 @@ static zt_status parse_bool_value(const char *key, const char *value, int *out)
 
 zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *value)
 {
-    struct { const char *key; int *p; } ints[] = {
-        {"vocab_size", &c->vocab_size}, {"hidden_size", &c->hidden_size},
-        {"intermediate_size", &c->intermediate_size}, {"num_hidden_layers", &c->num_hidden_layers},
-        {"num_attention_heads", &c->num_attention_heads}, {"num_key_value_heads", &c->num_key_value_heads},
-        {"head_dim", &c->head_dim}, {"max_position_embeddings", &c->max_position_embeddings},
-        {"sliding_window", &c->sliding_window}, {"bos_token_id", &c->bos_token_id},
+    struct {
+        const char *key;
+        int *p;
+    } ints[] = {
+        {"vocab_size", &c->vocab_size},
+        {"hidden_size", &c->hidden_size},
+        {"intermediate_size", &c->intermediate_size},
+        {"num_hidden_layers", &c->num_hidden_layers},
+        {"num_attention_heads", &c->num_attention_heads},
+        {"num_key_value_heads", &c->num_key_value_heads},
+        {"head_dim", &c->head_dim},
+        {"max_position_embeddings", &c->max_position_embeddings},
+        {"sliding_window", &c->sliding_window},
+        {"bos_token_id", &c->bos_token_id},
         {"eos_token_id", &c->eos_token_id},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)

@@ -17,10 +17,10 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
     c->capacity = capacity, c->chunk = chunk;
     char *p = c->mem;
-#define TAKE(ptr, count)                                                                                           \
-    do {                                                                                                           \
-        (ptr) = (void *)p;                                                                                         \
-        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                        \
+#define TAKE(ptr, count)                                                                                               \
+    do {                                                                                                               \
+        (ptr) = (void *)p;                                                                                             \
+        p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                            \
     } while (0)
     TAKE(c->k, (size_t)m->L * capacity * kv);
     TAKE(c->v, (size_t)m->L * capacity * kv);
@@ -66,7 +66,8 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
-        zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv, *V = c->v + (size_t)l * c->capacity * kv;
+        zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv,
+                *V = c->v + (size_t)l * c->capacity * kv;
         be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, n, C, eps);
         linear(m, c->qkv, c->ln, base + y->wqkv, n, m->S3, C, 0);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);

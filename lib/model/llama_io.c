@@ -18,11 +18,13 @@ static int ignorable(const zt_llama *m, const char *name)
 
 /* A causal LM opened as a reward or value model: its LM head is dropped and the score
  * head starts at N(0, 0.02²), as transformers initialises it. */
-static void init_score(const zt_llama *m, zt_real *params, const zt_llama_tensor *t) /* params: the flat array's start */
+static void init_score(const zt_llama *m, zt_real *params,
+                       const zt_llama_tensor *t) /* params: the flat array's start */
 {
     zt_rng rng;
     zt_rng_seed(&rng, 0x5c0e, 0);
-    for (int64_t j = 0; j < t->shape[0] * t->shape[1]; j++) params[t->offset + j] = (zt_real)(0.02 * zt_rng_normal(&rng));
+    for (int64_t j = 0; j < t->shape[0] * t->shape[1]; j++)
+        params[t->offset + j] = (zt_real)(0.02 * zt_rng_normal(&rng));
 }
 
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, zt_st_reader **out)
@@ -51,14 +53,17 @@ zt_status zt_llama_weights_read(const zt_llama *m, zt_st_reader *r, size_t off, 
             init_score(m, dst - off, mt);
             continue;
         }
-        if (!t) return zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", zt_st_count(r) ? zt_st_get(r, 0)->file : "model", mt->name);
+        if (!t)
+            return zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", zt_st_count(r) ? zt_st_get(r, 0)->file : "model",
+                           mt->name);
         zt_st_tensor part = *t; /* a unit may hold part of a tensor (a tile of the LM head) */
         if (lo > a || hi < b) {
             if ((st = zt_st_read_into(t, NULL, ZT_REAL_DTYPE, mt->shape, mt->ndim))) break; /* the shape check alone */
             size_t size = t->nbytes / (b - a);
             part.data = (const char *)t->data + (lo - a) * size, part.nbytes = (hi - lo) * size;
         }
-        if (!(st = zt_st_read_into(&part, dst + (lo - off), ZT_REAL_DTYPE, lo > a || hi < b ? NULL : mt->shape, mt->ndim)))
+        if (!(st = zt_st_read_into(&part, dst + (lo - off), ZT_REAL_DTYPE, lo > a || hi < b ? NULL : mt->shape,
+                                   mt->ndim)))
             zt_st_release(&part); /* a model larger than memory is read a unit at a time */
     }
     return st;

@@ -263,7 +263,7 @@ zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
 {
     zt_real *p = zt_llama_params_map(m);
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the weights");
-    /* tensor i draws from stream i: the same weights for any thread count */
+        /* tensor i draws from stream i: the same weights for any thread count */
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];

@@ -26,7 +26,8 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     zt_backend *be;
     if ((st = zt_llama_config_load(&cfg, path))) return st;
     if (cfg.num_labels && !score_head)
-        return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM", dir);
+        return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM",
+                       dir);
     if (score_head && !cfg.num_labels) cfg.num_labels = 1, cfg.tie_word_embeddings = 0; /* a causal LM as backbone */
     if ((st = zt_backend_open(device, &be))) return st;
     if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;

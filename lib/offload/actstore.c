@@ -32,8 +32,8 @@ static void put(void *ctx, int layer, zt_real *x, size_t bytes)
         int b = layer & 1;
         finish(s, b);
         be->download(be, s->stage[b], x, bytes);
-        if (!s->error && !(s->error = zt_aio_write(s->aio, &s->file, s->stage[b], bytes,
-                                                    (uint64_t)layer * s->slot, &s->req[b])))
+        if (!s->error &&
+            !(s->error = zt_aio_write(s->aio, &s->file, s->stage[b], bytes, (uint64_t)layer * s->slot, &s->req[b])))
             s->busy[b] = 1, s->staged[b] = -1;
     }
     be->discard(be, x, bytes);

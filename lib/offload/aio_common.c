@@ -93,8 +93,8 @@ zt_status zt_aio_fail(const zt_aio_req *r, size_t block, uint64_t off, int err)
     if (!err)
         return zt_fail(ZT_EIO, "reading '%s' at byte %llu: the file ends there (truncated or removed underneath)",
                        r->f->path[k], (unsigned long long)at);
-    return zt_fail(ZT_EIO, "%s '%s' at byte %llu failed: %s",
-                   r->write ? "writing" : "reading", r->f->path[k], (unsigned long long)at, strerror(err));
+    return zt_fail(ZT_EIO, "%s '%s' at byte %llu failed: %s", r->write ? "writing" : "reading", r->f->path[k],
+                   (unsigned long long)at, strerror(err));
 }
 
 zt_status zt_aio_prepare(zt_aio_file *f, void *buf, size_t bytes, uint64_t off, int write, zt_aio_req *r)

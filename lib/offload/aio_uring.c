@@ -27,7 +27,8 @@ zt_status zt_aio_open(zt_aio **out, size_t block_size, int queue_depth)
 {
     *out = NULL;
     if (block_size < ZT_AIO_ALIGN || block_size % ZT_AIO_ALIGN)
-        return zt_fail(ZT_EUSER, "offload.aio.block_size = %zu is not a positive multiple of %d", block_size, ZT_AIO_ALIGN);
+        return zt_fail(ZT_EUSER, "offload.aio.block_size = %zu is not a positive multiple of %d", block_size,
+                       ZT_AIO_ALIGN);
     zt_aio *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory");
     a->block = block_size, a->depth = queue_depth;

@@ -24,8 +24,10 @@ static zt_status verify(const zt_swap *s, size_t k, int a, const float *p)
 {
     size_t i = k * s->narrays + a;
     if (s->written[i] && zt_crc32c(0, p, chunk_len(s, k) * sizeof(float)) == s->crc[i]) return ZT_OK;
-    return zt_fail(ZT_EIO, "the offload swap file '%s' changed underneath: chunk %zu of %s fails its checksum "
-                           "(truncated, overwritten or corrupt)", s->file.path[0], k, array_names[a]);
+    return zt_fail(ZT_EIO,
+                   "the offload swap file '%s' changed underneath: chunk %zu of %s fails its checksum "
+                   "(truncated, overwritten or corrupt)",
+                   s->file.path[0], k, array_names[a]);
 }
 
 /* The chunk holding element e. */
@@ -180,7 +182,8 @@ zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
             arrays[a] = s->buf[b] + (size_t)a * s->chunk;
             st = verify(s, k, a, arrays[a]);
         }
-        if (st || (st = fn(ctx, s->first[k], chunk_len(s, k), arrays)) || (st = transfer(s, k, s->buf[b], 1, back, wr[b])))
+        if (st || (st = fn(ctx, s->first[k], chunk_len(s, k), arrays)) ||
+            (st = transfer(s, k, s->buf[b], 1, back, wr[b])))
             break;
         writing[b] = back;
     }
@@ -215,7 +218,8 @@ static zt_status copy(zt_swap *s, int a, size_t first, size_t n, float *get, con
         }
         memcpy(w + (lo - w0), put + (lo - first), (hi - lo) * sizeof(float));
         record(s, k, a, w);
-        if (!(st = zt_aio_write(s->aio, &s->file, w, len * sizeof(float), at(s, a, k), &r))) st = zt_aio_wait(s->aio, &r);
+        if (!(st = zt_aio_write(s->aio, &s->file, w, len * sizeof(float), at(s, a, k), &r)))
+            st = zt_aio_wait(s->aio, &r);
     }
     return st;
 }

@@ -32,13 +32,13 @@ typedef struct zt_swap {
     size_t numel, chunk; /* elements; the most per chunk (a multiple of ZT_AIO_ALIGN / 4) */
     int narrays;         /* 2 (m, v) or 4 (and the weights and gradient) */
     size_t nchunks;
-    size_t *first;       /* chunk k holds elements [first[k], first[k + 1]) */
-    uint64_t *slot;      /* at slot[k] within each array's region of region bytes */
+    size_t *first;  /* chunk k holds elements [first[k], first[k + 1]) */
+    uint64_t *slot; /* at slot[k] within each array's region of region bytes */
     uint64_t region;
-    float *buf[3];       /* each: a chunk of every array, array a at a × chunk */
-    uint32_t *crc;       /* CRC-32C of chunk k of array a at [k × narrays + a], as last written */
-    uint8_t *written;    /* the same, whether it was ever written */
-    size_t cached;       /* buf[0] holds chunk k of array a: k × narrays + a + 1; 0: nothing */
+    float *buf[3];    /* each: a chunk of every array, array a at a × chunk */
+    uint32_t *crc;    /* CRC-32C of chunk k of array a at [k × narrays + a], as last written */
+    uint8_t *written; /* the same, whether it was ever written */
+    size_t cached;    /* buf[0] holds chunk k of array a: k × narrays + a + 1; 0: nothing */
 } zt_swap;
 
 /* chunk_bytes: bytes of each array per chunk (rounded to ZT_AIO_ALIGN). cuts: ncuts

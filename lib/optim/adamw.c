@@ -14,8 +14,8 @@
  * scheduling costs nothing next to 28 bytes of memory traffic per element. */
 #define ADAMW_CHUNK 16384
 
-void zt_adamw_kernel_scalar(const zt_adamw_consts *c, float *param, const float *grad, float *m,
-                            float *v, size_t n, uint16_t *param_bf16)
+void zt_adamw_kernel_scalar(const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v, size_t n,
+                            uint16_t *param_bf16)
 {
     for (size_t i = 0; i < n; i++) {
         float g = grad[i] * c->grad_scale;
@@ -30,9 +30,8 @@ void zt_adamw_kernel_scalar(const zt_adamw_consts *c, float *param, const float 
     }
 }
 
-void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *param, const float *grad,
-                          float *m, float *v, size_t n, float grad_scale, int apply_decay,
-                          uint16_t *param_bf16)
+void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *param, const float *grad, float *m,
+                          float *v, size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
 {
     zt_adamw_consts c = zt_adamw_consts_of(h, grad_scale, apply_decay);
     size_t chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
@@ -43,8 +42,8 @@ void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *par
     }
 }
 
-void zt_adamw_update(const zt_adamw *h, float *param, const float *grad, float *m, float *v,
-                     size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
+void zt_adamw_update(const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n, float grad_scale,
+                     int apply_decay, uint16_t *param_bf16)
 {
     zt_adamw_kernel *kernel = zt_cpu_has(ZT_CPU_AVX512) ? zt_adamw_kernel_avx512
                               : zt_cpu_has(ZT_CPU_AVX2) ? zt_adamw_kernel_avx2

@@ -35,7 +35,7 @@ typedef struct zt_adamw {
 
 /* Updates n elements of param, m and v (the moment estimates, zero before step 1) in place.
  * grad is read only; param_bf16 may be NULL. */
-void zt_adamw_update(const zt_adamw *h, float *param, const float *grad, float *m, float *v,
-                     size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16);
+void zt_adamw_update(const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n, float grad_scale,
+                     int apply_decay, uint16_t *param_bf16);
 
 #endif

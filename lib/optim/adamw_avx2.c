@@ -20,8 +20,8 @@ static inline __m128i bf16_round8(__m256 x)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
-void zt_adamw_kernel_avx2(const zt_adamw_consts *c, float *param, const float *grad, float *m,
-                          float *v, size_t n, uint16_t *param_bf16)
+void zt_adamw_kernel_avx2(const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v, size_t n,
+                          uint16_t *param_bf16)
 {
     const __m256 gs = _mm256_set1_ps(c->grad_scale), decay = _mm256_set1_ps(c->decay);
     const __m256 b1 = _mm256_set1_ps(c->beta1), omb1 = _mm256_set1_ps(c->one_minus_beta1);
@@ -32,8 +32,7 @@ void zt_adamw_kernel_avx2(const zt_adamw_consts *c, float *param, const float *g
     for (; i + 8 <= n; i += 8) {
         __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), gs);
         __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(omb1, g));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
         __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
         __m256 p = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(param + i), decay),
                                  _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));

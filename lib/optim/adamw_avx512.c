@@ -21,8 +21,8 @@ static inline __m256i bf16_round16(__m512 x)
     return _mm512_cvtepi32_epi16(r);
 }
 
-void zt_adamw_kernel_avx512(const zt_adamw_consts *c, float *param, const float *grad, float *m,
-                            float *v, size_t n, uint16_t *param_bf16)
+void zt_adamw_kernel_avx512(const zt_adamw_consts *c, float *param, const float *grad, float *m, float *v, size_t n,
+                            uint16_t *param_bf16)
 {
     const __m512 gs = _mm512_set1_ps(c->grad_scale), decay = _mm512_set1_ps(c->decay);
     const __m512 b1 = _mm512_set1_ps(c->beta1), omb1 = _mm512_set1_ps(c->one_minus_beta1);
@@ -33,8 +33,7 @@ void zt_adamw_kernel_avx512(const zt_adamw_consts *c, float *param, const float 
     for (; i + 16 <= n; i += 16) {
         __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), gs);
         __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(omb1, g));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
         __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
         __m512 p = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(param + i), decay),
                                  _mm512_mul_ps(step, _mm512_div_ps(mi, denom)));

@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-#define SUMSQ_BLOCK 4096  /* elements summed by one work item */
-#define SUMSQ_ROUND 256   /* blocks whose sums are kept before they are added in order */
+#define SUMSQ_BLOCK 4096 /* elements summed by one work item */
+#define SUMSQ_ROUND 256  /* blocks whose sums are kept before they are added in order */
 #define SUMSQ_LANES 8
 
 /* One block in a fixed order: lane j sums the elements j, j+8, j+16, ...; the lanes are

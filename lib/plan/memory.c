@@ -69,8 +69,8 @@ static void device_estimate(const zt_llama *m, int stage, int world, int staged,
     e->device.optimizer = staged ? 0 : e->optimizer;
     e->device.activations = e->activations;
     e->device.runtime = CUDA_RUNTIME;
-    e->device.total = e->device.params + e->device.grads + e->device.optimizer + e->device.activations +
-                      e->device.runtime;
+    e->device.total =
+        e->device.params + e->device.grads + e->device.optimizer + e->device.activations + e->device.runtime;
     e->device.host_copies = !staged ? 0 : stage >= 3 ? 2 * shard(P * 4, world) : 2 * P * 4;
 }
 

@@ -19,27 +19,27 @@
 #include "lib/recipe/recipe.h"
 
 typedef struct zt_mem_estimate {
-    size_t numel;              /* model parameters */
-    int stage;                 /* the ZeRO stage that runs (0 in one process without offload.param) */
-    size_t params;             /* fp32 masters + 16-bit copy held by this rank (hpZ's slices included) */
-    size_t hpz;                /* of which hpZ's secondary slices */
-    size_t grads;              /* fp32 gradients held by this rank */
-    size_t optimizer;          /* AdamW moments held by this rank */
-    size_t activations;        /* with the recipe's activation_checkpointing */
-    size_t activations_other;  /* with the opposite setting, for comparison */
-    size_t runtime;            /* the process itself: code, libraries, GEMM buffers */
-    size_t offloaded_host;     /* moved to host memory by [offload] (included in total on the CPU backend) */
-    size_t offloaded_nvme;     /* moved to NVMe files by [offload] (not in total) */
-    size_t total;              /* what the rank's process will hold */
-    size_t io_read, io_write;  /* offload bytes read and written per optimizer step (rank 0), these classes': */
-    size_t io_optimizer, io_activations; /* AdamW's moments, the layer inputs: as many each way */
+    size_t numel;             /* model parameters */
+    int stage;                /* the ZeRO stage that runs (0 in one process without offload.param) */
+    size_t params;            /* fp32 masters + 16-bit copy held by this rank (hpZ's slices included) */
+    size_t hpz;               /* of which hpZ's secondary slices */
+    size_t grads;             /* fp32 gradients held by this rank */
+    size_t optimizer;         /* AdamW moments held by this rank */
+    size_t activations;       /* with the recipe's activation_checkpointing */
+    size_t activations_other; /* with the opposite setting, for comparison */
+    size_t runtime;           /* the process itself: code, libraries, GEMM buffers */
+    size_t offloaded_host;    /* moved to host memory by [offload] (included in total on the CPU backend) */
+    size_t offloaded_nvme;    /* moved to NVMe files by [offload] (not in total) */
+    size_t total;             /* what the rank's process will hold */
+    size_t io_read, io_write; /* offload bytes read and written per optimizer step (rank 0), these classes': */
+    size_t io_optimizer, io_activations;    /* AdamW's moments, the layer inputs: as many each way */
     size_t io_params_read, io_params_write; /* offload.param = "nvme": weights and gradients */
-    size_t io_step_read, io_step_write; /* of all these, what the optimizer step moves (the rest: the passes) */
+    size_t io_step_read, io_step_write;     /* of all these, what the optimizer step moves (the rest: the passes) */
     /* for the step's time (plan/steptime.h): training FLOPs a rank computes per step (the
      * recompute of checkpointing included), and a micro-batch's MLP product, M × N × K */
     double flops;
     int gemm_m, gemm_n, gemm_k, bf16;
-    size_t io_buffers;         /* the staging buffers of that I/O (in the total) */
+    size_t io_buffers; /* the staging buffers of that I/O (in the total) */
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the
      * optimizer runs there (one process, nothing offloaded), and the runtime; host_copies is

@@ -14,7 +14,8 @@ static double gemm_rate(int M, int N, int K, int bf16)
     zt_backend *be = zt_backend_cpu();
     size_t in = (size_t)M * K, w = (size_t)N * K;
     float *y = zt_calloc_aligned((size_t)M * N * sizeof(float));
-    void *a = zt_calloc_aligned(in * (bf16 ? 2 : sizeof(zt_real))), *b = zt_calloc_aligned(w * (bf16 ? 2 : sizeof(zt_real)));
+    void *a = zt_calloc_aligned(in * (bf16 ? 2 : sizeof(zt_real))),
+         *b = zt_calloc_aligned(w * (bf16 ? 2 : sizeof(zt_real)));
     double best = 0;
     for (int i = 0; a && b && y && i < 4; i++) {
         double t0 = zt_now_s();

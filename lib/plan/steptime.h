@@ -14,11 +14,11 @@
 #include "memory.h"
 
 typedef struct zt_step_time {
-    double gflops;     /* measured: the MLP product of a micro-batch, in the model's compute dtype */
-    double compute_s;  /* forward and backward at that rate */
+    double gflops;                 /* measured: the MLP product of a micro-batch, in the model's compute dtype */
+    double compute_s;              /* forward and backward at that rate */
     double passes_io_s, step_io_s; /* I/O at the disk's speed: beside the passes, in the optimizer step */
-    double exposed_s;  /* of the passes' I/O, what their computation does not cover */
-    double total_s;    /* max(compute, passes' I/O) + the optimizer step's I/O */
+    double exposed_s;              /* of the passes' I/O, what their computation does not cover */
+    double total_s;                /* max(compute, passes' I/O) + the optimizer step's I/O */
 } zt_step_time;
 
 /* disk_read, disk_write: bytes/s (zt_disk_bandwidth). */

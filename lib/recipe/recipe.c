@@ -32,7 +32,8 @@ static int key_index(const zt_recipe_key *k)
 }
 
 /* Fails with the place first: "file:line:col: section.key: msg" or "override 'a.b=c': msg". */
-static zt_status src_fail(const source *s, const zt_recipe_key *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static zt_status src_fail(const source *s, const zt_recipe_key *k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static zt_status src_fail(const source *s, const zt_recipe_key *k, const char *fmt, ...)
 {
@@ -181,7 +182,8 @@ static zt_status list_value(const source *src, const zt_recipe_key *k, const zt_
         const zt_toml *s = v->kind == ZT_TOML_ARRAY ? v->items[i].value : v;
         zt_status st = ZT_OK;
         if (s->kind != ZT_TOML_STRING)
-            st = src_fail(src, k, "expected a string or an array of strings, got an array holding %s", zt_toml_kind_name(s->kind));
+            st = src_fail(src, k, "expected a string or an array of strings, got an array holding %s",
+                          zt_toml_kind_name(s->kind));
         else if (!s->len) st = src_fail(src, k, "an empty string in the list");
         else if (strlen(s->str) != s->len) st = src_fail(src, k, "a string holding a NUL character");
         else st = string_value(src, k, s->str, &l.items[l.n]);
@@ -216,10 +218,10 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
     char got[64];
     bool number = v->kind == ZT_TOML_INT || v->kind == ZT_TOML_FLOAT;
     bool ok = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM ? v->kind == ZT_TOML_STRING
-            : k->type == ZT_RECIPE_LIST                              ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY
-            : k->type == ZT_RECIPE_FLOAT                             ? number
-            : k->type == ZT_RECIPE_BOOL                              ? v->kind == ZT_TOML_BOOL
-                                                                     : v->kind == ZT_TOML_INT;
+              : k->type == ZT_RECIPE_LIST  ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY
+              : k->type == ZT_RECIPE_FLOAT ? number
+              : k->type == ZT_RECIPE_BOOL  ? v->kind == ZT_TOML_BOOL
+                                           : v->kind == ZT_TOML_INT;
     if (!ok) return src_fail(src, k, "expected %s, got %s", expected(k), zt_toml_kind_name(v->kind));
     if ((k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) && strlen(v->str) != v->len)
         return src_fail(src, k, "a string holding a NUL character");
@@ -392,8 +394,9 @@ static zt_status apply_table(zt_recipe *r, const char *section, const zt_toml *t
 static zt_status read_file(const char *path, char **text, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "'%s': cannot open the recipe: %s", path,
-                           strerror(errno));
+    if (!f)
+        return zt_fail(errno == ENOENT || errno == EACCES ? ZT_EUSER : ZT_EIO, "'%s': cannot open the recipe: %s", path,
+                       strerror(errno));
     size_t cap = 0, n = 0;
     char *buf = NULL;
     for (;;) {
@@ -499,7 +502,8 @@ static const zt_toml *override_value(const zt_recipe_key *k, const char *value, 
     bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
     bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
     const zt_toml *v = NULL;
-    if (!stringy || list || value[0] == '"' || value[0] == '\'') v = parse_value_text(override_toml(value, true, list), doc);
+    if (!stringy || list || value[0] == '"' || value[0] == '\'')
+        v = parse_value_text(override_toml(value, true, list), doc);
     if (!v && stringy) v = parse_value_text(override_toml(value, false, list), doc);
     return v;
 }
@@ -560,7 +564,8 @@ static zt_status apply_defaults(zt_recipe *r, const char *cwd)
 /* ---- checks between keys ------------------------------------------------------------ */
 
 /* Fails naming where key section.key was set (the file position, the override, or the file). */
-static zt_status key_fail(const zt_recipe *r, const zt_recipe_key *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static zt_status key_fail(const zt_recipe *r, const zt_recipe_key *k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static zt_status key_fail(const zt_recipe *r, const zt_recipe_key *k, const char *fmt, ...)
 {
@@ -640,7 +645,8 @@ static zt_status check_keys(const zt_recipe *r)
         return key_fail(r, later(r, schema_key("train", "num_train_epochs"), schema_key("train", "max_steps")),
                         "train.num_train_epochs or train.max_steps must be above 0");
     if (r->data.valid.n > 0 && r->data.valid_split > 0)
-        return key_fail(r, later(r, schema_key("data", "valid"), schema_key("data", "valid_split")), "data.valid and data.valid_split are both set; use one");
+        return key_fail(r, later(r, schema_key("data", "valid"), schema_key("data", "valid_split")),
+                        "data.valid and data.valid_split are both set; use one");
     if (r->rlhf.reward_model[0] && r->rlhf.reward_command[0])
         return key_fail(r, later(r, schema_key("rlhf", "reward_model"), schema_key("rlhf", "reward_command")),
                         "rlhf.reward_model and rlhf.reward_command are both set; use one");
@@ -665,7 +671,8 @@ static zt_status check_keys(const zt_recipe *r)
     for (int i = 0; i < 3; i++)
         if (tiles[i] > 1 && r->zero.stage != 3)
             return key_fail(r, later(r, schema_key("zero", tiling[i]), schema_key("zero", "stage")),
-                            "zero.%s (memory-centric tiling) needs zero.stage = 3 (it is %d)", tiling[i], r->zero.stage);
+                            "zero.%s (memory-centric tiling) needs zero.stage = 3 (it is %d)", tiling[i],
+                            r->zero.stage);
     if (r->zero.quantized_gradients_error_feedback && !r->zero.quantized_gradients)
         return key_fail(r, schema_key("zero", "quantized_gradients_error_feedback"),
                         "zero.quantized_gradients_error_feedback needs zero.quantized_gradients = true");
@@ -673,7 +680,8 @@ static zt_status check_keys(const zt_recipe *r)
         return key_fail(r, schema_key("zero", "measure_quantization"),
                         "zero.measure_quantization needs zero.quantized_weights or zero.quantized_gradients");
     if (r->offload.aio.block_size % 4096)
-        return key_fail(r, schema_key("offload.aio", "block_size"), "offload.aio.block_size = %lld is not a multiple of 4096",
+        return key_fail(r, schema_key("offload.aio", "block_size"),
+                        "offload.aio.block_size = %lld is not a multiple of 4096",
                         (long long)r->offload.aio.block_size);
     return ZT_OK;
 }
@@ -689,9 +697,11 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
                         world);
     int hpz = r->zero.hpz_partition_size;
     const zt_recipe_key *k = schema_key("zero", "hpz_partition_size");
-    if (world % hpz) return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the world size %d", hpz, world);
+    if (world % hpz)
+        return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the world size %d", hpz, world);
     if (ranks_per_node % hpz)
-        return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the ranks per node (%d)", hpz, ranks_per_node);
+        return key_fail(r, k, "zero.hpz_partition_size = %d does not divide the ranks per node (%d)", hpz,
+                        ranks_per_node);
     return ZT_OK;
 }
 

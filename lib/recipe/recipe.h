@@ -127,7 +127,7 @@ typedef struct zt_recipe {
         bool measure_quantization;
         int prefetch_layers;
         int embedding_tiles, mlp_tiles, head_tiles; /* memory-centric tiling */
-        int64_t reduce_bucket_size; /* elements */
+        int64_t reduce_bucket_size;                 /* elements */
     } zero;
     struct {
         zt_offload_tier optimizer, param;
@@ -193,8 +193,8 @@ typedef struct zt_recipe_key {
     const char *key;
     zt_recipe_type type;
     unsigned flags;
-    const char *def;         /* the default, written as an override value would be */
-    double min, max;         /* numeric range, inclusive unless MIN_OPEN / MAX_OPEN */
+    const char *def;          /* the default, written as an override value would be */
+    double min, max;          /* numeric range, inclusive unless MIN_OPEN / MAX_OPEN */
     const char *const *names; /* ENUM: the allowed values, indexed by the enum ({"fp32", "bf16", "fp16"}) */
     int nnames;
     const char *path_suffix; /* ENUM: another value ending in this is a path ("" any); NULL: none */

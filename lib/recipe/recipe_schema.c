@@ -217,10 +217,8 @@ const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap)
     bool has_hi = isfinite(k->max) && !(k->type == ZT_RECIPE_INT && k->max >= INT_MAX);
     buf[0] = 0;
     if (k->type != ZT_RECIPE_INT && k->type != ZT_RECIPE_INT64 && k->type != ZT_RECIPE_FLOAT) return buf;
-    if (has_hi)
-        snprintf(buf, cap, "%c%.15g, %.15g%c", lo_open ? '(' : '[', k->min, k->max, hi_open ? ')' : ']');
-    else
-        snprintf(buf, cap, "%s %.15g", lo_open ? ">" : ">=", k->min);
+    if (has_hi) snprintf(buf, cap, "%c%.15g, %.15g%c", lo_open ? '(' : '[', k->min, k->max, hi_open ? ')' : ']');
+    else snprintf(buf, cap, "%s %.15g", lo_open ? ">" : ">=", k->min);
     return buf;
 }
 
@@ -270,8 +268,10 @@ zt_status zt_recipe_write_docs(FILE *f)
           "directory.\n\n"
           "Checks between keys: `train.warmup_steps` and `train.warmup_ratio` are not both set;\n"
           "`train.num_train_epochs` or `train.max_steps` is above 0; `data.valid` and `data.valid_split` are\n"
-          "not both set; `rlhf.reward_model` and `rlhf.reward_command` are not both set; `offload.param` (cpu, nvme) needs\n"
-          "`zero.stage = 3` (and `offload.param = \"nvme\"` needs `offload.optimizer = \"nvme\"`), and so do ZeRO++'s `zero.quantized_weights`, `zero.hpz_partition_size` above 1\n"
+          "not both set; `rlhf.reward_model` and `rlhf.reward_command` are not both set; `offload.param` (cpu, nvme) "
+          "needs\n"
+          "`zero.stage = 3` (and `offload.param = \"nvme\"` needs `offload.optimizer = \"nvme\"`), and so do ZeRO++'s "
+          "`zero.quantized_weights`, `zero.hpz_partition_size` above 1\n"
           "and `zero.quantized_gradients`, and memory-centric tiling (`zero.embedding_tiles`, `zero.mlp_tiles`,\n"
           "`zero.head_tiles` above 1); `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
@@ -286,7 +286,9 @@ zt_status zt_recipe_write_docs(FILE *f)
         const zt_recipe_key *k = &schema[i];
         if (strcmp(k->section, section)) {
             section = k->section;
-            fprintf(f, "\n## [%s]\n\n| key | type | default | allowed | description |\n| --- | --- | --- | --- | --- |\n", section);
+            fprintf(f,
+                    "\n## [%s]\n\n| key | type | default | allowed | description |\n| --- | --- | --- | --- | --- |\n",
+                    section);
         }
         write_key_row(f, k);
     }

@@ -114,7 +114,10 @@ static int newline_at(const parser *p)
 
 static bool is_ctrl(int c) { return (c >= 0 && c < 0x20 && c != '\t') || c == 0x7f; }
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-static bool is_bare(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '-'; }
+static bool is_bare(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '_' || c == '-';
+}
 
 /* Describes the character at pos for a message: 'x', U+0001, a newline, the end of the file. */
 static const char *what_here(const parser *p, char *out, size_t cap)
@@ -383,8 +386,7 @@ static int parse_string(parser *p, buf *b)
             if (parse_escape(p, b, multi) < 0) return -1;
             continue;
         }
-        if (is_ctrl(c))
-            return fail(p, "control character U+%04X in a string%s", c, literal ? "" : " (escape it)");
+        if (is_ctrl(c)) return fail(p, "control character U+%04X in a string%s", c, literal ? "" : " (escape it)");
         buf_putc(b, (char)c);
         adv(p);
     }
@@ -614,8 +616,9 @@ static int days_in_month(int y, int m)
 static const char *parse_time(const char *t, size_t n, size_t *i, zt_toml_datetime *dt)
 {
     size_t k = *i;
-    if (!(fixed_digits(t, n, k, 2, &dt->hour) && k + 2 < n && t[k + 2] == ':' && fixed_digits(t, n, k + 3, 2, &dt->minute) &&
-          k + 5 < n && t[k + 5] == ':' && fixed_digits(t, n, k + 6, 2, &dt->second)))
+    if (!(fixed_digits(t, n, k, 2, &dt->hour) && k + 2 < n && t[k + 2] == ':' &&
+          fixed_digits(t, n, k + 3, 2, &dt->minute) && k + 5 < n && t[k + 5] == ':' &&
+          fixed_digits(t, n, k + 6, 2, &dt->second)))
         return "expected HH:MM:SS";
     if (dt->hour > 23 || dt->minute > 59 || dt->second > 59) return "time out of range";
     k += 8;
@@ -857,8 +860,8 @@ static int insert_dotted(parser *p, zt_toml *table, keypath *k, zt_toml *value)
     keyseg *last = &k->seg[k->n - 1];
     int at = find(t, last->s, last->len);
     if (at >= 0) {
-        fail_at(p, last->line, last->col, "duplicate key '%s' (first defined at line %d)", key_text(k, k->n, name, sizeof name),
-                t->items[at].line);
+        fail_at(p, last->line, last->col, "duplicate key '%s' (first defined at line %d)",
+                key_text(k, k->n, name, sizeof name), t->items[at].line);
         goto fail;
     }
     return item_add(p, t, take(last), last->len, last->line, last->col, value);
@@ -1089,8 +1092,14 @@ void zt_toml_write_string(FILE *f, const char *s, size_t len)
     fputc('"', f);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\t' ? "\\t" : c == '\n' ? "\\n"
-                      : c == '\f' ? "\\f" : c == '\r' ? "\\r" : NULL;
+        const char *e = c == '"'    ? "\\\""
+                        : c == '\\' ? "\\\\"
+                        : c == '\b' ? "\\b"
+                        : c == '\t' ? "\\t"
+                        : c == '\n' ? "\\n"
+                        : c == '\f' ? "\\f"
+                        : c == '\r' ? "\\r"
+                                    : NULL;
         if (e) fputs(e, f);
         else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04X", c);
         else fputc(c, f);

@@ -60,22 +60,22 @@ typedef struct zt_toml zt_toml;
 
 /* One element of a table (key set) or an array (key NULL). */
 typedef struct zt_toml_item {
-    char *key;        /* NUL-terminated; a quoted key may hold NUL bytes: keylen */
+    char *key; /* NUL-terminated; a quoted key may hold NUL bytes: keylen */
     size_t keylen;
-    int line, col;    /* where the key was written (last one of a dotted key) */
+    int line, col; /* where the key was written (last one of a dotted key) */
     zt_toml *value;
 } zt_toml_item;
 
 struct zt_toml {
     zt_toml_kind kind;
-    int line, col;    /* where the value starts; a table: its [header] or first key */
-    char *str;        /* STRING: the decoded value; date-time kinds: the text as written */
-    size_t len;       /* bytes in str (a string may hold NUL bytes); NUL-terminated too */
-    int64_t i;        /* INT */
-    double f;         /* FLOAT */
-    bool b;           /* BOOL */
+    int line, col; /* where the value starts; a table: its [header] or first key */
+    char *str;     /* STRING: the decoded value; date-time kinds: the text as written */
+    size_t len;    /* bytes in str (a string may hold NUL bytes); NUL-terminated too */
+    int64_t i;     /* INT */
+    double f;      /* FLOAT */
+    bool b;        /* BOOL */
     zt_toml_datetime dt;
-    int n;            /* TABLE: entries, in file order; ARRAY: elements */
+    int n; /* TABLE: entries, in file order; ARRAY: elements */
     zt_toml_item *items;
     /* parser bookkeeping */
     int cap, depth, dotted_section;

@@ -110,8 +110,10 @@ static zt_status loss_check(const zt_eval_result *e, const char *data)
 {
     if (!e->tokens) return zt_fail(ZT_EUSER, "%s has no target tokens to evaluate", data);
     if (isfinite(e->loss)) return ZT_OK;
-    return zt_fail(ZT_ERUNTIME, "the loss is %s over %lld tokens of %s: a numerical failure of the model (its "
-                   "forward pass overflows)", isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
+    return zt_fail(ZT_ERUNTIME,
+                   "the loss is %s over %lld tokens of %s: a numerical failure of the model (its "
+                   "forward pass overflows)",
+                   isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
 }
 
 /* --checkpoint DIR holding a PEFT adapter (adapter_config.json: a LoRA run's final/): it is
@@ -150,8 +152,10 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     }
     int V = m.V;
     if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V)
-        st = zt_fail(ZT_EUSER, "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
-                               "whose adapters cannot have trained them", r->model.path, V, m.V);
+        st = zt_fail(ZT_EUSER,
+                     "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
+                     "whose adapters cannot have trained them",
+                     r->model.path, V, m.V);
     if (!st && adapter) st = attach_adapter(&m, adapter);
     if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);

@@ -30,8 +30,9 @@ static zt_status lm_open(zt_trainer *t)
     if (!s || !s->micro) return zt_fail(ZT_ENOMEM, "out of memory");
     t->rows = r->train.micro_batch_size;
     zt_status st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
-    if (!st) st = zt_loader_init(&s->loader, &s->train, t->T, t->rows, r->data.packing, r->data.shuffle, r->train.seed,
-                                 t->zero.rank, t->zero.world);
+    if (!st)
+        st = zt_loader_init(&s->loader, &s->train, t->T, t->rows, r->data.packing, r->data.shuffle, r->train.seed,
+                            t->zero.rank, t->zero.world);
     for (int i = 0; i < A && !st; i++) st = zt_batch_alloc(&s->micro[i], t->rows, t->T);
     if (st) return st;
     zt_loader_stats ls = zt_loader_get_stats(&s->loader);
@@ -96,7 +97,10 @@ static zt_status lm_evaluate(zt_trainer *t, long step)
 }
 
 static zt_loader_state lm_get_state(zt_trainer *t) { return zt_loader_get_state(&((lm *)t->ctx)->loader); }
-static zt_status lm_set_state(zt_trainer *t, zt_loader_state st) { return zt_loader_set_state(&((lm *)t->ctx)->loader, st); }
+static zt_status lm_set_state(zt_trainer *t, zt_loader_state st)
+{
+    return zt_loader_set_state(&((lm *)t->ctx)->loader, st);
+}
 
 static void lm_close(zt_trainer *t)
 {

@@ -60,22 +60,28 @@ static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_dat
     build_ctx b = {r, d, paths, skipped};
     zt_status st = cache_key(&k, r, d, paths);
     if (!st) st = zt_cache_get(r->data.cache_dir, &k, zt_tokenizer_vocab_size(d->tok), build_entry, &b, ds, &hit);
-    if (!st) zt_log_info("%s tokenized data: %lld examples (%s)", hit ? "using the cached" : "cached the",
-                         (long long)ds->n_examples, r->data.cache_dir);
+    if (!st)
+        zt_log_info("%s tokenized data: %lld examples (%s)", hit ? "using the cached" : "cached the",
+                    (long long)ds->n_examples, r->data.cache_dir);
     return st;
 }
 
 static zt_status tokenize(const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths, int64_t *skipped,
                           zt_dataset *ds)
 {
-    zt_format f = {.format = r->data.format, .train_on = r->data.train_on, .max_length = r->data.max_length,
-                   .packing = r->data.packing, .split_special = r->data.split_special_tokens, .tok = d->tok,
-                   .tmpl = d->tmpl, .ds = ds};
+    zt_format f = {.format = r->data.format,
+                   .train_on = r->data.train_on,
+                   .max_length = r->data.max_length,
+                   .packing = r->data.packing,
+                   .split_special = r->data.split_special_tokens,
+                   .tok = d->tok,
+                   .tmpl = d->tmpl,
+                   .ds = ds};
     zt_status st = zt_format_load(&f, paths->items, paths->n, r->data.skip_bad_lines, skipped);
     if (!st && (f.truncated || f.no_targets))
         zt_log_warn("%lld of %lld examples truncated to data.max_length = %d; %lld without a token to train on "
-                    "(left out)", (long long)f.truncated, (long long)f.examples, r->data.max_length,
-                    (long long)f.no_targets);
+                    "(left out)",
+                    (long long)f.truncated, (long long)f.examples, r->data.max_length, (long long)f.no_targets);
     return st;
 }
 
@@ -86,8 +92,7 @@ static zt_status load_files(zt_dataset *ds, const zt_recipe *r, const zt_data_to
     zt_status st;
     if (r->data.format == ZT_DATA_TOKENS)
         st = zt_tokens_load(ds, paths->items, paths->n, vocab_size, r->data.skip_bad_lines, &skipped);
-    else
-        st = load_formatted(ds, r, d, paths, &skipped);
+    else st = load_formatted(ds, r, d, paths, &skipped);
     if (st) zt_dataset_free(ds); /* a bad line after good ones leaves the examples before it */
     else if (skipped) zt_log_warn("skipped %lld bad lines (data.skip_bad_lines = true)", (long long)skipped);
     return st;

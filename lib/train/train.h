@@ -19,7 +19,8 @@
 /* Loads data.train in data.format (text, chat and instruct through d's tokenizer
  * and template, see vocab.h), and the validation set: data.valid, or the
  * data.valid_split part held out of data.train (valid stays empty without either). */
-zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_size, zt_dataset *train, zt_dataset *valid);
+zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_size, zt_dataset *train,
+                       zt_dataset *valid);
 
 zt_status zt_train(const zt_recipe *r, int argc, char **argv);
 
@@ -27,8 +28,8 @@ typedef struct zt_eval_result {
     double loss; /* mean over target tokens */
     int64_t tokens;
     int64_t positions; /* the model computed: rows × their width, the widest row's tokens (not max_length) */
-    double accuracy;  /* eval.generate: exact-match fraction of greedy answers; NaN when not measured */
-    int64_t answered; /* conversations the accuracy is over */
+    double accuracy;   /* eval.generate: exact-match fraction of greedy answers; NaN when not measured */
+    int64_t answered;  /* conversations the accuracy is over */
 } zt_eval_result;
 
 /* Mean loss of model m over every row of ds (one pass, file order), rows of data.max_length

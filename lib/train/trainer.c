@@ -85,7 +85,7 @@ static zt_status restore(zt_trainer *t)
     if (st) return st;
     if (s.base_hash != t->base_hash)
         return zt_fail(ZT_EUSER, "checkpoint '%s' %s", t->resume_from,
-                       !s.base_hash  ? "holds a whole model, not LoRA adapters: resume it without lora.*"
+                       !s.base_hash    ? "holds a whole model, not LoRA adapters: resume it without lora.*"
                        : !t->base_hash ? "holds LoRA adapters: resume it with the run's lora.* keys"
                                        : "holds LoRA adapters trained on another base model (its weights differ from "
                                          "model.path's)");
@@ -93,8 +93,9 @@ static zt_status restore(zt_trainer *t)
         return zt_fail(ZT_EUSER, "'%s/trainer_state.json': 'numel' is %zu, but the model has %zu %s", t->resume_from,
                        s.numel, t->zero.numel, t->m.lora ? "adapter parameters" : "parameters");
     if (s.data_hash != data_hash(t) && !r->train.resume_force)
-        return zt_fail(ZT_EUSER, "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
-                                 "train.seed or the global batch); set train.resume_force = true to resume anyway",
+        return zt_fail(ZT_EUSER,
+                       "checkpoint '%s' was made with other data-defining keys (model, tokenizer, data.*, "
+                       "train.seed or the global batch); set train.resume_force = true to resume anyway",
                        t->resume_from);
     if ((st = zt_zero_read_params(&t->zero, t->resume_from, s.numel))) return st;
     if ((st = zt_optstate_restore(&t->opt, t->resume_from, s.numel))) return st;
@@ -141,21 +142,26 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
     if (!st && t->algo->save) st = t->algo->save(t, dir);
     if ((st = agree(t, st, "writing a checkpoint shard")) || !t->lead) return st;
     zt_loader_state ls = t->algo->get_state(t);
-    zt_trainer_state s = {.step = step, .epoch = ls.epoch, .row = ls.row, .data_hash = data_hash(t),
-                          .world = t->zero.world, .zero_stage = t->zero.stage, .numel = t->zero.numel,
-                          .tokens_seen = (double)t->tokens_seen, .elapsed_s = zt_now_s() - t->t_start,
+    zt_trainer_state s = {.step = step,
+                          .epoch = ls.epoch,
+                          .row = ls.row,
+                          .data_hash = data_hash(t),
+                          .world = t->zero.world,
+                          .zero_stage = t->zero.stage,
+                          .numel = t->zero.numel,
+                          .tokens_seen = (double)t->tokens_seen,
+                          .elapsed_s = zt_now_s() - t->t_start,
                           .base_hash = t->base_hash};
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if ((st = zt_state_write_json(dir, &s)) || (st = zt_state_copy_model_files(dir, r->model.path)) ||
         (st = zt_llama_config_save(&t->m.cfg, cfg, "float32")) || (st = write_generation_config(t, dir)) ||
-        (st = zt_vocab_save(&t->tools, r->tokenizer.path, dir)) ||
-        (st = zt_state_mark_done(dir)) || (st = zt_state_rotate(r->output.dir, r->train.save_total_limit)))
+        (st = zt_vocab_save(&t->tools, r->tokenizer.path, dir)) || (st = zt_state_mark_done(dir)) ||
+        (st = zt_state_rotate(r->output.dir, r->train.save_total_limit)))
         return st;
     zt_log_info("checkpoint of step %ld written to '%s'", step, dir);
     return ZT_OK;
 }
-
 
 /* offload.* = "auto": decided here, for this world (plan/placement.h); the run's
  * recipe.resolved.toml shows the decision. */
@@ -191,18 +197,23 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
 {
     const zt_recipe *r = t->r;
     if (t->m.V != vocab_before)
-        return zt_fail(ZT_EUSER, "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
-                                 "(%d tokens, %d needed): add them to the model first, or train without lora.*",
+        return zt_fail(ZT_EUSER,
+                       "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
+                       "(%d tokens, %d needed): add them to the model first, or train without lora.*",
                        vocab_before, t->m.V);
-    zt_lora_config c = {.r = r->lora.r, .alpha = r->lora.alpha, .dropout = r->lora.dropout,
-                        .targets = zt_recipe_lora_targets(r), .rslora = r->lora.use_rslora,
+    zt_lora_config c = {.r = r->lora.r,
+                        .alpha = r->lora.alpha,
+                        .dropout = r->lora.dropout,
+                        .targets = zt_recipe_lora_targets(r),
+                        .rslora = r->lora.use_rslora,
                         .init = r->lora.init_lora_weights};
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
     t->m.lora->seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
-    st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter) : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
+    st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter)
+                            : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
     t->base_hash = zt_lora_base_hash(&t->m);
     return st;
 }
@@ -215,22 +226,27 @@ static zt_status open_model(zt_trainer *t)
     const zt_recipe *r = t->r;
     zt_zero_options opts = zt_plan_zero_options(r);
     int stream = opts.params_at == ZT_PARAM_NVME, V;
-    zt_status st = stream ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
-                                                   t->algo->score_head, &t->weights)
-                          : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
+    zt_status st = stream
+                       ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
+                                                t->algo->score_head, &t->weights)
+                       : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
     if (st) return st;
     V = t->m.V;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;
     if (r->zero.head_tiles > 1 && (t->m.cfg.tie_word_embeddings || t->m.cfg.num_labels))
-        return zt_fail(ZT_EUSER, "zero.head_tiles = %d: the model's head is %s, not an LM head of its own", r->zero.head_tiles,
-                       t->m.cfg.num_labels ? "a score head" : "tied to the embedding");
+        return zt_fail(ZT_EUSER, "zero.head_tiles = %d: the model's head is %s, not an LM head of its own",
+                       r->zero.head_tiles, t->m.cfg.num_labels ? "a score head" : "tied to the embedding");
     if (r->zero.embedding_tiles > 1 && t->m.cfg.tie_word_embeddings)
-        return zt_fail(ZT_EUSER, "zero.embedding_tiles = %d: the model's embedding is tied to its LM head, which uses "
-                                 "all of it at once (untie it, or leave zero.embedding_tiles at 1)", r->zero.embedding_tiles);
+        return zt_fail(ZT_EUSER,
+                       "zero.embedding_tiles = %d: the model's embedding is tied to its LM head, which uses "
+                       "all of it at once (untie it, or leave zero.embedding_tiles at 1)",
+                       r->zero.embedding_tiles);
     zt_plan_tile_model(r, &t->m);
     if (stream && t->m.V != V)
-        return zt_fail(ZT_EUSER, "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
-                                 "add them to the model first, or use offload.param = \"cpu\"", V, t->m.V);
+        return zt_fail(ZT_EUSER,
+                       "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
+                       "add them to the model first, or use offload.param = \"cpu\"",
+                       V, t->m.V);
     if (stream) opts.load = load_unit, opts.load_ctx = t;
     if (zt_recipe_lora_on(r) && (st = attach_lora(t, V))) return st;
     st = zt_zero_init(&t->zero, t->comm, &opts, t->m.lora ? &t->m.lora->view : &t->m);
@@ -265,8 +281,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     }
     zt_trainer_state prev = {.step = -1};
     if (t->resume_from[0] && (st = zt_state_read_json(t->resume_from, &prev))) return st;
-    if (t->lead && !(st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard, t->zero.world,
-                                         prev.step, argc, argv)) &&
+    if (t->lead &&
+        !(st = zt_rundir_open(&t->rd, r->output.dir, overwrite, r->output.tensorboard, t->zero.world, prev.step, argc,
+                              argv)) &&
         !(st = zt_rundir_path(&t->rd, path, sizeof path, "recipe.resolved.toml")))
         st = zt_recipe_write_resolved(r, path);
     if ((st = agree(t, st, "opening the run directory"))) return st;
@@ -302,8 +319,12 @@ zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, do
     if (!isfinite(norm) || !isfinite(loss))
         return zt_fail(ZT_ERUNTIME, "step %ld: the loss or the gradient is not finite (loss %g, grad norm %g)", step,
                        loss, norm);
-    zt_adamw h = {.lr = lr, .beta1 = r->train.adam_beta1, .beta2 = r->train.adam_beta2, .eps = r->train.adam_epsilon,
-                  .weight_decay = r->train.weight_decay, .step = step};
+    zt_adamw h = {.lr = lr,
+                  .beta1 = r->train.adam_beta1,
+                  .beta2 = r->train.adam_beta2,
+                  .eps = r->train.adam_epsilon,
+                  .weight_decay = r->train.weight_decay,
+                  .step = step};
     if ((st = zt_optstate_step(opt, z->m, &h, coef)) || (st = zt_zero_params_updated(z))) return st;
     *gnorm = norm;
     return ZT_OK;
@@ -346,8 +367,8 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
     }
     if (!t->lead) return ZT_OK;
     double tps = input_tokens * (double)t->zero.world / dt, elapsed = zt_now_s() - t->t_start;
-    zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs",
-                step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, elapsed);
+    zt_log_info("step %ld/%ld | loss %.4f | lr %.3e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | elapsed %.0fs", step,
+                t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, elapsed);
     zt_json_number(row, "loss", loss);
     zt_json_number(row, "lr", lr);
     zt_json_number(row, "grad_norm", gnorm);
@@ -388,7 +409,8 @@ static void add_memory(cJSON *summary, const zt_zero_memory *m, int stage)
 }
 
 /* The progress bar on a terminal: step, loss, lr, grad-norm, tokens/s, GFLOP/s, memory, ETA. */
-static void show_progress(zt_trainer *t, long step, double loss, double lr, float gnorm, double step_s, int64_t input_tokens)
+static void show_progress(zt_trainer *t, long step, double loss, double lr, float gnorm, double step_s,
+                          int64_t input_tokens)
 {
     char bar[21], line[400];
     int filled = (int)(20 * step / t->total_steps);
@@ -399,7 +421,8 @@ static void show_progress(zt_trainer *t, long step, double loss, double lr, floa
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     snprintf(line, sizeof line,
-             "[%s] %ld/%ld | loss %.4f | lr %.2e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | mem %.0f MiB | ETA %ld:%02ld",
+             "[%s] %ld/%ld | loss %.4f | lr %.2e | grad-norm %.3f | %.0f tok/s | %.1f GFLOP/s | mem %.0f MiB | ETA "
+             "%ld:%02ld",
              bar, step, t->total_steps, loss, lr, gnorm, tps, tps * t->flops_per_token * 1e-9, ru.ru_maxrss / 1024.0,
              eta / 60, eta % 60);
     zt_log_status(line);
@@ -433,7 +456,7 @@ static zt_status save_final(zt_trainer *t)
     zt_dtype dtype = t->r->model.dtype;
     zt_status st = zt_rundir_path(&t->rd, dir, sizeof dir, "final");
     if (st) return st;
-    st = t->m.lora              ? zt_lora_save(&t->m, dir, t->r->model.path)
+    st = t->m.lora            ? zt_lora_save(&t->m, dir, t->r->model.path)
          : saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
                               : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
     if (st) return st;

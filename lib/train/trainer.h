@@ -58,23 +58,23 @@ typedef struct zt_algo {
 struct zt_trainer {
     const zt_recipe *r;
     const zt_algo *algo;
-    void *ctx;        /* the algorithm's state */
-    zt_recipe placed; /* the recipe with offload's "auto" decided (r points here then) */
-    zt_llama m; /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
+    void *ctx;                    /* the algorithm's state */
+    zt_recipe placed;             /* the recipe with offload's "auto" decided (r points here then) */
+    zt_llama m;                   /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
     struct zt_st_reader *weights; /* offload.param = "nvme": the model's files, read unit by unit at the start */
     zt_data_tools tools;
-    zt_comm *comm;   /* NULL for a single process */
+    zt_comm *comm; /* NULL for a single process */
     zt_zero zero;
-    int lead;        /* rank 0: prints and writes the run files */
-    int rows, T;     /* a micro-batch: rows × T tokens */
-    zt_optstate opt; /* AdamW state for the segments this rank updates (zero.seg) */
+    int lead;         /* rank 0: prints and writes the run files */
+    int rows, T;      /* a micro-batch: rows × T tokens */
+    zt_optstate opt;  /* AdamW state for the segments this rank updates (zero.seg) */
     zt_actstore acts; /* offload.activations */
     zt_schedule sched;
     zt_rundir rd;
     long total_steps, start_step; /* start_step > 1 when resuming */
     double t_start, flops_per_token;
     int64_t tokens_seen;
-    double io_bytes; /* offload I/O of the run, all ranks */
+    double io_bytes;        /* offload I/O of the run, all ranks */
     char resume_from[4096]; /* the checkpoint to continue from, "" for a new run */
     uint64_t base_hash;     /* LoRA: the frozen base's weights hash (zt_lora_base_hash), else 0 */
 };

@@ -70,8 +70,8 @@ zt_status zt_vocab_prepare(zt_data_tools *d, zt_llama *m)
         st = zt_llama_resize_vocab(m, V);
     }
     if (!st && V > m->V)
-        st = zt_fail(ZT_EUSER, "tokenizer '%s' has %d tokens but the model's vocab_size is %d", zt_tokenizer_path(d->tok),
-                     V, m->V);
+        st = zt_fail(ZT_EUSER, "tokenizer '%s' has %d tokens but the model's vocab_size is %d",
+                     zt_tokenizer_path(d->tok), V, m->V);
     return st;
 }
 
@@ -113,8 +113,9 @@ zt_status zt_vocab_save(const zt_data_tools *d, const char *tok_dir, const char 
     }
     if (d->nadded) {
         cJSON *dec = cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder");
-        if (!cJSON_IsObject(dec)) cJSON_DeleteItemFromObjectCaseSensitive(cfg, "added_tokens_decoder"),
-                                      dec = cJSON_AddObjectToObject(cfg, "added_tokens_decoder");
+        if (!cJSON_IsObject(dec))
+            cJSON_DeleteItemFromObjectCaseSensitive(cfg, "added_tokens_decoder"),
+                dec = cJSON_AddObjectToObject(cfg, "added_tokens_decoder");
         for (int i = 0; i < d->nadded; i++) {
             char key[16];
             snprintf(key, sizeof key, "%d", d->added[i]);

@@ -22,9 +22,9 @@
 #include "tokenizers/tokenizer.h"
 
 typedef struct zt_data_tools {
-    zt_tokenizer *tok;  /* NULL for data.format = tokens */
-    zt_template *tmpl;  /* chat and instruct */
-    int added[8];       /* ids of special tokens added for the template */
+    zt_tokenizer *tok; /* NULL for data.format = tokens */
+    zt_template *tmpl; /* chat and instruct */
+    int added[8];      /* ids of special tokens added for the template */
     int nadded;
 } zt_data_tools;
 

@@ -187,8 +187,8 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
             size_t n = len - j < piece ? len - j : piece;
             float *weights = weights_in_file(o) ? bounce[2] : NULL; /* offload.param = "nvme": into the swap file too */
             if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, weights, bounce[0], bounce[1])) &&
-                !(st = put(o, ZT_SWAP_M, g->local + j, n, bounce[0])) && !(st = put(o, ZT_SWAP_V, g->local + j, n, bounce[1])) &&
-                weights)
+                !(st = put(o, ZT_SWAP_M, g->local + j, n, bounce[0])) &&
+                !(st = put(o, ZT_SWAP_V, g->local + j, n, bounce[1])) && weights)
                 st = put(o, ZT_SWAP_MASTER, g->local + j, n, weights);
         }
     }

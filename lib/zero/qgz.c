@@ -32,7 +32,8 @@ zt_status zt_qgz_init(zt_qgz *q, zt_comm *world, size_t block, size_t widest, in
     q->send = zt_calloc_aligned(bytes);
     q->recv = zt_calloc_aligned(bytes);
     q->sum = zt_calloc_aligned((p + 1) * sizeof(float));
-    if (!q->send || !q->recv || !q->sum) return zt_fail(ZT_ENOMEM, "out of memory for qgZ's buffers (%zu bytes)", 3 * bytes);
+    if (!q->send || !q->recv || !q->sum)
+        return zt_fail(ZT_ENOMEM, "out of memory for qgZ's buffers (%zu bytes)", 3 * bytes);
     return ZT_OK;
 }
 
@@ -46,8 +47,8 @@ void zt_qgz_free(zt_qgz *q)
     memset(q, 0, sizeof *q);
 }
 
-zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, const size_t *cuts, int ncuts, float *residual, float *out,
-                                zt_comm_purpose purpose)
+zt_status zt_qgz_reduce_scatter(zt_qgz *q, float *x, size_t n, const size_t *cuts, int ncuts, float *residual,
+                                float *out, zt_comm_purpose purpose)
 {
     ZT_ASSERT(n <= q->widest && ncuts <= q->most_cuts);
     int R = zt_comm_size(q->node), N = zt_comm_size(q->across), W = R * N, me = zt_comm_rank(q->world);

@@ -77,20 +77,20 @@ typedef enum zt_param_place { ZT_PARAM_DEVICE, ZT_PARAM_HOST, ZT_PARAM_NVME } zt
 /* The recipe's [zero] keys. */
 typedef struct zt_zero_options {
     int stage, prefetch_layers;
-    int checkpointing;       /* the model recomputes each layer in backward (with MLP tiles, more units wait) */
-    int quantized_weights;   /* ZeRO++ qwZ: int8 weight gathers */
-    int quant_block;         /* elements per quantization block (qwZ and qgZ) */
-    int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
-    int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
-    int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
-    int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
-    int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
+    int checkpointing;        /* the model recomputes each layer in backward (with MLP tiles, more units wait) */
+    int quantized_weights;    /* ZeRO++ qwZ: int8 weight gathers */
+    int quant_block;          /* elements per quantization block (qwZ and qgZ) */
+    int hpz;                  /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
+    int quantized_gradients;  /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
+    int error_feedback;       /* qgZ keeps each rank's quantization residual for the next reduction */
+    int measure_quant;        /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
+    int host_optimizer;       /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
     zt_param_place params_at; /* offload.param */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
      * swap file (offload/swap.h) together with AdamW's moments, streamed unit by unit */
     const char *const *nvme_paths;
     int nvme_npaths;
-    const char *swap_kind; /* names the file (zt_aio_scratch_name): two partitions of one process need two */
+    const char *swap_kind;        /* names the file (zt_aio_scratch_name): two partitions of one process need two */
     size_t aio_block, swap_chunk; /* bytes per transfer block; per swap chunk of each array */
     int aio_depth;
     /* where the weights come from when the model was opened without them: elements [off, off + n)
@@ -113,11 +113,11 @@ typedef struct zt_zero {
     float *master, *grad;
     float *params, *grads; /* the flat arrays collectives use: the model's, or host copies (staged) */
     int staged;
-    zt_backend *be;    /* where master, grad and the optimizer state live */
-    zt_backend *model_be; /* the model's (the model may be freed first) */
-    uint16_t *params16; /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
+    zt_backend *be;               /* where master, grad and the optimizer state live */
+    zt_backend *model_be;         /* the model's (the model may be freed first) */
+    uint16_t *params16;           /* the bf16 copy AdamW writes along (one process, not staged), else NULL */
     const zt_zero_stage_ops *ops; /* stages 0-2 (zero12.c) or stage 3 (zero3.c), chosen by zt_zero_init */
-    zt_zero3 *z3; /* stage 3's state */
+    zt_zero3 *z3;                 /* stage 3's state */
     /* offload.param = "nvme": the engine and the file that hold master, grad, m and v (stage 3's
      * slice store opens them, zero3_nvme.c; z.master and z.grad are then NULL), else NULL */
     zt_aio *aio;

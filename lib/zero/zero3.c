@@ -86,7 +86,8 @@ static void drop_params(zt_zero *z, int i)
     zt_zero3 *s = z->z3;
     zt_unit3 *u = &s->u[i];
     zt_llama *m = z->m;
-    if (u->weights == UNIT_GATHERING) finish_gather(z, i, ZT_COMM_OTHER); /* a prefetch nobody used: its buffer is busy */
+    if (u->weights == UNIT_GATHERING)
+        finish_gather(z, i, ZT_COMM_OTHER); /* a prefetch nobody used: its buffer is busy */
     if (u->weights != UNIT_IN) return;
     m->be->discard(m->be, m->params + u->off, u->n * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16 + u->off, u->n * 2);
@@ -191,7 +192,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
 static void on_release(void *ctx, int i, zt_llama_use use)
 {
     zt_zero *z = ctx;
-    if (i == z->z3->pinned) return; /* until the micro-batch ends */
+    if (i == z->z3->pinned) return;                                    /* until the micro-batch ends */
     if (use == ZT_LLAMA_RECOMPUTE && z->z3->u[i].for_backward) return; /* its backward comes next */
     if (use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) reduce(z, i);
     drop_params(z, i);

@@ -75,11 +75,11 @@ struct zt_zero3 {
     zt_zero_options o;
     zt_unit3 *u;
     int units;
-    int pinned;  /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
-    int fwd_pos; /* the furthest unit of this forward pass: going back is the tied head's reuse */
-    int weightless; /* units below this one (the embedding's) read no weights in the backward pass */
+    int pinned;             /* a unit held from its first use to the micro-batch's end (a tied embedding), or -1 */
+    int fwd_pos;            /* the furthest unit of this forward pass: going back is the tied head's reuse */
+    int weightless;         /* units below this one (the embedding's) read no weights in the backward pass */
     size_t held, held_peak; /* bytes of gathered weights and live gradients */
-    zt_status error; /* the first collective that failed; the hooks do no more after it */
+    zt_status error;        /* the first collective that failed; the hooks do no more after it */
     zt_llama_hooks hooks;
     struct {
         const zt_slice_store_ops *ops;

@@ -15,8 +15,8 @@
 #include "zero3.h"
 
 typedef struct nvme_unit {
-    int buf;      /* the staging buffer its slice is read into, or -1 */
-    int reading;  /* a read of its slice in flight */
+    int buf;     /* the staging buffer its slice is read into, or -1 */
+    int reading; /* a read of its slice in flight */
     zt_aio_req io;
     double sumsq; /* Σ g² of the gradient slice as last written */
 } nvme_unit;

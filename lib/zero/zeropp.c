@@ -26,7 +26,6 @@
 #include "lib/core/arena.h"
 #include "zero3.h"
 
-
 /* Each unit's cuts: the offsets (in the unit) where its tensors after the first start. */
 static zt_status find_cuts(zt_zero *z)
 {
@@ -152,15 +151,15 @@ zt_status zt_qwz_start(zt_zero *z, int i, zt_comm_purpose p, const float *slice)
     if (!b) return zt_fail(ZT_ENOMEM, "rank %d: out of memory for a quantized gather (%zu bytes)", z->rank, l.bytes);
     zt_qpieces pc = pieces_of(z, u);
     size_t lo = u->p * (size_t)z->rank < u->n ? u->p * (size_t)z->rank : u->n;
-    size_t bad = zt_qpieces_quant8(&pc, slice, lo, lo + u->mine, (int8_t *)(b + l.send),
-                                   (float *)(b + l.send_scales));
+    size_t bad = zt_qpieces_quant8(&pc, slice, lo, lo + u->mine, (int8_t *)(b + l.send), (float *)(b + l.send_scales));
     if (bad)
         return zt_fail(ZT_ERUNTIME, "rank %d: %zu weights of unit %d (of %d: embedding, layers, head) are NaN or Inf",
                        z->rank, bad, i, s->units);
     if (s->o.measure_quant) {
         float *back = malloc((u->mine + 1) * sizeof(float));
         if (!back) return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qwZ's error", z->rank);
-        zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.send), (const float *)(b + l.send_scales), lo, lo + u->mine, back);
+        zt_qpieces_dequant8(&pc, (const int8_t *)(b + l.send), (const float *)(b + l.send_scales), lo, lo + u->mine,
+                            back);
         count_error(z, 0, back, slice, u->mine);
         free(back);
     }
@@ -221,12 +220,12 @@ zt_status zt_qgz_reduce_unit(zt_zero *z, int i, float *out)
     zt_status st = ZT_OK;
     if (s->o.measure_quant) { /* the exact reduction first (qgZ adds the residual to g), counted as other traffic */
         exact = malloc((u->p + 1) * sizeof(float));
-        if (!exact)
-            return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qgZ's error", z->rank);
+        if (!exact) return zt_fail(ZT_ENOMEM, "rank %d: out of memory to measure qgZ's error", z->rank);
         st = zt_comm_reduce_scatter_sum(z->comm, g, exact, u->p, u->n, ZT_COMM_OTHER);
     }
     if (!st)
-        st = zt_qgz_reduce_scatter(&s->qgz.q, g, u->n, u->quant.cuts, u->quant.ncuts, residual, out, ZT_COMM_GRAD_REDUCE);
+        st = zt_qgz_reduce_scatter(&s->qgz.q, g, u->n, u->quant.cuts, u->quant.ncuts, residual, out,
+                                   ZT_COMM_GRAD_REDUCE);
     if (!st && exact) count_error(z, 2, out, exact, u->mine);
     free(exact);
     return st;

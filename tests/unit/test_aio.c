@@ -16,7 +16,10 @@
 
 static char root[256];
 
-static unsigned char pattern(uint64_t i, int seed) { return (unsigned char)(i * 2654435761u >> 13) ^ (unsigned char)seed; }
+static unsigned char pattern(uint64_t i, int seed)
+{
+    return (unsigned char)(i * 2654435761u >> 13) ^ (unsigned char)seed;
+}
 
 /* writes n transfers at once, waits in reverse, reads them back at once, compares */
 static void roundtrip(int stripes, size_t block, int depth, size_t bytes, int n)
@@ -42,7 +45,8 @@ static void roundtrip(int stripes, size_t block, int depth, size_t bytes, int n)
     size_t bad = 0;
     for (int k = 0; k < n; k++)
         for (size_t i = 0; i < bytes; i++) bad += r[k * span + i] != w[k * span + i];
-    CHECK_MSG(bad == 0, "%d stripes, block %zu, depth %d, %d × %zu bytes: %zu wrong", stripes, block, depth, n, bytes, bad);
+    CHECK_MSG(bad == 0, "%d stripes, block %zu, depth %d, %d × %zu bytes: %zu wrong", stripes, block, depth, n, bytes,
+              bad);
     CHECK(f.direct == 1); /* ext4 under the tests' directory takes O_DIRECT */
     uint64_t rb, wb;
     zt_aio_take_bytes(a, &rb, &wb);

@@ -50,10 +50,7 @@ static void check_counts(counts e, const char *what, size_t size)
                       zt_comm_purpose_name(p), l, (unsigned long long)got[p][l], (unsigned long long)e[p][l]);
 }
 
-static void check_ok(zt_status st)
-{
-    CHECK_MSG(st == ZT_OK, "rank %d: %s", R, zt_errmsg());
-}
+static void check_ok(zt_status st) { CHECK_MSG(st == ZT_OK, "rank %d: %s", R, zt_errmsg()); }
 
 /* --- cases -------------------------------------------------------------------------- */
 
@@ -171,7 +168,8 @@ static void test_allreduce(void)
 static void reduce_scatter(size_t n, size_t cut, zt_comm_purpose p, int in_place)
 {
     size_t total = N * n - cut, mine = zt_comm_cut(total, n, R);
-    float *send = malloc(N * n * sizeof *send + 1), *recv = in_place ? send + (size_t)R * n : malloc(n * sizeof *recv + 1);
+    float *send = malloc(N * n * sizeof *send + 1),
+          *recv = in_place ? send + (size_t)R * n : malloc(n * sizeof *recv + 1);
     for (int q = 0; q < N; q++)
         for (size_t i = 0; i < n; i++) send[(size_t)q * n + i] = (size_t)q * n + i < total ? val(R, q, i) : NAN;
     counts e = {{0}};
@@ -197,7 +195,8 @@ static void test_reduce_scatter(void)
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         reduce_scatter(sizes[k], 0, (zt_comm_purpose)(k % ZT_COMM_NPURPOSE), 0);
         reduce_scatter(sizes[k], 0, ZT_COMM_GRAD_REDUCE, 1);
-        reduce_scatter(sizes[k], sizes[k] + sizes[k] / 2 < N * sizes[k] ? sizes[k] + sizes[k] / 2 : 0, ZT_COMM_GRAD_REDUCE, 1);
+        reduce_scatter(sizes[k], sizes[k] + sizes[k] / 2 < N * sizes[k] ? sizes[k] + sizes[k] / 2 : 0,
+                       ZT_COMM_GRAD_REDUCE, 1);
     }
     zt_comm_set_chunk_bytes(C, 20);
     reduce_scatter(1003, 0, ZT_COMM_GRAD_REDUCE, 0);
@@ -236,7 +235,8 @@ static void test_determinism(void)
     float *send = malloc(N * m * sizeof *send + 1), *recv = malloc(m * sizeof *recv + 1);
     for (size_t i = 0; i < N * m; i++) send[i] = noisy(R, i);
     check_ok(zt_comm_reduce_scatter_sum(C, send, recv, m, N * m, ZT_COMM_GRAD_REDUCE));
-    CHECK_MSG(memcmp(recv, want + (size_t)R * m, m * sizeof *recv) == 0, "rank %d: reduce-scatter sums differ from the rank-order sum", R);
+    CHECK_MSG(memcmp(recv, want + (size_t)R * m, m * sizeof *recv) == 0,
+              "rank %d: reduce-scatter sums differ from the rank-order sum", R);
     zt_comm_set_chunk_bytes(C, 0);
     free(send);
     free(recv);
@@ -311,14 +311,16 @@ static void test_split(void)
             unsigned char *send = malloc(b), *recv = malloc((size_t)size * b);
             for (size_t i = 0; i < b; i++) send[i] = byte_of(R, 0, i);
             counts e = {{0}};
-            for (int q = 0; q < size; q++) expect_from(e, ZT_COMM_FWD_GATHER, across ? q * k + R % k : R / k * k + q, b);
+            for (int q = 0; q < size; q++)
+                expect_from(e, ZT_COMM_FWD_GATHER, across ? q * k + R % k : R / k * k + q, b);
             zt_comm_bytes_reset(C);
             check_ok(zt_comm_allgather(g, send, recv, b, ZT_COMM_FWD_GATHER));
             size_t bad = 0;
             for (int q = 0; q < size; q++)
                 for (size_t i = 0; i < b; i++)
                     bad += recv[(size_t)q * b + i] != byte_of(across ? q * k + R % k : R / k * k + q, 0, i);
-            CHECK_MSG(bad == 0, "rank %d: all-gather in groups of %d%s: %zu bytes wrong", R, k, across ? " (across)" : "", bad);
+            CHECK_MSG(bad == 0, "rank %d: all-gather in groups of %d%s: %zu bytes wrong", R, k,
+                      across ? " (across)" : "", bad);
             check_counts(e, "group all-gather", b);
             if (g != C) zt_comm_finalize(g);
             free(send), free(recv);
@@ -344,7 +346,8 @@ static void test_iallgather(void)
         counts e = {{0}};
         expect_each(e, ZT_COMM_FWD_GATHER, b1);
         for (int q = 0; q < N; q++) expect_from(e, ZT_COMM_BWD_GATHER, q, zt_comm_cut(t2, b2, q));
-        for (int s = 0; s < N; s++) expect_from(e, ZT_COMM_OTHER, s, (block_len(n, R) + block_len(n, s)) * sizeof(float));
+        for (int s = 0; s < N; s++)
+            expect_from(e, ZT_COMM_OTHER, s, (block_len(n, R) + block_len(n, s)) * sizeof(float));
         zt_comm_bytes_reset(C);
         zt_comm_req *q1 = NULL, *q2 = NULL;
         check_ok(zt_comm_iallgather(C, s1, r1, b1, N * b1, ZT_COMM_FWD_GATHER, &q1));
@@ -380,7 +383,9 @@ static void test_bytes_total(void)
     check_ok(zt_comm_bytes_total(C, total));
     CHECK(total[ZT_COMM_BWD_GATHER][0] == (uint64_t)N * (RPN - 1) * b);
     CHECK(total[ZT_COMM_BWD_GATHER][1] == (uint64_t)N * (N - RPN) * b);
-    CHECK(total[ZT_COMM_FWD_GATHER][0] + total[ZT_COMM_FWD_GATHER][1] + total[ZT_COMM_OTHER][0] + total[ZT_COMM_OTHER][1] == 0);
+    CHECK(total[ZT_COMM_FWD_GATHER][0] + total[ZT_COMM_FWD_GATHER][1] + total[ZT_COMM_OTHER][0] +
+              total[ZT_COMM_OTHER][1] ==
+          0);
     check_counts(mine, "the byte total after an all-gather", b); /* the total counted nothing */
     check_ok(zt_comm_barrier(C));
     check_counts(mine, "a barrier after an all-gather", b);

@@ -102,10 +102,10 @@ static void test_rng_distributions(void)
 static void test_tokens_good(void)
 {
     char *a = write_file("good_a.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3], \"id\": \"x\"}\n"
-                                          "\n"
-                                          "  \r\n"
-                                          "{\"input_ids\": [4, 5]}\n"
-                                          "{\"input_ids\": [6], \"labels\": null, \"meta\": {\"k\": [1.5]}}");
+                                         "\n"
+                                         "  \r\n"
+                                         "{\"input_ids\": [4, 5]}\n"
+                                         "{\"input_ids\": [6], \"labels\": null, \"meta\": {\"k\": [1.5]}}");
     char *b = write_file("good_b.jsonl", "\xef\xbb\xbf{\"input_ids\":[9,8,7,6],\"labels\":[9,-100,7,-100]}\r\n");
     char *paths[] = {a, b};
     zt_dataset ds;
@@ -161,7 +161,8 @@ static void test_tokens_bad_lines(void)
         {"{\"input_ids\": [1e300]}", "input_ids[0] = 1e+300 is outside the vocabulary"},
         {"{\"input_ids\": []}", "\"input_ids\" is empty"},
         {"{\"input_ids\": [1, 2], \"labels\": [1]}", "\"labels\" has 1 entries but \"input_ids\" has 2"},
-        {"{\"input_ids\": [1, 2], \"labels\": [1, -1]}", "labels[1] = -1 is outside the vocabulary [0, 100) and is not -100"},
+        {"{\"input_ids\": [1, 2], \"labels\": [1, -1]}",
+         "labels[1] = -1 is outside the vocabulary [0, 100) and is not -100"},
         {"{\"input_ids\": [1, 2], \"labels\": [1, 100]}", "labels[1] = 100 is outside"},
         {"{\"input_ids\": [1, 2], \"labels\": [0.5, 1]}", "labels[0] = 0.5 is not an integer"},
         {"{\"input_ids\": [1, 2], \"labels\": {\"a\": 1}}", "\"labels\" is an object, not an array"},
@@ -176,8 +177,8 @@ static void test_tokens_bad_lines(void)
         zt_status st = zt_tokens_load(&ds, paths, 2, 100, 0, &skipped);
         snprintf(want, sizeof want, "%s:3: ", paths[1]);
         CHECK_MSG(st == ZT_EUSER, "case %zu: status %d", i, st);
-        CHECK_MSG(strstr(zt_errmsg(), want) == zt_errmsg(), "case %zu: '%s' does not start with '%s'", i,
-                  zt_errmsg(), want);
+        CHECK_MSG(strstr(zt_errmsg(), want) == zt_errmsg(), "case %zu: '%s' does not start with '%s'", i, zt_errmsg(),
+                  want);
         CHECK_MSG(strstr(zt_errmsg(), cases[i].want), "case %zu: '%s' lacks '%s'", i, zt_errmsg(), cases[i].want);
         CHECK(ds.n_examples == 0 && ds.offsets == NULL);
     }
@@ -246,8 +247,8 @@ static void test_packing_layout(void)
     CHECK(zt_loader_rows_per_epoch(&ld) == 2);
     CHECK(zt_loader_next(&ld, &b) == ZT_OK);
     int32_t input[16] = {11, 12, 13, 21, 22, 23, 24, 0, /**/ 31, 32, 33, 34, 35, 0, 0, 0};
-    int32_t target[16] = {12, 13, NO_LOSS, NO_LOSS, 23, 24, NO_LOSS, NO_LOSS,
-                          32, 33, 34, 35, NO_LOSS, NO_LOSS, NO_LOSS, NO_LOSS};
+    int32_t target[16] = {12, 13, NO_LOSS, NO_LOSS, 23,      24,      NO_LOSS, NO_LOSS,
+                          32, 33, 34,      35,      NO_LOSS, NO_LOSS, NO_LOSS, NO_LOSS};
     int32_t pos[16] = {0, 1, 2, 0, 1, 2, 3, 0, /**/ 0, 1, 2, 3, 4, 0, 1, 2};
     CHECK(memcmp(b.input, input, sizeof input) == 0);
     CHECK(memcmp(b.target, target, sizeof target) == 0);
@@ -596,7 +597,7 @@ static void test_cache_checks(void)
     CHECK(zt_cache_parse(good, len, 7, &ds) == ZT_OK && ds.n_examples == 3 && ds.labels[1] == 2);
     CHECK(zt_cache_parse(good, len, 6, &ds) == ZT_EUSER && strstr(zt_errmsg(), "token 5 has id 6, outside"));
     static const struct {
-        size_t at;     /* byte offset of the int64 or int32 changed */
+        size_t at; /* byte offset of the int64 or int32 changed */
         int64_t value;
         int width, fix_crc;
         const char *why;
@@ -653,8 +654,8 @@ static void test_text_special_tokens(void)
     char *path = write_file("special.jsonl", "{\"text\": \"a<|im_start|>b\"}\n");
     for (int split = 0; split < 2; split++) {
         zt_dataset ds = {0};
-        zt_format f = {.format = ZT_DATA_TEXT, .max_length = 64, .packing = 1, .split_special = split, .tok = tok,
-                       .ds = &ds};
+        zt_format f = {
+            .format = ZT_DATA_TEXT, .max_length = 64, .packing = 1, .split_special = split, .tok = tok, .ds = &ds};
         int64_t skipped;
         CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
         int found = 0;

@@ -13,31 +13,31 @@
 #include "lib/core/dtype.h"
 #include "tests/unit/test.h"
 
-typedef void (*gemm_fn)(int, int, int, int, int, float, const uint16_t *, int, const uint16_t *, int, float,
-                        float *, int);
+typedef void (*gemm_fn)(int, int, int, int, int, float, const uint16_t *, int, const uint16_t *, int, float, float *,
+                        int);
 
-static void gemm_scalar(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                        const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void gemm_scalar(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                        int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void gemm_avx2(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void gemm_avx2(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                      int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void gemm_avx512(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                        const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void gemm_avx512(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                        int ldb, float beta, float *C, int ldc)
 {
     zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* oneDNN's matmul on every shape (zt_gemm_bf16 gives it only large ones); where it declines
  * a shape, the scalar kernel answers, so the check still means something */
-static void gemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void gemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                      int ldb, float beta, float *C, int ldc)
 {
     if (!zt_gemm_bf16_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         gemm_scalar(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -85,7 +85,7 @@ typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
     uint16_t *A, *B;
-    float *C0;         /* C before the call */
+    float *C0;          /* C before the call */
     double *want, *tol; /* [M * ldc] */
 } problem;
 
@@ -100,7 +100,7 @@ static double b_at(const problem *p, int k, int j)
 
 static problem problem_make(int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
 {
-    problem p = {ta, tb, M, N, K, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, alpha, beta,
+    problem p = {ta,   tb,   M,    N,    K,   (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, alpha, beta,
                  NULL, NULL, NULL, NULL, NULL};
     size_t csize = (size_t)M * p.ldc;
     p.A = random_bf16((size_t)(ta ? K : M) * p.lda);
@@ -154,9 +154,8 @@ static int problem_check(const problem *p, gemm_fn fn, const char *name)
     int bad = 0;
     for (size_t at = 0; at < csize; at++)
         if (!(fabs(C[at] - p->want[at]) <= p->tol[at]) && bad++ < 3)
-            fprintf(stderr, "  %s ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g: C[%zu,%zu] = %.9g, want %.9g\n",
-                    name, p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->beta, at / p->ldc, at % p->ldc, C[at],
-                    p->want[at]);
+            fprintf(stderr, "  %s ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g: C[%zu,%zu] = %.9g, want %.9g\n", name,
+                    p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->beta, at / p->ldc, at % p->ldc, C[at], p->want[at]);
     free(C);
     return bad;
 }
@@ -174,8 +173,7 @@ static void test_shapes_all_paths(void)
                     problem p = problem_make(t >> 1, t & 1, M, N, K, (M + N + K) % 3, 1.0f, 0.0f);
                     for (int q = 0; q < NPATHS; q++) {
                         /* the scalar loops are slow; their answers on smaller shapes suffice */
-                        if (!path_runs(&paths[q]) || (paths[q].fn == zt_gemm_bf16_ref && M * N * K > 300000))
-                            continue;
+                        if (!path_runs(&paths[q]) || (paths[q].fn == zt_gemm_bf16_ref && M * N * K > 300000)) continue;
                         bad += problem_check(&p, paths[q].fn, paths[q].name);
                         runs++;
                     }
@@ -207,8 +205,8 @@ static void test_beta0_ignores_nan(void)
             for (int alpha0 = 0; alpha0 < 2; alpha0++) {
                 problem p = problem_make(t >> 1, t & 1, 19, 41, 33, 0, alpha0 ? 0.0f : 1.5f, 0.0f);
                 for (int i = 0; i < p.M * p.ldc; i++) p.C0[i] = i % 2 ? NAN : -INFINITY;
-                CHECK_MSG(problem_check(&p, paths[q].fn, paths[q].name) == 0, "%s ta=%d tb=%d alpha=%g",
-                          paths[q].name, p.ta, p.tb, p.alpha);
+                CHECK_MSG(problem_check(&p, paths[q].fn, paths[q].name) == 0, "%s ta=%d tb=%d alpha=%g", paths[q].name,
+                          p.ta, p.tb, p.alpha);
                 problem_free(&p);
             }
     }
@@ -248,8 +246,8 @@ static void test_scalar_bitwise_loops(void)
                     zt_gemm_bf16_ref(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, want, p.ldc);
                     gemm_scalar(p.ta, p.tb, M, N, K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, got, p.ldc);
                     if (memcmp(want, got, n * sizeof(float)) && differ++ < 3)
-                        fprintf(stderr, "  scalar != loops: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g\n", p.ta,
-                                p.tb, M, N, K, p.alpha, p.beta);
+                        fprintf(stderr, "  scalar != loops: ta=%d tb=%d M=%d N=%d K=%d alpha=%g beta=%g\n", p.ta, p.tb,
+                                M, N, K, p.alpha, p.beta);
                     runs++;
                     free(want);
                     free(got);
@@ -345,7 +343,7 @@ static int convert_mismatches(void (*run)(uint16_t *, const float *, size_t), co
 static void test_convert(void)
 {
     static const uint32_t special[] = {
-        0x00000000, 0x80000000, 0x7f800000, 0xff800000, /* zeros, infinities */
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000,                                     /* zeros, infinities */
         0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fbfffff, 0x7fffffff, 0x7f80ffff, /* NaNs */
         0x00000001, 0x00007fff, 0x00008000, 0x00018000, 0x007fffff, 0x80008001,             /* denormals */
         0x3f808000, 0x3f818000, 0x3f807fff, 0x3f808001, /* ties to even, just below/above */
@@ -400,15 +398,15 @@ static void bench_shape(int M, int N, int K)
             double t0 = now_s();
             zt_gemm_bf16(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
             double t1 = now_s();
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                        1.0f, Af, lda, Bf, ldb, 0.0f, C, N);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                        Af, lda, Bf, ldb, 0.0f, C, N);
             double t2 = now_s();
             if (r == 0) continue; /* warm-up: page faults, packing buffers */
             best_z = fmin(best_z, t1 - t0);
             best_s = fmin(best_s, t2 - t1);
         }
-        printf("  M=%-5d N=%-5d K=%-4d %s  zt_gemm_bf16 %7.1f GFLOP/s   sgemm %7.1f GFLOP/s   ratio %.2f\n", M, N,
-               K, what[t], flop / best_z * 1e-9, flop / best_s * 1e-9, best_s / best_z);
+        printf("  M=%-5d N=%-5d K=%-4d %s  zt_gemm_bf16 %7.1f GFLOP/s   sgemm %7.1f GFLOP/s   ratio %.2f\n", M, N, K,
+               what[t], flop / best_z * 1e-9, flop / best_s * 1e-9, best_s / best_z);
     }
     free(A);
     free(B);

@@ -54,7 +54,9 @@ static double fd_check(forward_fn f, void *ctx, double *x, size_t n, const doubl
 
 enum { N = 6, C = 8 };
 
-struct rms_ctx { double x[N * C], w[C], y[N * C], rstd[N]; };
+struct rms_ctx {
+    double x[N * C], w[C], y[N * C], rstd[N];
+};
 static void rms_fwd(void *p)
 {
     struct rms_ctx *c = p;
@@ -80,7 +82,9 @@ static void test_rmsnorm(void)
 
 /* the per-head norm on heads 0 and 1 of rows of 3 heads (the third one left alone, like the v
  * heads of qkv rows), against the row norm of each head on its own */
-struct head_rms_ctx { double x[N * 3 * C], y[N * 3 * C], xin[N * 2 * C], rstd[N * 2], w[C]; };
+struct head_rms_ctx {
+    double x[N * 3 * C], y[N * 3 * C], xin[N * 2 * C], rstd[N * 2], w[C];
+};
 static void head_rms_fwd(void *p)
 {
     struct head_rms_ctx *c = p;
@@ -109,7 +113,9 @@ static void test_head_rmsnorm(void)
     CHECK(fd_check(head_rms_fwd, &c, c.w, C, dw, c.y, r, N * 3 * C) < 1e-6);
 }
 
-struct swiglu_ctx { double gu[N * 2 * C], h[N * C]; };
+struct swiglu_ctx {
+    double gu[N * 2 * C], h[N * C];
+};
 static void swiglu_fwd(void *p)
 {
     struct swiglu_ctx *c = p;
@@ -126,7 +132,9 @@ static void test_swiglu(void)
     CHECK(fd_check(swiglu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
 }
 
-struct bias_ctx { double x[N * C], b[C], y[N * C]; };
+struct bias_ctx {
+    double x[N * C], b[C], y[N * C];
+};
 static void bias_fwd(void *p)
 {
     struct bias_ctx *c = p;
@@ -145,7 +153,10 @@ static void test_bias(void)
 }
 
 enum { V = 5 };
-struct emb_ctx { double table[V * C], out[N * C]; int32_t ids[N]; };
+struct emb_ctx {
+    double table[V * C], out[N * C];
+    int32_t ids[N];
+};
 static void emb_fwd(void *p)
 {
     struct emb_ctx *c = p;
@@ -184,7 +195,10 @@ static void test_embedding_tiles(void)
     CHECK(!memcmp(dt, d, sizeof d));
 }
 
-struct ce_ctx { double logits[N * V], work[N * V], loss[N]; int32_t target[N]; };
+struct ce_ctx {
+    double logits[N * V], work[N * V], loss[N];
+    int32_t target[N];
+};
 static void ce_fwd(void *p)
 {
     struct ce_ctx *c = p;
@@ -215,7 +229,11 @@ static void test_cross_entropy(void)
 
 /* attention on B=2 rows of T=9, H=4 query heads sharing KV=2 heads, D=4 */
 enum { AB = 2, AT = 9, AH = 4, AKV = 2, AD = 4, S3 = (AH + 2 * AKV) * AD };
-struct att_ctx { double qkv[AB * AT * S3], out[AB * AT * AH * AD], lse[AB * AH * AT]; int32_t pos[AB * AT]; int window; };
+struct att_ctx {
+    double qkv[AB * AT * S3], out[AB * AT * AH * AD], lse[AB * AH * AT];
+    int32_t pos[AB * AT];
+    int window;
+};
 static void att_fwd(void *p)
 {
     struct att_ctx *c = p;
@@ -269,7 +287,10 @@ static void test_attention(void) { check_attention(0); }
 static void test_attention_window(void) { check_attention(2); }
 
 /* rope with the rotate-half pairing, against the formula written out */
-struct rope_ctx { double x[N * 2 * C], y[N * 2 * C], cs[N * C / 2], sn[N * C / 2]; int32_t pos[N]; };
+struct rope_ctx {
+    double x[N * 2 * C], y[N * 2 * C], cs[N * C / 2], sn[N * C / 2];
+    int32_t pos[N];
+};
 static void rope_fwd(void *p)
 {
     struct rope_ctx *c = p;
@@ -281,7 +302,9 @@ static void test_rope(void)
 {
     struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}};
     for (int p = 0; p < N; p++)
-        for (int j = 0; j < C / 2; j++) c.cs[p * C / 2 + j] = cos(p * pow(100.0, -2.0 * j / C)), c.sn[p * C / 2 + j] = sin(p * pow(100.0, -2.0 * j / C));
+        for (int j = 0; j < C / 2; j++)
+            c.cs[p * C / 2 + j] = cos(p * pow(100.0, -2.0 * j / C)),
+                             c.sn[p * C / 2 + j] = sin(p * pow(100.0, -2.0 * j / C));
     double r[N * 2 * C], d[N * 2 * C];
     fill(c.x, N * 2 * C, 1), fill(r, N * 2 * C, 1);
     rope_fwd(&c);

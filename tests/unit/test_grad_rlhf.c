@@ -55,8 +55,9 @@ static zt_dpo_kind dpo_kind;
 static double dpo(void *ctx, const double *out, double *coef, int N)
 {
     int ipo = dpo_kind == ZT_DPO_IPO, kc = ipo ? row_count(0) : 1, kr = ipo ? row_count(1) : 1;
-    double dc, dr, loss = zt_dpo_loss(dpo_kind, 0.5, ipo ? 0 : 0.1, row_sum(out, 0) / kc, row_sum(out, 1) / kr,
-                                      -3.0 / kc, -4.0 / kr, &dc, &dr);
+    double dc, dr,
+        loss = zt_dpo_loss(dpo_kind, 0.5, ipo ? 0 : 0.1, row_sum(out, 0) / kc, row_sum(out, 1) / kr, -3.0 / kc,
+                           -4.0 / kr, &dc, &dr);
     if (coef) {
         memset(coef, 0, N * sizeof *coef);
         row_coef(coef, 0, dc / kc), row_coef(coef, 1, dr / kr);

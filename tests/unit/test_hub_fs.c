@@ -22,7 +22,7 @@ static void path_of(char *out, size_t n, const char *rel) { snprintf(out, n, "%s
 
 static hub_repo local_repo(const char *dir)
 {
-    hub_repo r = { .local = 1 };
+    hub_repo r = {.local = 1};
     path_of(r.storage, sizeof r.storage, dir);
     CHECK(!zt_path_join(r.locks, sizeof r.locks, r.storage, ".cache/huggingface/download"));
     return r;
@@ -140,7 +140,7 @@ static void test_link_at_the_name(void)
 /* In the cache the root is the folder holding models--org--name: a link to it is the user's. */
 static void test_cache_root(void)
 {
-    hub_repo r = { .local = 0 };
+    hub_repo r = {.local = 0};
     char p[2 * HUB_PATH_MAX];
     make_dir("realcache");
     make_link("realcache", "cache");
@@ -202,7 +202,8 @@ static int open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
     int n = 0;
-    for (; d && readdir(d); n++) {}
+    for (; d && readdir(d); n++) {
+    }
     if (d) closedir(d);
     return n;
 }
@@ -210,7 +211,10 @@ static int open_fds(void)
 static int fds_before;
 
 /* every case above, refusals included, closed what it opened */
-static void test_no_descriptor_left(void) { CHECK_MSG(open_fds() == fds_before, "%d open, %d before", open_fds(), fds_before); }
+static void test_no_descriptor_left(void)
+{
+    CHECK_MSG(open_fds() == fds_before, "%d open, %d before", open_fds(), fds_before);
+}
 
 int main(void)
 {

@@ -37,7 +37,9 @@ static void test_hostfile(void)
     CHECK_MSG(!strcmp(zt_errmsg(), "hf:4: host 'a' is listed twice (first on line 1)"), "%s", zt_errmsg());
     zt_host_pool_free(&p);
 
-    static const struct { const char *text, *msg; } bad[] = {
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
         {"a\n", "hf:1: expected 'HOST slots=N'"},
         {"a slots=2 extra\n", "hf:1: expected 'HOST slots=N'"},
         {"a max_slots=2\n", "hf:1: expected 'HOST slots=N'"},
@@ -47,7 +49,8 @@ static void test_hostfile(void)
         {"a slots=99999\n", "hf:1: slots must be an integer in [1, 4096], got '99999'"},
         {"a;rm slots=1\n", "hf:1: host name 'a;rm' may only hold letters, digits, '.', '-' and '_'"},
         {"$(reboot) slots=1\n", "hf:1: host name '$(reboot)' may only hold letters, digits, '.', '-' and '_'"},
-        {"-oProxyCommand=x slots=1\n", "hf:1: host name '-oProxyCommand=x' may only hold letters, digits, '.', '-' and '_'"},
+        {"-oProxyCommand=x slots=1\n",
+         "hf:1: host name '-oProxyCommand=x' may only hold letters, digits, '.', '-' and '_'"},
         {"a'b slots=1\n", "hf:1: host name 'a'b' may only hold letters, digits, '.', '-' and '_'"},
         {"# nothing\n\n", "hf: no hosts (lines 'HOST slots=N')"},
     };
@@ -101,12 +104,14 @@ static const char *select_on(const char *hostfile, const char *include, const ch
 static void test_select(void)
 {
     const char *hf = "a slots=4\nb slots=2\nc slots=1\n";
-    static const struct { const char *include, *exclude, *want; } cases[] = {
+    static const struct {
+        const char *include, *exclude, *want;
+    } cases[] = {
         {NULL, NULL, "a:0,1,2,3 b:0,1 c:0"},
         {"b", NULL, "b:0,1"},
         {"a:0,2", NULL, "a:0,2"},
-        {"c@a:3", NULL, "a:3 c:0"},          /* hostfile order, not the spec's */
-        {"a:1@a:2@b", NULL, "a:1,2 b:0,1"},  /* parts of one host add up */
+        {"c@a:3", NULL, "a:3 c:0"},         /* hostfile order, not the spec's */
+        {"a:1@a:2@b", NULL, "a:1,2 b:0,1"}, /* parts of one host add up */
         {NULL, "b", "a:0,1,2,3 c:0"},
         {NULL, "a:0,2@c", "a:1,3 b:0,1"},
         {NULL, "a@b@c", "error: --exclude leaves no slot to run on"},
@@ -141,8 +146,8 @@ static const char *env_text(const zt_launch_env *e)
     size_t n = 0;
     buf[0] = 0;
     for (int i = 0; i < e->n; i++)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s%s", i ? " " : "", e->v[i].name,
-                              e->v[i].value ? "=" : "", e->v[i].value ? e->v[i].value : "");
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s%s", i ? " " : "", e->v[i].name, e->v[i].value ? "=" : "",
+                              e->v[i].value ? e->v[i].value : "");
     return buf;
 }
 
@@ -161,8 +166,16 @@ static void test_env(void)
     CHECK(!zt_launch_env_defaults(&e, &p, 8) && !strcmp(env_text(&e), "OMP_NUM_THREADS=4"));
     zt_host_pool_free(&p);
 
-    char *envp[] = {"PATH=/bin", "OMP_NUM_THREADS=3", "ZT_FOO=1", "NCCL_DEBUG=INFO", "UCX_TLS=tcp", "ZTX=1",
-                    "HF_TOKEN=secret", "OMPI_MCA_x=1", "odd", NULL};
+    char *envp[] = {"PATH=/bin",
+                    "OMP_NUM_THREADS=3",
+                    "ZT_FOO=1",
+                    "NCCL_DEBUG=INFO",
+                    "UCX_TLS=tcp",
+                    "ZTX=1",
+                    "HF_TOKEN=secret",
+                    "OMPI_MCA_x=1",
+                    "odd",
+                    NULL};
     CHECK(!zt_launch_env_forward(&e, envp));
     CHECK_MSG(!strcmp(env_text(&e), "NCCL_DEBUG OMP_NUM_THREADS UCX_TLS ZT_FOO"), "%s", env_text(&e));
     CHECK(!zt_launch_env_parse(&e, "# settings\n\n  ZT_FOO=2  \nNEW=a b=c\r\nEMPTY=\nQ='$(x)'\n", ".zt_env"));
@@ -170,7 +183,8 @@ static void test_env(void)
               env_text(&e));
     CHECK(zt_launch_env_parse(&e, "A=1\nexport B=2\n", ".zt_env") == ZT_EUSER);
     CHECK_MSG(!strcmp(zt_errmsg(), ".zt_env:2: expected NAME=VALUE, got 'export B=2'"), "%s", zt_errmsg());
-    CHECK(zt_launch_env_parse(&e, "just words\n", "f") == ZT_EUSER && !strcmp(zt_errmsg(), "f:1: expected NAME=VALUE, got 'just words'"));
+    CHECK(zt_launch_env_parse(&e, "just words\n", "f") == ZT_EUSER &&
+          !strcmp(zt_errmsg(), "f:1: expected NAME=VALUE, got 'just words'"));
     CHECK(zt_launch_env_parse(&e, "=x\n", "f") == ZT_EUSER);
     zt_launch_env_free(&e);
 }
@@ -191,10 +205,10 @@ static const char *render(const zt_launch_spec *s)
     return buf;
 }
 
-#define CHECK_LINE(spec, want)                                                   \
-    do {                                                                         \
-        const char *got_ = render(spec);                                         \
-        CHECK_MSG(!strcmp(got_, want), "\n  got  %s\n  want %s", got_, want);    \
+#define CHECK_LINE(spec, want)                                                                                         \
+    do {                                                                                                               \
+        const char *got_ = render(spec);                                                                               \
+        CHECK_MSG(!strcmp(got_, want), "\n  got  %s\n  want %s", got_, want);                                          \
     } while (0)
 
 static void test_commands(void)
@@ -209,7 +223,11 @@ static void test_commands(void)
     s.as_root = s.oversubscribe = 1, s.log_dir = "logs";
     CHECK_LINE(&s, "mpirun --allow-run-as-root --oversubscribe --bind-to none --output-filename logs -np 3 "
                    "-x OMP_NUM_THREADS=4 -x ZT_FOO ./train --steps 3");
-    s = (zt_launch_spec){.launcher = ZT_LAUNCHER_MPIRUN, .hosts = &hosts, .hostfile = 1, .env = &env, .program = prog,
+    s = (zt_launch_spec){.launcher = ZT_LAUNCHER_MPIRUN,
+                         .hosts = &hosts,
+                         .hostfile = 1,
+                         .env = &env,
+                         .program = prog,
                          .launcher_args = "  --mca btl tcp,self\t--report-bindings "};
     CHECK_LINE(&s, "mpirun --bind-to none --mca btl tcp,self --report-bindings -np 4 --host node1:2,node2:2 "
                    "-x OMP_NUM_THREADS=4 -x ZT_FOO ./train --steps 3");
@@ -276,12 +294,12 @@ static void test_quoting(void)
 {
     zt_host_pool local;
     zt_launch_env env = {0};
-    char *prog[] = {"/bin/echo", "a;rm -rf /", "it's", "two words", "$(touch pwned)", "`id`", "", "*", "x\ny",
-                    "'\"'", "~", "--flag=$HOME", "a|b&c>d", NULL};
+    char *prog[] = {"/bin/echo", "a;rm -rf /", "it's", "two words", "$(touch pwned)", "`id`",    "",
+                    "*",         "x\ny",       "'\"'", "~",         "--flag=$HOME",   "a|b&c>d", NULL};
     CHECK(!zt_host_pool_local(&local, 1));
     CHECK(!zt_launch_env_parse(&env, "QV=$(reboot); 'q' \"w\"\n", ".zt_env"));
-    zt_launch_spec s = {.launcher = ZT_LAUNCHER_MPIRUN, .hosts = &local, .env = &env, .program = prog,
-                        .log_dir = "my logs;x"};
+    zt_launch_spec s = {
+        .launcher = ZT_LAUNCHER_MPIRUN, .hosts = &local, .env = &env, .program = prog, .log_dir = "my logs;x"};
     const char *want = "mpirun --bind-to none --output-filename 'my logs;x' -np 1 -x 'QV=$(reboot); '\\''q'\\'' \"w\"' "
                        "/bin/echo 'a;rm -rf /' 'it'\\''s' 'two words' '$(touch pwned)' '`id`' '' '*' 'x\ny' "
                        "''\\''\"'\\''' '~' '--flag=$HOME' 'a|b&c>d'";
@@ -299,7 +317,8 @@ static void test_quoting(void)
             if (i == 1 && srun) m += (size_t)snprintf(expect + m, sizeof expect - m, "%s", c.set.v[0].value) + 1;
             m += (size_t)snprintf(expect + m, sizeof expect - m, "%s", c.argv[i]) + 1;
         }
-        CHECK_MSG(n == (int)m && !memcmp(got, expect, m), "%s: the shell split '%s' differently", srun ? "srun" : "mpirun", line);
+        CHECK_MSG(n == (int)m && !memcmp(got, expect, m), "%s: the shell split '%s' differently",
+                  srun ? "srun" : "mpirun", line);
         free(line);
         zt_launch_cmd_free(&c);
     }

@@ -43,13 +43,17 @@ static double rel_err(double x, double ref, double floor) { return fabs(x - ref)
 
 static zt_adamw hyper(long step)
 {
-    return (zt_adamw){.lr = 1e-2 * (1.0 + 0.1 * (double)step), .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                      .weight_decay = 0.1, .step = step};
+    return (zt_adamw){.lr = 1e-2 * (1.0 + 0.1 * (double)step),
+                      .beta1 = 0.9,
+                      .beta2 = 0.95,
+                      .eps = 1e-8,
+                      .weight_decay = 0.1,
+                      .step = step};
 }
 
 /* The formula of adamw.h in double, on the same float gradients. */
-static void adamw_double(const zt_adamw *h, double *p, const float *grad, double *m, double *v, size_t n,
-                         double gs, int decay)
+static void adamw_double(const zt_adamw *h, double *p, const float *grad, double *m, double *v, size_t n, double gs,
+                         int decay)
 {
     double t = (double)h->step;
     for (size_t i = 0; i < n; i++) {
@@ -280,8 +284,8 @@ static void test_adamw_matches_torch(void)
         pclose(f);
         return;
     }
-    int ok = sscanf(head, "hyper %lf %lf %lf %lf %lf %lf %lf", &hp[0], &hp[1], &hp[2], &hp[3], &hp[4], &hp[5],
-                    &hp[6]) == 7;
+    int ok =
+        sscanf(head, "hyper %lf %lf %lf %lf %lf %lf %lf", &hp[0], &hp[1], &hp[2], &hp[3], &hp[4], &hp[5], &hp[6]) == 7;
     CHECK_MSG(ok, "bad first line from %s: %s", script, head);
     size_t n = ok ? (size_t)hp[5] : 0;
     long steps = ok ? (long)hp[6] : 0;

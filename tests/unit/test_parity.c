@@ -99,8 +99,8 @@ static void check_family(const char *family)
         double sum = 0, sumsq = 0, hf_sumsq = num(g, "sumsq"), rms = sqrt(hf_sumsq / n);
         for (size_t j = 0; j < n; j++) sum += d[j], sumsq += (double)d[j] * d[j];
         double e_sum = fabs(sum - num(g, "sum")) / sqrt(n * hf_sumsq), e_sq = fabs(sumsq - hf_sumsq) / hf_sumsq;
-        CHECK_MSG(e_sum <= 1e-5 && e_sq <= 2e-5, "%s %s: sum %.9g / %.9g, sum of squares %.9g / %.9g", family,
-                  t->name, sum, num(g, "sum"), sumsq, hf_sumsq);
+        CHECK_MSG(e_sum <= 1e-5 && e_sq <= 2e-5, "%s %s: sum %.9g / %.9g, sum of squares %.9g / %.9g", family, t->name,
+                  sum, num(g, "sum"), sumsq, hf_sumsq);
         worst = fmax(worst, fmax(e_sum, e_sq / 2));
         const cJSON *s;
         cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(g, "samples"))
@@ -127,8 +127,8 @@ static void check_family(const char *family)
         int32_t best = 0;
         for (int v = 1; v < m.V; v++)
             if (logits[v] > logits[best]) best = v;
-        CHECK_MSG(best == cJSON_GetArrayItem(greedy, k)->valueint, "%s: greedy token %d is %d, transformers %d",
-                  family, k, best, cJSON_GetArrayItem(greedy, k)->valueint);
+        CHECK_MSG(best == cJSON_GetArrayItem(greedy, k)->valueint, "%s: greedy token %d is %d, transformers %d", family,
+                  k, best, cJSON_GetArrayItem(greedy, k)->valueint);
         if (k + 1 < ng) ZT_ASSERT(zt_llama_decode(&m, &cache, &best, 1, logits) == ZT_OK);
     }
     free(logits);

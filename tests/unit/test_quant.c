@@ -129,8 +129,8 @@ static void check_all(const float *x, size_t n, size_t block)
             if (width == 8) zt_dequant8(q.p, s.p, n, block, y.p);
             else zt_dequant4(q.p, s.p, n, block, y.p);
             const char *path = path_name(scalar);
-            CHECK_MSG(bad == bad_ref, "int%d %s n %zu block %zu: %zu non-finite, want %zu", width, path, n, block,
-                      bad, bad_ref);
+            CHECK_MSG(bad == bad_ref, "int%d %s n %zu block %zu: %zu non-finite, want %zu", width, path, n, block, bad,
+                      bad_ref);
             CHECK_MSG(!memcmp(q.p, qr, qbytes), "int%d %s n %zu block %zu: q differs", width, path, n, block);
             CHECK_MSG(same_bits(s.p, sref, nb), "int%d %s n %zu block %zu: scales differ", width, path, n, block);
             CHECK_MSG(same_bits(y.p, yref, n), "int%d %s n %zu block %zu: y differs", width, path, n, block);
@@ -257,9 +257,9 @@ static void test_nonfinite(void)
     uint8_t q4[52];
     int qref[103];
     fill_spread(x, n);
-    x[5] = NAN, x[7] = INFINITY;            /* block 0: two */
-    x[33] = -INFINITY;                      /* block 3: starts at an odd element */
-    x[102] = -NAN;                          /* the last, short block */
+    x[5] = NAN, x[7] = INFINITY; /* block 0: two */
+    x[33] = -INFINITY;           /* block 3: starts at an odd element */
+    x[102] = -NAN;               /* the last, short block */
     const size_t want = 4, nan_blocks[] = {0, 3, 9};
     for (int scalar = 0; scalar <= 1; scalar++) {
         zt_quant_force_scalar(scalar);

@@ -90,11 +90,13 @@ static void test_defaults(void)
     CHECK(r.offload.optimizer == ZT_OFFLOAD_NONE && r.offload.param == ZT_OFFLOAD_NONE &&
           r.offload.activations == ZT_OFFLOAD_NONE);
     CHECK(r.offload.nvme_path.n == 1 && !strcmp(r.offload.nvme_path.items[0], "/local_nvme"));
-    CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 1048576 && r.offload.aio.queue_depth == 32);
+    CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 1048576 &&
+          r.offload.aio.queue_depth == 32);
     CHECK(!strcmp(r.output.dir, joined(cwd, "runs/default")) && !r.output.overwrite && r.output.tensorboard);
     CHECK(r.rlhf.algorithm == ZT_RLHF_DPO && r.rlhf.beta == 0.1 && !strcmp(r.rlhf.reference, ""));
     CHECK(!strcmp(r.rlhf.reward_model, "") && !strcmp(r.rlhf.reward_command, "") && r.rlhf.reward_timeout_s == 60);
-    CHECK(r.rlhf.num_generations == 8 && r.rlhf.max_new_tokens == 128 && r.rlhf.temperature == 1.0 && r.rlhf.top_p == 1.0);
+    CHECK(r.rlhf.num_generations == 8 && r.rlhf.max_new_tokens == 128 && r.rlhf.temperature == 1.0 &&
+          r.rlhf.top_p == 1.0);
     CHECK(r.rlhf.kl_coef == 0.1 && r.rlhf.gamma == 1.0 && r.rlhf.lam == 0.95 && r.rlhf.cliprange == 0.2);
     CHECK(r.rlhf.cliprange_value == 0.2 && r.rlhf.reward_clip == 5.0);
     CHECK(r.file == NULL);
@@ -234,21 +236,25 @@ static void test_full_recipe(void)
     CHECK(r.train.num_train_epochs == 2.5 && r.train.max_steps == 1000 && r.train.micro_batch_size == 8);
     CHECK(r.train.gradient_accumulation_steps == 4 && r.train.learning_rate == 3e-4 &&
           r.train.lr_scheduler_type == ZT_SCHEDULE_WSD);
-    CHECK(r.train.warmup_steps == 0 && r.train.warmup_ratio == 0.05 && r.train.decay_ratio == 0.2 && r.train.min_lr_ratio == 0.1);
-    CHECK(r.train.weight_decay == 0.01 && r.train.adam_beta1 == 0.8 && r.train.adam_beta2 == 0.999 && r.train.adam_epsilon == 1e-6);
+    CHECK(r.train.warmup_steps == 0 && r.train.warmup_ratio == 0.05 && r.train.decay_ratio == 0.2 &&
+          r.train.min_lr_ratio == 0.1);
+    CHECK(r.train.weight_decay == 0.01 && r.train.adam_beta1 == 0.8 && r.train.adam_beta2 == 0.999 &&
+          r.train.adam_epsilon == 1e-6);
     CHECK(r.train.max_grad_norm == 0 && r.train.seed == 7 && r.train.logging_steps == 1 && r.train.eval_steps == 50);
     CHECK(r.train.save_steps == 100 && r.train.save_total_limit == 0 && r.train.resume == ZT_RESUME_NEVER &&
           r.train.resume_force);
     CHECK(r.train.collective_timeout_s == 30);
     CHECK(r.eval.generate && r.eval.max_new_tokens == 16 && r.eval.max_examples == 100);
-    CHECK(r.zero.stage == 3 && r.zero.quantized_weights && r.zero.quant_block_size == 256 && r.zero.hpz_partition_size == 4);
+    CHECK(r.zero.stage == 3 && r.zero.quantized_weights && r.zero.quant_block_size == 256 &&
+          r.zero.hpz_partition_size == 4);
     CHECK(r.zero.quantized_gradients && r.zero.quantized_gradients_error_feedback && r.zero.prefetch_layers == 2);
     CHECK(r.zero.reduce_bucket_size == 1000000);
     CHECK(r.offload.optimizer == ZT_OFFLOAD_NVME && r.offload.param == ZT_OFFLOAD_CPU &&
           r.offload.activations == ZT_OFFLOAD_CPU);
     CHECK(r.offload.nvme_path.n == 2 && !strcmp(r.offload.nvme_path.items[0], "/nvme0"));
     CHECK(r.offload.nvme_path.n == 2 && !strcmp(r.offload.nvme_path.items[1], joined(dir, "nvme1")));
-    CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 8192 && r.offload.aio.queue_depth == 64);
+    CHECK(r.offload.max_pinned_bytes == 4294967296LL && r.offload.aio.block_size == 8192 &&
+          r.offload.aio.queue_depth == 64);
     CHECK(!strcmp(r.output.dir, joined(dir, "out")) && r.output.overwrite && !r.output.tensorboard);
     CHECK(r.rlhf.algorithm == ZT_RLHF_GRPO && r.rlhf.beta == 0.04 && !strcmp(r.rlhf.reference, joined(dir, "ref")));
     CHECK(!strcmp(r.rlhf.reward_model, "") && !strcmp(r.rlhf.reward_command, "python3 reward.py --scale=2"));
@@ -263,13 +269,14 @@ static void test_other_forms(void)
 {
     zt_recipe r;
     /* dotted keys, inline tables, a resume path, a tokenizer path */
-    zt_status st = load_text(&r,
-                             "model.path = \"/m\"\n"
-                             "offload = { optimizer = \"cpu\", aio = { queue_depth = 8 } }\n"
-                             "[tokenizer]\npath = \"tok/tokenizer.json\"\n"
-                             "[train]\nresume = \"runs/x/checkpoints/step-000100\"\nmax_steps = 5\nnum_train_epochs = 0\n"
-                             "[data]\nvalid = []\ntrain = \"~\"\n",
-                             0, NULL);
+    zt_status st =
+        load_text(&r,
+                  "model.path = \"/m\"\n"
+                  "offload = { optimizer = \"cpu\", aio = { queue_depth = 8 } }\n"
+                  "[tokenizer]\npath = \"tok/tokenizer.json\"\n"
+                  "[train]\nresume = \"runs/x/checkpoints/step-000100\"\nmax_steps = 5\nnum_train_epochs = 0\n"
+                  "[data]\nvalid = []\ntrain = \"~\"\n",
+                  0, NULL);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
     CHECK(!strcmp(r.model.path, "/m") && r.offload.optimizer == ZT_OFFLOAD_CPU && r.offload.aio.queue_depth == 8);
@@ -301,12 +308,17 @@ static void test_file_errors(void)
                  "@:2:1: unknown key 'learnig_rate' in [train] (did you mean 'learning_rate'?)");
     EXPECT_ERROR("# 1\n# 2\n# 3\n# 4\n# 5\n# 6\n# 7\n[train]\nseed = 1\n\n\n    learnig_rate = 1e-4\n", 0, NULL,
                  "@:12:5: unknown key 'learnig_rate' in [train] (did you mean 'learning_rate'?)");
-    EXPECT_ERROR("[train]\nlearning_rat = 1\n", 0, NULL, "@:2:1: unknown key 'learning_rat' in [train] (did you mean 'learning_rate'?)");
-    EXPECT_ERROR("[train]\nlearningrate = 1\n", 0, NULL, "@:2:1: unknown key 'learningrate' in [train] (did you mean 'learning_rate'?)");
-    EXPECT_ERROR("[train]\nepochs = 1\n", 0, NULL, "@:2:1: unknown key 'epochs' in [train] (did you mean 'num_train_epochs'?)");
-    EXPECT_ERROR("[model]\ndtpye = \"bf16\"\n", 0, NULL, "@:2:1: unknown key 'dtpye' in [model] (did you mean 'dtype'?)");
+    EXPECT_ERROR("[train]\nlearning_rat = 1\n", 0, NULL,
+                 "@:2:1: unknown key 'learning_rat' in [train] (did you mean 'learning_rate'?)");
+    EXPECT_ERROR("[train]\nlearningrate = 1\n", 0, NULL,
+                 "@:2:1: unknown key 'learningrate' in [train] (did you mean 'learning_rate'?)");
+    EXPECT_ERROR("[train]\nepochs = 1\n", 0, NULL,
+                 "@:2:1: unknown key 'epochs' in [train] (did you mean 'num_train_epochs'?)");
+    EXPECT_ERROR("[model]\ndtpye = \"bf16\"\n", 0, NULL,
+                 "@:2:1: unknown key 'dtpye' in [model] (did you mean 'dtype'?)");
     EXPECT_ERROR("[train]\nfoo = 1\n", 0, NULL, "@:2:1: unknown key 'foo' in [train]");
-    EXPECT_ERROR("[data]\nseed = 1\n", 0, NULL, "@:2:1: unknown key 'seed' in [data] (did you mean 'seed' in [train]?)");
+    EXPECT_ERROR("[data]\nseed = 1\n", 0, NULL,
+                 "@:2:1: unknown key 'seed' in [data] (did you mean 'seed' in [train]?)");
     EXPECT_ERROR("learning_rate = 1\n", 0, NULL,
                  "@:1:1: unknown key 'learning_rate' at the top level (did you mean 'learning_rate' in [train]?)");
     EXPECT_ERROR("[trian]\n", 0, NULL, "@:1:2: unknown section [trian] (did you mean [train]?)");
@@ -316,12 +328,15 @@ static void test_file_errors(void)
     EXPECT_ERROR("train = 1\n", 0, NULL, "@:1:1: [train] must be a table, got an integer");
     EXPECT_ERROR("[offload]\naio = 1\n", 0, NULL, "@:2:1: [offload.aio] must be a table, got an integer");
     /* wrong types: the position is the value's */
-    EXPECT_ERROR("[train]\nlearning_rate = \"fast\"\n", 0, NULL, "@:2:17: train.learning_rate: expected a number, got a string");
-    EXPECT_ERROR("[train]\nmicro_batch_size = 2.5\n", 0, NULL, "@:2:20: train.micro_batch_size: expected an integer, got a float");
+    EXPECT_ERROR("[train]\nlearning_rate = \"fast\"\n", 0, NULL,
+                 "@:2:17: train.learning_rate: expected a number, got a string");
+    EXPECT_ERROR("[train]\nmicro_batch_size = 2.5\n", 0, NULL,
+                 "@:2:20: train.micro_batch_size: expected an integer, got a float");
     EXPECT_ERROR("[model]\nactivation_checkpointing = 1\n", 0, NULL,
                  "@:2:28: model.activation_checkpointing: expected true or false, got an integer");
     EXPECT_ERROR("[model]\npath = [\"a\"]\n", 0, NULL, "@:2:8: model.path: expected a string, got an array");
-    EXPECT_ERROR("[data]\ntrain = 5\n", 0, NULL, "@:2:9: data.train: expected a string or an array of strings, got an integer");
+    EXPECT_ERROR("[data]\ntrain = 5\n", 0, NULL,
+                 "@:2:9: data.train: expected a string or an array of strings, got an integer");
     EXPECT_ERROR("[data]\ntrain = [\"a\", 1]\n", 0, NULL,
                  "@:2:9: data.train: expected a string or an array of strings, got an array holding an integer");
     EXPECT_ERROR("[data]\ntrain = [\"a\", \"\"]\n", 0, NULL, "@:2:9: data.train: an empty string in the list");
@@ -334,21 +349,26 @@ static void test_file_errors(void)
     EXPECT_ERROR("[train]\nmax_steps = -1\n", 0, NULL, "@:2:13: train.max_steps: must be >= 0, got -1");
     EXPECT_ERROR("[train]\nadam_beta1 = 1\n", 0, NULL, "@:2:14: train.adam_beta1: must be in [0, 1), got 1");
     EXPECT_ERROR("[train]\nadam_epsilon = 0\n", 0, NULL, "@:2:16: train.adam_epsilon: must be > 0, got 0");
-    EXPECT_ERROR("[train]\nlearning_rate = nan\n", 0, NULL, "@:2:17: train.learning_rate: must be a finite number, got nan");
-    EXPECT_ERROR("[train]\nlearning_rate = inf\n", 0, NULL, "@:2:17: train.learning_rate: must be a finite number, got inf");
+    EXPECT_ERROR("[train]\nlearning_rate = nan\n", 0, NULL,
+                 "@:2:17: train.learning_rate: must be a finite number, got nan");
+    EXPECT_ERROR("[train]\nlearning_rate = inf\n", 0, NULL,
+                 "@:2:17: train.learning_rate: must be a finite number, got inf");
     EXPECT_ERROR("[data]\nvalid_split = 0.6\n", 0, NULL, "@:2:15: data.valid_split: must be in [0, 0.5], got 0.6");
     EXPECT_ERROR("[data]\nmax_length = 3000000000\n", 0, NULL, "@:2:14: data.max_length: must be >= 1, got 3000000000");
     EXPECT_ERROR("[zero]\nhpz_partition_size = 0\n", 0, NULL, "@:2:22: zero.hpz_partition_size: must be >= 1, got 0");
     EXPECT_ERROR("[rlhf]\ntop_p = 0\n", 0, NULL, "@:2:9: rlhf.top_p: must be in (0, 1], got 0");
     /* allowed values */
     EXPECT_ERROR("[model]\ndtype = \"fp8\"\n", 0, NULL, "@:2:9: model.dtype: 'fp8' is not one of fp32, bf16, fp16");
-    EXPECT_ERROR("[offload]\nparam = \"gpu\"\n", 0, NULL, "@:2:9: offload.param: 'gpu' is not one of none, cpu, nvme, auto");
-    EXPECT_ERROR("[tokenizer]\nchat_template = \"vicuna\"\n", 0, NULL,
-                 "@:2:17: tokenizer.chat_template: 'vicuna' is not one of auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
-                 "or a file ending in .jinja");
-    EXPECT_ERROR("[tokenizer]\nchat_template = \".jinja\"\n", 0, NULL,
-                 "@:2:17: tokenizer.chat_template: '.jinja' is not one of auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
-                 "or a file ending in .jinja");
+    EXPECT_ERROR("[offload]\nparam = \"gpu\"\n", 0, NULL,
+                 "@:2:9: offload.param: 'gpu' is not one of none, cpu, nvme, auto");
+    EXPECT_ERROR(
+        "[tokenizer]\nchat_template = \"vicuna\"\n", 0, NULL,
+        "@:2:17: tokenizer.chat_template: 'vicuna' is not one of auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
+        "or a file ending in .jinja");
+    EXPECT_ERROR(
+        "[tokenizer]\nchat_template = \".jinja\"\n", 0, NULL,
+        "@:2:17: tokenizer.chat_template: '.jinja' is not one of auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
+        "or a file ending in .jinja");
     /* the TOML layer's errors come through with the file name */
     EXPECT_ERROR("[train]\nseed = 1\nseed = 2\n", 0, NULL, "@:3:1: duplicate key 'seed' (first defined at line 2)");
     EXPECT_ERROR("[train]\nseed = \n", 0, NULL, "@:2:8: expected a value, found a newline");
@@ -356,14 +376,16 @@ static void test_file_errors(void)
     /* checks between keys point at the later key */
     EXPECT_ERROR("[train]\nwarmup_steps = 10\nwarmup_ratio = 0.1\n", 0, NULL,
                  "@:3:1: train.warmup_steps and train.warmup_ratio are both set; use one");
-    EXPECT_ERROR("[train]\nnum_train_epochs = 0\n", 0, NULL, "@:2:1: train.num_train_epochs or train.max_steps must be above 0");
+    EXPECT_ERROR("[train]\nnum_train_epochs = 0\n", 0, NULL,
+                 "@:2:1: train.num_train_epochs or train.max_steps must be above 0");
     EXPECT_ERROR("[data]\nvalid_split = 0.1\nvalid = \"v.jsonl\"\n", 0, NULL,
                  "@:3:1: data.valid and data.valid_split are both set; use one");
     EXPECT_ERROR("[rlhf]\nreward_model = \"rm\"\nreward_command = \"./score\"\n", 0, NULL,
                  "@:3:1: rlhf.reward_model and rlhf.reward_command are both set; use one");
     EXPECT_ERROR("[zero]\nstage = 2\n[offload]\nparam = \"cpu\"\n", 0, NULL,
                  "@:4:1: offload.param = \"cpu\" needs zero.stage = 3 (it is 2)");
-    EXPECT_ERROR("[offload.aio]\nblock_size = 5000\n", 0, NULL, "@:2:1: offload.aio.block_size = 5000 is not a multiple of 4096");
+    EXPECT_ERROR("[offload.aio]\nblock_size = 5000\n", 0, NULL,
+                 "@:2:1: offload.aio.block_size = 5000 is not a multiple of 4096");
 
     zt_recipe r;
     zt_status st = zt_recipe_load(&r, path_in("missing.toml"), 0, NULL);
@@ -433,9 +455,12 @@ static void test_overrides(void)
     EXPECT_ERROR("[train]\nwarmup_steps = 10\n", 1, e8,
                  "override 'train.warmup_ratio=0.1': train.warmup_steps and train.warmup_ratio are both set; use one");
     char *e9[] = {"train.learnig_rate=1"};
-    EXPECT_ERROR("", 1, e9, "override 'train.learnig_rate=1': unknown key 'learnig_rate' in [train] (did you mean 'learning_rate'?)");
+    EXPECT_ERROR(
+        "", 1, e9,
+        "override 'train.learnig_rate=1': unknown key 'learnig_rate' in [train] (did you mean 'learning_rate'?)");
     char *e10[] = {"offload.aoi.block_size=1"};
-    EXPECT_ERROR("", 1, e10, "override 'offload.aoi.block_size=1': unknown section [offload.aoi] (did you mean [offload.aio]?)");
+    EXPECT_ERROR("", 1, e10,
+                 "override 'offload.aoi.block_size=1': unknown section [offload.aoi] (did you mean [offload.aio]?)");
     char *e11[] = {"train.seed=1.5"};
     EXPECT_ERROR("", 1, e11, "override 'train.seed=1.5': expected an integer, got a float");
     char *e12[] = {"model.activation_checkpointing=yes"};
@@ -481,8 +506,8 @@ static void test_round_trip(void)
     mkdir(path_in("sub"), 0755);
     char *p = path_in("sub/full.toml");
     test_write_text(p, full_recipe);
-    char *ov[] = {"train.learning_rate=0.30000000000000004", "rlhf.reward_command=say \"hi\"\t\\ \x01", "train.weight_decay=1e-300",
-                  "data.max_length=7", "train.num_train_epochs=1e20"};
+    char *ov[] = {"train.learning_rate=0.30000000000000004", "rlhf.reward_command=say \"hi\"\t\\ \x01",
+                  "train.weight_decay=1e-300", "data.max_length=7", "train.num_train_epochs=1e20"};
     zt_recipe a, b;
     zt_status st = zt_recipe_load(&a, p, 5, ov);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
@@ -560,7 +585,7 @@ static void test_round_trip(void)
 
 static uint64_t hash_with(const char *override)
 {
-    char *ov[] = {(char *)override};
+    char *ov[] = {(char *) override};
     zt_recipe r;
     zt_status st = zt_recipe_load(&r, NULL, override ? 1 : 0, ov);
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
@@ -575,13 +600,16 @@ static void test_data_hash(void)
     uint64_t base = hash_with(NULL);
     CHECK(base == hash_with(NULL));
     /* the batch split is not part of it: the trainer adds the global batch (micro × accumulation × world) */
-    const char *same[] = {"train.learning_rate=1", "output.dir=/elsewhere", "data.cache_dir=/c", "zero.stage=1",
-                          "train.max_steps=9", "offload.optimizer=cpu", "train.resume=never",
-                          "train.micro_batch_size=2", "train.gradient_accumulation_steps=2"};
+    const char *same[] = {"train.learning_rate=1", "output.dir=/elsewhere",    "data.cache_dir=/c",
+                          "zero.stage=1",          "train.max_steps=9",        "offload.optimizer=cpu",
+                          "train.resume=never",    "train.micro_batch_size=2", "train.gradient_accumulation_steps=2"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) CHECK_MSG(hash_with(same[i]) == base, "%s", same[i]);
-    const char *differ[] = {"data.train=x.jsonl", "train.seed=1", "model.path=/m", "tokenizer.chat_template=chatml", "data.max_length=100", "data.shuffle=false",
-                            "data.valid_split=0.1", "data.format=text", "data.skip_bad_lines=true", "tokenizer.path=/t"};
-    for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++) CHECK_MSG(hash_with(differ[i]) != base, "%s", differ[i]);
+    const char *differ[] = {
+        "data.train=x.jsonl",       "train.seed=1",       "model.path=/m",        "tokenizer.chat_template=chatml",
+        "data.max_length=100",      "data.shuffle=false", "data.valid_split=0.1", "data.format=text",
+        "data.skip_bad_lines=true", "tokenizer.path=/t"};
+    for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++)
+        CHECK_MSG(hash_with(differ[i]) != base, "%s", differ[i]);
 }
 
 static void test_check_world(void)
@@ -594,7 +622,8 @@ static void test_check_world(void)
     CHECK(zt_recipe_check_world(&r, 16, 8) == ZT_OK);
     CHECK(zt_recipe_check_world(&r, 4, 4) == ZT_OK);
     char want[PATH_MAX + 128];
-    snprintf(want, sizeof want, "%s:2:1: zero.hpz_partition_size = 4 does not divide the world size 6", path_in("recipe.toml"));
+    snprintf(want, sizeof want, "%s:2:1: zero.hpz_partition_size = 4 does not divide the world size 6",
+             path_in("recipe.toml"));
     CHECK(zt_recipe_check_world(&r, 6, 3) == ZT_EUSER && !strcmp(zt_errmsg(), want));
     CHECK(zt_recipe_check_world(&r, 8, 2) == ZT_EUSER &&
           strstr(zt_errmsg(), "zero.hpz_partition_size = 4 does not divide the ranks per node (2)"));
@@ -603,8 +632,10 @@ static void test_check_world(void)
     zt_recipe_free(&r);
     char *ov[] = {"zero.hpz_partition_size=2"};
     CHECK(zt_recipe_load(&r, NULL, 1, ov) == ZT_OK);
-    CHECK(zt_recipe_check_world(&r, 3, 3) == ZT_EUSER &&
-          !strcmp(zt_errmsg(), "override 'zero.hpz_partition_size=2': zero.hpz_partition_size = 2 does not divide the world size 3"));
+    CHECK(
+        zt_recipe_check_world(&r, 3, 3) == ZT_EUSER &&
+        !strcmp(zt_errmsg(),
+                "override 'zero.hpz_partition_size=2': zero.hpz_partition_size = 2 does not divide the world size 3"));
     zt_recipe_free(&r);
     CHECK(zt_recipe_load(&r, NULL, 0, NULL) == ZT_OK);
     CHECK(zt_recipe_check_world(&r, 7, 3) == ZT_OK); /* hpZ off */
@@ -624,7 +655,8 @@ static void test_schema(void)
         if (s[i].type == ZT_RECIPE_INT) CHECK(s[i].min >= INT_MIN && s[i].max <= INT_MAX);
         /* a section's keys are together */
         for (int j = i + 2; j < n; j++)
-            CHECK_MSG(strcmp(s[j].section, s[i].section) || !strcmp(s[j - 1].section, s[i].section), "%s split", s[i].section);
+            CHECK_MSG(strcmp(s[j].section, s[i].section) || !strcmp(s[j - 1].section, s[i].section), "%s split",
+                      s[i].section);
     }
     CHECK(zt_recipe_find("train", "nope") == NULL && zt_recipe_find("offload.aio", "block_size") != NULL);
     char range[64];
@@ -645,7 +677,8 @@ static void test_enum_values(void)
         for (int v = 0; v <= s[i].nnames; v++) {
             if (v == s[i].nnames && !s[i].path_suffix) break;
             char value[200], *text = NULL;
-            snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key, v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
+            snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key,
+                     v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
             char *ov[] = {"offload.optimizer=nvme", value}; /* offload.param = nvme needs it */
             zt_recipe r;
             CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
@@ -678,7 +711,8 @@ static void test_docs(void)
         snprintf(row, sizeof row, "| `%s` |", s[i].key);
         CHECK_MSG(strstr(text, row), "%s missing from the docs", s[i].key);
     }
-    CHECK(strstr(text, "## [offload.aio]") && strstr(text, "`fp32`, `bf16`, `fp16`") && strstr(text, "or a `.jinja` file"));
+    CHECK(strstr(text, "## [offload.aio]") && strstr(text, "`fp32`, `bf16`, `fp16`") &&
+          strstr(text, "or a `.jinja` file"));
     const char *update = getenv("ZT_UPDATE_DOCS");
     if (update && !strcmp(update, "1")) {
         FILE *out = fopen("docs/recipe.md", "w");
@@ -711,22 +745,25 @@ static void test_lora(void)
     CHECK(load_text(&r, "[lora]\ntarget_modules = \"nonsense\"\n", 0, NULL) == ZT_OK); /* off: not checked */
     CHECK(!zt_recipe_lora_on(&r));
     zt_recipe_free(&r);
-    EXPECT_ERROR("[lora]\nr = 8\ntarget_modules = [\"q_proj\", \"qproj\"]\n", 0, NULL,
-                 "@:3:1: lora.target_modules: 'qproj' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-                 "down_proj, or \"all-linear\" alone");
+    EXPECT_ERROR(
+        "[lora]\nr = 8\ntarget_modules = [\"q_proj\", \"qproj\"]\n", 0, NULL,
+        "@:3:1: lora.target_modules: 'qproj' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+        "down_proj, or \"all-linear\" alone");
     EXPECT_ERROR("[lora]\nr = 8\ntarget_modules = [\"all-linear\", \"q_proj\"]\n", 0, NULL,
                  "@:3:1: lora.target_modules: 'all-linear' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
                  "up_proj, down_proj, or \"all-linear\" alone");
     EXPECT_ERROR("[lora]\nr = 8\nalpha = 0\n", 0, NULL, "@:3:9: lora.alpha: must be > 0, got 0");
     EXPECT_ERROR("[lora]\nr = 8\nadapter = \"a\"\n", 0, NULL,
-                 "@:3:1: lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r at 0 (it is 8)");
+                 "@:3:1: lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
+                 "at 0 (it is 8)");
     CHECK(load_text(&r, "[zero]\nstage = 3\n[lora]\nr = 8\n", 0, NULL) == ZT_OK); /* one rank: stage 0 */
     CHECK(zt_recipe_check_world(&r, 1, 1) == ZT_OK);
     CHECK(zt_recipe_check_world(&r, 2, 2) == ZT_EUSER &&
           strstr(zt_errmsg(), ":2:1: LoRA (lora.r, lora.adapter) with zero.stage = 3 on 2 ranks is not supported yet"));
     zt_recipe_free(&r);
     EXPECT_ERROR("[offload]\noptimizer = \"cpu\"\n[lora]\nr = 8\n", 0, NULL,
-                 "@:2:1: LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is not supported yet");
+                 "@:2:1: LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is "
+                 "not supported yet");
 }
 
 int main(void)

@@ -62,8 +62,8 @@ static void test_exact_match(void)
                             "    print('oops' if ok is None else int(ok), flush=True)\n");
     snprintf(command, sizeof command, "/usr/bin/python3 %s %s", script, seen);
 
-    cJSON *objects[6] = {example("42", "42", 0), example("41", "42", 1), example("yes", "yes", 2),
-                         example("no", "yes", 3),  example("7", "7", 4),   example("none", NULL, 5)};
+    cJSON *objects[6] = {example("42", "42", 0),  example("41", "42", 1), example("yes", "yes", 2),
+                         example("no", "yes", 3), example("7", "7", 4),   example("none", NULL, 5)};
     double rewards[3] = {-1, -1, -1}, want[5] = {1, 0, 1, 0, 1};
     zt_reward_program p;
     CHECK(zt_reward_program_open(&p, command, 10) == ZT_OK);

@@ -311,8 +311,7 @@ static void test_read_errors_after_open(void)
     if (!r) return;
     float buf[6];
     CHECK(zt_st_read_into(zt_st_find(r, "ids"), buf, ZT_F32, NULL, 0) == ZT_EUSER);
-    CHECK_MSG(strstr(zt_errmsg(), "I32") && strstr(zt_errmsg(), "'ids'") && strstr(zt_errmsg(), p), "%s",
-              zt_errmsg());
+    CHECK_MSG(strstr(zt_errmsg(), "I32") && strstr(zt_errmsg(), "'ids'") && strstr(zt_errmsg(), p), "%s", zt_errmsg());
     int64_t want[2] = {3, 2};
     CHECK(zt_st_read_into(zt_st_find(r, "w"), buf, ZT_F32, want, 2) == ZT_EUSER);
     char expect[600];
@@ -376,8 +375,7 @@ static void test_bad_files(void)
                       "'x.w'", "shape");
     expect_bad_header("dimtype.safetensors", "{\"x.w\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}",
                       4, "'x.w'", "shape[0]");
-    expect_bad_header("nooffs.safetensors", "{\"x.w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "'x.w'",
-                      "data_offsets");
+    expect_bad_header("nooffs.safetensors", "{\"x.w\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "'x.w'", "data_offsets");
     expect_bad_header("offs3.safetensors", "{\"x.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8,
                       "'x.w'", "data_offsets");
     expect_bad_header("offsneg.safetensors", "{\"x.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", 8,
@@ -419,10 +417,7 @@ static void test_bad_files(void)
 static const char *shard_a = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
 static const char *shard_b = "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
 
-static void write_index(const char *json)
-{
-    write_bytes(path_in("model.safetensors.index.json"), json, strlen(json));
-}
+static void write_index(const char *json) { write_bytes(path_in("model.safetensors.index.json"), json, strlen(json)); }
 
 static void test_index_rules(void)
 {

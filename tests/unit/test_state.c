@@ -392,7 +392,8 @@ static void test_bad_shards(void)
         expect_user_error(st, c == 6 ? dir : shard, what);
     }
     /* the model's size must match the checkpoint's */
-    expect_user_error(zt_state_read_range(good, N + 1, 0, 4, buf, NULL, NULL), "rank-00000-of-00003.bin", "101-element");
+    expect_user_error(zt_state_read_range(good, N + 1, 0, 4, buf, NULL, NULL), "rank-00000-of-00003.bin",
+                      "101-element");
     path_of(dir, sizeof dir, root, "nosuch");
     expect_user_error(zt_state_read_range(dir, N, 0, 4, buf, NULL, NULL), dir, NULL);
     fresh_dir(dir, sizeof dir, "bad-empty");
@@ -432,9 +433,8 @@ static void test_flipped_bit(void)
         expect_user_error(zt_state_read_range(dir, N, 0, N, dst[0], dst[1], dst[2]), shard, array[k]);
         expect_user_error(zt_state_read_range(dir, N, 220000, 1, dst[0], dst[1], dst[2]), shard,
                           "segment 0 [150000, +150000)");
-        expect_user_error(zt_state_read_range(dir, N, 150000 + 65536, 2, dst[0], dst[1], dst[2]), shard,
-                          "checksum");
-        read_equal(dir, N, 0, 150000 + 65536, src);   /* up to the damaged block */
+        expect_user_error(zt_state_read_range(dir, N, 150000 + 65536, 2, dst[0], dst[1], dst[2]), shard, "checksum");
+        read_equal(dir, N, 0, 150000 + 65536, src);                    /* up to the damaged block */
         read_equal(dir, N, 150000 + 131072, N - 150000 - 131072, src); /* after it */
     }
     free(buf);
@@ -447,9 +447,15 @@ static void test_json(void)
 {
     char dir[512], path[600];
     fresh_dir(dir, sizeof dir, "json");
-    zt_trainer_state s = {.step = 123456, .epoch = 3, .row = 9007199254740991LL,
-                          .rng = {UINT64_MAX, 0, 0x8000000000000001ull, 42}, .data_hash = 0xfedcba9876543210ull,
-                          .world = 4, .zero_stage = 3, .numel = 7000000123ull, .tokens_seen = 1.5e12 + 0.25,
+    zt_trainer_state s = {.step = 123456,
+                          .epoch = 3,
+                          .row = 9007199254740991LL,
+                          .rng = {UINT64_MAX, 0, 0x8000000000000001ull, 42},
+                          .data_hash = 0xfedcba9876543210ull,
+                          .world = 4,
+                          .zero_stage = 3,
+                          .numel = 7000000123ull,
+                          .tokens_seen = 1.5e12 + 0.25,
                           .elapsed_s = 1.0 / 3.0},
                      t;
     for (int r = 0; r < 4; r++) CHECK(!zt_state_write_shard(dir, r, 4, s.numel, NULL, 0, NULL, NULL, NULL));

@@ -115,8 +115,7 @@ static int expect_jinja_row(const cJSON *row, const char *name)
     if (want)
         CHECK_MSG(!st && !strcmp(got, want), "%s with tools, add_generation_prompt=%d:\n    got  %s\n    want %s", name,
                   cJSON_IsTrue(cJSON_GetObjectItem(row, "add_generation_prompt")), st ? zt_errmsg() : got, want);
-    else
-        CHECK_MSG(st, "%s with tools: transformers fails (%s) but zt renders %s", name, want_err, got);
+    else CHECK_MSG(st, "%s with tools: transformers fails (%s) but zt renders %s", name, want_err, got);
     free(got);
     zt_jinja_free(t);
     cJSON_Delete(vars);
@@ -168,8 +167,9 @@ static void test_fixture_renders(void)
         char *got = NULL;
         zt_status st = t ? zt_template_render(t, msgs, n, agp, bos, eos, &got) : ZT_EUSER;
         if (want) {
-            CHECK_MSG(!st && !strcmp(got, want), "%s, conversation %d, add_generation_prompt=%d:\n    got  %s\n    want %s",
-                      name, conv, agp, st ? zt_errmsg() : got, want);
+            CHECK_MSG(!st && !strcmp(got, want),
+                      "%s, conversation %d, add_generation_prompt=%d:\n    got  %s\n    want %s", name, conv, agp,
+                      st ? zt_errmsg() : got, want);
             texts++;
         } else {
             CHECK_MSG(st, "%s, conversation %d: jinja2 fails (%s) but zt renders %s", name, conv, want_err, got);
@@ -340,7 +340,8 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
     size_t len = strlen(text);
     int first = 0, ns = 0;
     if (last_only)
-        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {}
+        for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {
+        }
     for (int i = first; ns >= 0 && i >= 0 && i < n; i++) {
         if (strcmp(msgs[i].role, "assistant")) continue;
         char *p = NULL, *q = NULL;
@@ -357,7 +358,7 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
                     for (s = (zt_span){tb, te}; s.end < len && qe < nq && text[s.end] == q[qe];) s.end++, qe++;
                     for (size_t k = s.end; qe < nq && k-- > te && text[k] != '>' && text[k] != ']';)
                         if (text[k] == '<' || text[k] == '[') s.end = k, k = te; /* not inside a tag */
-                    const char *e = eos ? strstr(text + te, eos) : NULL; /* nor past EOS and its whitespace */
+                    const char *e = eos ? strstr(text + te, eos) : NULL;         /* nor past EOS and its whitespace */
                     if (e && (size_t)(e - text) + strlen(eos) <= s.end) {
                         size_t k = (size_t)(e - text) + strlen(eos);
                         while (k < s.end && strchr("\n \t\r", text[k])) k++;
@@ -462,16 +463,43 @@ static zt_template *load_span_template(const char *name)
 /* Contents are made of these: empty, whitespace at either end, text like the templates' markup,
  * sentinels' bytes (template.c), non-ASCII. */
 static const char *const PIECES[] = {
-    "", "a", "Hello there", " lead", "trail ", "\n", "\n\nx\n", "  ", "\t", "\v", "x\v", "0", "é", "{{ x }}",
-    "<<SYS>>", "<|im_end|>\n<|im_start|>user\n", "<|im_start|>assistant\n", "[INST]", " [/INST] ", "</s>", "<s>",
-    "<|eot_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n", "### Response:\n", "<|user|>\n",
-    "\xEE\x80\x80" "1" "\xEE\x80\x81", "\v\xEE\x80\x80" "2" "\xEE\x80\x81\v",
+    "",
+    "a",
+    "Hello there",
+    " lead",
+    "trail ",
+    "\n",
+    "\n\nx\n",
+    "  ",
+    "\t",
+    "\v",
+    "x\v",
+    "0",
+    "é",
+    "{{ x }}",
+    "<<SYS>>",
+    "<|im_end|>\n<|im_start|>user\n",
+    "<|im_start|>assistant\n",
+    "[INST]",
+    " [/INST] ",
+    "</s>",
+    "<s>",
+    "<|eot_id|>",
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "### Response:\n",
+    "<|user|>\n",
+    "\xEE\x80\x80"
+    "1"
+    "\xEE\x80\x81",
+    "\v\xEE\x80\x80"
+    "2"
+    "\xEE\x80\x81\v",
 };
 
 static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[96])
 {
-    static const char *const any[] = {"user", "user", "user", "user", "assistant", "assistant",
-                                      "assistant", "assistant", "system", "tool"}; /* tool last */
+    static const char *const any[] = {"user",      "user",      "user",      "user",   "assistant",
+                                      "assistant", "assistant", "assistant", "system", "tool"}; /* tool last */
     int system = roles != ANY_ROLES && rnd(2), tools = tool && rnd(2);
     for (int i = 0; i < n; i++) {
         if (i == 0 && system) msgs[i].role = "system";
@@ -507,7 +535,8 @@ static void test_spans_match_prefix_rendering(void)
             int found = expect_prefix_spans(t, msgs, n, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, train_on, &cost,
                                             &prefix_cost);
             int assistants = 0, tools = 0;
-            for (int i = 0; i < n; i++) assistants += !strcmp(msgs[i].role, "assistant"), tools += !strcmp(msgs[i].role, "tool");
+            for (int i = 0; i < n; i++)
+                assistants += !strcmp(msgs[i].role, "assistant"), tools += !strcmp(msgs[i].role, "tool");
             if (found && assistants >= 12 && !tools && train_on == ZT_TRAIN_ASSISTANT) {
                 long_ones++;
                 linear += cost * 2 < prefix_cost;
@@ -540,14 +569,14 @@ static void test_spans_linear_in_turns(void)
         int ns;
         char *text;
         uint64_t before = zt_template_rendered(t);
-        zt_status st = zt_template_spans(t, msgs, N, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, ZT_TRAIN_ASSISTANT, &sp,
-                                         &ns, &text);
+        zt_status st = zt_template_spans(t, msgs, N, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, ZT_TRAIN_ASSISTANT,
+                                         &sp, &ns, &text);
         uint64_t cost = zt_template_rendered(t) - before;
         CHECK_MSG(!st && ns == N / 2, "%s: %s", SPAN_TEMPLATES[k].name, st ? zt_errmsg() : "not 1000 spans");
         if (!st) {
             size_t len = strlen(text);
-            CHECK_MSG(cost <= 4 * (uint64_t)len, "%s: %llu bytes rendered for a text of %zu",
-                      SPAN_TEMPLATES[k].name, (unsigned long long)cost, len);
+            CHECK_MSG(cost <= 4 * (uint64_t)len, "%s: %llu bytes rendered for a text of %zu", SPAN_TEMPLATES[k].name,
+                      (unsigned long long)cost, len);
             free(sp), free(text);
         }
         zt_template_free(t);
@@ -577,7 +606,8 @@ static void test_spans_not_incremental(void)
         zt_template *t;
         CHECK(!zt_template_load(&t, ZT_TEMPLATE_FILE, tmp_path(names[k]), NULL));
         uint64_t cost, prefix_cost;
-        for (int n = 2; n <= N; n += 29) expect_prefix_spans(t, msgs, n, NULL, NULL, ZT_TRAIN_ASSISTANT, &cost, &prefix_cost);
+        for (int n = 2; n <= N; n += 29)
+            expect_prefix_spans(t, msgs, n, NULL, NULL, ZT_TRAIN_ASSISTANT, &cost, &prefix_cost);
         zt_template_free(t);
     }
 }
@@ -599,7 +629,8 @@ static void test_load_errors(void)
     CHECK(!zt_mkdir_p(tmp_path("m1")));
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"bos_token\": \"<s>\"}");
     st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1"));
-    CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "m1/tokenizer_config.json' has no chat_template; set tokenizer.chat_template"),
+    CHECK_MSG(st == ZT_EUSER &&
+                  strstr(zt_errmsg(), "m1/tokenizer_config.json' has no chat_template; set tokenizer.chat_template"),
               "%s", zt_errmsg());
     /* no tokenizer_config.json at all */
     CHECK(!zt_mkdir_p(tmp_path("m0")));
@@ -617,17 +648,19 @@ static void test_load_errors(void)
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
     CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "hi!"));
     free(out);
-    CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") && strstr(zt_template_name(t), "tokenizer_config.json"));
+    CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") &&
+          strstr(zt_template_name(t), "tokenizer_config.json"));
     zt_template_free(t);
 
     /* a list of named templates: "default" is taken */
-    test_write_text(tmp_path("m1/tokenizer_config.json"),
-               "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
+    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": "
+                                                          "\"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
     CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "D"));
     free(out);
     zt_template_free(t);
-    test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"rag\", \"template\": \"R\"}]}");
+    test_write_text(tmp_path("m1/tokenizer_config.json"),
+                    "{\"chat_template\": [{\"name\": \"rag\", \"template\": \"R\"}]}");
     st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1"));
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "no 'default'") && strstr(zt_errmsg(), "'rag'"), "%s", zt_errmsg());
 
@@ -671,8 +704,9 @@ static void test_jinja_semantics(void)
                     "\"m\": {\"role\": \"user\", \"content\": \" hi \"}}";
     expect_render("{{ s[1:] }}|{{ s[::-1] }}|{{ xs[-1:] }}|{{ xs[::2] }}|{{ u[0] }}{{ u[-1] }}|{{ u|length }}", v,
                   "bc|cba|[3]|[1, 3]|П👋|8");
-    expect_render("{{ 7 // 2 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 1 / 2 }}|{{ 2 ** 10 }}|{{ 1e16 }}|{{ 0.1 + 0.2 }}|{{ 1e-5 }}",
-                  v, "3|-4|2|0.5|1024|1e+16|0.30000000000000004|1e-05");
+    expect_render(
+        "{{ 7 // 2 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 1 / 2 }}|{{ 2 ** 10 }}|{{ 1e16 }}|{{ 0.1 + 0.2 }}|{{ 1e-5 }}", v,
+        "3|-4|2|0.5|1024|1e+16|0.30000000000000004|1e-05");
     expect_render("{{ [1, 'a', none, true, {'k': [1.0]}] }}|{{ (1,) }}|{{ [\"it's\"] }}", v,
                   "[1, 'a', None, True, {'k': [1.0]}]|(1,)|[\"it's\"]");
     expect_render("{{ d | tojson }}|{{ 'é<' | tojson }}|{{ {'b': [1, {}]} | tojson(indent=2) }}", v,
@@ -695,9 +729,10 @@ static void test_jinja_semantics(void)
                   "{{ 4 not in xs }}|{{ 1 < 2 < 3 }}",
                   v, "False|True|True|True|True|fb|x|b|True|True|True");
     expect_render("{{ [0, 1, ''] | reject | list }}|{{ [0, 1, ''] | select | list }}", v, "[0, '']|[1]");
-    expect_render("{{ 'hello world' | capitalize }}|{{ 'a-b c' | title }}|{{ 'aaa' | replace('a', 'b', 2) }}|"
-                  "{{ xs | join(',') }}|{{ xs | first }}{{ s | last }}|{{ range(3) | list }}|{{ xs | select('odd') | list }}",
-                  v, "Hello world|A-B C|bba|1,2,3|1c|[0, 1, 2]|[1, 3]");
+    expect_render(
+        "{{ 'hello world' | capitalize }}|{{ 'a-b c' | title }}|{{ 'aaa' | replace('a', 'b', 2) }}|"
+        "{{ xs | join(',') }}|{{ xs | first }}{{ s | last }}|{{ range(3) | list }}|{{ xs | select('odd') | list }}",
+        v, "Hello world|A-B C|bba|1,2,3|1c|[0, 1, 2]|[1, 3]");
     /* whitespace control, trim_blocks and lstrip_blocks */
     expect_render("{%- if true -%}   a   {%- endif -%}   b", v, "ab");
     expect_render("  {% if true %}\n  x\n  {% endif %}\n  y", v, "  x\n  y");
@@ -827,9 +862,11 @@ static char *repeat(const char *unit, int n, const char *tail)
 
 static void test_bounds(void)
 {
-    static const char *const deep[][3] = { /* prefix, unit repeated 100000 times, suffix */
-        {"{{ ", "(", ""}, {"{{ ", "[", ""}, {"{{ ", "not ", "1 }}"}, {"{{ ", "-", "1 }}"}, {"", "{% if true %}", ""},
-        {"{{ x", ".a", " }}"}, {"{{ ", "1 + ", "1 }}"}, {"{{ x", " | trim", " }}"}, {"{{ ", "1 if 1 else ", "1 }}"},
+    static const char *const deep[][3] = {
+        /* prefix, unit repeated 100000 times, suffix */
+        {"{{ ", "(", ""},        {"{{ ", "[", ""},           {"{{ ", "not ", "1 }}"},
+        {"{{ ", "-", "1 }}"},    {"", "{% if true %}", ""},  {"{{ x", ".a", " }}"},
+        {"{{ ", "1 + ", "1 }}"}, {"{{ x", " | trim", " }}"}, {"{{ ", "1 if 1 else ", "1 }}"},
     };
     for (size_t k = 0; k < sizeof deep / sizeof deep[0]; k++) {
         char *body = repeat(deep[k][1], 100000, deep[k][2]);
@@ -859,7 +896,8 @@ static void test_bounds(void)
     CHECK(!out && strstr(zt_errmsg(), "longer than 1048576 bytes"));
     out = jinja("{{ ('x' * 1000000) * 1000 }}", NULL, &lim);
     CHECK(!out && strstr(zt_errmsg(), "more than 16 MiB of memory"));
-    out = jinja("{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v + s.v %}{% endfor %}", NULL, &lim);
+    out = jinja("{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v + s.v %}{% endfor %}", NULL,
+                &lim);
     CHECK(!out && strstr(zt_errmsg(), "memory"));
     out = jinja("{{ range(1000000) | length }}", NULL, &lim);
     CHECK(!out && strstr(zt_errmsg(), "range is too big"));

@@ -46,21 +46,41 @@ static int32_t *json_ids(const cJSON *arr, size_t *n)
 
 /* Generated text: English, made-up words, accents, CJK, emoji, numbers, punctuation, runs of
  * spaces and tabs, special tokens. */
-static const char *W_EN[] = {"the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "are", "with",
-                             "they", "be", "at", "one", "have", "this", "from", "by", "word", "but", "what", "some",
-                             "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your", "how",
-                             "said", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about",
+static const char *W_EN[] = {"the",   "of",       "and",       "to",       "in",    "is",    "that", "it",
+                             "was",   "for",      "on",        "are",      "with",  "they",  "be",   "at",
+                             "one",   "have",     "this",      "from",     "by",    "word",  "but",  "what",
+                             "some",  "we",       "can",       "out",      "other", "were",  "all",  "there",
+                             "when",  "up",       "use",       "your",     "how",   "said",  "each", "she",
+                             "which", "do",       "their",     "time",     "if",    "will",  "way",  "about",
                              "model", "training", "tokenizer", "gradient", "Hello", "World", "Zero", "Llama"};
-static const char *W_UNI[] = {"café", "naïve", "résumé", "jalapeño", "Zürich", "Ångström", "crème brûlée",
-                              "日本語のテキスト", "中文分词测试", "한국어 문장", "東京都", "你好世界", "🙂", "🚀",
-                              "👩‍👩‍👧", "👍🏽", "Привет", "мир", "Ελληνικά", "עברית", "العربية"};
+static const char *W_UNI[] = {"café",
+                              "naïve",
+                              "résumé",
+                              "jalapeño",
+                              "Zürich",
+                              "Ångström",
+                              "crème brûlée",
+                              "日本語のテキスト",
+                              "中文分词测试",
+                              "한국어 문장",
+                              "東京都",
+                              "你好世界",
+                              "🙂",
+                              "🚀",
+                              "👩‍👩‍👧",
+                              "👍🏽",
+                              "Привет",
+                              "мир",
+                              "Ελληνικά",
+                              "עברית",
+                              "العربية"};
 static const char *W_NUM[] = {"7", "42", "1234", "3.14159", "2024-06-01", "1,000,000", "٣٤٥", "x²", "½", "100%"};
-static const char *W_PUNCT[] = {".", ",", "!", "?", ";", ":", "...", "--", "(", ")", "\"", "'", "#", "$", "&",
-                                "@", "[", "]", "{", "}", "<", ">", "don't", "I'm", "you're"};
+static const char *W_PUNCT[] = {".", ",", "!", "?", ";", ":", "...", "--", "(", ")",     "\"",  "'",     "#",
+                                "$", "&", "@", "[", "]", "{", "}",   "<",  ">", "don't", "I'm", "you're"};
 static const char *W_SPACE[] = {"  ", "   ", "\t", " \t ", "     "};
 static const char *W_SPECIAL[] = {"<|im_start|>", "<|im_end|>", "<|im_start|>user", "<s>", "</s>"};
-static const char *W_SYLLABLE[] = {"ka", "to", "ri", "mon", "el", "sha", "qu", "ing", "er", "ba", "zu", "lo", "ne",
-                                   "ti", "ver", "pre", "st", "on", "al", "ex", "gr", "ü", "é", "ø", "ch", "y"};
+static const char *W_SYLLABLE[] = {"ka", "to",  "ri",  "mon", "el", "sha", "qu", "ing", "er", "ba", "zu", "lo", "ne",
+                                   "ti", "ver", "pre", "st",  "on", "al",  "ex", "gr",  "ü",  "é",  "ø",  "ch", "y"};
 
 static void gen_line(zt_rng *r, char *out, size_t cap)
 {
@@ -71,8 +91,12 @@ static void gen_line(zt_rng *r, char *out, size_t cap)
 #define PICK(a) a[zt_rng_below(r, sizeof a / sizeof a[0])]
         char made[64] = ""; /* a made-up word, so that the vocabulary has room to grow */
         for (int k = 1 + (int)zt_rng_below(r, 4); k > 0; k--) strcat(made, PICK(W_SYLLABLE));
-        const char *w = u < 0.35 ? PICK(W_EN) : u < 0.55 ? made : u < 0.70 ? PICK(W_UNI) : u < 0.80 ? PICK(W_NUM)
-                      : u < 0.93 ? PICK(W_PUNCT) : PICK(W_SPECIAL);
+        const char *w = u < 0.35   ? PICK(W_EN)
+                        : u < 0.55 ? made
+                        : u < 0.70 ? PICK(W_UNI)
+                        : u < 0.80 ? PICK(W_NUM)
+                        : u < 0.93 ? PICK(W_PUNCT)
+                                   : PICK(W_SPECIAL);
         const char *sep = zt_rng_uniform(r) < 0.12 ? PICK(W_SPACE) : zt_rng_uniform(r) < 0.1 ? "" : " ";
 #undef PICK
         n += (size_t)snprintf(out + n, cap - n, "%s%s%s", i == 0 && zt_rng_uniform(r) < 0.05 ? " " : "", w, sep);
@@ -285,7 +309,8 @@ static void test_bpe_llama3(void)
     CHECK(strcmp(zt_tokenizer_kind(tok), "bpe") == 0);
     CHECK(strcmp(zt_tokenizer_path(tok), FIXTURES "/bpe_llama3/tokenizer.json") == 0);
     CHECK(zt_tokenizer_vocab_size(tok) == 1002);
-    int32_t bos = zt_tokenizer_piece_to_id(tok, "<|begin_of_text|>"), im_end = zt_tokenizer_piece_to_id(tok, "<|im_end|>");
+    int32_t bos = zt_tokenizer_piece_to_id(tok, "<|begin_of_text|>"),
+            im_end = zt_tokenizer_piece_to_id(tok, "<|im_end|>");
     CHECK(bos >= 0 && im_end >= 0);
     CHECK(zt_tokenizer_bos_id(tok) == bos);
     CHECK(zt_tokenizer_eos_id(tok) == im_end); /* tokenizer_config.json: {"content": "<|im_end|>"} */
@@ -379,10 +404,14 @@ static void test_nfc(void)
     }
     CHECK(lines > 400);
     /* bytes of invalid UTF-8 pass through, also inside text that changes */
-    const char raw[] = "e\xcc\x81\xff\xe2\x82" "e";
+    const char raw[] = "e\xcc\x81\xff\xe2\x82"
+                       "e";
     zt_buf out = {0};
     CHECK(zt_nfc(raw, sizeof raw - 1, &out) == ZT_OK);
-    CHECK(out.n == 6 && memcmp(out.p, "\xc3\xa9\xff\xe2\x82" "e", 6) == 0);
+    CHECK(out.n == 6 && memcmp(out.p,
+                               "\xc3\xa9\xff\xe2\x82"
+                               "e",
+                               6) == 0);
     free(out.p);
     free(line);
     fclose(f);
@@ -497,7 +526,8 @@ static void test_decode_edges(void)
     /* a lone UTF-8 lead byte (0xE6 is written "æ" in the byte alphabet) becomes U+FFFD */
     int32_t lead[] = {zt_tokenizer_piece_to_id(tok, "\xc3\xa6"), zt_tokenizer_piece_to_id(tok, "a")};
     CHECK(lead[0] >= 0);
-    CHECK(zt_tokenizer_decode(tok, lead, 2, 0, &text) == ZT_OK && strcmp(text, "\xEF\xBF\xBD" "a") == 0);
+    CHECK(zt_tokenizer_decode(tok, lead, 2, 0, &text) == ZT_OK && strcmp(text, "\xEF\xBF\xBD"
+                                                                               "a") == 0);
     free(text);
     CHECK(zt_tokenizer_decode(tok, lead, 0, 0, &text) == ZT_OK && strcmp(text, "") == 0);
     free(text);
@@ -562,8 +592,9 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "model.type 'WordPiece' is not supported");
     write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}");
     expect_open_error(dir, "normalizer: normalizer 'BertNormalizer' is not supported");
-    write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
-                                                "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"[a\"}, \"content\": \"\"}]}");
+    write_variant(dir, "\"normalizer\": null",
+                  "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+                  "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"[a\"}, \"content\": \"\"}]}");
     expect_open_error(dir, "normalizer.normalizers[1].pattern.Regex: the regex '[a' does not compile");
     write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
     expect_open_error(dir, "pre_tokenizer: pre-tokenizer 'Metaspace' is not supported");
@@ -634,8 +665,10 @@ static void check_spm_model(const char *name, int roundtrip)
     snprintf(held, sizeof held, "%s/held.txt", tmpdir);
     snprintf(ids_path, sizeof ids_path, "%s/%s.ids", tmpdir, name);
     snprintf(dec_path, sizeof dec_path, "%s/%s.dec", tmpdir, name);
-    snprintf(cmd, sizeof cmd, "spm_encode --model=%s --output_format=id < %s > %s && "
-             "spm_decode --model=%s --input_format=id < %s > %s", model, held, ids_path, model, ids_path, dec_path);
+    snprintf(cmd, sizeof cmd,
+             "spm_encode --model=%s --output_format=id < %s > %s && "
+             "spm_decode --model=%s --input_format=id < %s > %s",
+             model, held, ids_path, model, ids_path, dec_path);
     if (!run(cmd)) return;
     zt_tokenizer *tok;
     zt_status st = zt_tokenizer_open(&tok, model);
@@ -737,11 +770,13 @@ static void test_spm_parity(void)
                          "--vocab_size=1000";
     /* Llama 2 style BPE: lossless (identity, bytes for unknown characters), and a unigram model with
      * SentencePiece's defaults (NFKC, extra whitespace removed, some characters unknown) */
-    snprintf(cmd, sizeof cmd, "spm_train --input=%s --model_prefix=%s/bpe --model_type=bpe %s "
+    snprintf(cmd, sizeof cmd,
+             "spm_train --input=%s --model_prefix=%s/bpe --model_type=bpe %s "
              "--character_coverage=1.0 --byte_fallback=true --split_digits=true --normalization_rule_name=identity "
              "--remove_extra_whitespaces=false --allow_whitespace_only_pieces=true > %s/bpe.log 2>&1 && "
              "spm_train --input=%s --model_prefix=%s/unigram --model_type=unigram %s --character_coverage=0.995 "
-             "--pad_id=3 > %s/unigram.log 2>&1", train, tmpdir, common, tmpdir, train, tmpdir, common, tmpdir);
+             "--pad_id=3 > %s/unigram.log 2>&1",
+             train, tmpdir, common, tmpdir, train, tmpdir, common, tmpdir);
     if (!run(cmd)) return;
     check_spm_model("bpe", 1);
     check_spm_model("unigram", 0);
@@ -762,8 +797,8 @@ static void test_spm_parity(void)
     /* tokenizer_config.json: the special tokens, add_bos_token, added_tokens_decoder */
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     test_write_text(path, "{\"add_bos_token\": false, \"eos_token\": \"<|im_end|>\", \"pad_token\": null,"
-                     " \"added_tokens_decoder\": {\"1000\": {\"content\": \"<|extra|>\", \"special\": true},"
-                     " \"1\": {\"content\": \"<s>\", \"special\": true}}}");
+                          " \"added_tokens_decoder\": {\"1000\": {\"content\": \"<|extra|>\", \"special\": true},"
+                          " \"1\": {\"content\": \"<s>\", \"special\": true}}}");
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK);
     CHECK(zt_tokenizer_add_bos(tok) == 0 && zt_tokenizer_bos_id(tok) == 1);
     CHECK(zt_tokenizer_eos_id(tok) == zt_tokenizer_piece_to_id(tok, "<|im_end|>") && zt_tokenizer_pad_id(tok) == -1);

@@ -38,8 +38,9 @@ static void dump(FILE *f, const zt_toml *v)
                 const zt_toml_item *it = &v->items[i];
                 bool bare = it->keylen > 0;
                 for (size_t j = 0; j < it->keylen; j++)
-                    bare = bare && (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", it->key[j]) &&
-                                    it->key[j]);
+                    bare = bare &&
+                           (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", it->key[j]) &&
+                            it->key[j]);
                 if (bare) fputs(it->key, f);
                 else dump_str(f, it->key, it->keylen);
                 fputc('=', f);
@@ -134,7 +135,9 @@ static void test_comments_and_layout(void)
     V("a = 1\r\nb = 2\r\n# c\r\n", "{a=1,b=2}");
     V("\ta\t=\t1\t", "{a=1}");
     V("  [a]  \n  b = 1", "{a={b=1}}");
-    V("\xEF\xBB\xBF" "a = 1", "{a=1}");
+    V("\xEF\xBB\xBF"
+      "a = 1",
+      "{a=1}");
     E("a = 1 # \x01 ctrl\n", "1:9", "control character U+0001 in a comment");
     E("# \x7f\n", "1:3", "U+007F");
     E("a = 1 # x\rb = 2", "1:10", "U+000D");
@@ -216,8 +219,12 @@ static void test_basic_strings(void)
     E("s = \"\\", "1:6", "unterminated string");
     E("s = \"abc", "1:5", "unterminated string");
     E("s = \"abc\nd\"", "1:5", "unterminated string (a newline before the closing quote)");
-    E("s = \"a\x01" "b\"", "1:7", "control character U+0001 in a string (escape it)");
-    E("s = \"a\x7f" "b\"", "1:7", "control character U+007F");
+    E("s = \"a\x01"
+      "b\"",
+      "1:7", "control character U+0001 in a string (escape it)");
+    E("s = \"a\x7f"
+      "b\"",
+      "1:7", "control character U+007F");
     E("s = \"a\rb\"", "1:7", "control character U+000D");
 }
 
@@ -234,7 +241,8 @@ static void test_multiline_basic_strings(void)
     V("s = \"\"\"a \\\r\n  \r\n  b\"\"\"", "{s=\"a b\"}");
     V("s = \"\"\"Here are two quotation marks: \"\". Simple enough.\"\"\"",
       "{s=\"Here are two quotation marks: \\\"\\\". Simple enough.\"}");
-    V("s = \"\"\"Here are three quotation marks: \"\"\\\".\"\"\"", "{s=\"Here are three quotation marks: \\\"\\\"\\\".\"}");
+    V("s = \"\"\"Here are three quotation marks: \"\"\\\".\"\"\"",
+      "{s=\"Here are three quotation marks: \\\"\\\"\\\".\"}");
     V("s = \"\"\"\"This,\" she said, \"is just a pointless statement.\"\"\"\"",
       "{s=\"\\\"This,\\\" she said, \\\"is just a pointless statement.\\\"\"}");
     V("s = \"\"\"\"\"\"\"\"", "{s=\"\\\"\\\"\"}");
@@ -246,7 +254,9 @@ static void test_multiline_basic_strings(void)
     E("s = \"\"\"abc", "1:5", "unterminated string");
     E("s = \"\"\"abc\n\"\"", "1:5", "unterminated string");
     E("s = \"\"\"a\rb\"\"\"", "1:9", "control character U+000D");
-    E("s = \"\"\"a\x08" "b\"\"\"", "1:9", "control character U+0008");
+    E("s = \"\"\"a\x08"
+      "b\"\"\"",
+      "1:9", "control character U+0008");
     E("s = \"\"\"\\q\"\"\"", "1:8", "invalid escape '\\q'");
     E("s = \"\"\"\n\\uD800\"\"\"", "2:1", "not a unicode scalar value");
 }
@@ -264,7 +274,8 @@ static void test_literal_strings(void)
     V("quot15 = '''Here are fifteen quotation marks: \"\"\"\"\"\"\"\"\"\"\"\"\"\"\"'''",
       "{quot15=\"Here are fifteen quotation marks: "
       "\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\\\"\"}");
-    V("apos15 = \"Here are fifteen apostrophes: '''''''''''''''\"", "{apos15=\"Here are fifteen apostrophes: '''''''''''''''\"}");
+    V("apos15 = \"Here are fifteen apostrophes: '''''''''''''''\"",
+      "{apos15=\"Here are fifteen apostrophes: '''''''''''''''\"}");
     V("str = ''''That,' she said, 'is still pointless.''''", "{str=\"'That,' she said, 'is still pointless.'\"}");
     V("s = '''a\r\nb'''", "{s=\"a\\nb\"}");
     V("s = '''a\\\nb'''", "{s=\"a\\\\\\nb\"}");
@@ -396,7 +407,8 @@ static void test_datetimes(void)
 
 static void test_arrays(void)
 {
-    V("integers = [ 1, 2, 3 ]\ncolors = [ \"red\", \"yellow\", \"green\" ]\nnested_arrays_of_ints = [ [ 1, 2 ], [3, 4, 5] ]\n"
+    V("integers = [ 1, 2, 3 ]\ncolors = [ \"red\", \"yellow\", \"green\" ]\nnested_arrays_of_ints = [ [ 1, 2 ], [3, 4, "
+      "5] ]\n"
       "nested_mixed_array = [ [ 1, 2 ], [\"a\", \"b\", \"c\"] ]\n"
       "string_array = [ \"all\", 'strings', \"\"\"are the same\"\"\", '''type''' ]",
       "{integers=[1,2,3],colors=[\"red\",\"yellow\",\"green\"],nested_arrays_of_ints=[[1,2],[3,4,5]],"
@@ -424,7 +436,8 @@ static void test_arrays(void)
 
 static void test_inline_tables(void)
 {
-    V("name = { first = \"Tom\", last = \"Preston-Werner\" }\npoint = { x = 1, y = 2 }\nanimal = { type.name = \"pug\" }",
+    V("name = { first = \"Tom\", last = \"Preston-Werner\" }\npoint = { x = 1, y = 2 }\nanimal = { type.name = \"pug\" "
+      "}",
       "{name={first=\"Tom\",last=\"Preston-Werner\"},point={x=1,y=2},animal={type={name=\"pug\"}}}");
     V("a = {}\nb = { }", "{a={},b={}}");
     V("a = { b = { c = { d = 1 } } }", "{a={b={c={d=1}}}}");
@@ -454,8 +467,10 @@ static void test_tables(void)
     V("[table-1]\nkey1 = \"some string\"\nkey2 = 123\n\n[table-2]\nkey1 = \"another string\"\nkey2 = 456",
       "{table-1={key1=\"some string\",key2=123},table-2={key1=\"another string\",key2=456}}");
     V("[dog.\"tater.man\"]\ntype.name = \"pug\"", "{dog={\"tater.man\"={type={name=\"pug\"}}}}");
-    V("[a.b.c]\n[ d.e.f ]\n[ g .  h  . i ]\n[ j . \"ʞ\" . 'l' ]", "{a={b={c={}}},d={e={f={}}},g={h={i={}}},j={\"ʞ\"={l={}}}}");
-    V("# [x] you\n# [x.y] don't\n# [x.y.z] need these\n[x.y.z.w] # for this to work\n[x] # defining a super-table afterward is ok",
+    V("[a.b.c]\n[ d.e.f ]\n[ g .  h  . i ]\n[ j . \"ʞ\" . 'l' ]",
+      "{a={b={c={}}},d={e={f={}}},g={h={i={}}},j={\"ʞ\"={l={}}}}");
+    V("# [x] you\n# [x.y] don't\n# [x.y.z] need these\n[x.y.z.w] # for this to work\n[x] # defining a super-table "
+      "afterward is ok",
       "{x={y={z={w={}}}}}");
     V("[fruit.apple]\n[animal]\n[fruit.orange]", "{fruit={apple={},orange={}},animal={}}");
     V("[fruit]\napple.color = \"red\"\napple.taste.sweet = true\n\n[fruit.apple.texture]\nsmooth = true",
@@ -469,11 +484,14 @@ static void test_tables(void)
     V("[ a ]\nx = 1", "{a={x=1}}");
     V("a = 1\n[b]\nc = 2", "{a=1,b={c=2}}");
     V("[a]\nb.c = 1\nb.d = 2", "{a={b={c=1,d=2}}}");
-    E("[fruit]\napple = \"red\"\n\n[fruit]\norange = \"orange\"", "4:1", "table [fruit] defined twice (first at line 1)");
-    E("[fruit]\napple = \"red\"\n\n[fruit.apple]\ntexture = \"smooth\"", "4:1", "key 'fruit.apple' already holds a value");
+    E("[fruit]\napple = \"red\"\n\n[fruit]\norange = \"orange\"", "4:1",
+      "table [fruit] defined twice (first at line 1)");
+    E("[fruit]\napple = \"red\"\n\n[fruit.apple]\ntexture = \"smooth\"", "4:1",
+      "key 'fruit.apple' already holds a value");
     E("[fruit]\napple.color = \"red\"\napple.taste.sweet = true\n[fruit.apple]", "4:1",
       "table [fruit.apple] already defined by dotted keys");
-    E("[fruit]\napple.color = \"red\"\napple.taste.sweet = true\n[fruit.apple.taste]", "4:1", "already defined by dotted keys");
+    E("[fruit]\napple.color = \"red\"\napple.taste.sweet = true\n[fruit.apple.taste]", "4:1",
+      "already defined by dotted keys");
     E("[a.b.c]\nz = 9\n[a]\nb.c.t = 1", "4:3", "key 'b.c' is a table defined elsewhere; dotted keys cannot extend it");
     E("[a.b.c]\n[a]\nb.d = 1\n[a.b]", "4:1", "table [a.b] already defined by dotted keys");
     E("[a]\nb.c = 1\n[x]\n[a]\nb.d = 2", "4:1", "table [a] defined twice");
@@ -509,11 +527,14 @@ static void test_arrays_of_tables(void)
     V("[[a]]\nx = 1\na.y = 2", "{a=[{x=1,a={y=2}}]}");
     V("[[ a ]]\n[[a]]", "{a=[{},{}]}");
     V("[[a]]\n[a.b]\n[[a]]\n[a.b]", "{a=[{b={}},{b={}}]}");
-    E("[fruit.physical]\ncolor = \"red\"\n[[fruit]]\nname = \"apple\"", "3:1", "cannot define [[fruit]]: key 'fruit' already holds a table");
+    E("[fruit.physical]\ncolor = \"red\"\n[[fruit]]\nname = \"apple\"", "3:1",
+      "cannot define [[fruit]]: key 'fruit' already holds a table");
     E("fruits = []\n[[fruits]]", "2:1", "already holds a static array");
-    E("[[fruits]]\nname = \"apple\"\n[[fruits.varieties]]\nname = \"red delicious\"\n[fruits.varieties]\nname = \"granny smith\"",
+    E("[[fruits]]\nname = \"apple\"\n[[fruits.varieties]]\nname = \"red delicious\"\n[fruits.varieties]\nname = "
+      "\"granny smith\"",
       "5:1", "table [fruits.varieties] already defined as an array of tables");
-    E("[[fruits]]\n[fruits.physical]\ncolor = \"red\"\n[[fruits.physical]]", "4:1", "cannot define [[fruits.physical]]");
+    E("[[fruits]]\n[fruits.physical]\ncolor = \"red\"\n[[fruits.physical]]", "4:1",
+      "cannot define [[fruits.physical]]");
     E("a = [{b = 1}]\n[a.c]", "2:2", "key 'a' is a static array, which cannot be extended");
     E("[[a]]\n[a]", "2:1", "table [a] already defined as an array of tables");
     E("[a]\n[[a]]", "2:1", "cannot define [[a]]");
@@ -598,15 +619,18 @@ static void test_positions(void)
 
 static void test_datetime_parts(void)
 {
-    const char *doc = "a = 1979-05-27T00:32:00.999999-07:30\nb = 2024-02-29\nc = 23:59:58.5\nd = 1979-05-27 07:32:01.1234567891\n";
+    const char *doc =
+        "a = 1979-05-27T00:32:00.999999-07:30\nb = 2024-02-29\nc = 23:59:58.5\nd = 1979-05-27 07:32:01.1234567891\n";
     zt_toml *root = zt_toml_parse(doc, strlen(doc), NULL, 0);
     CHECK(root != NULL);
     if (!root) return;
-    const zt_toml *a = zt_toml_get(root, "a"), *b = zt_toml_get(root, "b"), *c = zt_toml_get(root, "c"), *d = zt_toml_get(root, "d");
+    const zt_toml *a = zt_toml_get(root, "a"), *b = zt_toml_get(root, "b"), *c = zt_toml_get(root, "c"),
+                  *d = zt_toml_get(root, "d");
     CHECK(a->kind == ZT_TOML_DATETIME && a->dt.year == 1979 && a->dt.month == 5 && a->dt.day == 27);
     CHECK(a->dt.hour == 0 && a->dt.minute == 32 && a->dt.second == 0 && a->dt.nanosecond == 999999000);
     CHECK(a->dt.offset_minutes == -(7 * 60 + 30));
-    CHECK(b->kind == ZT_TOML_LOCAL_DATE && b->dt.year == 2024 && b->dt.month == 2 && b->dt.day == 29 && b->dt.hour == 0);
+    CHECK(b->kind == ZT_TOML_LOCAL_DATE && b->dt.year == 2024 && b->dt.month == 2 && b->dt.day == 29 &&
+          b->dt.hour == 0);
     CHECK(c->kind == ZT_TOML_LOCAL_TIME && c->dt.hour == 23 && c->dt.second == 58 && c->dt.nanosecond == 500000000);
     CHECK(d->kind == ZT_TOML_LOCAL_DATETIME && d->dt.second == 1 && d->dt.nanosecond == 123456789);
     CHECK(!strcmp(d->str, "1979-05-27 07:32:01.1234567891") && d->len == strlen(d->str));
@@ -628,7 +652,8 @@ static void test_lookups(void)
     CHECK(zt_toml_get(NULL, "x") == NULL);
     CHECK(zt_toml_get(zt_toml_get(root, "a.b"), "c") != NULL); /* a key with a dot: only through zt_toml_get */
     CHECK(!strcmp(root->items[0].key, "offload") && !strcmp(root->items[1].key, "a.b"));
-    CHECK(!strcmp(zt_toml_kind_name(ZT_TOML_FLOAT), "a float") && !strcmp(zt_toml_kind_name(ZT_TOML_INT), "an integer"));
+    CHECK(!strcmp(zt_toml_kind_name(ZT_TOML_FLOAT), "a float") &&
+          !strcmp(zt_toml_kind_name(ZT_TOML_INT), "an integer"));
     zt_toml_free(root);
 }
 

@@ -15,10 +15,10 @@
 typedef struct grpo {
     zt_rollout ro;
     int G;
-    double *adv;  /* per row */
-    double *old;  /* the log-probabilities the completions were sampled with (ppo_epochs > 1) */
-    int mb;       /* the micro-batch the objective works on */
-    double scale; /* 1 / completions of the step, all ranks */
+    double *adv;                 /* per row */
+    double *old;                 /* the log-probabilities the completions were sampled with (ppo_epochs > 1) */
+    int mb;                      /* the micro-batch the objective works on */
+    double scale;                /* 1 / completions of the step, all ranks */
     double trained, kl, clipped; /* since the last metrics row, over the gradient passes' tokens */
 } grpo;
 
@@ -118,8 +118,9 @@ static zt_status grpo_open(zt_trainer *t)
     s->G = r->rlhf.num_generations;
     int B = r->train.micro_batch_size, A = r->train.gradient_accumulation_steps;
     if ((B * A) % s->G)
-        return zt_fail(ZT_EUSER, "train.micro_batch_size × train.gradient_accumulation_steps (%d × %d) must be a "
-                                 "multiple of rlhf.num_generations (%d): each rank generates whole groups",
+        return zt_fail(ZT_EUSER,
+                       "train.micro_batch_size × train.gradient_accumulation_steps (%d × %d) must be a "
+                       "multiple of rlhf.num_generations (%d): each rank generates whole groups",
                        B, A, s->G);
     size_t rows = (size_t)A * B;
     s->adv = calloc(rows, sizeof *s->adv);
@@ -158,6 +159,14 @@ static void grpo_close(zt_trainer *t)
 }
 
 const zt_algo zt_algo_grpo = {
-    .name = "grpo", .check = zt_rollout_check, .open = grpo_open, .plan = grpo_plan, .grads = grpo_grads, .metrics = grpo_metrics,
-    .evaluate = grpo_evaluate, .get_state = grpo_get_state, .set_state = grpo_set_state, .close = grpo_close,
+    .name = "grpo",
+    .check = zt_rollout_check,
+    .open = grpo_open,
+    .plan = grpo_plan,
+    .grads = grpo_grads,
+    .metrics = grpo_metrics,
+    .evaluate = grpo_evaluate,
+    .get_state = grpo_get_state,
+    .set_state = grpo_set_state,
+    .close = grpo_close,
 };

@@ -273,7 +273,17 @@ static void ppo_close(zt_trainer *t)
 }
 
 const zt_algo zt_algo_ppo = {
-    .name = "ppo", .check = zt_rollout_check, .open = ppo_open, .plan = ppo_plan, .grads = ppo_grads, .metrics = ppo_metrics,
-    .evaluate = ppo_evaluate, .get_state = ppo_get_state, .set_state = ppo_set_state, .save = ppo_save,
-    .restore = ppo_restore, .finish = ppo_finish, .close = ppo_close,
+    .name = "ppo",
+    .check = zt_rollout_check,
+    .open = ppo_open,
+    .plan = ppo_plan,
+    .grads = ppo_grads,
+    .metrics = ppo_metrics,
+    .evaluate = ppo_evaluate,
+    .get_state = ppo_get_state,
+    .set_state = ppo_set_state,
+    .save = ppo_save,
+    .restore = ppo_restore,
+    .finish = ppo_finish,
+    .close = ppo_close,
 };

@@ -31,9 +31,9 @@ typedef struct pref {
     const zt_dataset *ds;          /* what items number */
     const double *ref;             /* DPO: the reference log-probability of each of ds's examples */
     double *ref_train, *ref_valid;
-    double *store;                 /* computing references: each example's log-probability goes here */
-    double scale;                  /* 1 / pairs of the step (all ranks) */
-    pair_stats acc;                /* since the last metrics row */
+    double *store;  /* computing references: each example's log-probability goes here */
+    double scale;   /* 1 / pairs of the step (all ranks) */
+    pair_stats acc; /* since the last metrics row */
     const zt_recipe *r;
     int T;
 } pref;
@@ -97,8 +97,8 @@ static double pref_objective(void *ctx, const double *out, double *coef, int N)
             double ref_c = p->ref[2 * k], ref_w = p->ref[2 * k + 1];
             int ipo = p->kind == ZT_DPO_IPO; /* IPO compares per-token averages */
             int kc = ipo ? nc : 1, kw = ipo ? nw : 1;
-            loss = zt_dpo_loss(p->kind, r->rlhf.beta, r->rlhf.label_smoothing, pc / kc, pw / kw, ref_c / kc,
-                               ref_w / kw, &dc, &dw);
+            loss = zt_dpo_loss(p->kind, r->rlhf.beta, r->rlhf.label_smoothing, pc / kc, pw / kw, ref_c / kc, ref_w / kw,
+                               &dc, &dw);
             rc = r->rlhf.beta * (pc - ref_c), rw = r->rlhf.beta * (pw - ref_w);
             if (coef) put_coef(p, coef, c, dc * p->scale, kc), put_coef(p, coef, w, dw * p->scale, kw);
         } else {
@@ -209,7 +209,8 @@ static zt_status reference_logps(zt_trainer *t)
     zt_llama ref, *m = &t->m;
     if (r->rlhf.reference[0]) { /* held only for this pass */
         if ((st = zt_model_open(&ref, dir, r->model.dtype, r->model.device))) return st;
-        if (ref.V != t->m.V) st = zt_fail(ZT_EUSER, "rlhf.reference '%s' has %d tokens, the model %d", dir, ref.V, t->m.V);
+        if (ref.V != t->m.V)
+            st = zt_fail(ZT_EUSER, "rlhf.reference '%s' has %d tokens, the model %d", dir, ref.V, t->m.V);
         m = &ref;
     }
     if (!st) st = zt_llama_alloc_acts(m, 2 * p->pairs, p->T, 0);
@@ -261,8 +262,9 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     if (!p->items || !p->input) return zt_fail(ZT_ENOMEM, "out of memory");
     p->target = p->input + N, p->pos = p->target + N;
     zt_status st = zt_data_open(r, &t->tools, t->m.V, &p->train, &p->valid);
-    if (!st) st = zt_items_init(&p->order, p->train.n_examples / 2, r->data.shuffle, (uint64_t)r->train.seed,
-                                  t->zero.rank, t->zero.world);
+    if (!st)
+        st = zt_items_init(&p->order, p->train.n_examples / 2, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
+                           t->zero.world);
     if (!st && dpo) st = reference_logps(t);
     if (!st)
         zt_log_info("data: %lld preference pairs to train on, %lld held out", (long long)p->train.n_examples / 2,
@@ -357,7 +359,10 @@ static zt_status pref_evaluate(zt_trainer *t, long step)
 }
 
 static zt_loader_state pref_get_state(zt_trainer *t) { return zt_items_get_state(&((pref *)t->ctx)->order); }
-static zt_status pref_set_state(zt_trainer *t, zt_loader_state s) { return zt_items_set_state(&((pref *)t->ctx)->order, s); }
+static zt_status pref_set_state(zt_trainer *t, zt_loader_state s)
+{
+    return zt_items_set_state(&((pref *)t->ctx)->order, s);
+}
 
 static void pref_close(zt_trainer *t)
 {
@@ -374,12 +379,28 @@ static void pref_close(zt_trainer *t)
 }
 
 const zt_algo zt_algo_dpo = {
-    .name = "dpo", .check = pref_check, .open = dpo_open, .plan = pref_plan, .grads = pref_grads, .metrics = pref_metrics,
-    .evaluate = pref_evaluate, .get_state = pref_get_state, .set_state = pref_set_state, .close = pref_close,
+    .name = "dpo",
+    .check = pref_check,
+    .open = dpo_open,
+    .plan = pref_plan,
+    .grads = pref_grads,
+    .metrics = pref_metrics,
+    .evaluate = pref_evaluate,
+    .get_state = pref_get_state,
+    .set_state = pref_set_state,
+    .close = pref_close,
 };
 
 const zt_algo zt_algo_reward = {
-    .name = "reward", .score_head = 1, .check = pref_check, .open = reward_open, .plan = pref_plan, .grads = pref_grads,
-    .metrics = pref_metrics, .evaluate = pref_evaluate, .get_state = pref_get_state, .set_state = pref_set_state,
+    .name = "reward",
+    .score_head = 1,
+    .check = pref_check,
+    .open = reward_open,
+    .plan = pref_plan,
+    .grads = pref_grads,
+    .metrics = pref_metrics,
+    .evaluate = pref_evaluate,
+    .get_state = pref_get_state,
+    .set_state = pref_set_state,
     .close = pref_close,
 };

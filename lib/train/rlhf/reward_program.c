@@ -22,8 +22,8 @@ enum { ECHO_MAX = 80 }; /* bytes of an input line or an answer quoted in a messa
 
 /* the input lines of one score call */
 typedef struct batch {
-    char *text;     /* every line, each ended by '\n' */
-    size_t *off;    /* line i is text[off[i], off[i + 1]) */
+    char *text;  /* every line, each ended by '\n' */
+    size_t *off; /* line i is text[off[i], off[i + 1]) */
     int n;
     long first;     /* run line number of line 0 */
     size_t written; /* bytes of text in the pipe so far */
@@ -332,7 +332,8 @@ static void end_group(pid_t pid)
     wait_exit(pid, 1.0, &info);
     kill(-pid, SIGKILL);
     untrack_group(pid);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
 }
 
 void zt_reward_program_close(zt_reward_program *p)

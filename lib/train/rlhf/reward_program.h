@@ -26,13 +26,13 @@
 #include "lib/core/status.h"
 
 typedef struct zt_reward_program {
-    char *command;           /* NULL when not open */
-    pid_t pid;               /* also its process group's id; reaped by close */
+    char *command;            /* NULL when not open */
+    pid_t pid;                /* also its process group's id; reaped by close */
     int to_child, from_child; /* our ends of its stdin and stdout (non-blocking); to_child is -1 once it is gone */
     double timeout_s;
-    long sent, answered;     /* input lines written in full, answers read: since open */
-    int failed;              /* an error left its answers out of step with our lines */
-    size_t len;              /* bytes in buf: the start of an answer not yet ended by a newline */
+    long sent, answered; /* input lines written in full, answers read: since open */
+    int failed;          /* an error left its answers out of step with our lines */
+    size_t len;          /* bytes in buf: the start of an answer not yet ended by a newline */
     char buf[4096];
 } zt_reward_program;
 

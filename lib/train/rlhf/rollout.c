@@ -44,8 +44,10 @@ static zt_status load_objects(const zt_recipe *r, const zt_strlist *files, const
     int64_t skipped;
     zt_status st = zt_jsonl_load(files->items, files->n, r->data.skip_bad_lines, keep_object, &s, &skipped);
     if (!st && s.n != ds->n_examples)
-        st = zt_fail(ZT_EUSER, "%s: %lld prompt lines but %lld usable prompts (drop the bad lines rather than "
-                               "data.skip_bad_lines)", files->items[0], (long long)s.n, (long long)ds->n_examples);
+        st = zt_fail(ZT_EUSER,
+                     "%s: %lld prompt lines but %lld usable prompts (drop the bad lines rather than "
+                     "data.skip_bad_lines)",
+                     files->items[0], (long long)s.n, (long long)ds->n_examples);
     if (st) { /* the caller frees ds->n_examples objects: it gets a whole list or none */
         free_objects(s.v, s.n);
         s.v = NULL;
@@ -197,15 +199,18 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
     double t0 = zt_now_s();
     zt_status st = zt_zero_gather_all(&t->zero); /* once for every token of every completion */
-    if (!st && s->gen == &s->host) t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
+    if (!st && s->gen == &s->host)
+        t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
     for (int p = 0; p < prompts && !st; p++) {
         int np = 0;
         if (items[p] >= 0) st = prefill(s, s->gen, ds, items[p], &np);
         for (int g = 0; g < G && !st; g++) {
             int row = p * G + g;
             if (items[p] < 0) empty_row(s, row);
-            else st = fill_generated(s, t, ds, lines, items[p], np,
-                                     ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g, temperature, row, &objs[row]);
+            else
+                st = fill_generated(s, t, ds, lines, items[p], np,
+                                    ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g, temperature, row,
+                                    &objs[row]);
         }
     }
     zt_zero_release_all(&t->zero);
@@ -260,7 +265,7 @@ zt_status zt_rollout_evaluate(zt_rollout *s, zt_trainer *t, long step)
     int n = s->A * s->B;
     zt_status st = zt_items_init(&order, s->valid.n_examples, 0, 0, t->zero.rank, t->zero.world);
     int64_t *items = malloc((size_t)n * sizeof *items), groups = zt_items_groups_per_epoch(&order, n);
-    double sums[2] = {0, 0}; /* answered, reward */
+    double sums[2] = {0, 0};        /* answered, reward */
     zt_rollout_stats keep = s->acc; /* the training steps' statistics leave evaluation out */
     if (!st && !items) st = zt_fail(ZT_ENOMEM, "out of memory");
     for (int64_t b = 0; b < groups && !st; b++) {
@@ -286,7 +291,8 @@ zt_status zt_rollout_evaluate(zt_rollout *s, zt_trainer *t, long step)
 static zt_status open_scorer(zt_rollout *s)
 {
     const zt_recipe *r = s->r;
-    if (r->rlhf.reward_command[0]) return zt_reward_program_open(&s->program, r->rlhf.reward_command, r->rlhf.reward_timeout_s);
+    if (r->rlhf.reward_command[0])
+        return zt_reward_program_open(&s->program, r->rlhf.reward_command, r->rlhf.reward_timeout_s);
     if (!r->rlhf.reward_model[0])
         return zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" needs rlhf.reward_command or rlhf.reward_model",
                        zt_rlhf_algorithm_names[r->rlhf.algorithm]);
@@ -341,8 +347,9 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     if (!st && !r->data.valid.n && s->valid.n_examples)
         st = zt_fail(ZT_EUSER, "rlhf.algorithm = \"%s\" holds prompts out with data.valid, not data.valid_split",
                      zt_rlhf_algorithm_names[r->rlhf.algorithm]);
-    if (!st) st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
-                                t->zero.world);
+    if (!st)
+        st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
+                           t->zero.world);
     if (!st && with_reference) { /* rlhf.reference, else the starting model */
         const char *dir = r->rlhf.reference[0] ? r->rlhf.reference : r->model.path;
         if (!(st = zt_model_open(&s->ref_model, dir, r->model.dtype, r->model.device)))

@@ -24,22 +24,22 @@ typedef struct zt_rollout_stats {
 
 typedef struct zt_rollout {
     const zt_recipe *r;
-    int T, B, A;                    /* rows of T tokens per micro-batch, micro-batches per step */
+    int T, B, A; /* rows of T tokens per micro-batch, micro-batches per step */
     zt_dataset train, valid;
     cJSON **train_obj, **valid_obj; /* each prompt's JSON line */
     zt_items order;
-    int32_t *input, *target, *pos;  /* the step's A × B rows */
-    int *ntok;                      /* trained tokens per row; 0: no completion */
-    double *rewards;                /* per row */
-    double *ref;                    /* the reference's log-probabilities per position (with a reference) */
-    double *store;                  /* where zt_rollout_outputs writes */
+    int32_t *input, *target, *pos; /* the step's A × B rows */
+    int *ntok;                     /* trained tokens per row; 0: no completion */
+    double *rewards;               /* per row */
+    double *ref;                   /* the reference's log-probabilities per position (with a reference) */
+    double *store;                 /* where zt_rollout_outputs writes */
     zt_llama_cache cache;
     zt_real *logits, *prompt_logits; /* [V] each: the next token's, and the prompt's last token's */
     void *scratch;
     int32_t stop_ids[4];
-    int vocab; /* ids the tokenizer has: the model's rows past them are padding, never sampled */
+    int vocab;     /* ids the tokenizer has: the model's rows past them are padding, never sampled */
     zt_llama host; /* a model on a device generates from this host copy of its weights, refreshed each time */
-    zt_llama *gen;  /* the model that generates: the trained one, or host */
+    zt_llama *gen; /* the model that generates: the trained one, or host */
     zt_llama ref_model;
     zt_llama reward_model;
     zt_reward_program program;

@@ -65,10 +65,9 @@ static zt_status clear_run_files(const zt_rundir *rd)
 
 zt_status zt_rundir_check(const char *dir, int overwrite)
 {
-    if (strlen(dir) >= sizeof ((zt_rundir *)0)->dir) return zt_fail(ZT_EUSER, "output.dir is too long");
+    if (strlen(dir) >= sizeof((zt_rundir *)0)->dir) return zt_fail(ZT_EUSER, "output.dir is too long");
     if (!dir_is_empty(dir) && !overwrite)
-        return zt_fail(ZT_EUSER, "output directory '%s' is not empty (set output.overwrite = true to replace it)",
-                       dir);
+        return zt_fail(ZT_EUSER, "output directory '%s' is not empty (set output.overwrite = true to replace it)", dir);
     return ZT_OK;
 }
 

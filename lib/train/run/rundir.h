@@ -20,7 +20,7 @@
 typedef struct zt_rundir {
     char dir[4096];
     FILE *metrics, *log;
-    cJSON *run; /* run.json, rewritten with the end time at close */
+    cJSON *run;      /* run.json, rewritten with the end time at close */
     zt_tfevents *tb; /* TensorBoard scalars (output.tensorboard) */
 } zt_rundir;
 

@@ -99,8 +99,8 @@ zt_status zt_tfevents_scalar(zt_tfevents *tb, const char *tag, int64_t step, dou
     pb_fixed(&val, 2, &f, 4);            /* Summary.Value.simple_value */
     pb_bytes(&summary, 1, val.b, val.n); /* Summary.value */
     double now = wall_time();
-    pb_fixed(&e, 1, &now, 8);            /* Event.wall_time */
-    pb_tag(&e, 2, 0);                    /* Event.step */
+    pb_fixed(&e, 1, &now, 8); /* Event.wall_time */
+    pb_tag(&e, 2, 0);         /* Event.step */
     pb_varint(&e, (uint64_t)step);
     pb_bytes(&e, 5, summary.b, summary.n); /* Event.summary */
     return write_record(tb, &e);
