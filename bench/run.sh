@@ -6,8 +6,7 @@
 #   BENCH_THREADS=1 bench/run.sh
 #
 # Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager (bench/torch_llama.py), then
-# `zt pretrain` in fp32, in bf16 (oneDNN's GEMMs where zt has them) and in bf16 on zt's own
-# GEMM kernels (ZT_DNNL=0). A part that is missing or fails shows as "missing" and
+# `zt pretrain` in fp32 and in bf16. A part that is missing or fails shows as "missing" and
 # the rest still runs. zt's tokens/s is the mean of metrics.jsonl's input_tokens_per_s over steps 3..10.
 set -u
 cd "$(dirname "$0")/.."
@@ -85,12 +84,11 @@ print(f"{sum(rows) / len(rows):.2f}" if rows else "")
 EOF
 }
 
-ZT_FP32="" ZT_BF16="" ZT_BF16_OWN=""
+ZT_FP32="" ZT_BF16=""
 if [ -x ./zt ]; then
     if bench/make-model.sh > "$OUT/zt-init.log" 2>&1; then
         ZT_FP32=$(zt_run fp32)
         ZT_BF16=$(zt_run bf16 model.dtype=bf16 output.dir="$OUT/run-bf16")
-        ZT_BF16_OWN=$(ZT_DNNL=0 zt_run bf16-own model.dtype=bf16 output.dir="$OUT/run-bf16-own")
     else
         log "zt init failed: see $OUT/zt-init.log"
     fi
@@ -99,17 +97,15 @@ else
 fi
 
 # --- table -------------------------------------------------------------------------------------
-GEMM=$([ -x ./zt ] && ./zt env 2>/dev/null | sed -n 's/^bf16 gemm: //p')
-TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$ZT_FP32" "$ZT_BF16" "$ZT_BF16_OWN" "${GEMM:-?}" <<'EOF'
+TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$ZT_FP32" "$ZT_BF16" <<'EOF'
 import sys
-fpt, peak, torch, zt32, zt16, zt16own, gemm = sys.argv[1:8]
+fpt, peak, torch, zt32, zt16 = sys.argv[1:6]
 fpt = float(fpt)
 peak = float(peak) if peak else None
 torch = float(torch) if torch else None
 out = ["| run | tokens/s | GFLOP/s | % of sgemm peak | vs PyTorch |", "|---|---:|---:|---:|---:|"]
 out.append(f"| OpenBLAS sgemm peak | | {peak:.1f} | 100% | |" if peak else "| OpenBLAS sgemm peak | missing | | | |")
-for name, tps in (("PyTorch eager fp32", torch), ("zt fp32", zt32), (f"zt bf16 ({gemm})", zt16),
-                  ("zt bf16 (zt's own GEMM kernels)", zt16own)):
+for name, tps in (("PyTorch eager fp32", torch), ("zt fp32", zt32), ("zt bf16", zt16)):
     tps = float(tps) if tps else None
     if tps is None:
         out.append(f"| {name} | missing | | | |")

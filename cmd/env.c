@@ -3,7 +3,6 @@
 #include <stdio.h>
 
 #include "commands.h"
-#include "kernels/cpu/gemm_bf16_kernel.h"
 #include "lib/backend/backend.h"
 #include "lib/core/cpu.h"
 #include "lib/core/version.h"
@@ -16,8 +15,6 @@ int cmd_env(int argc, char **argv)
     if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
     printf("zt %s (%s)\n", ZT_VERSION, ZT_COMMIT);
     printf("cpu: kernels %s, %d OpenMP threads\n", zt_cpu_level_name(), omp_get_max_threads());
-    const char *dnnl = zt_gemm_bf16_dnnl_name();
-    printf("bf16 gemm: %s\n", dnnl ? dnnl : "zt's own kernels");
     printf("openblas: %s, core %s, %d threads\n", openblas_get_config(), openblas_get_corename(),
            openblas_get_num_threads());
     zt_backend *cuda;

@@ -15,8 +15,6 @@
  * The result is bitwise the same for any thread count: each output element sums K in a fixed
  * order that depends only on K and on the CPU path (AVX-512 BF16, AVX2, or scalar; ZT_CPU caps it).
  * The scalar path sums k = 0, 1, .. K-1 into one fp32, as the plain loops of zt_gemm_bf16_ref do.
- * Large products go to oneDNN's matmul where zt is built with it (its kernels use AMX where the
- * CPU has it), in blocks whose summation order depends on the shape alone; ZT_DNNL=0 turns it off.
  */
 #ifndef ZT_KERNELS_CPU_GEMM_BF16_H
 #define ZT_KERNELS_CPU_GEMM_BF16_H
