@@ -143,6 +143,12 @@ max_steps = 4
 micro_batch_size = 4
 gradient_accumulation_steps = 2
 learning_rate = 1e-4
+# AdamW's first step moves each weight by lr·g/(|g| + eps): a gradient element that cancels to
+# rounding noise (~1e-9 here) moves by a full ±lr with the noise's sign, so runs that differ
+# only in summation order (2 ranks against 1) part by 1e-4 in the next step's loss (seen at
+# ZT_CPU=scalar: 3.9e-4 with eps 1e-8). eps = 1e-6, far above that noise, keeps such elements
+# still; the 2-rank and 1-rank losses then agree to summation-order noise at every level.
+adam_epsilon = 1e-6
 logging_steps = 1
 eval_steps = 4
 seed = 3
