@@ -1,6 +1,6 @@
-/* Reads a Hugging Face tokenizer.json with a byte-level BPE model. What zt
- * does not implement (other models, normalizers, pre-tokenizers) is refused
- * with the field named, never approximated. */
+/* Reads a Hugging Face tokenizer.json with a BPE or WordLevel model. What zt
+ * does not implement (other models, normalizers, pre-tokenizers, decoders) is
+ * refused with the field named, never approximated. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "lib/core/fileio.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/decoder.h"
 #include "tokenizers/normalize.h"
 #include "tokenizers/unicode.h"
 
@@ -80,44 +81,62 @@ static zt_status read_merges(zt_bpe *b, const cJSON *merges)
     return st;
 }
 
+/* continuing_subword_prefix or end_of_word_suffix: NULL when absent or empty */
+static zt_status read_affix(const zt_bpe *b, const cJSON *model, const char *name, char **out)
+{
+    const cJSON *v = field(model, name);
+    if (!cJSON_IsString(v) || !v->valuestring[0]) return ZT_OK;
+    if (b->byte_level)
+        return zt_fail(ZT_EUSER, "model.%s = '%s' is not supported with a ByteLevel pre-tokenizer", name,
+                       v->valuestring);
+    if (!(*out = strdup(v->valuestring))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+static zt_status read_bpe_options(zt_bpe *b, const cJSON *model)
+{
+    const cJSON *v = field(model, "dropout");
+    if (cJSON_IsNumber(v) && v->valuedouble != 0)
+        return zt_fail(ZT_EUSER,
+                       "model.dropout = %g is not supported (BPE-dropout randomizes the tokens, for training a "
+                       "tokenizer; set it to null)",
+                       v->valuedouble);
+    zt_status st;
+    if ((st = read_affix(b, model, "continuing_subword_prefix", &b->prefix)) ||
+        (st = read_affix(b, model, "end_of_word_suffix", &b->suffix)))
+        return st;
+    b->byte_fallback = flag(model, "byte_fallback", 0);
+    if (b->byte_fallback && b->byte_level)
+        return zt_fail(ZT_EUSER, "model.byte_fallback = true is not supported with a ByteLevel pre-tokenizer");
+    b->ignore_merges = flag(model, "ignore_merges", 0);
+    b->fuse_unk = flag(model, "fuse_unk", 0);
+    return ZT_OK;
+}
+
 static zt_status read_model(zt_bpe *b, const cJSON *model)
 {
     if (!cJSON_IsObject(model)) return zt_fail(ZT_EUSER, "\"model\" is missing or not an object");
     const char *type = type_of(model);
-    if (strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
-        return zt_fail(ZT_EUSER, "model.type '%s' is not supported (zt reads byte-level BPE)", type);
-    const cJSON *v = field(model, "dropout");
-    if (cJSON_IsNumber(v) && v->valuedouble != 0)
-        return zt_fail(ZT_EUSER, "model.dropout = %g is not supported (BPE-dropout is for training a tokenizer)",
-                       v->valuedouble);
-    const char *affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (int i = 0; i < 2; i++) {
-        v = field(model, affixes[i]);
-        if (cJSON_IsString(v) && v->valuestring[0])
-            return zt_fail(ZT_EUSER, "model.%s = '%s' is not supported", affixes[i], v->valuestring);
-    }
-    if (flag(model, "byte_fallback", 0))
-        return zt_fail(ZT_EUSER, "model.byte_fallback = true is not supported (a SentencePiece-style BPE: "
-                                 "give zt its tokenizer.model)");
-    b->ignore_merges = flag(model, "ignore_merges", 0);
-    b->fuse_unk = flag(model, "fuse_unk", 0);
     zt_status st;
-    if ((st = read_vocab(b, field(model, "vocab"))) || (st = read_merges(b, field(model, "merges")))) return st;
-    v = field(model, "unk_token");
+    b->word_level = strcmp(type, "WordLevel") == 0;
+    if (!b->word_level && strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
+        return zt_fail(ZT_EUSER, "model.type '%s' is not a model zt implements (BPE, WordLevel)", type);
+    if (!b->word_level && (st = read_bpe_options(b, model))) return st;
+    if ((st = read_vocab(b, field(model, "vocab")))) return st;
+    if (!b->word_level && (st = read_merges(b, field(model, "merges")))) return st;
+    const cJSON *v = field(model, "unk_token");
     b->unk = cJSON_IsString(v) ? zt_bpe_piece_to_id(b, v->valuestring, strlen(v->valuestring)) : -1;
     return ZT_OK;
 }
 
-/* Any pre-tokenizer zt implements, as long as it is byte-level: the vocabulary
- * is then written in ByteLevel's alphabet. */
+/* Any pre-tokenizer zt implements, or none; with a ByteLevel step the
+ * vocabulary is written in ByteLevel's alphabet. */
 static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
 {
-    if (!pre || cJSON_IsNull(pre))
-        return zt_fail(ZT_EUSER, "pre_tokenizer is null (zt reads byte-level BPE: a ByteLevel pre-tokenizer)");
+    if (!pre || cJSON_IsNull(pre)) return ZT_OK;
     zt_status st = zt_pretok_read(pre, "pre_tokenizer", &b->pretok);
     if (st) return st;
-    if (!zt_pretok_byte_level(b->pretok))
-        return zt_fail(ZT_EUSER, "pre_tokenizer '%s' has no ByteLevel step (zt reads byte-level BPE)", type_of(pre));
+    b->byte_level = zt_pretok_byte_level(b->pretok);
     return ZT_OK;
 }
 
@@ -180,13 +199,10 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
 {
     zt_status st;
     if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
+    if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
     if ((st = read_model(b, field(root, "model")))) return st;
     if ((st = zt_normalizer_read(field(root, "normalizer"), "normalizer", &tok->normalizer))) return st;
-    if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
-    const cJSON *dec = field(root, "decoder");
-    if (strcmp(type_of(dec), "ByteLevel") != 0)
-        return zt_fail(ZT_EUSER, "decoder '%s' is not supported (zt reads byte-level BPE: a ByteLevel decoder)",
-                       dec && !cJSON_IsNull(dec) ? type_of(dec) : "null");
+    if ((st = zt_decoder_read(field(root, "decoder"), "decoder", &tok->decoder))) return st;
     if ((st = read_added_tokens(tok, field(root, "added_tokens")))) return st;
     tok->unk = b->unk;
     read_post_processor(tok, b, field(root, "post_processor"));

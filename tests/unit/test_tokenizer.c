@@ -357,6 +357,26 @@ static void test_bpe_qwen2(void)
     zt_tokenizer_free(tok);
 }
 
+/* The SentencePiece-style tokenizer.json fixtures (make_sp_fixture.py): BPE over
+ * characters with byte_fallback, fuse_unk, affixes, ignore_merges; Metaspace and
+ * the Prepend/Replace normalizers; the Replace, ByteFallback, Fuse, Strip and
+ * Metaspace decoders, and none. */
+static void test_bpe_sentencepiece_style(void)
+{
+    const char *names[] = {"bpe_llama2", "bpe_mistral", "bpe_affix", "bpe_metaspace"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[i]);
+        zt_tokenizer *tok;
+        zt_status st = zt_tokenizer_open(&tok, dir);
+        CHECK_MSG(st == ZT_OK, "%s: %s", names[i], zt_errmsg());
+        if (st) continue;
+        int lines = check_expected(tok, dir);
+        CHECK_MSG(lines >= 500, "%s: %d lines", names[i], lines);
+        zt_tokenizer_free(tok);
+    }
+}
+
 /* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
 /* Real tokenizer.json files of released models (tests/fixtures/tokenizers/real/README.md),
  * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each. */
@@ -543,12 +563,13 @@ static void test_decode_edges(void)
     zt_tokenizer_free(tok);
 }
 
-/* Writes dir/tokenizer.json: the llama3 fixture, with `from` replaced by `to` unless from is NULL. */
-static void write_variant(const char *dir, const char *from, const char *to)
+/* Writes dir/tokenizer.json: fixture's, with `from` replaced by `to` unless from is NULL. */
+static void write_variant_of(const char *fixture, const char *dir, const char *from, const char *to)
 {
     char *text, path[512];
     size_t len;
-    CHECK(zt_read_file(FIXTURES "/bpe_llama3/tokenizer.json", &text, &len) == ZT_OK);
+    snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", fixture);
+    CHECK(zt_read_file(path, &text, &len) == ZT_OK);
     if (!from) from = to = "";
     char *at = strstr(text, from);
     CHECK_MSG(at != NULL, "'%s' is not in the fixture", from);
@@ -562,6 +583,11 @@ static void write_variant(const char *dir, const char *from, const char *to)
     }
     if (f) fclose(f);
     free(text);
+}
+
+static void write_variant(const char *dir, const char *from, const char *to)
+{
+    write_variant_of("bpe_llama3", dir, from, to);
 }
 
 static void expect_open_error(const char *dir, const char *message)
@@ -584,12 +610,10 @@ static void test_bpe_refuses(void)
     /* what zt does not implement is named by its path, inside a Sequence too */
     write_variant(dir, "\"behavior\": \"Isolated\"", "\"behavior\": \"Apart\"");
     expect_open_error(dir, "pre_tokenizer.pretokenizers[0].behavior: 'Apart' is none of Removed, Isolated");
-    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"Metaspace\"");
-    expect_open_error(dir, "pre_tokenizer.pretokenizers[1]: pre-tokenizer 'Metaspace' is not supported");
-    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"Digits\"");
-    expect_open_error(dir, "pre_tokenizer 'Sequence' has no ByteLevel step");
+    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"UnicodeScripts\"");
+    expect_open_error(dir, "pre_tokenizer.pretokenizers[1].type 'UnicodeScripts' is not a pre-tokenizer zt implements");
     write_variant(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
-    expect_open_error(dir, "model.type 'WordPiece' is not supported");
+    expect_open_error(dir, "model.type 'WordPiece' is not a model zt implements (BPE, WordLevel");
     write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}");
     expect_open_error(dir, "normalizer: normalizer 'BertNormalizer' is not supported");
     write_variant(dir, "\"normalizer\": null",
@@ -597,9 +621,26 @@ static void test_bpe_refuses(void)
                   "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"[a\"}, \"content\": \"\"}]}");
     expect_open_error(dir, "normalizer.normalizers[1].pattern.Regex: the regex '[a' does not compile");
     write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
-    expect_open_error(dir, "pre_tokenizer: pre-tokenizer 'Metaspace' is not supported");
+    expect_open_error(dir, "pre_tokenizer.replacement is missing or not one character");
     write_variant(dir, "\"byte_fallback\": false", "\"byte_fallback\": true");
-    expect_open_error(dir, "model.byte_fallback = true is not supported");
+    expect_open_error(dir, "model.byte_fallback = true is not supported with a ByteLevel pre-tokenizer");
+    write_variant(dir, "\"continuing_subword_prefix\": null", "\"continuing_subword_prefix\": \"##\"");
+    expect_open_error(dir, "model.continuing_subword_prefix = '##' is not supported with a ByteLevel pre-tokenizer");
+    write_variant(dir, "\"dropout\": null", "\"dropout\": 0.1");
+    expect_open_error(dir, "model.dropout = 0.1 is not supported (BPE-dropout randomizes the tokens");
+    /* the SentencePiece-style pipeline's parts */
+    write_variant_of("bpe_mistral", dir, "\"type\": \"Fuse\"", "\"type\": \"CTC\"");
+    expect_open_error(dir, "decoder.decoders[2].type 'CTC' is not a decoder zt implements");
+    write_variant_of("bpe_mistral", dir, "\"start\": 1", "\"start\": -1");
+    expect_open_error(dir, "decoder.decoders[3].start is missing or not a count");
+    write_variant_of("bpe_mistral", dir, "\"content\": \" \",\n    \"start\"", "\"content\": \"ab\",\n    \"start\"");
+    expect_open_error(dir, "decoder.decoders[3].content is missing or not one character");
+    write_variant_of("bpe_mistral", dir, "\"prepend_scheme\": \"first\"", "\"prepend_scheme\": \"sometimes\"");
+    expect_open_error(dir, "pre_tokenizer.prepend_scheme: 'sometimes' is none of always, first, never");
+    write_variant_of("bpe_mistral", dir, "\"pattern\": {\n     \"String\"", "\"pattern\": {\n     \"Strung\"");
+    expect_open_error(dir, "decoder.decoders[0].pattern: neither {\"Regex\": ...} nor {\"String\": ...}");
+    write_variant_of("bpe_affix", dir, "\"##o\": 151", "\"##o\": \"151\"");
+    expect_open_error(dir, "model.vocab['##o'] is not an id in [0, ");
     /* ids far outside any integer type are refused, not converted (undefined behaviour) */
     write_variant(dir, "\"vocab\": {", "\"vocab\": {\"huge\": 5e53, ");
     expect_open_error(dir, "model.vocab['huge'] is not an id in [0, ");
@@ -790,7 +831,7 @@ static void test_spm_parity(void)
     zt_tokenizer *tok;
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "bpe") == 0);
     zt_tokenizer_free(tok);
-    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
+    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"UnicodeScripts\"");
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "sentencepiece") == 0);
     CHECK(zt_tokenizer_pad_id(tok) == 3);
     zt_tokenizer_free(tok);
@@ -835,6 +876,7 @@ int main(void)
     RUN(test_bpe_gpt2);
     RUN(test_nfc);
     RUN(test_bpe_qwen2);
+    RUN(test_bpe_sentencepiece_style);
     RUN(test_real_tokenizers);
     RUN(test_concurrent_encode);
     RUN(test_add_special);
