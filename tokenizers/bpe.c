@@ -127,6 +127,7 @@ void zt_bpe_free(zt_bpe *b)
     free(b->path);
     free(b->blob);
     free(b->piece);
+    free(b->score);
     free(b->prefix);
     free(b->suffix);
     zt_strmap_free(&b->by_bytes);
@@ -288,6 +289,7 @@ static zt_status char_symbols(const zt_bpe *b, const char *w, size_t n, sym *y, 
 /* Appends the ids of one pre-tokenized word w[0, n). */
 static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *s, zt_ivec *out)
 {
+    if (b->unigram) return zt_unigram_encode_word(b, w, n, out);
     const zt_strmap *whole = b->byte_level ? &b->by_bytes : &b->by_piece;
     if (b->word_level) {
         int32_t id = zt_strmap_get(whole, w, n);

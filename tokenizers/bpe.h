@@ -3,13 +3,15 @@
  * byte-to-unicode mapping), and BPE over characters (Llama 2, Mistral:
  * Metaspace or a normalizer writing spaces as '▁', byte_fallback to <0xXX>
  * pieces, fuse_unk, continuing_subword_prefix, end_of_word_suffix), merges by
- * rank; a WordLevel model is a vocabulary of whole words and no merges. The
+ * rank; a WordLevel model is a vocabulary of whole words and no merges; a
+ * Unigram model (unigram.c) pieces with scores and Viterbi. The
  * pre-tokenizer is tokenizers/pretok.h's, the decoder tokenizers/decoder.h's.
  * Internal to tokenizers/; reached through tokenizers/tokenizer.h.
  *
  *   bpe_json.c   reads tokenizer.json into a zt_bpe (zt_bpe_open)
  *   bpe.c        vocabulary, merges, encode and decode of pre-tokenized words
  *   bpe_cache.c  a thread-safe cache of encoded words
+ *   unigram.c    the Unigram model's encode
  */
 #ifndef ZT_TOKENIZERS_BPE_H
 #define ZT_TOKENIZERS_BPE_H
@@ -33,8 +35,12 @@ void zt_bpe_cache_put(zt_bpe_cache *c, const char *w, size_t n, const int32_t *i
 
 typedef struct zt_bpe {
     char *path;
-    int byte_level;          /* pieces are written in the byte alphabet of a ByteLevel pre-tokenizer */
-    int word_level;          /* a WordLevel model: whole words only */
+    int byte_level; /* pieces are written in the byte alphabet of a ByteLevel pre-tokenizer */
+    int word_level; /* a WordLevel model: whole words only */
+    int unigram;    /* a Unigram model: score, min_score and max_piece are set */
+    double *score;  /* Unigram: per id, the piece's log-probability */
+    double min_score;
+    size_t max_piece;        /* Unigram: the longest piece, in bytes */
     int32_t n_vocab;         /* largest id + 1 */
     char *blob;              /* the pieces, NUL-terminated, then (byte_level) their decoded bytes */
     uint32_t *piece;         /* per id: offset of the piece in blob; UINT32_MAX for an unused id */
@@ -59,6 +65,8 @@ int32_t zt_bpe_piece_to_id(const zt_bpe *b, const char *piece, size_t len);
 /* Adds merge number `rank`, left + right; ZT_EUSER when a part is not in the vocabulary. */
 zt_status zt_bpe_add_merge(zt_bpe *b, const char *left, size_t nleft, const char *right, size_t nright, int32_t rank);
 void zt_bpe_free(zt_bpe *b);
+/* Unigram: appends the ids of one pre-tokenized word w[0, n). */
+zt_status zt_unigram_encode_word(const zt_bpe *b, const char *w, size_t n, zt_ivec *out);
 
 extern const zt_tok_ops zt_bpe_ops;
 

@@ -81,6 +81,54 @@ static zt_status read_merges(zt_bpe *b, const cJSON *merges)
     return st;
 }
 
+/* Unigram's vocab: [[piece, score], ...], the ids in order */
+static zt_status read_unigram_vocab(zt_bpe *b, const cJSON *vocab)
+{
+    if (!cJSON_IsArray(vocab) || !cJSON_GetArraySize(vocab))
+        return zt_fail(ZT_EUSER, "model.vocab is missing or not a non-empty array of [piece, score]");
+    int n = cJSON_GetArraySize(vocab);
+    if (n > MAX_VOCAB) return zt_fail(ZT_EUSER, "model.vocab has %d pieces, more than %d", n, MAX_VOCAB);
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    b->score = malloc((size_t)n * sizeof *b->score);
+    zt_status st = ZT_OK;
+    if (!pieces || !ids || !b->score) st = zt_fail(ZT_ENOMEM, "out of memory for a vocabulary of %d pieces", n);
+    b->min_score = 1e300;
+    int i = 0;
+    for (const cJSON *v = vocab->child; v && !st; v = v->next, i++) {
+        const cJSON *piece = cJSON_GetArrayItem(v, 0), *score = cJSON_GetArrayItem(v, 1);
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsString(piece) || !cJSON_IsNumber(score))
+            st = zt_fail(ZT_EUSER, "model.vocab[%d] is not [piece, score]", i);
+        else {
+            pieces[i] = piece->valuestring;
+            ids[i] = i;
+            b->score[i] = score->valuedouble;
+            if (score->valuedouble < b->min_score) b->min_score = score->valuedouble;
+            size_t len = strlen(piece->valuestring);
+            if (len > b->max_piece) b->max_piece = len;
+        }
+    }
+    if (!st) st = zt_bpe_set_vocab(b, pieces, ids, n);
+    free(pieces);
+    free(ids);
+    return st;
+}
+
+static zt_status read_unigram(zt_bpe *b, const cJSON *model)
+{
+    if (b->byte_level) return zt_fail(ZT_EUSER, "model.type 'Unigram' is not supported with a ByteLevel pre-tokenizer");
+    b->unigram = 1;
+    b->fuse_unk = 1;
+    b->byte_fallback = flag(model, "byte_fallback", 0);
+    zt_status st = read_unigram_vocab(b, field(model, "vocab"));
+    if (st) return st;
+    const cJSON *unk = field(model, "unk_id");
+    if (!unk || cJSON_IsNull(unk)) return ZT_OK;
+    if (!is_int_in(unk, 0, b->n_vocab)) return zt_fail(ZT_EUSER, "model.unk_id is not an id in [0, %d)", b->n_vocab);
+    b->unk = (int32_t)unk->valuedouble;
+    return ZT_OK;
+}
+
 /* continuing_subword_prefix or end_of_word_suffix: NULL when absent or empty */
 static zt_status read_affix(const zt_bpe *b, const cJSON *model, const char *name, char **out)
 {
@@ -118,9 +166,10 @@ static zt_status read_model(zt_bpe *b, const cJSON *model)
     if (!cJSON_IsObject(model)) return zt_fail(ZT_EUSER, "\"model\" is missing or not an object");
     const char *type = type_of(model);
     zt_status st;
+    if (strcmp(type, "Unigram") == 0) return read_unigram(b, model);
     b->word_level = strcmp(type, "WordLevel") == 0;
     if (!b->word_level && strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
-        return zt_fail(ZT_EUSER, "model.type '%s' is not a model zt implements (BPE, WordLevel)", type);
+        return zt_fail(ZT_EUSER, "model.type '%s' is not a model zt implements (BPE, WordLevel, Unigram)", type);
     if (!b->word_level && (st = read_bpe_options(b, model))) return st;
     if ((st = read_vocab(b, field(model, "vocab")))) return st;
     if (!b->word_level && (st = read_merges(b, field(model, "merges")))) return st;

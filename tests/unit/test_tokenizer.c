@@ -363,7 +363,8 @@ static void test_bpe_qwen2(void)
  * Metaspace decoders, and none. */
 static void test_bpe_sentencepiece_style(void)
 {
-    const char *names[] = {"bpe_llama2", "bpe_mistral", "bpe_affix", "bpe_metaspace"};
+    const char *names[] = {"bpe_llama2", "bpe_mistral", "bpe_affix", "bpe_metaspace",
+                           "unigram",    "unigram_unk", "wordlevel"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char dir[512];
         snprintf(dir, sizeof dir, FIXTURES "/%s", names[i]);
@@ -613,7 +614,7 @@ static void test_bpe_refuses(void)
     write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"UnicodeScripts\"");
     expect_open_error(dir, "pre_tokenizer.pretokenizers[1].type 'UnicodeScripts' is not a pre-tokenizer zt implements");
     write_variant(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
-    expect_open_error(dir, "model.type 'WordPiece' is not a model zt implements (BPE, WordLevel");
+    expect_open_error(dir, "model.type 'WordPiece' is not a model zt implements (BPE, WordLevel, Unigram)");
     write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}");
     expect_open_error(dir, "normalizer: normalizer 'BertNormalizer' is not supported");
     write_variant(dir, "\"normalizer\": null",
@@ -639,8 +640,12 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "pre_tokenizer.prepend_scheme: 'sometimes' is none of always, first, never");
     write_variant_of("bpe_mistral", dir, "\"pattern\": {\n     \"String\"", "\"pattern\": {\n     \"Strung\"");
     expect_open_error(dir, "decoder.decoders[0].pattern: neither {\"Regex\": ...} nor {\"String\": ...}");
-    write_variant_of("bpe_affix", dir, "\"##o\": 151", "\"##o\": \"151\"");
-    expect_open_error(dir, "model.vocab['##o'] is not an id in [0, ");
+    write_variant_of("bpe_affix", dir, "\"<unk>\": 0", "\"<unk>\": \"0\"");
+    expect_open_error(dir, "model.vocab['<unk>'] is not an id in [0, ");
+    write_variant_of("unigram", dir, "\"vocab\": [", "\"vocab\": [[\"x\", \"high\"], ");
+    expect_open_error(dir, "model.vocab[0] is not [piece, score]");
+    write_variant_of("unigram", dir, "\"unk_id\": 0", "\"unk_id\": 1e9");
+    expect_open_error(dir, "model.unk_id is not an id in [0, ");
     /* ids far outside any integer type are refused, not converted (undefined behaviour) */
     write_variant(dir, "\"vocab\": {", "\"vocab\": {\"huge\": 5e53, ");
     expect_open_error(dir, "model.vocab['huge'] is not an id in [0, ");
