@@ -174,7 +174,8 @@ static zt_status read_model(zt_bpe *b, const cJSON *model)
     if ((st = read_vocab(b, field(model, "vocab")))) return st;
     if (!b->word_level && (st = read_merges(b, field(model, "merges")))) return st;
     const cJSON *v = field(model, "unk_token");
-    b->unk = cJSON_IsString(v) ? zt_bpe_piece_to_id(b, v->valuestring, strlen(v->valuestring)) : -1;
+    const char *unk = cJSON_IsString(v) ? v->valuestring : b->word_level ? "<unk>" : NULL; /* WordLevel's default */
+    b->unk = unk ? zt_bpe_piece_to_id(b, unk, strlen(unk)) : -1;
     return ZT_OK;
 }
 
