@@ -357,10 +357,46 @@ static void test_bpe_qwen2(void)
     zt_tokenizer_free(tok);
 }
 
+/* Checks every line of dir/decode.jsonl: random ids decoded with and without
+ * special tokens. Returns the number of lines checked. */
+static int check_decodes(const zt_tokenizer *tok, const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/decode.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 5) {
+        cJSON *row = cJSON_Parse(line);
+        CHECK(row != NULL);
+        if (!row) break;
+        size_t n;
+        int32_t *ids = json_ids(cJSON_GetObjectItem(row, "ids"), &n);
+        for (int skip = 0; skip < 2; skip++) {
+            const char *want = cJSON_GetObjectItem(row, skip ? "decoded_skip" : "decoded")->valuestring;
+            char *dec = NULL;
+            int ok = zt_tokenizer_decode(tok, ids, n, skip, &dec) == ZT_OK && strcmp(dec, want) == 0;
+            CHECK_MSG(ok, "%s line %d (skip_special %d): \"%.80s\", expected \"%.80s\"", path, lines + 1, skip,
+                      dec ? dec : zt_errmsg(), want);
+            bad += !ok;
+            free(dec);
+        }
+        free(ids);
+        cJSON_Delete(row);
+        lines++;
+    }
+    free(line);
+    fclose(f);
+    return lines;
+}
+
 /* The SentencePiece-style tokenizer.json fixtures (make_sp_fixture.py): BPE over
  * characters with byte_fallback, fuse_unk, affixes, ignore_merges; Metaspace and
  * the Prepend/Replace normalizers; the Replace, ByteFallback, Fuse, Strip and
- * Metaspace decoders, and none. */
+ * Metaspace decoders, and none, on random ids too. */
 static void test_bpe_sentencepiece_style(void)
 {
     const char *names[] = {"bpe_llama2", "bpe_mistral", "bpe_affix", "bpe_metaspace",
@@ -374,6 +410,8 @@ static void test_bpe_sentencepiece_style(void)
         if (st) continue;
         int lines = check_expected(tok, dir);
         CHECK_MSG(lines >= 500, "%s: %d lines", names[i], lines);
+        lines = check_decodes(tok, dir);
+        CHECK_MSG(lines >= 300, "%s: %d decode lines", names[i], lines);
         zt_tokenizer_free(tok);
     }
 }
