@@ -705,6 +705,32 @@ static void test_bpe_refuses(void)
     unlink(path);
 }
 
+/* A word with no piece and no unk to fall back on: encode fails, naming the file. */
+static void expect_encode_error(const char *dir, const char *text, const char *message)
+{
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, dir);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    int32_t *ids = (int32_t *)1;
+    size_t n = 1;
+    CHECK(zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_EUSER && ids == NULL && n == 0);
+    CHECK_MSG(strstr(zt_errmsg(), message) && strstr(zt_errmsg(), "tokenizer.json"), "'%s' not in '%s'", message,
+              zt_errmsg());
+    zt_tokenizer_free(tok);
+}
+
+static void test_no_unk(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/nounk", tmpdir);
+    write_variant_of("wordlevel", dir, "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<none>\"");
+    expect_encode_error(dir, "the qqqzzz",
+                        "'qqqzzz' is not in the vocabulary and the WordLevel model has no unk_token");
+    write_variant_of("unigram_unk", dir, "\"unk_id\": 0", "\"unk_id\": null");
+    expect_encode_error(dir, "x \xc6\x80", "'\xc6\x80' has no piece and the Unigram model has no unk_id");
+}
+
 /* --- SentencePiece: parity with spm_encode -------------------------------------------- */
 
 static void write_corpus(const char *path, uint64_t seed, int lines)
@@ -925,6 +951,7 @@ int main(void)
     RUN(test_add_special);
     RUN(test_decode_edges);
     RUN(test_bpe_refuses);
+    RUN(test_no_unk);
     RUN(test_spm_parity);
     RUN(test_spm_bad_model);
     if (!getenv("ZT_KEEP_TMP")) zt_remove_tree(tmpdir); /* ZT_KEEP_TMP=1: keep the spm models and logs */
