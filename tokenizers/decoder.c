@@ -59,14 +59,9 @@ static zt_status read_count(const cJSON *j, const char *name, const char *where,
 
 static zt_status read_strip(zt_decoder *d, const cJSON *j, const char *where)
 {
-    const cJSON *c = field(j, "content");
-    uint32_t cp = ZT_UNI_INVALID;
-    size_t n = cJSON_IsString(c) && c->valuestring[0] ? zt_utf8_next(c->valuestring, strlen(c->valuestring), &cp) : 0;
-    if (!n || cp == ZT_UNI_INVALID || c->valuestring[n])
-        return zt_fail(ZT_EUSER, "%s.content is missing or not one character", where);
-    memcpy(d->text, c->valuestring, n + 1);
-    zt_status st = read_count(j, "start", where, &d->start);
-    return st ? st : read_count(j, "stop", where, &d->stop);
+    zt_status st;
+    if ((st = zt_json_char(j, "content", where, d->text)) || (st = read_count(j, "start", where, &d->start))) return st;
+    return read_count(j, "stop", where, &d->stop);
 }
 
 static zt_status read_replace(zt_decoder *d, const cJSON *j, const char *where)
@@ -77,8 +72,27 @@ static zt_status read_replace(zt_decoder *d, const cJSON *j, const char *where)
     return zt_pretok_read_pattern(j, where, &d->pattern);
 }
 
+static zt_status read_metaspace(zt_decoder *d, const cJSON *j, const char *where)
+{
+    int scheme, split; /* split is the pre-tokenizer's business */
+    zt_status st = zt_metaspace_read(j, where, d->text, &scheme, &split);
+    d->prepend = scheme != 2; /* not "never" */
+    return st;
+}
+
 static zt_status read_step(zt_decoder *d, const cJSON *j, const char *where)
 {
+    static const struct {
+        const char *type;
+        dec_kind kind;
+        zt_status (*read)(zt_decoder *d, const cJSON *j, const char *where); /* NULL: no fields */
+    } kinds[] = {{"Sequence", D_SEQUENCE, read_sequence},
+                 {"ByteLevel", D_BYTE_LEVEL, NULL},
+                 {"Metaspace", D_METASPACE, read_metaspace},
+                 {"ByteFallback", D_BYTE_FALLBACK, NULL},
+                 {"Fuse", D_FUSE, NULL},
+                 {"Strip", D_STRIP, read_strip},
+                 {"Replace", D_REPLACE, read_replace}};
     if (!j || cJSON_IsNull(j)) {
         d->kind = D_JOIN;
         return ZT_OK;
@@ -86,19 +100,11 @@ static zt_status read_step(zt_decoder *d, const cJSON *j, const char *where)
     if (!cJSON_IsObject(j)) return zt_fail(ZT_EUSER, "%s is not an object", where);
     const cJSON *t = field(j, "type");
     const char *type = cJSON_IsString(t) ? t->valuestring : "";
-    int split;
-    if (strcmp(type, "Sequence") == 0) return d->kind = D_SEQUENCE, read_sequence(d, j, where);
-    if (strcmp(type, "ByteLevel") == 0) return d->kind = D_BYTE_LEVEL, ZT_OK;
-    if (strcmp(type, "ByteFallback") == 0) return d->kind = D_BYTE_FALLBACK, ZT_OK;
-    if (strcmp(type, "Fuse") == 0) return d->kind = D_FUSE, ZT_OK;
-    if (strcmp(type, "Strip") == 0) return d->kind = D_STRIP, read_strip(d, j, where);
-    if (strcmp(type, "Replace") == 0) return d->kind = D_REPLACE, read_replace(d, j, where);
-    if (strcmp(type, "Metaspace") == 0) {
-        d->kind = D_METASPACE;
-        zt_status st = zt_metaspace_read(j, where, d->text, &d->prepend, &split);
-        d->prepend = d->prepend != 2; /* "never" */
-        return st;
-    }
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (strcmp(type, kinds[i].type) == 0) {
+            d->kind = kinds[i].kind;
+            return kinds[i].read ? kinds[i].read(d, j, where) : ZT_OK;
+        }
     return zt_fail(ZT_EUSER,
                    "%s.type '%s' is not a decoder zt implements (ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
                    "Replace and Sequence)",

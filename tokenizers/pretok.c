@@ -199,21 +199,20 @@ static zt_status read_split(zt_pretok *p, const cJSON *j, const char *where)
     return read_behavior(p, j, where, NULL);
 }
 
-/* Metaspace's replacement, one character */
-static zt_status read_replacement(const cJSON *j, const char *where, char out[5])
+zt_status zt_json_char(const cJSON *j, const char *name, const char *where, char out[5])
 {
-    const cJSON *v = field(j, "replacement");
+    const cJSON *v = field(j, name);
     uint32_t cp = ZT_UNI_INVALID;
     size_t n = cJSON_IsString(v) && v->valuestring[0] ? zt_utf8_next(v->valuestring, strlen(v->valuestring), &cp) : 0;
     if (!n || cp == ZT_UNI_INVALID || v->valuestring[n])
-        return zt_fail(ZT_EUSER, "%s.replacement is missing or not one character", where);
+        return zt_fail(ZT_EUSER, "%s.%s is missing or not one character", where, name);
     memcpy(out, v->valuestring, n + 1);
     return ZT_OK;
 }
 
 zt_status zt_metaspace_read(const cJSON *j, const char *where, char replacement[5], int *prepend, int *split)
 {
-    zt_status st = read_replacement(j, where, replacement);
+    zt_status st = zt_json_char(j, "replacement", where, replacement);
     if (st) return st;
     static const char *const SCHEMES[] = {"always", "first", "never"};
     const cJSON *v = field(j, "prepend_scheme");

@@ -42,6 +42,8 @@ zt_status zt_pretok_read(const cJSON *json, const char *where, zt_pretok **out);
 /* Reads only the "pattern" of json ({"Regex": ...} or {"String": ...}), for
  * zt_pretok_replace. */
 zt_status zt_pretok_read_pattern(const cJSON *json, const char *where, zt_pretok **out);
+/* Reads json's field `name`, a string of one character (UTF-8, NUL-terminated). */
+zt_status zt_json_char(const cJSON *json, const char *name, const char *where, char out[5]);
 /* Reads Metaspace's replacement, prepend scheme (0 always, 1 first, 2 never)
  * and split, for the pre-tokenizer and the decoder alike. */
 zt_status zt_metaspace_read(const cJSON *json, const char *where, char replacement[5], int *prepend, int *split);
