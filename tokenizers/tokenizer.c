@@ -41,7 +41,7 @@ static zt_status open_file(zt_tokenizer *tok, const char *file)
 }
 
 /* A directory: tokenizer.json first; tokenizer.model when there is none or zt
- * cannot read it (SentencePiece-style tokenizer.json files, Llama 2's say). */
+ * cannot read it (a model, pre-tokenizer or decoder zt does not implement). */
 static zt_status open_dir(zt_tokenizer *tok, const char *dir)
 {
     char json[4096], model[4096];
