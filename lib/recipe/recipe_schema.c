@@ -147,9 +147,10 @@ static const zt_recipe_key schema[] = {
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
          "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),
-    ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 1, "the kind of adapter"),
+    ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 2,
+         "the kind of adapter: \"lora\", or \"dora\" (weight-decomposed: a trained magnitude per output, PEFT's use_dora)"),
     STR("lora", "adapter", lora.adapter, PATH, "",
-        "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules and use_rslora"),
+        "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules, use_rslora and the method (use_dora)"),
 
     STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/NAME in the current directory, NAME being the recipe file name without .toml"),
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
