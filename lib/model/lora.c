@@ -280,7 +280,7 @@ static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *
     zt_backend *be = m->be;
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = B + (size_t)out * r;
+    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
     zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod], *v = a->dv, *bu = a->de;
     if (!a->keep_norms) weight_norms(m, m->params, a->view.params, l, mod, norm, v, a->scratch_tokens * widest(m));
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, v, out); /* W·xd */
@@ -302,7 +302,7 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
     zt_backend *be = m->be;
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = B + (size_t)out * r;
+    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
     const zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
     zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, t, out);
