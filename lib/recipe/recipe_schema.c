@@ -277,7 +277,8 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.head_tiles` above 1); `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
-          "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, every `lora.target_modules` name is\n"
+          "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
+          "(the adapter's `use_dora` is its method), every `lora.target_modules` name is\n"
           "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
           "(not supported yet).\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
