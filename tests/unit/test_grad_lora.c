@@ -193,6 +193,61 @@ static void test_dora_starts_at_base(void)
     zt_llama_free(&m);
 }
 
+/* DoRA's forward with dropout, against the formula written out: the base's W·x keeps the whole
+ * input and DoRA's terms see the dropped one, y += (g - 1)·W·xd + g·s·B·A·xd with
+ * g = M / ||W + s·B·A|| (the mask read back from the adapter's scratch, where xd stays). In
+ * double, sums of at most 12 terms of size 1: 1e-12 relative is a thousand roundings. */
+static void test_dora_dropout_forward(void)
+{
+    enum { N = B * T, IN = 8, OUT = 12, R = 2 }; /* gate_proj of the tiny model */
+    zt_llama m;
+    open_model(&m, 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA);
+    zt_lora *a = m.lora;
+    const zt_llama_tensor *w = zt_llama_find_tensor(&m, "model.layers.1.mlp.gate_proj.weight");
+    const zt_real *W = m.params + w->offset, *p = a->view.params;
+    const char *pre = "base_model.model.model.layers.1.mlp.gate_proj.";
+    char name[96];
+    snprintf(name, sizeof name, "%slora_A.weight", pre);
+    const zt_real *A = p + zt_llama_find_tensor(&a->view, name)->offset;
+    snprintf(name, sizeof name, "%slora_B.weight", pre);
+    const zt_real *Bm = p + zt_llama_find_tensor(&a->view, name)->offset;
+    snprintf(name, sizeof name, "%slora_magnitude_vector", pre);
+    const zt_real *M = p + zt_llama_find_tensor(&a->view, name)->offset;
+    static zt_real x[N * IN], y[N * OUT], want[N * OUT];
+    for (int i = 0; i < N * IN; i++) x[i] = cos(0.37 * i);
+    for (int i = 0; i < N * OUT; i++) y[i] = want[i] = sin(0.21 * i);
+    a->training = 1, a->pass = 3;
+    zt_lora_forward(&m, 1, ZT_LORA_GATE, x, y, OUT);
+    const zt_real *xd = a->xd;
+    int dropped = 0;
+    for (int i = 0; i < N * IN; i++) {
+        dropped += xd[i] == 0;
+        CHECK_MSG(xd[i] == 0 || fabs(xd[i] - x[i] / 0.7) <= 1e-15, "xd[%d] = %g, x = %g", i, xd[i], x[i]);
+    }
+    CHECK_MSG(dropped > N * IN / 10 && dropped < N * IN / 2, "%d of %d dropped at p = 0.3", dropped, N * IN);
+    double worst = 0;
+    for (int j = 0; j < OUT; j++) {
+        double ss = 0, g;
+        for (int i = 0; i < IN; i++) {
+            double e = W[j * IN + i];
+            for (int k = 0; k < R; k++) e += a->scale * Bm[j * R + k] * A[k * IN + i];
+            ss += e * e;
+        }
+        g = M[j] / sqrt(ss);
+        for (int n = 0; n < N; n++) {
+            double wx = 0, bax = 0;
+            for (int i = 0; i < IN; i++) {
+                wx += W[j * IN + i] * xd[n * IN + i];
+                for (int k = 0; k < R; k++) bax += Bm[j * R + k] * A[k * IN + i] * xd[n * IN + i];
+            }
+            want[n * OUT + j] += (g - 1) * wx + g * a->scale * bax;
+            worst = fmax(worst, fabs(want[n * OUT + j] - y[n * OUT + j]) / fmax(1, fabs(want[n * OUT + j])));
+        }
+    }
+    CHECK_MSG(worst < 1e-12, "worst relative error %g", worst);
+    zt_llama_free(&m);
+}
+
 static void test_lora(void) { check_lora(0, 0, 0); }
 static void test_lora_checkpointing(void) { check_lora(1, 0, 1); }
 static void test_lora_dropout(void) { check_lora(0, 0.3, 0); }
@@ -230,5 +285,6 @@ int main(void)
     RUN(test_dora);
     RUN(test_dora_dropout_checkpointing);
     RUN(test_dora_starts_at_base);
+    RUN(test_dora_dropout_forward);
     return test_summary();
 }
