@@ -618,6 +618,10 @@ static zt_status check_lora(const zt_recipe *r)
                         "lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
                         "at 0 (it is %d)",
                         r->lora.r);
+    if (r->lora.adapter[0] && r->lora.method != ZT_LORA_METHOD_LORA)
+        return key_fail(r, later(r, schema_key("lora", "method"), schema_key("lora", "adapter")),
+                        "lora.adapter supplies the method from its adapter_config.json (use_dora): leave lora.method "
+                        "unset");
     if (r->lora.r > 0 && !r->lora.target_modules.n) return key_fail(r, targets, "lora.target_modules is empty");
     for (int i = 0; r->lora.r > 0 && i < r->lora.target_modules.n; i++) {
         const char *name = r->lora.target_modules.items[i];
