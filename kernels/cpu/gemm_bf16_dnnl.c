@@ -38,6 +38,39 @@ static struct {
     product cache[CACHE];
 } dn = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, "", 0, {{0}}};
 
+/* What each thread keeps between products: its stream (a oneDNN stream is not shared between
+ * threads) and its scratchpad; freed when the thread ends (OpenMP ends threads when the team
+ * size changes). */
+typedef struct {
+    dnnl_stream_t stream;
+    void *scratch;
+    size_t size;
+} thread_state;
+
+static pthread_key_t thread_key;
+
+static void thread_state_free(void *arg)
+{
+    thread_state *t = arg;
+    if (t->stream) dnnl_stream_destroy(t->stream);
+    free(t->scratch);
+    free(t);
+}
+
+static thread_state *this_thread(void)
+{
+    static _Thread_local thread_state *t;
+    if (t) return t;
+    thread_state *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    if (dnnl_stream_create(&n->stream, dn.engine, dnnl_stream_default_flags) != dnnl_success ||
+        pthread_setspecific(thread_key, n)) {
+        thread_state_free(n);
+        return NULL;
+    }
+    return t = n;
+}
+
 static int same_key(const product *p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float alpha,
                     float beta)
 {
@@ -92,6 +125,7 @@ static void init(void)
     dnnl_set_max_cpu_isa(zt_cpu_has(ZT_CPU_AVX512BF16) ? dnnl_cpu_isa_all
                          : zt_cpu_has(ZT_CPU_AVX512)   ? dnnl_cpu_isa_avx512_core
                                                        : dnnl_cpu_isa_avx2);
+    if (pthread_key_create(&thread_key, thread_state_free)) return;
     if (dnnl_engine_create(&dn.engine, dnnl_cpu, 0) != dnnl_success) {
         dn.engine = NULL;
         return;
@@ -141,25 +175,22 @@ static product *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, in
     return p;
 }
 
-static void *scratchpad(size_t bytes)
+static void *scratchpad(thread_state *t, size_t bytes)
 {
-    static _Thread_local void *buf;
-    static _Thread_local size_t size;
-    if (bytes > size) {
-        free(buf);
-        buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        size = buf ? bytes : 0;
+    if (bytes > t->size) {
+        free(t->scratch);
+        t->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        t->size = t->scratch ? bytes : 0;
     }
-    return buf;
+    return t->scratch;
 }
 
 static int run_block(const product *p, int it, int jt, const uint16_t *A, const uint16_t *B, float *C)
 {
-    static _Thread_local dnnl_stream_t stream;
-    if (!stream && dnnl_stream_create(&stream, dn.engine, dnnl_stream_default_flags) != dnnl_success)
-        return stream = NULL, 0;
+    thread_state *t = this_thread();
+    if (!t) return 0;
     size_t sb = dnnl_memory_desc_get_size(&p->scratch[it][jt]);
-    void *scratch = sb ? scratchpad(sb) : NULL;
+    void *scratch = sb ? scratchpad(t, sb) : NULL;
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
     int ok = (scratch || !sb) && dnnl_memory_create(&ma, &p->a[it], dn.engine, (void *)A) == dnnl_success &&
              dnnl_memory_create(&mb, &p->b[jt], dn.engine, (void *)B) == dnnl_success &&
@@ -170,8 +201,8 @@ static int run_block(const product *p, int it, int jt, const uint16_t *A, const 
                                   {DNNL_ARG_WEIGHTS, mb},
                                   {DNNL_ARG_DST, mc},
                                   {DNNL_ARG_SCRATCHPAD, ms}};
-        ok = dnnl_primitive_execute(p->prim[it][jt], stream, ms ? 4 : 3, args) == dnnl_success &&
-             dnnl_stream_wait(stream) == dnnl_success;
+        ok = dnnl_primitive_execute(p->prim[it][jt], t->stream, ms ? 4 : 3, args) == dnnl_success &&
+             dnnl_stream_wait(t->stream) == dnnl_success;
     }
     if (ma) dnnl_memory_destroy(ma);
     if (mb) dnnl_memory_destroy(mb);
