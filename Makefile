@@ -3,7 +3,7 @@
 #   make test       unit tests (C) and CLI tests (shell); CLI=none: unit tests only
 #   make SAN=1 ...  the same with ASan + UBSan, in build-san/
 #   make bench      benchmarks (appends to bench/RESULTS.md)
-# Switches: NO_CUDA=1 NO_MPI=1 NO_URING=1 NO_CURL=1 NO_SPM=1 turn an optional part off.
+# Switches: NO_CUDA=1 NO_MPI=1 NO_URING=1 NO_CURL=1 NO_SPM=1 NO_DNNL=1 turn an optional part off.
 
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
@@ -50,12 +50,14 @@ HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
 HAVE_URING := $(if $(NO_URING),,$(call have_pc,liburing))
 HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl libcrypto))
 HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
+# oneDNN (Debian's libdnnl-dev ships no pkg-config file): bf16 GEMMs, kernels/cpu/gemm_bf16_dnnl.c
+HAVE_DNNL  := $(if $(NO_DNNL),,$(shell echo '\#include <oneapi/dnnl/dnnl.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1))
 # (the sanitizer pass skips CUDA: the plain build compiles and links it)
 HAVE_CUDA  := $(if $(NO_CUDA)$(filter 1,$(SAN)),,$(shell test -x $(NVCC) && echo 1))
 
 mark = $(if $(1),✓,✗)
 REPORT := OpenBLAS $(call mark,$(HAVE_OPENBLAS))  cJSON $(call mark,$(HAVE_CJSON))  PCRE2 $(call mark,$(HAVE_PCRE2))  ICU $(call mark,$(HAVE_ICU))  MPI $(call mark,$(HAVE_MPI))  liburing $(call mark,$(HAVE_URING))  \
-          libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  CUDA $(call mark,$(HAVE_CUDA))
+          libcurl $(call mark,$(HAVE_CURL))  sentencepiece $(call mark,$(HAVE_SPM))  oneDNN $(call mark,$(HAVE_DNNL))  CUDA $(call mark,$(HAVE_CUDA))
 
 ifeq ($(HAVE_MPI),1)
 CFLAGS += -DZT_HAVE_MPI $(shell pkg-config --cflags ompi-c)
@@ -71,6 +73,10 @@ endif
 ifeq ($(HAVE_CURL),1)
 CFLAGS += -DZT_HAVE_CURL $(shell pkg-config --cflags libcurl libcrypto)
 LDLIBS += $(shell pkg-config --libs libcurl libcrypto)
+endif
+
+ifeq ($(HAVE_DNNL),1)
+LDLIBS += -ldnnl
 endif
 
 ifeq ($(HAVE_SPM),1)
@@ -96,15 +102,18 @@ SPM_SRC   := $(if $(HAVE_SPM),$(wildcard tokenizers/*_spm.cc),$(wildcard tokeniz
 MPI_SRC   := $(if $(HAVE_MPI),$(wildcard lib/comm/*_mpi.c),$(wildcard lib/comm/*_nompi.c))
 URING_SRC := $(if $(HAVE_URING),$(wildcard lib/offload/*_uring.c),$(wildcard lib/offload/*_nouring.c))
 CURL_SRC  := $(if $(HAVE_CURL),$(wildcard lib/hub/*_curl.c),$(wildcard lib/hub/*_nocurl.c))
-LIB_SRC   := $(sort $(filter-out %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_curl.c %_nocurl.c %_cuda.c,\
-                     $(wildcard lib/*/*.c lib/*/*/*.c kernels/cpu/*.c tokenizers/*.c)) $(MPI_SRC) $(URING_SRC) $(CURL_SRC))
+DNNL_SRC  := $(if $(HAVE_DNNL),$(wildcard kernels/cpu/*_dnnl.c),$(wildcard kernels/cpu/*_nodnnl.c))
+OPTIONAL  := %_nospm.c %_mpi.c %_nompi.c %_uring.c %_nouring.c %_curl.c %_nocurl.c %_dnnl.c %_nodnnl.c %_cuda.c
+LIB_SRC   := $(sort $(filter-out $(OPTIONAL),$(wildcard lib/*/*.c lib/*/*/*.c kernels/cpu/*.c tokenizers/*.c)) \
+                     $(MPI_SRC) $(URING_SRC) $(CURL_SRC) $(DNNL_SRC))
 CUDA_OBJ  := $(if $(HAVE_CUDA),$(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*/*_cuda.c) lib/optim/adamw_consts.c) \
                                $(patsubst %.cu,$(BUILD)/%.o,$(sort $(wildcard kernels/cuda/*.cu))))
 CUDA_SO   := $(if $(HAVE_CUDA),$(BUILD)/libzt_cuda.so)
 CMD_SRC   := $(sort $(wildcard cmd/*.c))
 TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 # The gradient-check build: the compute path compiled with zt_real = double.
-F64_SRC   := $(sort $(filter-out %_cuda.c %cuda_loader.c lib/model/open.c,$(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)))
+F64_SRC   := $(sort $(filter-out %_cuda.c %_dnnl.c %_nodnnl.c %cuda_loader.c lib/model/open.c,\
+                     $(wildcard kernels/cpu/*.c lib/backend/*.c lib/model/*.c)) $(DNNL_SRC))
 F64_TESTS := $(filter tests/unit/test_grad%,$(TEST_SRC))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(patsubst %.cc,$(BUILD)/%.o,$(filter %.cc,$(SPM_SRC))) \

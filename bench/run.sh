@@ -4,9 +4,12 @@
 #
 #   bench/run.sh            prints a table and appends it to bench/RESULTS.md
 #   BENCH_THREADS=1 bench/run.sh
+#   BENCH_TORCH_PYTHON=/path/to/venv/bin/python bench/run.sh    # a Python whose torch to run
 #
-# Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager (bench/torch_llama.py), then
-# `zt pretrain` in fp32 and in bf16. A part that is missing or fails shows as "missing" and
+# Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager in fp32 and under bf16 autocast
+# (bench/torch_llama.py), then
+# `zt pretrain` in fp32, in bf16 (oneDNN's GEMMs where zt has them) and in bf16 on zt's own
+# GEMM kernels (ZT_DNNL=0). A part that is missing or fails shows as "missing" and
 # the rest still runs. zt's tokens/s is the mean of metrics.jsonl's input_tokens_per_s over steps 3..10.
 set -u
 cd "$(dirname "$0")/.."
@@ -14,6 +17,7 @@ cd "$(dirname "$0")/.."
 THREADS=${BENCH_THREADS:-2}
 OUT=build/bench
 PY=/usr/bin/python3
+TORCH_PY=${BENCH_TORCH_PYTHON:-$PY}
 RECIPE=bench/llama60m.toml
 mkdir -p "$OUT"
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg) # other work on the machine skews every number below
@@ -55,10 +59,14 @@ fi
 
 # --- 2. PyTorch --------------------------------------------------------------------------------
 FPT=$($PY bench/torch_llama.py --print-flops)
-log "pytorch ($THREADS threads)"
-$PY bench/torch_llama.py --threads "$THREADS" > "$OUT/torch.out" 2> "$OUT/torch.log" || log "pytorch failed: see $OUT/torch.log"
-TORCH_TPS=$(json "$OUT/torch.out" tokens_per_s)
-TORCH_VER=$(json "$OUT/torch.out" torch)
+for dtype in fp32 bf16; do
+    log "pytorch $dtype ($THREADS threads)"
+    $TORCH_PY bench/torch_llama.py --threads "$THREADS" --dtype $dtype > "$OUT/torch-$dtype.out" 2> "$OUT/torch-$dtype.log" ||
+        log "pytorch $dtype failed: see $OUT/torch-$dtype.log"
+done
+TORCH_TPS=$(json "$OUT/torch-fp32.out" tokens_per_s)
+TORCH_BF16_TPS=$(json "$OUT/torch-bf16.out" tokens_per_s)
+TORCH_VER=$(json "$OUT/torch-fp32.out" torch)
 
 # --- 3. zt -------------------------------------------------------------------------------------
 # zt_run NAME [overrides...]: trains the recipe, prints the mean tokens/s of steps 3..10.
@@ -84,11 +92,12 @@ print(f"{sum(rows) / len(rows):.2f}" if rows else "")
 EOF
 }
 
-ZT_FP32="" ZT_BF16=""
+ZT_FP32="" ZT_BF16="" ZT_BF16_OWN=""
 if [ -x ./zt ]; then
     if bench/make-model.sh > "$OUT/zt-init.log" 2>&1; then
         ZT_FP32=$(zt_run fp32)
         ZT_BF16=$(zt_run bf16 model.dtype=bf16 output.dir="$OUT/run-bf16")
+        ZT_BF16_OWN=$(ZT_DNNL=0 zt_run bf16-own model.dtype=bf16 output.dir="$OUT/run-bf16-own")
     else
         log "zt init failed: see $OUT/zt-init.log"
     fi
@@ -97,23 +106,29 @@ else
 fi
 
 # --- table -------------------------------------------------------------------------------------
-TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$ZT_FP32" "$ZT_BF16" <<'EOF'
+GEMM=$([ -x ./zt ] && ./zt env 2>/dev/null | sed -n 's/^bf16 gemm: //p')
+TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$TORCH_BF16_TPS" "$ZT_FP32" "$ZT_BF16" "$ZT_BF16_OWN" "${GEMM:-?}" <<'EOF'
 import sys
-fpt, peak, torch, zt32, zt16 = sys.argv[1:6]
+fpt, peak, torch, torch16, zt32, zt16, zt16own, gemm = sys.argv[1:9]
 fpt = float(fpt)
 peak = float(peak) if peak else None
-torch = float(torch) if torch else None
-out = ["| run | tokens/s | GFLOP/s | % of sgemm peak | vs PyTorch |", "|---|---:|---:|---:|---:|"]
-out.append(f"| OpenBLAS sgemm peak | | {peak:.1f} | 100% | |" if peak else "| OpenBLAS sgemm peak | missing | | | |")
-for name, tps in (("PyTorch eager fp32", torch), ("zt fp32", zt32), ("zt bf16", zt16)):
-    tps = float(tps) if tps else None
+num = lambda v: float(v) if v else None
+torch, torch16, zt32 = num(torch), num(torch16), num(zt32)
+# each row against PyTorch in its own precision (fp32 eager, or bf16 autocast), and against zt fp32
+out = ["| run | tokens/s | GFLOP/s | % of sgemm peak | vs PyTorch (same precision) | vs zt fp32 |",
+       "|---|---:|---:|---:|---:|---:|"]
+out.append(f"| OpenBLAS sgemm peak | | {peak:.1f} | 100% | | |" if peak else "| OpenBLAS sgemm peak | missing | | | | |")
+for name, tps, base in (("PyTorch eager fp32", torch, None), ("PyTorch eager, bf16 autocast", torch16, None),
+                        ("zt fp32", zt32, torch), (f"zt bf16 ({gemm})", num(zt16), torch16),
+                        ("zt bf16 (zt's own GEMM kernels)", num(zt16own), torch16)):
     if tps is None:
-        out.append(f"| {name} | missing | | | |")
+        out.append(f"| {name} | missing | | | | |")
         continue
     g = tps * fpt / 1e9
     pct = f"{100 * g / peak:.0f}%" if peak else ""
-    ratio = f"{tps / torch:.2f}x" if torch else ""
-    out.append(f"| {name} | {tps:.1f} | {g:.1f} | {pct} | {ratio} |")
+    ratio = f"{tps / base:.2f}x" if base else ""
+    vs32 = f"{tps / zt32:.2f}x" if zt32 and name.startswith("zt bf16") else ""
+    out.append(f"| {name} | {tps:.1f} | {g:.1f} | {pct} | {ratio} | {vs32} |")
 print("\n".join(out))
 EOF
 )
@@ -123,7 +138,7 @@ COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 SHAPE="llama hidden 512, 8 layers, 8 heads / 4 KV, intermediate 1408, vocab 32000, seq 256, batch 4"
 HEAD="### $(date -u '+%Y-%m-%d %H:%M UTC') · $COMMIT"
-INFO="- CPU: $CPU ($(nproc) cores online), OpenBLAS core: ${CORE:-?}, zt CPU level: $([ -x ./zt ] && ./zt env 2>/dev/null | grep -i -m1 -o 'avx[a-z0-9-]*\|scalar' || echo '?')
+INFO="- CPU: $CPU ($(nproc) cores online), OpenBLAS core: ${CORE:-?}, zt CPU level: $([ -x ./zt ] && ./zt env 2>/dev/null | grep -i -m1 -o 'avx[a-z0-9-]*\|scalar' || echo '?'), bf16 GEMM: ${GEMM:-?}
 - environment: $ENVLINE; load average at the start: $LOAD
 - model: $SHAPE; $(printf "%.1f" "$($PY -c "print($FPT / 1e6)")") MFLOP per token; torch ${TORCH_VER:-?}"
 

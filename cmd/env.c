@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "lib/backend/backend.h"
 #include "lib/core/cpu.h"
 #include "lib/core/version.h"
@@ -15,6 +16,7 @@ int cmd_env(int argc, char **argv)
     if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
     printf("zt %s (%s)\n", ZT_VERSION, ZT_COMMIT);
     printf("cpu: kernels %s, %d OpenMP threads\n", zt_cpu_level_name(), omp_get_max_threads());
+    printf("bf16 gemm: %s\n", zt_gemm_bf16_name());
     printf("openblas: %s, core %s, %d threads\n", openblas_get_config(), openblas_get_corename(),
            openblas_get_num_threads());
     zt_backend *cuda;

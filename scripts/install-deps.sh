@@ -11,6 +11,7 @@ packages=(
   libcjson-dev             # JSON: config.json, safetensors headers, metrics
   libpcre2-dev             # tokenizer.json pre-tokenizer regexes
   libicu-dev               # tokenizer.json normalizers (NFD, NFKC, NFKD, Lowercase)
+  libdnnl-dev              # oneDNN: bf16 GEMMs on AMX / AVX-512 BF16 (optional: NO_DNNL=1)
   libopenmpi-dev openmpi-bin
   liburing-dev
   libcurl4-openssl-dev libssl-dev   # zt download (libcurl, sha256 from libcrypto)

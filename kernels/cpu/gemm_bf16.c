@@ -1,6 +1,7 @@
 #include "gemm_bf16.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm_bf16_kernel.h"
@@ -200,16 +201,32 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
 
 /* ---- entry points ----------------------------------------------------------------------- */
 
+#define DNNL_MIN_FLOPS (1 << 21)
+
 void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                   const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     ZT_ASSERT(M >= 0 && N >= 0 && K >= 0);
     ZT_ASSERT(lda >= (transa ? M : K) && ldb >= (transb ? K : N) && ldc >= N);
+    /* oneDNN for the products of training (its plan for a shape costs about a millisecond,
+     * once); zt's kernels for small ones, such as a decoding step's */
+    if ((double)M * N * K >= DNNL_MIN_FLOPS && M >= 16 && N >= 16 &&
+        zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
     if (zt_cpu_has(ZT_CPU_AVX512BF16))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else if (zt_cpu_has(ZT_CPU_AVX2))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx2, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+const char *zt_gemm_bf16_name(void)
+{
+    static char own[32];
+    const char *dnnl = zt_gemm_bf16_dnnl_name();
+    if (dnnl) return dnnl;
+    snprintf(own, sizeof own, "zt %s", zt_cpu_level_name());
+    return own;
 }
 
 void zt_f32_to_bf16_run_scalar(uint16_t *dst, const float *src, size_t n)

@@ -15,6 +15,8 @@
  * The result is bitwise the same for any thread count: each output element sums K in a fixed
  * order that depends only on K and on the CPU path (AVX-512 BF16, AVX2, or scalar; ZT_CPU caps it).
  * The scalar path sums k = 0, 1, .. K-1 into one fp32, as the plain loops of zt_gemm_bf16_ref do.
+ * Large products go to oneDNN's matmul where zt is built with it (its kernels use AMX where the
+ * CPU has it), in blocks whose summation order depends on the shape alone; ZT_DNNL=0 turns it off.
  */
 #ifndef ZT_KERNELS_CPU_GEMM_BF16_H
 #define ZT_KERNELS_CPU_GEMM_BF16_H
@@ -24,6 +26,10 @@
 
 void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                   const uint16_t *B, int ldb, float beta, float *C, int ldc);
+
+/* What runs the large products, for zt env and run.json: "oneDNN 2.6.3 brg:avx512_core_bf16"
+ * (oneDNN's version and kernel), or "zt avx512-bf16" (zt's own kernels at the level in use). */
+const char *zt_gemm_bf16_name(void);
 
 /* Round to nearest even, NaN kept quiet; identical to zt_f32_to_bf16 for every input. */
 void zt_f32_to_bf16_array(uint16_t *dst, const float *src, size_t n);

@@ -55,6 +55,10 @@ expect_ok "train in bf16" "$ZT" pretrain recipe.toml output.dir=run4 model.dtype
 last=$(tail -n 1 run4/metrics.jsonl)
 $PY -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['loss'] < 0.05 else 1)" "$last" \
   && say "ok - bf16 memorised: $last" || fail "bf16: loss not below 0.05: $last"
+# run.json names the kernels that ran, as zt env does
+gemm=$("$ZT" env | sed -n 's/^bf16 gemm: //p')
+$PY -c "import json,sys; r=json.load(open('run4/run.json')); sys.exit(0 if r['bf16_gemm'] == sys.argv[1] and r['cpu_kernels'] else 1)" "$gemm" \
+  && say "ok - run.json: bf16 GEMM $gemm" || fail "run.json does not name the bf16 GEMM '$gemm': $(cat run4/run.json)"
 $PY - <<'PY' || fail "final/ of a bf16 run is not stored as BF16"
 import json, struct
 b = open("run4/final/model.safetensors", "rb").read()

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cpu/gemm_bf16.h"
+#include "lib/core/cpu.h"
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/core/version.h"
@@ -162,6 +164,8 @@ zt_status zt_rundir_open(zt_rundir *rd, const char *dir, int overwrite, int tens
     cJSON *hosts = cJSON_AddArrayToObject(rd->run, "hosts");
     cJSON_AddItemToArray(hosts, cJSON_CreateString(host));
     cJSON_AddNumberToObject(rd->run, "world_size", world);
+    cJSON_AddStringToObject(rd->run, "cpu_kernels", zt_cpu_level_name());
+    cJSON_AddStringToObject(rd->run, "bf16_gemm", zt_gemm_bf16_name());
     if (resume_step >= 0) cJSON_AddNumberToObject(rd->run, "resumed_from_step", resume_step);
     cJSON_AddStringToObject(rd->run, "start_time", now);
     if ((st = zt_rundir_path(rd, path, sizeof path, "run.json")) || (st = zt_json_write(path, rd->run))) return st;
