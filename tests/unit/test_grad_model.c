@@ -145,6 +145,23 @@ static void test_qwen3(void)
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing) %g", e);
 }
 
+/* Gemma 2: its four (1 + w) norms a layer, scaled embeddings, GeGLU, a window of 3 on layer 0
+ * only, a score scale of query_pre_attn_scalar, soft-capping small enough to bend scores and
+ * logits; tied and untied, with checkpointing and tiles */
+static void test_gemma2(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma2") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
+    c.head_dim = 6, c.sliding_window = 3, c.query_pre_attn_scalar = 5;
+    c.attn_softcap = 1.5, c.final_softcap = 2;
+    double e = check_model(c, 0, 11, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
+    c.tie_word_embeddings = 0;
+    e = check_model(c, 1, 12, (int[3]){2, 3, 2});
+    CHECK_MSG(e < 1e-5, "worst relative error (untied, checkpointing, tiles) %g", e);
+}
+
 static void test_llama_bias_rope_scaling(void)
 {
     zt_llama_config c = tiny_config();
@@ -167,5 +184,6 @@ int main(void)
     RUN(test_qwen2_bias_and_window);
     RUN(test_llama_bias_rope_scaling);
     RUN(test_qwen3);
+    RUN(test_gemma2);
     return test_summary();
 }
