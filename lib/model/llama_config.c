@@ -193,10 +193,9 @@ static zt_status parse_num_labels(zt_llama_config *c, const cJSON *o, const char
 /* a soft-capping value: missing → def, null → 0 (none), else positive */
 static zt_status get_softcap(const cJSON *o, const char *path, const char *key, double def, double *out)
 {
-    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, key))) {
-        *out = 0;
-        return ZT_OK;
-    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = v ? 0 : def;
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
     zt_status st = get_num(o, path, key, def, out);
     if (!st && !(*out > 0)) return bad_key(path, key, "must be a positive number or null");
     return st;
