@@ -18,7 +18,8 @@ int cmd_init(int argc, char **argv)
     long seed = 0;
     zt_usage u = {"zt init", "--arch llama --out DIR [--seed S] [--dtype fp32|bf16] [config_key=value ...]",
                   "Write config.json (the architecture's defaults plus the given config.json keys) and\n"
-                  "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights, 0 for biases."};
+                  "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights (0 for Gemma's,\n"
+                  "whose scale is 1 + weight), 0 for biases."};
     zt_option opts[] = {
         {"arch", 'S', &arch, "NAME",
          "llama, mistral, qwen2, qwen3, gemma2 or gemma3 (sets model_type; gemma3 is gemma3_text)", 0, 0},

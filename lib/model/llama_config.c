@@ -50,7 +50,8 @@ static int is_gemma3(const char *model_type) { return !strcmp(model_type, "gemma
 
 /* What Gemma2Config and Gemma3TextConfig default to, on c's sizes: the Gemma blocks, head_dim
  * 256, a tied head, Gemma 2's soft-capping and window on every other layer, Gemma 3's q/k norms
- * and window on five layers of six (their local rope theta 10000 against a global 1e6). */
+ * and window on five layers of six (their local rope theta 10000 against a global 1e6), and
+ * none of its soft-capping (final_logit_softcapping is honoured when set). */
 static void gemma_defaults(zt_llama_config *c)
 {
     int g3 = is_gemma3(c->model_type);
@@ -310,6 +311,9 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (c->sliding_window_pattern < 0) return bad_key(where, "sliding_window_pattern", "must be a positive integer");
     if (c->query_pre_attn_scalar < 0) return bad_key(where, "query_pre_attn_scalar", "must be positive");
     if (c->attn_softcap < 0) return bad_key(where, "attn_logit_softcapping", "must be positive or null");
+    if (c->attn_softcap > 0 && is_gemma3(c->model_type)) /* its attention never passes it on */
+        return bad_key(where, "attn_logit_softcapping",
+                       "must be null for gemma3_text (transformers' Gemma 3 ignores it)");
     if (c->final_softcap < 0) return bad_key(where, "final_logit_softcapping", "must be positive or null");
     if (c->rope_local_theta < 0) return bad_key(where, "rope_local_base_freq", "must be positive");
     if ((double)c->vocab_size * c->hidden_size > 4e12) return bad_key(where, "vocab_size", "is too large");

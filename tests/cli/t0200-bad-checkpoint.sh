@@ -140,6 +140,7 @@ for edit in '"model_type": "olmo2"|model_type' \
             '"model_type": "gemma2", "sliding_window": null|sliding_window' \
             '"model_type": "gemma2", "sliding_window": 8, "attn_logit_softcapping": -1|attn_logit_softcapping' \
             '"model_type": "gemma3_text", "sliding_window": 8, "final_logit_softcapping": 0|final_logit_softcapping' \
+            '"model_type": "gemma3_text", "sliding_window": 8, "attn_logit_softcapping": 50|attn_logit_softcapping' \
             '"model_type": "gemma3_text", "sliding_window": 8, "sliding_window_pattern": 0|sliding_window_pattern' \
             '"model_type": "gemma3_text", "sliding_window": 8, "rope_local_base_freq": "1e4"|rope_local_base_freq' \
             '"model_type": "gemma2", "sliding_window": 8, "query_pre_attn_scalar": 0|query_pre_attn_scalar'; do
