@@ -400,7 +400,8 @@ static void test_rope(void)
         }
 }
 
-static void test_swiglu(void)
+/* SwiGLU, or Gemma's GeGLU */
+static void check_glu(int geglu)
 {
     static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
     for (size_t c = 0; c < 3; c++) {
@@ -408,29 +409,18 @@ static void test_swiglu(void)
         set_case("N=%d F=%d", N, F);
         buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
         buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
-        BOTH(swiglu_forward, S(h), S(gateup), N, F);
-        expect("swiglu_fwd", h, AS_F32, 1e-10);
-        BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
-        expect("swiglu_bwd", dgateup, AS_F32, 1e-10);
+        if (geglu) BOTH(geglu_forward, S(h), S(gateup), N, F);
+        else BOTH(swiglu_forward, S(h), S(gateup), N, F);
+        expect(geglu ? "geglu_fwd" : "swiglu_fwd", h, AS_F32, 1e-10);
+        if (geglu) BOTH(geglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        else BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        expect(geglu ? "geglu_bwd" : "swiglu_bwd", dgateup, AS_F32, 1e-10);
         case_end();
     }
 }
 
-static void test_geglu(void)
-{
-    static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
-    for (size_t c = 0; c < 3; c++) {
-        int N = cases[c][0], F = cases[c][1];
-        set_case("N=%d F=%d", N, F);
-        buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
-        buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
-        BOTH(geglu_forward, S(h), S(gateup), N, F);
-        expect("geglu_fwd", h, AS_F32, 1e-10);
-        BOTH(geglu_backward, S(dgateup), S(dh), S(gateup), N, F);
-        expect("geglu_bwd", dgateup, AS_F32, 1e-10);
-        case_end();
-    }
-}
+static void test_swiglu(void) { check_glu(0); }
+static void test_geglu(void) { check_glu(1); }
 
 /* soft-capping (values up to 40 against a cap of 30), scaling and adding: elementwise, the
  * same fp32 operations but for tanhf's last bit */

@@ -126,46 +126,42 @@ static void check_head_rmsnorm(double w_offset)
 static void test_head_rmsnorm(void) { check_head_rmsnorm(0); }
 static void test_head_rmsnorm_offset(void) { check_head_rmsnorm(1); } /* Gemma 3's q/k norms */
 
-struct swiglu_ctx {
+/* gated activations on rows [gate | up]: SwiGLU, or Gemma's GeGLU */
+struct glu_ctx {
     double gu[N * 2 * C], h[N * C];
+    int geglu;
 };
-static void swiglu_fwd(void *p)
+static void glu_fwd(void *p)
 {
-    struct swiglu_ctx *c = p;
-    zt_cpu_swiglu_forward(c->h, c->gu, N, C);
+    struct glu_ctx *c = p;
+    (c->geglu ? zt_cpu_geglu_forward : zt_cpu_swiglu_forward)(c->h, c->gu, N, C);
 }
 
-static void test_swiglu(void)
+/* the backward pass against finite differences; returns the forward's context */
+static struct glu_ctx *check_glu(int geglu)
 {
-    struct swiglu_ctx c;
+    static struct glu_ctx c;
     double r[N * C], d[N * 2 * C];
+    c.geglu = geglu;
     fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
-    swiglu_fwd(&c);
-    zt_cpu_swiglu_backward(d, r, c.gu, N, C);
-    CHECK(fd_check(swiglu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
+    glu_fwd(&c);
+    (geglu ? zt_cpu_geglu_backward : zt_cpu_swiglu_backward)(d, r, c.gu, N, C);
+    CHECK(fd_check(glu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
+    return &c;
 }
 
-static void geglu_fwd(void *p)
-{
-    struct swiglu_ctx *c = p;
-    zt_cpu_geglu_forward(c->h, c->gu, N, C);
-}
+static void test_swiglu(void) { check_glu(0); }
 
-/* against torch's tanh-approximated gelu written out, and finite differences */
+/* and against torch's tanh-approximated gelu written out */
 static void test_geglu(void)
 {
-    struct swiglu_ctx c;
-    double r[N * C], d[N * 2 * C];
-    fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
-    geglu_fwd(&c);
+    const struct glu_ctx *c = check_glu(1);
     for (int n = 0; n < N; n++)
         for (int i = 0; i < C; i++) {
-            double g = c.gu[n * 2 * C + i], u = c.gu[n * 2 * C + C + i];
+            double g = c->gu[n * 2 * C + i], u = c->gu[n * 2 * C + C + i];
             double gelu = 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
-            CHECK_NEAR(c.h[n * C + i], gelu * u, 1e-12);
+            CHECK_NEAR(c->h[n * C + i], gelu * u, 1e-12);
         }
-    zt_cpu_geglu_backward(d, r, c.gu, N, C);
-    CHECK(fd_check(geglu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
 }
 
 struct softcap_ctx {
