@@ -346,6 +346,15 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, m->dgateup + F, 2 * F, m->dln);
 }
 
+/* Layer l's rotary embedding on qkv rows (inverse: the backward pass), with Gemma 3's local
+ * tables on its windowed layers */
+static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
+{
+    int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
+    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->pos, local ? m->cos_l : m->cos_t,
+                local ? m->sin_l : m->sin_t, inverse);
+}
+
 /* The bf16 attention kernels serve bf16 models with the plain 1/sqrt(head_dim) scale, uncapped. */
 static int bf16_attention(const zt_llama *m)
 {
@@ -377,9 +386,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     lora_qkv_forward(m, l, a->ln1, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
-    int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
-    be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, local ? m->cos_l : m->cos_t, local ? m->sin_l : m->sin_t,
-             0);
+    layer_rope(m, l, a->qkv, 0);
     if (bf16_attention(m))
         be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
     else
@@ -449,9 +456,7 @@ static void layer_backward(zt_llama *m, int l)
     else
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                window, m->attn_scale, m->cfg.attn_softcap);
-    int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
-    be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, local ? m->cos_l : m->cos_t,
-             local ? m->sin_l : m->sin_t, 1);
+    layer_rope(m, l, m->dqkv, 1);
     if (m->cfg.qk_norm)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
