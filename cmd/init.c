@@ -18,9 +18,11 @@ int cmd_init(int argc, char **argv)
     long seed = 0;
     zt_usage u = {"zt init", "--arch llama --out DIR [--seed S] [--dtype fp32|bf16] [config_key=value ...]",
                   "Write config.json (the architecture's defaults plus the given config.json keys) and\n"
-                  "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights, 0 for biases."};
+                  "model.safetensors with weights N(0, 0.02) for matrices, 1 for norm weights (0 for Gemma's,\n"
+                  "whose scale is 1 + weight), 0 for biases."};
     zt_option opts[] = {
-        {"arch", 'S', &arch, "NAME", "llama, mistral, qwen2 or qwen3 (sets model_type)", 0, 0},
+        {"arch", 'S', &arch, "NAME",
+         "llama, mistral, qwen2, qwen3, gemma2 or gemma3 (sets model_type; gemma3 is gemma3_text)", 0, 0},
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
         {"dtype", 'S', &dtype_name, "DTYPE", "fp32 (default), bf16 or fp16: the weights as stored", 0, 0},
@@ -42,7 +44,7 @@ int cmd_init(int argc, char **argv)
     }
     zt_llama_config cfg;
     zt_llama_config_default(&cfg);
-    zt_status st = zt_llama_config_set(&cfg, "model_type", arch);
+    zt_status st = zt_llama_config_set(&cfg, "model_type", strcmp(arch, "gemma3") ? arch : "gemma3_text");
     for (int i = 1; i < argc && !st; i++) {
         char key[128];
         const char *eq = strchr(argv[i], '=');

@@ -18,13 +18,24 @@ typedef struct {
     int T, H, KV, D, window;
     int S3; /* qkv row stride */
     int HD; /* out row stride */
-    zt_real scale;
+    zt_real scale, softcap;
 } attn_shape;
 
-static attn_shape shape_of(int T, int H, int KV, int D, int window)
+static attn_shape shape_of(int T, int H, int KV, int D, int window, double scale, double softcap)
 {
-    attn_shape s = {T, H, KV, D, window, (H + 2 * KV) * D, H * D, (zt_real)(1.0 / sqrt((double)D))};
+    attn_shape s = {T, H, KV, D, window, (H + 2 * KV) * D, H * D, (zt_real)scale, (zt_real)softcap};
     return s;
+}
+
+/* s = cap·tanh(s / cap) over n scores, the tanh kept in t when t is not NULL (its derivative
+ * is 1 - t², for backward) */
+static void softcap_scores(zt_real *S, zt_real *t, size_t n, zt_real cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        zt_real th = (zt_real)tanh((double)(S[i] / cap));
+        if (t) t[i] = th;
+        S[i] = th * cap;
+    }
 }
 
 /* first key query t may see */
@@ -77,9 +88,9 @@ ZT_LEVELS(void, scores_to_probs, (S, qb, nk, t0, klo, pos, window, lse, lse_out)
           int klo, const int32_t *pos, int window, const zt_real *lse, zt_real *lse_out)
 
 void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T, int H,
-                              int KV, int D, int window)
+                              int KV, int D, int window, double scale, double softcap)
 {
-    attn_shape s = shape_of(T, H, KV, D, window);
+    attn_shape s = shape_of(T, H, KV, D, window, scale, softcap);
     scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
 #pragma omp parallel
     {
@@ -97,6 +108,7 @@ void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, co
                 const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
                 const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;
                 zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, S, nk);
+                if (s.softcap > 0) softcap_scores(S, NULL, (size_t)qb * nk, s.softcap);
                 to_probs(S, qb, nk, t0, klo, p, window, NULL, lse + (size_t)bh * T);
                 zt_real *O = out + ((size_t)b * T + t0) * s.HD + h * D;
                 zt_cpu_gemm(0, 0, qb, D, nk, 1, S, nk, V, s.S3, 0, O, s.HD);
@@ -122,9 +134,10 @@ ZT_LEVELS(void, softmax_backward, (dP, P, dO, O, qb, nk, D, HD), zt_real *dP, co
           const zt_real *O, int qb, int nk, int D, int HD)
 
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
-                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
+                               double scale, double softcap)
 {
-    attn_shape s = shape_of(T, H, KV, D, window);
+    attn_shape s = shape_of(T, H, KV, D, window, scale, softcap);
     int group = H / KV;
     scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
     softmax_backward_fn *dsoftmax = softmax_backward_for_cpu();
@@ -133,7 +146,8 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
     {
         zt_real *P = zt_calloc_aligned(sizeof(zt_real) * QB * T);
         zt_real *dP = zt_calloc_aligned(sizeof(zt_real) * QB * T);
-        ZT_ASSERT(P && dP);
+        zt_real *tanhs = s.softcap > 0 ? zt_calloc_aligned(sizeof(zt_real) * QB * T) : NULL; /* soft-capping's */
+        ZT_ASSERT(P && dP && (tanhs || !(s.softcap > 0)));
 #pragma omp for schedule(static)
         for (int bg = 0; bg < B * KV; bg++) {
             int b = bg / KV, g = bg % KV;
@@ -158,9 +172,12 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
                     zt_real *dK = dbase + (size_t)klo * s.S3 + (H + g) * D;
                     zt_real *dV = dbase + (size_t)klo * s.S3 + (H + KV + g) * D;
                     zt_cpu_gemm(0, 1, qb, nk, D, s.scale, Q, s.S3, K, s.S3, 0, P, nk);
+                    if (tanhs) softcap_scores(P, tanhs, (size_t)qb * nk, s.softcap);
                     to_probs(P, qb, nk, t0, klo, p, window, l, NULL);
                     zt_cpu_gemm(0, 1, qb, nk, D, 1, dO, s.HD, V, s.S3, 0, dP, nk);
                     dsoftmax(dP, P, dO, O, qb, nk, D, s.HD);
+                    if (tanhs)
+                        for (size_t i = 0; i < (size_t)qb * nk; i++) dP[i] *= 1 - tanhs[i] * tanhs[i];
                     zt_cpu_gemm(0, 0, qb, D, nk, s.scale, dP, nk, K, s.S3, 0, dQ, s.S3);
                     zt_cpu_gemm(1, 0, nk, D, qb, s.scale, dP, nk, Q, s.S3, 1, dK, s.S3);
                     zt_cpu_gemm(1, 0, nk, D, qb, 1, P, nk, dO, s.HD, 1, dV, s.S3);
@@ -169,13 +186,14 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
         }
         zt_free(P);
         zt_free(dP);
+        zt_free(tanhs);
     }
 }
 
 void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const zt_real *k, const zt_real *v,
-                             int kv_stride, int n, int p0, int H, int KV, int D, int window)
+                             int kv_stride, int n, int p0, int H, int KV, int D, int window, double scale,
+                             double softcap)
 {
-    zt_real scale = (zt_real)(1.0 / sqrt((double)D));
     int nk = p0 + n;
 #pragma omp parallel
     {
@@ -191,7 +209,8 @@ void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const
                     const zt_real *kr = k + (size_t)u * kv_stride + g * D;
                     zt_real dot = 0;
                     for (int d = 0; d < D; d++) dot += qr[d] * kr[d];
-                    S[u] = dot * scale;
+                    S[u] = dot * (zt_real)scale;
+                    if (softcap > 0) softcap_scores(S + u, NULL, 1, (zt_real)softcap);
                     mx = S[u] > mx ? S[u] : mx;
                 }
                 for (int u = lo; u <= t; u++) sum += (S[u] = zt_vexp(S[u] - mx));

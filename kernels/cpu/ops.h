@@ -25,19 +25,21 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
 void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);
 void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N, int C);
 
-/* y = x / rms(x) * w, rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ... */
-void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C, double eps);
+/* y = x / rms(x) * (w + w_offset), rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ...
+ * w_offset is 0, or 1 for Gemma's norm weights (stored as the scale minus one). */
+void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, zt_real w_offset, int N,
+                            int C, double eps);
 void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x, const zt_real *w,
-                             const zt_real *rstd, int N, int C);
+                             zt_real w_offset, const zt_real *rstd, int N, int C);
 
 /* RMSNorm over each head of D elements, in place on heads [0, nheads) of each row (row stride
  * `stride` elements), one weight w [D] for them all (Qwen3's q_norm and k_norm). xin [N, nheads,
  * D] keeps the input, rstd [N, nheads] each head's 1/rms. Backward in place as well: dx holds
  * ∂loss/∂y on entry and ∂loss/∂x on return (=); dw += ... */
-void zt_cpu_head_rmsnorm_forward(zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N, int stride,
-                                 int nheads, int D, double eps);
-void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w, const zt_real *rstd,
-                                  int N, int stride, int nheads, int D);
+void zt_cpu_head_rmsnorm_forward(zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, zt_real w_offset, int N,
+                                 int stride, int nheads, int D, double eps);
+void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w, zt_real w_offset,
+                                  const zt_real *rstd, int N, int stride, int nheads, int D);
 
 /* Rotary embedding in place on heads [0, nheads) of each row (row stride `stride`
  * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+D/2).
@@ -48,22 +50,37 @@ void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, const int32_t
 /* Causal attention with grouped-query heads and a document mask over qkv rows laid
  * out [q heads (H) | k heads (KV) | v heads (KV)] × D. Query t of a row attends key u
  * iff t - pos[t] <= u <= t (same document, causal) and t - u < window (0 = none).
- * out [N, H*D]; lse [B, H, T] (log-sum-exp of each query's scores, kept for backward).
- * Backward writes dqkv (all three parts). */
+ * A score is s = scale·q·k, then softcap·tanh(s / softcap) when softcap > 0 (Gemma 2's
+ * attention-logit soft-capping). out [N, H*D]; lse [B, H, T] (log-sum-exp of each query's
+ * scores, kept for backward). Backward writes dqkv (all three parts). */
 void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T, int H,
-                              int KV, int D, int window);
+                              int KV, int D, int window, double scale, double softcap);
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
-                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window);
+                               const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
+                               double scale, double softcap);
 
 /* Attention of n new queries (q rows of stride q_stride, H heads) at positions
  * p0..p0+n-1 of one sequence over a key/value cache [p0+n, KV*D] (rows of stride
  * kv_stride) that already holds them: generation with a KV cache. out [n, H*D]. */
 void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const zt_real *k, const zt_real *v,
-                             int kv_stride, int n, int p0, int H, int KV, int D, int window);
+                             int kv_stride, int n, int p0, int H, int KV, int D, int window, double scale,
+                             double softcap);
 
 /* h = silu(gate)·up with gateup rows [gate (F) | up (I)]; backward writes dgateup. */
 void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
 void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+
+/* h = gelu_tanh(gate)·up (GeGLU, torch's gelu with approximate="tanh"), rows as swiglu's. */
+void zt_cpu_geglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
+void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+
+/* Soft-capping in place over n elements: x = cap·tanh(x / cap). Backward: dx *= 1 - (y / cap)²
+ * with y the capped values. */
+void zt_cpu_softcap_forward(zt_real *x, size_t n, double cap);
+void zt_cpu_softcap_backward(zt_real *dx, const zt_real *y, size_t n, double cap);
+/* x *= alpha over n elements; y += x over n elements */
+void zt_cpu_scale(zt_real *x, size_t n, zt_real alpha);
+void zt_cpu_add(zt_real *y, const zt_real *x, size_t n);
 
 /* y[n,:] += b; backward: db += Σ_n dy[n,:] */
 void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);

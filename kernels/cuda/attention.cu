@@ -1,5 +1,5 @@
 /* Flash attention in fp32: causal, grouped-query, with kernels/cpu/attention.c's document
- * mask and window. Every kernel works on tiles of BR rows (queries or keys) with 16×16
+ * mask, window, score scale and soft-capping. Every kernel works on tiles of BR rows (queries or keys) with 16×16
  * threads; a thread owns the rows ty + 16·i and the columns tx + 16·j of each BR×BR score
  * tile, so a row's 16 threads are 16 neighbouring lanes of one warp (shuffle reductions).
  * Head dims are padded with zeros to DP ∈ {16, 32, 64, 128, 256} in shared memory.
@@ -140,6 +140,19 @@ __device__ __forceinline__ int attn_first_key(const int32_t *pos, int t, int win
     return lo > 0 ? lo : 0;
 }
 
+/* A scaled score s soft-capped (softcap > 0): softcap·tanh(s / softcap), with the derivative
+ * 1 - tanh² in *slope when slope is given (1 without capping). */
+__device__ __forceinline__ float attn_capped(float s, float softcap, float *slope)
+{
+    if (!(softcap > 0.0f)) {
+        if (slope) *slope = 1.0f;
+        return s;
+    }
+    float t = tanhf(s / softcap);
+    if (slope) *slope = 1.0f - t * t;
+    return t * softcap;
+}
+
 /* Sequence b's query i (position p0 + i) is row b·nq + i of q and out; its keys and values
  * are rows b·nq + u of k and v. Pointers are at head 0's (kv head 0's) first column. */
 struct attn_fwd_args {
@@ -148,7 +161,7 @@ struct attn_fwd_args {
     const int32_t *pos; /* [B, nq]; null: no document mask */
     size_t q_stride, kv_stride, out_stride;
     int nq, p0, H, KV, D, window;
-    float scale;
+    float scale, softcap; /* softcap > 0: scores softcap·tanh(s / softcap) */
 };
 
 template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_forward_kernel(attn_fwd_args a)
@@ -201,7 +214,7 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_fo
 #pragma unroll
             for (int j = 0; j < C::R; j++) {
                 int u = k0 + tx + ATTN_TX * j;
-                s[i][j] = u >= lo[i] && u <= t ? s[i][j] * a.scale : -INFINITY;
+                s[i][j] = u >= lo[i] && u <= t ? attn_capped(s[i][j] * a.scale, a.softcap, nullptr) : -INFINITY;
                 tile_max = fmaxf(tile_max, s[i][j]);
             }
             float m_new = fmaxf(m[i], attn_row_max(tile_max));
@@ -262,7 +275,7 @@ struct attn_bwd_args {
     const float *dout, *qkv, *lse, *delta;
     const int32_t *pos;
     int T, H, KV, D, window;
-    float scale;
+    float scale, softcap;
 };
 
 /* Loads query rows q0.. (n of them) of head h for a backward block: Q, dO, and per row its
@@ -317,7 +330,7 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
             if (!__syncthreads_or(r < nq && row_lo[r] <= k_last)) continue; /* no query here sees these keys */
             /* P goes to smem before dP is computed (fewer live registers); each thread
              * reads back only its own entries */
-            float s[C::R][C::R];
+            float s[C::R][C::R], slope[C::R][C::R];
             attn_tile_dot<DP>(s, Ks, Qs, ty, tx);
 #pragma unroll
             for (int i = 0; i < C::R; i++) {
@@ -325,7 +338,8 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
 #pragma unroll
                 for (int j = 0; j < C::R; j++) {
                     int q = tx + ATTN_TX * j;
-                    float p = u >= row_lo[q] && u <= q0 + q ? expf(s[i][j] * a.scale - row_lse[q]) : 0.0f;
+                    float c = attn_capped(s[i][j] * a.scale, a.softcap, &slope[i][j]);
+                    float p = u >= row_lo[q] && u <= q0 + q ? expf(c - row_lse[q]) : 0.0f;
                     Ps[(ty + ATTN_TX * i) * C::LDP + q] = p;
                 }
             }
@@ -335,7 +349,7 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
 #pragma unroll
                 for (int j = 0; j < C::R; j++) {
                     int at = (ty + ATTN_TX * i) * C::LDP + tx + ATTN_TX * j;
-                    dSs[at] = Ps[at] * (s[i][j] - row_delta[tx + ATTN_TX * j]);
+                    dSs[at] = Ps[at] * (s[i][j] - row_delta[tx + ATTN_TX * j]) * slope[i][j];
                 }
             __syncthreads();
             attn_tile_mac<DP>(dv, Ps, dOs, ty, tx);
@@ -397,7 +411,7 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
         attn_load_rows<DP>(Vs, V + k0 * S3, S3, nk, a.D);
         __syncthreads();
         /* P parks in dSs while dP is computed, as in the dK, dV kernel */
-        float s[C::R][C::R];
+        float s[C::R][C::R], slope[C::R][C::R];
         attn_tile_dot<DP>(s, Qs, Ks, ty, tx);
 #pragma unroll
         for (int i = 0; i < C::R; i++) {
@@ -405,7 +419,8 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
 #pragma unroll
             for (int j = 0; j < C::R; j++) {
                 int u = k0 + tx + ATTN_TX * j;
-                float p = u >= lo[i] && u <= t ? expf(s[i][j] * a.scale - lse[i]) : 0.0f;
+                float c = attn_capped(s[i][j] * a.scale, a.softcap, &slope[i][j]);
+                float p = u >= lo[i] && u <= t ? expf(c - lse[i]) : 0.0f;
                 dSs[(ty + ATTN_TX * i) * C::LDP + tx + ATTN_TX * j] = p;
             }
         }
@@ -415,7 +430,7 @@ template <int DP> static __global__ void __launch_bounds__(ATTN_THREADS) attn_ba
 #pragma unroll
             for (int j = 0; j < C::R; j++) {
                 int at = (ty + ATTN_TX * i) * C::LDP + tx + ATTN_TX * j;
-                dSs[at] *= s[i][j] - delta[i];
+                dSs[at] *= (s[i][j] - delta[i]) * slope[i][j];
             }
         __syncthreads();
         attn_tile_mac<DP>(dq, dSs, Ks, ty, tx);
@@ -470,27 +485,28 @@ static void attn_forward(cudaStream_t s, const attn_fwd_args &a, int B)
 }
 
 void zt_cuda_attention_forward(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
-                               int T, int H, int KV, int D, int window)
+                               int T, int H, int KV, int D, int window, double scale, double softcap)
 {
     if (B <= 0 || T <= 0) return;
     size_t S3 = (size_t)(H + 2 * KV) * D;
     attn_fwd_args a = {out, lse, qkv, qkv + (size_t)H * D, qkv + (size_t)(H + KV) * D, pos, S3, S3, (size_t)H * D,
-                       T, 0, H, KV, D, window, (float)(1.0 / sqrt((double)D))};
+                       T, 0, H, KV, D, window, (float)scale, (float)softcap};
     attn_forward(s, a, B);
 }
 
 void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_stride, const float *k,
-                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
+                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
+                              double scale, double softcap)
 {
     if (n <= 0) return;
     attn_fwd_args a = {out, nullptr, q, k, v, nullptr, (size_t)q_stride, (size_t)kv_stride, (size_t)H * D,
-                       n, p0, H, KV, D, window, (float)(1.0 / sqrt((double)D))};
+                       n, p0, H, KV, D, window, (float)scale, (float)softcap};
     attn_forward(s, a, 1);
 }
 
 void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
                                 const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                                int window)
+                                int window, double scale, double softcap)
 {
     if (B <= 0 || T <= 0) return;
     int N = B * T;
@@ -498,7 +514,7 @@ void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, 
     ZT_CUDA_CHECK(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s));
     attn_delta_kernel<<<(unsigned)zt_ceil_div((size_t)N * H * 32, 256), 256, 0, s>>>(delta, dout, out, N, T, H, D);
     zt_cuda_check("attention_delta");
-    attn_bwd_args a = {dqkv, dout, qkv, lse, delta, pos, T, H, KV, D, window, (float)(1.0 / sqrt((double)D))};
+    attn_bwd_args a = {dqkv, dout, qkv, lse, delta, pos, T, H, KV, D, window, (float)scale, (float)softcap};
     attn_with_padded_dim(D, [&](auto dp) {
         using C = attn_tile<decltype(dp)::value>;
         unsigned tiles = (unsigned)zt_ceil_div(T, C::BR);

@@ -562,7 +562,7 @@ void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, cons
                                     int B, int T, int H, int KV, int D, int window)
 {
     if (D != 64 && D != 128) {
-        zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window);
+        zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, 1.0 / sqrt((double)D), 0);
         return;
     }
     if (B <= 0 || T <= 0) return;
@@ -581,7 +581,7 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
                                      int KV, int D, int window)
 {
     if (D != 64 && D != 128) {
-        zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+        zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1.0 / sqrt((double)D), 0);
         return;
     }
     if (B <= 0 || T <= 0) return;

@@ -47,29 +47,37 @@ void zt_cuda_embedding_forward(cudaStream_t s, float *out, const int32_t *ids, c
                                int N, int C);
 void zt_cuda_embedding_backward(cudaStream_t s, float *dtable, const float *dout, const int32_t *ids, int v0, int nv,
                                 int N, int C);
-void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, int N, int C,
-                             double eps);
+void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, float w_offset,
+                             int N, int C, double eps);
 void zt_cuda_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *dy, const float *x, const float *w,
-                              const float *rstd, int N, int C);
-void zt_cuda_head_rmsnorm_forward(cudaStream_t s, float *x, float *xin, float *rstd, const float *w, int N, int stride,
-                                  int nheads, int D, double eps);
+                              float w_offset, const float *rstd, int N, int C);
+void zt_cuda_head_rmsnorm_forward(cudaStream_t s, float *x, float *xin, float *rstd, const float *w, float w_offset,
+                                  int N, int stride, int nheads, int D, double eps);
 void zt_cuda_head_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *xin, const float *w,
-                                   const float *rstd, int N, int stride, int nheads, int D);
+                                   float w_offset, const float *rstd, int N, int stride, int nheads, int D);
 void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
                   const float *cos_t, const float *sin_t, int inverse);
 void zt_cuda_swiglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);
 void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, const float *dh, const float *gateup, int N, int F);
+/* GeGLU, soft-capping, scaling and sums (geglu.cu) */
+void zt_cuda_geglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);
+void zt_cuda_geglu_backward(cudaStream_t s, float *dgateup, const float *dh, const float *gateup, int N, int F);
+void zt_cuda_softcap_forward(cudaStream_t s, float *x, size_t n, double cap);
+void zt_cuda_softcap_backward(cudaStream_t s, float *dx, const float *y, size_t n, double cap);
+void zt_cuda_scale(cudaStream_t s, float *x, size_t n, float alpha);
+void zt_cuda_add(cudaStream_t s, float *y, const float *x, size_t n);
 void zt_cuda_bias_forward(cudaStream_t s, float *y, const float *b, int N, int M);
 void zt_cuda_bias_backward(cudaStream_t s, float *db, const float *dy, int N, int M);
 
 /* --- attention (attention.cu): tiled, online softmax, no T×T matrix in memory */
 void zt_cuda_attention_forward(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
-                               int T, int H, int KV, int D, int window);
+                               int T, int H, int KV, int D, int window, double scale, double softcap);
 void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
-                                const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                                int window);
+                                const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
+                                double scale, double softcap);
 void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_stride, const float *k,
-                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window);
+                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
+                              double scale, double softcap);
 /* same contract, q/k/v/dout/P rounded to bf16 for the products, fp32 accumulation and softmax (attention_bf16.cu) */
 void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos,
                                     int B, int T, int H, int KV, int D, int window);

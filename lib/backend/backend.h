@@ -60,33 +60,43 @@ struct zt_backend {
                               int N, int C);
     void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv,
                                int N, int C);
-    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N, int C,
-                            double eps);
+    /* the norm's scale is w + w_offset (1 for Gemma's norm weights, else 0) */
+    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w,
+                            zt_real w_offset, int N, int C, double eps);
     void (*rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
-                             const zt_real *w, const zt_real *rstd, int N, int C);
+                             const zt_real *w, zt_real w_offset, const zt_real *rstd, int N, int C);
     /* per-head RMSNorm in place (kernels/cpu/ops.h: zt_cpu_head_rmsnorm_forward) */
-    void (*head_rmsnorm_forward)(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N,
-                                 int stride, int nheads, int D, double eps);
+    void (*head_rmsnorm_forward)(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w,
+                                 zt_real w_offset, int N, int stride, int nheads, int D, double eps);
     void (*head_rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w,
-                                  const zt_real *rstd, int N, int stride, int nheads, int D);
+                                  zt_real w_offset, const zt_real *rstd, int N, int stride, int nheads, int D);
     void (*rope)(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
                  const zt_real *cos_t, const zt_real *sin_t, int inverse);
+    /* scores scale·q·k, soft-capped when softcap > 0 (zt_cpu_attention_forward) */
     void (*attention_forward)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B,
-                              int T, int H, int KV, int D, int window);
+                              int T, int H, int KV, int D, int window, double scale, double softcap);
     void (*attention_backward)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV,
-                               int D, int window);
+                               int D, int window, double scale, double softcap);
     /* optional (NULL: the fp32 entries serve): the same with q, k, v and the probabilities
-     * rounded to bf16 for the products (tensor cores), for bf16 models */
+     * rounded to bf16 for the products (tensor cores), for bf16 models; scale 1/sqrt(D) and
+     * no soft-capping only */
     void (*attention_forward_bf16)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
                                    int B, int T, int H, int KV, int D, int window);
     void (*attention_backward_bf16)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                     const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
                                     int KV, int D, int window);
     void (*attention_decode)(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
-                             const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window);
+                             const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
+                             double scale, double softcap);
     void (*swiglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
     void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+    void (*geglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
+    void (*geglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+    void (*softcap_forward)(zt_backend *be, zt_real *x, size_t n, double cap);
+    void (*softcap_backward)(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap);
+    void (*scale)(zt_backend *be, zt_real *x, size_t n, zt_real alpha);  /* x *= alpha */
+    void (*add)(zt_backend *be, zt_real *y, const zt_real *x, size_t n); /* y += x */
     void (*bias_forward)(zt_backend *be, zt_real *y, const zt_real *b, int N, int M);
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,

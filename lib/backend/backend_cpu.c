@@ -54,25 +54,25 @@ static void cpu_embedding_backward(zt_backend *be, zt_real *dtable, const zt_rea
 {
     zt_cpu_embedding_backward(dtable, dout, ids, v0, nv, N, C);
 }
-static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, int N,
-                                int C, double eps)
+static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w,
+                                zt_real w_offset, int N, int C, double eps)
 {
-    zt_cpu_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+    zt_cpu_rmsnorm_forward(y, rstd, x, w, w_offset, N, C, eps);
 }
 static void cpu_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
-                                 const zt_real *w, const zt_real *rstd, int N, int C)
+                                 const zt_real *w, zt_real w_offset, const zt_real *rstd, int N, int C)
 {
-    zt_cpu_rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+    zt_cpu_rmsnorm_backward(dx, dw, dy, x, w, w_offset, rstd, N, C);
 }
-static void cpu_head_rmsnorm_forward(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w, int N,
-                                     int stride, int nheads, int D, double eps)
+static void cpu_head_rmsnorm_forward(zt_backend *be, zt_real *x, zt_real *xin, zt_real *rstd, const zt_real *w,
+                                     zt_real w_offset, int N, int stride, int nheads, int D, double eps)
 {
-    zt_cpu_head_rmsnorm_forward(x, xin, rstd, w, N, stride, nheads, D, eps);
+    zt_cpu_head_rmsnorm_forward(x, xin, rstd, w, w_offset, N, stride, nheads, D, eps);
 }
 static void cpu_head_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w,
-                                      const zt_real *rstd, int N, int stride, int nheads, int D)
+                                      zt_real w_offset, const zt_real *rstd, int N, int stride, int nheads, int D)
 {
-    zt_cpu_head_rmsnorm_backward(dx, dw, xin, w, rstd, N, stride, nheads, D);
+    zt_cpu_head_rmsnorm_backward(dx, dw, xin, w, w_offset, rstd, N, stride, nheads, D);
 }
 static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos,
                      const zt_real *cos_t, const zt_real *sin_t, int inverse)
@@ -80,20 +80,21 @@ static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, 
     zt_cpu_rope(x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
 }
 static void cpu_attention_forward(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
-                                  int B, int T, int H, int KV, int D, int window)
+                                  int B, int T, int H, int KV, int D, int window, double scale, double softcap)
 {
-    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window);
+    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, scale, softcap);
 }
 static void cpu_attention_backward(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                    const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
-                                   int KV, int D, int window)
+                                   int KV, int D, int window, double scale, double softcap)
 {
-    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, softcap);
 }
 static void cpu_attention_decode(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
-                                 const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
+                                 const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
+                                 double scale, double softcap)
 {
-    zt_cpu_attention_decode(out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window);
+    zt_cpu_attention_decode(out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window, scale, softcap);
 }
 static void cpu_swiglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
 {
@@ -104,6 +105,21 @@ static void cpu_swiglu_backward(zt_backend *be, zt_real *dgateup, const zt_real 
 {
     zt_cpu_swiglu_backward(dgateup, dh, gateup, N, F);
 }
+static void cpu_geglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
+{
+    zt_cpu_geglu_forward(h, gateup, N, F);
+}
+static void cpu_geglu_backward(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
+{
+    zt_cpu_geglu_backward(dgateup, dh, gateup, N, F);
+}
+static void cpu_softcap_forward(zt_backend *be, zt_real *x, size_t n, double cap) { zt_cpu_softcap_forward(x, n, cap); }
+static void cpu_softcap_backward(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap)
+{
+    zt_cpu_softcap_backward(dx, y, n, cap);
+}
+static void cpu_scale(zt_backend *be, zt_real *x, size_t n, zt_real alpha) { zt_cpu_scale(x, n, alpha); }
+static void cpu_add(zt_backend *be, zt_real *y, const zt_real *x, size_t n) { zt_cpu_add(y, x, n); }
 static void cpu_bias_forward(zt_backend *be, zt_real *y, const zt_real *b, int N, int M)
 {
     zt_cpu_bias_forward(y, b, N, M);
@@ -154,6 +170,12 @@ static zt_backend cpu_backend = {
     .attention_decode = cpu_attention_decode,
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
+    .geglu_forward = cpu_geglu_forward,
+    .geglu_backward = cpu_geglu_backward,
+    .softcap_forward = cpu_softcap_forward,
+    .softcap_backward = cpu_softcap_backward,
+    .scale = cpu_scale,
+    .add = cpu_add,
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,

@@ -151,8 +151,8 @@ static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float
     zt_cuda_gemm_f32(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void cuda_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
-                           int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+static void cuda_gemm_bf16(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                           const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     MARK();
     zt_cuda_gemm_bf16(gemm_ctx, stream, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -178,32 +178,32 @@ static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *
     zt_cuda_embedding_backward(stream, dtable, dout, ids, v0, nv, N, C);
 }
 
-static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, int N, int C,
-                                 double eps)
+static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, float w_offset,
+                                 int N, int C, double eps)
 {
     MARK();
-    zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, N, C, eps);
+    zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, w_offset, N, C, eps);
 }
 
-static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x,
-                                  const float *w, const float *rstd, int N, int C)
+static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                  float w_offset, const float *rstd, int N, int C)
 {
     MARK();
-    zt_cuda_rmsnorm_backward(stream, dx, dw, dy, x, w, rstd, N, C);
+    zt_cuda_rmsnorm_backward(stream, dx, dw, dy, x, w, w_offset, rstd, N, C);
 }
 
-static void cuda_head_rmsnorm_forward(zt_backend *be, float *x, float *xin, float *rstd, const float *w, int N,
-                                      int stride, int nheads, int D, double eps)
+static void cuda_head_rmsnorm_forward(zt_backend *be, float *x, float *xin, float *rstd, const float *w, float w_offset,
+                                      int N, int stride, int nheads, int D, double eps)
 {
     MARK();
-    zt_cuda_head_rmsnorm_forward(stream, x, xin, rstd, w, N, stride, nheads, D, eps);
+    zt_cuda_head_rmsnorm_forward(stream, x, xin, rstd, w, w_offset, N, stride, nheads, D, eps);
 }
 
 static void cuda_head_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *xin, const float *w,
-                                       const float *rstd, int N, int stride, int nheads, int D)
+                                       float w_offset, const float *rstd, int N, int stride, int nheads, int D)
 {
     MARK();
-    zt_cuda_head_rmsnorm_backward(stream, dx, dw, xin, w, rstd, N, stride, nheads, D);
+    zt_cuda_head_rmsnorm_backward(stream, dx, dw, xin, w, w_offset, rstd, N, stride, nheads, D);
 }
 
 static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
@@ -213,15 +213,15 @@ static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, i
     zt_cuda_rope(stream, x, N, stride, nheads, D, pos, cos_t, sin_t, inverse);
 }
 
-static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
-                                   int B, int T, int H, int KV, int D, int window)
+static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                                   int T, int H, int KV, int D, int window, double scale, double softcap)
 {
     MARK();
-    zt_cuda_attention_forward(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
+    zt_cuda_attention_forward(stream, out, lse, qkv, pos, B, T, H, KV, D, window, scale, softcap);
 }
 
-static void cuda_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv,
-                                        const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+static void cuda_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
+                                        int B, int T, int H, int KV, int D, int window)
 {
     MARK();
     zt_cuda_attention_forward_bf16(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
@@ -235,19 +235,20 @@ static void cuda_attention_backward_bf16(zt_backend *be, float *dqkv, const floa
     zt_cuda_attention_backward_bf16(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
 }
 
-static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
-                                    const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
-                                    int KV, int D, int window)
+static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                    const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
+                                    int window, double scale, double softcap)
 {
     MARK();
-    zt_cuda_attention_backward(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+    zt_cuda_attention_backward(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, softcap);
 }
 
 static void cuda_attention_decode(zt_backend *be, float *out, const float *q, int q_stride, const float *k,
-                                  const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window)
+                                  const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
+                                  double scale, double softcap)
 {
     MARK();
-    zt_cuda_attention_decode(stream, out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window);
+    zt_cuda_attention_decode(stream, out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window, scale, softcap);
 }
 
 static void cuda_swiglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
@@ -262,6 +263,42 @@ static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh
     zt_cuda_swiglu_backward(stream, dgateup, dh, gateup, N, F);
 }
 
+static void cuda_geglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
+{
+    MARK();
+    zt_cuda_geglu_forward(stream, h, gateup, N, F);
+}
+
+static void cuda_geglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
+{
+    MARK();
+    zt_cuda_geglu_backward(stream, dgateup, dh, gateup, N, F);
+}
+
+static void cuda_softcap_forward(zt_backend *be, float *x, size_t n, double cap)
+{
+    MARK();
+    zt_cuda_softcap_forward(stream, x, n, cap);
+}
+
+static void cuda_softcap_backward(zt_backend *be, float *dx, const float *y, size_t n, double cap)
+{
+    MARK();
+    zt_cuda_softcap_backward(stream, dx, y, n, cap);
+}
+
+static void cuda_scale(zt_backend *be, float *x, size_t n, float alpha)
+{
+    MARK();
+    zt_cuda_scale(stream, x, n, alpha);
+}
+
+static void cuda_add(zt_backend *be, float *y, const float *x, size_t n)
+{
+    MARK();
+    zt_cuda_add(stream, y, x, n);
+}
+
 static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
 {
     MARK();
@@ -274,8 +311,8 @@ static void cuda_bias_backward(zt_backend *be, float *db, const float *dy, int N
     zt_cuda_bias_backward(stream, db, dy, N, M);
 }
 
-static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n,
-                               int V, float grad_scale)
+static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                               float grad_scale)
 {
     MARK();
     zt_cuda_cross_entropy(stream, logits, loss_rows, targets, n, V, grad_scale);
@@ -287,8 +324,8 @@ static void cuda_scale_rows(zt_backend *be, float *x, const float *scale, int n,
     zt_cuda_scale_rows(stream, x, scale, n, V);
 }
 
-static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v,
-                       size_t n, float grad_scale, int apply_decay, uint16_t *param_bf16)
+static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,
+                       float grad_scale, int apply_decay, uint16_t *param_bf16)
 {
     MARK();
     zt_adamw_consts c = zt_adamw_consts_of(h, grad_scale, apply_decay);
@@ -336,6 +373,12 @@ static zt_backend cuda_backend = {
     .attention_decode = cuda_attention_decode,
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
+    .geglu_forward = cuda_geglu_forward,
+    .geglu_backward = cuda_geglu_backward,
+    .softcap_forward = cuda_softcap_forward,
+    .softcap_backward = cuda_softcap_backward,
+    .scale = cuda_scale,
+    .add = cuda_add,
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,

@@ -13,15 +13,16 @@ static size_t logit_chunk_elems(const zt_llama *m)
     return m->be->host_memory ? (size_t)32 << 20 : (size_t)256 << 20; /* 128 MB or 1 GB of fp32 */
 }
 
-void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t)
+void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t)
 {
     const zt_llama_config *c = &m->cfg;
+    const char *scaling = local ? "" : c->rope_scaling.type;
     int half = m->D / 2;
     for (int j = 0; j < half; j++) {
-        double inv = pow(c->rope_theta, -2.0 * j / m->D);
-        if (!strcmp(c->rope_scaling.type, "linear")) {
+        double inv = pow(local ? c->rope_local_theta : c->rope_theta, -2.0 * j / m->D);
+        if (!strcmp(scaling, "linear")) {
             inv /= c->rope_scaling.factor;
-        } else if (!strcmp(c->rope_scaling.type, "llama3")) {
+        } else if (!strcmp(scaling, "llama3")) {
             double f = c->rope_scaling.factor, old = c->rope_scaling.original_max_position_embeddings;
             double lo = c->rope_scaling.low_freq_factor, hi = c->rope_scaling.high_freq_factor;
             double wavelen = 2 * M_PI / inv;
@@ -38,6 +39,9 @@ void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin
         }
     }
 }
+
+/* Gemma 3's windowed layers have rotary tables of their own */
+static int local_rope(const zt_llama *m) { return m->cfg.rope_local_theta > 0; }
 
 /* rows of logits per chunk, and the elements of each bf16 staging buffer */
 static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage)
@@ -63,13 +67,16 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     int chunk;
     size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
     acts_plan(m, B, T, &chunk, &stage);
+    int gemma = m->cfg.gemma, capped = m->cfg.final_softcap > 0, local = local_rope(m);
     size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T +
-                     zt_llama_qk_norm_elems(m, (int)N);
-    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 3) /* lnf, rstdf, head_out, coef */ +
-                   (size_t)chunk * m->V + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) + 2 * (size_t)T * (m->D / 2);
+                     zt_llama_qk_norm_elems(m, (int)N) + (gemma ? 2 * N * (C + 1) : 0);
+    size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 4) /* lnf, rstdf, head_out, coef, pad_mask */ +
+                   (size_t)chunk * m->V * (capped ? 2 : 1) + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) +
+                   (gemma ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->D / 2);
+    /* the alignment of the buffers only some models have */
+    size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (gemma ? nsets * 4 + 1 : 0) + capped + 2 * local;
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
-           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 +
-           (m->cfg.qk_norm ? nsets * 2 * 64 : 0); /* the alignment of the sets' two qk_norm buffers */
+           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 + extra_buffers * 64;
 }
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
@@ -112,11 +119,24 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
             TAKE(a->qkin, N * (m->H + m->KV) * m->D);
             TAKE(a->rstdqk, N * (m->H + m->KV));
         }
+        if (m->cfg.gemma) {
+            TAKE(a->attn_out, N * C);
+            TAKE(a->rstd3, N);
+            TAKE(a->mlp_out, N * C);
+            TAKE(a->rstd4, N);
+        }
+    }
+    if (m->cfg.gemma) TAKE(m->dpost, N * C);
+    if (m->cfg.final_softcap > 0) TAKE(m->capped, (size_t)m->chunk * m->V);
+    if (local_rope(m)) {
+        TAKE(m->cos_l, (size_t)T * (m->D / 2));
+        TAKE(m->sin_l, (size_t)T * (m->D / 2));
     }
     TAKE(m->lnf, N * C);
     TAKE(m->rstdf, N);
     TAKE(m->head_out, N);
     TAKE(m->coef, N);
+    TAKE(m->pad_mask, N);
     TAKE(m->logits, (size_t)m->chunk * m->V);
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);
@@ -146,9 +166,14 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
         free(sin_t);
         return zt_fail(ZT_ENOMEM, "out of memory for activations");
     }
-    zt_llama_rope_tables(m, T, cos_t, sin_t);
+    zt_llama_rope_tables(m, T, 0, cos_t, sin_t);
     be->upload(be, m->cos_t, cos_t, tab);
     be->upload(be, m->sin_t, sin_t, tab);
+    if (local_rope(m)) {
+        zt_llama_rope_tables(m, T, 1, cos_t, sin_t);
+        be->upload(be, m->cos_l, cos_t, tab);
+        be->upload(be, m->sin_l, sin_t, tab);
+    }
     free(cos_t);
     free(sin_t);
     return m->lora ? zt_lora_alloc_scratch(m, N) : ZT_OK;
@@ -199,8 +224,9 @@ void zt_llama_qk_norm_forward(const zt_llama *m, zt_real *qkv, zt_real *qkin, zt
 {
     zt_backend *be = m->be;
     size_t nq = (size_t)n * m->H;
-    be->head_rmsnorm_forward(be, qkv, qkin, rstd, w, n, m->S3, m->H, m->D, m->cfg.rms_norm_eps);
-    be->head_rmsnorm_forward(be, qkv + m->HD, qkin + nq * m->D, rstd + nq, w + m->D, n, m->S3, m->KV, m->D,
+    zt_real off = zt_llama_norm_offset(m);
+    be->head_rmsnorm_forward(be, qkv, qkin, rstd, w, off, n, m->S3, m->H, m->D, m->cfg.rms_norm_eps);
+    be->head_rmsnorm_forward(be, qkv + m->HD, qkin + nq * m->D, rstd + nq, w + m->D, off, n, m->S3, m->KV, m->D,
                              m->cfg.rms_norm_eps);
 }
 
@@ -209,8 +235,9 @@ void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, co
 {
     zt_backend *be = m->be;
     size_t nq = (size_t)n * m->H;
-    be->head_rmsnorm_backward(be, dqkv, dw, qkin, w, rstd, n, m->S3, m->H, m->D);
-    be->head_rmsnorm_backward(be, dqkv + m->HD, dw + m->D, qkin + nq * m->D, w + m->D, rstd + nq, n, m->S3, m->KV,
+    zt_real off = zt_llama_norm_offset(m);
+    be->head_rmsnorm_backward(be, dqkv, dw, qkin, w, off, rstd, n, m->S3, m->H, m->D);
+    be->head_rmsnorm_backward(be, dqkv + m->HD, dw + m->D, qkin + nq * m->D, w + m->D, off, rstd + nq, n, m->S3, m->KV,
                               m->D);
 }
 
@@ -258,12 +285,17 @@ static void release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
     if (tiles > 1) release(m, unit, use);
 }
 
-/* Layer l's MLP on its ln2, added to x[l + 1] (which holds xmid on entry). With K tiles the
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, const zt_real *gateup, int n)
+{
+    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, gateup, n, m->F);
+    else m->be->swiglu_forward(m->be, h, gateup, n, m->F);
+}
+
+/* Layer l's MLP on its ln2 into out: added to it (beta 1) or written (beta 0). With K tiles the
  * products go tile by tile: rows of the gate/up weight give columns of gateup, rows of the
  * down weight columns of the output, each tile's weights acquired for its product alone. */
-static void mlp_forward(zt_llama *m, int l, zt_llama_use use)
+static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_real beta)
 {
-    zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
@@ -276,19 +308,19 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use)
     }
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, a->gateup, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, a->gateup + F, 2 * F);
-    be->swiglu_forward(be, a->h, a->gateup, N, F);
+    zt_llama_mlp_act_forward(m, a->h, a->gateup, N);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + K + j, use);
-        linear_forward(m, m->x[l + 1] + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F, 1);
+        linear_forward(m, out + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
         release_tile(m, K, u + 1 + K + j, use);
     }
-    zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, m->x[l + 1], C);
+    zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, out, C);
 }
 
-/* ∂loss/∂x[l+1] in m->dres → ∂loss/∂ln2 in m->dln, and the MLP's weight gradients; the
- * tiles in reverse order (the order stage 3 prefetches in). */
-static void mlp_backward(zt_llama *m, int l)
+/* ∂loss/∂(the MLP's output) in dout → ∂loss/∂ln2 in m->dln, and the MLP's weight gradients;
+ * the tiles in reverse order (the order stage 3 prefetches in). */
+static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
@@ -298,11 +330,12 @@ static void mlp_backward(zt_llama *m, int l)
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(C, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dh, j < K - 1, m->dres + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F);
+        linear_backward(m, m->dh, j < K - 1, dout + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F);
         release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
-    zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, m->dres, C, m->dh);
-    be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
+    zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, dout, C, m->dh);
+    if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
+    else be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
@@ -313,6 +346,22 @@ static void mlp_backward(zt_llama *m, int l)
     zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, m->dgateup + F, 2 * F, m->dln);
 }
 
+/* Layer l's rotary embedding on qkv rows (inverse: the backward pass), with Gemma 3's local
+ * tables on its windowed layers */
+static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
+{
+    int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
+    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->pos, local ? m->cos_l : m->cos_t,
+                local ? m->sin_l : m->sin_t, inverse);
+}
+
+/* The bf16 attention kernels serve bf16 models with the plain 1/sqrt(head_dim) scale, uncapped. */
+static int bf16_attention(const zt_llama *m)
+{
+    double q = m->cfg.query_pre_attn_scalar;
+    return m->dtype_bf16 && m->be->attention_forward_bf16 && !(m->cfg.attn_softcap > 0) && (!(q > 0) || q == m->D);
+}
+
 /* Layer l's forward: in the forward pass (use FORWARD) acquiring its units itself, in the
  * backward pass's recompute (RECOMPUTE) with the layer's first unit held by the caller. */
 static void layer_forward(zt_llama *m, int l, zt_llama_use use)
@@ -321,31 +370,58 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     const zt_llama_layer_layout *y = &m->lay;
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
-    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window, u = zt_llama_layer_unit(m, l);
-    int tiled = zt_llama_mlp_tiles(m) > 1;
+    int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
+    int gemma = m->cfg.gemma;
+    /* the layer's first unit is let go during the MLP's tiles, unless Gemma's post norm
+       (in that unit) still follows them */
+    int tiled = zt_llama_mlp_tiles(m) > 1 && !gemma;
     const zt_real *x = m->x[l];
-    zt_real *w = m->params + base;
+    zt_real *w = m->params + base, off = zt_llama_norm_offset(m);
+    double eps = m->cfg.rms_norm_eps;
+    size_t bytes = (size_t)N * C * sizeof(zt_real);
 
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
-    be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, N, C, m->cfg.rms_norm_eps);
+    be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
     linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
     lora_qkv_forward(m, l, a->ln1, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
-    be->rope(be, a->qkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 0);
-    if (m->dtype_bf16 && be->attention_forward_bf16)
+    layer_rope(m, l, a->qkv, 0);
+    if (bf16_attention(m))
         be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
-    else be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
-    be->copy(be, a->xmid, x, (size_t)N * C * sizeof(zt_real));
-    linear_forward(m, a->xmid, C, a->att, base + y->wo, N, C, m->HD, 1);
-    zt_lora_forward(m, l, ZT_LORA_O, a->att, a->xmid, C);
-    if (m->cfg.o_bias) be->bias_forward(be, a->xmid, w + y->bo, N, C);
+    else
+        be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window, m->attn_scale,
+                              m->cfg.attn_softcap);
+    /* the attention's output added to x, or with Gemma its post norm */
+    zt_real *attn_out = gemma ? a->attn_out : a->xmid;
+    if (!gemma) be->copy(be, a->xmid, x, bytes);
+    linear_forward(m, attn_out, C, a->att, base + y->wo, N, C, m->HD, gemma ? 0 : 1);
+    zt_lora_forward(m, l, ZT_LORA_O, a->att, attn_out, C);
+    if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
+    if (gemma) {
+        be->rmsnorm_forward(be, a->xmid, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
+        be->add(be, a->xmid, x, (size_t)N * C);
+    }
 
-    be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, N, C, m->cfg.rms_norm_eps);
-    be->copy(be, m->x[l + 1], a->xmid, (size_t)N * C * sizeof(zt_real));
+    be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
+    if (!gemma) be->copy(be, m->x[l + 1], a->xmid, bytes);
     if (use == ZT_LLAMA_FORWARD && tiled) release(m, u, use); /* the MLP's tiles are units of their own */
-    mlp_forward(m, l, use);
+    mlp_forward(m, l, use, gemma ? a->mlp_out : m->x[l + 1], gemma ? 0 : 1);
+    if (gemma) {
+        be->rmsnorm_forward(be, m->x[l + 1], a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
+        be->add(be, m->x[l + 1], a->xmid, (size_t)N * C);
+    }
     if (use == ZT_LLAMA_FORWARD && !tiled) release(m, u, use);
+}
+
+/* Gemma's post norm (weight at offset w) of the block output `in` [N, C], whose sum with the
+ * residual has its gradient in m->dres: ∂loss/∂in into m->dpost, the weight's gradient added. */
+static void post_norm_backward(zt_llama *m, size_t w, const zt_real *in, const zt_real *rstd)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C;
+    be->memset0(be, m->dpost, (size_t)N * C * sizeof(zt_real));
+    be->rmsnorm_backward(be, m->dpost, norm_grad(m, w), m->dres, in, m->params + w, 1, rstd, N, C);
 }
 
 /* m->dres holds ∂loss/∂x[l+1] on entry and ∂loss/∂x[l] on return. */
@@ -355,33 +431,38 @@ static void layer_backward(zt_llama *m, int l)
     const zt_llama_layer_layout *y = &m->lay;
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
-    int N = m->B * m->T, C = m->C, window = m->cfg.sliding_window, u = zt_llama_layer_unit(m, l);
-    zt_real *w = m->params + base;
-    /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's */
-    int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1;
+    int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
+    int gemma = m->cfg.gemma;
+    zt_real *w = m->params + base, off = zt_llama_norm_offset(m);
+    /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's,
+       except for Gemma, whose MLP's post norm comes first */
+    int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1 || gemma;
 
     if (early) acquire(m, u, ZT_LLAMA_BACKWARD);
     if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
-    mlp_backward(m, l);
+    if (gemma) post_norm_backward(m, base + y->post_mlp, a->mlp_out, a->rstd4);
+    mlp_backward(m, l, gemma ? m->dpost : m->dres);
     if (!early) acquire(m, u, ZT_LLAMA_BACKWARD);
-    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln2), m->dln, a->xmid, w + y->ln2, a->rstd2, N, C);
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln2), m->dln, a->xmid, w + y->ln2, off, a->rstd2, N, C);
 
-    if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, m->dres, N, C);
-    linear_backward(m, m->datt, 0, m->dres, C, a->att, base + y->wo, N, C, m->HD);
-    zt_lora_backward(m, l, ZT_LORA_O, a->att, m->dres, C, m->datt);
-    if (m->dtype_bf16 && be->attention_backward_bf16)
+    if (gemma) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
+    const zt_real *dattn_out = gemma ? m->dpost : m->dres;
+    if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
+    linear_backward(m, m->datt, 0, dattn_out, C, a->att, base + y->wo, N, C, m->HD);
+    zt_lora_backward(m, l, ZT_LORA_O, a->att, dattn_out, C, m->datt);
+    if (bf16_attention(m))
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                     window);
     else
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
-                               window);
-    be->rope(be, m->dqkv, N, m->S3, m->H + m->KV, m->D, m->pos, m->cos_t, m->sin_t, 1);
+                               window, m->attn_scale, m->cfg.attn_softcap);
+    layer_rope(m, l, m->dqkv, 1);
     if (m->cfg.qk_norm)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
     lora_qkv_backward(m, l, a->ln1, m->dqkv, m->dln);
-    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln1), m->dln, m->x[l], w + y->ln1, a->rstd1, N, C);
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln1), m->dln, m->x[l], w + y->ln1, off, a->rstd1, N, C);
     release(m, u, ZT_LLAMA_BACKWARD);
 }
 
@@ -395,8 +476,8 @@ static int chunk_has_targets(const int32_t *target, int n)
 /* The final norm into m->lnf. */
 static void final_norm(zt_llama *m)
 {
-    m->be->rmsnorm_forward(m->be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, m->B * m->T, m->C,
-                           m->cfg.rms_norm_eps);
+    m->be->rmsnorm_forward(m->be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, zt_llama_norm_offset(m),
+                           m->B * m->T, m->C, m->cfg.rms_norm_eps);
 }
 
 /* ∂loss/∂lnf in m->dln → ∂loss/∂x[L] in m->dres, and the final norm's weight gradient */
@@ -405,8 +486,8 @@ static void final_norm_backward(zt_llama *m)
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C;
     be->memset0(be, m->dres, (size_t)N * C * sizeof(zt_real));
-    be->rmsnorm_backward(be, m->dres, norm_grad(m, m->norm_off), m->dln, m->x[m->L], m->params + m->norm_off, m->rstdf,
-                         N, C);
+    be->rmsnorm_backward(be, m->dres, norm_grad(m, m->norm_off), m->dln, m->x[m->L], m->params + m->norm_off,
+                         zt_llama_norm_offset(m), m->rstdf, N, C);
 }
 
 /* The LM head and cross-entropy in row chunks, on m->lnf (target: the host's copy of m->target).
@@ -431,8 +512,13 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
             linear_forward(m, m->logits + v0, V, xin, m->head_off + (size_t)v0 * C, n, nv, C, 0);
             release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
+        size_t nv_all = (size_t)n * V;
+        double cap = m->cfg.final_softcap;
+        if (cap > 0) be->softcap_forward(be, m->logits, nv_all, cap);
+        if (cap > 0 && grad_scale != 0) be->copy(be, m->capped, m->logits, nv_all * sizeof(zt_real));
         be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale == 0) continue;
+        if (cap > 0) be->softcap_backward(be, m->logits, m->capped, nv_all, cap);
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
         for (int j = tiles - 1; j >= 0; j--) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
@@ -505,6 +591,16 @@ static double head_objective(zt_llama *m, const int32_t *target, const zt_llama_
     return loss;
 }
 
+/* transformers' padding_idx: no gradient from pad_token_id's lookups (rows of m->dres zeroed) */
+static void drop_pad_rows(zt_llama *m, const int32_t *input)
+{
+    int N = m->B * m->T, pad = m->cfg.pad_token_id, any = 0;
+    for (int i = 0; i < N; i++) any |= (m->real_host[i] = input[i] == pad ? 0 : 1) == 0;
+    if (!any) return;
+    m->be->upload(m->be, m->pad_mask, m->real_host, (size_t)N * sizeof(zt_real));
+    m->be->scale_rows(m->be, m->dres, m->pad_mask, N, m->C);
+}
+
 /* One pass: the cross-entropy (obj NULL, gradient scaled by grad_scale) or obj's loss. */
 static double forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
                                zt_real grad_scale, const zt_llama_objective *obj, int grad)
@@ -522,6 +618,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off + (size_t)v0 * m->C, v0, nv, N, m->C);
         release(m, j, ZT_LLAMA_FORWARD);
     }
+    if (m->cfg.gemma) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
     const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
     size_t x_bytes = (size_t)N * m->C * sizeof(zt_real);
     for (int l = 0; l < m->L; l++) {
@@ -542,6 +639,8 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
             if (store) store->get(store->ctx, l, m->x[l], x_bytes);
             layer_backward(m, l);
         }
+        if (m->cfg.gemma) be->scale(be, m->dres, (size_t)N * m->C, zt_llama_embed_scale(m));
+        drop_pad_rows(m, input);
         for (int j = E - 1; j >= 0 && m->grads; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);
             acquire(m, j, ZT_LLAMA_GRADS);

@@ -1,4 +1,4 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3): config,
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text): config,
  * parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
@@ -17,6 +17,7 @@
 #ifndef ZT_MODEL_LLAMA_H
 #define ZT_MODEL_LLAMA_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,7 @@
 #include "lib/core/status.h"
 
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 | qwen3 */
+    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text */
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
@@ -37,9 +38,17 @@ typedef struct zt_llama_config {
     int qkv_bias, o_bias; /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
     int qk_norm;          /* Qwen3: an RMSNorm over each q and k head (q_norm, k_norm) before the rotary embedding */
     int sliding_window;   /* keys per query, 0 = unlimited */
-    int bos_token_id, eos_token_id; /* -1 = unset */
-    int num_labels;  /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
-    char path[4096]; /* the config.json it was read from ("" when made up): saving keeps its other keys */
+    /* Gemma: norm scales 1 + weight, embeddings times sqrt(hidden_size), GeGLU (gelu_tanh) in
+       place of SwiGLU, a norm on each block's output (post_attention / post_feedforward) */
+    int gemma;
+    int sliding_window_pattern;         /* 0: the window on every layer; p: on layers l with (l + 1) % p != 0 only */
+    double query_pre_attn_scalar;       /* attention scores scaled by its -1/2 power; 0: head_dim's */
+    double attn_softcap, final_softcap; /* attention-logit and final-logit soft-capping, 0 = none */
+    double rope_local_theta;            /* Gemma 3: the windowed layers' rope theta (no rope_scaling); 0: rope_theta */
+    int bos_token_id, eos_token_id;     /* -1 = unset */
+    int pad_token_id; /* -1 = unset; else its embedding row gets no gradient from the lookup (padding_idx) */
+    int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
+    char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
 
 /* Defaults of a small Llama (what `zt init --arch llama` starts from). */
@@ -52,6 +61,10 @@ zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const
 zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *value);
 /* Checks sizes and divisibility; names the key at fault. */
 zt_status zt_llama_config_check(const zt_llama_config *c, const char *where);
+/* Whether layer l is a local one (sliding_window_pattern), and its window (keys per query,
+ * 0 = unlimited). */
+int zt_llama_layer_local(const zt_llama_config *c, int l);
+int zt_llama_layer_window(const zt_llama_config *c, int l);
 
 /* One named tensor inside the flat parameter array. */
 typedef struct zt_llama_tensor {
@@ -64,12 +77,15 @@ typedef struct zt_llama_tensor {
 
 /* Offsets of one layer's pieces, in elements from the layer block's start. */
 typedef struct zt_llama_layer_layout {
-    size_t ln1, wqkv, bqkv, qkn, wo, bo, ln2, wgu, wd, numel; /* qkn: q_norm then k_norm (head_dim each) */
+    /* qkn: q_norm then k_norm (head_dim each); post_attn, post_mlp: Gemma's norms of the
+       attention's and the MLP's outputs */
+    size_t ln1, wqkv, bqkv, qkn, wo, bo, post_attn, ln2, post_mlp, wgu, wd, numel;
 } zt_llama_layer_layout;
 
 typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
     zt_real *qkin, *rstdqk; /* qk_norm: the q and k heads before their norm [N, H + KV, D], 1/rms [N, H + KV] */
+    zt_real *attn_out, *rstd3, *mlp_out, *rstd4; /* Gemma: the outputs the post norms take, and their 1/rms */
 } zt_llama_layer_acts;
 
 /* How a unit's memory is about to be used, or was: its weights read in the forward pass,
@@ -126,6 +142,11 @@ typedef struct zt_llama {
     zt_real **x;             /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
+    zt_real *dpost;                /* Gemma: ∂loss/∂ a post norm's input */
+    zt_real *capped;               /* final-logit soft-capping: a chunk's capped logits */
+    zt_real *pad_mask;             /* [N]: 0 where the input is pad_token_id, else 1 */
+    zt_real *cos_l, *sin_l;        /* Gemma 3: the windowed layers' rotary tables (else cos_t, sin_t) */
+    zt_real attn_scale;            /* scores q·k times this: query_pre_attn_scalar^-1/2 or head_dim^-1/2 */
     double *loss_rows, *loss_host; /* each row's loss, and its copy in host memory */
     zt_real *head_out, *coef;      /* objectives: the score head's values, and ∂loss/∂output per position */
     double *out_host, *coef_host;  /* their host copies (zt_llama_forward_objective) */
@@ -176,7 +197,7 @@ double zt_llama_flops_per_token(const zt_llama *m, int T);
  * of the existing rows. Activations must be allocated again afterwards. */
 zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 
-/* Weights N(0, std) for matrices, 1 for norm weights, 0 for biases. */
+/* Weights N(0, std) for matrices, 1 for norm weights (0 for Gemma's: a scale of 1), 0 for biases. */
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
 /* The same in pieces, for a model larger than memory: open checks the tensor names, read
@@ -207,8 +228,15 @@ void zt_llama_set_length(zt_llama *m, int T);
 size_t zt_llama_weight_bytes(const zt_llama *m, size_t n);
 /* What zt_llama_alloc_acts allocates, in bytes. */
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
-/* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling */
-void zt_llama_rope_tables(const zt_llama *m, int T, zt_real *cos_t, zt_real *sin_t);
+/* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling;
+ * local: Gemma 3's windowed layers' (rope_local_base_freq, no rope_scaling) */
+void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
+/* Gemma: norm scales are 1 + weight; the embeddings are multiplied by sqrt(hidden_size), rounded
+ * to the compute type first (as transformers does) */
+static inline zt_real zt_llama_norm_offset(const zt_llama *m) { return m->cfg.gemma ? 1 : 0; }
+static inline zt_real zt_llama_embed_scale(const zt_llama *m) { return (zt_real)sqrt((double)m->C); }
+/* h = act(gate)·up on gateup rows: SwiGLU, or Gemma's GeGLU */
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, const zt_real *gateup, int n);
 
 /* One micro-batch of B×T tokens: input ids, targets (already shifted, -100 =
  * none) and positions within documents. Adds Σ cross-entropy over targets to
@@ -246,6 +274,7 @@ typedef struct zt_llama_cache {
     void *mem;
     zt_real *k, *v; /* [L][capacity][KV*D], rotary embedding applied to k */
     zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
+    zt_real *post, *cos_l, *sin_l; /* Gemma: a block's output before its post norm; Gemma 3's local rotary tables */
     int32_t *pos;
 } zt_llama_cache;
 

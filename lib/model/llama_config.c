@@ -1,4 +1,4 @@
-/* Hugging Face config.json for llama, mistral, qwen2 and qwen3. */
+/* Hugging Face config.json for llama, mistral, qwen2, qwen3, gemma2 and gemma3_text. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -26,13 +26,12 @@ void zt_llama_config_default(zt_llama_config *c)
     c->rope_theta = 10000;
     c->bos_token_id = 1;
     c->eos_token_id = 2;
+    c->pad_token_id = -1;
 }
 
 /* model_type → the architecture's class-name prefix */
-static const char *const model_types[][2] = {{"llama", "Llama"},
-                                             {"mistral", "Mistral"},
-                                             {"qwen2", "Qwen2"},
-                                             {"qwen3", "Qwen3"}};
+static const char *const model_types[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+                                             {"qwen3", "Qwen3"}, {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 static const char *arch_prefix(const char *model_type)
@@ -45,6 +44,41 @@ static const char *arch_prefix(const char *model_type)
 static zt_status bad_key(const char *path, const char *key, const char *what)
 {
     return zt_fail(ZT_EUSER, "'%s': key '%s' %s", path, key, what);
+}
+
+static int is_gemma3(const char *model_type) { return !strcmp(model_type, "gemma3_text"); }
+
+/* What Gemma2Config and Gemma3TextConfig default to, on c's sizes: the Gemma blocks, head_dim
+ * 256, a tied head, Gemma 2's soft-capping and window on every other layer, Gemma 3's q/k norms
+ * and window on five layers of six (their local rope theta 10000 against a global 1e6), and
+ * none of its soft-capping (final_logit_softcapping is honoured when set). */
+static void gemma_defaults(zt_llama_config *c)
+{
+    int g3 = is_gemma3(c->model_type);
+    c->gemma = 1;
+    c->qk_norm = g3;
+    c->head_dim = 256;
+    c->query_pre_attn_scalar = 256;
+    c->tie_word_embeddings = 1;
+    c->sliding_window = 4096;
+    c->sliding_window_pattern = g3 ? 6 : 2;
+    c->attn_softcap = g3 ? 0 : 50;
+    c->final_softcap = g3 ? 0 : 30;
+    c->rope_theta = g3 ? 1e6 : 10000;
+    c->rope_local_theta = g3 ? 10000 : 0;
+    c->max_position_embeddings = g3 ? 131072 : 8192;
+    c->bos_token_id = 2, c->eos_token_id = 1, c->pad_token_id = 0;
+}
+
+int zt_llama_layer_local(const zt_llama_config *c, int l)
+{
+    int p = c->sliding_window_pattern;
+    return p && (l + 1) % p;
+}
+
+int zt_llama_layer_window(const zt_llama_config *c, int l)
+{
+    return !c->sliding_window_pattern || zt_llama_layer_local(c, l) ? c->sliding_window : 0;
 }
 
 /* integer key; missing → def (or an error when def < 0 means required) */
@@ -157,23 +191,61 @@ static zt_status parse_num_labels(zt_llama_config *c, const cJSON *o, const char
     return ZT_OK;
 }
 
+/* a soft-capping value: missing → def, null → 0 (none), else positive */
+static zt_status get_softcap(const cJSON *o, const char *path, const char *key, double def, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = v ? 0 : def;
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    zt_status st = get_num(o, path, key, def, out);
+    if (!st && !(*out > 0)) return bad_key(path, key, "must be a positive number or null");
+    return st;
+}
+
+/* The keys only Gemma has (c holds gemma_defaults and the common keys). */
+static zt_status parse_gemma(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_activation");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "gelu_pytorch_tanh")))
+        return bad_key(path, "hidden_activation", "must be \"gelu_pytorch_tanh\"");
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "sliding_window")))
+        return bad_key(path, "sliding_window", "must be a positive integer (Gemma's windowed layers need one)");
+    zt_status st;
+    if ((st = get_num(o, path, "query_pre_attn_scalar", c->query_pre_attn_scalar, &c->query_pre_attn_scalar)) ||
+        (st = get_softcap(o, path, "attn_logit_softcapping", c->attn_softcap, &c->attn_softcap)) ||
+        (st = get_softcap(o, path, "final_logit_softcapping", c->final_softcap, &c->final_softcap)))
+        return st;
+    if (!(c->query_pre_attn_scalar > 0)) return bad_key(path, "query_pre_attn_scalar", "must be positive");
+    if (!is_gemma3(c->model_type)) return ZT_OK;
+    if ((st = get_int(o, path, "sliding_window_pattern", c->sliding_window_pattern, &c->sliding_window_pattern)) ||
+        (st = get_num(o, path, "rope_local_base_freq", c->rope_local_theta, &c->rope_local_theta)))
+        return st;
+    if (c->sliding_window_pattern < 1) return bad_key(path, "sliding_window_pattern", "must be a positive integer");
+    if (!(c->rope_local_theta > 0)) return bad_key(path, "rope_local_base_freq", "must be positive");
+    return ZT_OK;
+}
+
 static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *path)
 {
     zt_llama_config_default(c);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
     if (!cJSON_IsString(mt)) return bad_key(path, "model_type", "is missing");
     if (!arch_prefix(mt->valuestring))
-        return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3)", path,
-                       mt->valuestring);
+        return zt_fail(ZT_EUSER,
+                       "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text)",
+                       path, mt->valuestring);
     strcpy(c->model_type, mt->valuestring);
+    /* Gemma's MLP reads hidden_activation (parse_gemma) and leaves hidden_act unread */
+    int gemma = !strncmp(c->model_type, "gemma", 5);
+    if (gemma) gemma_defaults(c);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
+    if (!gemma && act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return bad_key(path, "hidden_act", "must be \"silu\"");
     /* Qwen2 and Qwen3 window only the layers from max_window_layers on; Qwen3 has q/k norms and
        (without the key) a head_dim of 128 */
     int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3"), qwen = qwen2 || qwen3;
     int mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
-    double attention_dropout;
+    double attention_dropout = 0;
     zt_status st;
     if ((st = get_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
         (st = get_int(o, path, "hidden_size", -2, &c->hidden_size)) ||
@@ -181,19 +253,22 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_int(o, path, "num_hidden_layers", -2, &c->num_hidden_layers)) ||
         (st = get_int(o, path, "num_attention_heads", -2, &c->num_attention_heads)) ||
         (st = get_int(o, path, "num_key_value_heads", c->num_attention_heads, &c->num_key_value_heads)) ||
-        (st = get_int(o, path, "head_dim", qwen3 ? 128 : 0, &c->head_dim)) ||
-        (st = get_int(o, path, "max_position_embeddings", 2048, &c->max_position_embeddings)) ||
+        (st = get_int(o, path, "head_dim", qwen3 ? 128 : c->head_dim, &c->head_dim)) ||
+        (st = get_int(o, path, "max_position_embeddings", gemma ? c->max_position_embeddings : 2048,
+                      &c->max_position_embeddings)) ||
         (st = get_num(o, path, "rms_norm_eps", 1e-6, &c->rms_norm_eps)) ||
-        (st = get_num(o, path, "rope_theta", 10000, &c->rope_theta)) ||
+        (st = get_num(o, path, "rope_theta", c->rope_theta, &c->rope_theta)) ||
         (st = get_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
-        (st = get_bool(o, path, "tie_word_embeddings", 0, &c->tie_word_embeddings)) ||
+        (st = get_bool(o, path, "tie_word_embeddings", gemma, &c->tie_word_embeddings)) ||
         (st = get_bool(o, path, "attention_bias", 0, &attention_bias)) ||
         (st = get_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
-        (st = get_int(o, path, "sliding_window", 0, &c->sliding_window)) ||
+        (st = get_int(o, path, "sliding_window", c->sliding_window, &c->sliding_window)) ||
         (st = get_bool(o, path, "use_sliding_window", !qwen, &use_sw)) ||
         (st = get_int(o, path, "max_window_layers", c->num_hidden_layers, &max_window_layers)) ||
         (st = get_token_id(o, path, "bos_token_id", &c->bos_token_id)) ||
-        (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) || (st = parse_rope_scaling(c, o, path)))
+        (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) ||
+        (st = get_token_id(o, path, "pad_token_id", &c->pad_token_id)) || (st = parse_rope_scaling(c, o, path)) ||
+        (gemma && (st = parse_gemma(c, o, path))))
         return st;
     if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
     if (attention_dropout != 0) return bad_key(path, "attention_dropout", "other than 0 is not supported (no dropout)");
@@ -205,7 +280,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     }
     if (qwen2) c->qkv_bias = 1;
     else c->qkv_bias = c->o_bias = attention_bias;
-    c->qk_norm = qwen3;
+    c->qk_norm = qwen3 || is_gemma3(c->model_type);
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
 }
@@ -233,6 +308,14 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (!(c->rms_norm_eps > 0)) return bad_key(where, "rms_norm_eps", "must be positive");
     if (!(c->rope_theta > 0)) return bad_key(where, "rope_theta", "must be positive");
     if (c->sliding_window < 0) return bad_key(where, "sliding_window", "must be positive or null");
+    if (c->sliding_window_pattern < 0) return bad_key(where, "sliding_window_pattern", "must be a positive integer");
+    if (c->query_pre_attn_scalar < 0) return bad_key(where, "query_pre_attn_scalar", "must be positive");
+    if (c->attn_softcap < 0) return bad_key(where, "attn_logit_softcapping", "must be positive or null");
+    if (c->attn_softcap > 0 && is_gemma3(c->model_type)) /* its attention never passes it on */
+        return bad_key(where, "attn_logit_softcapping",
+                       "must be null for gemma3_text (transformers' Gemma 3 ignores it)");
+    if (c->final_softcap < 0) return bad_key(where, "final_logit_softcapping", "must be positive or null");
+    if (c->rope_local_theta < 0) return bad_key(where, "rope_local_base_freq", "must be positive");
     if ((double)c->vocab_size * c->hidden_size > 4e12) return bad_key(where, "vocab_size", "is too large");
     return ZT_OK;
 }
@@ -249,6 +332,22 @@ zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
     return st;
 }
 
+static void add_softcap(cJSON *o, const char *key, double cap)
+{
+    if (cap > 0) zt_json_add_float(o, key, cap);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static void add_gemma_keys(cJSON *o, const zt_llama_config *c)
+{
+    zt_json_add_float(o, "query_pre_attn_scalar", c->query_pre_attn_scalar);
+    add_softcap(o, "attn_logit_softcapping", c->attn_softcap);
+    add_softcap(o, "final_logit_softcapping", c->final_softcap);
+    if (!is_gemma3(c->model_type)) return;
+    cJSON_AddNumberToObject(o, "sliding_window_pattern", c->sliding_window_pattern);
+    zt_json_add_float(o, "rope_local_base_freq", c->rope_local_theta);
+}
+
 /* config.json as zt would write it for c alone (what `zt init` writes) */
 static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
 {
@@ -261,10 +360,12 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
         cJSON_AddNumberToObject(o, "num_labels", c->num_labels);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "id2label"), "0", "LABEL_0");
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "label2id"), "LABEL_0", 0);
-        if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "pad_token_id", c->eos_token_id);
     }
+    int pad = c->pad_token_id >= 0 ? c->pad_token_id : c->num_labels ? c->eos_token_id : -1;
+    if (pad >= 0) cJSON_AddNumberToObject(o, "pad_token_id", pad);
     cJSON_AddStringToObject(o, "model_type", c->model_type);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    if (c->gemma) cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
+    else cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden_size);
     cJSON_AddNumberToObject(o, "intermediate_size", c->intermediate_size);
@@ -289,13 +390,14 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
         cJSON_AddNullToObject(o, "rope_scaling");
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    int qwen2 = !strcmp(c->model_type, "qwen2");
-    if (qwen2 || c->qk_norm) {
+    int qwen2 = !strcmp(c->model_type, "qwen2"), qwen = qwen2 || !strcmp(c->model_type, "qwen3");
+    if (qwen) {
         cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
         cJSON_AddNumberToObject(o, "max_window_layers", 0);
     }
     if (!qwen2) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
-    if (!qwen2 && !c->qk_norm) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    if (!qwen && !c->gemma) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    if (c->gemma) add_gemma_keys(o, c);
     if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     else cJSON_AddNullToObject(o, "sliding_window");
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
@@ -375,12 +477,27 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"head_dim", &c->head_dim},
         {"max_position_embeddings", &c->max_position_embeddings},
         {"sliding_window", &c->sliding_window},
+        {"sliding_window_pattern", &c->sliding_window_pattern},
         {"bos_token_id", &c->bos_token_id},
         {"eos_token_id", &c->eos_token_id},
+        {"pad_token_id", &c->pad_token_id},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].key)) return parse_int_value(key, value, ints[i].p);
-    double *num = !strcmp(key, "rms_norm_eps") ? &c->rms_norm_eps : !strcmp(key, "rope_theta") ? &c->rope_theta : NULL;
+    struct {
+        const char *key;
+        double *p;
+    } nums[] = {
+        {"rms_norm_eps", &c->rms_norm_eps},
+        {"rope_theta", &c->rope_theta},
+        {"query_pre_attn_scalar", &c->query_pre_attn_scalar},
+        {"attn_logit_softcapping", &c->attn_softcap},
+        {"final_logit_softcapping", &c->final_softcap},
+        {"rope_local_base_freq", &c->rope_local_theta},
+    };
+    double *num = NULL;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (!strcmp(key, nums[i].key)) num = nums[i].p;
     if (num) {
         char *end;
         *num = strtod(value, &end);
@@ -396,9 +513,13 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
     }
     if (!strcmp(key, "model_type")) {
         if (!arch_prefix(value))
-            return zt_fail(ZT_EUSER, "config key 'model_type': '%s' is not llama, mistral, qwen2 or qwen3", value);
+            return zt_fail(ZT_EUSER,
+                           "config key 'model_type': '%s' is not llama, mistral, qwen2, qwen3, gemma2 or gemma3_text",
+                           value);
         strcpy(c->model_type, value);
         c->qk_norm = !strcmp(value, "qwen3");
+        if (!strncmp(value, "gemma", 5)) gemma_defaults(c);
+        else c->gemma = c->sliding_window_pattern = 0, c->attn_softcap = c->final_softcap = 0;
         c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
         c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
         return ZT_OK;

@@ -11,8 +11,9 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->D / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
-    reals += zt_llama_qk_norm_elems(m, chunk);
-    size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 16 * 64;
+    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.gemma ? n * m->C : 0) +
+             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0);
+    size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 20 * 64;
     c->mem = be->alloc(be, bytes);
     if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
     c->capacity = capacity, c->chunk = chunk;
@@ -35,12 +36,18 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
         TAKE(c->qkin, n * (m->H + m->KV) * m->D);
         TAKE(c->rstdqk, n * (m->H + m->KV));
     }
+    if (m->cfg.gemma) TAKE(c->post, n * m->C);
     TAKE(c->cos_t, (size_t)capacity * half);
     TAKE(c->sin_t, (size_t)capacity * half);
+    if (m->cfg.rope_local_theta > 0) {
+        TAKE(c->cos_l, (size_t)capacity * half);
+        TAKE(c->sin_l, (size_t)capacity * half);
+    }
     TAKE(c->pos, n);
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)c->mem) <= bytes);
-    zt_llama_rope_tables(m, capacity, c->cos_t, c->sin_t);
+    zt_llama_rope_tables(m, capacity, 0, c->cos_t, c->sin_t);
+    if (c->cos_l) zt_llama_rope_tables(m, capacity, 1, c->cos_l, c->sin_l);
     return ZT_OK;
 }
 
@@ -56,39 +63,56 @@ static void linear(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int n, i
     m->be->gemm(m->be, 0, 1, n, O, I, 1, x, I, m->params + w, I, beta, y, O);
 }
 
+/* c->x += out (the attention's or the MLP's output, written into c->post), through Gemma's post
+ * norm (weight at offset w) */
+static void add_post_normed(zt_llama *m, zt_llama_cache *c, size_t w, int n)
+{
+    zt_backend *be = m->be;
+    be->rmsnorm_forward(be, c->ln, c->rstd, c->post, m->params + w, 1, n, m->C, m->cfg.rms_norm_eps);
+    be->add(be, c->x, c->ln, (size_t)n * m->C);
+}
+
 static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, kv = m->KV * m->D, p0 = c->len;
+    int C = m->C, kv = m->KV * m->D, p0 = c->len, gemma = m->cfg.gemma;
     double eps = m->cfg.rms_norm_eps;
+    zt_real off = zt_llama_norm_offset(m), *out = gemma ? c->post : c->x; /* blocks add into x, or via a post norm */
     for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
     be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
+    if (gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
         zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv,
                 *V = c->v + (size_t)l * c->capacity * kv;
-        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, n, C, eps);
+        int local = c->cos_l && zt_llama_layer_local(&m->cfg, l);
+        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, off, n, C, eps);
         linear(m, c->qkv, c->ln, base + y->wqkv, n, m->S3, C, 0);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
-        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, c->cos_t, c->sin_t, 0);
+        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, local ? c->cos_l : c->cos_t,
+                 local ? c->sin_l : c->sin_t, 0);
         for (int i = 0; i < n; i++) {
             be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));
             be->copy(be, V + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD + kv, kv * sizeof(zt_real));
         }
-        be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D, m->cfg.sliding_window);
-        linear(m, c->x, c->att, base + y->wo, n, C, m->HD, 1);
-        if (m->cfg.o_bias) be->bias_forward(be, c->x, w + y->bo, n, C);
-        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, n, C, eps);
+        be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D,
+                             zt_llama_layer_window(&m->cfg, l), m->attn_scale, m->cfg.attn_softcap);
+        linear(m, out, c->att, base + y->wo, n, C, m->HD, gemma ? 0 : 1);
+        if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
+        if (gemma) add_post_normed(m, c, base + y->post_attn, n);
+        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, off, n, C, eps);
         linear(m, c->gateup, c->ln, base + y->wgu, n, 2 * m->F, C, 0);
-        be->swiglu_forward(be, c->h, c->gateup, n, m->F);
-        linear(m, c->x, c->h, base + y->wd, n, C, m->F, 1);
+        zt_llama_mlp_act_forward(m, c->h, c->gateup, n);
+        linear(m, out, c->h, base + y->wd, n, C, m->F, gemma ? 0 : 1);
+        if (gemma) add_post_normed(m, c, base + y->post_mlp, n);
     }
     c->len += n;
     const zt_real *last = c->x + (size_t)(n - 1) * C;
-    be->rmsnorm_forward(be, c->ln, c->rstd, last, m->params + m->norm_off, 1, C, eps);
+    be->rmsnorm_forward(be, c->ln, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
     linear(m, logits, c->ln, m->head_off, 1, m->V, C, 0);
+    if (m->cfg.final_softcap > 0) be->softcap_forward(be, logits, (size_t)m->V, m->cfg.final_softcap);
 }
 
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)

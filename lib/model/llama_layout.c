@@ -1,4 +1,5 @@
 /* Parameter layout: sizes first, then named tensors as offsets into one array. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@ static void layout(zt_llama *m)
     y->qkn = o, o += c->qk_norm ? 2 * (size_t)m->D : 0;
     y->wo = o, o += C * m->HD;
     y->bo = o, o += c->o_bias ? C : 0;
+    y->post_attn = o, o += c->gemma ? C : 0;
     y->ln2 = o, o += C;
+    y->post_mlp = o, o += c->gemma ? C : 0; /* before the MLP's matrices: in the layer's first unit */
     y->wgu = o, o += 2 * (size_t)m->F * C;
     y->wd = o, o += C * m->F;
     y->numel = o;
@@ -63,7 +66,13 @@ static void name_tensors(zt_llama *m)
         }
         add_tensor(m, b + y->wo, C, qd, 1, "model.layers.%d.self_attn.o_proj.weight", l);
         if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
-        add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+        if (m->cfg.gemma) { /* Gemma's post_attention_layernorm is a norm of the attention's output */
+            add_tensor(m, b + y->post_attn, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+            add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.pre_feedforward_layernorm.weight", l);
+            add_tensor(m, b + y->post_mlp, C, 0, 0, "model.layers.%d.post_feedforward_layernorm.weight", l);
+        } else {
+            add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+        }
         add_tensor(m, b + y->wgu, m->F, C, 1, "model.layers.%d.mlp.gate_proj.weight", l);
         add_tensor(m, b + y->wgu + (size_t)m->F * C, m->F, C, 1, "model.layers.%d.mlp.up_proj.weight", l);
         add_tensor(m, b + y->wd, C, m->F, 1, "model.layers.%d.mlp.down_proj.weight", l);
@@ -90,14 +99,17 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
     m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
     m->S3 = (m->H + 2 * m->KV) * m->D;
     m->HD = m->H * m->D;
+    m->attn_scale =
+        (zt_real)(c->query_pre_attn_scalar > 0 ? pow(c->query_pre_attn_scalar, -0.5) : 1.0 / sqrt((double)m->D));
     layout(m);
     return ZT_OK;
 }
 
-/* room for the most tensors a layer (15 with every bias and the q/k norms) and the rest can have */
+/* room for the most tensors a layer (17 with every bias, the q/k norms and Gemma's two more
+ * norms) and the rest can have */
 static zt_llama_tensor *alloc_tensors(const zt_llama *m)
 {
-    return calloc((size_t)m->L * 15 + 4, sizeof(zt_llama_tensor));
+    return calloc((size_t)m->L * 17 + 4, sizeof(zt_llama_tensor));
 }
 
 zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n)
@@ -268,11 +280,13 @@ zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
         size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
+        zt_real norm_init = m->cfg.gemma ? 0 : 1;
         int is_norm = strstr(t->name, "norm.weight") != NULL;
         zt_rng rng;
         zt_rng_seed(&rng, seed, (uint64_t)i);
         for (size_t j = 0; j < n; j++)
-            p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? 1 : 0;
+            p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? norm_init : 0;
     }
     zt_llama_params_unmap(m, p, 1);
     return ZT_OK;

@@ -131,10 +131,19 @@ for id in 1e10 1.5 -7 '[2, 3e40]'; do
   expect_exit 2 "eos_token_id = $id" "tokcfg/config.json.*eos_token_id" "$ZT" eval recipe.toml --checkpoint tokcfg
 done
 # keys zt does not implement, each refused by name: another family, Qwen3's window on its upper
-# layers only (max_window_layers is 28 without the key), another activation, dropout
-for edit in '"model_type": "gemma2"|model_type' \
+# layers only (max_window_layers is 28 without the key), another activation, dropout; Gemma's
+# keys out of range (another activation, no window, a negative cap, a pattern of 0, a text theta)
+for edit in '"model_type": "olmo2"|model_type' \
             '"model_type": "qwen3", "use_sliding_window": true, "sliding_window": 4|max_window_layers' \
-            '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout'; do
+            '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout' \
+            '"model_type": "gemma2", "hidden_activation": "gelu"|hidden_activation' \
+            '"model_type": "gemma2", "sliding_window": null|sliding_window' \
+            '"model_type": "gemma2", "sliding_window": 8, "attn_logit_softcapping": -1|attn_logit_softcapping' \
+            '"model_type": "gemma3_text", "sliding_window": 8, "final_logit_softcapping": 0|final_logit_softcapping' \
+            '"model_type": "gemma3_text", "sliding_window": 8, "attn_logit_softcapping": 50|attn_logit_softcapping' \
+            '"model_type": "gemma3_text", "sliding_window": 8, "sliding_window_pattern": 0|sliding_window_pattern' \
+            '"model_type": "gemma3_text", "sliding_window": 8, "rope_local_base_freq": "1e4"|rope_local_base_freq' \
+            '"model_type": "gemma2", "sliding_window": 8, "query_pre_attn_scalar": 0|query_pre_attn_scalar'; do
   rm -rf keycfg && cp -r good keycfg
   $PY -c 'import json, sys; p="keycfg/config.json"; c=json.load(open(p)); c.update(json.loads("{" + sys.argv[1] + "}")); json.dump(c, open(p,"w"))' "${edit%|*}"
   expect_exit 2 "config.json with ${edit%|*}" "keycfg/config.json.*${edit#*|}" "$ZT" eval recipe.toml --checkpoint keycfg
@@ -143,5 +152,8 @@ done
 rm -rf keycfg && cp -r good keycfg
 $PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="qwen3"; c["head_dim"]=c["hidden_size"]//c["num_attention_heads"]; json.dump(c, open(p,"w"))'
 expect_exit 2 "qwen3 without q_norm" "keycfg.*q_norm" "$ZT" eval recipe.toml --checkpoint keycfg
+# a Gemma 2 config.json on Llama weights: the post norms are missing
+$PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="gemma2"; c["sliding_window"]=8; json.dump(c, open(p,"w"))'
+expect_exit 2 "gemma2 without its post norms" "keycfg.*feedforward_layernorm" "$ZT" eval recipe.toml --checkpoint keycfg
 expect_exit 2 "no such model" "nosuch.*config.json" "$ZT" eval recipe.toml --checkpoint nosuch
 done_testing

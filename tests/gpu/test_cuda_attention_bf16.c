@@ -151,8 +151,8 @@ static void attention_case(int T, int KV, int D, int window)
     float *qkv = uniforms(nqkv, 1.5), *dout = uniforms(nout, 1);
     int32_t *pos = doc_positions(B, T);
     float *out = xmalloc(nout * sizeof *out), *lse = xmalloc(nlse * sizeof *lse), *dqkv = xmalloc(nqkv * sizeof *dqkv);
-    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window);
-    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
 
     float *d_qkv = dev_buf(qkv, nqkv * 4), *d_dout = dev_buf(dout, nout * 4);
     int32_t *d_pos = dev_buf(pos, (size_t)B * T * 4);
@@ -191,6 +191,19 @@ typedef void (*fwd_fn)(cudaStream_t, float *, float *, const float *, const int3
 typedef void (*bwd_fn)(cudaStream_t, float *, const float *, const float *, const float *, const float *,
                        const int32_t *, int, int, int, int, int, int);
 
+/* the fp32 kernels under the bf16 kernels' contract: scale 1/sqrt(D), no soft-capping */
+static void fp32_forward(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B, int T,
+                         int H, int KV, int D, int window)
+{
+    zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+}
+
+static void fp32_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
+                          const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+{
+    zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+}
+
 /* milliseconds per call of fwd (bwd when fwd is NULL) over reps calls, after one warm-up call */
 static double time_calls(int reps, fwd_fn fwd, bwd_fn bwd, float *out, float *lse, float *dqkv, const float *dout,
                          const float *qkv, const int32_t *pos, int B, int T, int H, int KV, int D)
@@ -224,9 +237,9 @@ static void bench_case(int B, int T, int H, int KV, int D)
     float *d_out16 = dev_buf(NULL, nout * 4), *d_lse16 = dev_buf(NULL, nlse * 4), *d_dqkv16 = dev_buf(NULL, nqkv * 4);
 
     /* the fp32 kernels as the reference at this size; both backwards get the fp32 forward's out and lse */
-    zt_cuda_attention_forward(stream, d_out32, d_lse32, d_qkv, d_pos, B, T, H, KV, D, 0);
+    fp32_forward(stream, d_out32, d_lse32, d_qkv, d_pos, B, T, H, KV, D, 0);
     zt_cuda_attention_forward_bf16(stream, d_out16, d_lse16, d_qkv, d_pos, B, T, H, KV, D, 0);
-    zt_cuda_attention_backward(stream, d_dqkv32, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0);
+    fp32_backward(stream, d_dqkv32, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0);
     zt_cuda_attention_backward_bf16(stream, d_dqkv16, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0);
     cuda_ok(cudaStreamSynchronize(stream), "bench reference");
     const float *dev[3][2] = {{d_out16, d_out32}, {d_lse16, d_lse32}, {d_dqkv16, d_dqkv32}};
@@ -245,9 +258,8 @@ static void bench_case(int B, int T, int H, int KV, int D)
                    D),
         time_calls(10, NULL, zt_cuda_attention_backward_bf16, d_out32, d_lse32, d_dqkv16, d_dout, d_qkv, d_pos, B, T,
                    H, KV, D),
-        time_calls(3, zt_cuda_attention_forward, NULL, d_out32, d_lse32, NULL, d_dout, d_qkv, d_pos, B, T, H, KV, D),
-        time_calls(3, NULL, zt_cuda_attention_backward, d_out32, d_lse32, d_dqkv32, d_dout, d_qkv, d_pos, B, T, H, KV,
-                   D)};
+        time_calls(3, fp32_forward, NULL, d_out32, d_lse32, NULL, d_dout, d_qkv, d_pos, B, T, H, KV, D),
+        time_calls(3, NULL, fp32_backward, d_out32, d_lse32, d_dqkv32, d_dout, d_qkv, d_pos, B, T, H, KV, D)};
     printf("timing %s: bf16 fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f TFLOP/s | "
            "fp32 fwd %.3f ms %.1f TFLOP/s, bwd %.3f ms %.1f TFLOP/s\n",
            case_name, ms[0], fwd_flop / ms[0] * 1e-9, ms[1], bwd_flop / ms[1] * 1e-9, ms[2], fwd_flop / ms[2] * 1e-9,

@@ -321,19 +321,19 @@ static void test_embedding(void)
     }
 }
 
-static void rmsnorm_case(int N, int C, int poison)
+static void rmsnorm_case(int N, int C, int poison, float w_offset)
 {
-    set_case("N=%d C=%d%s", N, C, poison ? " nan(x)" : "");
+    set_case("N=%d C=%d w_offset=%g%s", N, C, w_offset, poison ? " nan(x)" : "");
     float *xs = host_floats((size_t)N * C, 2);
     if (poison) xs[(size_t)(N / 2) * C + C / 3] = NAN;
     buf x = buf_of(xs, (size_t)N * C * sizeof(float)), w = buf_floats(C, 1.5);
     buf y = buf_floats((size_t)N * C, 1), rstd = buf_floats(N, 1);
-    BOTH(rmsnorm_forward, S(y), S(rstd), S(x), S(w), N, C, 1e-5);
+    BOTH(rmsnorm_forward, S(y), S(rstd), S(x), S(w), w_offset, N, C, 1e-5);
     expect("rmsnorm_fwd.y", y, AS_F32, 1e-10);
     expect("rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
     mirror(rstd);
     buf dy = buf_floats((size_t)N * C, 1), dx = buf_floats((size_t)N * C, 1), dw = buf_floats(C, 1);
-    BOTH(rmsnorm_backward, S(dx), S(dw), S(dy), S(x), S(w), S(rstd), N, C);
+    BOTH(rmsnorm_backward, S(dx), S(dw), S(dy), S(x), S(w), w_offset, S(rstd), N, C);
     expect("rmsnorm_bwd.dx", dx, AS_F32, 1e-10);
     expect("rmsnorm_bwd.dw", dw, AS_F32, 1e-8);
     case_end();
@@ -342,32 +342,35 @@ static void rmsnorm_case(int N, int C, int poison)
 static void test_rmsnorm(void)
 {
     static const int cases[][2] = {{1, 1}, {37, 64}, {257, 1001}, {64, 4096}};
-    for (size_t c = 0; c < 4; c++) rmsnorm_case(cases[c][0], cases[c][1], 0);
-    rmsnorm_case(37, 1001, 1);
+    for (size_t c = 0; c < 4; c++) rmsnorm_case(cases[c][0], cases[c][1], 0, 0);
+    rmsnorm_case(37, 1001, 1, 0);
+    rmsnorm_case(257, 1001, 0, 1); /* Gemma's scale 1 + w */
 }
 
 /* Qwen3's q and k norms on qkv rows: the q heads, then the k heads (an offset into the rows),
- * each with its own weight; the v heads must stay as they were. dw sums N·heads rows: 1e-8. */
+ * each with its own weight; the v heads must stay as they were. dw sums N·heads rows: 1e-8.
+ * D = 256 with Gemma 3's scale 1 + w. */
 static void test_head_rmsnorm(void)
 {
     static const int Ds[] = {64, 128, 256};
     const int N = 50, H = 4, KV = 2;
     for (size_t c = 0; c < 3; c++) {
         int D = Ds[c], stride = (H + 2 * KV) * D;
-        set_case("N=%d H=%d KV=%d D=%d", N, H, KV, D);
+        float off = D == 256 ? 1 : 0;
+        set_case("N=%d H=%d KV=%d D=%d w_offset=%g", N, H, KV, D, off);
         buf x = buf_floats((size_t)N * stride, 2), w = buf_floats(2 * (size_t)D, 1.5);
         buf xin = buf_floats((size_t)N * (H + KV) * D, 1), rstd = buf_floats((size_t)N * (H + KV), 1);
-        BOTH(head_rmsnorm_forward, S(x), S(xin), S(rstd), S(w), N, stride, H, D, 1e-6);
-        BOTH(head_rmsnorm_forward, SF(x, H * D), SF(xin, (size_t)N * H * D), SF(rstd, N * H), SF(w, D), N, stride,
-             KV, D, 1e-6);
+        BOTH(head_rmsnorm_forward, S(x), S(xin), S(rstd), S(w), off, N, stride, H, D, 1e-6);
+        BOTH(head_rmsnorm_forward, SF(x, H * D), SF(xin, (size_t)N * H * D), SF(rstd, N * H), SF(w, D), off, N,
+             stride, KV, D, 1e-6);
         expect("head_rmsnorm_fwd.x", x, AS_F32, 1e-10);
         expect("head_rmsnorm_fwd.xin", xin, AS_BYTES, 0);
         expect("head_rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
         mirror(rstd);
         buf dx = buf_floats((size_t)N * stride, 1), dw = buf_floats(2 * (size_t)D, 1);
-        BOTH(head_rmsnorm_backward, S(dx), S(dw), S(xin), S(w), S(rstd), N, stride, H, D);
-        BOTH(head_rmsnorm_backward, SF(dx, H * D), SF(dw, D), SF(xin, (size_t)N * H * D), SF(w, D), SF(rstd, N * H),
-             N, stride, KV, D);
+        BOTH(head_rmsnorm_backward, S(dx), S(dw), S(xin), S(w), off, S(rstd), N, stride, H, D);
+        BOTH(head_rmsnorm_backward, SF(dx, H * D), SF(dw, D), SF(xin, (size_t)N * H * D), SF(w, D), off,
+             SF(rstd, N * H), N, stride, KV, D);
         expect("head_rmsnorm_bwd.dx", dx, AS_F32, 1e-10);
         expect("head_rmsnorm_bwd.dw", dw, AS_F32, 1e-8);
         case_end();
@@ -397,7 +400,8 @@ static void test_rope(void)
         }
 }
 
-static void test_swiglu(void)
+/* SwiGLU, or Gemma's GeGLU */
+static void check_glu(int geglu)
 {
     static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
     for (size_t c = 0; c < 3; c++) {
@@ -405,12 +409,36 @@ static void test_swiglu(void)
         set_case("N=%d F=%d", N, F);
         buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
         buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
-        BOTH(swiglu_forward, S(h), S(gateup), N, F);
-        expect("swiglu_fwd", h, AS_F32, 1e-10);
-        BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
-        expect("swiglu_bwd", dgateup, AS_F32, 1e-10);
+        if (geglu) BOTH(geglu_forward, S(h), S(gateup), N, F);
+        else BOTH(swiglu_forward, S(h), S(gateup), N, F);
+        expect(geglu ? "geglu_fwd" : "swiglu_fwd", h, AS_F32, 1e-10);
+        if (geglu) BOTH(geglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        else BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        expect(geglu ? "geglu_bwd" : "swiglu_bwd", dgateup, AS_F32, 1e-10);
         case_end();
     }
+}
+
+static void test_swiglu(void) { check_glu(0); }
+static void test_geglu(void) { check_glu(1); }
+
+/* soft-capping (values up to 40 against a cap of 30), scaling and adding: elementwise, the
+ * same fp32 operations but for tanhf's last bit */
+static void test_elementwise(void)
+{
+    const size_t n = 100003;
+    set_case("n=%zu", n);
+    buf x = buf_floats(n, 40), y = buf_floats(n, 1), dx = buf_floats(n, 1);
+    BOTH(softcap_forward, S(x), n, 30.0);
+    expect("softcap_fwd", x, AS_F32, 1e-12);
+    mirror(x);
+    BOTH(softcap_backward, S(dx), S(x), n, 30.0);
+    expect("softcap_bwd", dx, AS_F32, 1e-12);
+    BOTH(scale, S(y), n, 48.0f);
+    expect("scale", y, AS_BYTES, 0);
+    BOTH(add, S(y), S(dx), n);
+    expect("add", y, AS_BYTES, 0);
+    case_end();
 }
 
 static void test_bias(void)
@@ -443,19 +471,20 @@ static int32_t *doc_positions(int B, int T)
     return pos;
 }
 
-static void attention_case(int T, int KV, int D, int window)
+static void attention_case(int T, int KV, int D, int window, double scale, double softcap)
 {
     const int B = 2, H = 4, stride = (H + 2 * KV) * D;
     size_t nqkv = (size_t)B * T * stride, nout = (size_t)B * T * H * D, nlse = (size_t)B * H * T;
-    set_case("B=%d T=%d H=%d KV=%d D=%d window=%d", B, T, H, KV, D, window);
+    set_case("B=%d T=%d H=%d KV=%d D=%d window=%d scale=%.3g softcap=%g", B, T, H, KV, D, window, scale, softcap);
     buf qkv = buf_floats(nqkv, 1.5), pos = buf_of(doc_positions(B, T), (size_t)B * T * sizeof(int32_t));
     buf out = buf_floats(nout, 1), lse = buf_floats(nlse, 1);
-    BOTH(attention_forward, S(out), S(lse), S(qkv), S(pos), B, T, H, KV, D, window);
+    BOTH(attention_forward, S(out), S(lse), S(qkv), S(pos), B, T, H, KV, D, window, scale, softcap);
     expect("attention_fwd.out", out, AS_F32, 1e-9);
     expect("attention_fwd.lse", lse, AS_F32, 1e-9);
     mirror(out), mirror(lse); /* backward checked on its own: the same forward results on both sides */
     buf dout = buf_floats(nout, 1), dqkv = buf_floats(nqkv, 1);
-    BOTH(attention_backward, S(dqkv), S(dout), S(qkv), S(out), S(lse), S(pos), B, T, H, KV, D, window);
+    BOTH(attention_backward, S(dqkv), S(dout), S(qkv), S(out), S(lse), S(pos), B, T, H, KV, D, window, scale,
+         softcap);
     expect("attention_bwd.dqkv", dqkv, AS_F32, 1e-9);
     case_end();
 }
@@ -466,7 +495,11 @@ static void test_attention(void)
     for (int t = 0; t < 4; t++)
         for (int k = 0; k < 3; k++)
             for (int d = 0; d < 4; d++)
-                for (int window = 0; window <= 5; window += 5) attention_case(Ts[t], KVs[k], Ds[d], window);
+                for (int window = 0; window <= 5; window += 5)
+                    attention_case(Ts[t], KVs[k], Ds[d], window, 1 / sqrt(Ds[d]), 0);
+    /* Gemma 2: a scale other than head_dim's and scores soft-capped (a cap of 2 bends them) */
+    for (int t = 0; t < 4; t++) attention_case(Ts[t], 2, 64, 5, 0.2, 2.0);
+    attention_case(200, 4, 256, 0, 1 / sqrt(224.0), 2.0);
 }
 
 /* n new queries at positions p0.. over a cache holding p0 + n rows, laid out like qkv rows. */
@@ -478,10 +511,11 @@ static void test_attention_decode(void)
         for (int s = 0; s < 3; s++)
             for (int window = 0; window <= 5; window += 5) {
                 int KV = shapes[s][0], D = shapes[s][1], stride = (H + 2 * KV) * D;
-                set_case("n=%d p0=%d H=%d KV=%d D=%d window=%d", n, p0, H, KV, D, window);
+                double softcap = window ? 2.0 : 0; /* Gemma 2's soft-capping with the window */
+                set_case("n=%d p0=%d H=%d KV=%d D=%d window=%d softcap=%g", n, p0, H, KV, D, window, softcap);
                 buf qkv = buf_floats((size_t)(p0 + n) * stride, 1.5), out = buf_floats((size_t)n * H * D, 1);
                 BOTH(attention_decode, S(out), SF(qkv, (size_t)p0 * stride), stride, SF(qkv, H * D),
-                     SF(qkv, (H + KV) * D), stride, n, p0, H, KV, D, window);
+                     SF(qkv, (H + KV) * D), stride, n, p0, H, KV, D, window, 1 / sqrt(D), softcap);
                 expect("attention_decode", out, AS_F32, 1e-9);
                 case_end();
             }
@@ -581,6 +615,8 @@ int main(void)
     RUN(test_head_rmsnorm);
     RUN(test_rope);
     RUN(test_swiglu);
+    RUN(test_geglu);
+    RUN(test_elementwise);
     RUN(test_bias);
     RUN(test_attention);
     RUN(test_attention_decode);

@@ -145,6 +145,39 @@ static void test_qwen3(void)
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing) %g", e);
 }
 
+/* Gemma 2: its four (1 + w) norms a layer, scaled embeddings, GeGLU, a window of 3 on layer 0
+ * only, a score scale of query_pre_attn_scalar, soft-capping small enough to bend scores and
+ * logits; tied and untied, with checkpointing and tiles */
+static void test_gemma2(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma2") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
+    c.head_dim = 6, c.sliding_window = 3, c.query_pre_attn_scalar = 5;
+    c.attn_softcap = 1.5, c.final_softcap = 2;
+    double e = check_model(c, 0, 11, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
+    c.tie_word_embeddings = 0;
+    e = check_model(c, 1, 12, (int[3]){2, 3, 2});
+    CHECK_MSG(e < 1e-5, "worst relative error (untied, checkpointing, tiles) %g", e);
+}
+
+/* Gemma 3: (1 + w) q/k norms, three layers with sliding_window_pattern 3 (windows and the local
+ * rope theta on layers 0 and 1, linear rope_scaling on layer 2), final-logit soft-capping when set */
+static void test_gemma3(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma3_text") == ZT_OK);
+    c.num_hidden_layers = 3, c.head_dim = 6, c.sliding_window = 3, c.sliding_window_pattern = 3;
+    c.query_pre_attn_scalar = 5, c.rope_local_theta = 100;
+    strcpy(c.rope_scaling.type, "linear"), c.rope_scaling.factor = 2;
+    double e = check_model(c, 1, 13, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.final_softcap = 2, c.tie_word_embeddings = 0;
+    e = check_model(c, 0, 14, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (soft-capped, untied) %g", e);
+}
+
 static void test_llama_bias_rope_scaling(void)
 {
     zt_llama_config c = tiny_config();
@@ -167,5 +200,7 @@ int main(void)
     RUN(test_qwen2_bias_and_window);
     RUN(test_llama_bias_rope_scaling);
     RUN(test_qwen3);
+    RUN(test_gemma2);
+    RUN(test_gemma3);
     return test_summary();
 }

@@ -55,81 +55,136 @@ static double fd_check(forward_fn f, void *ctx, double *x, size_t n, const doubl
 enum { N = 6, C = 8 };
 
 struct rms_ctx {
-    double x[N * C], w[C], y[N * C], rstd[N];
+    double x[N * C], w[C], y[N * C], rstd[N], w_offset;
 };
 static void rms_fwd(void *p)
 {
     struct rms_ctx *c = p;
-    zt_cpu_rmsnorm_forward(c->y, c->rstd, c->x, c->w, N, C, 1e-5);
+    zt_cpu_rmsnorm_forward(c->y, c->rstd, c->x, c->w, c->w_offset, N, C, 1e-5);
 }
 
-static void test_rmsnorm(void)
+/* w_offset 0, and 1 (Gemma's scale 1 + w) */
+static void check_rmsnorm(double w_offset)
 {
-    struct rms_ctx c;
+    struct rms_ctx c = {.w_offset = w_offset};
     double r[N * C], dx[N * C] = {0}, dw[C] = {0};
     fill(c.x, N * C, 2), fill(c.w, C, 1.5), fill(r, N * C, 1);
     rms_fwd(&c);
-    zt_cpu_rmsnorm_backward(dx, dw, r, c.x, c.w, c.rstd, N, C);
+    zt_cpu_rmsnorm_backward(dx, dw, r, c.x, c.w, w_offset, c.rstd, N, C);
     CHECK(fd_check(rms_fwd, &c, c.x, N * C, dx, c.y, r, N * C) < 1e-6);
     CHECK(fd_check(rms_fwd, &c, c.w, C, dw, c.y, r, N * C) < 1e-6);
     /* backward accumulates */
     double dx2[N * C];
     for (int i = 0; i < N * C; i++) dx2[i] = 1;
     double dw2[C] = {0};
-    zt_cpu_rmsnorm_backward(dx2, dw2, r, c.x, c.w, c.rstd, N, C);
+    zt_cpu_rmsnorm_backward(dx2, dw2, r, c.x, c.w, w_offset, c.rstd, N, C);
     CHECK_NEAR(dx2[5], dx[5] + 1, 1e-12);
+    /* the offset is the weight's: the same products as a weight of w + w_offset */
+    struct rms_ctx shifted = c;
+    shifted.w_offset = 0;
+    for (int j = 0; j < C; j++) shifted.w[j] = c.w[j] + w_offset;
+    rms_fwd(&shifted);
+    CHECK(!memcmp(shifted.y, c.y, sizeof c.y));
 }
+
+static void test_rmsnorm(void) { check_rmsnorm(0); }
+static void test_rmsnorm_offset(void) { check_rmsnorm(1); }
 
 /* the per-head norm on heads 0 and 1 of rows of 3 heads (the third one left alone, like the v
  * heads of qkv rows), against the row norm of each head on its own */
 struct head_rms_ctx {
-    double x[N * 3 * C], y[N * 3 * C], xin[N * 2 * C], rstd[N * 2], w[C];
+    double x[N * 3 * C], y[N * 3 * C], xin[N * 2 * C], rstd[N * 2], w[C], w_offset;
 };
 static void head_rms_fwd(void *p)
 {
     struct head_rms_ctx *c = p;
     memcpy(c->y, c->x, sizeof c->y);
-    zt_cpu_head_rmsnorm_forward(c->y, c->xin, c->rstd, c->w, N, 3 * C, 2, C, 1e-5);
+    zt_cpu_head_rmsnorm_forward(c->y, c->xin, c->rstd, c->w, c->w_offset, N, 3 * C, 2, C, 1e-5);
 }
 
-static void test_head_rmsnorm(void)
+static void check_head_rmsnorm(double w_offset)
 {
-    struct head_rms_ctx c;
+    struct head_rms_ctx c = {.w_offset = w_offset};
     double r[N * 3 * C], d[N * 3 * C], dw[C] = {0}, want[C], rstd;
     fill(c.x, N * 3 * C, 2), fill(c.w, C, 1.5), fill(r, N * 3 * C, 1);
     head_rms_fwd(&c);
     for (int n = 0; n < N; n++)
         for (int h = 0; h < 3; h++) {
             const double *x = c.x + (n * 3 + h) * C, *y = c.y + (n * 3 + h) * C;
-            if (h < 2) zt_cpu_rmsnorm_forward(want, &rstd, x, c.w, 1, C, 1e-5);
+            if (h < 2) zt_cpu_rmsnorm_forward(want, &rstd, x, c.w, w_offset, 1, C, 1e-5);
             for (int j = 0; j < C; j++) CHECK(y[j] == (h < 2 ? want[j] : x[j]));
             if (h < 2) CHECK(!memcmp(c.xin + (n * 2 + h) * C, x, sizeof want) && c.rstd[n * 2 + h] == rstd);
         }
     memcpy(d, r, sizeof d);
-    zt_cpu_head_rmsnorm_backward(d, dw, c.xin, c.w, c.rstd, N, 3 * C, 2, C);
+    zt_cpu_head_rmsnorm_backward(d, dw, c.xin, c.w, w_offset, c.rstd, N, 3 * C, 2, C);
     for (int n = 0; n < N; n++) /* the third head's gradient passes through */
         CHECK(!memcmp(d + (n * 3 + 2) * C, r + (n * 3 + 2) * C, sizeof want));
     CHECK(fd_check(head_rms_fwd, &c, c.x, N * 3 * C, d, c.y, r, N * 3 * C) < 1e-6);
     CHECK(fd_check(head_rms_fwd, &c, c.w, C, dw, c.y, r, N * 3 * C) < 1e-6);
 }
 
-struct swiglu_ctx {
+static void test_head_rmsnorm(void) { check_head_rmsnorm(0); }
+static void test_head_rmsnorm_offset(void) { check_head_rmsnorm(1); } /* Gemma 3's q/k norms */
+
+/* gated activations on rows [gate | up]: SwiGLU, or Gemma's GeGLU */
+struct glu_ctx {
     double gu[N * 2 * C], h[N * C];
+    int geglu;
 };
-static void swiglu_fwd(void *p)
+static void glu_fwd(void *p)
 {
-    struct swiglu_ctx *c = p;
-    zt_cpu_swiglu_forward(c->h, c->gu, N, C);
+    struct glu_ctx *c = p;
+    (c->geglu ? zt_cpu_geglu_forward : zt_cpu_swiglu_forward)(c->h, c->gu, N, C);
 }
 
-static void test_swiglu(void)
+/* the backward pass against finite differences; returns the forward's context */
+static struct glu_ctx *check_glu(int geglu)
 {
-    struct swiglu_ctx c;
+    static struct glu_ctx c;
     double r[N * C], d[N * 2 * C];
+    c.geglu = geglu;
     fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
-    swiglu_fwd(&c);
-    zt_cpu_swiglu_backward(d, r, c.gu, N, C);
-    CHECK(fd_check(swiglu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
+    glu_fwd(&c);
+    (geglu ? zt_cpu_geglu_backward : zt_cpu_swiglu_backward)(d, r, c.gu, N, C);
+    CHECK(fd_check(glu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
+    return &c;
+}
+
+static void test_swiglu(void) { check_glu(0); }
+
+/* and against torch's tanh-approximated gelu written out */
+static void test_geglu(void)
+{
+    const struct glu_ctx *c = check_glu(1);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < C; i++) {
+            double g = c->gu[n * 2 * C + i], u = c->gu[n * 2 * C + C + i];
+            double gelu = 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+            CHECK_NEAR(c->h[n * C + i], gelu * u, 1e-12);
+        }
+}
+
+struct softcap_ctx {
+    double x[N * C], y[N * C];
+};
+static void softcap_fwd(void *p)
+{
+    struct softcap_ctx *c = p;
+    memcpy(c->y, c->x, sizeof c->y);
+    zt_cpu_softcap_forward(c->y, N * C, 1.5);
+}
+
+/* values up to 4 against a cap of 1.5: well into the bend */
+static void test_softcap(void)
+{
+    struct softcap_ctx c;
+    double r[N * C], d[N * C];
+    fill(c.x, N * C, 4), fill(r, N * C, 1);
+    softcap_fwd(&c);
+    for (int i = 0; i < N * C; i++) CHECK_NEAR(c.y[i], 1.5 * tanh(c.x[i] / 1.5), 1e-12);
+    memcpy(d, r, sizeof d);
+    zt_cpu_softcap_backward(d, c.y, N * C, 1.5);
+    CHECK(fd_check(softcap_fwd, &c, c.x, N * C, d, c.y, r, N * C) < 1e-6);
 }
 
 struct bias_ctx {
@@ -233,11 +288,12 @@ struct att_ctx {
     double qkv[AB * AT * S3], out[AB * AT * AH * AD], lse[AB * AH * AT];
     int32_t pos[AB * AT];
     int window;
+    double scale, softcap;
 };
 static void att_fwd(void *p)
 {
     struct att_ctx *c = p;
-    zt_cpu_attention_forward(c->out, c->lse, c->qkv, c->pos, AB, AT, AH, AKV, AD, c->window);
+    zt_cpu_attention_forward(c->out, c->lse, c->qkv, c->pos, AB, AT, AH, AKV, AD, c->window, c->scale, c->softcap);
 }
 
 static void naive_attention(const struct att_ctx *c, double *out)
@@ -251,7 +307,9 @@ static void naive_attention(const struct att_ctx *c, double *out)
                 for (int u = 0; u < AT; u++) {
                     int visible = u <= t && u >= t - c->pos[b * AT + t] && (!c->window || t - u < c->window);
                     const double *k = c->qkv + (size_t)(b * AT + u) * S3 + (AH + g) * AD;
-                    s[u] = visible ? dot(q, k, AD) / sqrt(AD) : -INFINITY;
+                    double score = dot(q, k, AD) * c->scale;
+                    if (c->softcap > 0) score = c->softcap * tanh(score / c->softcap);
+                    s[u] = visible ? score : -INFINITY;
                     mx = s[u] > mx ? s[u] : mx;
                 }
                 for (int u = 0; u < AT; u++) sum += s[u] == -INFINITY ? 0 : exp(s[u] - mx);
@@ -265,12 +323,12 @@ static void naive_attention(const struct att_ctx *c, double *out)
             }
 }
 
-static void check_attention(int window)
+static void check_attention(int window, double scale, double softcap)
 {
     static struct att_ctx c;
     int32_t pos[AB * AT] = {0, 1, 2, 0, 1, 2, 3, 4, 5, /* docs of 3 and 6 */ 0, 1, 2, 3, 4, 5, 6, 0, 1};
     memcpy(c.pos, pos, sizeof pos);
-    c.window = window;
+    c.window = window, c.scale = scale, c.softcap = softcap;
     static double r[AB * AT * AH * AD], d[AB * AT * S3], ref[AB * AT * AH * AD];
     fill(c.qkv, AB * AT * S3, 1.5), fill(r, AB * AT * AH * AD, 1);
     att_fwd(&c);
@@ -278,13 +336,15 @@ static void check_attention(int window)
     double worst = 0;
     for (int i = 0; i < AB * AT * AH * AD; i++) worst = fmax(worst, fabs(ref[i] - c.out[i]));
     CHECK_MSG(worst < 1e-12, "forward differs from naive by %g (window %d)", worst, window);
-    zt_cpu_attention_backward(d, r, c.qkv, c.out, c.lse, c.pos, AB, AT, AH, AKV, AD, window);
+    zt_cpu_attention_backward(d, r, c.qkv, c.out, c.lse, c.pos, AB, AT, AH, AKV, AD, window, scale, softcap);
     double e = fd_check(att_fwd, &c, c.qkv, AB * AT * S3, d, c.out, r, AB * AT * AH * AD);
     CHECK_MSG(e < 1e-6, "backward error %g (window %d)", e, window);
 }
 
-static void test_attention(void) { check_attention(0); }
-static void test_attention_window(void) { check_attention(2); }
+static void test_attention(void) { check_attention(0, 1 / sqrt(AD), 0); }
+static void test_attention_window(void) { check_attention(2, 1 / sqrt(AD), 0); }
+/* Gemma 2: query_pre_attn_scalar's scale, and a cap of 0.8 against scores up to about 1.5·1.5·4·0.9 */
+static void test_attention_softcap(void) { check_attention(2, 0.9, 0.8); }
 
 /* rope with the rotate-half pairing, against the formula written out */
 struct rope_ctx {
@@ -325,14 +385,19 @@ int main(void)
 {
     zt_rng_seed(&rng, 7, 0);
     RUN(test_rmsnorm);
+    RUN(test_rmsnorm_offset);
     RUN(test_head_rmsnorm);
+    RUN(test_head_rmsnorm_offset);
     RUN(test_swiglu);
+    RUN(test_geglu);
+    RUN(test_softcap);
     RUN(test_bias);
     RUN(test_embedding);
     RUN(test_embedding_tiles);
     RUN(test_cross_entropy);
     RUN(test_attention);
     RUN(test_attention_window);
+    RUN(test_attention_softcap);
     RUN(test_rope);
     return test_summary();
 }

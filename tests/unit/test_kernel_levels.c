@@ -55,8 +55,8 @@ static void kernel_digests(uint32_t out[KERNELS])
     fill(qkv, T * (H + 2 * KV) * D, 2);
     fill(dout, T * H * D, 1);
     for (int t = 0; t < T; t++) pos[t] = t < 30 ? t : t - 30; /* two documents */
-    zt_cpu_attention_forward(o, lse, qkv, pos, 1, T, H, KV, D, 0);
-    zt_cpu_attention_backward(dqkv, dout, qkv, o, lse, pos, 1, T, H, KV, D, 0);
+    zt_cpu_attention_forward(o, lse, qkv, pos, 1, T, H, KV, D, 0, 1 / sqrt(D), 0);
+    zt_cpu_attention_backward(dqkv, dout, qkv, o, lse, pos, 1, T, H, KV, D, 0, 1 / sqrt(D), 0);
     out[3] = crc(o, sizeof o) ^ crc(lse, sizeof lse);
     out[4] = crc(dqkv, sizeof dqkv);
 }

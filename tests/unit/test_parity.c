@@ -2,7 +2,8 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match: Qwen3 untied with attention_bias and tied, and the families zt had before. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, and the families zt
+ * had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,6 +144,10 @@ static void test_qwen3_tied(void) { check_family("qwen3-tied"); }
 static void test_llama(void) { check_family("llama"); }     /* llama3 rope scaling, attention_bias */
 static void test_mistral(void) { check_family("mistral"); } /* a window of 8 over rows of 24 */
 static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tied */
+/* (1 + w) norms, GeGLU, a window of 8 on layer 0, query_pre_attn_scalar, both soft-cappings */
+static void test_gemma2(void) { check_family("gemma2"); }
+/* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
+static void test_gemma3(void) { check_family("gemma3"); }
 
 int main(void)
 {
@@ -155,5 +160,7 @@ int main(void)
     RUN(test_llama);
     RUN(test_mistral);
     RUN(test_qwen2);
+    RUN(test_gemma2);
+    RUN(test_gemma3);
     return test_summary();
 }

@@ -1,0 +1,67 @@
+/* GeGLU (Gemma's MLP): h = gelu_tanh(gate)·up, torch's gelu(approximate="tanh") step by step
+ * so that fp32 results round as torch's do; and the elementwise soft-capping, scaling and sum. */
+#include <math.h>
+
+#include "ops.h"
+
+static const zt_real gelu_beta = (zt_real)(0.7978845608028654), gelu_kappa = (zt_real)0.044715; /* sqrt(2/π) */
+
+void zt_cpu_geglu_forward(zt_real *h, const zt_real *gateup, int N, int F)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const zt_real *g = gateup + (size_t)n * 2 * F, *u = g + F;
+        zt_real *hr = h + (size_t)n * F;
+        for (int i = 0; i < F; i++) {
+            zt_real x = g[i], inner = gelu_beta * (x + gelu_kappa * (x * x * x));
+            hr[i] = (zt_real)0.5 * x * (1 + (zt_real)tanh((double)inner)) * u[i];
+        }
+    }
+}
+
+/* gelu'(x) = ½(1 + t) + ½x·(1 - t²)·β·(1 + 3κx²), t = tanh(β(x + κx³)) */
+void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const zt_real *g = gateup + (size_t)n * 2 * F, *u = g + F, *d = dh + (size_t)n * F;
+        zt_real *dg = dgateup + (size_t)n * 2 * F, *du = dg + F;
+        for (int i = 0; i < F; i++) {
+            zt_real x = g[i], x2 = x * x, t = (zt_real)tanh((double)(gelu_beta * (x + gelu_kappa * x2 * x)));
+            zt_real gelu = (zt_real)0.5 * x * (1 + t);
+            zt_real slope =
+                (zt_real)0.5 * (1 + t) + (zt_real)0.5 * x * (1 - t * t) * gelu_beta * (1 + 3 * gelu_kappa * x2);
+            du[i] = d[i] * gelu;
+            dg[i] = d[i] * u[i] * slope;
+        }
+    }
+}
+
+void zt_cpu_softcap_forward(zt_real *x, size_t n, double cap)
+{
+    zt_real c = (zt_real)cap;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = (zt_real)tanh((double)(x[i] / c)) * c;
+}
+
+void zt_cpu_softcap_backward(zt_real *dx, const zt_real *y, size_t n, double cap)
+{
+    zt_real c = (zt_real)cap;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        zt_real t = y[i] / c;
+        dx[i] *= 1 - t * t;
+    }
+}
+
+void zt_cpu_scale(zt_real *x, size_t n, zt_real alpha)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+void zt_cpu_add(zt_real *y, const zt_real *x, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
