@@ -150,6 +150,10 @@ static const zt_recipe_key schema[] = {
     ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 1, "the kind of adapter"),
     STR("lora", "adapter", lora.adapter, PATH, "",
         "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules and use_rslora"),
+    ENUM("lora", "quantize_base", lora.quantize_base, zt_qbase_kind, 0, "none", zt_qbase_kind_names, 3,
+         "QLoRA: the frozen base's linear weights held as NF4 (64-element blocks) or int8 (per row), dequantized tile by tile in each product; CPU only"),
+    BOOL("lora", "double_quant", lora.double_quant, 0, "false",
+         "with quantize_base = \"nf4\": the blocks' absmax values quantized again to 8 bits (blocks of 256, their mean subtracted)"),
 
     STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/NAME in the current directory, NAME being the recipe file name without .toml"),
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
@@ -278,7 +282,8 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, every `lora.target_modules` name is\n"
           "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
-          "(not supported yet).\n\n"
+          "(not supported yet); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
+          "needs `lora.quantize_base = \"nf4\"`.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

@@ -10,6 +10,7 @@
 #include "lib/data/jsonl.h"
 #include "lib/core/fileio.h"
 #include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -124,11 +125,16 @@ static int is_adapter_dir(const char *dir)
     return dir && !zt_path_join(path, sizeof path, dir, "adapter_config.json") && zt_path_exists(path);
 }
 
-/* The adapters of adapter_dir on the model (its vocabulary final). */
+/* The adapters of adapter_dir on the model (its vocabulary final), and the base as they were
+ * trained on it: quantized, when the adapter directory notes so (lora.quantize_base). */
 static zt_status attach_adapter(zt_llama *m, const char *adapter_dir)
 {
     zt_lora_config c;
+    zt_qbase_kind kind;
+    int dq;
     zt_status st = zt_lora_read_config(adapter_dir, &c);
+    if (!st) st = zt_qbase_note_read(adapter_dir, &kind, &dq);
+    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, kind, dq);
     if (!st) st = zt_lora_attach(m, &c);
     return st ? st : zt_lora_load(m, adapter_dir);
 }
