@@ -200,11 +200,14 @@ static zt_status quantize_base(zt_trainer *t)
     int hit;
     zt_status st = zt_qbase_open(&t->m, r->lora.quantize_base, r->lora.double_quant,
                                  r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
-    if (!st && t->lead)
-        zt_log_info("base: linear weights %s %s%s, %.1f MiB (%.2f s)", hit ? "mapped from the cache in" : "quantized to",
-                    zt_qbase_kind_names[r->lora.quantize_base], r->lora.double_quant ? " with double_quant" : "",
-                    t->m.qbase->bytes / 1048576.0, zt_now_s() - t0);
-    return st;
+    if (st || !t->lead) return st;
+    size_t fp32 = 0;
+    for (int i = 0; i < t->m.qbase->n; i++) fp32 += (size_t)t->m.qbase->mats[i].rows * t->m.qbase->mats[i].cols * 4;
+    zt_log_info("base: linear weights %s %s%s, %.2f MiB for %.2f MiB of fp32 (%.2f s)",
+                hit ? "mapped from the cache in" : "quantized to", zt_qbase_kind_names[r->lora.quantize_base],
+                r->lora.double_quant ? " with double_quant" : "", t->m.qbase->bytes / 1048576.0, fp32 / 1048576.0,
+                zt_now_s() - t0);
+    return ZT_OK;
 }
 
 /* LoRA: adapters on the frozen model, from lora.adapter or freshly initialised; they, not
