@@ -1,13 +1,11 @@
 /* A quantized frozen base (qbase.h): the encoding, its cache file, and the tiled products. */
 #include "qbase.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -228,7 +226,8 @@ static zt_status cached(const zt_llama *m, zt_qbase *q, const char *dir, const z
                         int *hit)
 {
     uint64_t key[2];
-    char path[4096], lock[4096 + 8];
+    char path[4096];
+    int lfd;
     content_key(m, q, mats, key);
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
@@ -236,15 +235,10 @@ static zt_status cached(const zt_llama *m, zt_qbase *q, const char *dir, const z
                  q->double_quant ? "-dq" : "", (unsigned long long)key[0],
                  (unsigned long long)key[1]) >= (int)sizeof path)
         return zt_fail(ZT_EUSER, "data.cache_dir is too long");
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    int lfd = open(lock, O_RDWR | O_CREAT, 0644);
-    if (lfd < 0 || flock(lfd, LOCK_EX)) {
-        if (lfd >= 0) close(lfd);
-        return zt_fail(ZT_EIO, "cannot lock '%s': %s", lock, strerror(errno));
-    }
+    if ((st = zt_lock_file(path, &lfd))) return st;
     *hit = map_entry(q, path, mats, key);
     if (!*hit && !(st = encode(m, q, mats, data_bytes, key))) st = zt_write_file_atomic(path, q->own, q->bytes);
-    close(lfd);
+    zt_unlock_file(lfd);
     return st;
 }
 
