@@ -75,11 +75,12 @@ const float zt_dyn8_code[256] = {
     0x1.eep-1f,       0x1.f53334p-1f,   0x1.fc6666p-1f,   0x1p+0f,
 };
 
-/* The index of the code in code[0..len) (sorted) nearest to s, a tie to the lower: the number of
- * midpoints (code[i] + code[i + 1]) / 2 below s, found by bisection. */
-static int nearest_code(const float *code, int len, float s)
+/* The index of the dynamic code nearest to s, a tie to the lower: the number of midpoints
+ * (code[i] + code[i + 1]) / 2 below s, found by bisection. */
+static int dyn8_index(float s)
 {
-    int lo = 0, hi = len - 1; /* the answer lies in [lo, hi] */
+    const float *code = zt_dyn8_code;
+    int lo = 0, hi = 255; /* the answer lies in [lo, hi] */
     while (lo < hi) {
         int mid = (lo + hi) / 2;
         if ((code[mid] + code[mid + 1]) / 2 < s) lo = mid + 1;
@@ -97,32 +98,51 @@ static float scaled(float x, float a)
 
 static int is_finite(float x) { return fabsf(x) <= 3.40282347e38f; }
 
+/* The NF4 index of s: the count of midpoints below it, without branches (the compiler vectorises it). */
+static inline int nf4_index(const float *mid, float s)
+{
+    int q = 0;
+    for (int i = 0; i < 15; i++) q += mid[i] < s;
+    return q;
+}
+
 size_t zt_nf4_quantize(const float *x, size_t n, uint8_t *q, float *absmax)
 {
     size_t bad = 0, nb = zt_nf4_blocks(n);
-    memset(q, 0, (n + 1) / 2);
+    float mid[15];
+    for (int i = 0; i < 15; i++) mid[i] = (zt_nf4_code[i] + zt_nf4_code[i + 1]) / 2;
 #pragma omp parallel for schedule(static) reduction(+ : bad)
     for (size_t b = 0; b < nb; b++) {
-        size_t i0 = b * ZT_NF4_BLOCK, i1 = i0 + ZT_NF4_BLOCK < n ? i0 + ZT_NF4_BLOCK : n;
-        float a = 0;
-        for (size_t i = i0; i < i1; i++) {
-            bad += !is_finite(x[i]);
-            a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+        size_t i0 = b * ZT_NF4_BLOCK, len = i0 + ZT_NF4_BLOCK < n ? ZT_NF4_BLOCK : n - i0;
+        float a = 0, s[ZT_NF4_BLOCK + 1];
+        for (size_t i = 0; i < len; i++) {
+            bad += !is_finite(x[i0 + i]);
+            a = fabsf(x[i0 + i]) > a ? fabsf(x[i0 + i]) : a;
         }
         absmax[b] = a;
-        for (size_t i = i0; i < i1; i++) /* a block is 64 elements: its bytes are its own */
-            q[i / 2] |= (uint8_t)(nearest_code(zt_nf4_code, 16, scaled(x[i], a)) << (i % 2 ? 0 : 4));
+        for (size_t i = 0; i < len; i++) s[i] = scaled(x[i0 + i], a);
+        s[len] = 0;                         /* an odd tail: its low nibble's index, unused */
+        for (size_t i = 0; i < len; i += 2) /* a block is 64 elements: its bytes are its own */
+            q[(i0 + i) / 2] = (uint8_t)(nf4_index(mid, s[i]) << 4 | (i + 1 < len ? nf4_index(mid, s[i + 1]) : 0));
     }
     return bad;
 }
 
 void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
 {
+    size_t end = first + n, b0 = first / ZT_NF4_BLOCK, b1 = end ? (end - 1) / ZT_NF4_BLOCK + 1 : 0;
 #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (size_t j = 0; j < n; j++) {
-        size_t i = first + j;
-        int nib = i % 2 ? q[i / 2] & 0xf : q[i / 2] >> 4;
-        y[j] = zt_nf4_code[nib] * absmax[i / ZT_NF4_BLOCK];
+    for (size_t b = b0; b < b1; b++) { /* the block's elements in [first, end), a byte at a time */
+        size_t i = b * ZT_NF4_BLOCK > first ? b * ZT_NF4_BLOCK : first;
+        size_t e = (b + 1) * ZT_NF4_BLOCK < end ? (b + 1) * ZT_NF4_BLOCK : end;
+        float s = absmax[b];
+        if (i < e && i % 2) y[i - first] = zt_nf4_code[q[i / 2] & 0xf] * s, i++;
+        for (; i + 1 < e; i += 2) {
+            uint8_t byte = q[i / 2];
+            y[i - first] = zt_nf4_code[byte >> 4] * s;
+            y[i + 1 - first] = zt_nf4_code[byte & 0xf] * s;
+        }
+        if (i < e) y[i - first] = zt_nf4_code[q[i / 2] >> 4] * s;
     }
 }
 
@@ -140,7 +160,7 @@ void zt_nf4_dq_quantize(const float *absmax, size_t nb, float offset, uint8_t *q
         float m = 0;
         for (size_t i = i0; i < i1; i++) m = fabsf(absmax[i] - offset) > m ? fabsf(absmax[i] - offset) : m;
         b[k] = m;
-        for (size_t i = i0; i < i1; i++) q[i] = (uint8_t)nearest_code(zt_dyn8_code, 256, scaled(absmax[i] - offset, m));
+        for (size_t i = i0; i < i1; i++) q[i] = (uint8_t)dyn8_index(scaled(absmax[i] - offset, m));
     }
 }
 
