@@ -283,7 +283,7 @@ zt_status zt_recipe_write_docs(FILE *f)
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, every `lora.target_modules` name is\n"
           "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
           "(not supported yet); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
-          "needs `lora.quantize_base = \"nf4\"`.\n\n"
+          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";
