@@ -111,7 +111,7 @@ size_t zt_nf4_quantize(const float *x, size_t n, uint8_t *q, float *absmax)
     size_t bad = 0, nb = zt_nf4_blocks(n);
     float mid[15];
     for (int i = 0; i < 15; i++) mid[i] = (zt_nf4_code[i] + zt_nf4_code[i + 1]) / 2;
-#pragma omp parallel for schedule(static) reduction(+ : bad)
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n >= 65536)
     for (size_t b = 0; b < nb; b++) {
         size_t i0 = b * ZT_NF4_BLOCK, len = i0 + ZT_NF4_BLOCK < n ? ZT_NF4_BLOCK : n - i0;
         float a = 0, s[ZT_NF4_BLOCK + 1];
@@ -175,7 +175,7 @@ void zt_nf4_dq_dequantize(const uint8_t *q, const float *b, float offset, size_t
 size_t zt_int8_rows_quantize(const float *x, size_t rows, size_t cols, int8_t *q, float *absmax)
 {
     size_t bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad)
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (rows * cols >= 65536)
     for (size_t r = 0; r < rows; r++) {
         const float *row = x + r * cols;
         float a = 0;

@@ -50,16 +50,17 @@ static double loss_of(zt_llama *m, int grad)
     return sum / n_targets;
 }
 
-/* Tiles of 100 elements: three rows of 32 or one of 64, so that tiles start inside NF4 blocks and
- * every product takes several. The tiled forward computes each output element as the dequantized
- * model's product does (the same dot product); the input gradient sums the tiles' products one
- * after the other, which reorders sums of at most 128 terms (2F = 128 rows): each within
- * 128·2⁻²⁴ ≈ 8e-6 of its terms' magnitudes, through two layers: 1e-5 relative for the adapters'
- * gradients (against the largest), 1e-6 for the loss (measured: 0 and below 1e-6). */
+/* Tiles of 300 elements: nine rows of 32 (288, 4.5 NF4 blocks) or four of 64, so that tiles start
+ * inside NF4 blocks and every product takes several. The tiled forward computes each output
+ * element as the dequantized model's product does (the same dot product); the input gradient sums
+ * the tiles' products one after the other, which reorders sums of at most 128 terms (2F = 128
+ * rows): each within 128·2⁻²⁴ ≈ 8e-6 of its terms' magnitudes, through two layers: 1e-5 relative
+ * for the adapters' gradients (against the largest), 1e-6 for the loss (measured: 0 and below
+ * 1e-6). */
 static void check_product(zt_qbase_kind kind, int dq)
 {
     zt_llama q, d;
-    zt_qbase_set_tile_elems(100);
+    zt_qbase_set_tile_elems(300);
     int hit;
     CHECK_MSG(open_model(&q, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
     CHECK_MSG(zt_qbase_open(&q, kind, dq, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
