@@ -1,6 +1,7 @@
-/* Byte-level BPE: the vocabulary keyed by the bytes each piece stands for,
- * merges by rank with a priority queue per word (as Hugging Face's BPE does:
- * lowest rank first, then leftmost), and ByteLevel decoding. */
+/* BPE: for byte-level BPE the vocabulary keyed by the bytes each piece stands
+ * for, else by the piece; merges by rank with a priority queue per word (as
+ * Hugging Face's BPE does: lowest rank first, then leftmost). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,23 @@ static long piece_bytes(const char *piece, size_t len, char *out)
     return n;
 }
 
+/* Files piece i as the id's: by its bytes when byte-level and it is written in
+ * the byte alphabet, else by itself. Returns the blob bytes used. */
+static size_t put_piece(zt_bpe *b, const char *piece, int32_t id, size_t used)
+{
+    size_t len = strlen(piece);
+    b->piece[id] = (uint32_t)used;
+    memcpy(b->blob + used, piece, len + 1);
+    used += len + 1;
+    long nb = b->byte_level ? piece_bytes(piece, len, b->blob + used) : -1;
+    if (nb < 0) { /* (byte-level: decodes to itself, reachable only as an added token) */
+        zt_strmap_put(&b->by_piece, b->blob + b->piece[id], len, id);
+        return used;
+    }
+    zt_strmap_put(&b->by_bytes, b->blob + used, (size_t)nb, id);
+    return used + (size_t)nb;
+}
+
 zt_status zt_bpe_set_vocab(zt_bpe *b, const char *const *pieces, const int32_t *ids, int32_t n)
 {
     size_t total = 0;
@@ -47,43 +65,29 @@ zt_status zt_bpe_set_vocab(zt_bpe *b, const char *const *pieces, const int32_t *
     b->n_vocab = max_id + 1;
     b->blob = malloc(2 * (total + (size_t)n) + 1);
     b->piece = malloc((size_t)b->n_vocab * sizeof *b->piece + 1);
-    b->bytes = malloc((size_t)b->n_vocab * sizeof *b->bytes + 1);
-    b->nbytes = malloc((size_t)b->n_vocab * sizeof *b->nbytes + 1);
     zt_status st = ZT_OK;
-    if (!b->blob || !b->piece || !b->bytes || !b->nbytes) return zt_fail(ZT_ENOMEM, "out of memory for the vocabulary");
+    if (!b->blob || !b->piece) return zt_fail(ZT_ENOMEM, "out of memory for the vocabulary");
     if ((st = zt_strmap_init(&b->by_bytes, (size_t)n)) || (st = zt_strmap_init(&b->by_piece, (size_t)n))) return st;
     for (int32_t id = 0; id < b->n_vocab; id++) b->piece[id] = NO_PIECE;
     size_t used = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (b->piece[id] != NO_PIECE)
-            return zt_fail(ZT_EUSER, "model.vocab: id %d is used twice ('%s' and '%s')", id, b->blob + b->piece[id],
-                           pieces[i]);
-        size_t len = strlen(pieces[i]);
-        b->piece[id] = (uint32_t)used;
-        memcpy(b->blob + used, pieces[i], len + 1);
-        used += len + 1;
-        long nb = piece_bytes(pieces[i], len, b->blob + used);
-        if (nb < 0) { /* outside the byte alphabet: decodes to itself, reachable only as an added token */
-            b->bytes[id] = b->piece[id];
-            b->nbytes[id] = (uint32_t)len;
-            zt_strmap_put(&b->by_piece, b->blob + b->piece[id], len, id);
-        } else {
-            b->bytes[id] = (uint32_t)used;
-            b->nbytes[id] = (uint32_t)nb;
-            zt_strmap_put(&b->by_bytes, b->blob + used, (size_t)nb, id);
-            used += (size_t)nb;
-        }
+        if (b->piece[ids[i]] != NO_PIECE)
+            return zt_fail(ZT_EUSER, "model.vocab: id %d is used twice ('%s' and '%s')", ids[i],
+                           b->blob + b->piece[ids[i]], pieces[i]);
+        used = put_piece(b, pieces[i], ids[i], used);
     }
     for (int c = 0; c < 256; c++) {
-        char byte = (char)c;
+        char byte = (char)c, name[8];
         b->byte_id[c] = zt_strmap_get(&b->by_bytes, &byte, 1);
+        snprintf(name, sizeof name, "<0x%02X>", (unsigned)c);
+        b->byte_piece[c] = zt_strmap_get(&b->by_piece, name, strlen(name));
     }
     return ZT_OK;
 }
 
 int32_t zt_bpe_piece_to_id(const zt_bpe *b, const char *piece, size_t len)
 {
+    if (!b->byte_level) return zt_strmap_get(&b->by_piece, piece, len);
     char small[256], *buf = len <= sizeof small ? small : malloc(len);
     if (!buf) return -1;
     long nb = piece_bytes(piece, len, buf);
@@ -98,6 +102,12 @@ zt_status zt_bpe_add_merge(zt_bpe *b, const char *left, size_t nleft, const char
     if (l < 0 || r < 0)
         return zt_fail(ZT_EUSER, "model.merges[%d]: '%.*s' is not in the vocabulary", rank,
                        (int)(l < 0 ? nleft : nright), l < 0 ? left : right);
+    size_t skip = b->prefix ? strlen(b->prefix) : 0; /* the merged piece drops right's prefix */
+    if (skip > nright || (skip && memcmp(right, b->prefix, skip) != 0))
+        return zt_fail(ZT_EUSER, "model.merges[%d]: '%.*s' does not start with continuing_subword_prefix '%s'", rank,
+                       (int)nright, right, b->prefix);
+    right += skip;
+    nright -= skip;
     char small[256], *both = nleft + nright <= sizeof small ? small : malloc(nleft + nright);
     if (!both) return zt_fail(ZT_ENOMEM, "out of memory for a merge");
     memcpy(both, left, nleft);
@@ -117,8 +127,9 @@ void zt_bpe_free(zt_bpe *b)
     free(b->path);
     free(b->blob);
     free(b->piece);
-    free(b->bytes);
-    free(b->nbytes);
+    free(b->score);
+    free(b->prefix);
+    free(b->suffix);
     zt_strmap_free(&b->by_bytes);
     zt_strmap_free(&b->by_piece);
     zt_pairmap_free(&b->merges);
@@ -144,6 +155,7 @@ typedef struct scratch {
     sym *sym;
     cand *heap;
     size_t cap; /* symbols; heap holds 3 * cap */
+    zt_buf tmp; /* a character with its affixes */
 } scratch;
 
 static zt_status scratch_reserve(scratch *s, size_t n)
@@ -197,11 +209,97 @@ static void queue_pair(const zt_bpe *b, const sym *y, int32_t left, int32_t righ
     if (m) heap_push(h, nh, (cand){m->rank, left, right, y[left].id, y[right].id, m->id});
 }
 
+static void sym_push(sym *y, int32_t *ny, int32_t id)
+{
+    y[*ny] = (sym){id, *ny - 1, -1};
+    if (*ny > 0) y[*ny - 1].next = *ny;
+    ++*ny;
+}
+
+/* Byte-level: one symbol per byte. A byte missing from the vocabulary is unk,
+ * or dropped when there is no unk, as Hugging Face does. */
+static int32_t byte_symbols(const zt_bpe *b, const char *w, size_t n, sym *y)
+{
+    int32_t ny = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = b->byte_id[(unsigned char)w[i]];
+        if (id < 0) {
+            if (b->unk < 0 || (b->fuse_unk && ny > 0 && y[ny - 1].id == b->unk)) continue;
+            id = b->unk;
+        }
+        sym_push(y, &ny, id);
+    }
+    return ny;
+}
+
+/* Spells the symbol of character c[0, n) of a word: with the prefix when not
+ * first and the suffix when last, in tmp when either applies. */
+static zt_status affixed(const zt_bpe *b, const char *c, size_t n, int first, int last, zt_buf *tmp, const char **s,
+                         size_t *sn)
+{
+    *s = c;
+    *sn = n;
+    if ((first || !b->prefix) && (!last || !b->suffix)) return ZT_OK;
+    zt_status st;
+    tmp->n = 0;
+    if ((!first && (st = zt_buf_append(tmp, b->prefix, strlen(b->prefix)))) || (st = zt_buf_append(tmp, c, n)) ||
+        (last && b->suffix && (st = zt_buf_append(tmp, b->suffix, strlen(b->suffix)))))
+        return st;
+    *s = tmp->p;
+    *sn = tmp->n;
+    return ZT_OK;
+}
+
+/* Over characters: one symbol per character (with the affixes); one that is
+ * not in the vocabulary becomes its <0xXX> pieces with byte_fallback when all
+ * exist, else unk (runs of them one unk with fuse_unk), else is dropped. */
+static zt_status char_symbols(const zt_bpe *b, const char *w, size_t n, sym *y, int32_t *ny, zt_buf *tmp)
+{
+    int pending_unk = 0;
+    *ny = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = zt_utf8_next(w + i, n - i, &cp);
+        const char *s;
+        size_t sn;
+        zt_status st = affixed(b, w + i, k, i == 0, i + k == n, tmp, &s, &sn);
+        if (st) return st;
+        int32_t id = zt_strmap_get(&b->by_piece, s, sn);
+        i += k;
+        if (id >= 0) {
+            if (pending_unk) sym_push(y, ny, b->unk);
+            pending_unk = 0;
+            sym_push(y, ny, id);
+            continue;
+        }
+        size_t have = 0;
+        while (b->byte_fallback && have < sn && b->byte_piece[(unsigned char)s[have]] >= 0) have++;
+        if (b->byte_fallback && have == sn) {
+            for (size_t j = 0; j < sn; j++) sym_push(y, ny, b->byte_piece[(unsigned char)s[j]]);
+            continue;
+        }
+        if (b->unk < 0) continue;
+        if (pending_unk && !b->fuse_unk) sym_push(y, ny, b->unk);
+        pending_unk = 1;
+    }
+    if (pending_unk) sym_push(y, ny, b->unk);
+    return ZT_OK;
+}
+
 /* Appends the ids of one pre-tokenized word w[0, n). */
 static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *s, zt_ivec *out)
 {
-    if (b->ignore_merges || n == 1) {
-        int32_t id = zt_strmap_get(&b->by_bytes, w, n);
+    if (b->unigram) return zt_unigram_encode_word(b, w, n, out);
+    const zt_strmap *whole = b->byte_level ? &b->by_bytes : &b->by_piece;
+    if (b->word_level) {
+        int32_t id = zt_strmap_get(whole, w, n);
+        if (id < 0 && b->unk < 0)
+            return zt_fail(ZT_EUSER, "'%s': '%.*s' is not in the vocabulary and the WordLevel model has no unk_token",
+                           b->path, (int)(n > 60 ? 60 : n), w);
+        return zt_ivec_push(out, id >= 0 ? id : b->unk);
+    }
+    if (b->ignore_merges || (n == 1 && !b->suffix)) {
+        int32_t id = zt_strmap_get(whole, w, n);
         if (id >= 0) return zt_ivec_push(out, id);
     }
     int cacheable = n <= ZT_BPE_CACHE_WORD;
@@ -212,19 +310,13 @@ static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *
         for (int i = 0; i < k && !st; i++) st = zt_ivec_push(out, ids[i]);
         if (k >= 0) return st;
     }
-    if ((st = scratch_reserve(s, n))) return st;
+    /* a character is at most its bytes in symbols, and its prefix and suffix with byte_fallback */
+    size_t affixes = (b->prefix ? strlen(b->prefix) : 0) + (b->suffix ? strlen(b->suffix) : 0);
+    if ((st = scratch_reserve(s, n * (1 + affixes)))) return st;
     sym *y = s->sym;
     int32_t ny = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = b->byte_id[(unsigned char)w[i]];
-        if (id < 0) { /* a byte missing from the vocabulary: unk, or dropped as Hugging Face does */
-            if (b->unk < 0 || (b->fuse_unk && ny > 0 && y[ny - 1].id == b->unk)) continue;
-            id = b->unk;
-        }
-        y[ny] = (sym){id, ny - 1, -1};
-        if (ny > 0) y[ny - 1].next = ny;
-        ny++;
-    }
+    if (b->byte_level) ny = byte_symbols(b, w, n, y);
+    else if ((st = char_symbols(b, w, n, y, &ny, &s->tmp))) return st;
     size_t nh = 0;
     for (int32_t i = 0; i + 1 < ny; i++) queue_pair(b, y, i, i + 1, s->heap, &nh);
     while (nh) {
@@ -245,29 +337,20 @@ static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *
     return st;
 }
 
-static zt_status bpe_encode(const void *m, const char *text, size_t len, zt_ivec *out)
+static zt_status bpe_encode(const void *m, const char *text, size_t len, int at_start, zt_ivec *out)
 {
     const zt_bpe *b = m;
     scratch s = {0};
     zt_pieces words = {0};
-    zt_status st = zt_pretok_split(b->pretok, text, len, &words);
+    zt_status st = b->pretok ? zt_pretok_split_from(b->pretok, text, len, at_start, &words)
+                   : len     ? zt_pieces_push(&words, text, len)
+                             : ZT_OK;
     for (size_t i = 0; i < words.n && !st; i++)
         st = encode_word(b, zt_piece_text(&words, i), zt_piece_len(&words, i), &s, out);
     zt_pieces_free(&words);
     free(s.sym);
     free(s.heap);
-    return st;
-}
-
-static zt_status bpe_decode(const void *m, const int32_t *ids, size_t n, zt_buf *out)
-{
-    const zt_bpe *b = m;
-    zt_status st = ZT_OK;
-    for (size_t i = 0; i < n && !st; i++) {
-        int32_t id = ids[i];
-        if (b->piece[id] == NO_PIECE) return zt_fail(ZT_EUSER, "'%s': token id %d has no piece", b->path, id);
-        st = zt_buf_append(out, b->blob + b->bytes[id], b->nbytes[id]);
-    }
+    free(s.tmp.p);
     return st;
 }
 
@@ -289,7 +372,6 @@ static void bpe_free(void *m) { zt_bpe_free(m); }
 const zt_tok_ops zt_bpe_ops = {
     .name = "bpe",
     .encode = bpe_encode,
-    .decode = bpe_decode,
     .vocab_size = bpe_vocab_size,
     .piece_to_id = bpe_piece_to_id,
     .id_to_piece = bpe_id_to_piece,

@@ -1,6 +1,6 @@
-/* Reads a Hugging Face tokenizer.json with a byte-level BPE model. What zt
- * does not implement (other models, normalizers, pre-tokenizers) is refused
- * with the field named, never approximated. */
+/* Reads a Hugging Face tokenizer.json with a BPE or WordLevel model. What zt
+ * does not implement (other models, normalizers, pre-tokenizers, decoders) is
+ * refused with the field named, never approximated. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "lib/core/fileio.h"
 #include "tokenizers/bpe.h"
+#include "tokenizers/decoder.h"
 #include "tokenizers/normalize.h"
 #include "tokenizers/unicode.h"
 
@@ -80,44 +81,112 @@ static zt_status read_merges(zt_bpe *b, const cJSON *merges)
     return st;
 }
 
+/* Unigram's vocab: [[piece, score], ...], the ids in order */
+static zt_status read_unigram_vocab(zt_bpe *b, const cJSON *vocab)
+{
+    if (!cJSON_IsArray(vocab) || !cJSON_GetArraySize(vocab))
+        return zt_fail(ZT_EUSER, "model.vocab is missing or not a non-empty array of [piece, score]");
+    int n = cJSON_GetArraySize(vocab);
+    if (n > MAX_VOCAB) return zt_fail(ZT_EUSER, "model.vocab has %d pieces, more than %d", n, MAX_VOCAB);
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    b->score = malloc((size_t)n * sizeof *b->score);
+    zt_status st = ZT_OK;
+    if (!pieces || !ids || !b->score) st = zt_fail(ZT_ENOMEM, "out of memory for a vocabulary of %d pieces", n);
+    b->min_score = 1e300;
+    int i = 0;
+    for (const cJSON *v = vocab->child; v && !st; v = v->next, i++) {
+        const cJSON *piece = cJSON_GetArrayItem(v, 0), *score = cJSON_GetArrayItem(v, 1);
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsString(piece) || !cJSON_IsNumber(score))
+            st = zt_fail(ZT_EUSER, "model.vocab[%d] is not [piece, score]", i);
+        else {
+            pieces[i] = piece->valuestring;
+            ids[i] = i;
+            b->score[i] = score->valuedouble;
+            if (score->valuedouble < b->min_score) b->min_score = score->valuedouble;
+            size_t len = strlen(piece->valuestring);
+            if (len > b->max_piece) b->max_piece = len;
+        }
+    }
+    if (!st) st = zt_bpe_set_vocab(b, pieces, ids, n);
+    free(pieces);
+    free(ids);
+    return st;
+}
+
+static zt_status read_unigram(zt_bpe *b, const cJSON *model)
+{
+    if (b->byte_level) return zt_fail(ZT_EUSER, "model.type 'Unigram' is not supported with a ByteLevel pre-tokenizer");
+    b->unigram = 1;
+    b->fuse_unk = 1;
+    b->byte_fallback = flag(model, "byte_fallback", 0);
+    zt_status st = read_unigram_vocab(b, field(model, "vocab"));
+    if (st) return st;
+    const cJSON *unk = field(model, "unk_id");
+    if (!unk || cJSON_IsNull(unk)) return ZT_OK;
+    if (!is_int_in(unk, 0, b->n_vocab)) return zt_fail(ZT_EUSER, "model.unk_id is not an id in [0, %d)", b->n_vocab);
+    b->unk = (int32_t)unk->valuedouble;
+    return ZT_OK;
+}
+
+/* continuing_subword_prefix or end_of_word_suffix: NULL when absent or empty */
+static zt_status read_affix(const zt_bpe *b, const cJSON *model, const char *name, char **out)
+{
+    const cJSON *v = field(model, name);
+    if (!cJSON_IsString(v) || !v->valuestring[0]) return ZT_OK;
+    if (b->byte_level)
+        return zt_fail(ZT_EUSER, "model.%s = '%s' is not supported with a ByteLevel pre-tokenizer", name,
+                       v->valuestring);
+    if (!(*out = strdup(v->valuestring))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
+static zt_status read_bpe_options(zt_bpe *b, const cJSON *model)
+{
+    const cJSON *v = field(model, "dropout");
+    if (cJSON_IsNumber(v) && v->valuedouble != 0)
+        return zt_fail(ZT_EUSER,
+                       "model.dropout = %g is not supported (BPE-dropout randomizes the tokens, for training a "
+                       "tokenizer; set it to null)",
+                       v->valuedouble);
+    zt_status st;
+    if ((st = read_affix(b, model, "continuing_subword_prefix", &b->prefix)) ||
+        (st = read_affix(b, model, "end_of_word_suffix", &b->suffix)))
+        return st;
+    b->byte_fallback = flag(model, "byte_fallback", 0);
+    if (b->byte_fallback && b->byte_level)
+        return zt_fail(ZT_EUSER, "model.byte_fallback = true is not supported with a ByteLevel pre-tokenizer");
+    b->ignore_merges = flag(model, "ignore_merges", 0);
+    b->fuse_unk = flag(model, "fuse_unk", 0);
+    return ZT_OK;
+}
+
 static zt_status read_model(zt_bpe *b, const cJSON *model)
 {
     if (!cJSON_IsObject(model)) return zt_fail(ZT_EUSER, "\"model\" is missing or not an object");
     const char *type = type_of(model);
-    if (strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
-        return zt_fail(ZT_EUSER, "model.type '%s' is not supported (zt reads byte-level BPE)", type);
-    const cJSON *v = field(model, "dropout");
-    if (cJSON_IsNumber(v) && v->valuedouble != 0)
-        return zt_fail(ZT_EUSER, "model.dropout = %g is not supported (BPE-dropout is for training a tokenizer)",
-                       v->valuedouble);
-    const char *affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (int i = 0; i < 2; i++) {
-        v = field(model, affixes[i]);
-        if (cJSON_IsString(v) && v->valuestring[0])
-            return zt_fail(ZT_EUSER, "model.%s = '%s' is not supported", affixes[i], v->valuestring);
-    }
-    if (flag(model, "byte_fallback", 0))
-        return zt_fail(ZT_EUSER, "model.byte_fallback = true is not supported (a SentencePiece-style BPE: "
-                                 "give zt its tokenizer.model)");
-    b->ignore_merges = flag(model, "ignore_merges", 0);
-    b->fuse_unk = flag(model, "fuse_unk", 0);
     zt_status st;
-    if ((st = read_vocab(b, field(model, "vocab"))) || (st = read_merges(b, field(model, "merges")))) return st;
-    v = field(model, "unk_token");
-    b->unk = cJSON_IsString(v) ? zt_bpe_piece_to_id(b, v->valuestring, strlen(v->valuestring)) : -1;
+    if (strcmp(type, "Unigram") == 0) return read_unigram(b, model);
+    b->word_level = strcmp(type, "WordLevel") == 0;
+    if (!b->word_level && strcmp(type, "BPE") != 0 && (type[0] || !field(model, "merges")))
+        return zt_fail(ZT_EUSER, "model.type '%s' is not a model zt implements (BPE, WordLevel, Unigram)", type);
+    if (!b->word_level && (st = read_bpe_options(b, model))) return st;
+    if ((st = read_vocab(b, field(model, "vocab")))) return st;
+    if (!b->word_level && (st = read_merges(b, field(model, "merges")))) return st;
+    const cJSON *v = field(model, "unk_token");
+    const char *unk = cJSON_IsString(v) ? v->valuestring : b->word_level ? "<unk>" : NULL; /* WordLevel's default */
+    b->unk = unk ? zt_bpe_piece_to_id(b, unk, strlen(unk)) : -1;
     return ZT_OK;
 }
 
-/* Any pre-tokenizer zt implements, as long as it is byte-level: the vocabulary
- * is then written in ByteLevel's alphabet. */
+/* Any pre-tokenizer zt implements, or none; with a ByteLevel step the
+ * vocabulary is written in ByteLevel's alphabet. */
 static zt_status read_pre_tokenizer(zt_bpe *b, const cJSON *pre)
 {
-    if (!pre || cJSON_IsNull(pre))
-        return zt_fail(ZT_EUSER, "pre_tokenizer is null (zt reads byte-level BPE: a ByteLevel pre-tokenizer)");
+    if (!pre || cJSON_IsNull(pre)) return ZT_OK;
     zt_status st = zt_pretok_read(pre, "pre_tokenizer", &b->pretok);
     if (st) return st;
-    if (!zt_pretok_byte_level(b->pretok))
-        return zt_fail(ZT_EUSER, "pre_tokenizer '%s' has no ByteLevel step (zt reads byte-level BPE)", type_of(pre));
+    b->byte_level = zt_pretok_byte_level(b->pretok);
     return ZT_OK;
 }
 
@@ -180,13 +249,10 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
 {
     zt_status st;
     if (!cJSON_IsObject(root)) return zt_fail(ZT_EUSER, "not a JSON object");
+    if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
     if ((st = read_model(b, field(root, "model")))) return st;
     if ((st = zt_normalizer_read(field(root, "normalizer"), "normalizer", &tok->normalizer))) return st;
-    if ((st = read_pre_tokenizer(b, field(root, "pre_tokenizer")))) return st;
-    const cJSON *dec = field(root, "decoder");
-    if (strcmp(type_of(dec), "ByteLevel") != 0)
-        return zt_fail(ZT_EUSER, "decoder '%s' is not supported (zt reads byte-level BPE: a ByteLevel decoder)",
-                       dec && !cJSON_IsNull(dec) ? type_of(dec) : "null");
+    if ((st = zt_decoder_read(field(root, "decoder"), "decoder", &tok->decoder))) return st;
     if ((st = read_added_tokens(tok, field(root, "added_tokens")))) return st;
     tok->unk = b->unk;
     read_post_processor(tok, b, field(root, "post_processor"));

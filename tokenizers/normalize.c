@@ -50,23 +50,10 @@ static zt_status read_string(zt_normalizer *n, const cJSON *j, const char *name,
     return ZT_OK;
 }
 
-/* Replace's pattern, read as a Split's ({"String": ...} or {"Regex": ...}). */
 static zt_status read_replace(zt_normalizer *n, const cJSON *j, const char *where)
 {
     zt_status st = read_string(n, j, "content", where);
-    if (st) return st;
-    cJSON *split = cJSON_CreateObject();
-    cJSON *pattern = cJSON_Duplicate(field(j, "pattern"), 1);
-    if (!split || (field(j, "pattern") && !pattern) || !cJSON_AddStringToObject(split, "type", "Split") ||
-        !cJSON_AddStringToObject(split, "behavior", "Isolated")) {
-        cJSON_Delete(split);
-        cJSON_Delete(pattern);
-        return zt_fail(ZT_ENOMEM, "out of memory");
-    }
-    if (pattern) cJSON_AddItemToObject(split, "pattern", pattern);
-    st = zt_pretok_read(split, where, &n->pattern);
-    cJSON_Delete(split);
-    return st;
+    return st ? st : zt_pretok_read_pattern(j, where, &n->pattern);
 }
 
 static zt_status read_sequence(zt_normalizer *n, const cJSON *j, const char *where)

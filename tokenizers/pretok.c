@@ -2,7 +2,9 @@
  * a pattern (a regex, or a literal string) whose matches tile the text with
  * the gaps between them, then a behavior that decides what becomes a piece.
  * Digits, Punctuation, Whitespace and WhitespaceSplit are Splits with a fixed
- * pattern; ByteLevel is an optional prefix space and GPT-2's Split. */
+ * pattern; ByteLevel is an optional prefix space and GPT-2's Split; Metaspace
+ * writes spaces as its replacement character, prepends one, and splits in
+ * front of each. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizers/pretok.h"
 
@@ -29,7 +31,10 @@ static const char RE_PUNCTUATION_CHAR[] = "[\\p{P}\\x21-\\x2F\\x3A-\\x40\\x5B-\\
 typedef enum behavior { REMOVED, ISOLATED, MERGED_WITH_PREVIOUS, MERGED_WITH_NEXT, CONTIGUOUS } behavior;
 static const char *const BEHAVIORS[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
 
-typedef enum step_kind { STEP_SEQUENCE, STEP_SPLIT, STEP_BYTE_LEVEL } step_kind;
+typedef enum step_kind { STEP_SEQUENCE, STEP_SPLIT, STEP_BYTE_LEVEL, STEP_METASPACE } step_kind;
+
+/* Metaspace's prepend_scheme: when the replacement goes in front of a piece without one */
+typedef enum prepend_scheme { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER } prepend_scheme;
 
 struct zt_pretok {
     step_kind kind;
@@ -40,6 +45,9 @@ struct zt_pretok {
     int invert;
     /* ByteLevel: re is GPT-2's when use_regex */
     int add_prefix_space;
+    /* Metaspace: re is the replacement (MergedWithNext) when split */
+    char replacement[5]; /* one character, UTF-8, NUL-terminated */
+    prepend_scheme prepend;
     /* Sequence */
     zt_pretok **steps;
     int nsteps;
@@ -47,7 +55,7 @@ struct zt_pretok {
 
 /* --- pieces --------------------------------------------------------------------------- */
 
-static zt_status piece_push(zt_pieces *s, const char *p, size_t n)
+zt_status zt_pieces_push(zt_pieces *s, const char *p, size_t n)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
@@ -171,20 +179,64 @@ static zt_status read_behavior(zt_pretok *p, const cJSON *j, const char *where, 
                    where, name ? name : "(missing)");
 }
 
-static zt_status read_split(zt_pretok *p, const cJSON *j, const char *where)
+/* j's "pattern": {"Regex": ...} or {"String": ...} */
+static zt_status read_pattern(zt_pretok *p, const cJSON *j, const char *where)
 {
     const cJSON *pattern = field(j, "pattern"), *regex = field(pattern, "Regex"), *string = field(pattern, "String");
-    char at[512];
-    zt_status st;
-    if (cJSON_IsString(regex) || cJSON_IsString(string)) {
-        int literal = !cJSON_IsString(regex);
-        snprintf(at, sizeof at, "%s.pattern.%s", where, literal ? "String" : "Regex");
-        if ((st = compile(p, literal ? string->valuestring : regex->valuestring, literal, at))) return st;
-    } else {
+    if (!cJSON_IsString(regex) && !cJSON_IsString(string))
         return zt_fail(ZT_EUSER, "%s.pattern: neither {\"Regex\": ...} nor {\"String\": ...}", where);
-    }
+    int literal = !cJSON_IsString(regex);
+    char at[512];
+    snprintf(at, sizeof at, "%s.pattern.%s", where, literal ? "String" : "Regex");
+    return compile(p, literal ? string->valuestring : regex->valuestring, literal, at);
+}
+
+static zt_status read_split(zt_pretok *p, const cJSON *j, const char *where)
+{
+    zt_status st = read_pattern(p, j, where);
+    if (st) return st;
     p->invert = flag(j, "invert", 0);
     return read_behavior(p, j, where, NULL);
+}
+
+zt_status zt_json_char(const cJSON *j, const char *name, const char *where, char out[5])
+{
+    const cJSON *v = field(j, name);
+    uint32_t cp = ZT_UNI_INVALID;
+    size_t n = cJSON_IsString(v) && v->valuestring[0] ? zt_utf8_next(v->valuestring, strlen(v->valuestring), &cp) : 0;
+    if (!n || cp == ZT_UNI_INVALID || v->valuestring[n])
+        return zt_fail(ZT_EUSER, "%s.%s is missing or not one character", where, name);
+    memcpy(out, v->valuestring, n + 1);
+    return ZT_OK;
+}
+
+zt_status zt_metaspace_read(const cJSON *j, const char *where, char replacement[5], int *prepend, int *split)
+{
+    zt_status st = zt_json_char(j, "replacement", where, replacement);
+    if (st) return st;
+    static const char *const SCHEMES[] = {"always", "first", "never"};
+    const cJSON *v = field(j, "prepend_scheme");
+    *split = flag(j, "split", 1);
+    /* files older than prepend_scheme have add_prefix_space */
+    *prepend = flag(j, "add_prefix_space", 1) ? PREPEND_ALWAYS : PREPEND_NEVER;
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    for (int i = 0; i < 3; i++)
+        if (cJSON_IsString(v) && strcmp(v->valuestring, SCHEMES[i]) == 0) {
+            *prepend = i;
+            return ZT_OK;
+        }
+    return zt_fail(ZT_EUSER, "%s.prepend_scheme: '%s' is none of always, first, never", where,
+                   cJSON_IsString(v) ? v->valuestring : "(not a string)");
+}
+
+static zt_status read_metaspace(zt_pretok *p, const cJSON *j, const char *where)
+{
+    int prepend, split;
+    zt_status st = zt_metaspace_read(j, where, p->replacement, &prepend, &split);
+    if (st) return st;
+    p->prepend = (prepend_scheme)prepend;
+    p->behavior = MERGED_WITH_NEXT;
+    return split ? compile(p, p->replacement, 1, where) : ZT_OK;
 }
 
 /* A Split with one of the fixed patterns above. */
@@ -226,6 +278,10 @@ static zt_status read_step(zt_pretok *p, const cJSON *j, const char *where)
         p->behavior = ISOLATED;
         return flag(j, "use_regex", 1) ? compile(p, RE_GPT2, 0, where) : ZT_OK;
     }
+    if (strcmp(type, "Metaspace") == 0) {
+        p->kind = STEP_METASPACE;
+        return read_metaspace(p, j, where);
+    }
     if (strcmp(type, "Digits") == 0)
         return fixed_split(p, RE_NUMERIC_CHAR, flag(j, "individual_digits", 0) ? ISOLATED : CONTIGUOUS, 0, where);
     if (strcmp(type, "Whitespace") == 0) return fixed_split(p, RE_WHITESPACE, REMOVED, 1, where);
@@ -236,12 +292,14 @@ static zt_status read_step(zt_pretok *p, const cJSON *j, const char *where)
     }
     if (!cJSON_IsObject(j)) return zt_fail(ZT_EUSER, "%s is not an object", where);
     return zt_fail(ZT_EUSER,
-                   "%s: pre-tokenizer '%s' is not supported (zt implements ByteLevel, Split, Digits, "
+                   "%s.type '%s' is not a pre-tokenizer zt implements (ByteLevel, Metaspace, Split, Digits, "
                    "Whitespace, WhitespaceSplit, Punctuation and Sequence)",
                    where, type);
 }
 
-zt_status zt_pretok_read(const cJSON *json, const char *where, zt_pretok **out)
+/* A zt_pretok read by `read` from json. */
+static zt_status read_new(zt_status (*read)(zt_pretok *, const cJSON *, const char *), const cJSON *json,
+                          const char *where, zt_pretok **out)
 {
     *out = NULL;
     zt_pretok *p = calloc(1, sizeof *p);
@@ -249,13 +307,24 @@ zt_status zt_pretok_read(const cJSON *json, const char *where, zt_pretok **out)
         free(p);
         return zt_fail(ZT_ENOMEM, "out of memory");
     }
-    zt_status st = read_step(p, json, where);
+    p->kind = STEP_SPLIT;
+    zt_status st = read(p, json, where);
     if (st) {
         zt_pretok_free(p);
         return st;
     }
     *out = p;
     return ZT_OK;
+}
+
+zt_status zt_pretok_read(const cJSON *json, const char *where, zt_pretok **out)
+{
+    return read_new(read_step, json, where, out);
+}
+
+zt_status zt_pretok_read_pattern(const cJSON *json, const char *where, zt_pretok **out)
+{
+    return read_new(read_pattern, json, where, out);
 }
 
 int zt_pretok_byte_level(const zt_pretok *p)
@@ -379,7 +448,14 @@ static size_t apply_behavior(behavior b, work *w)
     return na;
 }
 
-static zt_status split_piece(const zt_pretok *p, const char *t, size_t n, zt_pieces *out, work *w)
+/* Pushes a piece that starts at t[start]; at_start: t begins where the text did. */
+static zt_status push_from(zt_pieces *out, const char *t, size_t start, size_t end, int at_start)
+{
+    if (at_start && out->n == 0 && start == 0) out->at_start = 1;
+    return zt_pieces_push(out, t + start, end - start);
+}
+
+static zt_status split_piece(const zt_pretok *p, const char *t, size_t n, int at_start, zt_pieces *out, work *w)
 {
     zt_status st = find_segments(p, t, n, w);
     if (st) return st;
@@ -388,7 +464,7 @@ static zt_status split_piece(const zt_pretok *p, const char *t, size_t n, zt_pie
     size_t na = apply_behavior(p->behavior, w);
     for (size_t i = 0; i < na && !st; i++)
         if (!w->acc[i].match && w->acc[i].end > w->acc[i].start)
-            st = piece_push(out, t + w->acc[i].start, w->acc[i].end - w->acc[i].start);
+            st = push_from(out, t, w->acc[i].start, w->acc[i].end, at_start);
     return st;
 }
 
@@ -408,7 +484,7 @@ zt_status zt_pretok_replace(const zt_pretok *split, const char *text, size_t len
 }
 
 /* ByteLevel: a space in front unless there is one, then GPT-2's split. */
-static zt_status byte_level_piece(const zt_pretok *p, const char *t, size_t n, zt_pieces *out, work *w)
+static zt_status byte_level_piece(const zt_pretok *p, const char *t, size_t n, int at_start, zt_pieces *out, work *w)
 {
     if (p->add_prefix_space && t[0] != ' ') {
         zt_status st;
@@ -417,7 +493,29 @@ static zt_status byte_level_piece(const zt_pretok *p, const char *t, size_t n, z
         t = w->prefixed.p;
         n = w->prefixed.n;
     }
-    return p->re ? split_piece(p, t, n, out, w) : piece_push(out, t, n);
+    return p->re ? split_piece(p, t, n, at_start, out, w) : push_from(out, t, 0, n, at_start);
+}
+
+/* Metaspace: spaces become the replacement, which goes in front as the
+ * prepend scheme says ("first": only for the piece where the text starts),
+ * then a cut in front of each replacement when splitting. */
+static zt_status metaspace_piece(const zt_pretok *p, const char *t, size_t n, int at_start, zt_pieces *out, work *w)
+{
+    size_t rn = strlen(p->replacement);
+    zt_buf *b = &w->prefixed;
+    b->n = 0;
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i < n && !st; i++)
+        st = t[i] == ' ' ? zt_buf_append(b, p->replacement, rn) : zt_buf_append(b, t + i, 1);
+    int starts = b->n >= rn && memcmp(b->p, p->replacement, rn) == 0;
+    if (!st && !starts && (p->prepend == PREPEND_ALWAYS || (p->prepend == PREPEND_FIRST && at_start))) {
+        if (!(st = zt_buf_append(b, p->replacement, rn))) { /* room, then the text moves right */
+            memmove(b->p + rn, b->p, b->n - rn);
+            memcpy(b->p, p->replacement, rn);
+        }
+    }
+    if (st) return st;
+    return p->re ? split_piece(p, b->p, b->n, at_start, out, w) : push_from(out, b->p, 0, b->n, at_start);
 }
 
 /* Cuts every piece of *cur with p; *cur then points at the result, *spare at scratch. */
@@ -431,22 +529,27 @@ static zt_status apply(const zt_pretok *p, zt_pieces **cur, zt_pieces **spare, w
     if (p->kind == STEP_BYTE_LEVEL && !p->add_prefix_space && !p->re) return ZT_OK; /* keeps every piece as is */
     zt_pieces *in = *cur, *out = *spare;
     out->n = out->text.n = 0;
+    out->at_start = 0;
     for (size_t i = 0; i < in->n && !st; i++) {
         const char *t = zt_piece_text(in, i);
         size_t n = zt_piece_len(in, i);
-        st = p->kind == STEP_BYTE_LEVEL ? byte_level_piece(p, t, n, out, w) : split_piece(p, t, n, out, w);
+        int at_start = i == 0 && in->at_start;
+        st = p->kind == STEP_BYTE_LEVEL  ? byte_level_piece(p, t, n, at_start, out, w)
+             : p->kind == STEP_METASPACE ? metaspace_piece(p, t, n, at_start, out, w)
+                                         : split_piece(p, t, n, at_start, out, w);
     }
     *cur = out;
     *spare = in;
     return st;
 }
 
-zt_status zt_pretok_split(const zt_pretok *p, const char *text, size_t len, zt_pieces *out)
+zt_status zt_pretok_split_from(const zt_pretok *p, const char *text, size_t len, int at_start, zt_pieces *out)
 {
     out->n = out->text.n = 0;
+    out->at_start = at_start;
     zt_pieces other = {0}, *cur = out, *spare = &other;
     work w = {0};
-    zt_status st = len ? piece_push(out, text, len) : ZT_OK;
+    zt_status st = len ? zt_pieces_push(out, text, len) : ZT_OK;
     if (!st && len && !(w.md = pcre2_match_data_create(1, NULL))) st = zt_fail(ZT_ENOMEM, "out of memory");
     if (!st && len) st = apply(p, &cur, &spare, &w);
     if (cur != out) { /* the result is in `other`: hand its buffers to out */
@@ -460,4 +563,9 @@ zt_status zt_pretok_split(const zt_pretok *p, const char *text, size_t len, zt_p
     free(w.acc);
     free(w.prefixed.p);
     return st;
+}
+
+zt_status zt_pretok_split(const zt_pretok *p, const char *text, size_t len, zt_pieces *out)
+{
+    return zt_pretok_split_from(p, text, len, 1, out);
 }

@@ -16,7 +16,7 @@ namespace {
 
 typedef sentencepiece::SentencePieceProcessor processor;
 
-zt_status spm_encode(const void *m, const char *text, size_t len, zt_ivec *out)
+zt_status spm_encode(const void *m, const char *text, size_t len, int, zt_ivec *out)
 {
     std::vector<int> ids;
     try {

@@ -1,5 +1,5 @@
 /* tokenizers/tok_internal: what the tokenizer front (tokenizer.c) shares with
- * its two models, SentencePiece (spm_spm.cc) and byte-level BPE (bpe*.c):
+ * its models, SentencePiece (spm_spm.cc) and tokenizer.json's (bpe*.c):
  * growable buffers, the added-token set and the model interface.
  *
  * Encoding text goes: added tokens that match the raw text (pass 1) → the
@@ -53,9 +53,9 @@ typedef struct zt_added_token {
 typedef struct zt_added_set {
     zt_added_token *tok;
     int n, cap;
-    int *by_id;       /* indices of tok sorted by id */
-    int *by_first;    /* indices sorted by first byte, then longest first */
-    int first[257];   /* by_first[first[b] .. first[b + 1]) start with byte b */
+    int *by_id;          /* indices of tok sorted by id */
+    int *by_first;       /* indices sorted by first byte, then longest first */
+    int first[257];      /* by_first[first[b] .. first[b + 1]) start with byte b */
     uint8_t starts[256]; /* 1: a token matched in raw text starts with byte b; 2: a normalized one does */
 } zt_added_set;
 
@@ -79,16 +79,19 @@ void zt_added_free(zt_added_set *s);
 /* --- models --------------------------------------------------------------------------- */
 
 typedef struct zt_normalizer zt_normalizer;
+typedef struct zt_decoder zt_decoder;
 
 typedef struct zt_tok_ops {
     const char *name; /* "sentencepiece" | "bpe" */
-    /* Appends the ids of text (no added tokens in it) to out. */
-    zt_status (*encode)(const void *m, const char *text, size_t len, zt_ivec *out);
-    /* Appends the text of ids (all in the model's vocabulary, none added) to out. */
+    /* Appends the ids of text (no added tokens in it) to out; at_start: text is
+     * where the whole text begins. */
+    zt_status (*encode)(const void *m, const char *text, size_t len, int at_start, zt_ivec *out);
+    /* Appends the text of ids (all in the model's vocabulary, none added) to
+     * out; NULL when the tokenizer's decoder decodes. */
     zt_status (*decode)(const void *m, const int32_t *ids, size_t n, zt_buf *out);
     int32_t (*vocab_size)(const void *m);
     int32_t (*piece_to_id)(const void *m, const char *piece, size_t len); /* -1 when absent */
-    const char *(*id_to_piece)(const void *m, int32_t id);               /* NULL when absent */
+    const char *(*id_to_piece)(const void *m, int32_t id);                /* NULL when absent */
     void (*free)(void *m);
 } zt_tok_ops;
 
@@ -100,8 +103,9 @@ struct zt_tokenizer {
     zt_added_set added;
     int32_t bos, eos, pad, unk; /* -1 when absent */
     int add_bos;
-    char *path; /* the model file */
+    char *path;                /* the model file */
     zt_normalizer *normalizer; /* the model's normalizer (normalize.h), or NULL */
+    zt_decoder *decoder;       /* tokenizer.json's decoder (decoder.h); NULL: ops->decode */
 };
 
 /* Each fills tok->ops/model, the added tokens, and the ids the model knows of. */

@@ -9,7 +9,9 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "tokenizers/decoder.h"
 #include "tokenizers/normalize.h"
+#include "tokenizers/pretok.h"
 #include "tokenizers/tok_internal.h"
 #include "tokenizers/unicode.h"
 
@@ -18,6 +20,7 @@ static void clear(zt_tokenizer *tok)
     if (tok->ops) tok->ops->free(tok->model);
     zt_added_free(&tok->added);
     zt_normalizer_free(tok->normalizer);
+    zt_decoder_free(tok->decoder);
     free(tok->path);
     memset(tok, 0, sizeof *tok);
     tok->bos = tok->eos = tok->pad = tok->unk = -1;
@@ -38,7 +41,7 @@ static zt_status open_file(zt_tokenizer *tok, const char *file)
 }
 
 /* A directory: tokenizer.json first; tokenizer.model when there is none or zt
- * cannot read it (SentencePiece-style tokenizer.json files, Llama 2's say). */
+ * cannot read it (a model, pre-tokenizer or decoder zt does not implement). */
 static zt_status open_dir(zt_tokenizer *tok, const char *dir)
 {
     char json[4096], model[4096];
@@ -99,33 +102,34 @@ void zt_tokenizer_free(zt_tokenizer *tok)
 /* --- encode --------------------------------------------------------------------------- */
 
 /* The text between added tokens, split on added tokens `normalized` (0: pass 1,
- * 1: pass 2); the gaps go on to `gap`. */
-typedef zt_status (*gap_fn)(const zt_tokenizer *tok, const char *text, size_t len, int parse_special, zt_buf *scratch,
-                            zt_ivec *out);
+ * 1: pass 2); the gaps go on to `gap`, with at_start when a gap is where the
+ * whole text begins. */
+typedef zt_status (*gap_fn)(const zt_tokenizer *tok, const char *text, size_t len, int at_start, int parse_special,
+                            zt_buf *scratch, zt_ivec *out);
 
-static zt_status split_added(const zt_tokenizer *tok, const char *text, size_t len, int normalized, int parse_special,
-                             gap_fn gap, zt_buf *scratch, zt_ivec *out)
+static zt_status split_added(const zt_tokenizer *tok, const char *text, size_t len, int at_start, int normalized,
+                             int parse_special, gap_fn gap, zt_buf *scratch, zt_ivec *out)
 {
     size_t seg = 0;
     zt_added_match m;
     zt_status st = ZT_OK;
     while (!st && zt_added_next(&tok->added, text, len, seg, seg, normalized, parse_special, &m)) {
-        if (m.start > seg) st = gap(tok, text + seg, m.start - seg, parse_special, scratch, out);
+        if (m.start > seg) st = gap(tok, text + seg, m.start - seg, at_start && seg == 0, parse_special, scratch, out);
         if (!st) st = zt_ivec_push(out, m.tok->id);
         seg = m.end;
     }
-    if (!st && seg < len) st = gap(tok, text + seg, len - seg, parse_special, scratch, out);
+    if (!st && seg < len) st = gap(tok, text + seg, len - seg, at_start && seg == 0, parse_special, scratch, out);
     return st;
 }
 
-static zt_status model_encode(const zt_tokenizer *tok, const char *text, size_t len, int parse_special, zt_buf *scratch,
-                              zt_ivec *out)
+static zt_status model_encode(const zt_tokenizer *tok, const char *text, size_t len, int at_start, int parse_special,
+                              zt_buf *scratch, zt_ivec *out)
 {
-    return tok->ops->encode(tok->model, text, len, out);
+    return tok->ops->encode(tok->model, text, len, at_start, out);
 }
 
-static zt_status normalize_and_split(const zt_tokenizer *tok, const char *text, size_t len, int parse_special,
-                                     zt_buf *scratch, zt_ivec *out)
+static zt_status normalize_and_split(const zt_tokenizer *tok, const char *text, size_t len, int at_start,
+                                     int parse_special, zt_buf *scratch, zt_ivec *out)
 {
     if (tok->normalizer) {
         zt_status st;
@@ -134,7 +138,7 @@ static zt_status normalize_and_split(const zt_tokenizer *tok, const char *text, 
         text = scratch->p;
         len = scratch->n;
     }
-    return split_added(tok, text, len, 1, parse_special, model_encode, NULL, out);
+    return split_added(tok, text, len, at_start, 1, parse_special, model_encode, NULL, out);
 }
 
 zt_status zt_tokenizer_encode(const zt_tokenizer *tok, const char *text, size_t len, int parse_special, int32_t **ids,
@@ -142,7 +146,7 @@ zt_status zt_tokenizer_encode(const zt_tokenizer *tok, const char *text, size_t 
 {
     zt_ivec out = {0};
     zt_buf scratch = {0};
-    zt_status st = split_added(tok, text, len, 0, parse_special, normalize_and_split, &scratch, &out);
+    zt_status st = split_added(tok, text, len, 1, 0, parse_special, normalize_and_split, &scratch, &out);
     free(scratch.p);
     if (st) {
         free(out.v);
@@ -181,27 +185,58 @@ static zt_status make_valid_utf8(zt_buf *b)
     return st;
 }
 
+/* id's added token in *t (NULL for a model piece); ZT_EUSER when it has no piece. */
+static zt_status token_of(const zt_tokenizer *tok, int32_t id, int32_t vocab, const zt_added_token **t)
+{
+    if (id < 0 || id >= vocab) return zt_fail(ZT_EUSER, "token id %d is outside the vocabulary [0, %d)", id, vocab);
+    *t = zt_added_by_id(&tok->added, id);
+    if (!*t && (id >= tok->ops->vocab_size(tok->model) || !tok->ops->id_to_piece(tok->model, id)))
+        return zt_fail(ZT_EUSER, "token id %d has no piece", id);
+    return ZT_OK;
+}
+
+/* The model decodes runs of its pieces; added tokens are their text. */
+static zt_status decode_runs(const zt_tokenizer *tok, const int32_t *ids, size_t n, int skip_special, zt_buf *out)
+{
+    int32_t vocab = zt_tokenizer_vocab_size(tok);
+    size_t run = 0; /* ids[run, i) are model pieces not yet decoded */
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i <= n && !st; i++) {
+        const zt_added_token *t = NULL;
+        if (i < n && ((st = token_of(tok, ids[i], vocab, &t)) || !t)) continue;
+        if (i > run) st = tok->ops->decode(tok->model, ids + run, i - run, out);
+        if (!st && t && !(skip_special && (t->flags & ZT_ADDED_SPECIAL))) st = zt_buf_append(out, t->content, t->len);
+        run = i + 1;
+    }
+    return st;
+}
+
+/* The pieces of all ids (added tokens' text, special ones dropped with skip_special) through the decoder. */
+static zt_status decode_pieces(const zt_tokenizer *tok, const int32_t *ids, size_t n, int skip_special, zt_buf *out)
+{
+    int32_t vocab = zt_tokenizer_vocab_size(tok);
+    zt_pieces pieces = {0};
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        const zt_added_token *t;
+        if ((st = token_of(tok, ids[i], vocab, &t))) break;
+        if (t && skip_special && (t->flags & ZT_ADDED_SPECIAL)) continue;
+        const char *p = t ? t->content : tok->ops->id_to_piece(tok->model, ids[i]);
+        st = zt_pieces_push(&pieces, p, t ? t->len : strlen(p));
+    }
+    if (!st) st = zt_decode(tok->decoder, &pieces, out);
+    zt_pieces_free(&pieces);
+    return st;
+}
+
 zt_status zt_tokenizer_decode(const zt_tokenizer *tok, const int32_t *ids, size_t n, int skip_special, char **text)
 {
     *text = NULL;
     zt_buf out = {0};
     zt_status st = zt_buf_append(&out, "", 0);
-    int32_t vocab = zt_tokenizer_vocab_size(tok), model_vocab = tok->ops->vocab_size(tok->model);
-    size_t run = 0; /* ids[run, i) are model pieces not yet decoded */
-    for (size_t i = 0; i <= n && !st; i++) {
-        const zt_added_token *t = NULL;
-        if (i < n) {
-            if (ids[i] < 0 || ids[i] >= vocab)
-                st = zt_fail(ZT_EUSER, "token id %d is outside the vocabulary [0, %d)", ids[i], vocab);
-            else if (!(t = zt_added_by_id(&tok->added, ids[i])) && ids[i] >= model_vocab)
-                st = zt_fail(ZT_EUSER, "token id %d has no piece", ids[i]);
-            if (st) break;
-            if (!t) continue;
-        }
-        if (i > run) st = tok->ops->decode(tok->model, ids + run, i - run, &out);
-        if (!st && t && !(skip_special && (t->flags & ZT_ADDED_SPECIAL))) st = zt_buf_append(&out, t->content, t->len);
-        run = i + 1;
-    }
+    if (!st)
+        st = tok->decoder ? decode_pieces(tok, ids, n, skip_special, &out)
+                          : decode_runs(tok, ids, n, skip_special, &out);
     if (!st) st = make_valid_utf8(&out);
     if (st) {
         free(out.p);

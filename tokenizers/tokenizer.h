@@ -1,8 +1,10 @@
-/* tokenizers/tokenizer: one C API over the two tokenizers Llama-family models
- * ship: SentencePiece (tokenizer.model, through libsentencepiece) and Hugging
- * Face's byte-level BPE (tokenizer.json of the GPT-2, Llama 3 and Qwen2 kind:
- * their split regexes, NFC, merges by rank), with added and special tokens as
- * Hugging Face handles them. What zt does not implement is refused by name.
+/* tokenizers/tokenizer: one C API over the two tokenizer files Llama-family
+ * models ship: SentencePiece (tokenizer.model, through libsentencepiece) and
+ * Hugging Face's tokenizer.json (byte-level BPE of the GPT-2, Llama 3 and Qwen2
+ * kind, SentencePiece-style BPE with byte fallback of the Llama 2 and Mistral
+ * kind, Unigram, WordLevel: their normalizers, pre-tokenizers and decoders),
+ * with added and special tokens as Hugging Face handles them. What zt does not
+ * implement is refused by name.
  *
  *     zt_tokenizer *tok;
  *     zt_status st = zt_tokenizer_open(&tok, "models/tiny-llama");   // a directory or a file
@@ -74,7 +76,8 @@ int zt_tokenizer_add_bos(const zt_tokenizer *tok);
 zt_status zt_tokenizer_add_special(zt_tokenizer *tok, const char *piece, int32_t *id);
 int zt_tokenizer_is_special(const zt_tokenizer *tok, int32_t id);
 
-/* The model file in use, and its kind: "sentencepiece" or "bpe". */
+/* The model file in use, and its kind: "sentencepiece" (tokenizer.model) or
+ * "bpe" (tokenizer.json, whichever its model). */
 const char *zt_tokenizer_path(const zt_tokenizer *tok);
 const char *zt_tokenizer_kind(const zt_tokenizer *tok);
 

@@ -1,4 +1,4 @@
-/* LoRA adapters (lora.h): layout, initialisation, forward and backward, PEFT files. */
+/* LoRA and DoRA adapters (lora.h): layout, initialisation, forward and backward, PEFT files. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,17 @@ static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
 
 static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targets >> mod) & 1; }
 
+static int is_dora(const zt_lora *a) { return a->cfg.method == ZT_LORA_METHOD_DORA; }
+
+/* The widest input or output of a targeted layer. */
+static size_t widest(const zt_llama *m)
+{
+    size_t w = (size_t)(m->C > m->HD ? m->C : m->HD);
+    return w > (size_t)m->F ? w : (size_t)m->F;
+}
+
+static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
+
 /* The Hugging Face path of module mod in layer l, after "model." */
 static void module_path(char *buf, size_t cap, int l, zt_lora_module mod)
 {
@@ -37,6 +48,14 @@ static void add_tensor(zt_llama *v, size_t off, int rows, int cols, const char *
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
     snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_%c.weight", path, ab);
     t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = cols, t->decay = 1;
+}
+
+/* DoRA's magnitude [out], decayed as PEFT's trainer decays it (it is not a norm's weight) */
+static void add_magnitude(zt_llama *v, size_t off, int out, const char *path)
+{
+    zt_llama_tensor *t = &v->tensors[v->n_tensors++];
+    snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_magnitude_vector", path);
+    t->offset = off, t->ndim = 1, t->shape[0] = out, t->decay = 1;
 }
 
 static zt_status check_config(const zt_lora_config *c)
@@ -56,6 +75,9 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (c->dropout > 0 && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
                        m->be->name);
+    if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
+        return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
+                       m->be->name);
     zt_lora *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");
     a->cfg = *c;
@@ -64,17 +86,21 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
         int in, out;
         dims(m, mod, &in, &out);
         a->off[mod] = a->layer_numel;
-        if (targeted(a, mod)) a->layer_numel += (size_t)c->r * (in + out);
+        a->norm_off[mod] = a->layer_outputs;
+        if (!targeted(a, mod)) continue;
+        a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
+        a->layer_outputs += out;
     }
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
     v->numel = a->layer_numel * m->L;
-    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 2, sizeof *v->tensors);
+    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     a->norm_sink = m->be->alloc(m->be, (size_t)(m->C > 2 * m->D ? m->C : 2 * m->D) * sizeof(zt_real));
+    if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
     m->lora = a;
-    if (!v->tensors || !v->params || !v->grads || !a->norm_sink) {
+    if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm)) {
         zt_lora_free(m);
         return zt_fail(ZT_ENOMEM, "out of memory for %zu adapter parameters", v->numel);
     }
@@ -90,6 +116,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             size_t A = a->layer_numel * l + a->off[mod];
             add_tensor(v, A, c->r, in, path, 'A');
             add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
+            if (is_dora(a)) add_magnitude(v, A + (size_t)c->r * (in + out), out, path);
         }
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
@@ -104,6 +131,7 @@ void zt_lora_free(zt_llama *m)
     be->free(be, a->view.params);
     be->free(be, a->view.grads);
     be->free(be, a->norm_sink);
+    be->free(be, a->weight_norm);
     be->free(be, a->scratch);
     free(a->view.tensors);
     free(a);
@@ -114,15 +142,73 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    size_t widest = (size_t)(m->C > m->HD ? m->C : m->HD);
-    if (widest < (size_t)m->F) widest = m->F;
-    size_t xd = tokens * widest, u = tokens * a->cfg.r;
+    size_t xd = tokens * widest(m), u = tokens * a->cfg.r, dora = is_dora(a) ? 2 * xd : 0;
     be->free(be, a->scratch);
-    a->scratch = be->alloc(be, (2 * xd + 2 * u) * sizeof(zt_real));
+    a->scratch = be->alloc(be, (2 * xd + 2 * u + dora) * sizeof(zt_real));
     if (!a->scratch) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
     a->xd = a->scratch, a->dxd = a->xd + xd, a->u = a->dxd + xd, a->du = a->u + u;
+    a->dv = is_dora(a) ? a->du + u : NULL, a->de = is_dora(a) ? a->dv + xd : NULL;
     a->scratch_tokens = tokens;
     return ZT_OK;
+}
+
+static zt_real *adapter_a(const zt_lora *a, zt_real *base, int l, zt_lora_module mod)
+{
+    return base + a->layer_numel * l + a->off[mod];
+}
+
+/* DoRA's magnitude of module mod in layer l in the adapters p (it follows B) */
+static zt_real *magnitude(const zt_llama *m, zt_real *p, int l, zt_lora_module mod)
+{
+    int in, out;
+    dims(m, mod, &in, &out);
+    return adapter_a(m->lora, p, l, mod) + (size_t)m->lora->cfg.r * (in + out);
+}
+
+/* DoRA: norm[j] = ||W_j + s·(B·A)_j|| over the outputs j of module mod in layer l, W from the
+ * base weights w and A, B from the adapters p (host memory both), a block of rows at a time in
+ * buf (cap elements, at least one row). */
+static void weight_norms(const zt_llama *m, const zt_real *w, zt_real *p, int l, zt_lora_module mod, zt_real *norm,
+                         zt_real *buf, size_t cap)
+{
+    const zt_lora *a = m->lora;
+    zt_backend *cpu = zt_backend_cpu();
+    int r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *A = adapter_a(a, p, l, mod), *B = A + (size_t)r * in, *W = w + base_weight(m, l, mod);
+    int rows = cap / in < (size_t)out ? (int)(cap / in) : out;
+    for (int j0 = 0; j0 < out; j0 += rows) {
+        int n = out - j0 < rows ? out - j0 : rows;
+        memcpy(buf, W + (size_t)j0 * in, (size_t)n * in * sizeof *buf);
+        cpu->gemm(cpu, 0, 0, n, in, r, (zt_real)a->scale, B + (size_t)j0 * r, r, A, in, 1, buf, in);
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n; j++) {
+            double sum = 0;
+            for (int i = 0; i < in; i++) sum += (double)buf[(size_t)j * in + i] * buf[(size_t)j * in + i];
+            norm[j0 + j] = (zt_real)sqrt(sum);
+        }
+    }
+}
+
+/* A host buffer of 64 rows of the widest layer, for weight_norms outside a pass. */
+static zt_real *norm_rows(const zt_llama *m, size_t *cap)
+{
+    *cap = 64 * widest(m);
+    return malloc(*cap * sizeof(zt_real));
+}
+
+/* DoRA's magnitudes M = ||W + s·B·A|| (||W|| with B = 0), in the mapped adapters p */
+static zt_status init_magnitudes(zt_llama *m, zt_real *p)
+{
+    size_t cap;
+    zt_real *w = zt_llama_params_map(m), *buf = norm_rows(m, &cap);
+    zt_status st = w && buf ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory initialising the DoRA magnitudes");
+    for (int l = 0; !st && l < m->L; l++)
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+            if (targeted(m->lora, mod)) weight_norms(m, w, p, l, mod, magnitude(m, p, l, mod), buf, cap);
+    free(buf);
+    if (w) zt_llama_params_unmap(m, w, 0);
+    return st;
 }
 
 zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
@@ -133,6 +219,7 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the adapters");
     for (int i = 0; i < v->n_tensors; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
+        if (t->ndim == 1) continue; /* DoRA's magnitude: below */
         size_t n = (size_t)t->shape[0] * t->shape[1];
         int is_a = strstr(t->name, ".lora_A.") != NULL;
         double bound = 1 / sqrt((double)t->shape[1]); /* kaiming_uniform_(a = sqrt(5)): gain·sqrt(3/fan_in) */
@@ -145,8 +232,9 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
             p[t->offset + j] = (zt_real)w;
         }
     }
-    zt_llama_params_unmap(v, p, 1);
-    return ZT_OK;
+    zt_status st = is_dora(a) ? init_magnitudes(m, p) : ZT_OK;
+    zt_llama_params_unmap(v, p, !st);
+    return st;
 }
 
 /* ---- dropout ---------------------------------------------------------------------------- */
@@ -184,9 +272,54 @@ static const zt_real *dropped(zt_lora *a, int l, zt_lora_module mod, const zt_re
 
 /* ---- forward and backward --------------------------------------------------------------- */
 
-static zt_real *adapter_a(zt_lora *a, zt_real *base, int l, zt_lora_module mod)
+/* DoRA's part of y, u = xd·Aᵀ given: y += (g - 1)·W·xd + g·s·u·Bᵀ, g = M / ||W + s·B·A||
+ * (the norms computed here, for the backward pass too). */
+static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, zt_real *y, int ldy)
 {
-    return base + a->layer_numel * l + a->off[mod];
+    zt_lora *a = m->lora;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
+    zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod], *v = a->dv, *bu = a->de;
+    if (!a->keep_norms) weight_norms(m, m->params, a->view.params, l, mod, norm, v, a->scratch_tokens * widest(m));
+    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, v, out); /* W·xd */
+    be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 0, bu, out);                  /* s·u·Bᵀ */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < out; j++) {
+            zt_real g = M[j] / norm[j];
+            y[(size_t)n * ldy + j] += (g - 1) * v[(size_t)n * out + j] + g * bu[(size_t)n * out + j];
+        }
+}
+
+/* DoRA's backward, u = xd·Aᵀ given: ∂M += Σₙ dy·(W·xd + s·u·Bᵀ) / ||W + s·B·A|| (the norm a
+ * constant, as PEFT detaches it); g·dy into a->de, what B and A see, and (g - 1)·dy into
+ * a->dv, what W·xd sees. */
+static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, const zt_real *dy, int ldy)
+{
+    zt_lora *a = m->lora;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
+    const zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
+    zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
+    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, t, out);
+    be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, t, out); /* t = W·xd + s·u·Bᵀ */
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < out; j++) {
+        zt_real sum = 0;
+        for (int n = 0; n < N; n++) sum += dy[(size_t)n * ldy + j] * t[(size_t)n * out + j];
+        gM[j] += sum / norm[j];
+    }
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < out; j++) {
+            zt_real g = M[j] / norm[j], d = dy[(size_t)n * ldy + j];
+            a->de[(size_t)n * out + j] = g * d;
+            a->dv[(size_t)n * out + j] = (g - 1) * d;
+        }
 }
 
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy)
@@ -199,7 +332,8 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
-    be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+    if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy);
+    else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
@@ -213,16 +347,19 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     zt_real *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
-    be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);   /* u = xd·Aᵀ, again */
-    be->gemm(be, 1, 0, out, r, N, s, dy, ldy, a->u, r, 1, gB, r); /* ∂B += s·dyᵀ·u */
-    be->gemm(be, 0, 0, N, r, out, s, dy, ldy, B, r, 0, a->du, r); /* du = s·dy·B */
-    be->gemm(be, 1, 0, r, in, N, 1, a->du, r, xd, in, 1, gA, in); /* ∂A += duᵀ·xd */
-    if (xd == x) {
-        be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, 1, dx, in); /* dx += du·A */
-        return;
+    be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r); /* u = xd·Aᵀ, again */
+    if (is_dora(a)) {                                           /* B and A see g·dy */
+        dora_backward(m, l, mod, xd, dy, ldy);
+        dy = a->de, ldy = out;
     }
-    be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, 0, a->dxd, in);
-    dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
+    be->gemm(be, 1, 0, out, r, N, s, dy, ldy, a->u, r, 1, gB, r);       /* ∂B += s·dyᵀ·u */
+    be->gemm(be, 0, 0, N, r, out, s, dy, ldy, B, r, 0, a->du, r);       /* du = s·dy·B */
+    be->gemm(be, 1, 0, r, in, N, 1, a->du, r, xd, in, 1, gA, in);       /* ∂A += duᵀ·xd */
+    zt_real *dxd = xd == x ? dx : a->dxd;                               /* without dropout straight into dx */
+    be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, xd == x, dxd, in); /* dxd (+)= du·A */
+    if (is_dora(a))                                                     /* dxd += (g - 1)·dy·W */
+        be->gemm(be, 0, 0, N, in, out, 1, a->dv, out, m->params + base_weight(m, l, mod), in, 1, dxd, in);
+    if (xd != x) dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
 }
 
 /* ---- files ------------------------------------------------------------------------------ */
@@ -270,6 +407,7 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(o, "lora_dropout");
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "use_rslora"),
                 *bias = cJSON_GetObjectItemCaseSensitive(o, "bias");
+    const cJSON *dora = cJSON_GetObjectItemCaseSensitive(o, "use_dora");
     memset(c, 0, sizeof *c);
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
         return bad_config(path, "peft_type", "must be \"LORA\"");
@@ -281,17 +419,20 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble >= 0 && drop->valuedouble < 1))
         return bad_config(path, "lora_dropout", "must be a number in [0, 1)");
     if (rs && !cJSON_IsBool(rs)) return bad_config(path, "use_rslora", "must be true or false");
+    if (dora && !cJSON_IsBool(dora)) return bad_config(path, "use_dora", "must be true or false");
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
-    static const char *const unsupported[] = {"use_dora",        "modules_to_save",   "layers_to_transform",
-                                              "rank_pattern",    "alpha_pattern",     "lora_bias",
-                                              "exclude_modules", "layer_replication", "trainable_token_indices",
+    static const char *const unsupported[] = {"modules_to_save",   "layers_to_transform",
+                                              "rank_pattern",      "alpha_pattern",
+                                              "lora_bias",         "exclude_modules",
+                                              "layer_replication", "trainable_token_indices",
                                               "fan_in_fan_out"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
     c->rslora = cJSON_IsTrue(rs);
+    c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;
     return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), &c->targets);
 }
 
@@ -329,7 +470,7 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     for (int i = 0; !st && i < v->n_tensors; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
         const zt_st_tensor *f = zt_st_find(rd, t->name);
-        st = f ? zt_st_read_into(f, p + t->offset, ZT_REAL_DTYPE, t->shape, 2)
+        st = f ? zt_st_read_into(f, p + t->offset, ZT_REAL_DTYPE, t->shape, t->ndim)
                : zt_fail(ZT_EUSER, "'%s': missing tensor '%s'", path, t->name);
     }
     if (p) zt_llama_params_unmap(v, p, !st);
@@ -351,7 +492,7 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
         if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(zt_lora_module_names[mod]));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
-    cJSON_AddBoolToObject(o, "use_dora", 0);
+    cJSON_AddBoolToObject(o, "use_dora", is_dora(a));
     cJSON_AddNullToObject(o, "modules_to_save");
     cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
@@ -376,7 +517,7 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base)
     if (!w || !p) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
     for (int i = 0; i < v->n_tensors && !st; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
-        st = zt_st_writer_add(w, t->name, ZT_F32, t->shape, 2, p + t->offset, ZT_REAL_DTYPE);
+        st = zt_st_writer_add(w, t->name, ZT_F32, t->shape, t->ndim, p + t->offset, ZT_REAL_DTYPE);
     }
     if (!st) st = zt_st_writer_finish_file(w, dir, "adapter_model.safetensors");
     zt_st_writer_free(w);
@@ -410,13 +551,29 @@ static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod)
     }
 }
 
+/* DoRA's merge of module mod in layer l, W + s·B·A in w already: each row times M / norm, the
+ * norms of W + s·B·A taken before the merge */
+static void scale_rows(const zt_llama *m, zt_real *w, zt_real *p, int l, zt_lora_module mod, const zt_real *norm)
+{
+    int in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *M = magnitude(m, p, l, mod);
+    zt_real *W = w + base_weight(m, l, mod);
+    for (int j = 0; j < out; j++)
+        for (int i = 0; i < in; i++) W[(size_t)j * in + i] *= M[j] / norm[j];
+}
+
 zt_status zt_lora_merge(zt_llama *m)
 {
     zt_lora *a = m->lora;
+    size_t cap = 0;
     zt_real *w = zt_llama_params_map(m), *p = zt_llama_params_map(&a->view);
-    if (!w || !p) {
+    zt_real *buf = is_dora(a) ? norm_rows(m, &cap) : NULL, *norm = is_dora(a) ? malloc(widest(m) * sizeof *norm) : NULL;
+    if (!w || !p || (is_dora(a) && (!buf || !norm))) {
         zt_llama_params_unmap(m, w, 0);
         zt_llama_params_unmap(&a->view, p, 0);
+        free(buf);
+        free(norm);
         return zt_fail(ZT_ENOMEM, "out of memory merging the adapters");
     }
     zt_backend *cpu = zt_backend_cpu();
@@ -427,8 +584,12 @@ zt_status zt_lora_merge(zt_llama *m)
             int in, out;
             dims(m, mod, &in, &out);
             const zt_real *A = adapter_a(a, p, l, mod), *B = A + (size_t)r * in;
+            if (is_dora(a)) weight_norms(m, w, p, l, mod, norm, buf, cap);
             cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
+            if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
         }
+    free(buf);
+    free(norm);
     zt_llama_params_unmap(&a->view, p, 0);
     zt_llama_params_unmap(m, w, 1);
     return ZT_OK;

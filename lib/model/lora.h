@@ -1,11 +1,14 @@
-/* model/lora: low-rank adapters (LoRA) on the linear layers of a frozen model.
+/* model/lora: low-rank adapters (LoRA, DoRA) on the linear layers of a frozen model.
  *
  * A targeted linear layer computes y = W·x + s·B·(A·dropout(x)), A [r, in] and B [out, r],
- * s = alpha / r (alpha / sqrt(r) with rsLoRA). The base weights stay as they were loaded:
+ * s = alpha / r (alpha / sqrt(r) with rsLoRA). DoRA adds a magnitude M [out] per layer and
+ * computes y = W·x + (g - 1)·W·xd + g·s·B·A·xd, xd = dropout(x), g = M / ||W + s·B·A|| (each
+ * output's row norm, taken as a constant in the backward pass): without dropout
+ * g·(W + s·B·A)·x. The base weights stay as they were loaded:
  * no gradient, no optimizer state; m->grads is NULL while adapters are attached. The
  * adapters have a flat parameter array of their own, per layer the targeted modules in the
- * order of zt_lora_module, each A then B, named as PEFT names them
- * (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight). `view` presents that
+ * order of zt_lora_module, each A then B (then DoRA's M), named as PEFT names them
+ * (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight, ...q_proj.lora_magnitude_vector). `view` presents that
  * array as a model's flat parameters (params, grads, numel, tensors), which is what ZeRO
  * stages 0-2, AdamW and the checkpoints take.
  *
@@ -45,17 +48,18 @@ extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ...,
 typedef enum zt_lora_init { ZT_LORA_INIT_KAIMING, ZT_LORA_INIT_GAUSSIAN } zt_lora_init;
 extern const char *const zt_lora_init_names[2]; /* "default", "gaussian" */
 
+/* What the adapter is: LoRA, or DoRA (PEFT's use_dora). */
+typedef enum zt_lora_method { ZT_LORA_METHOD_LORA, ZT_LORA_METHOD_DORA } zt_lora_method;
+extern const char *const zt_lora_method_names[2]; /* "lora", "dora" */
+
 typedef struct zt_lora_config {
     int r;
     double alpha, dropout;
     unsigned targets; /* bit i: module i */
     int rslora;
     zt_lora_init init;
+    zt_lora_method method;
 } zt_lora_config;
-
-/* What the adapter is (DoRA is to come). */
-typedef enum zt_lora_method { ZT_LORA_METHOD_LORA } zt_lora_method;
-extern const char *const zt_lora_method_names[1]; /* "lora" */
 
 /* The module named name (q_proj, ...), or -1. */
 int zt_lora_module_of(const char *name);
@@ -70,21 +74,29 @@ typedef struct zt_lora {
     int training;                           /* this pass drops (forward and backward of a gradient pass) */
     zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
     zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, 2·D)] where the frozen norms' weight gradients go */
+    zt_real *dv, *de;                       /* DoRA: [N, widest output] each */
     size_t scratch_tokens;
+    /* DoRA: ||W + s·B·A|| of every output of every targeted layer, as the last forward pass of
+     * the layer computed them (the backward pass takes them from there), at weight_norm +
+     * layer_outputs·l + norm_off[mod]. keep_norms: forward passes leave them as they are (the
+     * finite-difference check of the gradient, which treats them as constants). */
+    zt_real *weight_norm;
+    size_t norm_off[ZT_LORA_NMODULES], layer_outputs;
+    int keep_norms;
 } zt_lora;
 
 /* Attaches zeroed adapters to m (weights loaded, vocabulary final): frees the base's gradient
- * array. ZT_EUSER for a bad configuration (r < 1, no targets, alpha <= 0). */
+ * array. ZT_EUSER for a bad configuration (r < 1, no targets, alpha <= 0, DoRA off the CPU). */
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
 /* Frees the adapters (zt_llama_free calls it). */
 void zt_lora_free(zt_llama *m);
-/* A as zt_lora_init says from streams (seed, tensor), B zero. */
+/* A as zt_lora_init says from streams (seed, tensor), B zero; DoRA's M = ||W + s·B·A|| = ||W||. */
 zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed);
 /* The scratch for micro-batches of `tokens` positions (zt_llama_alloc_acts calls it). */
 zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens);
 
 /* adapter_config.json of a PEFT adapter directory: r, lora_alpha, lora_dropout,
- * target_modules, use_rslora; anything zt cannot train exactly (DoRA, biases, other
+ * target_modules, use_rslora, use_dora; anything zt cannot train exactly (biases, other
  * modules) is ZT_EUSER naming the file and key. */
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c);
 /* adapter_model.safetensors of dir into the attached adapters (names and shapes checked). */
@@ -97,12 +109,13 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
  * checkpoint records so that a resume onto another base is refused. */
 uint32_t zt_lora_base_hash(const zt_llama *m);
 
-/* W += s·B·A for every adapter: the merged model, in m->params (adapters left as they are). */
+/* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)): the merged model, in m->params
+ * (adapters left as they are). */
 zt_status zt_lora_merge(zt_llama *m);
 
 /* The forward and backward of module mod's adapter in layer l (llama.c): y[N, O] (rows ldy
- * apart) += s·B·A·drop(x[N, I]); and from dy, dx[N, I] += the adapter's part of ∂/∂x, and the
- * adapter's gradients. */
+ * apart) += s·B·A·drop(x[N, I]) (DoRA: its part of y above, W·x being in y already); and from
+ * dy, dx[N, I] += the adapter's part of ∂/∂x, and the adapter's gradients. */
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
                       zt_real *dx);

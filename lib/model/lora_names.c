@@ -6,7 +6,7 @@
 const char *const zt_lora_module_names[ZT_LORA_NMODULES] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                             "gate_proj", "up_proj", "down_proj"};
 const char *const zt_lora_init_names[2] = {"default", "gaussian"};
-const char *const zt_lora_method_names[1] = {"lora"};
+const char *const zt_lora_method_names[2] = {"lora", "dora"};
 
 int zt_lora_module_of(const char *name)
 {

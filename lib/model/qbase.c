@@ -18,6 +18,7 @@
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
 #include "lib/data/cache.h"
+#include "lora.h"
 
 const char *const zt_qbase_kind_names[3] = {"none", "nf4", "int8"};
 
@@ -305,6 +306,11 @@ static zt_status make(const zt_llama *m, zt_qbase_kind kind, int dq, const char 
 zt_status zt_qbase_open(zt_llama *m, zt_qbase_kind kind, int double_quant, const char *cache_dir, int *hit)
 {
     ZT_ASSERT(m->lora && !m->qbase && kind != ZT_QBASE_NONE);
+    if (m->lora->cfg.method == ZT_LORA_METHOD_DORA) /* its weight norms read the base's fp32 weights */
+        return zt_fail(ZT_EUSER,
+                       "lora.quantize_base = \"%s\" with DoRA (lora.method = \"dora\", or an adapter with "
+                       "use_dora) is not supported yet",
+                       zt_qbase_kind_names[kind]);
     zt_qbase *q;
     zt_status st = make(m, kind, double_quant, cache_dir, &q, hit);
     if (st) return st;

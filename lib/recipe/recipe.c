@@ -621,6 +621,10 @@ static zt_status check_lora(const zt_recipe *r)
                         "lora.quantize_base = \"%s\" runs on the CPU only: the CUDA backend has no dequantizing "
                         "product yet (model.device = \"cpu\")",
                         zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.quantize_base != ZT_QBASE_NONE && r->lora.method == ZT_LORA_METHOD_DORA)
+        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("lora", "method")),
+                        "lora.quantize_base = \"%s\" with lora.method = \"dora\" is not supported yet",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
     if (r->lora.double_quant && r->lora.quantize_base != ZT_QBASE_NF4)
         return key_fail(r, schema_key("lora", "double_quant"),
                         "lora.double_quant quantizes NF4's absmax values: it needs lora.quantize_base = \"nf4\"");
@@ -631,6 +635,10 @@ static zt_status check_lora(const zt_recipe *r)
                         "lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
                         "at 0 (it is %d)",
                         r->lora.r);
+    if (r->lora.adapter[0] && r->lora.method != ZT_LORA_METHOD_LORA)
+        return key_fail(r, later(r, schema_key("lora", "method"), schema_key("lora", "adapter")),
+                        "lora.adapter supplies the method from its adapter_config.json (use_dora): leave lora.method "
+                        "unset");
     if (r->lora.r > 0 && !r->lora.target_modules.n) return key_fail(r, targets, "lora.target_modules is empty");
     for (int i = 0; r->lora.r > 0 && i < r->lora.target_modules.n; i++) {
         const char *name = r->lora.target_modules.items[i];

@@ -147,9 +147,10 @@ static const zt_recipe_key schema[] = {
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
          "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),
-    ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 1, "the kind of adapter"),
+    ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 2,
+         "the kind of adapter: \"lora\", or \"dora\" (weight-decomposed: a trained magnitude per output, PEFT's use_dora)"),
     STR("lora", "adapter", lora.adapter, PATH, "",
-        "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules and use_rslora"),
+        "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules, use_rslora and the method (use_dora)"),
     ENUM("lora", "quantize_base", lora.quantize_base, zt_qbase_kind, 0, "none", zt_qbase_kind_names, 3,
          "QLoRA: the frozen base's linear weights held as NF4 (64-element blocks) or int8 (per row), dequantized tile by tile in each product; CPU only"),
     BOOL("lora", "double_quant", lora.double_quant, 0, "false",
@@ -280,10 +281,12 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.head_tiles` above 1); `zero.quantized_gradients_error_feedback` needs\n"
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
-          "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, every `lora.target_modules` name is\n"
+          "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
+          "(the adapter's `use_dora` is its method), every `lora.target_modules` name is\n"
           "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
           "(not supported yet); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
-          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`.\n\n"
+          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`\n"
+          "nor with `lora.method = \"dora\"`.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

@@ -225,7 +225,8 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
                         .dropout = r->lora.dropout,
                         .targets = zt_recipe_lora_targets(r),
                         .rslora = r->lora.use_rslora,
-                        .init = r->lora.init_lora_weights};
+                        .init = r->lora.init_lora_weights,
+                        .method = r->lora.method};
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;

@@ -23,6 +23,11 @@ expect_exit 2 "a tokenizer.json regex that does not compile" \
   "badtok/tokenizer.json': pre_tokenizer.pretokenizers\[0\].pattern.Regex: the regex .* does not compile: missing closing parenthesis" \
   "$ZT" pretrain recipe.toml data.format=text tokenizer.path=badtok output.dir=r0
 [ "$(wc -l < "$TMP/err")" = 1 ] && say "ok - the regex error is one line" || fail "the regex error spans lines: $(cat "$TMP/err")"
+sed 's/"type": "Fuse"/"type": "CTC"/' "$ROOT/tests/fixtures/tokenizers/bpe_mistral/tokenizer.json" > badtok/tokenizer.json
+expect_exit 2 "a decoder zt does not implement, inside a Sequence" \
+  "badtok/tokenizer.json': decoder.decoders\[2\].type 'CTC' is not a decoder zt implements" \
+  "$ZT" pretrain recipe.toml data.format=text tokenizer.path=badtok output.dir=r0
+[ "$(wc -l < "$TMP/err")" = 1 ] && say "ok - the decoder error is one line" || fail "the decoder error spans lines: $(cat "$TMP/err")"
 expect_exit 2 "preference data in sft" "data.format 'preference' is for zt rlhf" "$ZT" sft recipe.toml data.format=preference output.dir=r0
 printf '{"input_ids": [1, 2, 3]}\n{"input_ids": [1, 2, 999]}\n' > bad.jsonl
 expect_exit 2 "token id outside the vocabulary" "bad.jsonl:2:" "$ZT" pretrain recipe.toml data.train=bad.jsonl output.dir=r1

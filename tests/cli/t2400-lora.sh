@@ -127,10 +127,10 @@ assert abs(a['loss'] - m['loss']) < 1e-5 * a['loss'], (a, m)" && say "ok - the m
   || fail "merged: $merged, with adapters: $adapted"
 
 # bad adapters and combinations not supported yet
-cp -r full/final dora && $PY -c "
-import json; p = 'dora/adapter_config.json'; c = json.load(open(p)); c['use_dora'] = True; json.dump(c, open(p, 'w'))"
-expect_exit 2 "a DoRA adapter" "dora/adapter_config.json': 'use_dora' is set: not supported yet" \
-  "$ZT" pretrain lora.toml output.dir=d lora.r=0 lora.adapter=dora
+cp -r full/final saved && $PY -c "
+import json; p = 'saved/adapter_config.json'; c = json.load(open(p)); c['modules_to_save'] = ['lm_head']; json.dump(c, open(p, 'w'))"
+expect_exit 2 "an adapter with modules_to_save" "saved/adapter_config.json': 'modules_to_save' is set: not supported yet" \
+  "$ZT" pretrain lora.toml output.dir=d lora.r=0 lora.adapter=saved
 cp -r full/final badname && $PY - <<'PY'
 exec(open(__import__("os").environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
 A = read_st("badname/adapter_model.safetensors")

@@ -74,6 +74,8 @@ expect_exit 2 "quantize_base without LoRA" "q.toml:[0-9]+:[0-9]+: lora.quantize_
 expect_exit 2 "an unknown quantize_base" "override 'lora.quantize_base=nf5': 'nf5' is not one of none, nf4, int8" "$ZT" pretrain q.toml output.dir=x lora.quantize_base=nf5
 expect_exit 2 "quantize_base on CUDA" "override 'model.device=cuda': lora.quantize_base = \"nf4\" runs on the CPU only" \
   "$ZT" pretrain q.toml output.dir=x model.device=cuda
+expect_exit 2 "quantize_base with DoRA" "override 'lora.method=dora': lora.quantize_base = \"nf4\" with lora.method = \"dora\"" \
+  "$ZT" pretrain q.toml output.dir=x lora.method=dora
 expect_exit 2 "double_quant without nf4" "lora.double_quant quantizes NF4's absmax values" \
   "$ZT" pretrain q.toml output.dir=x lora.quantize_base=int8
 done_testing

@@ -18,6 +18,8 @@ static const char *const TEXTS[] = {
      * CJK runs, marks after a space, empty-match bait (xxx), a long line */
     "a--b---c...!!! ?? \xe1\xa0\x8e\xc2\xa0\xd9\xa1\xd9\xa2 \xe4\xb8\xad\xe6\x96\x87\xef\xbc\x8c "
     "\xcc\x81x_y 1.5e-3 xxx\r\n\r\n    \t  def f(x):\n        return x ** 2  # done\n\n\n",
+    /* for SentencePiece-style models: the meta space, byte pieces, affixes, unknown characters */
+    "\xe2\x96\x81x \xe2\x96\x81\xe2\x96\x81 <0x41><0xE2> ##a a</w> \xf0\x9f\x99\x82\xf0\x9f\x99\x82 \xc6\x80 [SEP]",
 };
 
 static void fuzz_tokenizer_roundtrip(const zt_tokenizer *tok)

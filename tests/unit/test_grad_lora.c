@@ -2,7 +2,8 @@
  * gradients of every A and B, and of the input of every layer (through the frozen weights
  * and the adapters, seen in the embedding's gradient and the base weights' gradients below
  * each adapter), against central finite differences of the summed cross-entropy on a packed
- * batch of 3 documents, with and without activation checkpointing and dropout. */
+ * batch of 3 documents, with and without activation checkpointing and dropout. DoRA likewise:
+ * A, B, the magnitudes and the layers' inputs. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,20 +74,31 @@ static double worst_error(zt_llama *m, zt_real *p, const zt_real *g, size_t n)
     return worst;
 }
 
+/* DoRA's magnitudes (1-D tensors) away from their start ||W||, by up to 30 % each, so that
+ * g = M / ||W + s·B·A|| is far from 1 */
+static void scale_magnitudes(zt_llama *v)
+{
+    for (int i = 0; i < v->n_tensors; i++)
+        for (int64_t j = 0; v->tensors[i].ndim == 1 && j < v->tensors[i].shape[0]; j++)
+            v->params[v->tensors[i].offset + j] *= 1 + 0.3 * sin(1.3 * (double)(i + j));
+}
+
 /* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
  * with_base: the base keeps a gradient array too, to check ∂loss/∂x below each adapter. */
-static void open_model(zt_llama *m, int checkpointing, double dropout, int rslora, int with_base)
+static void open_model(zt_llama *m, int checkpointing, double dropout, int rslora, int with_base, zt_lora_method method)
 {
     zt_llama_config c = tiny_config();
     ZT_ASSERT(zt_llama_init(m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     ZT_ASSERT(zt_llama_alloc_acts(m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(m, 11, 0.5);
-    zt_lora_config lc = {.r = 2, .alpha = 3, .dropout = dropout, .targets = ZT_LORA_ALL, .rslora = rslora};
+    zt_lora_config lc = {
+        .r = 2, .alpha = 3, .dropout = dropout, .targets = ZT_LORA_ALL, .rslora = rslora, .method = method};
     ZT_ASSERT(zt_lora_attach(m, &lc) == ZT_OK);
     ZT_ASSERT(zt_lora_init_weights(m, 5) == ZT_OK);
     zt_llama *v = &m->lora->view;
     for (size_t i = 0; i < v->numel; i++)
         if (v->params[i] == 0) v->params[i] = 0.4 * sin(0.7 * (double)i + 1);
+    scale_magnitudes(v);
     m->lora->seed = 42;
     if (with_base) { /* freed by zt_llama_free */
         m->grads = m->be->alloc(m->be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
@@ -117,7 +129,7 @@ static void check_lora(int checkpointing, double dropout, int rslora)
 {
     zt_llama m;
     zt_real *ga, *gb;
-    open_model(&m, checkpointing, dropout, rslora, 1);
+    open_model(&m, checkpointing, dropout, rslora, 1, ZT_LORA_METHOD_LORA);
     gradients(&m, &ga, &gb);
     double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel);
     double ex = worst_error(&m, m.params, gb, m.numel); /* the embedding's gradient is ∂loss/∂x[0] */
@@ -128,10 +140,120 @@ static void check_lora(int checkpointing, double dropout, int rslora)
     zt_llama_free(&m);
 }
 
+/* DoRA: PEFT detaches the norm ||W + s·B·A|| from the gradient graph, so the analytic
+ * gradients are those of the loss with every norm a constant. The finite differences are taken
+ * of that function: the norms stay what the analytic pass computed (keep_norms) while A, B and
+ * M are moved. The base's gradient array holds only the embedding's gradient exactly (the
+ * targeted weights' gradients leave out DoRA's terms, which a frozen base never needs): that is
+ * ∂loss/∂x[0], through every layer's DoRA backward. */
+static void check_dora(int checkpointing, double dropout)
+{
+    zt_llama m;
+    zt_real *ga, *gb;
+    open_model(&m, checkpointing, dropout, 0, 1, ZT_LORA_METHOD_DORA);
+    gradients(&m, &ga, &gb);
+    m.lora->keep_norms = 1;
+    const zt_llama_tensor *emb = zt_llama_find_tensor(&m, "model.embed_tokens.weight");
+    size_t n_emb = (size_t)emb->shape[0] * emb->shape[1];
+    double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel);
+    double ex = worst_error(&m, m.params + emb->offset, gb + emb->offset, n_emb);
+    CHECK_MSG(ea < 1e-5, "adapters and magnitudes: worst relative error %g", ea);
+    CHECK_MSG(ex < 1e-5, "inputs: worst relative error %g", ex);
+    free(ga);
+    free(gb);
+    zt_llama_free(&m);
+}
+
+/* A fresh DoRA adapter (B = 0, M = ||W||, so g = 1 bit for bit) leaves the base's loss as it is,
+ * bit for bit: y + (1 - 1)·W·x + 1·0. */
+static void test_dora_starts_at_base(void)
+{
+    zt_llama m;
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, 0) == ZT_OK);
+    zt_llama_init_weights(&m, 11, 0.5);
+    make_batch(c.vocab_size);
+    double base = 0, adapted = 0;
+    zt_llama_forward_backward(&m, input, target, pos, 0, &base);
+    zt_lora_config lc = {.r = 2, .alpha = 3, .targets = ZT_LORA_ALL, .method = ZT_LORA_METHOD_DORA};
+    ZT_ASSERT(zt_lora_attach(&m, &lc) == ZT_OK);
+    ZT_ASSERT(zt_lora_init_weights(&m, 5) == ZT_OK);
+    zt_llama_forward_backward(&m, input, target, pos, 0, &adapted);
+    CHECK_MSG(adapted == base, "base %.17g, fresh DoRA %.17g", base, adapted);
+    const zt_llama_tensor *q =
+        zt_llama_find_tensor(&m.lora->view, "base_model.model.model.layers.1.self_attn.q_proj.lora_magnitude_vector");
+    const zt_llama_tensor *w = zt_llama_find_tensor(&m, "model.layers.1.self_attn.q_proj.weight");
+    CHECK(q && q->ndim == 1 && q->shape[0] == 16);
+    for (int j = 0; q && w && j < 16; j++) { /* M = ||W_j||, summed in double as zt sums it */
+        double ss = 0;
+        for (int i = 0; i < 8; i++) ss += m.params[w->offset + j * 8 + i] * m.params[w->offset + j * 8 + i];
+        CHECK_MSG(m.lora->view.params[q->offset + j] == sqrt(ss), "row %d", j);
+    }
+    zt_llama_free(&m);
+}
+
+/* DoRA's forward with dropout, against the formula written out: the base's W·x keeps the whole
+ * input and DoRA's terms see the dropped one, y += (g - 1)·W·xd + g·s·B·A·xd with
+ * g = M / ||W + s·B·A|| (the mask read back from the adapter's scratch, where xd stays). In
+ * double, sums of at most 12 terms of size 1: 1e-12 relative is a thousand roundings. */
+static void test_dora_dropout_forward(void)
+{
+    enum { N = B * T, IN = 8, OUT = 12, R = 2 }; /* gate_proj of the tiny model */
+    zt_llama m;
+    open_model(&m, 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA);
+    zt_lora *a = m.lora;
+    const zt_llama_tensor *w = zt_llama_find_tensor(&m, "model.layers.1.mlp.gate_proj.weight");
+    const zt_real *W = m.params + w->offset, *p = a->view.params;
+    const char *pre = "base_model.model.model.layers.1.mlp.gate_proj.";
+    char name[96];
+    snprintf(name, sizeof name, "%slora_A.weight", pre);
+    const zt_real *A = p + zt_llama_find_tensor(&a->view, name)->offset;
+    snprintf(name, sizeof name, "%slora_B.weight", pre);
+    const zt_real *Bm = p + zt_llama_find_tensor(&a->view, name)->offset;
+    snprintf(name, sizeof name, "%slora_magnitude_vector", pre);
+    const zt_real *M = p + zt_llama_find_tensor(&a->view, name)->offset;
+    static zt_real x[N * IN], y[N * OUT], want[N * OUT];
+    for (int i = 0; i < N * IN; i++) x[i] = cos(0.37 * i);
+    for (int i = 0; i < N * OUT; i++) y[i] = want[i] = sin(0.21 * i);
+    a->training = 1, a->pass = 3;
+    zt_lora_forward(&m, 1, ZT_LORA_GATE, x, y, OUT);
+    const zt_real *xd = a->xd;
+    int dropped = 0;
+    for (int i = 0; i < N * IN; i++) {
+        dropped += xd[i] == 0;
+        CHECK_MSG(xd[i] == 0 || fabs(xd[i] - x[i] / 0.7) <= 1e-15, "xd[%d] = %g, x = %g", i, xd[i], x[i]);
+    }
+    CHECK_MSG(dropped > N * IN / 10 && dropped < N * IN / 2, "%d of %d dropped at p = 0.3", dropped, N * IN);
+    double worst = 0;
+    for (int j = 0; j < OUT; j++) {
+        double ss = 0, g;
+        for (int i = 0; i < IN; i++) {
+            double e = W[j * IN + i];
+            for (int k = 0; k < R; k++) e += a->scale * Bm[j * R + k] * A[k * IN + i];
+            ss += e * e;
+        }
+        g = M[j] / sqrt(ss);
+        for (int n = 0; n < N; n++) {
+            double wx = 0, bax = 0;
+            for (int i = 0; i < IN; i++) {
+                wx += W[j * IN + i] * xd[n * IN + i];
+                for (int k = 0; k < R; k++) bax += Bm[j * R + k] * A[k * IN + i] * xd[n * IN + i];
+            }
+            want[n * OUT + j] += (g - 1) * wx + g * a->scale * bax;
+            worst = fmax(worst, fabs(want[n * OUT + j] - y[n * OUT + j]) / fmax(1, fabs(want[n * OUT + j])));
+        }
+    }
+    CHECK_MSG(worst < 1e-12, "worst relative error %g", worst);
+    zt_llama_free(&m);
+}
+
 static void test_lora(void) { check_lora(0, 0, 0); }
 static void test_lora_checkpointing(void) { check_lora(1, 0, 1); }
 static void test_lora_dropout(void) { check_lora(0, 0.3, 0); }
 static void test_lora_dropout_checkpointing(void) { check_lora(1, 0.3, 0); }
+static void test_dora(void) { check_dora(0, 0); }
+static void test_dora_dropout_checkpointing(void) { check_dora(1, 0.3); }
 
 /* A frozen base (no gradient array) gives the adapters the same gradients, bit for bit: the
  * same products run, only those of the base's gradients are left out. */
@@ -139,8 +261,8 @@ static void test_frozen_base_same_adapter_grads(void)
 {
     zt_llama a, b;
     zt_real *ga, *gb, *base;
-    open_model(&a, 1, 0.2, 0, 1);
-    open_model(&b, 1, 0.2, 0, 0);
+    open_model(&a, 1, 0.2, 0, 1, ZT_LORA_METHOD_LORA);
+    open_model(&b, 1, 0.2, 0, 0, ZT_LORA_METHOD_LORA);
     CHECK(b.grads == NULL);
     gradients(&a, &ga, &base);
     gradients(&b, &gb, NULL);
@@ -160,5 +282,9 @@ int main(void)
     RUN(test_lora_dropout);
     RUN(test_lora_dropout_checkpointing);
     RUN(test_frozen_base_same_adapter_grads);
+    RUN(test_dora);
+    RUN(test_dora_dropout_checkpointing);
+    RUN(test_dora_starts_at_base);
+    RUN(test_dora_dropout_forward);
     return test_summary();
 }

@@ -1,8 +1,10 @@
 /* LoRA against PEFT: the fixture of tests/fixtures/lora (made by make_fixture.py with torch,
- * transformers and peft; nothing of them is needed here) holds a tiny GQA Llama, a PEFT
- * adapter on every linear layer with lora_B not zero, token ids and the loss PEFT computed.
- * zt's loss with that adapter must be PEFT's, and an adapter zt writes must be PEFT's
- * files: the same tensor names, shapes and values, and the adapter_config.json keys PEFT reads. */
+ * transformers and peft; nothing of them is needed here) holds a tiny GQA Llama, a PEFT LoRA
+ * adapter and a DoRA adapter on every linear layer with lora_B not zero (DoRA's magnitudes
+ * away from their start), token ids, the losses PEFT computed and the weights of PEFT's merge
+ * of the DoRA adapter. zt's loss with each adapter must be PEFT's, its merge PEFT's, and an
+ * adapter zt writes must be PEFT's files: the same tensor names, shapes and values, and the
+ * adapter_config.json keys PEFT reads. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +49,14 @@ static int load_batch(int32_t *input, int32_t *target, int32_t *pos)
     return row;
 }
 
-/* The base with the fixture's adapter attached. */
-static zt_status open_adapted(zt_llama *m)
+/* The base with the fixture's adapter in dir attached. */
+static zt_status open_adapted(zt_llama *m, const char *dir)
 {
     zt_lora_config c;
     zt_status st = zt_model_open(m, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU);
-    if (!st) st = zt_lora_read_config(FIXTURE "/adapter", &c);
+    if (!st) st = zt_lora_read_config(dir, &c);
     if (!st) st = zt_lora_attach(m, &c);
-    if (!st) st = zt_lora_load(m, FIXTURE "/adapter");
+    if (!st) st = zt_lora_load(m, dir);
     return st;
 }
 
@@ -63,7 +65,7 @@ static zt_status open_adapted(zt_llama *m)
  * within 64·2⁻²⁴ ≈ 4e-6 of their terms' magnitudes in the worst case, about sqrt(64)·2⁻²⁴ ≈ 5e-7
  * for roundings of random sign, through a few products in series (tests/cli/t0500-reference.sh
  * argues the same for the base model): 1e-5 relative. Measured: 4e-8. */
-static void test_loss_matches_peft(void)
+static void check_loss_matches_peft(const char *dir, const char *key)
 {
     cJSON *want = read_json(FIXTURE "/expected.json");
     CHECK_MSG(want != NULL, "cannot read " FIXTURE "/expected.json: run from the repository root");
@@ -71,11 +73,11 @@ static void test_loss_matches_peft(void)
     zt_llama m;
     int32_t input[ROWS * T], target[ROWS * T], pos[ROWS * T];
     CHECK(load_batch(input, target, pos) == ROWS);
-    CHECK_MSG(open_adapted(&m) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_adapted(&m, dir) == ZT_OK, "%s", zt_errmsg());
     CHECK(zt_llama_alloc_acts(&m, ROWS, T, 1) == ZT_OK);
     int n = 0;
     for (int i = 0; i < ROWS * T; i++) n += target[i] >= 0;
-    double sum = 0, peft = cJSON_GetObjectItem(want, "loss")->valuedouble;
+    double sum = 0, peft = cJSON_GetObjectItem(want, key)->valuedouble;
     zt_llama_forward_backward(&m, input, target, pos, 0, &sum);
     double loss = sum / n, base = cJSON_GetObjectItem(want, "base_loss")->valuedouble;
     CHECK_MSG(fabs(loss - peft) <= 1e-5 * peft, "zt %.9g, PEFT %.9g", loss, peft);
@@ -84,29 +86,77 @@ static void test_loss_matches_peft(void)
     cJSON_Delete(want);
 }
 
-/* zt_lora_save of the loaded adapter: PEFT's tensors back, bit for bit, and its config's keys */
-static void test_saved_adapter_is_peft(void)
+/* DoRA's terms are products of the same sizes, and its norms sums of at most 64 squares: the
+ * same bound. */
+static void test_loss_matches_peft(void) { check_loss_matches_peft(FIXTURE "/adapter", "loss"); }
+static void test_dora_loss_matches_peft(void) { check_loss_matches_peft(FIXTURE "/dora", "dora_loss"); }
+
+/* zt_lora_merge of the DoRA adapter against PEFT's merge_and_unload(): g·(W + s·B·A) row by
+ * row. Both compute W + s·B·A in fp32 (4 products each, rounded to 2⁻²⁴ of the sum's terms),
+ * the row's norm from 32 or 64 squares (PEFT in fp32, zt in double: within 64·2⁻²⁴ ≈ 4e-6
+ * relative, halved by the square root) and M / norm times that: each weight within about
+ * 3e-6 of its row's largest in the worst case; 1e-5 of the row's largest. */
+static void test_dora_merge_is_peft(void)
+{
+    zt_llama m;
+    zt_st_reader *rd = NULL;
+    CHECK_MSG(open_adapted(&m, FIXTURE "/dora") == ZT_OK && zt_lora_merge(&m) == ZT_OK, "%s", zt_errmsg());
+    CHECK(zt_st_open(&rd, FIXTURE "/dora_merged.safetensors") == ZT_OK);
+    CHECK(rd && zt_st_count(rd) == 2 * 7);
+    double worst = 0;
+    for (int i = 0; rd && i < zt_st_count(rd); i++) {
+        const zt_st_tensor *f = zt_st_get(rd, i);
+        const zt_llama_tensor *t = zt_llama_find_tensor(&m, f->name);
+        CHECK_MSG(t && f->ndim == 2 && f->shape[0] == t->shape[0] && f->shape[1] == t->shape[1], "%s", f->name);
+        if (!t) continue;
+        int rows = (int)t->shape[0], cols = (int)t->shape[1];
+        float *want = malloc((size_t)rows * cols * sizeof *want);
+        CHECK(want && zt_st_read_into(f, want, ZT_F32, t->shape, 2) == ZT_OK);
+        for (int j = 0; want && j < rows; j++) {
+            double big = 0, diff = 0;
+            for (int k = 0; k < cols; k++) {
+                size_t e = (size_t)j * cols + k;
+                big = fmax(big, fabs(want[e]));
+                diff = fmax(diff, fabs(want[e] - m.params[t->offset + e]));
+            }
+            worst = fmax(worst, diff / big);
+        }
+        free(want);
+    }
+    CHECK_MSG(worst <= 1e-5, "merged weights: worst error %g of the row's largest", worst);
+    zt_st_close(rd);
+    zt_llama_free(&m);
+}
+
+/* zt_lora_save of the loaded adapter in src (n_tensors of them): PEFT's tensors back, bit for
+ * bit, and its config's keys */
+static void check_saved_adapter_is_peft(const char *src, int n_tensors)
 {
     char dir[] = "/tmp/zt_test_lora_XXXXXX", path[256];
     CHECK(mkdtemp(dir) != NULL);
     zt_llama m;
-    CHECK_MSG(open_adapted(&m) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_adapted(&m, src) == ZT_OK, "%s", zt_errmsg());
     CHECK_MSG(zt_lora_save(&m, dir, FIXTURE "/base") == ZT_OK, "%s", zt_errmsg());
     zt_llama_free(&m);
     zt_st_reader *a = NULL, *b = NULL;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
+    CHECK(zt_st_open(&a, path) == ZT_OK);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    CHECK(zt_st_open(&a, FIXTURE "/adapter/adapter_model.safetensors") == ZT_OK && zt_st_open(&b, path) == ZT_OK);
-    CHECK(a && b && zt_st_count(a) == zt_st_count(b) && zt_st_count(a) == 2 * 7 * 2);
+    CHECK(zt_st_open(&b, path) == ZT_OK);
+    CHECK(a && b && zt_st_count(a) == zt_st_count(b) && zt_st_count(a) == n_tensors);
     for (int i = 0; a && b && i < zt_st_count(a); i++) {
         const zt_st_tensor *x = zt_st_get(a, i), *y = zt_st_find(b, x->name);
-        CHECK_MSG(y && y->dtype == x->dtype && y->ndim == 2 && y->shape[0] == x->shape[0] &&
-                      y->shape[1] == x->shape[1] && y->nbytes == x->nbytes && !memcmp(y->data, x->data, x->nbytes),
+        CHECK_MSG(y && y->dtype == x->dtype && y->ndim == x->ndim && y->shape[0] == x->shape[0] &&
+                      (x->ndim == 1 || y->shape[1] == x->shape[1]) && y->nbytes == x->nbytes &&
+                      !memcmp(y->data, x->data, x->nbytes),
                   "%s", x->name);
     }
     zt_st_close(a);
     zt_st_close(b);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    cJSON *ours = read_json(path), *peft = read_json(FIXTURE "/adapter/adapter_config.json");
+    cJSON *ours = read_json(path);
+    snprintf(path, sizeof path, "%s/adapter_config.json", src);
+    cJSON *peft = read_json(path);
     static const char *const same[] = {"peft_type", "task_type",  "r",        "lora_alpha",      "lora_dropout",
                                        "bias",      "use_rslora", "use_dora", "modules_to_save", "fan_in_fan_out"};
     for (size_t i = 0; ours && peft && i < sizeof same / sizeof *same; i++)
@@ -124,15 +174,23 @@ static void test_saved_adapter_is_peft(void)
     CHECK(!strcmp(cJSON_GetObjectItem(ours, "base_model_name_or_path")->valuestring, FIXTURE "/base"));
     cJSON_Delete(ours);
     cJSON_Delete(peft);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     unlink(path);
     rmdir(dir);
 }
 
+static void test_saved_adapter_is_peft(void) { check_saved_adapter_is_peft(FIXTURE "/adapter", 2 * 7 * 2); }
+/* A, B and the magnitude of every module of both layers */
+static void test_saved_dora_adapter_is_peft(void) { check_saved_adapter_is_peft(FIXTURE "/dora", 2 * 7 * 3); }
+
 int main(void)
 {
     RUN(test_loss_matches_peft);
+    RUN(test_dora_loss_matches_peft);
+    RUN(test_dora_merge_is_peft);
     RUN(test_saved_adapter_is_peft);
+    RUN(test_saved_dora_adapter_is_peft);
     return test_summary();
 }

@@ -211,6 +211,9 @@ static void test_refusals(void)
     m.be = zt_backend_cpu_as_device(); /* a backend whose memory is not the host's */
     CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "CPU backend only"));
     m.be = cpu;
+    m.lora->cfg.method = ZT_LORA_METHOD_DORA; /* as an adapter with use_dora makes it */
+    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "with DoRA"));
+    m.lora->cfg.method = ZT_LORA_METHOD_LORA;
     CHECK(m.qbase == NULL);
     m.params[m.layer0_off + m.lay.numel + m.lay.wd + 3] = NAN;
     CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER &&

@@ -357,12 +357,71 @@ static void test_bpe_qwen2(void)
     zt_tokenizer_free(tok);
 }
 
+/* Checks every line of dir/decode.jsonl: random ids decoded with and without
+ * special tokens. Returns the number of lines checked. */
+static int check_decodes(const zt_tokenizer *tok, const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/decode.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && bad < 5) {
+        cJSON *row = cJSON_Parse(line);
+        CHECK(row != NULL);
+        if (!row) break;
+        size_t n;
+        int32_t *ids = json_ids(cJSON_GetObjectItem(row, "ids"), &n);
+        for (int skip = 0; skip < 2; skip++) {
+            const char *want = cJSON_GetObjectItem(row, skip ? "decoded_skip" : "decoded")->valuestring;
+            char *dec = NULL;
+            int ok = zt_tokenizer_decode(tok, ids, n, skip, &dec) == ZT_OK && strcmp(dec, want) == 0;
+            CHECK_MSG(ok, "%s line %d (skip_special %d): \"%.80s\", expected \"%.80s\"", path, lines + 1, skip,
+                      dec ? dec : zt_errmsg(), want);
+            bad += !ok;
+            free(dec);
+        }
+        free(ids);
+        cJSON_Delete(row);
+        lines++;
+    }
+    free(line);
+    fclose(f);
+    return lines;
+}
+
+/* The SentencePiece-style tokenizer.json fixtures (make_sp_fixture.py): BPE over
+ * characters with byte_fallback, fuse_unk, affixes, ignore_merges; Metaspace and
+ * the Prepend/Replace normalizers; the Replace, ByteFallback, Fuse, Strip and
+ * Metaspace decoders, and none, on random ids too. */
+static void test_bpe_sentencepiece_style(void)
+{
+    const char *names[] = {"bpe_llama2", "bpe_mistral", "bpe_affix", "bpe_metaspace",
+                           "unigram",    "unigram_unk", "wordlevel"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, FIXTURES "/%s", names[i]);
+        zt_tokenizer *tok;
+        zt_status st = zt_tokenizer_open(&tok, dir);
+        CHECK_MSG(st == ZT_OK, "%s: %s", names[i], zt_errmsg());
+        if (st) continue;
+        int lines = check_expected(tok, dir);
+        CHECK_MSG(lines >= 500, "%s: %d lines", names[i], lines);
+        lines = check_decodes(tok, dir);
+        CHECK_MSG(lines >= 300, "%s: %d decode lines", names[i], lines);
+        zt_tokenizer_free(tok);
+    }
+}
+
 /* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
 /* Real tokenizer.json files of released models (tests/fixtures/tokenizers/real/README.md),
  * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each. */
 static void test_real_tokenizers(void)
 {
-    const char *families[] = {"gpt2", "deepseek_v4"};
+    const char *families[] = {"gpt2", "deepseek_v4", "mistral"};
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
         char dir[512], cmd[2048], fixture[512];
         snprintf(dir, sizeof dir, "%s/real_%s", tmpdir, families[i]);
@@ -543,12 +602,13 @@ static void test_decode_edges(void)
     zt_tokenizer_free(tok);
 }
 
-/* Writes dir/tokenizer.json: the llama3 fixture, with `from` replaced by `to` unless from is NULL. */
-static void write_variant(const char *dir, const char *from, const char *to)
+/* Writes dir/tokenizer.json: fixture's, with `from` replaced by `to` unless from is NULL. */
+static void write_variant_of(const char *fixture, const char *dir, const char *from, const char *to)
 {
     char *text, path[512];
     size_t len;
-    CHECK(zt_read_file(FIXTURES "/bpe_llama3/tokenizer.json", &text, &len) == ZT_OK);
+    snprintf(path, sizeof path, FIXTURES "/%s/tokenizer.json", fixture);
+    CHECK(zt_read_file(path, &text, &len) == ZT_OK);
     if (!from) from = to = "";
     char *at = strstr(text, from);
     CHECK_MSG(at != NULL, "'%s' is not in the fixture", from);
@@ -562,6 +622,11 @@ static void write_variant(const char *dir, const char *from, const char *to)
     }
     if (f) fclose(f);
     free(text);
+}
+
+static void write_variant(const char *dir, const char *from, const char *to)
+{
+    write_variant_of("bpe_llama3", dir, from, to);
 }
 
 static void expect_open_error(const char *dir, const char *message)
@@ -584,12 +649,10 @@ static void test_bpe_refuses(void)
     /* what zt does not implement is named by its path, inside a Sequence too */
     write_variant(dir, "\"behavior\": \"Isolated\"", "\"behavior\": \"Apart\"");
     expect_open_error(dir, "pre_tokenizer.pretokenizers[0].behavior: 'Apart' is none of Removed, Isolated");
-    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"Metaspace\"");
-    expect_open_error(dir, "pre_tokenizer.pretokenizers[1]: pre-tokenizer 'Metaspace' is not supported");
-    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"Digits\"");
-    expect_open_error(dir, "pre_tokenizer 'Sequence' has no ByteLevel step");
+    write_variant(dir, "\"type\": \"ByteLevel\"", "\"type\": \"UnicodeScripts\"");
+    expect_open_error(dir, "pre_tokenizer.pretokenizers[1].type 'UnicodeScripts' is not a pre-tokenizer zt implements");
     write_variant(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
-    expect_open_error(dir, "model.type 'WordPiece' is not supported");
+    expect_open_error(dir, "model.type 'WordPiece' is not a model zt implements (BPE, WordLevel, Unigram)");
     write_variant(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}");
     expect_open_error(dir, "normalizer: normalizer 'BertNormalizer' is not supported");
     write_variant(dir, "\"normalizer\": null",
@@ -597,9 +660,30 @@ static void test_bpe_refuses(void)
                   "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"[a\"}, \"content\": \"\"}]}");
     expect_open_error(dir, "normalizer.normalizers[1].pattern.Regex: the regex '[a' does not compile");
     write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
-    expect_open_error(dir, "pre_tokenizer: pre-tokenizer 'Metaspace' is not supported");
+    expect_open_error(dir, "pre_tokenizer.replacement is missing or not one character");
     write_variant(dir, "\"byte_fallback\": false", "\"byte_fallback\": true");
-    expect_open_error(dir, "model.byte_fallback = true is not supported");
+    expect_open_error(dir, "model.byte_fallback = true is not supported with a ByteLevel pre-tokenizer");
+    write_variant(dir, "\"continuing_subword_prefix\": null", "\"continuing_subword_prefix\": \"##\"");
+    expect_open_error(dir, "model.continuing_subword_prefix = '##' is not supported with a ByteLevel pre-tokenizer");
+    write_variant(dir, "\"dropout\": null", "\"dropout\": 0.1");
+    expect_open_error(dir, "model.dropout = 0.1 is not supported (BPE-dropout randomizes the tokens");
+    /* the SentencePiece-style pipeline's parts */
+    write_variant_of("bpe_mistral", dir, "\"type\": \"Fuse\"", "\"type\": \"CTC\"");
+    expect_open_error(dir, "decoder.decoders[2].type 'CTC' is not a decoder zt implements");
+    write_variant_of("bpe_mistral", dir, "\"start\": 1", "\"start\": -1");
+    expect_open_error(dir, "decoder.decoders[3].start is missing or not a count");
+    write_variant_of("bpe_mistral", dir, "\"content\": \" \",\n    \"start\"", "\"content\": \"ab\",\n    \"start\"");
+    expect_open_error(dir, "decoder.decoders[3].content is missing or not one character");
+    write_variant_of("bpe_mistral", dir, "\"prepend_scheme\": \"first\"", "\"prepend_scheme\": \"sometimes\"");
+    expect_open_error(dir, "pre_tokenizer.prepend_scheme: 'sometimes' is none of always, first, never");
+    write_variant_of("bpe_mistral", dir, "\"pattern\": {\n     \"String\"", "\"pattern\": {\n     \"Strung\"");
+    expect_open_error(dir, "decoder.decoders[0].pattern: neither {\"Regex\": ...} nor {\"String\": ...}");
+    write_variant_of("bpe_affix", dir, "\"<unk>\": 0", "\"<unk>\": \"0\"");
+    expect_open_error(dir, "model.vocab['<unk>'] is not an id in [0, ");
+    write_variant_of("unigram", dir, "\"vocab\": [", "\"vocab\": [[\"x\", \"high\"], ");
+    expect_open_error(dir, "model.vocab[0] is not [piece, score]");
+    write_variant_of("unigram", dir, "\"unk_id\": 0", "\"unk_id\": 1e9");
+    expect_open_error(dir, "model.unk_id is not an id in [0, ");
     /* ids far outside any integer type are refused, not converted (undefined behaviour) */
     write_variant(dir, "\"vocab\": {", "\"vocab\": {\"huge\": 5e53, ");
     expect_open_error(dir, "model.vocab['huge'] is not an id in [0, ");
@@ -619,6 +703,32 @@ static void test_bpe_refuses(void)
     test_write_text(path, "[1, 2]");
     expect_open_error(dir, "tokenizer_config.json': not a JSON object");
     unlink(path);
+}
+
+/* A word with no piece and no unk to fall back on: encode fails, naming the file. */
+static void expect_encode_error(const char *dir, const char *text, const char *message)
+{
+    zt_tokenizer *tok;
+    zt_status st = zt_tokenizer_open(&tok, dir);
+    CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
+    if (st) return;
+    int32_t *ids = (int32_t *)1;
+    size_t n = 1;
+    CHECK(zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_EUSER && ids == NULL && n == 0);
+    CHECK_MSG(strstr(zt_errmsg(), message) && strstr(zt_errmsg(), "tokenizer.json"), "'%s' not in '%s'", message,
+              zt_errmsg());
+    zt_tokenizer_free(tok);
+}
+
+static void test_no_unk(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/nounk", tmpdir);
+    write_variant_of("wordlevel", dir, "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<none>\"");
+    expect_encode_error(dir, "the qqqzzz",
+                        "'qqqzzz' is not in the vocabulary and the WordLevel model has no unk_token");
+    write_variant_of("unigram_unk", dir, "\"unk_id\": 0", "\"unk_id\": null");
+    expect_encode_error(dir, "x \xc6\x80", "'\xc6\x80' has no piece and the Unigram model has no unk_id");
 }
 
 /* --- SentencePiece: parity with spm_encode -------------------------------------------- */
@@ -790,7 +900,7 @@ static void test_spm_parity(void)
     zt_tokenizer *tok;
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "bpe") == 0);
     zt_tokenizer_free(tok);
-    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"Metaspace\"");
+    write_variant(dir, "\"type\": \"Sequence\"", "\"type\": \"UnicodeScripts\"");
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK && strcmp(zt_tokenizer_kind(tok), "sentencepiece") == 0);
     CHECK(zt_tokenizer_pad_id(tok) == 3);
     zt_tokenizer_free(tok);
@@ -835,11 +945,13 @@ int main(void)
     RUN(test_bpe_gpt2);
     RUN(test_nfc);
     RUN(test_bpe_qwen2);
+    RUN(test_bpe_sentencepiece_style);
     RUN(test_real_tokenizers);
     RUN(test_concurrent_encode);
     RUN(test_add_special);
     RUN(test_decode_edges);
     RUN(test_bpe_refuses);
+    RUN(test_no_unk);
     RUN(test_spm_parity);
     RUN(test_spm_bad_model);
     if (!getenv("ZT_KEEP_TMP")) zt_remove_tree(tmpdir); /* ZT_KEEP_TMP=1: keep the spm models and logs */
