@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,3 +143,18 @@ zt_status zt_path_join(char *dst, size_t n, const char *a, const char *b)
     if (r < 0 || (size_t)r >= n) return zt_fail(ZT_EUSER, "path too long: '%s/%s'", a, b);
     return ZT_OK;
 }
+
+zt_status zt_lock_file(const char *path, int *fd)
+{
+    char lock[4096 + 8];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
+        return zt_fail(ZT_EUSER, "'%s': the path is too long", path);
+    *fd = open(lock, O_RDWR | O_CREAT, 0644);
+    if (*fd >= 0 && !flock(*fd, LOCK_EX)) return ZT_OK;
+    zt_status st = zt_fail(ZT_EIO, "cannot lock '%s': %s", lock, strerror(errno));
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return st;
+}
+
+void zt_unlock_file(int fd) { close(fd); /* releases the lock */ }

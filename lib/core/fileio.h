@@ -30,6 +30,11 @@ zt_status zt_atomic_write(zt_atomic_file *a, const void *data, size_t len);
 zt_status zt_atomic_commit(zt_atomic_file *a);
 void zt_atomic_abort(zt_atomic_file *a);
 
+/* An exclusive lock on the file path.lock (made when absent), held until zt_unlock_file(*fd):
+ * what serialises the builders of one cache entry (the ranks of a job, or two runs). */
+zt_status zt_lock_file(const char *path, int *fd);
+void zt_unlock_file(int fd);
+
 zt_status zt_fsync_dir(const char *dir);
 zt_status zt_mkdir_p(const char *dir);
 /* Removes a directory tree (for replacing a run's final/ directory). */

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -160,21 +159,17 @@ zt_status zt_cache_get(const char *dir, const zt_cache_key *k, int32_t vocab_siz
                        zt_dataset *ds, int *hit)
 {
     *ds = (zt_dataset){0};
-    char path[4096], lock[4096 + 8];
+    char path[4096];
+    int lfd;
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
     if (snprintf(path, sizeof path, "%s/tokens-%016llx%016llx.bin", dir, (unsigned long long)k->h[0],
                  (unsigned long long)k->h[1]) >= (int)sizeof path)
         return zt_fail(ZT_EUSER, "data.cache_dir is too long");
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    int lfd = open(lock, O_RDWR | O_CREAT, 0644);
-    if (lfd < 0 || flock(lfd, LOCK_EX)) {
-        if (lfd >= 0) close(lfd);
-        return zt_fail(ZT_EIO, "cannot lock '%s': %s", lock, strerror(errno));
-    }
+    if ((st = zt_lock_file(path, &lfd))) return st;
     *hit = map_entry(path, vocab_size, ds);
     if (!*hit && !(st = build(ctx, ds))) st = write_entry(path, ds);
-    close(lfd); /* releases the lock */
+    zt_unlock_file(lfd);
     if (st) zt_dataset_free(ds);
     return st;
 }

@@ -15,6 +15,7 @@
 #include "lib/model/generation_config.h"
 #include "lib/model/llama.h"
 #include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "lib/model/open.h"
 
 static int has_file(const char *dir, const char *name)
@@ -204,6 +205,8 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
 {
     char base_dir[4096], config_path[4096 + 32];
     zt_lora_config c;
+    zt_qbase_kind kind;
+    int dq;
     zt_dtype dt;
     zt_llama m = {0};
     zt_status st = resolve_adapter(src, info, base_dir, sizeof base_dir);
@@ -211,7 +214,9 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
     snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
     if (!st) st = parse_dtype(dtype, config_path, &dt);
     if (!st) st = zt_lora_read_config(info->source, &c);
+    if (!st) st = zt_qbase_note_read(info->source, &kind, &dq);
     if (!st) st = zt_model_open(&m, base_dir, ZT_F32, ZT_DEVICE_CPU);
+    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(&m, kind, dq); /* the base the adapters trained on */
     if (!st) st = zt_lora_attach(&m, &c);
     if (!st) st = zt_lora_load(&m, info->source);
     if (!st) st = zt_lora_merge(&m);

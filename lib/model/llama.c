@@ -5,6 +5,7 @@
 
 #include "llama.h"
 #include "lora.h"
+#include "qbase.h"
 
 /* Rows of logits materialised at once: the full [N, V] tensor never is. A device takes
  * larger chunks: the LM head's weight-gradient product then has a long inner dimension. */
@@ -184,6 +185,7 @@ static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, s
                            zt_real beta)
 {
     zt_backend *be = m->be;
+    if (zt_qbase_forward(m, y, ldy, x, w, N, O, I, beta)) return;
 #ifndef ZT_REAL_DOUBLE
     if (m->dtype_bf16) {
         be->to_bf16(be, m->a16, x, (size_t)N * I);
@@ -195,11 +197,12 @@ static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, s
 }
 
 /* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x
- * (skipped when the base is frozen) */
+ * (skipped when the base is frozen, as a quantized one always is) */
 static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, int ldy, const zt_real *x,
                             size_t w, int N, int O, int I)
 {
     zt_backend *be = m->be;
+    if (m->qbase && (!dx || zt_qbase_backward(m, dx, dx_beta, dy, ldy, w, N, O, I))) return;
 #ifndef ZT_REAL_DOUBLE
     if (m->dtype_bf16) { /* the bf16 copy of dy keeps its row stride */
         be->to_bf16(be, m->b16, dy, (size_t)(N - 1) * ldy + O);

@@ -155,6 +155,7 @@ typedef struct zt_llama {
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks;         /* NULL: every weight is always in params */
     struct zt_lora *lora;                /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */
+    struct zt_qbase *qbase;              /* NULL, or the frozen base's linear weights quantized (qbase.h) */
     const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
 } zt_llama;
 

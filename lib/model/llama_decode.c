@@ -118,6 +118,9 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
 {
     if (n <= 0) return zt_fail(ZT_EUSER, "nothing to decode");
+    if (m->qbase) /* the decode step multiplies m->params, whose quantized weights are given back */
+        return zt_fail(ZT_EUSER, "generation on a quantized base (lora.quantize_base) is not supported yet: export "
+                                 "with --merge first");
     if (c->len + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
     for (int done = 0; done < n; done += c->chunk) {

@@ -7,6 +7,7 @@
 #include "lib/core/rng.h"
 #include "llama.h"
 #include "lora.h"
+#include "qbase.h"
 
 static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int decay, const char *fmt, int layer)
 {
@@ -150,6 +151,7 @@ void zt_llama_free(zt_llama *m)
 {
     if (!m->be) return;
     zt_lora_free(m);
+    zt_qbase_free(m);
     free(m->tensors);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);

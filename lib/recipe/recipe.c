@@ -611,6 +611,23 @@ unsigned zt_recipe_lora_targets(const zt_recipe *r)
  * with yet (offloaded weights or optimizer state; ZeRO stage 3 on several ranks: check_world). */
 static zt_status check_lora(const zt_recipe *r)
 {
+    if (r->lora.quantize_base != ZT_QBASE_NONE && !zt_recipe_lora_on(r))
+        return key_fail(r, schema_key("lora", "quantize_base"),
+                        "lora.quantize_base = \"%s\" quantizes the frozen base of LoRA training: set lora.r (or "
+                        "lora.adapter) too",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.quantize_base != ZT_QBASE_NONE && r->model.device == ZT_DEVICE_CUDA)
+        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("model", "device")),
+                        "lora.quantize_base = \"%s\" runs on the CPU only: the CUDA backend has no dequantizing "
+                        "product yet (model.device = \"cpu\")",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.quantize_base != ZT_QBASE_NONE && r->lora.method == ZT_LORA_METHOD_DORA)
+        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("lora", "method")),
+                        "lora.quantize_base = \"%s\" with lora.method = \"dora\" is not supported yet",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.double_quant && r->lora.quantize_base != ZT_QBASE_NF4)
+        return key_fail(r, schema_key("lora", "double_quant"),
+                        "lora.double_quant quantizes NF4's absmax values: it needs lora.quantize_base = \"nf4\"");
     if (!zt_recipe_lora_on(r)) return ZT_OK;
     const zt_recipe_key *targets = schema_key("lora", "target_modules");
     if (r->lora.r > 0 && r->lora.adapter[0])

@@ -42,6 +42,7 @@
 #include "lib/data/formats.h"
 #include "lib/data/template.h"
 #include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "lib/offload/offload.h"
 #include "lib/optim/schedule.h"
 
@@ -147,6 +148,8 @@ typedef struct zt_recipe {
         zt_lora_init init_lora_weights;
         zt_lora_method method;
         char *adapter; /* a PEFT adapter directory to start from, "" none */
+        zt_qbase_kind quantize_base;
+        bool double_quant; /* nf4 only */
     } lora;
     struct {
         char *dir;

@@ -151,6 +151,10 @@ static const zt_recipe_key schema[] = {
          "the kind of adapter: \"lora\", or \"dora\" (weight-decomposed: a trained magnitude per output, PEFT's use_dora)"),
     STR("lora", "adapter", lora.adapter, PATH, "",
         "a PEFT adapter directory to start from; its adapter_config.json sets r, alpha, dropout, target_modules, use_rslora and the method (use_dora)"),
+    ENUM("lora", "quantize_base", lora.quantize_base, zt_qbase_kind, 0, "none", zt_qbase_kind_names, 3,
+         "QLoRA: the frozen base's linear weights held as NF4 (64-element blocks) or int8 (per row), dequantized tile by tile in each product; CPU only"),
+    BOOL("lora", "double_quant", lora.double_quant, 0, "false",
+         "with quantize_base = \"nf4\": the blocks' absmax values quantized again to 8 bits (blocks of 256, their mean subtracted)"),
 
     STR("output", "dir", output.dir, PATH, "", "run directory; empty: runs/NAME in the current directory, NAME being the recipe file name without .toml"),
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
@@ -280,7 +284,9 @@ zt_status zt_recipe_write_docs(FILE *f)
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
           "(the adapter's `use_dora` is its method), every `lora.target_modules` name is\n"
           "known, `offload.optimizer` and `offload.param` are `none`, and `zero.stage` is not 3 on several ranks\n"
-          "(not supported yet).\n\n"
+          "(not supported yet); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
+          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`\n"
+          "nor with `lora.method = \"dora\"`.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

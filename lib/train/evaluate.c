@@ -10,6 +10,7 @@
 #include "lib/data/jsonl.h"
 #include "lib/core/fileio.h"
 #include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -124,11 +125,17 @@ static int is_adapter_dir(const char *dir)
     return dir && !zt_path_join(path, sizeof path, dir, "adapter_config.json") && zt_path_exists(path);
 }
 
-/* The adapters of adapter_dir on the model (its vocabulary final). */
-static zt_status attach_adapter(zt_llama *m, const char *adapter_dir)
+/* The adapters of adapter_dir on the model (its vocabulary final), and the base as they were
+ * trained on it: quantized when the adapter directory notes so, else as lora.quantize_base says. */
+static zt_status attach_adapter(zt_llama *m, const char *adapter_dir, const zt_recipe *r)
 {
     zt_lora_config c;
+    zt_qbase_kind kind;
+    int dq;
     zt_status st = zt_lora_read_config(adapter_dir, &c);
+    if (!st) st = zt_qbase_note_read(adapter_dir, &kind, &dq);
+    if (!st && kind == ZT_QBASE_NONE) kind = r->lora.quantize_base, dq = r->lora.double_quant;
+    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, kind, dq);
     if (!st) st = zt_lora_attach(m, &c);
     return st ? st : zt_lora_load(m, adapter_dir);
 }
@@ -156,7 +163,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
                      "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
                      "whose adapters cannot have trained them",
                      r->model.path, V, m.V);
-    if (!st && adapter) st = attach_adapter(&m, adapter);
+    if (!st && adapter) st = attach_adapter(&m, adapter, r);
     if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         if (!st) st = loss_check(out, valid.n_examples ? "data.valid" : "data.train");

@@ -17,6 +17,7 @@
 #include "lib/data/formats.h"
 #include "lib/model/generation_config.h"
 #include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
@@ -191,6 +192,24 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
     return zt_llama_weights_read(&t->m, t->weights, off, n, dst);
 }
 
+/* lora.quantize_base: the frozen base's linear weights quantized, or mapped from data.cache_dir */
+static zt_status quantize_base(zt_trainer *t)
+{
+    const zt_recipe *r = t->r;
+    double t0 = zt_now_s();
+    int hit;
+    zt_status st = zt_qbase_open(&t->m, r->lora.quantize_base, r->lora.double_quant,
+                                 r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
+    if (st || !t->lead) return st;
+    size_t fp32 = 0;
+    for (int i = 0; i < t->m.qbase->n; i++) fp32 += (size_t)t->m.qbase->mats[i].rows * t->m.qbase->mats[i].cols * 4;
+    zt_log_info("base: linear weights %s %s%s, %.2f MiB for %.2f MiB of fp32 (%.2f s)",
+                hit ? "mapped from the cache in" : "quantized to", zt_qbase_kind_names[r->lora.quantize_base],
+                r->lora.double_quant ? " with double_quant" : "", t->m.qbase->bytes / 1048576.0, fp32 / 1048576.0,
+                zt_now_s() - t0);
+    return ZT_OK;
+}
+
 /* LoRA: adapters on the frozen model, from lora.adapter or freshly initialised; they, not
  * the model, are what ZeRO and AdamW train. */
 static zt_status attach_lora(zt_trainer *t, int vocab_before)
@@ -215,7 +234,8 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
     t->m.lora->seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
     st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter)
                             : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
-    t->base_hash = zt_lora_base_hash(&t->m);
+    t->base_hash = zt_lora_base_hash(&t->m); /* of the weights as read, before any quantization */
+    if (!st && r->lora.quantize_base != ZT_QBASE_NONE) st = quantize_base(t);
     return st;
 }
 
@@ -460,6 +480,7 @@ static zt_status save_final(zt_trainer *t)
     st = t->m.lora            ? zt_lora_save(&t->m, dir, t->r->model.path)
          : saves_from_file(t) ? zt_llama_save_with(&t->m, dir, dtype, 5000000000ull, read_weights, &t->zero)
                               : zt_llama_save(&t->m, dir, dtype, 5000000000ull);
+    if (!st && t->m.qbase) st = zt_qbase_note_write(dir, t->m.qbase->kind, t->m.qbase->double_quant);
     if (st) return st;
     static const char *copy[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
                                  "special_tokens_map.json"};

@@ -679,7 +679,8 @@ static void test_enum_values(void)
             char value[200], *text = NULL;
             snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key,
                      v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
-            char *ov[] = {"offload.optimizer=nvme", value}; /* offload.param = nvme needs it */
+            /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base LoRA */
+            char *ov[] = {strcmp(s[i].section, "lora") ? "offload.optimizer=nvme" : "lora.r=8", value};
             zt_recipe r;
             CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
             CHECK_MSG(*(const int *)((const char *)&r + s[i].offset) == v, "%s", value);

@@ -1,0 +1,127 @@
+/* NF4 against the reference encoder: tests/fixtures/nf4/vectors.safetensors (make_fixture.py, with
+ * bitsandbytes' CPU backend; nothing of it is needed here) holds weights and the bytes, absmax values,
+ * double-quantized absmax values and dequantized weights the reference made of them. zt's must be
+ * the same bit for bit. Then the error bounds of NF4 and of int8 rows, which follow from the formats. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/nf4.h"
+#include "lib/ckpt/safetensors.h"
+#include "test.h"
+
+static zt_st_reader *fixture;
+
+/* Tensor name's bytes, which must be n elements of size bytes each */
+static const void *tensor(const char *name, size_t n, size_t size)
+{
+    const zt_st_tensor *t = zt_st_find(fixture, name);
+    CHECK_MSG(t && t->nbytes == n * size, "%s", name);
+    return t && t->nbytes == n * size ? t->data : NULL;
+}
+
+/* float arrays compared bit for bit (the mapping may be unaligned: memcmp) */
+static int same_bits(const void *a, const void *b, size_t bytes) { return a && b && !memcmp(a, b, bytes); }
+
+static void test_tables(void)
+{
+    CHECK(same_bits(tensor("nf4code", 16, 4), zt_nf4_code, sizeof zt_nf4_code));
+    /* the fixture's dynamic code is the reference's table as is: its first entry -0.99297 */
+    CHECK(same_bits(tensor("dyncode", 256, 4), zt_dyn8_code, sizeof zt_dyn8_code));
+}
+
+static void test_nf4_matches_reference(void)
+{
+    enum { N = 600, NB = 10 };
+    float w[N], absmax[NB], y[N];
+    uint8_t q[N / 2];
+    const void *src = tensor("w1", N, 4);
+    if (!src) return;
+    memcpy(w, src, sizeof w);
+    CHECK(zt_nf4_quantize(w, N, q, absmax) == 0);
+    CHECK(same_bits(tensor("w1.q", N / 2, 1), q, sizeof q));
+    CHECK(same_bits(tensor("w1.absmax", NB, 4), absmax, sizeof absmax));
+    zt_nf4_dequantize(q, absmax, 0, N, y);
+    CHECK(same_bits(tensor("w1.deq", N, 4), y, sizeof y));
+    /* a piece that starts inside a byte and a block */
+    zt_nf4_dequantize(q, absmax, 77, 100, y);
+    CHECK(same_bits((const float *)tensor("w1.deq", N, 4) + 77, y, 100 * sizeof *y));
+}
+
+static void test_double_quant_matches_reference(void)
+{
+    enum { N = 300 * 64, NB = 300, NB2 = 2 };
+    float *w = malloc(N * sizeof *w), *y = malloc(N * sizeof *y), absmax[NB], b[NB2], deq[NB];
+    uint8_t *q = malloc(N / 2), qa[NB];
+    const void *src = tensor("w2", N, 4), *off = tensor("w2.offset", 1, 4);
+    if (!src || !off || !w || !y || !q) goto done;
+    memcpy(w, src, N * sizeof *w);
+    CHECK(zt_nf4_quantize(w, N, q, absmax) == 0);
+    CHECK(same_bits(tensor("w2.q", N / 2, 1), q, N / 2));
+    CHECK(same_bits(tensor("w2.absmax_fp32", NB, 4), absmax, sizeof absmax));
+    /* the reference sums the mean in float, zt in double: they may differ by rounding, a few ulp */
+    float mu = zt_nf4_dq_offset(absmax, NB), ref_mu;
+    memcpy(&ref_mu, off, 4);
+    CHECK_NEAR(mu, ref_mu, 4 * 1.2e-7 * ref_mu);
+    zt_nf4_dq_quantize(absmax, NB, ref_mu, qa, b);
+    CHECK(same_bits(tensor("w2.qabsmax", NB, 1), qa, sizeof qa));
+    CHECK(same_bits(tensor("w2.absmax2", NB2, 4), b, sizeof b));
+    zt_nf4_dq_dequantize(qa, b, ref_mu, 0, NB, deq);
+    CHECK(same_bits(tensor("w2.absmax_deq", NB, 4), deq, sizeof deq));
+    zt_nf4_dequantize(q, deq, 0, N, y);
+    CHECK(same_bits(tensor("w2.deq", N, 4), y, N * sizeof *y));
+done:
+    free(w), free(y), free(q);
+}
+
+/* |x - dequant(x)| <= a · (the widest gap between neighbouring codes) / 2 per element, a its block's
+ * absmax: the code is the nearest one, up to the float roundings of x · (1/a) and code · a (a few
+ * ulp of a, covered by the 1e-6 relative slack). The widest gap is from -1 to -0.696. */
+static void test_nf4_error_bound(void)
+{
+    enum { N = 64 * 40 + 17 };
+    float x[N], y[N], absmax[zt_nf4_blocks(N)];
+    uint8_t q[(N + 1) / 2];
+    unsigned s = 12345;
+    for (int i = 0; i < N; i++) s = s * 1103515245u + 12345u, x[i] = ((s >> 8) / 16777216.0f - 0.5f) * (1 + i % 7);
+    CHECK(zt_nf4_quantize(x, N, q, absmax) == 0);
+    zt_nf4_dequantize(q, absmax, 0, N, y);
+    double gap = 0;
+    for (int i = 0; i < 15; i++) gap = fmax(gap, zt_nf4_code[i + 1] - zt_nf4_code[i]);
+    for (int i = 0; i < N; i++) {
+        double a = absmax[i / 64];
+        CHECK_MSG(fabs(x[i] - y[i]) <= a * (gap / 2 + 1e-6), "element %d: %g against %g", i, y[i], x[i]);
+    }
+    x[5] = NAN;
+    CHECK(zt_nf4_quantize(x, N, q, absmax) == 1);
+}
+
+/* int8 rows: |x - y| <= a / 254 per element, a the row's absmax, up to the float roundings of
+ * 127 / a, the product and a / 127 (1e-6 relative); an all-zero row stays zero. */
+static void test_int8_rows(void)
+{
+    enum { R = 5, C = 33 };
+    float x[R * C], y[R * C], absmax[R];
+    int8_t q[R * C];
+    for (int i = 0; i < R * C; i++) x[i] = i / C == 3 ? 0 : sinf((float)i * 0.7f) * (1 + i / C);
+    CHECK(zt_int8_rows_quantize(x, R, C, q, absmax) == 0);
+    zt_int8_rows_dequantize(q, absmax, C, 0, R, y);
+    for (int i = 0; i < R * C; i++) CHECK_MSG(fabs(x[i] - y[i]) <= absmax[i / C] * (1.0 / 254 + 1e-6), "element %d", i);
+    CHECK(absmax[3] == 0 && y[3 * C] == 0);
+    zt_int8_rows_dequantize(q, absmax, C, 2, 1, y);
+    CHECK(y[0] == (float)q[2 * C] * (absmax[2] / 127.0f));
+}
+
+int main(void)
+{
+    if (zt_st_open(&fixture, "tests/fixtures/nf4/vectors.safetensors")) {
+        fprintf(stderr, "cannot open the fixture: %s\n", zt_errmsg());
+        return 1;
+    }
+    RUN(test_tables);
+    RUN(test_nf4_matches_reference);
+    RUN(test_double_quant_matches_reference);
+    RUN(test_nf4_error_bound);
+    RUN(test_int8_rows);
+    zt_st_close(fixture);
+    return test_summary();
+}

@@ -1,0 +1,234 @@
+/* A quantized frozen base (lib/model/qbase.h) on the tiny GQA Llama of tests/fixtures/lora with its
+ * PEFT adapter: the tiled products compute what the dequantized weights compute, the loss moves
+ * from the fp32 base's by what the quantization error predicts, the cache maps what it wrote and
+ * rebuilds what is corrupt, and the weights' fp32 copies are gone. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/core/fileio.h"
+#include "lib/model/lora.h"
+#include "lib/model/open.h"
+#include "lib/model/qbase.h"
+#include "test.h"
+
+#define FIXTURE "tests/fixtures/lora"
+enum { ROWS = 2, T = 32, N = ROWS * T };
+
+static int32_t input[N], target[N], pos[N];
+static int n_targets;
+
+/* A fixed batch: token ids from a small generator, each row's next token its target. */
+static void make_batch(void)
+{
+    unsigned s = 7;
+    for (int i = 0; i < N; i++) s = s * 1103515245u + 12345u, input[i] = (int32_t)((s >> 16) % 64), pos[i] = i % T;
+    n_targets = 0;
+    for (int i = 0; i < N; i++) target[i] = i % T < T - 1 ? input[i + 1] : -100, n_targets += target[i] >= 0;
+}
+
+/* The base, optionally quantized and dequantized again, with the fixture's adapter. */
+static zt_status open_model(zt_llama *m, zt_qbase_kind round_trip, int dq, int adapter)
+{
+    zt_lora_config c;
+    zt_status st = zt_model_open(m, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU);
+    if (!st && round_trip != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, round_trip, dq);
+    if (!st && adapter) st = zt_lora_read_config(FIXTURE "/adapter", &c);
+    if (!st && adapter) st = zt_lora_attach(m, &c);
+    if (!st && adapter) st = zt_lora_load(m, FIXTURE "/adapter");
+    if (!st) st = zt_llama_alloc_acts(m, ROWS, T, 0);
+    return st;
+}
+
+/* The mean loss, and with grad the gradients (of the adapters, or of the whole model without them). */
+static double loss_of(zt_llama *m, int grad)
+{
+    double sum = 0;
+    zt_llama_forward_backward(m, input, target, pos, grad ? (zt_real)(1.0 / n_targets) : 0, &sum);
+    return sum / n_targets;
+}
+
+/* Tiles of 300 elements: nine rows of 32 (288, 4.5 NF4 blocks) or four of 64, so that tiles start
+ * inside NF4 blocks and every product takes several. The tiled forward computes each output
+ * element as the dequantized model's product does (the same dot product, though the GEMM may take
+ * another kernel for a narrower output); the input gradient sums the tiles' products one after the
+ * other, which reorders sums of at most 128 terms (2F = 128 rows): each within 128·2⁻²⁴ ≈ 8e-6 of
+ * its terms' magnitudes, through two layers: 1e-5 relative for the adapters' gradients (against
+ * the largest), 1e-6 for the loss (measured: 1.4e-6 and 3e-8). */
+static void check_product(zt_qbase_kind kind, int dq)
+{
+    zt_llama q, d;
+    zt_qbase_set_tile_elems(300);
+    int hit;
+    CHECK_MSG(open_model(&q, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_qbase_open(&q, kind, dq, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&d, kind, dq, 1) == ZT_OK, "%s", zt_errmsg());
+    double lq = loss_of(&q, 1), ld = loss_of(&d, 1);
+    CHECK_MSG(fabs(lq - ld) <= 1e-6 * ld, "%s%s: quantized %.9g, dequantized %.9g", zt_qbase_kind_names[kind],
+              dq ? " dq" : "", lq, ld);
+    double gmax = 0, diff = 0;
+    for (size_t i = 0; i < d.lora->view.numel; i++) {
+        gmax = fmax(gmax, fabs(d.lora->view.grads[i]));
+        diff = fmax(diff, fabs(d.lora->view.grads[i] - q.lora->view.grads[i]));
+    }
+    fprintf(stderr, "  %s%s: loss %.3g relative, gradients %.3g of the largest\n", zt_qbase_kind_names[kind],
+            dq ? " dq" : "", fabs(lq - ld) / ld, diff / gmax);
+    CHECK_MSG(gmax > 0 && diff <= 1e-5 * gmax, "%s: gradients differ by %g of %g", zt_qbase_kind_names[kind], diff,
+              gmax);
+    /* the fp32 copies of the quantized weights are gone: they read as zeros (the embedding stays) */
+    const zt_qbase_matrix *a = &q.qbase->mats[5];
+    int zeros = 1;
+    for (size_t i = 0; i < (size_t)a->rows * a->cols; i++) zeros &= q.params[a->off + i] == 0;
+    CHECK(zeros && q.grads == NULL && q.params[q.embed_off] != 0);
+    zt_llama_free(&q);
+    zt_llama_free(&d);
+    zt_qbase_set_tile_elems((size_t)1 << 20);
+}
+
+static void test_products_are_the_dequantized_models(void)
+{
+    check_product(ZT_QBASE_NF4, 0);
+    check_product(ZT_QBASE_NF4, 1);
+    check_product(ZT_QBASE_INT8, 0);
+}
+
+/* The quantized base's loss L_q against the fp32 base's L (no adapter): to first order
+ * L_q - L = Σ g·ΔW over the quantized weights W, g = ∂L/∂W and ΔW the quantization error, and
+ * |L_q - L| <= Σ |g|·|ΔW| =: E, the error's worst case. The remainder is of second order in ΔW,
+ * whose elements are at most 0.152·absmax (NF4) and absmax/254 (int8), against E's first: it must
+ * stay a small part of E, 2% (measured: 0.6% for NF4, whose large weights here, std 0.2, make it a
+ * third of Σ g·ΔW; 0.01% for int8); and the quantization must move the loss. */
+static void check_loss_bound(zt_qbase_kind kind, int dq)
+{
+    zt_llama f, q;
+    CHECK_MSG(open_model(&f, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&q, kind, dq, 0) == ZT_OK, "%s", zt_errmsg());
+    double l = loss_of(&f, 1), lq = loss_of(&q, 0), first = 0, e = 0;
+    for (int l0 = 0; l0 < f.L; l0++) {
+        const zt_llama_layer_layout *y = &f.lay;
+        size_t b = f.layer0_off + y->numel * l0;
+        const size_t lo[4] = {b + y->wqkv, b + y->wo, b + y->wgu, b + y->wd};
+        const size_t n[4] = {(size_t)f.S3 * f.C, (size_t)f.C * f.HD, (size_t)2 * f.F * f.C, (size_t)f.C * f.F};
+        for (int k = 0; k < 4; k++)
+            for (size_t i = lo[k]; i < lo[k] + n[k]; i++) {
+                double g = f.grads[i], dw = q.params[i] - f.params[i];
+                first += g * dw, e += fabs(g) * fabs(dw);
+            }
+    }
+    fprintf(stderr, "  %s%s: L = %.6f, L_q - L = %.3g, first order %.3g, E = %.3g\n", zt_qbase_kind_names[kind],
+            dq ? " dq" : "", l, lq - l, first, e);
+    CHECK(e > 0 && fabs(lq - l) > 0);
+    CHECK_MSG(fabs(lq - l - first) <= 0.02 * e, "remainder %g of E = %g", lq - l - first, e);
+    CHECK(fabs(lq - l) <= 1.02 * e);
+    zt_llama_free(&f);
+    zt_llama_free(&q);
+}
+
+static void test_loss_within_quantization_error(void)
+{
+    check_loss_bound(ZT_QBASE_NF4, 0);
+    check_loss_bound(ZT_QBASE_NF4, 1);
+    check_loss_bound(ZT_QBASE_INT8, 0);
+}
+
+/* The one cache file in dir (its path into path), or 0 when there is not exactly one. */
+static int cache_file(const char *dir, char *path, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s/base-*.bin 2>/dev/null", dir);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    char line[512];
+    while (p && fgets(line, sizeof line, p)) n++, line[strcspn(line, "\n")] = 0, snprintf(path, cap, "%s", line);
+    if (p) pclose(p);
+    return n == 1;
+}
+
+/* Opens the adapted base on the cache in dir: whether it was a hit, and the loss. */
+static int open_cached(const char *dir, double *loss)
+{
+    zt_llama m;
+    int hit = -1;
+    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_qbase_open(&m, ZT_QBASE_NF4, 1, dir, &hit) == ZT_OK, "%s", zt_errmsg());
+    *loss = loss_of(&m, 0);
+    zt_llama_free(&m);
+    return hit;
+}
+
+static void test_cache_maps_and_rebuilds(void)
+{
+    char dir[] = "/tmp/zt_test_qbase_XXXXXX", path[512], cmd[600];
+    double l1, l2, l3;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(open_cached(dir, &l1) == 0);
+    CHECK(cache_file(dir, path, sizeof path));
+    CHECK(open_cached(dir, &l2) == 1 && l2 == l1);
+    FILE *f = fopen(path, "r+b"); /* one byte of the data flipped */
+    CHECK(f && fseek(f, 4000, SEEK_SET) == 0);
+    int c = f ? fgetc(f) : 0;
+    if (f) fseek(f, 4000, SEEK_SET), fputc(c ^ 0x10, f), fclose(f);
+    CHECK(open_cached(dir, &l3) == 0 && l3 == l1); /* detected, quantized again, written again */
+    CHECK(open_cached(dir, &l3) == 1 && l3 == l1);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* A bf16 model: the quantized weights' bf16 copies are given back too, and the products stay
+ * fp32: against the fp32 model only the LM head's product differs, its operands rounded to bf16
+ * (2⁻⁹ relative each, over 32 terms, into logits of magnitude about 1 around a loss of 4.7): 1e-2
+ * relative (measured 5e-5). */
+static void test_bf16_model(void)
+{
+    zt_llama f, b;
+    zt_lora_config c;
+    int hit;
+    CHECK_MSG(open_model(&f, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
+    CHECK(zt_model_open(&b, FIXTURE "/base", ZT_BF16, ZT_DEVICE_CPU) == ZT_OK && b.params16);
+    CHECK(zt_lora_read_config(FIXTURE "/adapter", &c) == ZT_OK && zt_lora_attach(&b, &c) == ZT_OK);
+    CHECK(zt_lora_load(&b, FIXTURE "/adapter") == ZT_OK && zt_llama_alloc_acts(&b, ROWS, T, 0) == ZT_OK);
+    CHECK(zt_qbase_open(&f, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_OK &&
+          zt_qbase_open(&b, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_OK);
+    const zt_qbase_matrix *a = &b.qbase->mats[2];
+    int zeros = 1;
+    for (size_t i = 0; i < (size_t)a->rows * a->cols; i++) zeros &= b.params16[a->off + i] == 0;
+    CHECK(zeros && b.params16[b.head_off] != 0);
+    double lf = loss_of(&f, 0), lb = loss_of(&b, 0);
+    fprintf(stderr, "  fp32 %.9g, bf16 %.9g\n", lf, lb);
+    CHECK_MSG(fabs(lf - lb) <= 1e-2 * lf, "fp32 %.9g, bf16 %.9g", lf, lb);
+    zt_llama_free(&f);
+    zt_llama_free(&b);
+}
+
+static void test_refusals(void)
+{
+    zt_llama m;
+    int hit;
+    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
+    zt_backend *cpu = m.be;
+    m.be = zt_backend_cpu_as_device(); /* a backend whose memory is not the host's */
+    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "CPU backend only"));
+    m.be = cpu;
+    m.lora->cfg.method = ZT_LORA_METHOD_DORA; /* as an adapter with use_dora makes it */
+    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "with DoRA"));
+    m.lora->cfg.method = ZT_LORA_METHOD_LORA;
+    CHECK(m.qbase == NULL);
+    m.params[m.layer0_off + m.lay.numel + m.lay.wd + 3] = NAN;
+    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER &&
+          strstr(zt_errmsg(), "model.layers.1.mlp.down_proj: 1 weights are NaN"));
+    CHECK(m.qbase == NULL);
+    zt_llama_free(&m);
+}
+
+int main(void)
+{
+    make_batch();
+    RUN(test_products_are_the_dequantized_models);
+    RUN(test_loss_within_quantization_error);
+    RUN(test_cache_maps_and_rebuilds);
+    RUN(test_bf16_model);
+    RUN(test_refusals);
+    return test_summary();
+}
