@@ -246,12 +246,13 @@ static void test_normalizers(void)
     fclose(f);
 }
 
-/* Checks every line of dir/expected.jsonl: ids with and without special tokens
- * parsed, and both decodings. Returns the number of lines checked. */
-static int check_expected(const zt_tokenizer *tok, const char *dir)
+/* Runs check on every row of dir/name (JSON lines) and returns the number of rows; stops after
+ * five failed rows, so that a broken tokenizer does not print thousands of lines. */
+static int each_row(const zt_tokenizer *tok, const char *dir, const char *name,
+                    int (*check)(const zt_tokenizer *, const cJSON *, const char *where))
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/expected.jsonl", dir);
+    char path[600], where[640];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "r");
     CHECK_MSG(f != NULL, "cannot open %s", path);
     if (!f) return 0;
@@ -262,42 +263,54 @@ static int check_expected(const zt_tokenizer *tok, const char *dir)
         cJSON *row = cJSON_Parse(line);
         CHECK(row != NULL);
         if (!row) break;
-        const cJSON *jt = cJSON_GetObjectItem(row, "text"), *jplain = cJSON_GetObjectItem(row, "ids_plain");
-        const cJSON *jdec = cJSON_GetObjectItem(row, "decoded"), *jskip = cJSON_GetObjectItem(row, "decoded_skip");
-        const char *text = jt->valuestring;
-        size_t nwant, nplain, n;
-        int32_t *want = json_ids(cJSON_GetObjectItem(row, "ids"), &nwant), *ids;
-        int32_t *plain = json_ids(jplain ? jplain : cJSON_GetObjectItem(row, "ids"), &nplain);
-        int ok = zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_OK;
-        ok = ok && same_ids(ids, n, want, nwant, "encode", text);
-        free(ids);
-        ok = ok && zt_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n) == ZT_OK;
-        ok = ok && same_ids(ids, n, plain, nplain, "encode without special tokens", text);
-        if (ok) free(ids);
-        char *dec = NULL, *skip = NULL;
-        ok = ok && zt_tokenizer_decode(tok, want, nwant, 0, &dec) == ZT_OK &&
-             zt_tokenizer_decode(tok, want, nwant, 1, &skip) == ZT_OK;
-        const char *want_dec = jdec ? jdec->valuestring : text, *want_skip = jskip ? jskip->valuestring : text;
-        if (ok && strcmp(dec, want_dec) != 0) {
-            fprintf(stderr, "  decode: \"%.80s\", expected \"%.80s\"\n", dec, want_dec);
-            ok = 0;
-        }
-        if (ok && strcmp(skip, want_skip) != 0) {
-            fprintf(stderr, "  decode skipping special: \"%.80s\", expected \"%.80s\"\n", skip, want_skip);
-            ok = 0;
-        }
-        CHECK_MSG(ok, "%s line %d", path, lines + 1);
-        bad += !ok;
-        lines++;
-        free(dec);
-        free(skip);
-        free(want);
-        free(plain);
+        snprintf(where, sizeof where, "%s line %d", path, ++lines);
+        bad += !check(tok, row, where);
         cJSON_Delete(row);
     }
     free(line);
     fclose(f);
     return lines;
+}
+
+/* One row of expected.jsonl: ids with and without special tokens parsed, and both decodings. */
+static int check_expected_row(const zt_tokenizer *tok, const cJSON *row, const char *where)
+{
+    const cJSON *jt = cJSON_GetObjectItem(row, "text"), *jplain = cJSON_GetObjectItem(row, "ids_plain");
+    const cJSON *jdec = cJSON_GetObjectItem(row, "decoded"), *jskip = cJSON_GetObjectItem(row, "decoded_skip");
+    const char *text = jt->valuestring;
+    size_t nwant, nplain, n;
+    int32_t *want = json_ids(cJSON_GetObjectItem(row, "ids"), &nwant), *ids;
+    int32_t *plain = json_ids(jplain ? jplain : cJSON_GetObjectItem(row, "ids"), &nplain);
+    int ok = zt_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == ZT_OK;
+    ok = ok && same_ids(ids, n, want, nwant, "encode", text);
+    free(ids);
+    ok = ok && zt_tokenizer_encode(tok, text, strlen(text), 0, &ids, &n) == ZT_OK;
+    ok = ok && same_ids(ids, n, plain, nplain, "encode without special tokens", text);
+    if (ok) free(ids);
+    char *dec = NULL, *skip = NULL;
+    ok = ok && zt_tokenizer_decode(tok, want, nwant, 0, &dec) == ZT_OK &&
+         zt_tokenizer_decode(tok, want, nwant, 1, &skip) == ZT_OK;
+    const char *want_dec = jdec ? jdec->valuestring : text, *want_skip = jskip ? jskip->valuestring : text;
+    if (ok && strcmp(dec, want_dec) != 0) {
+        fprintf(stderr, "  decode: \"%.80s\", expected \"%.80s\"\n", dec, want_dec);
+        ok = 0;
+    }
+    if (ok && strcmp(skip, want_skip) != 0) {
+        fprintf(stderr, "  decode skipping special: \"%.80s\", expected \"%.80s\"\n", skip, want_skip);
+        ok = 0;
+    }
+    CHECK_MSG(ok, "%s", where);
+    free(dec);
+    free(skip);
+    free(want);
+    free(plain);
+    return ok;
+}
+
+/* Checks every line of dir/expected.jsonl; returns the number of lines checked. */
+static int check_expected(const zt_tokenizer *tok, const char *dir)
+{
+    return each_row(tok, dir, "expected.jsonl", check_expected_row);
 }
 
 static void test_bpe_llama3(void)
@@ -357,40 +370,29 @@ static void test_bpe_qwen2(void)
     zt_tokenizer_free(tok);
 }
 
-/* Checks every line of dir/decode.jsonl: random ids decoded with and without
- * special tokens. Returns the number of lines checked. */
+/* One row of decode.jsonl: random ids decoded with and without special tokens. */
+static int check_decode_row(const zt_tokenizer *tok, const cJSON *row, const char *where)
+{
+    int all = 1;
+    size_t n;
+    int32_t *ids = json_ids(cJSON_GetObjectItem(row, "ids"), &n);
+    for (int skip = 0; skip < 2; skip++) {
+        const char *want = cJSON_GetObjectItem(row, skip ? "decoded_skip" : "decoded")->valuestring;
+        char *dec = NULL;
+        int ok = zt_tokenizer_decode(tok, ids, n, skip, &dec) == ZT_OK && strcmp(dec, want) == 0;
+        CHECK_MSG(ok, "%s (skip_special %d): \"%.80s\", expected \"%.80s\"", where, skip, dec ? dec : zt_errmsg(),
+                  want);
+        all &= ok;
+        free(dec);
+    }
+    free(ids);
+    return all;
+}
+
+/* Checks every line of dir/decode.jsonl; returns the number of lines checked. */
 static int check_decodes(const zt_tokenizer *tok, const char *dir)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/decode.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    CHECK_MSG(f != NULL, "cannot open %s", path);
-    if (!f) return 0;
-    char *line = NULL;
-    size_t cap = 0;
-    int lines = 0, bad = 0;
-    while (getline(&line, &cap, f) > 0 && bad < 5) {
-        cJSON *row = cJSON_Parse(line);
-        CHECK(row != NULL);
-        if (!row) break;
-        size_t n;
-        int32_t *ids = json_ids(cJSON_GetObjectItem(row, "ids"), &n);
-        for (int skip = 0; skip < 2; skip++) {
-            const char *want = cJSON_GetObjectItem(row, skip ? "decoded_skip" : "decoded")->valuestring;
-            char *dec = NULL;
-            int ok = zt_tokenizer_decode(tok, ids, n, skip, &dec) == ZT_OK && strcmp(dec, want) == 0;
-            CHECK_MSG(ok, "%s line %d (skip_special %d): \"%.80s\", expected \"%.80s\"", path, lines + 1, skip,
-                      dec ? dec : zt_errmsg(), want);
-            bad += !ok;
-            free(dec);
-        }
-        free(ids);
-        cJSON_Delete(row);
-        lines++;
-    }
-    free(line);
-    fclose(f);
-    return lines;
+    return each_row(tok, dir, "decode.jsonl", check_decode_row);
 }
 
 /* The SentencePiece-style tokenizer.json fixtures (make_sp_fixture.py): BPE over
