@@ -754,6 +754,90 @@ static void test_chat_long_conversation_renders_once(void)
     zt_tokenizer_free(tok);
 }
 
+/* ---- the end of an assistant turn ---------------------------------------------------------- */
+
+/* The special tokens of every template below, so that a token the template does not end turns
+ * with is there to be taken wrongly. */
+static const char *const TURN_SPECIALS[] = {"<bos>",
+                                            "<eos>",
+                                            "<start_of_turn>",
+                                            "<end_of_turn>",
+                                            "<|begin_of_text|>",
+                                            "<|end_of_text|>",
+                                            "<|start_header_id|>",
+                                            "<|end_header_id|>",
+                                            "<|eot_id|>",
+                                            "<s>",
+                                            "</s>",
+                                            "[INST]",
+                                            "[/INST]",
+                                            "<|user|>",
+                                            "<|assistant|>",
+                                            "<|end|>"};
+
+/* The Qwen2 tokenizer fixture with TURN_SPECIALS added as special tokens and bos and eos as its
+ * BOS and EOS (tokenizer_config.json beside a copy of its tokenizer.json). */
+static zt_tokenizer *turn_tokenizer(const char *bos, const char *eos)
+{
+    char *json, config[2048];
+    size_t len;
+    CHECK(zt_read_file("tests/fixtures/tokenizers/bpe_qwen2/tokenizer.json", &json, &len) == ZT_OK);
+    write_file("tokenizer.json", json);
+    free(json);
+    int at = snprintf(config, sizeof config,
+                      "{\"bos_token\": \"%s\", \"eos_token\": \"%s\", \"added_tokens_decoder\": {", bos, eos);
+    for (size_t i = 0; i < sizeof TURN_SPECIALS / sizeof *TURN_SPECIALS; i++)
+        at += snprintf(config + at, sizeof config - (size_t)at, "%s\"%zu\": {\"content\": \"%s\", \"special\": true}",
+                       i ? ", " : "", 2000 + i, TURN_SPECIALS[i]);
+    snprintf(config + at, sizeof config - (size_t)at, "}}");
+    write_file("tokenizer_config.json", config);
+    zt_tokenizer *tok;
+    CHECK_MSG(zt_tokenizer_open(&tok, tmpdir) == ZT_OK, "%s", zt_errmsg());
+    return tok;
+}
+
+/* The ids that end a turn are the special tokens the template writes right after an assistant's
+ * content, with EOS; a template that ends turns with </s> has EOS alone. A chat line through each
+ * template then trains on that end of turn. */
+static void test_end_of_turn_from_template(void)
+{
+    static const struct {
+        const char *file, *bos, *eos, *turn_end; /* turn_end NULL: EOS ends turns */
+    } cases[] = {
+        {"llamacpp/google-gemma-2-2b-it.jinja", "<bos>", "<eos>", "<end_of_turn>"},
+        {"llamacpp/meta-llama-Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"},
+        {"llamacpp/mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", "</s>", NULL},
+        {"mistral-7b-instruct-v0.2.jinja", "<s>", "</s>", NULL},
+        {"llamacpp/Qwen-Qwen2.5-7B-Instruct.jinja", "<|endoftext|>", "<|endoftext|>", "<|im_end|>"},
+        {"llamacpp/microsoft-Phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>", "<|end|>"},
+    };
+    char *chat = write_file("turns.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"say\"}, "
+                                           "{\"role\": \"assistant\", \"content\": \"ok\"}]}\n");
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        zt_tokenizer *tok = turn_tokenizer(cases[c].bos, cases[c].eos);
+        char path[256];
+        snprintf(path, sizeof path, "tests/fixtures/templates/%s", cases[c].file);
+        zt_template *tmpl;
+        CHECK_MSG(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, path, NULL) == ZT_OK, "%s", zt_errmsg());
+        int32_t eos = zt_tokenizer_piece_to_id(tok, cases[c].eos);
+        int32_t turn_end = cases[c].turn_end ? zt_tokenizer_piece_to_id(tok, cases[c].turn_end) : -1;
+        CHECK(eos >= 0 && zt_tokenizer_eos_id(tok) == eos && (!cases[c].turn_end || turn_end >= 0));
+        int32_t end[ZT_END_IDS];
+        CHECK_MSG(zt_format_end_ids(tok, tmpl, end) == ZT_OK, "%s: %s", cases[c].file, zt_errmsg());
+        CHECK_MSG(end[0] == eos && end[1] == turn_end && end[2] == -1, "%s: end of turn %d %d %d, want %d %d",
+                  cases[c].file, end[0], end[1], end[2], eos, turn_end);
+        zt_dataset ds;
+        load_chat(tok, tmpl, chat, 512, &ds); /* room for the default system prompts of Llama 3.1 and Qwen2.5 */
+        int trained_end = 0;
+        for (int64_t i = 0; ds.n_examples && i < zt_dataset_len(&ds, 0); i++)
+            trained_end += ds.labels[i] == (turn_end >= 0 ? turn_end : eos);
+        CHECK_MSG(trained_end == 1, "%s: the turn's end trained %d times", cases[c].file, trained_end);
+        zt_dataset_free(&ds);
+        zt_template_free(tmpl);
+        zt_tokenizer_free(tok);
+    }
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
@@ -779,6 +863,7 @@ int main(void)
     RUN(test_text_special_tokens);
     RUN(test_chat_truncation_is_a_prefix);
     RUN(test_chat_long_conversation_renders_once);
+    RUN(test_end_of_turn_from_template);
     for (int i = 0; i < ntmp; i++) {
         unlink(tmpfiles[i]);
         free(tmpfiles[i]);
