@@ -9,6 +9,7 @@
 #include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/tokens.h"
+#include "lib/generate/generate.h"
 #include "tests/unit/test.h"
 
 static int64_t skipped; /* lines skipped by zt_tokens_load (skip_bad is off here) */
@@ -838,6 +839,50 @@ static void test_end_of_turn_from_template(void)
     }
 }
 
+/* A model that always says <end_of_turn> (every layer's weights zero, so the last position's
+ * residual stream is its embedding, all ones; the LM head's one nonzero row is that token's), with
+ * the turn tokenizer and the Gemma template, stops at the first token it samples: generation ends
+ * where the template ends turns. */
+static void test_generation_stops_at_template_turn_end(void)
+{
+    zt_tokenizer *tok = turn_tokenizer("<bos>", "<eos>");
+    int32_t turn_end = zt_tokenizer_piece_to_id(tok, "<end_of_turn>");
+    zt_llama_config c;
+    zt_llama_config_default(&c);
+    c.vocab_size = zt_tokenizer_vocab_size(tok), c.hidden_size = 8, c.intermediate_size = 16;
+    c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 4;
+    c.tie_word_embeddings = 0, c.eos_token_id = zt_tokenizer_eos_id(tok);
+    zt_tokenizer_free(tok);
+    zt_llama m;
+    CHECK(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    memset(m.params, 0, m.numel * sizeof *m.params);
+    for (size_t i = 0; i < (size_t)m.V * m.C; i++) m.params[m.embed_off + i] = 1;
+    for (int i = 0; i < m.C; i++) {
+        m.params[m.norm_off + i] = 1;
+        m.params[m.head_off + (size_t)turn_end * m.C + i] = 1;
+    }
+    CHECK_MSG(zt_llama_save(&m, tmpdir, ZT_F32, 0) == ZT_OK, "%s", zt_errmsg());
+    zt_llama_free(&m);
+    zt_generator g;
+    CHECK_MSG(zt_generator_open(&g, tmpdir, ZT_TEMPLATE_FILE,
+                                "tests/fixtures/templates/llamacpp/google-gemma-2-2b-it.jinja", 64) == ZT_OK,
+              "%s", zt_errmsg());
+    g.max_new_tokens = 8;
+    zt_message msgs[] = {{"user", "say"}};
+    char *out = NULL;
+    CHECK_MSG(zt_generate_chat(&g, msgs, 1, &out) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(g.generated == 1 && out && !out[0], "%lld tokens sampled, completion '%s'", (long long)g.generated,
+              out ? out : "");
+    free(out);
+    zt_generator_close(&g);
+    char path[256];
+    static const char *const saved[] = {"config.json", "model.safetensors"};
+    for (size_t i = 0; i < sizeof saved / sizeof *saved; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmpdir, saved[i]);
+        CHECK(unlink(path) == 0);
+    }
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
@@ -864,6 +909,7 @@ int main(void)
     RUN(test_chat_truncation_is_a_prefix);
     RUN(test_chat_long_conversation_renders_once);
     RUN(test_end_of_turn_from_template);
+    RUN(test_generation_stops_at_template_turn_end);
     for (int i = 0; i < ntmp; i++) {
         unlink(tmpfiles[i]);
         free(tmpfiles[i]);
