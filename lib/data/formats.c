@@ -68,7 +68,17 @@ static const char *last_in(const char *text, size_t begin, size_t end, const cha
     return NULL;
 }
 
-/* Adds the special tokens (and EOS) of what the template writes after an assistant content: the
+/* EOS, a special token, or a vocabulary piece that is a whole tag ("<|im_end|>" as a SentencePiece
+ * user-defined symbol, which is no added token): text that is markup, not words. */
+static int is_marker(const zt_tokenizer *tok, int32_t id)
+{
+    const char *p = zt_tokenizer_id_to_piece(tok, id);
+    size_t n = p ? strlen(p) : 0;
+    int tag = n >= 3 && ((p[0] == '<' && p[n - 1] == '>') || (p[0] == '[' && p[n - 1] == ']'));
+    return id == zt_tokenizer_eos_id(tok) || zt_tokenizer_is_special(tok, id) || tag;
+}
+
+/* Adds the markers (is_marker) of what the template writes after an assistant content: the
  * text from a span's last copy of the content it holds to the span's end. */
 static zt_status add_closing_ids(const zt_tokenizer *tok, const char *text, const zt_span *spans, int nspans,
                                  const char *const contents[2], int32_t ids[ZT_END_IDS])
@@ -84,8 +94,7 @@ static zt_status add_closing_ids(const zt_tokenizer *tok, const char *text, cons
         size_t n;
         if ((st = zt_tokenizer_encode(tok, closing, (size_t)(text + spans[i].end - closing), 1, &tokens, &n))) break;
         for (size_t k = 0; k < n; k++)
-            if (zt_tokenizer_is_special(tok, tokens[k]) || tokens[k] == zt_tokenizer_eos_id(tok))
-                add_end_id(ids, tokens[k]);
+            if (is_marker(tok, tokens[k])) add_end_id(ids, tokens[k]);
         free(tokens);
     }
     return st;

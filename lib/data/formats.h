@@ -68,7 +68,8 @@ struct cJSON;
 zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
 
 /* The ids that end an assistant turn (ZT_END_IDS at most, -1 fills the rest): the tokenizer's EOS
- * and the special tokens the chat template writes right after an assistant message's content
+ * and the special tokens (or whole-tag pieces, such as SentencePiece user-defined symbols) the
+ * chat template writes right after an assistant message's content
  * (Gemma's <end_of_turn>, Llama 3's <|eot_id|>, ChatML's <|im_end|>; a template that ends turns
  * with </s> or writes no special token there leaves EOS alone). Found by rendering a short
  * conversation (two exchanges) and tokenizing the text each assistant span has after its content;
