@@ -73,7 +73,8 @@ zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_me
  * (Gemma's <end_of_turn>, Llama 3's <|eot_id|>, ChatML's <|im_end|>; a template that ends turns
  * with </s> or writes no special token there leaves EOS alone). Found by rendering a short
  * conversation (two exchanges) and tokenizing the text each assistant span has after its content;
- * tmpl NULL gives EOS alone. The loss mask's end of turn, generation_config.json's added
+ * tmpl NULL, or a template that cannot render that conversation or place its contents
+ * (a warning), gives EOS alone. The loss mask's end of turn, generation_config.json's added
  * eos_token_ids and zt generate's stop set all are this set. */
 zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, int32_t ids[ZT_END_IDS]);
 

@@ -837,6 +837,16 @@ static void test_end_of_turn_from_template(void)
         zt_template_free(tmpl);
         zt_tokenizer_free(tok);
     }
+    /* a template that refuses the conversation: EOS alone (a warning) */
+    zt_tokenizer *tok = turn_tokenizer("<bos>", "<eos>");
+    zt_template *tmpl;
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, write_file("refuses.jinja", "{{ raise_exception('no') }}"), NULL) ==
+          ZT_OK);
+    int32_t end[ZT_END_IDS];
+    CHECK_MSG(zt_format_end_ids(tok, tmpl, end) == ZT_OK, "%s", zt_errmsg());
+    CHECK(end[0] == zt_tokenizer_eos_id(tok) && end[0] >= 0 && end[1] == -1);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
 }
 
 /* A model that always says <end_of_turn> (every layer's weights zero, so the last position's
