@@ -48,16 +48,85 @@ static zt_status seq_push_text(seq *s, const zt_tokenizer *tok, const char *text
     return st;
 }
 
-void zt_format_end_ids(const zt_tokenizer *tok, int32_t ids[4])
+static void add_end_id(int32_t ids[ZT_END_IDS], int32_t id)
 {
-    static const char *const turn_end[] = {"<|im_end|>", "<|eot_id|>", "<|end|>"};
-    int k = 0;
-    ids[0] = ids[1] = ids[2] = ids[3] = -1;
-    if (zt_tokenizer_eos_id(tok) >= 0) ids[k++] = zt_tokenizer_eos_id(tok);
-    for (int i = 0; i < 3 && k < 4; i++) {
-        int32_t id = zt_tokenizer_piece_to_id(tok, turn_end[i]);
-        if (id >= 0) ids[k++] = id; /* special, added or (SentencePiece) user-defined */
+    for (int k = 0; k < ZT_END_IDS; k++) {
+        if (ids[k] == id) return;
+        if (ids[k] < 0) {
+            ids[k] = id;
+            return;
+        }
     }
+}
+
+/* The last place of needle in text[begin, end), or NULL */
+static const char *last_in(const char *text, size_t begin, size_t end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t k = end; k >= begin + n; k--)
+        if (!memcmp(text + k - n, needle, n)) return text + k - n;
+    return NULL;
+}
+
+/* EOS, a special token, or a vocabulary piece that is a whole tag ("<|im_end|>" as a SentencePiece
+ * user-defined symbol, which is no added token): text that is markup, not words. */
+static int is_marker(const zt_tokenizer *tok, int32_t id)
+{
+    const char *p = zt_tokenizer_id_to_piece(tok, id);
+    size_t n = p ? strlen(p) : 0;
+    int tag = n >= 3 && ((p[0] == '<' && p[n - 1] == '>') || (p[0] == '[' && p[n - 1] == ']'));
+    return id == zt_tokenizer_eos_id(tok) || zt_tokenizer_is_special(tok, id) || tag;
+}
+
+/* Adds the markers (is_marker) of what the template writes after an assistant content: the
+ * text from a span's last copy of the content it holds to the span's end. */
+static zt_status add_closing_ids(const zt_tokenizer *tok, const char *text, const zt_span *spans, int nspans,
+                                 const char *const contents[2], int32_t ids[ZT_END_IDS])
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; i < nspans && !st; i++) {
+        int c = 0;
+        const char *content = NULL;
+        while (c < 2 && !(content = last_in(text, spans[i].begin, spans[i].end, contents[c]))) c++;
+        if (!content) continue; /* the template rewrote it: the span does not tell where the turn ends */
+        const char *closing = content + strlen(contents[c]);
+        int32_t *tokens;
+        size_t n;
+        if ((st = zt_tokenizer_encode(tok, closing, (size_t)(text + spans[i].end - closing), 1, &tokens, &n))) break;
+        for (size_t k = 0; k < n; k++)
+            if (is_marker(tok, tokens[k])) add_end_id(ids, tokens[k]);
+        free(tokens);
+    }
+    return st;
+}
+
+zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, int32_t ids[ZT_END_IDS])
+{
+    /* two exchanges, so that a template that ends the last turn unlike the others shows both */
+    static const char *const contents[] = {"Hello there.", "Goodbye now."};
+    static const zt_message probe[] = {{"user", "Hi"},
+                                       {"assistant", "Hello there."},
+                                       {"user", "Bye"},
+                                       {"assistant", "Goodbye now."}};
+    for (int k = 0; k < ZT_END_IDS; k++) ids[k] = -1;
+    int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok);
+    if (eos >= 0) add_end_id(ids, eos);
+    if (!tmpl) return ZT_OK;
+    const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(tok, bos) : NULL;
+    const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(tok, eos) : NULL;
+    char *text;
+    zt_span *spans;
+    int nspans;
+    zt_status st = zt_template_spans(tmpl, probe, 4, bos_s, eos_s, ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
+    if (st == ZT_EUSER) { /* such conversations fail on their own where their turns' ends matter */
+        zt_log_warn("turns end at EOS alone: the chat template cannot show how it ends one (%s)", zt_errmsg());
+        return ZT_OK;
+    }
+    if (st) return st;
+    st = add_closing_ids(tok, text, spans, nspans, contents, ids);
+    free(spans);
+    free(text);
+    return st;
 }
 
 /* appends the example (text split into max_length pieces when not packing) and counts it */
@@ -130,10 +199,10 @@ static zt_status read_messages(const cJSON *o, zt_message **out, int *n)
     return ZT_OK;
 }
 
-static int has_end_id(const int32_t *ids, size_t n, const int32_t end[4])
+static int has_end_id(const int32_t *ids, size_t n, const int32_t end[ZT_END_IDS])
 {
     for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < ZT_END_IDS; k++)
             if (end[k] >= 0 && ids[i] == end[k]) return 1;
     return 0;
 }
@@ -143,7 +212,7 @@ typedef struct spans_ctx {
     const zt_format *f;
     zt_train_on train_on;
     size_t at; /* the text before this byte is tokenized */
-    int32_t end[4];
+    int32_t end[ZT_END_IDS];
     seq *s;
 } spans_ctx;
 
@@ -173,7 +242,7 @@ static zt_status conversation(const zt_format *f, const zt_message *msgs, int n,
     char *text;
     size_t len;
     spans_ctx c = {.f = f, .train_on = train_on, .s = s};
-    zt_format_end_ids(f->tok, c.end);
+    memcpy(c.end, f->end, sizeof c.end);
     zt_status st = zt_template_each_span(f->tmpl, msgs, n, bos_s, eos_s, train_on, push_span, &c, &text, &len);
     if (st) return st;
     len = strlen(text); /* the text after the last span, up to its first NUL if it has one */
@@ -376,7 +445,10 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
         return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", format);
     zt_jsonl_lines l;
     *skipped = 0;
-    zt_status st = zt_jsonl_open(&l, paths, npaths);
+    /* the prompt format trains nothing, so no turn's end */
+    zt_status st = f->tmpl && f->format != ZT_DATA_PROMPT ? zt_format_end_ids(f->tok, f->tmpl, f->end) : ZT_OK;
+    if (st) return st;
+    st = zt_jsonl_open(&l, paths, npaths);
     while (!st && !(st = zt_jsonl_next(&l, LINES_PER_BATCH)) && l.n > 0) st = load_batch(f, &l, skip_bad, skipped);
     zt_jsonl_close(&l);
     if (!st && f->ds->n_examples == 0)

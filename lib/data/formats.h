@@ -45,6 +45,8 @@ typedef enum zt_data_format {
 /* "text", "chat", "instruct", "preference", "prompt", "tokens": indexed by zt_data_format */
 extern const char *const zt_data_format_names[6];
 
+enum { ZT_END_IDS = 4 }; /* the most ids that end a turn (zt_format_end_ids) */
+
 typedef struct zt_format {
     zt_data_format format; /* not tokens */
     zt_train_on train_on;
@@ -53,6 +55,7 @@ typedef struct zt_format {
     const zt_tokenizer *tok;
     const zt_template *tmpl; /* chat and instruct */
     zt_dataset *ds;          /* examples are appended here */
+    int32_t end[ZT_END_IDS]; /* set by zt_format_load: zt_format_end_ids of tok and tmpl */
     /* counts */
     int64_t examples, truncated, no_targets;
 } zt_format;
@@ -64,8 +67,15 @@ zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_
 struct cJSON;
 zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
 
-/* The ids that end an assistant turn: EOS and the end-of-turn tokens templates
- * use (<|im_end|>, <|eot_id|>) when the vocabulary has them; -1 fills the rest. */
-void zt_format_end_ids(const zt_tokenizer *tok, int32_t ids[4]);
+/* The ids that end an assistant turn (ZT_END_IDS at most, -1 fills the rest): the tokenizer's EOS
+ * and the special tokens (or whole-tag pieces, such as SentencePiece user-defined symbols) the
+ * chat template writes right after an assistant message's content
+ * (Gemma's <end_of_turn>, Llama 3's <|eot_id|>, ChatML's <|im_end|>; a template that ends turns
+ * with </s> or writes no special token there leaves EOS alone). Found by rendering a short
+ * conversation (two exchanges) and tokenizing the text each assistant span has after its content;
+ * tmpl NULL, or a template that cannot render that conversation or place its contents
+ * (a warning), gives EOS alone. The loss mask's end of turn, generation_config.json's added
+ * eos_token_ids and zt generate's stop set all are this set. */
+zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, int32_t ids[ZT_END_IDS]);
 
 #endif

@@ -7,9 +7,6 @@
 #include "lib/core/log.h"
 #include "lib/model/open.h"
 
-/* Tokens that end a turn besides the tokenizer's EOS, when the vocabulary has them. */
-static const char *const end_of_turn[] = {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>"};
-
 zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_template kind, const char *template_path,
                             int max_len)
 {
@@ -26,14 +23,9 @@ zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_temp
     if (kind != ZT_TEMPLATE_AUTO) st = zt_template_load(&g->tmpl, kind, template_path, model_dir);
     else if (zt_template_load(&g->tmpl, kind, NULL, model_dir)) g->tmpl = NULL; /* no template: raw prompts only */
     if (st) goto fail;
-    int k = 0;
-    for (int i = 0; i < 4; i++) g->stop_ids[i] = -1;
-    g->stop_ids[k++] = zt_tokenizer_eos_id(g->tok);
-    if (g->m.cfg.eos_token_id >= 0 && g->m.cfg.eos_token_id != g->stop_ids[0]) g->stop_ids[k++] = g->m.cfg.eos_token_id;
-    for (size_t i = 0; i < sizeof end_of_turn / sizeof end_of_turn[0] && k < 4; i++) {
-        int32_t id = zt_tokenizer_piece_to_id(g->tok, end_of_turn[i]);
-        if (id >= 0) g->stop_ids[k++] = id;
-    }
+    /* the turn's end as training taught it, and config.json's EOS */
+    if ((st = zt_format_end_ids(g->tok, g->tmpl, g->stop_ids))) goto fail;
+    g->stop_ids[ZT_END_IDS] = g->m.cfg.eos_token_id;
     g->logits = zt_calloc_aligned((size_t)g->m.V * sizeof(zt_real));
     g->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(g->m.V));
     if (!g->logits || !g->scratch) {
@@ -60,7 +52,7 @@ void zt_generator_close(zt_generator *g)
 
 static int is_stop_id(const zt_generator *g, int32_t id)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i <= ZT_END_IDS; i++)
         if (g->stop_ids[i] >= 0 && g->stop_ids[i] == id) return 1;
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "lib/data/formats.h"
 #include "lib/data/template.h"
 #include "lib/model/llama.h"
 #include "lib/model/sample.h"
@@ -29,7 +30,7 @@ typedef struct zt_generator {
     int max_new_tokens;
     const char *const *stop; /* stop strings (not included in the output) */
     int nstop;
-    int32_t stop_ids[4]; /* end-of-sequence / end-of-turn ids, -1 when unused */
+    int32_t stop_ids[ZT_END_IDS + 1]; /* zt_format_end_ids, then config.json's eos_token_id; -1 when unused */
     zt_real *logits;
     void *scratch;
     int64_t generated; /* tokens sampled so far, and the seconds spent (prompts included) */

@@ -124,10 +124,10 @@ static zt_status agree(zt_trainer *t, zt_status st, const char *what)
 static zt_status write_generation_config(const zt_trainer *t, const char *dir)
 {
     char path[8192];
-    int32_t end[4] = {-1, -1, -1, -1};
-    if (t->tools.tmpl) zt_format_end_ids(t->tools.tok, end);
-    zt_status st = zt_path_join(path, sizeof path, dir, "generation_config.json");
-    return st ? st : zt_generation_config_write(t->r->model.path, &t->m.cfg, end, 4, path);
+    int32_t end[ZT_END_IDS] = {-1, -1, -1, -1};
+    zt_status st = t->tools.tmpl ? zt_format_end_ids(t->tools.tok, t->tools.tmpl, end) : ZT_OK;
+    if (!st) st = zt_path_join(path, sizeof path, dir, "generation_config.json");
+    return st ? st : zt_generation_config_write(t->r->model.path, &t->m.cfg, end, ZT_END_IDS, path);
 }
 
 /* A resumable checkpoint: each rank's slice of weights and AdamW state, then trainer

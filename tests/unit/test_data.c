@@ -9,6 +9,7 @@
 #include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/tokens.h"
+#include "lib/generate/generate.h"
 #include "tests/unit/test.h"
 
 static int64_t skipped; /* lines skipped by zt_tokens_load (skip_bad is off here) */
@@ -754,6 +755,144 @@ static void test_chat_long_conversation_renders_once(void)
     zt_tokenizer_free(tok);
 }
 
+/* ---- the end of an assistant turn ---------------------------------------------------------- */
+
+/* The special tokens of every template below, so that a token the template does not end turns
+ * with is there to be taken wrongly. */
+static const char *const TURN_SPECIALS[] = {"<bos>",
+                                            "<eos>",
+                                            "<start_of_turn>",
+                                            "<end_of_turn>",
+                                            "<|begin_of_text|>",
+                                            "<|end_of_text|>",
+                                            "<|start_header_id|>",
+                                            "<|end_header_id|>",
+                                            "<|eot_id|>",
+                                            "<s>",
+                                            "</s>",
+                                            "[INST]",
+                                            "[/INST]",
+                                            "<|user|>",
+                                            "<|assistant|>",
+                                            "<|end|>"};
+
+/* The Qwen2 tokenizer fixture with TURN_SPECIALS added as special tokens and bos and eos as its
+ * BOS and EOS (tokenizer_config.json beside a copy of its tokenizer.json). */
+static zt_tokenizer *turn_tokenizer(const char *bos, const char *eos)
+{
+    char *json, config[2048];
+    size_t len;
+    CHECK(zt_read_file("tests/fixtures/tokenizers/bpe_qwen2/tokenizer.json", &json, &len) == ZT_OK);
+    write_file("tokenizer.json", json);
+    free(json);
+    int at = snprintf(config, sizeof config,
+                      "{\"bos_token\": \"%s\", \"eos_token\": \"%s\", \"added_tokens_decoder\": {", bos, eos);
+    for (size_t i = 0; i < sizeof TURN_SPECIALS / sizeof *TURN_SPECIALS; i++)
+        at += snprintf(config + at, sizeof config - (size_t)at, "%s\"%zu\": {\"content\": \"%s\", \"special\": true}",
+                       i ? ", " : "", 2000 + i, TURN_SPECIALS[i]);
+    snprintf(config + at, sizeof config - (size_t)at, "}}");
+    write_file("tokenizer_config.json", config);
+    zt_tokenizer *tok;
+    CHECK_MSG(zt_tokenizer_open(&tok, tmpdir) == ZT_OK, "%s", zt_errmsg());
+    return tok;
+}
+
+/* The ids that end a turn are the special tokens the template writes right after an assistant's
+ * content, with EOS; a template that ends turns with </s> has EOS alone. A chat line through each
+ * template then trains on that end of turn. */
+static void test_end_of_turn_from_template(void)
+{
+    static const struct {
+        const char *file, *bos, *eos, *turn_end; /* turn_end NULL: EOS ends turns */
+    } cases[] = {
+        {"llamacpp/google-gemma-2-2b-it.jinja", "<bos>", "<eos>", "<end_of_turn>"},
+        {"llamacpp/meta-llama-Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"},
+        {"llamacpp/mistralai-Mistral-Nemo-Instruct-2407.jinja", "<s>", "</s>", NULL},
+        {"mistral-7b-instruct-v0.2.jinja", "<s>", "</s>", NULL},
+        {"llamacpp/Qwen-Qwen2.5-7B-Instruct.jinja", "<|endoftext|>", "<|endoftext|>", "<|im_end|>"},
+        {"llamacpp/microsoft-Phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>", "<|end|>"},
+    };
+    char *chat = write_file("turns.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"say\"}, "
+                                           "{\"role\": \"assistant\", \"content\": \"ok\"}]}\n");
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        zt_tokenizer *tok = turn_tokenizer(cases[c].bos, cases[c].eos);
+        char path[256];
+        snprintf(path, sizeof path, "tests/fixtures/templates/%s", cases[c].file);
+        zt_template *tmpl;
+        CHECK_MSG(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, path, NULL) == ZT_OK, "%s", zt_errmsg());
+        int32_t eos = zt_tokenizer_piece_to_id(tok, cases[c].eos);
+        int32_t turn_end = cases[c].turn_end ? zt_tokenizer_piece_to_id(tok, cases[c].turn_end) : -1;
+        CHECK(eos >= 0 && zt_tokenizer_eos_id(tok) == eos && (!cases[c].turn_end || turn_end >= 0));
+        int32_t end[ZT_END_IDS];
+        CHECK_MSG(zt_format_end_ids(tok, tmpl, end) == ZT_OK, "%s: %s", cases[c].file, zt_errmsg());
+        CHECK_MSG(end[0] == eos && end[1] == turn_end && end[2] == -1, "%s: end of turn %d %d %d, want %d %d",
+                  cases[c].file, end[0], end[1], end[2], eos, turn_end);
+        zt_dataset ds;
+        load_chat(tok, tmpl, chat, 512, &ds); /* room for the default system prompts of Llama 3.1 and Qwen2.5 */
+        int trained_end = 0;
+        for (int64_t i = 0; ds.n_examples && i < zt_dataset_len(&ds, 0); i++)
+            trained_end += ds.labels[i] == (turn_end >= 0 ? turn_end : eos);
+        CHECK_MSG(trained_end == 1, "%s: the turn's end trained %d times", cases[c].file, trained_end);
+        zt_dataset_free(&ds);
+        zt_template_free(tmpl);
+        zt_tokenizer_free(tok);
+    }
+    /* a template that refuses the conversation: EOS alone (a warning) */
+    zt_tokenizer *tok = turn_tokenizer("<bos>", "<eos>");
+    zt_template *tmpl;
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, write_file("refuses.jinja", "{{ raise_exception('no') }}"), NULL) ==
+          ZT_OK);
+    int32_t end[ZT_END_IDS];
+    CHECK_MSG(zt_format_end_ids(tok, tmpl, end) == ZT_OK, "%s", zt_errmsg());
+    CHECK(end[0] == zt_tokenizer_eos_id(tok) && end[0] >= 0 && end[1] == -1);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
+/* A model that always says <end_of_turn> (every layer's weights zero, so the last position's
+ * residual stream is its embedding, all ones; the LM head's one nonzero row is that token's), with
+ * the turn tokenizer and the Gemma template, stops at the first token it samples: generation ends
+ * where the template ends turns. */
+static void test_generation_stops_at_template_turn_end(void)
+{
+    zt_tokenizer *tok = turn_tokenizer("<bos>", "<eos>");
+    int32_t turn_end = zt_tokenizer_piece_to_id(tok, "<end_of_turn>");
+    zt_llama_config c;
+    zt_llama_config_default(&c);
+    c.vocab_size = zt_tokenizer_vocab_size(tok), c.hidden_size = 8, c.intermediate_size = 16;
+    c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 4;
+    c.tie_word_embeddings = 0, c.eos_token_id = zt_tokenizer_eos_id(tok);
+    zt_tokenizer_free(tok);
+    zt_llama m;
+    CHECK(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
+    memset(m.params, 0, m.numel * sizeof *m.params);
+    for (size_t i = 0; i < (size_t)m.V * m.C; i++) m.params[m.embed_off + i] = 1;
+    for (int i = 0; i < m.C; i++) {
+        m.params[m.norm_off + i] = 1;
+        m.params[m.head_off + (size_t)turn_end * m.C + i] = 1;
+    }
+    CHECK_MSG(zt_llama_save(&m, tmpdir, ZT_F32, 0) == ZT_OK, "%s", zt_errmsg());
+    zt_llama_free(&m);
+    zt_generator g;
+    CHECK_MSG(zt_generator_open(&g, tmpdir, ZT_TEMPLATE_FILE,
+                                "tests/fixtures/templates/llamacpp/google-gemma-2-2b-it.jinja", 64) == ZT_OK,
+              "%s", zt_errmsg());
+    g.max_new_tokens = 8;
+    zt_message msgs[] = {{"user", "say"}};
+    char *out = NULL;
+    CHECK_MSG(zt_generate_chat(&g, msgs, 1, &out) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(g.generated == 1 && out && !out[0], "%lld tokens sampled, completion '%s'", (long long)g.generated,
+              out ? out : "");
+    free(out);
+    zt_generator_close(&g);
+    char path[256];
+    static const char *const saved[] = {"config.json", "model.safetensors"};
+    for (size_t i = 0; i < sizeof saved / sizeof *saved; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmpdir, saved[i]);
+        CHECK(unlink(path) == 0);
+    }
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/zt_test_data_XXXXXX");
@@ -779,6 +918,8 @@ int main(void)
     RUN(test_text_special_tokens);
     RUN(test_chat_truncation_is_a_prefix);
     RUN(test_chat_long_conversation_renders_once);
+    RUN(test_end_of_turn_from_template);
+    RUN(test_generation_stops_at_template_turn_end);
     for (int i = 0; i < ntmp; i++) {
         unlink(tmpfiles[i]);
         free(tmpfiles[i]);

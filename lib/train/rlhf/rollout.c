@@ -60,7 +60,7 @@ static zt_status load_objects(const zt_recipe *r, const zt_strlist *files, const
 
 static int is_stop(const zt_rollout *s, int32_t id)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < ZT_END_IDS; i++)
         if (s->stop_ids[i] >= 0 && s->stop_ids[i] == id) return 1;
     return 0;
 }
@@ -332,11 +332,10 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || (with_reference && !s->ref))
         return zt_fail(ZT_ENOMEM, "out of memory");
     s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
-    zt_format_end_ids(t->tools.tok, s->stop_ids);
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
-    zt_status st = ZT_OK;
-    if (!t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
+    zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
+    if (!st && !t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
         s->gen = &s->host;
         st = zt_llama_init(&s->host, &t->m.cfg, zt_backend_cpu(), ZT_F32);
     }

@@ -12,6 +12,7 @@
 #ifndef ZT_TRAIN_RLHF_ROLLOUT_H
 #define ZT_TRAIN_RLHF_ROLLOUT_H
 
+#include "lib/data/formats.h"
 #include "lib/data/items.h"
 #include "reward_program.h"
 #include "lib/train/trainer.h"
@@ -36,8 +37,8 @@ typedef struct zt_rollout {
     zt_llama_cache cache;
     zt_real *logits, *prompt_logits; /* [V] each: the next token's, and the prompt's last token's */
     void *scratch;
-    int32_t stop_ids[4];
-    int vocab;     /* ids the tokenizer has: the model's rows past them are padding, never sampled */
+    int32_t stop_ids[ZT_END_IDS]; /* zt_format_end_ids */
+    int vocab;                    /* ids the tokenizer has: the model's rows past them are padding, never sampled */
     zt_llama host; /* a model on a device generates from this host copy of its weights, refreshed each time */
     zt_llama *gen; /* the model that generates: the trained one, or host */
     zt_llama ref_model;
