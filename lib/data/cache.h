@@ -21,16 +21,7 @@
 #include <stdint.h>
 
 #include "dataset.h"
-
-typedef struct zt_cache_key {
-    uint64_t h[2]; /* two independent 64-bit FNV-1a style hashes: 128 bits */
-} zt_cache_key;
-
-void zt_cache_key_init(zt_cache_key *k);
-void zt_cache_key_add(zt_cache_key *k, const void *data, size_t len);
-void zt_cache_key_add_str(zt_cache_key *k, const char *s); /* with its terminator: "ab","c" != "a","bc" */
-/* Hashes a file's bytes (ZT_EUSER naming it when it cannot be read). */
-zt_status zt_cache_key_add_file(zt_cache_key *k, const char *path);
+#include "lib/core/cache_key.h"
 
 /* An entry file: this header, n_examples + 1 int64 offsets, then n_tokens int32 ids and
  * n_tokens int32 labels, in the machine's byte order. */

@@ -13,11 +13,11 @@
 #include <cjson/cJSON.h>
 
 #include "kernels/cpu/nf4.h"
+#include "lib/core/cache_key.h"
 #include "lib/core/crc32c.h"
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/core/pages.h"
-#include "lib/data/cache.h"
 #include "lora.h"
 
 const char *const zt_qbase_kind_names[3] = {"none", "nf4", "int8"};
