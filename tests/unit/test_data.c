@@ -837,7 +837,7 @@ static void test_end_of_turn_from_template(void)
         zt_template_free(tmpl);
         zt_tokenizer_free(tok);
     }
-    /* a template that refuses the conversation: EOS alone (a warning) */
+    /* a template that refuses the conversation: EOS alone (logged at debug level) */
     zt_tokenizer *tok = turn_tokenizer("<bos>", "<eos>");
     zt_template *tmpl;
     CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, write_file("refuses.jinja", "{{ raise_exception('no') }}"), NULL) ==
