@@ -148,6 +148,8 @@ static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tie
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
+/* norms on the blocks' outputs only, q/k norms over the whole projections, "type": "linear" rope_scaling */
+static void test_olmo2(void) { check_family("olmo2"); }
 
 int main(void)
 {
@@ -162,5 +164,6 @@ int main(void)
     RUN(test_qwen2);
     RUN(test_gemma2);
     RUN(test_gemma3);
+    RUN(test_olmo2);
     return test_summary();
 }
