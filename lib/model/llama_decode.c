@@ -80,7 +80,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     int C = m->C, kv = m->KV * m->D, p0 = c->len, post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
     double eps = m->cfg.rms_norm_eps;
     zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
-    const zt_real *in = pre ? c->ln : c->x;                               /* a block's input: its pre norm's, or x */
+    const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
     for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
     be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
     if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
