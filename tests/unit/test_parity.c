@@ -2,8 +2,8 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, and the families zt
- * had before. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, and the
+ * families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
