@@ -68,14 +68,14 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     int chunk;
     size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
     acts_plan(m, B, T, &chunk, &stage);
-    int gemma = m->cfg.gemma, capped = m->cfg.final_softcap > 0, local = local_rope(m);
-    size_t per_set = N * (3 * C + m->S3 + m->HD + 3 * (size_t)m->F) + 2 * N + (size_t)B * m->H * T +
-                     zt_llama_qk_norm_elems(m, (int)N) + (gemma ? 2 * N * (C + 1) : 0);
+    int post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms, capped = m->cfg.final_softcap > 0, local = local_rope(m);
+    size_t per_set = N * (C + m->S3 + m->HD + 3 * (size_t)m->F) + (size_t)B * m->H * T +
+                     zt_llama_qk_norm_elems(m, (int)N) + (pre ? 2 * N * (C + 1) : 0) + (post ? 2 * N * (C + 1) : 0);
     size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 4) /* lnf, rstdf, head_out, coef, pad_mask */ +
                    (size_t)chunk * m->V * (capped ? 2 : 1) + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) +
-                   (gemma ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->D / 2);
+                   (post ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->D / 2);
     /* the alignment of the buffers only some models have */
-    size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (gemma ? nsets * 4 + 1 : 0) + capped + 2 * local;
+    size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (post ? nsets * 4 + 1 : 0) + capped + 2 * local;
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
            (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 + extra_buffers * 64;
 }
@@ -106,28 +106,31 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     for (size_t l = 0; l <= L; l++) TAKE(m->x[l], N * C);
     for (size_t s = 0; s < nsets; s++) {
         zt_llama_layer_acts *a = &m->la[s];
-        TAKE(a->ln1, N * C);
-        TAKE(a->rstd1, N);
         TAKE(a->qkv, N * m->S3);
         TAKE(a->att, N * m->HD);
         TAKE(a->lse, (size_t)B * m->H * T);
         TAKE(a->xmid, N * C);
-        TAKE(a->ln2, N * C);
-        TAKE(a->rstd2, N);
+        a->ln2 = a->xmid; /* without pre norms the MLP takes xmid itself (the attention x[l]) */
+        if (!m->cfg.no_pre_norms) {
+            TAKE(a->ln1, N * C);
+            TAKE(a->rstd1, N);
+            TAKE(a->ln2, N * C);
+            TAKE(a->rstd2, N);
+        }
         TAKE(a->gateup, N * 2 * m->F);
         TAKE(a->h, N * m->F);
         if (m->cfg.qk_norm) {
             TAKE(a->qkin, N * (m->H + m->KV) * m->D);
             TAKE(a->rstdqk, N * (m->H + m->KV));
         }
-        if (m->cfg.gemma) {
+        if (m->cfg.post_norms) {
             TAKE(a->attn_out, N * C);
             TAKE(a->rstd3, N);
             TAKE(a->mlp_out, N * C);
             TAKE(a->rstd4, N);
         }
     }
-    if (m->cfg.gemma) TAKE(m->dpost, N * C);
+    if (m->cfg.post_norms) TAKE(m->dpost, N * C);
     if (m->cfg.final_softcap > 0) TAKE(m->capped, (size_t)m->chunk * m->V);
     if (local_rope(m)) {
         TAKE(m->cos_l, (size_t)T * (m->D / 2));
@@ -217,31 +220,51 @@ static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_
     if (m->grads) be->gemm(be, 1, 0, O, I, N, 1, dy, ldy, x, I, 1, m->grads + w, I);
 }
 
+/* How the q and the k norm divide a token's q and k: qh rows of qd elements, kh rows of kd
+ * (a row per head, or one row over the whole projection) */
+static void qk_norm_rows(const zt_llama *m, int *qh, int *qd, int *kh, int *kd)
+{
+    int whole = m->cfg.qk_norm == ZT_QK_NORM_WHOLE;
+    *qh = whole ? 1 : m->H, *qd = whole ? m->HD : m->D;
+    *kh = whole ? 1 : m->KV, *kd = whole ? m->KV * m->D : m->D;
+}
+
+/* qkin [n, H + KV, D] and rstd (room for a row per head either way) */
 size_t zt_llama_qk_norm_elems(const zt_llama *m, int n)
 {
     return m->cfg.qk_norm ? (size_t)n * (m->H + m->KV) * (m->D + 1) : 0;
 }
 
-/* q heads with q_norm (w), then k heads with k_norm (w + D); qkin and rstd hold the q heads' first */
+size_t zt_llama_qk_norm_weights(const zt_llama *m)
+{
+    int qh, qd, kh, kd;
+    qk_norm_rows(m, &qh, &qd, &kh, &kd);
+    return m->cfg.qk_norm ? (size_t)qd + kd : 0;
+}
+
+/* q with q_norm (w), then k with k_norm (w + qd); qkin and rstd hold q's first */
 void zt_llama_qk_norm_forward(const zt_llama *m, zt_real *qkv, zt_real *qkin, zt_real *rstd, const zt_real *w, int n)
 {
     zt_backend *be = m->be;
-    size_t nq = (size_t)n * m->H;
+    int qh, qd, kh, kd;
+    qk_norm_rows(m, &qh, &qd, &kh, &kd);
     zt_real off = zt_llama_norm_offset(m);
-    be->head_rmsnorm_forward(be, qkv, qkin, rstd, w, off, n, m->S3, m->H, m->D, m->cfg.rms_norm_eps);
-    be->head_rmsnorm_forward(be, qkv + m->HD, qkin + nq * m->D, rstd + nq, w + m->D, off, n, m->S3, m->KV, m->D,
-                             m->cfg.rms_norm_eps);
+    double eps = m->cfg.rms_norm_eps;
+    be->head_rmsnorm_forward(be, qkv, qkin, rstd, w, off, n, m->S3, qh, qd, eps);
+    be->head_rmsnorm_forward(be, qkv + m->HD, qkin + (size_t)n * m->HD, rstd + (size_t)n * qh, w + qd, off, n, m->S3,
+                             kh, kd, eps);
 }
 
 void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, const zt_real *qkin, const zt_real *w,
                                const zt_real *rstd, int n)
 {
     zt_backend *be = m->be;
-    size_t nq = (size_t)n * m->H;
+    int qh, qd, kh, kd;
+    qk_norm_rows(m, &qh, &qd, &kh, &kd);
     zt_real off = zt_llama_norm_offset(m);
-    be->head_rmsnorm_backward(be, dqkv, dw, qkin, w, off, rstd, n, m->S3, m->H, m->D);
-    be->head_rmsnorm_backward(be, dqkv + m->HD, dw + m->D, qkin + nq * m->D, w + m->D, off, rstd + nq, n, m->S3, m->KV,
-                              m->D);
+    be->head_rmsnorm_backward(be, dqkv, dw, qkin, w, off, rstd, n, m->S3, qh, qd);
+    be->head_rmsnorm_backward(be, dqkv + m->HD, dw + qd, qkin + (size_t)n * m->HD, w + qd, off, rstd + (size_t)n * qh,
+                              n, m->S3, kh, kd);
 }
 
 static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->checkpointing ? 0 : l]; }
@@ -374,19 +397,19 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
-    int gemma = m->cfg.gemma;
-    /* the layer's first unit is let go during the MLP's tiles, unless Gemma's post norm
-       (in that unit) still follows them */
-    int tiled = zt_llama_mlp_tiles(m) > 1 && !gemma;
-    const zt_real *x = m->x[l];
+    int post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
+    /* the layer's first unit is let go during the MLP's tiles, unless a post norm (in that
+       unit) still follows them */
+    int tiled = zt_llama_mlp_tiles(m) > 1 && !post;
+    const zt_real *x = m->x[l], *in = pre ? a->ln1 : x; /* the attention's input */
     zt_real *w = m->params + base, off = zt_llama_norm_offset(m);
     double eps = m->cfg.rms_norm_eps;
     size_t bytes = (size_t)N * C * sizeof(zt_real);
 
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
-    be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
-    linear_forward(m, a->qkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C, 0);
-    lora_qkv_forward(m, l, a->ln1, a->qkv);
+    if (pre) be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
+    linear_forward(m, a->qkv, m->S3, in, base + y->wqkv, N, m->S3, C, 0);
+    lora_qkv_forward(m, l, in, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
     layer_rope(m, l, a->qkv, 0);
@@ -395,36 +418,49 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     else
         be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window, m->attn_scale,
                               m->cfg.attn_softcap);
-    /* the attention's output added to x, or with Gemma its post norm */
-    zt_real *attn_out = gemma ? a->attn_out : a->xmid;
-    if (!gemma) be->copy(be, a->xmid, x, bytes);
-    linear_forward(m, attn_out, C, a->att, base + y->wo, N, C, m->HD, gemma ? 0 : 1);
+    /* the attention's output added to x, or its post norm */
+    zt_real *attn_out = post ? a->attn_out : a->xmid;
+    if (!post) be->copy(be, a->xmid, x, bytes);
+    linear_forward(m, attn_out, C, a->att, base + y->wo, N, C, m->HD, post ? 0 : 1);
     zt_lora_forward(m, l, ZT_LORA_O, a->att, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
-    if (gemma) {
+    if (post) {
         be->rmsnorm_forward(be, a->xmid, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
         be->add(be, a->xmid, x, (size_t)N * C);
     }
 
-    be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
-    if (!gemma) be->copy(be, m->x[l + 1], a->xmid, bytes);
+    if (pre) be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
+    if (!post) be->copy(be, m->x[l + 1], a->xmid, bytes);
     if (use == ZT_LLAMA_FORWARD && tiled) release(m, u, use); /* the MLP's tiles are units of their own */
-    mlp_forward(m, l, use, gemma ? a->mlp_out : m->x[l + 1], gemma ? 0 : 1);
-    if (gemma) {
+    mlp_forward(m, l, use, post ? a->mlp_out : m->x[l + 1], post ? 0 : 1);
+    if (post) {
         be->rmsnorm_forward(be, m->x[l + 1], a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
         be->add(be, m->x[l + 1], a->xmid, (size_t)N * C);
     }
     if (use == ZT_LLAMA_FORWARD && !tiled) release(m, u, use);
 }
 
-/* Gemma's post norm (weight at offset w) of the block output `in` [N, C], whose sum with the
+/* The post norm (weight at offset w) of the block output `in` [N, C], whose sum with the
  * residual has its gradient in m->dres: ∂loss/∂in into m->dpost, the weight's gradient added. */
 static void post_norm_backward(zt_llama *m, size_t w, const zt_real *in, const zt_real *rstd)
 {
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C;
     be->memset0(be, m->dpost, (size_t)N * C * sizeof(zt_real));
-    be->rmsnorm_backward(be, m->dpost, norm_grad(m, w), m->dres, in, m->params + w, 1, rstd, N, C);
+    be->rmsnorm_backward(be, m->dpost, norm_grad(m, w), m->dres, in, m->params + w, zt_llama_norm_offset(m), rstd, N,
+                         C);
+}
+
+/* ∂loss/∂(a block's input) in m->dln added to m->dres through the pre norm (weight at offset w)
+ * of the residual `in`, or directly without pre norms */
+static void pre_norm_backward(zt_llama *m, size_t w, const zt_real *in, const zt_real *rstd)
+{
+    zt_backend *be = m->be;
+    int N = m->B * m->T, C = m->C;
+    if (m->cfg.no_pre_norms) be->add(be, m->dres, m->dln, (size_t)N * C);
+    else
+        be->rmsnorm_backward(be, m->dres, norm_grad(m, w), m->dln, in, m->params + w, zt_llama_norm_offset(m), rstd, N,
+                             C);
 }
 
 /* m->dres holds ∂loss/∂x[l+1] on entry and ∂loss/∂x[l] on return. */
@@ -435,21 +471,21 @@ static void layer_backward(zt_llama *m, int l)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
-    int gemma = m->cfg.gemma;
-    zt_real *w = m->params + base, off = zt_llama_norm_offset(m);
+    int post = m->cfg.post_norms;
+    const zt_real *w = m->params + base, *in = m->cfg.no_pre_norms ? m->x[l] : a->ln1; /* the attention's input */
     /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's,
-       except for Gemma, whose MLP's post norm comes first */
-    int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1 || gemma;
+       except with a post norm, which comes before the MLP */
+    int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1 || post;
 
     if (early) acquire(m, u, ZT_LLAMA_BACKWARD);
     if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
-    if (gemma) post_norm_backward(m, base + y->post_mlp, a->mlp_out, a->rstd4);
-    mlp_backward(m, l, gemma ? m->dpost : m->dres);
+    if (post) post_norm_backward(m, base + y->post_mlp, a->mlp_out, a->rstd4);
+    mlp_backward(m, l, post ? m->dpost : m->dres);
     if (!early) acquire(m, u, ZT_LLAMA_BACKWARD);
-    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln2), m->dln, a->xmid, w + y->ln2, off, a->rstd2, N, C);
+    pre_norm_backward(m, base + y->ln2, a->xmid, a->rstd2);
 
-    if (gemma) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
-    const zt_real *dattn_out = gemma ? m->dpost : m->dres;
+    if (post) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
+    const zt_real *dattn_out = post ? m->dpost : m->dres;
     if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
     linear_backward(m, m->datt, 0, dattn_out, C, a->att, base + y->wo, N, C, m->HD);
     zt_lora_backward(m, l, ZT_LORA_O, a->att, dattn_out, C, m->datt);
@@ -463,9 +499,9 @@ static void layer_backward(zt_llama *m, int l)
     if (m->cfg.qk_norm)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
-    linear_backward(m, m->dln, 0, m->dqkv, m->S3, a->ln1, base + y->wqkv, N, m->S3, C);
-    lora_qkv_backward(m, l, a->ln1, m->dqkv, m->dln);
-    be->rmsnorm_backward(be, m->dres, norm_grad(m, base + y->ln1), m->dln, m->x[l], w + y->ln1, off, a->rstd1, N, C);
+    linear_backward(m, m->dln, 0, m->dqkv, m->S3, in, base + y->wqkv, N, m->S3, C);
+    lora_qkv_backward(m, l, in, m->dqkv, m->dln);
+    pre_norm_backward(m, base + y->ln1, m->x[l], a->rstd1);
     release(m, u, ZT_LLAMA_BACKWARD);
 }
 

@@ -1,4 +1,4 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text): config,
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2): config,
  * parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
@@ -24,8 +24,10 @@
 #include "lib/backend/backend.h"
 #include "lib/core/status.h"
 
+enum { ZT_QK_NORM_HEADS = 1, ZT_QK_NORM_WHOLE = 2 };
+
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text */
+    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 */
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
@@ -36,11 +38,16 @@ typedef struct zt_llama_config {
     } rope_scaling;
     int tie_word_embeddings;
     int qkv_bias, o_bias; /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
-    int qk_norm;          /* Qwen3: an RMSNorm over each q and k head (q_norm, k_norm) before the rotary embedding */
-    int sliding_window;   /* keys per query, 0 = unlimited */
+    /* q_norm, k_norm before the rotary embedding: ZT_QK_NORM_HEADS (Qwen3, Gemma 3) an RMSNorm over
+       each q and k head, ZT_QK_NORM_WHOLE (OLMo 2) one over the whole q and the whole k projection */
+    int qk_norm;
+    int sliding_window; /* keys per query, 0 = unlimited */
     /* Gemma: norm scales 1 + weight, embeddings times sqrt(hidden_size), GeGLU (gelu_tanh) in
-       place of SwiGLU, a norm on each block's output (post_attention / post_feedforward) */
+       place of SwiGLU */
     int gemma;
+    /* Gemma, OLMo 2: a norm on each block's output inside the residual (post_attention /
+       post_feedforward); OLMo 2 has no norm on the blocks' inputs (no_pre_norms) */
+    int post_norms, no_pre_norms;
     int sliding_window_pattern;         /* 0: the window on every layer; p: on layers l with (l + 1) % p != 0 only */
     double query_pre_attn_scalar;       /* attention scores scaled by its -1/2 power; 0: head_dim's */
     double attn_softcap, final_softcap; /* attention-logit and final-logit soft-capping, 0 = none */
@@ -77,15 +84,16 @@ typedef struct zt_llama_tensor {
 
 /* Offsets of one layer's pieces, in elements from the layer block's start. */
 typedef struct zt_llama_layer_layout {
-    /* qkn: q_norm then k_norm (head_dim each); post_attn, post_mlp: Gemma's norms of the
-       attention's and the MLP's outputs */
+    /* qkn: q_norm then k_norm (head_dim each, or the q and the k projection's widths with
+       ZT_QK_NORM_WHOLE); post_attn, post_mlp: the norms of the attention's and the MLP's outputs;
+       ln1, ln2 take no room without pre norms */
     size_t ln1, wqkv, bqkv, qkn, wo, bo, post_attn, ln2, post_mlp, wgu, wd, numel;
 } zt_llama_layer_layout;
 
 typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
     zt_real *qkin, *rstdqk; /* qk_norm: the q and k heads before their norm [N, H + KV, D], 1/rms [N, H + KV] */
-    zt_real *attn_out, *rstd3, *mlp_out, *rstd4; /* Gemma: the outputs the post norms take, and their 1/rms */
+    zt_real *attn_out, *rstd3, *mlp_out, *rstd4; /* post norms: the outputs they take, and their 1/rms */
 } zt_llama_layer_acts;
 
 /* How a unit's memory is about to be used, or was: its weights read in the forward pass,
@@ -142,7 +150,7 @@ typedef struct zt_llama {
     zt_real **x;             /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
-    zt_real *dpost;                /* Gemma: ∂loss/∂ a post norm's input */
+    zt_real *dpost;                /* post norms: ∂loss/∂ a post norm's input */
     zt_real *capped;               /* final-logit soft-capping: a chunk's capped logits */
     zt_real *pad_mask;             /* [N]: 0 where the input is pad_token_id, else 1 */
     zt_real *cos_l, *sin_l;        /* Gemma 3: the windowed layers' rotary tables (else cos_t, sin_t) */
@@ -275,7 +283,7 @@ typedef struct zt_llama_cache {
     void *mem;
     zt_real *k, *v; /* [L][capacity][KV*D], rotary embedding applied to k */
     zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
-    zt_real *post, *cos_l, *sin_l; /* Gemma: a block's output before its post norm; Gemma 3's local rotary tables */
+    zt_real *post, *cos_l, *sin_l; /* a block's output before its post norm; Gemma 3's local rotary tables */
     int32_t *pos;
 } zt_llama_cache;
 
@@ -286,10 +294,12 @@ static inline void zt_llama_cache_reset(zt_llama_cache *c) { c->len = 0; }
  * into logits [V]. ZT_EUSER when the sequence would pass the cache's capacity. */
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits);
 
-/* qk_norm: the per-head norms of the q and k heads in the qkv rows of n tokens, in place,
- * their inputs kept in qkin and their 1/rms in rstd (sizes zt_llama_qk_norm_elems), w the
- * layer's q_norm and k_norm weights; backward in place on dqkv, gradients added to dw. */
+/* qk_norm: the norms of the q and k heads (or projections) in the qkv rows of n tokens, in
+ * place, their inputs kept in qkin and their 1/rms in rstd (sizes zt_llama_qk_norm_elems), w the
+ * layer's q_norm and k_norm weights (zt_llama_qk_norm_weights of them); backward in place on
+ * dqkv, gradients added to dw. */
 size_t zt_llama_qk_norm_elems(const zt_llama *m, int n);
+size_t zt_llama_qk_norm_weights(const zt_llama *m);
 void zt_llama_qk_norm_forward(const zt_llama *m, zt_real *qkv, zt_real *qkin, zt_real *rstd, const zt_real *w, int n);
 void zt_llama_qk_norm_backward(const zt_llama *m, zt_real *dqkv, zt_real *dw, const zt_real *qkin, const zt_real *w,
                                const zt_real *rstd, int n);

@@ -1,4 +1,4 @@
-/* Hugging Face config.json for llama, mistral, qwen2, qwen3, gemma2 and gemma3_text. */
+/* Hugging Face config.json for llama, mistral, qwen2, qwen3, gemma2, gemma3_text and olmo2. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -31,7 +31,8 @@ void zt_llama_config_default(zt_llama_config *c)
 
 /* model_type → the architecture's class-name prefix */
 static const char *const model_types[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
-                                             {"qwen3", "Qwen3"}, {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"}};
+                                             {"qwen3", "Qwen3"}, {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"},
+                                             {"olmo2", "Olmo2"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 static const char *arch_prefix(const char *model_type)
@@ -55,8 +56,8 @@ static int is_gemma3(const char *model_type) { return !strcmp(model_type, "gemma
 static void gemma_defaults(zt_llama_config *c)
 {
     int g3 = is_gemma3(c->model_type);
-    c->gemma = 1;
-    c->qk_norm = g3;
+    c->gemma = c->post_norms = 1;
+    c->qk_norm = g3 ? ZT_QK_NORM_HEADS : 0;
     c->head_dim = 256;
     c->query_pre_attn_scalar = 256;
     c->tie_word_embeddings = 1;
@@ -68,6 +69,18 @@ static void gemma_defaults(zt_llama_config *c)
     c->rope_local_theta = g3 ? 10000 : 0;
     c->max_position_embeddings = g3 ? 131072 : 8192;
     c->bos_token_id = 2, c->eos_token_id = 1, c->pad_token_id = 0;
+}
+
+static int is_olmo2(const char *model_type) { return !strcmp(model_type, "olmo2"); }
+
+/* What Olmo2Config defaults to, on c's sizes: norms on the blocks' outputs only, q/k norms over
+ * the whole projections, rms_norm_eps 1e-5 */
+static void olmo2_defaults(zt_llama_config *c)
+{
+    c->post_norms = c->no_pre_norms = 1;
+    c->qk_norm = ZT_QK_NORM_WHOLE;
+    c->rms_norm_eps = 1e-5;
+    c->bos_token_id = -1, c->eos_token_id = 50279, c->pad_token_id = 1;
 }
 
 int zt_llama_layer_local(const zt_llama_config *c, int l)
@@ -232,12 +245,14 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     if (!cJSON_IsString(mt)) return bad_key(path, "model_type", "is missing");
     if (!arch_prefix(mt->valuestring))
         return zt_fail(ZT_EUSER,
-                       "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text)",
+                       "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, "
+                       "olmo2)",
                        path, mt->valuestring);
     strcpy(c->model_type, mt->valuestring);
     /* Gemma's MLP reads hidden_activation (parse_gemma) and leaves hidden_act unread */
     int gemma = !strncmp(c->model_type, "gemma", 5);
     if (gemma) gemma_defaults(c);
+    if (is_olmo2(c->model_type)) olmo2_defaults(c);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
     if (!gemma && act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return bad_key(path, "hidden_act", "must be \"silu\"");
@@ -256,7 +271,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_int(o, path, "head_dim", qwen3 ? 128 : c->head_dim, &c->head_dim)) ||
         (st = get_int(o, path, "max_position_embeddings", gemma ? c->max_position_embeddings : 2048,
                       &c->max_position_embeddings)) ||
-        (st = get_num(o, path, "rms_norm_eps", 1e-6, &c->rms_norm_eps)) ||
+        (st = get_num(o, path, "rms_norm_eps", is_olmo2(c->model_type) ? 1e-5 : 1e-6, &c->rms_norm_eps)) ||
         (st = get_num(o, path, "rope_theta", c->rope_theta, &c->rope_theta)) ||
         (st = get_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = get_bool(o, path, "tie_word_embeddings", gemma, &c->tie_word_embeddings)) ||
@@ -280,7 +295,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     }
     if (qwen2) c->qkv_bias = 1;
     else c->qkv_bias = c->o_bias = attention_bias;
-    c->qk_norm = qwen3 || is_gemma3(c->model_type);
+    if (qwen3) c->qk_norm = ZT_QK_NORM_HEADS;
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
 }
@@ -308,6 +323,8 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (!(c->rms_norm_eps > 0)) return bad_key(where, "rms_norm_eps", "must be positive");
     if (!(c->rope_theta > 0)) return bad_key(where, "rope_theta", "must be positive");
     if (c->sliding_window < 0) return bad_key(where, "sliding_window", "must be positive or null");
+    if (c->sliding_window && is_olmo2(c->model_type)) /* Olmo2Config has none: transformers would ignore it */
+        return bad_key(where, "sliding_window", "must be null for olmo2 (its attention has no window)");
     if (c->sliding_window_pattern < 0) return bad_key(where, "sliding_window_pattern", "must be a positive integer");
     if (c->query_pre_attn_scalar < 0) return bad_key(where, "query_pre_attn_scalar", "must be positive");
     if (c->attn_softcap < 0) return bad_key(where, "attn_logit_softcapping", "must be positive or null");
@@ -514,12 +531,15 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
     if (!strcmp(key, "model_type")) {
         if (!arch_prefix(value))
             return zt_fail(ZT_EUSER,
-                           "config key 'model_type': '%s' is not llama, mistral, qwen2, qwen3, gemma2 or gemma3_text",
+                           "config key 'model_type': '%s' is not llama, mistral, qwen2, qwen3, gemma2, gemma3_text "
+                           "or olmo2",
                            value);
         strcpy(c->model_type, value);
-        c->qk_norm = !strcmp(value, "qwen3");
+        c->qk_norm = !strcmp(value, "qwen3") ? ZT_QK_NORM_HEADS : 0;
+        c->post_norms = c->no_pre_norms = 0;
         if (!strncmp(value, "gemma", 5)) gemma_defaults(c);
         else c->gemma = c->sliding_window_pattern = 0, c->attn_softcap = c->final_softcap = 0;
+        if (is_olmo2(value)) olmo2_defaults(c);
         c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
         c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
         return ZT_OK;

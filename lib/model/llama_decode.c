@@ -11,7 +11,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->D / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
-    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.gemma ? n * m->C : 0) +
+    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
              (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0);
     size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 20 * 64;
     c->mem = be->alloc(be, bytes);
@@ -36,7 +36,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
         TAKE(c->qkin, n * (m->H + m->KV) * m->D);
         TAKE(c->rstdqk, n * (m->H + m->KV));
     }
-    if (m->cfg.gemma) TAKE(c->post, n * m->C);
+    if (m->cfg.post_norms) TAKE(c->post, n * m->C);
     TAKE(c->cos_t, (size_t)capacity * half);
     TAKE(c->sin_t, (size_t)capacity * half);
     if (m->cfg.rope_local_theta > 0) {
@@ -63,12 +63,13 @@ static void linear(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int n, i
     m->be->gemm(m->be, 0, 1, n, O, I, 1, x, I, m->params + w, I, beta, y, O);
 }
 
-/* c->x += out (the attention's or the MLP's output, written into c->post), through Gemma's post
+/* c->x += out (the attention's or the MLP's output, written into c->post), through its post
  * norm (weight at offset w) */
 static void add_post_normed(zt_llama *m, zt_llama_cache *c, size_t w, int n)
 {
     zt_backend *be = m->be;
-    be->rmsnorm_forward(be, c->ln, c->rstd, c->post, m->params + w, 1, n, m->C, m->cfg.rms_norm_eps);
+    be->rmsnorm_forward(be, c->ln, c->rstd, c->post, m->params + w, zt_llama_norm_offset(m), n, m->C,
+                        m->cfg.rms_norm_eps);
     be->add(be, c->x, c->ln, (size_t)n * m->C);
 }
 
@@ -76,19 +77,20 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, kv = m->KV * m->D, p0 = c->len, gemma = m->cfg.gemma;
+    int C = m->C, kv = m->KV * m->D, p0 = c->len, post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
     double eps = m->cfg.rms_norm_eps;
-    zt_real off = zt_llama_norm_offset(m), *out = gemma ? c->post : c->x; /* blocks add into x, or via a post norm */
+    zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
+    const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
     for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
     be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
-    if (gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
+    if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
         zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv,
                 *V = c->v + (size_t)l * c->capacity * kv;
         int local = c->cos_l && zt_llama_layer_local(&m->cfg, l);
-        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, off, n, C, eps);
-        linear(m, c->qkv, c->ln, base + y->wqkv, n, m->S3, C, 0);
+        if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, off, n, C, eps);
+        linear(m, c->qkv, in, base + y->wqkv, n, m->S3, C, 0);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
         be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, local ? c->cos_l : c->cos_t,
@@ -99,14 +101,14 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         }
         be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D,
                              zt_llama_layer_window(&m->cfg, l), m->attn_scale, m->cfg.attn_softcap);
-        linear(m, out, c->att, base + y->wo, n, C, m->HD, gemma ? 0 : 1);
+        linear(m, out, c->att, base + y->wo, n, C, m->HD, post ? 0 : 1);
         if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
-        if (gemma) add_post_normed(m, c, base + y->post_attn, n);
-        be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, off, n, C, eps);
-        linear(m, c->gateup, c->ln, base + y->wgu, n, 2 * m->F, C, 0);
+        if (post) add_post_normed(m, c, base + y->post_attn, n);
+        if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, off, n, C, eps);
+        linear(m, c->gateup, in, base + y->wgu, n, 2 * m->F, C, 0);
         zt_llama_mlp_act_forward(m, c->h, c->gateup, n);
-        linear(m, out, c->h, base + y->wd, n, C, m->F, gemma ? 0 : 1);
-        if (gemma) add_post_normed(m, c, base + y->post_mlp, n);
+        linear(m, out, c->h, base + y->wd, n, C, m->F, post ? 0 : 1);
+        if (post) add_post_normed(m, c, base + y->post_mlp, n);
     }
     c->len += n;
     const zt_real *last = c->x + (size_t)(n - 1) * C;

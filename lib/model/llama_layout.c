@@ -24,16 +24,16 @@ static void layout(zt_llama *m)
 {
     const zt_llama_config *c = &m->cfg;
     zt_llama_layer_layout *y = &m->lay;
-    size_t C = m->C, o = 0;
-    y->ln1 = o, o += C;
+    size_t C = m->C, o = 0, pre = c->no_pre_norms ? 0 : C, post = c->post_norms ? C : 0;
+    y->ln1 = o, o += pre;
     y->wqkv = o, o += (size_t)m->S3 * C;
     y->bqkv = o, o += c->qkv_bias ? (size_t)m->S3 : 0;
-    y->qkn = o, o += c->qk_norm ? 2 * (size_t)m->D : 0;
+    y->qkn = o, o += zt_llama_qk_norm_weights(m);
     y->wo = o, o += C * m->HD;
     y->bo = o, o += c->o_bias ? C : 0;
-    y->post_attn = o, o += c->gemma ? C : 0;
-    y->ln2 = o, o += C;
-    y->post_mlp = o, o += c->gemma ? C : 0; /* before the MLP's matrices: in the layer's first unit */
+    y->post_attn = o, o += post;
+    y->ln2 = o, o += pre;
+    y->post_mlp = o, o += post; /* before the MLP's matrices: in the layer's first unit */
     y->wgu = o, o += 2 * (size_t)m->F * C;
     y->wd = o, o += C * m->F;
     y->numel = o;
@@ -52,7 +52,7 @@ static void name_tensors(zt_llama *m)
     add_tensor(m, m->embed_off, m->V, C, 1, "model.embed_tokens.weight", 0);
     for (int l = 0; l < m->L; l++) {
         size_t b = m->layer0_off + y->numel * l;
-        add_tensor(m, b + y->ln1, C, 0, 0, "model.layers.%d.input_layernorm.weight", l);
+        if (!m->cfg.no_pre_norms) add_tensor(m, b + y->ln1, C, 0, 0, "model.layers.%d.input_layernorm.weight", l);
         add_tensor(m, b + y->wqkv, qd, C, 1, "model.layers.%d.self_attn.q_proj.weight", l);
         add_tensor(m, b + y->wqkv + (size_t)qd * C, kd, C, 1, "model.layers.%d.self_attn.k_proj.weight", l);
         add_tensor(m, b + y->wqkv + (size_t)(qd + kd) * C, kd, C, 1, "model.layers.%d.self_attn.v_proj.weight", l);
@@ -61,15 +61,17 @@ static void name_tensors(zt_llama *m)
             add_tensor(m, b + y->bqkv + qd, kd, 0, 0, "model.layers.%d.self_attn.k_proj.bias", l);
             add_tensor(m, b + y->bqkv + qd + kd, kd, 0, 0, "model.layers.%d.self_attn.v_proj.bias", l);
         }
-        if (m->cfg.qk_norm) {
-            add_tensor(m, b + y->qkn, m->D, 0, 0, "model.layers.%d.self_attn.q_norm.weight", l);
-            add_tensor(m, b + y->qkn + m->D, m->D, 0, 0, "model.layers.%d.self_attn.k_norm.weight", l);
+        if (m->cfg.qk_norm) { /* a head's width, or (OLMo 2) the whole projection's */
+            int qn = m->cfg.qk_norm == ZT_QK_NORM_WHOLE ? qd : m->D, kn = (int)zt_llama_qk_norm_weights(m) - qn;
+            add_tensor(m, b + y->qkn, qn, 0, 0, "model.layers.%d.self_attn.q_norm.weight", l);
+            add_tensor(m, b + y->qkn + qn, kn, 0, 0, "model.layers.%d.self_attn.k_norm.weight", l);
         }
         add_tensor(m, b + y->wo, C, qd, 1, "model.layers.%d.self_attn.o_proj.weight", l);
         if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
-        if (m->cfg.gemma) { /* Gemma's post_attention_layernorm is a norm of the attention's output */
+        if (m->cfg.post_norms) { /* then post_attention_layernorm is a norm of the attention's output */
             add_tensor(m, b + y->post_attn, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
-            add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.pre_feedforward_layernorm.weight", l);
+            if (!m->cfg.no_pre_norms)
+                add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.pre_feedforward_layernorm.weight", l);
             add_tensor(m, b + y->post_mlp, C, 0, 0, "model.layers.%d.post_feedforward_layernorm.weight", l);
         } else {
             add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);

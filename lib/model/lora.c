@@ -97,7 +97,8 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
-    a->norm_sink = m->be->alloc(m->be, (size_t)(m->C > 2 * m->D ? m->C : 2 * m->D) * sizeof(zt_real));
+    size_t qk = zt_llama_qk_norm_weights(m);
+    a->norm_sink = m->be->alloc(m->be, ((size_t)m->C > qk ? (size_t)m->C : qk) * sizeof(zt_real));
     if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
     m->lora = a;
     if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm)) {

@@ -73,7 +73,7 @@ typedef struct zt_lora {
     uint64_t seed, pass;                    /* dropout: the seed, and the training pass it draws for */
     int training;                           /* this pass drops (forward and backward of a gradient pass) */
     zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
-    zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, 2·D)] where the frozen norms' weight gradients go */
+    zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, q/k norms)] where the frozen norms' gradients go */
     zt_real *dv, *de;                       /* DoRA: [N, widest output] each */
     size_t scratch_tokens;
     /* DoRA: ||W + s·B·A|| of every output of every targeted layer, as the last forward pass of

@@ -132,8 +132,9 @@ for id in 1e10 1.5 -7 '[2, 3e40]'; do
 done
 # keys zt does not implement, each refused by name: another family, Qwen3's window on its upper
 # layers only (max_window_layers is 28 without the key), another activation, dropout; Gemma's
-# keys out of range (another activation, no window, a negative cap, a pattern of 0, a text theta)
-for edit in '"model_type": "olmo2"|model_type' \
+# keys out of range (another activation, no window, a negative cap, a pattern of 0, a text theta);
+# a window on OLMo 2, whose attention has none
+for edit in '"model_type": "phi3"|model_type' '"model_type": "olmo2", "sliding_window": 8|sliding_window' \
             '"model_type": "qwen3", "use_sliding_window": true, "sliding_window": 4|max_window_layers' \
             '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout' \
             '"model_type": "gemma2", "hidden_activation": "gelu"|hidden_activation' \
@@ -155,5 +156,8 @@ expect_exit 2 "qwen3 without q_norm" "keycfg.*q_norm" "$ZT" eval recipe.toml --c
 # a Gemma 2 config.json on Llama weights: the post norms are missing
 $PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="gemma2"; c["sliding_window"]=8; json.dump(c, open(p,"w"))'
 expect_exit 2 "gemma2 without its post norms" "keycfg.*feedforward_layernorm" "$ZT" eval recipe.toml --checkpoint keycfg
+# an OLMo 2 config.json on Llama weights: their pre norms are tensors OLMo 2 has none of
+$PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="olmo2"; c.pop("sliding_window", None); json.dump(c, open(p,"w"))'
+expect_exit 2 "olmo2 on pre norms" "keycfg.*input_layernorm" "$ZT" eval recipe.toml --checkpoint keycfg
 expect_exit 2 "no such model" "nosuch.*config.json" "$ZT" eval recipe.toml --checkpoint nosuch
 done_testing

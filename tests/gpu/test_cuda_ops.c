@@ -134,12 +134,12 @@ static void set_case(const char *fmt, ...)
 }
 
 /* Runs one backend entry on the CPU, then on the GPU; S(b) is buffer b on the side running. */
-#define BOTH(entry, ...)                                                                                       \
-    do {                                                                                                       \
-        for (int side_ = 0; side_ < 2; side_++) {                                                              \
-            zt_backend *be_ = side_ ? gpu : cpu;                                                               \
-            be_->entry(be_, __VA_ARGS__);                                                                      \
-        }                                                                                                      \
+#define BOTH(entry, ...)                                                                                               \
+    do {                                                                                                               \
+        for (int side_ = 0; side_ < 2; side_++) {                                                                      \
+            zt_backend *be_ = side_ ? gpu : cpu;                                                                       \
+            be_->entry(be_, __VA_ARGS__);                                                                              \
+        }                                                                                                              \
     } while (0)
 #define S(b) (side_ ? (b).gpu : (b).cpu)
 #define SF(b, offset) ((float *)S(b) + (offset))
@@ -232,7 +232,10 @@ static void gemm_case(int bf16, gemm_shape g)
     int lda = (g.ta ? g.M : g.K) + g.pad, ldb = (g.tb ? g.K : g.N) + g.pad, ldc = g.N + g.pad, s = g.shift;
     size_t na = (size_t)(g.ta ? g.K : g.M) * lda, nb = (size_t)(g.tb ? g.N : g.K) * ldb, nc = (size_t)g.M * ldc;
     set_case("ta=%d tb=%d M=%d N=%d K=%d pad=%d a=%g b=%g%s%s", g.ta, g.tb, g.M, g.N, g.K, g.pad, g.alpha, g.beta,
-             g.poison == 1 ? " nan(A)" : g.poison == 2 ? " nan(C)" : "", s ? " unaligned" : "");
+             g.poison == 1   ? " nan(A)"
+             : g.poison == 2 ? " nan(C)"
+                             : "",
+             s ? " unaligned" : "");
     float *A = host_floats(na + s, 1), *B = host_floats(nb + s, 1), *C = host_floats(nc + s, 1);
     if (g.poison == 1 && g.M && g.K)
         A[s + (g.ta ? (size_t)(g.K / 2) * lda + g.M / 2 : (size_t)(g.M / 2) * lda + g.K / 2)] = NAN;
@@ -253,15 +256,15 @@ static void gemm_case(int bf16, gemm_shape g)
 
 static void gemm_all(int bf16)
 {
-    static const int shapes[][4] = {{1, 1, 1, 0},       {7, 5, 3, 1},        {17, 33, 65, 3},   {64, 64, 64, 0},
-                                    {129, 257, 511, 5}, {300, 70, 1, 2},     {256, 768, 1024, 0}};
+    static const int shapes[][4] = {{1, 1, 1, 0},       {7, 5, 3, 1},    {17, 33, 65, 3},    {64, 64, 64, 0},
+                                    {129, 257, 511, 5}, {300, 70, 1, 2}, {256, 768, 1024, 0}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int t = 0; t < 4; t++)
             for (int beta = 0; beta < 2; beta++)
                 gemm_case(bf16, (gemm_shape){t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
                                              beta ? 0.75f : 1.0f, (float)beta, 0, 0});
     /* BLAS corners: K = 0 and alpha = 0 only scale C; M = 0 does nothing; NaN in A, in C with beta 0 */
-    gemm_shape corners[] = {{0, 0, 9, 11, 0, 2, 1, 0, 0, 0},    {1, 0, 9, 11, 0, 2, 1, 0.5f, 0, 0},
+    gemm_shape corners[] = {{0, 0, 9, 11, 0, 2, 1, 0, 0, 0},     {1, 0, 9, 11, 0, 2, 1, 0.5f, 0, 0},
                             {0, 1, 9, 11, 13, 2, 0, 0.5f, 0, 0}, {0, 0, 0, 11, 13, 2, 1, 1, 0, 0},
                             {0, 1, 33, 17, 40, 1, 1, 0, 1, 0},   {1, 0, 33, 17, 40, 1, 1, 1, 1, 0},
                             {1, 1, 33, 17, 40, 1, 1, 0, 2, 0}};
@@ -276,8 +279,7 @@ static void test_gemm_bf16(void) { gemm_all(1); }
 static void test_gemm_unaligned(void)
 {
     for (int bf16 = 0; bf16 < 2; bf16++)
-        for (int t = 0; t < 4; t++)
-            gemm_case(bf16, (gemm_shape){t >> 1, t & 1, 67, 129, 96, 0, 1, 1, 0, 1});
+        for (int t = 0; t < 4; t++) gemm_case(bf16, (gemm_shape){t >> 1, t & 1, 67, 129, 96, 0, 1, 1, 0, 1});
 }
 
 static void test_to_bf16(void)
@@ -347,30 +349,35 @@ static void test_rmsnorm(void)
     rmsnorm_case(257, 1001, 0, 1); /* Gemma's scale 1 + w */
 }
 
-/* Qwen3's q and k norms on qkv rows: the q heads, then the k heads (an offset into the rows),
- * each with its own weight; the v heads must stay as they were. dw sums N·heads rows: 1e-8.
- * D = 256 with Gemma 3's scale 1 + w. */
+/* The q and k norms on qkv rows: the q rows, then the k rows (an offset into the rows), each
+ * with its own weight; the v heads must stay as they were. dw sums N·heads rows: 1e-8. Qwen3's
+ * heads of 64 and 128, Gemma 3's of 256 with the scale 1 + w, OLMo 2's one row over the whole
+ * q (8 heads of 64) and the whole k (4 heads of 64). */
 static void test_head_rmsnorm(void)
 {
-    static const int Ds[] = {64, 128, 256};
-    const int N = 50, H = 4, KV = 2;
-    for (size_t c = 0; c < 3; c++) {
-        int D = Ds[c], stride = (H + 2 * KV) * D;
-        float off = D == 256 ? 1 : 0;
-        set_case("N=%d H=%d KV=%d D=%d w_offset=%g", N, H, KV, D, off);
-        buf x = buf_floats((size_t)N * stride, 2), w = buf_floats(2 * (size_t)D, 1.5);
-        buf xin = buf_floats((size_t)N * (H + KV) * D, 1), rstd = buf_floats((size_t)N * (H + KV), 1);
-        BOTH(head_rmsnorm_forward, S(x), S(xin), S(rstd), S(w), off, N, stride, H, D, 1e-6);
-        BOTH(head_rmsnorm_forward, SF(x, H * D), SF(xin, (size_t)N * H * D), SF(rstd, N * H), SF(w, D), off, N,
-             stride, KV, D, 1e-6);
+    static const struct {
+        int qh, qd, kh, kd;
+        float off;
+    } cases[] = {{4, 64, 2, 64, 0}, {4, 128, 2, 128, 0}, {4, 256, 2, 256, 1}, {1, 512, 1, 256, 0}};
+    const int N = 50;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int qh = cases[c].qh, qd = cases[c].qd, kh = cases[c].kh, kd = cases[c].kd, q = qh * qd, k = kh * kd;
+        int stride = q + 2 * k;
+        float off = cases[c].off;
+        set_case("N=%d q %d×%d k %d×%d w_offset=%g", N, qh, qd, kh, kd, off);
+        buf x = buf_floats((size_t)N * stride, 2), w = buf_floats((size_t)qd + kd, 1.5);
+        buf xin = buf_floats((size_t)N * (q + k), 1), rstd = buf_floats((size_t)N * (qh + kh), 1);
+        BOTH(head_rmsnorm_forward, S(x), S(xin), S(rstd), S(w), off, N, stride, qh, qd, 1e-6);
+        BOTH(head_rmsnorm_forward, SF(x, q), SF(xin, (size_t)N * q), SF(rstd, N * qh), SF(w, qd), off, N, stride, kh,
+             kd, 1e-6);
         expect("head_rmsnorm_fwd.x", x, AS_F32, 1e-10);
         expect("head_rmsnorm_fwd.xin", xin, AS_BYTES, 0);
         expect("head_rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
         mirror(rstd);
-        buf dx = buf_floats((size_t)N * stride, 1), dw = buf_floats(2 * (size_t)D, 1);
-        BOTH(head_rmsnorm_backward, S(dx), S(dw), S(xin), S(w), off, S(rstd), N, stride, H, D);
-        BOTH(head_rmsnorm_backward, SF(dx, H * D), SF(dw, D), SF(xin, (size_t)N * H * D), SF(w, D), off,
-             SF(rstd, N * H), N, stride, KV, D);
+        buf dx = buf_floats((size_t)N * stride, 1), dw = buf_floats((size_t)qd + kd, 1);
+        BOTH(head_rmsnorm_backward, S(dx), S(dw), S(xin), S(w), off, S(rstd), N, stride, qh, qd);
+        BOTH(head_rmsnorm_backward, SF(dx, q), SF(dw, qd), SF(xin, (size_t)N * q), SF(w, qd), off, SF(rstd, N * qh), N,
+             stride, kh, kd);
         expect("head_rmsnorm_bwd.dx", dx, AS_F32, 1e-10);
         expect("head_rmsnorm_bwd.dw", dw, AS_F32, 1e-8);
         case_end();
@@ -483,8 +490,7 @@ static void attention_case(int T, int KV, int D, int window, double scale, doubl
     expect("attention_fwd.lse", lse, AS_F32, 1e-9);
     mirror(out), mirror(lse); /* backward checked on its own: the same forward results on both sides */
     buf dout = buf_floats(nout, 1), dqkv = buf_floats(nqkv, 1);
-    BOTH(attention_backward, S(dqkv), S(dout), S(qkv), S(out), S(lse), S(pos), B, T, H, KV, D, window, scale,
-         softcap);
+    BOTH(attention_backward, S(dqkv), S(dout), S(qkv), S(out), S(lse), S(pos), B, T, H, KV, D, window, scale, softcap);
     expect("attention_bwd.dqkv", dqkv, AS_F32, 1e-9);
     case_end();
 }

@@ -71,11 +71,13 @@ static void check(const char *model_type, int window, int chunk)
 static void test_llama(void) { check("llama", 0, 4); }
 static void test_qwen2_bias(void) { check("qwen2", 0, 5); }
 static void test_sliding_window(void) { check("mistral", 3, 16); }
+static void test_olmo2_norms(void) { check("olmo2", 0, 3); } /* post norms only, whole-projection q/k norms */
 
 int main(void)
 {
     RUN(test_llama);
     RUN(test_qwen2_bias);
     RUN(test_sliding_window);
+    RUN(test_olmo2_norms);
     return test_summary();
 }

@@ -2,8 +2,8 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, and the families zt
- * had before. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, and the
+ * families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -148,6 +148,8 @@ static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tie
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
+/* norms on the blocks' outputs only, q/k norms over the whole projections, "type": "linear" rope_scaling */
+static void test_olmo2(void) { check_family("olmo2"); }
 
 int main(void)
 {
@@ -162,5 +164,6 @@ int main(void)
     RUN(test_qwen2);
     RUN(test_gemma2);
     RUN(test_gemma3);
+    RUN(test_olmo2);
     return test_summary();
 }
