@@ -1,5 +1,5 @@
 /* zt_gemm_bf16 through oneDNN's matmul (the library PyTorch uses on CPUs): its JIT kernels
- * pick the best of AMX, AVX-512 BF16 and AVX-512 at run time, capped at zt's level (ZT_CPU).
+ * pick AMX or AVX-512 BF16 at run time; zt uses them only at its avx512-bf16 level (ZT_CPU).
  *
  * zt keeps the threading: C is cut into blocks of BLOCK x BLOCK that depend on the shape
  * alone, and each block is one single-threaded oneDNN primitive, run by whichever thread
@@ -118,13 +118,13 @@ static dnnl_primitive_t make_block(product *p, int rows, int cols, int it, int j
 
 static void init(void)
 {
-    /* the ISA cap must come before the first primitive; below AVX2 zt's scalar path runs;
-     * ZT_DNNL=0 leaves every product to zt's kernels (for side-by-side measurements) */
+    /* Only where the CPU has AVX-512 BF16 (and AMX, where oneDNN finds it): its brgemm kernels
+     * there sum each element over K in an order the block's row count does not change. Capped
+     * lower (ZT_CPU=avx512), oneDNN runs gemm:jit, whose order does depend on it, and then a
+     * micro-batch of 4 rows gives other values than one of 8 (t2300's 2 ranks against 1);
+     * zt's kernels run there. ZT_DNNL=0 leaves every product to zt's kernels. */
     const char *off = getenv("ZT_DNNL");
-    if (!zt_cpu_has(ZT_CPU_AVX2) || (off && !strcmp(off, "0"))) return;
-    dnnl_set_max_cpu_isa(zt_cpu_has(ZT_CPU_AVX512BF16) ? dnnl_cpu_isa_all
-                         : zt_cpu_has(ZT_CPU_AVX512)   ? dnnl_cpu_isa_avx512_core
-                                                       : dnnl_cpu_isa_avx2);
+    if (!zt_cpu_has(ZT_CPU_AVX512BF16) || (off && !strcmp(off, "0"))) return;
     if (pthread_key_create(&thread_key, thread_state_free)) return;
     if (dnnl_engine_create(&dn.engine, dnnl_cpu, 0) != dnnl_success) {
         dn.engine = NULL;
