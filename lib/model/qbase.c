@@ -20,8 +20,6 @@
 #include "lib/core/pages.h"
 #include "lora.h"
 
-const char *const zt_qbase_kind_names[3] = {"none", "nf4", "int8"};
-
 #define MAGIC "ZTQBASE1"
 #define NOTE_FILE "zt_quantization.json"
 enum { ALIGN = 64 };
