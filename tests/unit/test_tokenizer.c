@@ -423,7 +423,7 @@ static void test_bpe_sentencepiece_style(void)
  * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each. */
 static void test_real_tokenizers(void)
 {
-    const char *families[] = {"gpt2", "deepseek_v4", "mistral"};
+    const char *families[] = {"gpt2", "deepseek_v4", "mistral", "qwen3"};
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
         char dir[512], cmd[2048], fixture[512];
         snprintf(dir, sizeof dir, "%s/real_%s", tmpdir, families[i]);
