@@ -218,31 +218,77 @@ static zt_status read_added_tokens(zt_tokenizer *tok, const cJSON *added)
     return ZT_OK;
 }
 
-/* The id of a special token named in the post-processor: its "ids" there, or the piece. */
-static int32_t template_token_id(const zt_tokenizer *tok, const zt_bpe *b, const cJSON *tp, const char *name)
+static zt_status affix_push(zt_affix *side, int32_t id, const char *where)
 {
-    const cJSON *ids = field(field(field(tp, "special_tokens"), name), "ids");
-    if (cJSON_IsArray(ids) && is_int_in(ids->child, 0, MAX_VOCAB)) return (int32_t)ids->child->valuedouble;
-    const zt_added_token *t = zt_added_by_content(&tok->added, name, strlen(name));
-    return t ? t->id : zt_bpe_piece_to_id(b, name, strlen(name));
+    if (side->n == ZT_AFFIX_MAX)
+        return zt_fail(ZT_EUSER, "%s: more than %d special tokens on one side of $A", where, ZT_AFFIX_MAX);
+    side->ids[side->n++] = id;
+    return ZT_OK;
 }
 
-/* BOS: a TemplateProcessing (alone or in a Sequence) whose single template
- * starts with a special token, as Llama 3's does. */
-static void read_post_processor(zt_tokenizer *tok, const zt_bpe *b, const cJSON *post)
+/* Appends the ids of the special token named in a template: all its "ids" in
+ * the post-processor's special_tokens, else the token of that content. */
+static zt_status template_token(const zt_tokenizer *tok, const zt_bpe *b, const cJSON *tp, const char *name,
+                                const char *where, zt_affix *side)
 {
+    const cJSON *ids = field(field(field(tp, "special_tokens"), name), "ids");
+    if (!cJSON_IsArray(ids)) {
+        const zt_added_token *t = zt_added_by_content(&tok->added, name, strlen(name));
+        int32_t id = t ? t->id : zt_bpe_piece_to_id(b, name, strlen(name));
+        if (id < 0)
+            return zt_fail(ZT_EUSER, "%s: special token '%s' is not in special_tokens nor a token", where, name);
+        return affix_push(side, id, where);
+    }
+    for (const cJSON *v = ids->child; v; v = v->next) {
+        if (!is_int_in(v, 0, MAX_VOCAB))
+            return zt_fail(ZT_EUSER, "%s.special_tokens['%s'].ids is not a list of ids", where, name);
+        zt_status st = affix_push(side, (int32_t)v->valuedouble, where);
+        if (st) return st;
+    }
+    return ZT_OK;
+}
+
+/* The single template of a TemplateProcessing: the special tokens before and
+ * after the text ($A), which encode(add_special_tokens=True) adds. The pair
+ * template is for text pairs, which zt never encodes. */
+static zt_status read_template(zt_tokenizer *tok, const zt_bpe *b, const cJSON *tp, const char *where)
+{
+    char at[160];
+    snprintf(at, sizeof at, "%s.single", where);
+    const cJSON *single = field(tp, "single");
+    if (!cJSON_IsArray(single)) return zt_fail(ZT_EUSER, "%s is not a list of pieces", at);
+    int seen_a = 0, i = 0;
+    for (const cJSON *piece = single->child; piece; piece = piece->next, i++) {
+        const cJSON *special = field(field(piece, "SpecialToken"), "id"), *seq = field(field(piece, "Sequence"), "id");
+        zt_status st;
+        if (cJSON_IsString(special))
+            st = template_token(tok, b, tp, special->valuestring, where, seen_a ? &tok->after : &tok->before);
+        else if (cJSON_IsString(seq) && strcmp(seq->valuestring, "A") == 0 && !seen_a) st = ZT_OK, seen_a = 1;
+        else st = zt_fail(ZT_EUSER, "%s[%d] is neither a SpecialToken nor the one Sequence A", at, i);
+        if (st) return st;
+    }
+    if (!seen_a) return zt_fail(ZT_EUSER, "%s has no Sequence A", at);
+    if (tok->before.n) tok->bos = tok->before.ids[0];
+    if (tok->after.n) tok->eos = tok->after.ids[tok->after.n - 1];
+    return ZT_OK;
+}
+
+/* BOS/EOS as the post-processor adds them: a TemplateProcessing, alone or in
+ * a Sequence (Llama 3's follows a ByteLevel, which adds nothing). */
+static zt_status read_post_processor(zt_tokenizer *tok, const zt_bpe *b, const cJSON *post)
+{
+    if (strcmp(type_of(post), "TemplateProcessing") == 0) return read_template(tok, b, post, "post_processor");
+    if (strcmp(type_of(post), "Sequence") != 0) return ZT_OK;
     const cJSON *tp = NULL;
-    if (strcmp(type_of(post), "TemplateProcessing") == 0) tp = post;
-    else if (strcmp(type_of(post), "Sequence") == 0)
-        for (const cJSON *p = field(post, "processors") ? field(post, "processors")->child : NULL; p; p = p->next)
-            if (strcmp(type_of(p), "TemplateProcessing") == 0) tp = p;
-    const cJSON *single = field(tp, "single"), *first = cJSON_IsArray(single) ? single->child : NULL;
-    const cJSON *name = field(field(first, "SpecialToken"), "id");
-    if (!cJSON_IsString(name)) return;
-    int32_t id = template_token_id(tok, b, tp, name->valuestring);
-    if (id < 0) return;
-    tok->bos = id;
-    tok->add_bos = 1;
+    int i = 0, at = 0;
+    for (const cJSON *p = field(post, "processors") ? field(post, "processors")->child : NULL; p; p = p->next, i++) {
+        if (strcmp(type_of(p), "TemplateProcessing") != 0) continue;
+        if (tp) return zt_fail(ZT_EUSER, "post_processor.processors[%d]: a second TemplateProcessing", i);
+        tp = p, at = i;
+    }
+    char where[64];
+    snprintf(where, sizeof where, "post_processor.processors[%d]", at);
+    return tp ? read_template(tok, b, tp, where) : ZT_OK;
 }
 
 static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
@@ -255,8 +301,7 @@ static zt_status read_tokenizer(zt_tokenizer *tok, zt_bpe *b, const cJSON *root)
     if ((st = zt_decoder_read(field(root, "decoder"), "decoder", &tok->decoder))) return st;
     if ((st = read_added_tokens(tok, field(root, "added_tokens")))) return st;
     tok->unk = b->unk;
-    read_post_processor(tok, b, field(root, "post_processor"));
-    return ZT_OK;
+    return read_post_processor(tok, b, field(root, "post_processor"));
 }
 
 zt_status zt_bpe_open(zt_tokenizer *tok, const char *path)

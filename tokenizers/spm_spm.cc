@@ -93,6 +93,6 @@ extern "C" zt_status zt_spm_open(zt_tokenizer *tok, const char *path)
     tok->eos = p->eos_id();
     tok->pad = p->pad_id();
     tok->unk = p->unk_id();
-    tok->add_bos = tok->bos >= 0;
+    if (tok->bos >= 0) tok->before = {{tok->bos}, 1};
     return ZT_OK;
 }

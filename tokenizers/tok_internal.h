@@ -97,15 +97,21 @@ typedef struct zt_tok_ops {
 
 typedef struct zt_tokenizer zt_tokenizer;
 
+#define ZT_AFFIX_MAX 8 /* special tokens on one side of the text in a post-processor's template */
+typedef struct {
+    int32_t ids[ZT_AFFIX_MAX];
+    int n;
+} zt_affix;
+
 struct zt_tokenizer {
     const zt_tok_ops *ops;
     void *model;
     zt_added_set added;
     int32_t bos, eos, pad, unk; /* -1 when absent */
-    int add_bos;
-    char *path;                /* the model file */
-    zt_normalizer *normalizer; /* the model's normalizer (normalize.h), or NULL */
-    zt_decoder *decoder;       /* tokenizer.json's decoder (decoder.h); NULL: ops->decode */
+    zt_affix before, after;     /* the special tokens encode(add_special_tokens=True) puts around a text */
+    char *path;                 /* the model file */
+    zt_normalizer *normalizer;  /* the model's normalizer (normalize.h), or NULL */
+    zt_decoder *decoder;        /* tokenizer.json's decoder (decoder.h); NULL: ops->decode */
 };
 
 /* Each fills tok->ops/model, the added tokens, and the ids the model knows of. */

@@ -82,7 +82,6 @@ zt_status zt_tokenizer_open(zt_tokenizer **out, const char *path)
         if (!copy) st = zt_fail(ZT_ENOMEM, "out of memory");
         else st = zt_tokenizer_read_config(tok, dirname(copy));
         free(copy);
-        if (tok->bos < 0) tok->add_bos = 0;
     }
     if (st) {
         zt_tokenizer_free(tok);
@@ -274,7 +273,12 @@ int32_t zt_tokenizer_bos_id(const zt_tokenizer *tok) { return tok->bos; }
 int32_t zt_tokenizer_eos_id(const zt_tokenizer *tok) { return tok->eos; }
 int32_t zt_tokenizer_pad_id(const zt_tokenizer *tok) { return tok->pad; }
 int32_t zt_tokenizer_unk_id(const zt_tokenizer *tok) { return tok->unk; }
-int zt_tokenizer_add_bos(const zt_tokenizer *tok) { return tok->add_bos; }
+size_t zt_tokenizer_template(const zt_tokenizer *tok, int after, const int32_t **ids)
+{
+    const zt_affix *side = after ? &tok->after : &tok->before;
+    *ids = side->ids;
+    return (size_t)side->n;
+}
 const char *zt_tokenizer_path(const zt_tokenizer *tok) { return tok->path; }
 const char *zt_tokenizer_kind(const zt_tokenizer *tok) { return tok->ops->name; }
 

@@ -18,7 +18,7 @@
  *     }
  *     zt_tokenizer_free(tok);
  *
- * Encode never adds BOS/EOS: the caller does, after zt_tokenizer_add_bos().
+ * Encode never adds BOS/EOS: the caller does, with zt_tokenizer_template().
  * Encoding, decoding and the lookups may run concurrently on one tokenizer;
  * zt_tokenizer_add_special may not run alongside anything else.
  */
@@ -36,7 +36,8 @@ typedef struct zt_tokenizer zt_tokenizer;
  * Hugging Face does; a tokenizer.json zt cannot read falls back to a
  * tokenizer.model next to it) or either file. tokenizer_config.json and
  * special_tokens_map.json next to the file, when present, give the special
- * tokens, add_bos_token and the added tokens of added_tokens_decoder.
+ * tokens, add_bos_token / add_eos_token and the added tokens of
+ * added_tokens_decoder.
  * A model zt cannot read is ZT_EUSER with the file and field named. */
 zt_status zt_tokenizer_open(zt_tokenizer **out, const char *path);
 void zt_tokenizer_free(zt_tokenizer *tok);
@@ -66,10 +67,15 @@ int32_t zt_tokenizer_bos_id(const zt_tokenizer *tok);
 int32_t zt_tokenizer_eos_id(const zt_tokenizer *tok);
 int32_t zt_tokenizer_pad_id(const zt_tokenizer *tok);
 int32_t zt_tokenizer_unk_id(const zt_tokenizer *tok);
-/* Whether BOS goes in front of each text by default: add_bos_token of
- * tokenizer_config.json, else the tokenizer.json post-processor's template,
- * else (SentencePiece) whether the model has a BOS. */
-int zt_tokenizer_add_bos(const zt_tokenizer *tok);
+/* The special tokens Hugging Face's encode(text, add_special_tokens=True) puts
+ * before the text's ids (after = 0) or after them (after = 1): the single
+ * template of tokenizer.json's post-processor (TemplateProcessing, alone or in
+ * a Sequence), which also gives BOS (its first token before) and EOS (its last
+ * after); tokenizer_config.json's add_bos_token / add_eos_token, where set,
+ * replace a side with BOS / EOS alone or nothing, as transformers' Llama and
+ * Gemma tokenizers do; a tokenizer.model puts its BOS before. Returns how many;
+ * *ids is valid until the tokenizer is freed. */
+size_t zt_tokenizer_template(const zt_tokenizer *tok, int after, const int32_t **ids);
 
 /* Makes piece a special token: its id when it is already in the vocabulary,
  * else a new id at the end. For chat templates whose tokens the vocabulary lacks. */

@@ -1,5 +1,5 @@
 /* tokenizer_config.json and special_tokens_map.json: the special tokens,
- * add_bos_token, and added tokens that only tokenizer_config.json lists
+ * add_bos_token / add_eos_token, and added tokens that only tokenizer_config.json lists
  * (added_tokens_decoder, common next to a tokenizer.model). */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -82,6 +82,13 @@ static int special_id(const zt_tokenizer *tok, const cJSON *v, const char *key, 
     return 1;
 }
 
+/* one side of the template: the token alone when on (and known), else nothing */
+static zt_affix alone(int on, int32_t id)
+{
+    zt_affix side = {{id}, on && id >= 0};
+    return side;
+}
+
 zt_status zt_tokenizer_read_config(zt_tokenizer *tok, const char *dir)
 {
     char cfg_path[4096], map_path[4096];
@@ -96,8 +103,11 @@ zt_status zt_tokenizer_read_config(zt_tokenizer *tok, const char *dir)
         for (int i = 0; i < 4; i++)
             if (!special_id(tok, cJSON_GetObjectItemCaseSensitive(cfg, keys[i]), keys[i], cfg_path, ids[i]))
                 special_id(tok, cJSON_GetObjectItemCaseSensitive(map, keys[i]), keys[i], map_path, ids[i]);
+        /* as transformers' Llama and Gemma tokenizers rebuild the template from them */
         const cJSON *add_bos = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
-        if (cJSON_IsBool(add_bos)) tok->add_bos = cJSON_IsTrue(add_bos);
+        const cJSON *add_eos = cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token");
+        if (cJSON_IsBool(add_bos)) tok->before = alone(cJSON_IsTrue(add_bos), tok->bos);
+        if (cJSON_IsBool(add_eos)) tok->after = alone(cJSON_IsTrue(add_eos), tok->eos);
     }
     cJSON_Delete(cfg);
     cJSON_Delete(map);

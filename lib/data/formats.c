@@ -147,15 +147,25 @@ static zt_status emit(zt_format *f, const seq *s)
     return st;
 }
 
+/* A text's end, trained: what the tokenizer's template puts after a text, else EOS (a text
+ * always ends in one, so that the model learns to stop) */
+static zt_status push_end(const zt_format *f, seq *s)
+{
+    const int32_t *after;
+    size_t n = zt_tokenizer_template(f->tok, 1, &after);
+    int32_t eos = zt_tokenizer_eos_id(f->tok);
+    return n ? seq_push(s, after, n, 1) : eos >= 0 ? seq_push(s, &eos, 1, 1) : ZT_OK;
+}
+
 static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "text");
     if (!cJSON_IsString(t)) return zt_fail(ZT_EUSER, "\"text\" is %s, not a string", zt_json_kind(t));
-    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
-    zt_status st = ZT_OK;
-    if (bos >= 0 && zt_tokenizer_add_bos(f->tok)) st = seq_push(s, &bos, 1, 1);
+    const int32_t *before;
+    size_t n = zt_tokenizer_template(f->tok, 0, &before);
+    zt_status st = seq_push(s, before, n, 1);
     if (!st) st = seq_push_text(s, f->tok, t->valuestring, strlen(t->valuestring), !f->split_special, 1);
-    if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
+    if (!st) st = push_end(f, s);
     if (!st && s->n < 2) return zt_fail(ZT_EUSER, "\"text\" gives no tokens to train on");
     s->split = 1;
     return st;
@@ -306,11 +316,12 @@ static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
     return st;
 }
 
-/* a string prompt: BOS (when the tokenizer adds one) and its tokens, none trained */
+/* a string prompt: what the tokenizer puts before a text (BOS) and its tokens, none trained */
 static zt_status text_prompt(const zt_format *f, const char *prompt, seq *s)
 {
-    int32_t bos = zt_tokenizer_bos_id(f->tok);
-    zt_status st = bos >= 0 && zt_tokenizer_add_bos(f->tok) ? seq_push(s, &bos, 1, 0) : ZT_OK;
+    const int32_t *before;
+    size_t n = zt_tokenizer_template(f->tok, 0, &before);
+    zt_status st = seq_push(s, before, n, 0);
     return st ? st : seq_push_text(s, f->tok, prompt, strlen(prompt), !f->split_special, 0);
 }
 
@@ -330,10 +341,9 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
 {
     if (cJSON_IsString(prompt)) {
         if (!cJSON_IsString(answer)) return zt_fail(ZT_EUSER, "\"%s\" must be a string like \"prompt\"", name);
-        int32_t eos = zt_tokenizer_eos_id(f->tok);
         zt_status st = text_prompt(f, prompt->valuestring, s);
         if (!st) st = seq_push_text(s, f->tok, answer->valuestring, strlen(answer->valuestring), !f->split_special, 1);
-        if (!st && eos >= 0) st = seq_push(s, &eos, 1, 1);
+        if (!st) st = push_end(f, s);
         if (!st && s->n > (size_t)f->max_length) s->n = (size_t)f->max_length, s->truncated = 1;
         return st;
     }

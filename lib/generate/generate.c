@@ -110,17 +110,19 @@ zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out)
     size_t n;
     zt_status st = zt_tokenizer_encode(g->tok, prompt, strlen(prompt), 0, &ids, &n);
     if (st) return st;
-    int32_t bos = zt_tokenizer_bos_id(g->tok);
-    if (bos >= 0 && zt_tokenizer_add_bos(g->tok)) {
-        int32_t *with = malloc(sizeof(int32_t) * (n + 1));
+    /* BOS, as the tokenizer puts it before a text (not what it puts after: the prompt goes on) */
+    const int32_t *before;
+    size_t k = zt_tokenizer_template(g->tok, 0, &before);
+    if (k) {
+        int32_t *with = malloc(sizeof(int32_t) * (n + k));
         if (!with) {
             free(ids);
             return zt_fail(ZT_ENOMEM, "out of memory");
         }
-        with[0] = bos;
-        memcpy(with + 1, ids, n * sizeof(int32_t));
+        memcpy(with, before, k * sizeof(int32_t));
+        memcpy(with + k, ids, n * sizeof(int32_t));
         free(ids);
-        ids = with, n++;
+        ids = with, n += k;
     }
     st = zt_generate_ids(g, ids, n, out);
     free(ids);

@@ -272,6 +272,13 @@ static int each_row(const zt_tokenizer *tok, const char *dir, const char *name,
     return lines;
 }
 
+/* How many special tokens the tokenizer puts before (after = 0) or after a text. */
+static size_t around(const zt_tokenizer *tok, int after)
+{
+    const int32_t *ids;
+    return zt_tokenizer_template(tok, after, &ids);
+}
+
 /* One row of expected.jsonl: ids with and without special tokens parsed, and both decodings. */
 static int check_expected_row(const zt_tokenizer *tok, const cJSON *row, const char *where)
 {
@@ -329,7 +336,7 @@ static void test_bpe_llama3(void)
     CHECK(zt_tokenizer_eos_id(tok) == im_end); /* tokenizer_config.json: {"content": "<|im_end|>"} */
     CHECK(zt_tokenizer_pad_id(tok) == -1);     /* null there */
     CHECK(zt_tokenizer_unk_id(tok) == -1);
-    CHECK(zt_tokenizer_add_bos(tok) == 1); /* the post-processor's template */
+    CHECK(around(tok, 0) == 1 && around(tok, 1) == 0); /* the post-processor's template */
     CHECK(zt_tokenizer_is_special(tok, im_end));
     CHECK(!zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "zt_added")));
     CHECK(!zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "a")));
@@ -350,7 +357,7 @@ static void test_bpe_gpt2(void)
     if (st) return;
     CHECK(zt_tokenizer_vocab_size(tok) == 1000);
     CHECK(zt_tokenizer_bos_id(tok) == -1 && zt_tokenizer_eos_id(tok) == -1); /* no tokenizer_config.json */
-    CHECK(zt_tokenizer_add_bos(tok) == 0);
+    CHECK(around(tok, 0) == 0 && around(tok, 1) == 0);
     CHECK(zt_tokenizer_is_special(tok, zt_tokenizer_piece_to_id(tok, "<|endoftext|>")));
     int lines = check_expected(tok, FIXTURES "/bpe_gpt2");
     CHECK(lines > 200);
@@ -364,7 +371,7 @@ static void test_bpe_qwen2(void)
     CHECK_MSG(st == ZT_OK, "%s", zt_errmsg());
     if (st) return;
     CHECK(zt_tokenizer_vocab_size(tok) == 1001);
-    CHECK(zt_tokenizer_add_bos(tok) == 0 && zt_tokenizer_bos_id(tok) == -1);
+    CHECK(around(tok, 0) == 0 && zt_tokenizer_bos_id(tok) == -1);
     int lines = check_expected(tok, FIXTURES "/bpe_qwen2"); /* NFC before the split */
     CHECK(lines > 200);
     zt_tokenizer_free(tok);
@@ -419,8 +426,30 @@ static void test_bpe_sentencepiece_style(void)
 }
 
 /* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
+/* fixture/template.json: what Hugging Face's encode(add_special_tokens=True) put before and
+ * after the ids of each text; zt_tokenizer_template must give the same. */
+static void check_template(const zt_tokenizer *tok, const char *fixture)
+{
+    char path[600], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/template.json", fixture);
+    CHECK_MSG(zt_read_file(path, &text, &len) == ZT_OK, "%s", zt_errmsg());
+    cJSON *t = cJSON_Parse(text);
+    free(text);
+    for (int after = 0; after < 2; after++) {
+        size_t nwant;
+        int32_t *want = json_ids(cJSON_GetObjectItem(t, after ? "after" : "before"), &nwant);
+        const int32_t *ids;
+        size_t n = zt_tokenizer_template(tok, after, &ids);
+        CHECK_MSG(same_ids(ids, n, want, nwant, after ? "after the text" : "before the text", path), "%s", path);
+        free(want);
+    }
+    cJSON_Delete(t);
+}
+
 /* Real tokenizer.json files of released models (tests/fixtures/tokenizers/real/README.md),
- * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each. */
+ * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each,
+ * and the special tokens its post-processor adds around them. */
 static void test_real_tokenizers(void)
 {
     const char *families[] = {"gpt2", "deepseek_v4", "mistral", "qwen3"};
@@ -437,6 +466,7 @@ static void test_real_tokenizers(void)
         if (st) continue;
         int lines = check_expected(tok, fixture);
         CHECK_MSG(lines >= 600, "%s: %d lines", families[i], lines);
+        check_template(tok, fixture);
         fprintf(stderr, "  %s: %d texts equal to Hugging Face's ids and decodings\n", families[i], lines);
         zt_tokenizer_free(tok);
     }
@@ -638,6 +668,37 @@ static void expect_open_error(const char *dir, const char *message)
     CHECK_MSG(strstr(zt_errmsg(), message), "'%s' not in '%s'", message, zt_errmsg());
 }
 
+/* A template in a Sequence, tokens on both sides of $A, one of them two ids long, one found by
+ * its content: all of them, in order. */
+static void test_template_sides(void)
+{
+    char dir[512], path[600], *text;
+    size_t len;
+    snprintf(dir, sizeof dir, "%s/sides", tmpdir);
+    mkdir(dir, 0755);
+    CHECK(zt_read_file(FIXTURES "/bpe_llama3/tokenizer.json", &text, &len) == ZT_OK);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cJSON_ReplaceItemInObject(
+        root, "post_processor",
+        cJSON_Parse("{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+                    "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|begin_of_text|>\"}}, "
+                    "{\"Sequence\": {\"id\": \"A\"}}, {\"SpecialToken\": {\"id\": \"two\"}}], \"special_tokens\": "
+                    "{\"two\": {\"id\": \"two\", \"ids\": [7, 9], \"tokens\": [\"a\", \"b\"]}}}]}"));
+    text = cJSON_Print(root);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    test_write_text(path, text);
+    free(text);
+    cJSON_Delete(root);
+    zt_tokenizer *tok;
+    CHECK_MSG(zt_tokenizer_open(&tok, dir) == ZT_OK, "%s", zt_errmsg());
+    const int32_t *before, *after;
+    CHECK(zt_tokenizer_template(tok, 0, &before) == 1 && before[0] == 0 && zt_tokenizer_bos_id(tok) == 0);
+    CHECK(zt_tokenizer_template(tok, 1, &after) == 2 && after[0] == 7 && after[1] == 9);
+    CHECK(zt_tokenizer_eos_id(tok) == 9); /* the last token after the text */
+    zt_tokenizer_free(tok);
+}
+
 static void test_bpe_refuses(void)
 {
     char dir[512], msg[600];
@@ -669,6 +730,17 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "model.continuing_subword_prefix = '##' is not supported with a ByteLevel pre-tokenizer");
     write_variant(dir, "\"dropout\": null", "\"dropout\": 0.1");
     expect_open_error(dir, "model.dropout = 0.1 is not supported (BPE-dropout randomizes the tokens");
+    /* the post-processor's single template */
+    write_variant(dir, "\"id\": \"A\"", "\"id\": \"B\"");
+    expect_open_error(dir, "post_processor.single[1] is neither a SpecialToken nor the one Sequence A");
+    write_variant(dir, "\"ids\": [\n     0", "\"ids\": [\n     \"0\"");
+    expect_open_error(dir, "post_processor.special_tokens['<|begin_of_text|>'].ids is not a list of ids");
+    write_variant(dir, "\"single\": [", "\"single\": [{\"SpecialToken\": {\"id\": \"nothing\", \"type_id\": 0}}, ");
+    expect_open_error(dir, "post_processor: special token 'nothing' is not in special_tokens nor a token");
+    write_variant(dir, "\"type\": \"TemplateProcessing\"",
+                  "\"type\": \"Sequence\", \"processors\": [{\"type\": "
+                  "\"TemplateProcessing\"}, {\"type\": \"TemplateProcessing\"}]");
+    expect_open_error(dir, "post_processor.processors[1]: a second TemplateProcessing");
     /* the SentencePiece-style pipeline's parts */
     write_variant_of("bpe_mistral", dir, "\"type\": \"Fuse\"", "\"type\": \"CTC\"");
     expect_open_error(dir, "decoder.decoders[2].type 'CTC' is not a decoder zt implements");
@@ -837,7 +909,7 @@ static void check_spm_model(const char *name, int roundtrip)
     /* parse_special: <s> and </s> in the text become BOS and EOS, the rest is encoded as before */
     int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok), *a, *b;
     size_t na, nb;
-    CHECK(bos == 1 && eos == 2 && zt_tokenizer_add_bos(tok) == 1);
+    CHECK(bos == 1 && eos == 2 && around(tok, 0) == 1);
     CHECK(zt_tokenizer_is_special(tok, bos) && zt_tokenizer_is_special(tok, unk));
     const char *with = "<s>Hello world</s>", *plain = "Hello world";
     CHECK(zt_tokenizer_encode(tok, with, strlen(with), 1, &a, &na) == ZT_OK);
@@ -908,12 +980,15 @@ static void test_spm_parity(void)
     zt_tokenizer_free(tok);
     /* tokenizer_config.json: the special tokens, add_bos_token, added_tokens_decoder */
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    test_write_text(path, "{\"add_bos_token\": false, \"eos_token\": \"<|im_end|>\", \"pad_token\": null,"
+    test_write_text(path, "{\"add_bos_token\": false, \"add_eos_token\": true, \"eos_token\": \"<|im_end|>\","
+                          " \"pad_token\": null,"
                           " \"added_tokens_decoder\": {\"1000\": {\"content\": \"<|extra|>\", \"special\": true},"
                           " \"1\": {\"content\": \"<s>\", \"special\": true}}}");
     CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK);
-    CHECK(zt_tokenizer_add_bos(tok) == 0 && zt_tokenizer_bos_id(tok) == 1);
+    const int32_t *after;
+    CHECK(around(tok, 0) == 0 && zt_tokenizer_bos_id(tok) == 1);
     CHECK(zt_tokenizer_eos_id(tok) == zt_tokenizer_piece_to_id(tok, "<|im_end|>") && zt_tokenizer_pad_id(tok) == -1);
+    CHECK(zt_tokenizer_template(tok, 1, &after) == 1 && after[0] == zt_tokenizer_eos_id(tok)); /* add_eos_token */
     CHECK(zt_tokenizer_vocab_size(tok) == 1001 && zt_tokenizer_piece_to_id(tok, "<|extra|>") == 1000);
     CHECK(zt_tokenizer_is_special(tok, 1000));
     zt_tokenizer_free(tok);
@@ -949,6 +1024,7 @@ int main(void)
     RUN(test_bpe_qwen2);
     RUN(test_bpe_sentencepiece_style);
     RUN(test_real_tokenizers);
+    RUN(test_template_sides);
     RUN(test_concurrent_encode);
     RUN(test_add_special);
     RUN(test_decode_edges);
