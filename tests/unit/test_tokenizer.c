@@ -730,17 +730,22 @@ static void test_bpe_refuses(void)
     expect_open_error(dir, "model.continuing_subword_prefix = '##' is not supported with a ByteLevel pre-tokenizer");
     write_variant(dir, "\"dropout\": null", "\"dropout\": 0.1");
     expect_open_error(dir, "model.dropout = 0.1 is not supported (BPE-dropout randomizes the tokens");
-    /* the post-processor's single template */
-    write_variant(dir, "\"id\": \"A\"", "\"id\": \"B\"");
-    expect_open_error(dir, "post_processor.single[1] is neither a SpecialToken nor the one Sequence A");
-    write_variant(dir, "\"ids\": [\n     0", "\"ids\": [\n     \"0\"");
-    expect_open_error(dir, "post_processor.special_tokens['<|begin_of_text|>'].ids is not a list of ids");
-    write_variant(dir, "\"single\": [", "\"single\": [{\"SpecialToken\": {\"id\": \"nothing\", \"type_id\": 0}}, ");
-    expect_open_error(dir, "post_processor: special token 'nothing' is not in special_tokens nor a token");
-    write_variant(dir, "\"type\": \"TemplateProcessing\"",
-                  "\"type\": \"Sequence\", \"processors\": [{\"type\": "
-                  "\"TemplateProcessing\"}, {\"type\": \"TemplateProcessing\"}]");
-    expect_open_error(dir, "post_processor.processors[1]: a second TemplateProcessing");
+    /* the post-processor's single template: {from, to, the error} */
+    static const char *const post[][3] = {
+        {"\"id\": \"A\"", "\"id\": \"B\"", "post_processor.single[1] is neither a SpecialToken nor the one Sequence A"},
+        {"\"ids\": [\n     0", "\"ids\": [\n     \"0\"",
+         "post_processor.special_tokens['<|begin_of_text|>'].ids is not a list of ids"},
+        {"\"single\": [", "\"single\": [{\"SpecialToken\": {\"id\": \"nothing\"}}, ",
+         "post_processor: special token 'nothing' is not in special_tokens nor a token"},
+        {"\"type\": \"TemplateProcessing\"",
+         "\"type\": \"Sequence\", \"processors\": [{\"type\": \"TemplateProcessing\"}, {\"type\": "
+         "\"TemplateProcessing\"}]",
+         "post_processor.processors[1]: a second TemplateProcessing"},
+    };
+    for (size_t i = 0; i < sizeof post / sizeof *post; i++) {
+        write_variant(dir, post[i][0], post[i][1]);
+        expect_open_error(dir, post[i][2]);
+    }
     /* the SentencePiece-style pipeline's parts */
     write_variant_of("bpe_mistral", dir, "\"type\": \"Fuse\"", "\"type\": \"CTC\"");
     expect_open_error(dir, "decoder.decoders[2].type 'CTC' is not a decoder zt implements");
