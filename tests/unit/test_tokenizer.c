@@ -426,30 +426,49 @@ static void test_bpe_sentencepiece_style(void)
 }
 
 /* NFC against Python's unicodedata on marks of many classes, Hangul, singletons, exclusions */
-/* fixture/template.json: what Hugging Face's encode(add_special_tokens=True) put before and
- * after the ids of each text; zt_tokenizer_template must give the same. */
-static void check_template(const zt_tokenizer *tok, const char *fixture)
+/* sides: {"before": ids, "after": ids}, what zt_tokenizer_template must give */
+static void check_sides(const zt_tokenizer *tok, const cJSON *sides, const char *where)
 {
-    char path[600], *text;
+    for (int after = 0; after < 2; after++) {
+        size_t nwant;
+        int32_t *want = json_ids(cJSON_GetObjectItem(sides, after ? "after" : "before"), &nwant);
+        const int32_t *ids;
+        size_t n = zt_tokenizer_template(tok, after, &ids);
+        CHECK_MSG(same_ids(ids, n, want, nwant, after ? "after the text" : "before the text", where), "%s", where);
+        free(want);
+    }
+}
+
+/* fixture/template.json: what Hugging Face's encode(add_special_tokens=True) put before and
+ * after the ids of each text, and for a Llama-class tokenizer ("with_config") what
+ * transformers puts there with that tokenizer_config.json next to the file in dir. */
+static void check_template(const zt_tokenizer *tok, const char *dir, const char *fixture)
+{
+    char path[600], cfg[600], *text;
     size_t len;
     snprintf(path, sizeof path, "%s/template.json", fixture);
     CHECK_MSG(zt_read_file(path, &text, &len) == ZT_OK, "%s", zt_errmsg());
     cJSON *t = cJSON_Parse(text);
     free(text);
-    for (int after = 0; after < 2; after++) {
-        size_t nwant;
-        int32_t *want = json_ids(cJSON_GetObjectItem(t, after ? "after" : "before"), &nwant);
-        const int32_t *ids;
-        size_t n = zt_tokenizer_template(tok, after, &ids);
-        CHECK_MSG(same_ids(ids, n, want, nwant, after ? "after the text" : "before the text", path), "%s", path);
-        free(want);
+    check_sides(tok, t, path);
+    const cJSON *with = cJSON_GetObjectItem(t, "with_config");
+    if (with) {
+        snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+        text = cJSON_PrintUnformatted(cJSON_GetObjectItem(with, "config"));
+        test_write_text(cfg, text);
+        free(text);
+        zt_tokenizer *configured;
+        CHECK_MSG(zt_tokenizer_open(&configured, dir) == ZT_OK, "%s", zt_errmsg());
+        check_sides(configured, with, cfg);
+        zt_tokenizer_free(configured);
+        remove(cfg);
     }
     cJSON_Delete(t);
 }
 
 /* Real tokenizer.json files of released models (tests/fixtures/tokenizers/real/README.md),
  * gzipped in the tree, against the ids and decodings Hugging Face gives for 600 texts each,
- * and the special tokens its post-processor adds around them. */
+ * and the special tokens its post-processor (or tokenizer_config.json) adds around them. */
 static void test_real_tokenizers(void)
 {
     const char *families[] = {"gpt2", "deepseek_v4", "mistral", "qwen3", "smollm2"};
@@ -466,7 +485,7 @@ static void test_real_tokenizers(void)
         if (st) continue;
         int lines = check_expected(tok, fixture);
         CHECK_MSG(lines >= 600, "%s: %d lines", families[i], lines);
-        check_template(tok, fixture);
+        check_template(tok, dir, fixture);
         fprintf(stderr, "  %s: %d texts equal to Hugging Face's ids and decodings\n", families[i], lines);
         zt_tokenizer_free(tok);
     }
