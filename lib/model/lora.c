@@ -353,6 +353,18 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
+void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n)
+{
+    zt_lora *a = m->lora;
+    if (!a || a->disabled || !targeted(a, mod)) return;
+    zt_backend *be = m->be;
+    int r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    be->gemm(be, 0, 1, n, r, in, 1, x, in, A, in, 0, a->u, r);
+    be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
 {
     zt_lora *a = m->lora;

@@ -128,6 +128,9 @@ zt_status zt_lora_merge(zt_llama *m);
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
                       zt_real *dx);
+/* The decoder's (llama_decode.c, LoRA only): y[n, O] += s·B·A·x[n, I], no dropout; n at most
+ * the scratch's tokens. */
+void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
 /* The score head's trained copy and its gradient (config.score, adapters on), else NULL. */
 zt_real *zt_lora_score(const zt_llama *m, int grad);
 

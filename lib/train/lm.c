@@ -118,7 +118,6 @@ static void lm_close(zt_trainer *t)
 
 static const zt_algo lm_algo = {
     .name = "lm",
-    .lora = 1,
     .check = lm_check,
     .open = lm_open,
     .plan = lm_plan,

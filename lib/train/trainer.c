@@ -284,12 +284,6 @@ static zt_status open_model(zt_trainer *t)
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = t->algo->check(t->r);
-    if (!st && zt_recipe_lora_on(t->r) && !t->algo->lora)
-        st = zt_fail(ZT_EUSER,
-                     "LoRA (lora.r, lora.adapter) with rlhf.algorithm = \"%s\" is not supported yet (generation "
-                     "runs without adapters): LoRA trains with zt sft, zt pretrain and rlhf.algorithm = \"dpo\" or "
-                     "\"reward\"",
-                     t->algo->name);
     if (!st) st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;

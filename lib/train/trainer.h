@@ -32,7 +32,6 @@ typedef struct zt_step_result {
 typedef struct zt_algo {
     const char *name;
     int score_head; /* trains a value / reward model (num_labels = 1) */
-    int lora;       /* trains LoRA adapters when lora.* asks (else such a recipe is refused) */
     /* The recipe's keys the algorithm needs (data.format), before anything is loaded. */
     zt_status (*check)(const zt_recipe *r);
     /* After the model, ZeRO and the tokenizer: loads the data, sets t->rows (rows of

@@ -3,9 +3,11 @@
 # reference log-probabilities bitwise those of the same model trained fully, although the
 # adapter it starts from moves the policy's), a first loss of ln 2 from fresh adapters, the
 # loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1 and
-# 2 on 2 ranks against 1 rank; a reward model whose score head trains fully beside the
-# adapters (PEFT's SEQ_CLS adapter: modules_to_save = ["classifier", "score"], as PEFT writes
-# it) and its merged export; the refusals (GRPO and PPO, an adapter of the other kind).
+# 2 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
+# adapters off, generation through the adapters: as the merged model against the base); a reward
+# model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
+# modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
+# refusals (DoRA or a quantized base with GRPO, an adapter of the other kind).
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 export ROOT  # the Python checks read safetensors with llama_ref.py's reader
@@ -103,6 +105,73 @@ import json; r = json.loads(open('again-$dt/metrics.jsonl').readline()); assert 
     fail "$dt: reference log-probabilities differ"
 done
 
+# --- GRPO and PPO with a LoRA actor -------------------------------------------------------------
+# the reward: the share of the completion's letters in a-e (what the DPO adapter prefers)
+printf 'import json, sys\nfor l in sys.stdin:\n    c = json.loads(l)["completion"]\n    print(sum(x in "abcde" for x in c) / max(len(c), 1), flush=True)\n' > reward.py
+$PY -c "
+import json, random
+r = random.Random(7)
+with open('prompts.jsonl', 'w') as f:
+    for _ in range(16):
+        f.write(json.dumps({'prompt': ''.join(r.choice('abcdefghij') for _ in range(4)) + ' '}) + '\n')"
+cat > grpo.toml <<TOML
+[model]
+path = "m"
+dtype = "fp32"
+[data]
+train = "prompts.jsonl"
+format = "prompt"
+max_length = 16
+shuffle = false
+[train]
+max_steps = 4
+micro_batch_size = 8
+learning_rate = 1e-2
+lr_scheduler_type = "constant"
+logging_steps = 1
+seed = 1
+[rlhf]
+algorithm = "grpo"
+num_generations = 4
+max_new_tokens = 8
+beta = 0.05
+reward_command = "$PY reward.py"
+[lora]
+r = 8
+alpha = 16
+target_modules = "all-linear"
+[output]
+dir = "grpo"
+TOML
+for algo in grpo ppo; do
+  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo
+  $PY - $algo <<'PY' && say "ok - $algo: KL 0 from fresh adapters (the reference is the base), then not; final/ holds adapters" || fail "$algo with LoRA"
+import json, os, sys
+d = sys.argv[1]
+rows = [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+assert len(rows) == 4 and rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[1:]), rows
+assert os.path.exists(d + "/final/adapter_model.safetensors") and not os.path.exists(d + "/final/model.safetensors")
+assert d != "ppo" or os.path.exists("ppo/critic/model.safetensors")  # PPO's critic trains fully
+PY
+done
+# From the DPO adapter at learning rate 0, against the merged model with the base as
+# rlhf.reference: the decoder applies the adapters (the same completions, which the adapter's
+# preference for a-e changes) and the reference is the base. The merged weights round apart from
+# W and s·B·A: the log-probabilities agree to ~1e-7 relative (measured 8e-8 on the KL), so 1e-5
+# on the KL; a sampled token would flip only where its draw lies within that of a boundary.
+expect_ok "GRPO from the DPO adapter" "$ZT" rlhf grpo.toml lora.r=0 lora.adapter=dpo/final train.learning_rate=0 \
+  train.max_steps=2 output.dir=grpo-adapter
+expect_ok "export --merge of the DPO adapter" "$ZT" export dpo --merge --out dpo-merged
+expect_ok "GRPO of the merged model, the base as reference" "$ZT" rlhf grpo.toml lora.r=0 model.path=dpo-merged \
+  rlhf.reference=m train.learning_rate=0 train.max_steps=2 output.dir=grpo-merged
+$PY - <<'PY' && say "ok - GRPO with adapters generates and scores as the merged model against the base" || fail "GRPO adapter vs merged"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+for a, b in zip(rows("grpo-adapter"), rows("grpo-merged")):
+    assert a["reward_mean"] == b["reward_mean"] and a["completion_length"] == b["completion_length"], (a, b)
+    assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
+PY
+
 # --- ZeRO: 2 ranks against 1 (stage 1 all-reduces the adapters' gradients, stage 2
 # reduce-scatters them), 2 micro-batches of 4 pairs on 1 rank against 1 on each of 2. The
 # per-pair values are computed alike, the gradients summed in another grouping (fp32 roundings),
@@ -166,12 +235,10 @@ assert a["reward_accuracy"] == b["reward_accuracy"] and abs(a["loss"] - b["loss"
 PY
 
 # --- refusals -----------------------------------------------------------------------------------
-printf '{"prompt": "abc ", "answer": "cba"}\n' > prompts.jsonl
-for algo in grpo ppo; do
-  expect_exit 2 "LoRA with $algo" "LoRA \\(lora.r, lora.adapter\\) with rlhf.algorithm = \"$algo\" is not supported yet" \
-    "$ZT" rlhf dpo.toml output.dir=bad-$algo rlhf.algorithm=$algo data.format=prompt data.train=prompts.jsonl \
-    data.valid=prompts.jsonl "rlhf.reward_command=echo 1"
-done
+expect_exit 2 "GRPO with DoRA" "lora.method = \"dora\" with rlhf.algorithm = \"grpo\" is not supported yet" \
+  "$ZT" rlhf grpo.toml output.dir=bad-dora lora.method=dora
+expect_exit 2 "GRPO on a quantized base" "lora.quantize_base with rlhf.algorithm = \"grpo\" is not supported yet" \
+  "$ZT" rlhf grpo.toml output.dir=bad-nf4 lora.quantize_base=nf4 data.cache_dir=
 expect_exit 2 "a reward model's adapter for DPO" "lora.adapter '.*rm/final' is a reward model's adapter" \
   "$ZT" rlhf dpo.toml output.dir=bad1 lora.r=0 lora.adapter=rm/final
 expect_exit 2 "a causal LM's adapter for a reward model" "lora.adapter '.*dpo/final' is a causal LM's adapter" \

@@ -389,7 +389,6 @@ static void pref_close(zt_trainer *t)
 
 const zt_algo zt_algo_dpo = {
     .name = "dpo",
-    .lora = 1,
     .check = pref_check,
     .open = dpo_open,
     .plan = pref_plan,
@@ -403,7 +402,6 @@ const zt_algo zt_algo_dpo = {
 
 const zt_algo zt_algo_reward = {
     .name = "reward",
-    .lora = 1,
     .score_head = 1,
     .check = pref_check,
     .open = reward_open,
