@@ -215,7 +215,7 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
     if (!st) st = parse_dtype(dtype, config_path, &dt);
     if (!st) st = zt_lora_read_config(info->source, &c);
     if (!st) st = zt_qbase_note_read(info->source, &kind, &dq);
-    if (!st) st = zt_model_open(&m, base_dir, ZT_F32, ZT_DEVICE_CPU);
+    if (!st) st = zt_model_open_head(&m, base_dir, ZT_F32, ZT_DEVICE_CPU, c.score); /* a reward model's adapter */
     if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(&m, kind, dq); /* the base the adapters trained on */
     if (!st) st = zt_lora_attach(&m, &c);
     if (!st) st = zt_lora_load(&m, info->source);

@@ -584,6 +584,13 @@ static double head_forward_backward(zt_llama *m, const int32_t *target, zt_real 
     return loss;
 }
 
+/* The score head's weight: the adapters' trained copy (lora.h), else the model's */
+static const zt_real *score_weight(const zt_llama *m)
+{
+    const zt_real *w = zt_lora_score(m, 0);
+    return w ? w : m->params + m->head_off;
+}
+
 /* The objective's outputs in m->out_host: target log-probabilities or values. */
 static void head_outputs(zt_llama *m, const int32_t *target)
 {
@@ -594,7 +601,7 @@ static void head_outputs(zt_llama *m, const int32_t *target)
         for (int i = 0; i < N; i++) m->out_host[i] = target[i] >= 0 ? -m->loss_host[i] : 0;
         return;
     }
-    be->gemm(be, 0, 1, N, 1, C, 1, m->lnf, C, m->params + m->head_off, C, 0, m->head_out, 1);
+    be->gemm(be, 0, 1, N, 1, C, 1, m->lnf, C, score_weight(m), C, 0, m->head_out, 1);
     be->download(be, m->real_host, m->head_out, (size_t)N * sizeof(zt_real));
     for (int i = 0; i < N; i++) m->out_host[i] = m->real_host[i];
 }
@@ -612,8 +619,9 @@ static void head_outputs_backward(zt_llama *m, const int32_t *target)
         lm_head(m, target, 1, m->coef);
         return;
     }
-    be->gemm(be, 0, 0, N, C, 1, 1, m->coef, 1, m->params + m->head_off, C, 0, m->dln, C);
-    if (m->grads) be->gemm(be, 1, 0, 1, C, N, 1, m->coef, 1, m->lnf, C, 1, m->grads + m->head_off, C);
+    be->gemm(be, 0, 0, N, C, 1, 1, m->coef, 1, score_weight(m), C, 0, m->dln, C);
+    zt_real *dw = m->grads ? m->grads + m->head_off : zt_lora_score(m, 1);
+    if (dw) be->gemm(be, 1, 0, 1, C, N, 1, m->coef, 1, m->lnf, C, 1, dw, C);
 }
 
 /* The head for an objective: outputs, obj's loss and, with grad, ∂loss/∂x[L] in m->dres. */

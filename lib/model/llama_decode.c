@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "llama.h"
+#include "lora.h"
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
 {
@@ -91,6 +92,9 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         int local = c->cos_l && zt_llama_layer_local(&m->cfg, l);
         if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, off, n, C, eps);
         linear(m, c->qkv, in, base + y->wqkv, n, m->S3, C, 0);
+        zt_lora_decode(m, l, ZT_LORA_Q, in, c->qkv, m->S3, n);
+        zt_lora_decode(m, l, ZT_LORA_K, in, c->qkv + m->HD, m->S3, n);
+        zt_lora_decode(m, l, ZT_LORA_V, in, c->qkv + m->HD + kv, m->S3, n);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
         be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, local ? c->cos_l : c->cos_t,
@@ -102,12 +106,16 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D,
                              zt_llama_layer_window(&m->cfg, l), m->attn_scale, m->cfg.attn_softcap);
         linear(m, out, c->att, base + y->wo, n, C, m->HD, post ? 0 : 1);
+        zt_lora_decode(m, l, ZT_LORA_O, c->att, out, C, n);
         if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
         if (post) add_post_normed(m, c, base + y->post_attn, n);
         if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, off, n, C, eps);
         linear(m, c->gateup, in, base + y->wgu, n, 2 * m->F, C, 0);
+        zt_lora_decode(m, l, ZT_LORA_GATE, in, c->gateup, 2 * m->F, n);
+        zt_lora_decode(m, l, ZT_LORA_UP, in, c->gateup + m->F, 2 * m->F, n);
         zt_llama_mlp_act_forward(m, c->h, c->gateup, n);
         linear(m, out, c->h, base + y->wd, n, C, m->F, post ? 0 : 1);
+        zt_lora_decode(m, l, ZT_LORA_DOWN, c->h, out, C, n);
         if (post) add_post_normed(m, c, base + y->post_mlp, n);
     }
     c->len += n;
@@ -123,10 +131,14 @@ zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens,
     if (m->qbase) /* the decode step multiplies m->params, whose quantized weights are given back */
         return zt_fail(ZT_EUSER, "generation on a quantized base (lora.quantize_base) is not supported yet: export "
                                  "with --merge first");
+    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA)
+        return zt_fail(ZT_EUSER, "generation with a DoRA adapter (lora.method = \"dora\") is not supported yet");
+    if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");
     if (c->len + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
-    for (int done = 0; done < n; done += c->chunk) {
-        int k = n - done < c->chunk ? n - done : c->chunk;
+    int chunk = m->lora && (size_t)c->chunk > m->lora->scratch_tokens ? (int)m->lora->scratch_tokens : c->chunk;
+    for (int done = 0; done < n; done += chunk) {
+        int k = n - done < chunk ? n - done : chunk;
         decode_chunk(m, c, tokens + done, k, logits);
     }
     return ZT_OK;

@@ -68,10 +68,24 @@ static zt_status check_config(const zt_lora_config *c)
     return ZT_OK;
 }
 
+/* The score head's copy (config.score): after the layers' adapters, named as PEFT saves it */
+static void add_score(zt_llama *m, zt_lora *a)
+{
+    zt_llama *v = &a->view;
+    zt_llama_tensor *t = &v->tensors[v->n_tensors++];
+    snprintf(t->name, sizeof t->name, "base_model.model.score.weight");
+    t->offset = a->score_off, t->ndim = 2, t->shape[0] = m->cfg.num_labels, t->shape[1] = m->C, t->decay = 1;
+    m->be->copy(m->be, v->params + a->score_off, m->params + m->head_off, (size_t)m->C * sizeof(zt_real));
+}
+
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
 {
     zt_status st = check_config(c);
     if (st) return st;
+    if (c->score && m->cfg.num_labels != 1)
+        return zt_fail(ZT_EUSER,
+                       "lora: the adapter trains a score head (modules_to_save = [\"score\"]), which a causal "
+                       "LM lacks: it is a reward model's adapter");
     if (c->dropout > 0 && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
                        m->be->name);
@@ -93,8 +107,9 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     }
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
-    v->numel = a->layer_numel * m->L;
-    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3, sizeof *v->tensors);
+    a->score_off = a->layer_numel * m->L;
+    v->numel = a->score_off + (c->score ? (size_t)m->C : 0);
+    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 1, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     size_t qk = zt_llama_qk_norm_weights(m);
@@ -119,6 +134,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
             if (is_dora(a)) add_magnitude(v, A + (size_t)c->r * (in + out), out, path);
         }
+    if (c->score) add_score(m, a);
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
     return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
@@ -220,7 +236,7 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the adapters");
     for (int i = 0; i < v->n_tensors; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
-        if (t->ndim == 1) continue; /* DoRA's magnitude: below */
+        if (t->ndim == 1 || !strstr(t->name, ".lora_")) continue; /* DoRA's magnitude: below; the score head's */
         size_t n = (size_t)t->shape[0] * t->shape[1];
         int is_a = strstr(t->name, ".lora_A.") != NULL;
         double bound = 1 / sqrt((double)t->shape[1]); /* kaiming_uniform_(a = sqrt(5)): gain·sqrt(3/fan_in) */
@@ -326,7 +342,7 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy)
 {
     zt_lora *a = m->lora;
-    if (!a || !targeted(a, mod)) return;
+    if (!a || a->disabled || !targeted(a, mod)) return;
     zt_backend *be = m->be;
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
@@ -337,10 +353,22 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
+void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n)
+{
+    zt_lora *a = m->lora;
+    if (!a || a->disabled || !targeted(a, mod)) return;
+    zt_backend *be = m->be;
+    int r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    be->gemm(be, 0, 1, n, r, in, 1, x, in, A, in, 0, a->u, r);
+    be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
 {
     zt_lora *a = m->lora;
-    if (!a || !targeted(a, mod)) return;
+    if (!a || a->disabled || !targeted(a, mod)) return;
     zt_backend *be = m->be;
     int N = m->B * m->T, r = a->cfg.r, in, out;
     zt_real s = (zt_real)a->scale;
@@ -361,6 +389,13 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     if (is_dora(a))                                                     /* dxd += (g - 1)·dy·W */
         be->gemm(be, 0, 0, N, in, out, 1, a->dv, out, m->params + base_weight(m, l, mod), in, 1, dxd, in);
     if (xd != x) dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
+}
+
+zt_real *zt_lora_score(const zt_llama *m, int grad)
+{
+    const zt_lora *a = m->lora;
+    if (!a || a->disabled || !a->cfg.score) return NULL;
+    return (grad ? a->view.grads : a->view.params) + a->score_off;
 }
 
 /* ---- files ------------------------------------------------------------------------------ */
@@ -400,6 +435,19 @@ static int is_off(const cJSON *v)
     return !v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsObject(v) && !v->child);
 }
 
+/* modules_to_save as PEFT's SEQ_CLS task sets it: "score" (and "classifier", which a Llama lacks) */
+static int saves_score(const cJSON *save)
+{
+    int score = 0, other = 0;
+    const cJSON *list = cJSON_IsArray(save) ? save : NULL, *e;
+    cJSON_ArrayForEach(e, list)
+    {
+        int s = cJSON_IsString(e) && !strcmp(e->valuestring, "score");
+        score |= s, other |= !s && !(cJSON_IsString(e) && !strcmp(e->valuestring, "classifier"));
+    }
+    return score && !other;
+}
+
 static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
@@ -423,16 +471,20 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     if (dora && !cJSON_IsBool(dora)) return bad_config(path, "use_dora", "must be true or false");
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
-    static const char *const unsupported[] = {"modules_to_save",   "layers_to_transform",
-                                              "rank_pattern",      "alpha_pattern",
-                                              "lora_bias",         "exclude_modules",
-                                              "layer_replication", "trainable_token_indices",
-                                              "fan_in_fan_out"};
+    const cJSON *save = cJSON_GetObjectItemCaseSensitive(o, "modules_to_save");
+    int score = saves_score(save);
+    if (!score && !is_off(save))
+        return bad_config(path, "modules_to_save",
+                          "is set: not supported yet (other than [\"score\"], a reward model's)");
+    static const char *const unsupported[] = {"layers_to_transform",     "rank_pattern",
+                                              "alpha_pattern",           "lora_bias",
+                                              "exclude_modules",         "layer_replication",
+                                              "trainable_token_indices", "fan_in_fan_out"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
-    c->rslora = cJSON_IsTrue(rs);
+    c->rslora = cJSON_IsTrue(rs), c->score = score;
     c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;
     return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), &c->targets);
 }
@@ -484,7 +536,7 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
     char path[4096];
     cJSON *o = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(o, "target_modules");
     cJSON_AddStringToObject(o, "peft_type", "LORA");
-    cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
+    cJSON_AddStringToObject(o, "task_type", a->cfg.score ? "SEQ_CLS" : "CAUSAL_LM");
     cJSON_AddStringToObject(o, "base_model_name_or_path", base);
     cJSON_AddNumberToObject(o, "r", a->cfg.r);
     cJSON_AddNumberToObject(o, "lora_alpha", a->cfg.alpha);
@@ -494,7 +546,13 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));
-    cJSON_AddNullToObject(o, "modules_to_save");
+    if (a->cfg.score) { /* PEFT's for a SEQ_CLS task */
+        cJSON *s = cJSON_AddArrayToObject(o, "modules_to_save");
+        cJSON_AddItemToArray(s, cJSON_CreateString("classifier"));
+        cJSON_AddItemToArray(s, cJSON_CreateString("score"));
+    } else {
+        cJSON_AddNullToObject(o, "modules_to_save");
+    }
     cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
     if (a->cfg.init == ZT_LORA_INIT_GAUSSIAN) cJSON_AddStringToObject(o, "init_lora_weights", "gaussian");
@@ -589,6 +647,7 @@ zt_status zt_lora_merge(zt_llama *m)
             cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
             if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
         }
+    if (a->cfg.score) memcpy(w + m->head_off, p + a->score_off, (size_t)m->C * sizeof *w);
     free(buf);
     free(norm);
     zt_llama_params_unmap(&a->view, p, 0);

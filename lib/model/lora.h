@@ -10,7 +10,11 @@
  * order of zt_lora_module, each A then B (then DoRA's M), named as PEFT names them
  * (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight, ...q_proj.lora_magnitude_vector). `view` presents that
  * array as a model's flat parameters (params, grads, numel, tensors), which is what ZeRO
- * stages 0-2, AdamW and the checkpoints take.
+ * stages 0-2, AdamW and the checkpoints take. On a reward model (a score head) the head is
+ * trained fully, as PEFT's modules_to_save trains it: a copy of it follows the adapters in the
+ * flat array (base_model.model.score.weight), and the passes use the copy. `disabled` switches every
+ * adapter (and the copy) off: the passes compute the frozen base model alone, bit for bit as a
+ * model without adapters does (DPO's reference, as PEFT's disable_adapter()).
  *
  *     zt_lora_attach(&m, &(zt_lora_config){.r = 8, .alpha = 16, .targets = ZT_LORA_ALL});
  *     zt_lora_init_weights(&m, seed);          // or zt_lora_load(&m, "adapter_dir")
@@ -59,6 +63,7 @@ typedef struct zt_lora_config {
     int rslora;
     zt_lora_init init;
     zt_lora_method method;
+    int score; /* the score head trained too (PEFT's SEQ_CLS task: modules_to_save = ["classifier", "score"]) */
 } zt_lora_config;
 
 /* The module named name (q_proj, ...), or -1. */
@@ -72,6 +77,8 @@ typedef struct zt_lora {
     zt_llama view;                          /* the adapters as flat parameters (never zt_llama_free'd) */
     uint64_t seed, pass;                    /* dropout: the seed, and the training pass it draws for */
     int training;                           /* this pass drops (forward and backward of a gradient pass) */
+    int disabled;                           /* the adapters are switched off: the passes are the base's */
+    size_t score_off;                       /* config.score: the head's copy in the flat array */
     zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
     zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, q/k norms)] where the frozen norms' gradients go */
     zt_real *dv, *de;                       /* DoRA: [N, widest output] each */
@@ -85,8 +92,9 @@ typedef struct zt_lora {
     int keep_norms;
 } zt_lora;
 
-/* Attaches zeroed adapters to m (weights loaded, vocabulary final): frees the base's gradient
- * array. ZT_EUSER for a bad configuration (r < 1, no targets, alpha <= 0, DoRA off the CPU). */
+/* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score the head's copy
+ * starts as the head): frees the base's gradient array. ZT_EUSER for a bad configuration (r < 1,
+ * no targets, alpha <= 0, DoRA off the CPU, a score head the model lacks). */
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
 /* Frees the adapters (zt_llama_free calls it). */
 void zt_lora_free(zt_llama *m);
@@ -96,8 +104,9 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed);
 zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens);
 
 /* adapter_config.json of a PEFT adapter directory: r, lora_alpha, lora_dropout,
- * target_modules, use_rslora, use_dora; anything zt cannot train exactly (biases, other
- * modules) is ZT_EUSER naming the file and key. */
+ * target_modules, use_rslora, use_dora, modules_to_save ("score", with "classifier" or not: a
+ * reward model's head); anything zt cannot train exactly (biases, other modules) is ZT_EUSER
+ * naming the file and key. */
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c);
 /* adapter_model.safetensors of dir into the attached adapters (names and shapes checked). */
 zt_status zt_lora_load(zt_llama *m, const char *dir);
@@ -109,8 +118,8 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
  * checkpoint records so that a resume onto another base is refused. */
 uint32_t zt_lora_base_hash(const zt_llama *m);
 
-/* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)): the merged model, in m->params
- * (adapters left as they are). */
+/* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)), and the trained score head for the
+ * model's: the merged model, in m->params (adapters left as they are). */
 zt_status zt_lora_merge(zt_llama *m);
 
 /* The forward and backward of module mod's adapter in layer l (llama.c): y[N, O] (rows ldy
@@ -119,5 +128,10 @@ zt_status zt_lora_merge(zt_llama *m);
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
                       zt_real *dx);
+/* The decoder's (llama_decode.c, LoRA only): y[n, O] += s·B·A·x[n, I], no dropout; n at most
+ * the scratch's tokens. */
+void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
+/* The score head's trained copy and its gradient (config.score, adapters on), else NULL. */
+zt_real *zt_lora_score(const zt_llama *m, int grad);
 
 #endif

@@ -226,8 +226,13 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
                         .targets = zt_recipe_lora_targets(r),
                         .rslora = r->lora.use_rslora,
                         .init = r->lora.init_lora_weights,
-                        .method = r->lora.method};
+                        .method = r->lora.method,
+                        .score = t->algo->score_head}; /* a reward model's head trains fully */
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
+    if (!st && c.score != t->algo->score_head)
+        st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
+                     r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",
+                     t->algo->score_head ? "a reward model (rlhf.algorithm = \"reward\")" : "a causal LM");
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
@@ -279,8 +284,6 @@ static zt_status open_model(zt_trainer *t)
 static zt_status setup(zt_trainer *t, int argc, char **argv)
 {
     zt_status st = t->algo->check(t->r);
-    if (!st && zt_recipe_lora_on(t->r) && strcmp(t->algo->name, "lm"))
-        st = zt_fail(ZT_EUSER, "LoRA (lora.r, lora.adapter) with zt rlhf (%s) is not supported yet", t->algo->name);
     if (!st) st = place(t);
     if (st) return st;
     const zt_recipe *r = t->r;

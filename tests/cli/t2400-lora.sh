@@ -141,9 +141,6 @@ expect_exit 2 "an adapter for another model" "tensor 'base_model.model.model.lay
   "$ZT" pretrain lora.toml output.dir=b lora.r=0 lora.adapter=badname
 expect_exit 2 "an unknown target" "lora.target_modules: 'qkv' is not one of" "$ZT" pretrain lora.toml output.dir=u \
   'lora.target_modules=[q_proj, qkv]'
-printf '{"prompt": "a", "chosen": "b", "rejected": "c"}\n' > pref.jsonl
-expect_exit 2 "LoRA with DPO" "LoRA .* with zt rlhf \\(dpo\\) is not supported yet" "$ZT" rlhf lora.toml output.dir=dpo \
-  data.train=pref.jsonl data.format=preference
 expect_exit 2 "LoRA with offload" "LoRA .* with offload.optimizer or offload.param other than \"none\" is not supported yet" \
   "$ZT" pretrain lora.toml output.dir=o offload.optimizer=cpu
 

@@ -12,6 +12,8 @@
 #include "lib/core/log.h"
 #include "lib/data/cache.h"
 #include "lib/data/items.h"
+#include "lib/model/lora.h"
+#include "lib/model/qbase.h"
 #include "rl_loss.h"
 #include "rlhf.h"
 
@@ -148,7 +150,11 @@ static zt_status ref_key(zt_trainer *t, const char *dir, zt_cache_key *k)
     pref *p = t->ctx;
     char pattern[4200], line[64];
     zt_cache_key_init(k);
-    snprintf(line, sizeof line, "zt-dpo-ref-1|%d|%s", p->T, zt_dtype_name(r->model.dtype));
+    /* LoRA's reference is the base as the policy holds it: quantized, when it is */
+    zt_qbase_kind q = r->rlhf.reference[0] || !t->m.qbase ? ZT_QBASE_NONE : t->m.qbase->kind;
+    snprintf(line, sizeof line, "zt-dpo-ref-1|%d|%s%s%s", p->T, zt_dtype_name(r->model.dtype), q ? "|" : "",
+             q ? zt_qbase_kind_names[q] : "");
+    if (q && t->m.qbase->double_quant) strcat(line, "|dq");
     zt_cache_key_add_str(k, line);
     const zt_dataset *sets[] = {&p->train, &p->valid};
     for (int i = 0; i < 2; i++) {
@@ -183,7 +189,8 @@ static int ref_read(const char *path, double *out, size_t n)
 }
 
 /* Every example's reference log-probability: from the cache, or one pass of the reference
- * model (rlhf.reference, else the starting weights) over train and valid, then cached. */
+ * model (rlhf.reference, else the starting weights; with LoRA the base, adapters switched off)
+ * over train and valid, then cached. */
 static zt_status reference_logps(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
@@ -214,6 +221,7 @@ static zt_status reference_logps(zt_trainer *t)
         m = &ref;
     }
     if (!st) st = zt_llama_alloc_acts(m, 2 * p->pairs, p->T, 0);
+    if (m->lora) m->lora->disabled = 1;
     double t0 = zt_now_s();
     pair_stats unused;
     p->store = p->ref_train;
@@ -221,6 +229,7 @@ static zt_status reference_logps(zt_trainer *t)
     p->store = p->ref_valid;
     if (!st && nv) st = pass_over(t, m, &p->valid, &unused);
     p->store = NULL;
+    if (m->lora) m->lora->disabled = 0;
     if (m == &ref) zt_llama_free(&ref);
     if (st) return st;
     /* each pair was computed on one rank, zeros elsewhere */

@@ -7,6 +7,7 @@
 #include "lib/core/log.h"
 #include "lib/data/formats.h"
 #include "lib/data/jsonl.h"
+#include "lib/model/lora.h"
 #include "lib/model/sample.h"
 #include "rlhf.h"
 #include "rollout.h"
@@ -236,7 +237,11 @@ zt_status zt_rollout_step(zt_rollout *s, zt_trainer *t, int G, long step)
         s->acc.completions++, s->acc.reward += s->rewards[i], s->acc.reward_sq += s->rewards[i] * s->rewards[i];
         s->acc.tokens += s->ntok[i];
     }
-    if (s->ref) zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
+    if (s->ref && s->ref_model.numel) zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
+    else if (s->ref) { /* LoRA: the base itself, the adapters switched off */ t->m.lora->disabled = 1;
+        zt_rollout_outputs(s, &t->m, s->A * s->B, s->ref);
+        t->m.lora->disabled = 0;
+    }
     return ZT_OK;
 }
 
@@ -317,9 +322,35 @@ zt_status zt_rollout_check(const zt_recipe *r)
     return ZT_OK;
 }
 
+/* A LoRA actor generates through the adapters on the host decoder: plain LoRA on the weights
+ * as read */
+static zt_status check_lora(const zt_trainer *t)
+{
+    const char *algo = zt_rlhf_algorithm_names[t->r->rlhf.algorithm];
+    if (!t->m.lora) return ZT_OK;
+    if (!t->m.be->host_memory)
+        return zt_fail(ZT_EUSER,
+                       "LoRA (lora.r, lora.adapter) with rlhf.algorithm = \"%s\" on the %s backend is not supported "
+                       "yet (generation runs from a host copy of the weights, without adapters)",
+                       algo, t->m.be->name);
+    if (t->m.qbase)
+        return zt_fail(ZT_EUSER,
+                       "lora.quantize_base with rlhf.algorithm = \"%s\" is not supported yet (generation "
+                       "multiplies the unquantized weights)",
+                       algo);
+    if (t->m.lora->cfg.method == ZT_LORA_METHOD_DORA)
+        return zt_fail(ZT_EUSER,
+                       "lora.method = \"dora\" with rlhf.algorithm = \"%s\" is not supported yet (the "
+                       "decoder runs LoRA adapters only)",
+                       algo);
+    return ZT_OK;
+}
+
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
 {
     const zt_recipe *r = t->r;
+    zt_status st = check_lora(t);
+    if (st) return st;
     s->r = r, s->T = t->T, s->B = r->train.micro_batch_size, s->A = r->train.gradient_accumulation_steps;
     t->rows = s->B;
     size_t rows = (size_t)s->A * s->B, N = rows * s->T;
@@ -334,7 +365,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
-    zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
+    st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
     if (!st && !t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
         s->gen = &s->host;
         st = zt_llama_init(&s->host, &t->m.cfg, zt_backend_cpu(), ZT_F32);
@@ -349,7 +380,8 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     if (!st)
         st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
                            t->zero.world);
-    if (!st && with_reference) { /* rlhf.reference, else the starting model */
+    /* rlhf.reference, else the starting model (with LoRA the base, which t->m holds) */
+    if (!st && with_reference && (r->rlhf.reference[0] || !t->m.lora)) {
         const char *dir = r->rlhf.reference[0] ? r->rlhf.reference : r->model.path;
         if (!(st = zt_model_open(&s->ref_model, dir, r->model.dtype, r->model.device)))
             st = zt_llama_alloc_acts(&s->ref_model, s->B, s->T, 0);

@@ -41,7 +41,7 @@ typedef struct zt_rollout {
     int vocab;                    /* ids the tokenizer has: the model's rows past them are padding, never sampled */
     zt_llama host; /* a model on a device generates from this host copy of its weights, refreshed each time */
     zt_llama *gen; /* the model that generates: the trained one, or host */
-    zt_llama ref_model;
+    zt_llama ref_model; /* numel 0 with LoRA and no rlhf.reference: the reference is t's base */
     zt_llama reward_model;
     zt_reward_program program;
     zt_rollout_stats acc;
@@ -50,7 +50,8 @@ typedef struct zt_rollout {
 /* data.format = prompt (zt_algo.check). */
 zt_status zt_rollout_check(const zt_recipe *r);
 /* Prompts, generation and rewards for t's model; with_reference also opens the reference
- * (rlhf.reference, else the starting model): weights only, a forward pass per step. */
+ * (rlhf.reference, else the starting model): weights only, a forward pass per step. With LoRA
+ * the reference is the base: t's model with its adapters switched off, no second model. */
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference);
 void zt_rollout_close(zt_rollout *s);
 /* Generates G completions of each of the prompts items[0..n) (-1: none) of ds into rows

@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# LoRA with zt rlhf: DPO whose reference is the base with the adapters switched off (the
+# reference log-probabilities bitwise those of the same model trained fully, although the
+# adapter it starts from moves the policy's), a first loss of ln 2 from fresh adapters, the
+# loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1 and
+# 2 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
+# adapters off, generation through the adapters: as the merged model against the base); a reward
+# model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
+# modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
+# refusals (DoRA or a quantized base with GRPO, an adapter of the other kind).
+. "$(dirname "$0")/lib.sh"
+need_cmd spm_train sentencepiece
+export ROOT  # the Python checks read safetensors with llama_ref.py's reader
+
+# the task: after a random word, the chosen answer is a word of the letters a-e, the rejected
+# one of f-j (which a tiny random model learns in a few steps)
+$PY - <<'PY'
+import json, random
+r = random.Random(5)
+word = lambda n, s="abcdefghij": "".join(r.choice(s) for _ in range(n))
+with open("corpus.txt", "w") as c:
+    c.write("abcdefghij\n" * 20)
+for name, n in (("pref.jsonl", 64), ("valid.jsonl", 32)):
+    with open(name, "w") as f:
+        for _ in range(n):
+            k = r.randrange(3, 7)
+            f.write(json.dumps({"prompt": word(k) + " ", "chosen": word(k, "abcde"), "rejected": word(k, "fghij")}) + "\n")
+PY
+spm_train --input=corpus.txt --model_prefix=tok --vocab_size=16 --model_type=char --minloglevel=2 \
+  --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+make_tiny m bos_token_id=1 eos_token_id=2 && cp tok.model m/tokenizer.model || { fail "setup"; exit 1; }
+
+cat > dpo.toml <<'TOML'
+[model]
+path = "m"
+dtype = "fp32"
+[data]
+train = "pref.jsonl"
+valid = "valid.jsonl"
+format = "preference"
+max_length = 16
+shuffle = false
+cache_dir = "cache"
+[train]
+max_steps = 20
+micro_batch_size = 4
+gradient_accumulation_steps = 2
+learning_rate = 1e-2
+lr_scheduler_type = "constant"
+logging_steps = 1
+eval_steps = 20
+seed = 1
+[rlhf]
+algorithm = "dpo"
+[lora]
+r = 8
+alpha = 16
+target_modules = "all-linear"
+[output]
+dir = "dpo"
+TOML
+
+# --- DPO ---------------------------------------------------------------------------------------
+expect_ok "DPO with LoRA, learning rate 0 (the base's preference accuracy)" "$ZT" rlhf dpo.toml output.dir=dpo0 \
+  train.max_steps=1 train.learning_rate=0
+expect_ok "DPO with LoRA" "$ZT" rlhf dpo.toml
+$PY - <<'PY' && say "ok - DPO with LoRA: first loss ln 2, the loss falls, the held-out preferences are learnt" || fail "DPO with LoRA"
+import json, math
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl"))]
+train = [r for r in rows("dpo") if "split" not in r]
+valid = lambda d: [r for r in rows(d) if r.get("split") == "valid"][-1]
+before, after = valid("dpo0"), valid("dpo")
+print("loss %.4f -> %.4f; held-out: chosen likelier %.3f -> %.3f, reward accuracy %.3f" % (
+    train[0]["loss"], train[-1]["loss"], before["preference_accuracy"], after["preference_accuracy"],
+    after["reward_accuracy"]))
+# fresh adapters (B = 0) add exact zeros: the policy is the reference bit for bit, h = 0
+assert train[0]["loss"] == math.log(2) and train[0]["reward_margin"] == 0, train[0]
+# measured: 0.82 ln 2 for the last five steps' mean, held-out accuracy 0.22 -> 1
+assert sum(r["loss"] for r in train[-5:]) / 5 < 0.9 * math.log(2), [r["loss"] for r in train]
+assert after["preference_accuracy"] >= 0.9 and before["preference_accuracy"] < 0.5, (before, after)
+assert after["reward_accuracy"] >= 0.9, after
+PY
+$PY - <<'PY' && say "ok - final/ is a PEFT adapter directory (CAUSAL_LM), no base weights" || fail "DPO final/"
+import json, os
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+assert not os.path.exists("dpo/final/model.safetensors")
+c = json.load(open("dpo/final/adapter_config.json"))
+assert c["task_type"] == "CAUSAL_LM" and c["modules_to_save"] is None and c["r"] == 8, c
+A = read_st("dpo/final/adapter_model.safetensors")
+assert len(A) == 2 * 7 * 2 and all(".lora_A." in k or ".lora_B." in k for k in A), sorted(A)
+PY
+
+# The reference: the adapter of the run above moves the policy (its first step's implicit
+# rewards are not 0), yet the reference log-probabilities it computes with the adapters off are
+# those of the base trained without LoRA, byte for byte (the same cache key: the same base)
+for dt in fp32 bf16; do
+  expect_ok "DPO from that adapter ($dt)" "$ZT" rlhf dpo.toml output.dir=again-$dt lora.r=0 lora.adapter=dpo/final \
+    train.max_steps=1 train.learning_rate=0 model.dtype=$dt data.cache_dir=cache-adapter-$dt
+  expect_ok "DPO without LoRA ($dt)" "$ZT" rlhf dpo.toml output.dir=full-$dt lora.r=0 train.max_steps=1 \
+    model.dtype=$dt data.cache_dir=cache-full-$dt
+  ref_a=$(ls cache-adapter-$dt/dpo-ref-*.f64) ref_f=$(ls cache-full-$dt/dpo-ref-*.f64)
+  [ "$(basename "$ref_a")" = "$(basename "$ref_f")" ] && cmp -s "$ref_a" "$ref_f" && $PY -c "
+import json; r = json.loads(open('again-$dt/metrics.jsonl').readline()); assert abs(r['reward_margin']) > 1e-3, r" &&
+    say "ok - $dt: the reference with the adapters off is the full model's, bitwise" ||
+    fail "$dt: reference log-probabilities differ"
+done
+
+# --- GRPO and PPO with a LoRA actor -------------------------------------------------------------
+# the reward: the share of the completion's letters in a-e (what the DPO adapter prefers)
+printf 'import json, sys\nfor l in sys.stdin:\n    c = json.loads(l)["completion"]\n    print(sum(x in "abcde" for x in c) / max(len(c), 1), flush=True)\n' > reward.py
+$PY -c "
+import json, random
+r = random.Random(7)
+with open('prompts.jsonl', 'w') as f:
+    for _ in range(16):
+        f.write(json.dumps({'prompt': ''.join(r.choice('abcdefghij') for _ in range(4)) + ' '}) + '\n')"
+cat > grpo.toml <<TOML
+[model]
+path = "m"
+dtype = "fp32"
+[data]
+train = "prompts.jsonl"
+format = "prompt"
+max_length = 16
+shuffle = false
+[train]
+max_steps = 4
+micro_batch_size = 8
+learning_rate = 1e-2
+lr_scheduler_type = "constant"
+logging_steps = 1
+seed = 1
+[rlhf]
+algorithm = "grpo"
+num_generations = 4
+max_new_tokens = 8
+beta = 0.05
+reward_command = "$PY reward.py"
+[lora]
+r = 8
+alpha = 16
+target_modules = "all-linear"
+[output]
+dir = "grpo"
+TOML
+for algo in grpo ppo; do
+  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo
+  $PY - $algo <<'PY' && say "ok - $algo: KL 0 from fresh adapters (the reference is the base), then not; final/ holds adapters" || fail "$algo with LoRA"
+import json, os, sys
+d = sys.argv[1]
+rows = [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+assert len(rows) == 4 and rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[1:]), rows
+assert os.path.exists(d + "/final/adapter_model.safetensors") and not os.path.exists(d + "/final/model.safetensors")
+assert d != "ppo" or os.path.exists("ppo/critic/model.safetensors")  # PPO's critic trains fully
+PY
+done
+# From the DPO adapter at learning rate 0, against the merged model with the base as
+# rlhf.reference: the decoder applies the adapters (the same completions, which the adapter's
+# preference for a-e changes) and the reference is the base. The merged weights round apart from
+# W and s·B·A: the log-probabilities agree to ~1e-7 relative (measured 8e-8 on the KL), so 1e-5
+# on the KL; a sampled token would flip only where its draw lies within that of a boundary.
+expect_ok "GRPO from the DPO adapter" "$ZT" rlhf grpo.toml lora.r=0 lora.adapter=dpo/final train.learning_rate=0 \
+  train.max_steps=2 output.dir=grpo-adapter
+expect_ok "export --merge of the DPO adapter" "$ZT" export dpo --merge --out dpo-merged
+expect_ok "GRPO of the merged model, the base as reference" "$ZT" rlhf grpo.toml lora.r=0 model.path=dpo-merged \
+  rlhf.reference=m train.learning_rate=0 train.max_steps=2 output.dir=grpo-merged
+$PY - <<'PY' && say "ok - GRPO with adapters generates and scores as the merged model against the base" || fail "GRPO adapter vs merged"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+for a, b in zip(rows("grpo-adapter"), rows("grpo-merged")):
+    assert a["reward_mean"] == b["reward_mean"] and a["completion_length"] == b["completion_length"], (a, b)
+    assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
+PY
+
+# --- ZeRO: 2 ranks against 1 (stage 1 all-reduces the adapters' gradients, stage 2
+# reduce-scatters them), 2 micro-batches of 4 pairs on 1 rank against 1 on each of 2. The
+# per-pair values are computed alike, the gradients summed in another grouping (fp32 roundings),
+# and adam_epsilon = 1e-6 keeps the gradient elements that are rounding noise still (t2300-rlhf.sh
+# says why): 1e-5 relative on the losses and margins, 1e-4 on the gradient norms, as t2300's
+# GRPO. Measured: 4e-9, 1e-7 and 9e-8 (avx512 and scalar). The adapters themselves are not
+# compared: an element whose gradient is noise-sized still moves by up to lr·|g|/(|g| + eps) ----
+need_mpi
+expect_ok "DPO with LoRA, 1 rank, 6 steps" "$ZT" rlhf dpo.toml output.dir=one train.max_steps=6 train.eval_steps=0 \
+  train.adam_epsilon=1e-6
+for stage in 1 2; do
+  expect_ok "DPO with LoRA, 2 ranks, stage $stage" $MPI -np 2 "$ZT" rlhf dpo.toml output.dir=two$stage \
+    train.max_steps=6 train.eval_steps=0 train.adam_epsilon=1e-6 train.gradient_accumulation_steps=1 zero.stage=$stage
+  $PY - two$stage <<'PY' && say "ok - DPO with LoRA: stage $stage on 2 ranks matches 1 rank" || fail "stage $stage on 2 ranks differs"
+import json, sys
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+a, b = rows("one"), rows(sys.argv[1])
+assert len(a) == len(b) == 6
+for x, y in zip(a, b):
+    for k, rel in (("loss", 1e-5), ("reward_margin", 1e-5), ("grad_norm", 1e-4)):
+        assert abs(x[k] - y[k]) <= rel * max(abs(x[k]), abs(y[k])) + 1e-12, (x["step"], k, x[k], y[k])
+PY
+done
+
+# --- reward model ------------------------------------------------------------------------------
+expect_ok "reward model with LoRA" "$ZT" rlhf dpo.toml rlhf.algorithm=reward output.dir=rm
+$PY - <<'PY' && say "ok - reward model with LoRA: the loss falls, held-out accuracy >= 0.9, the score head trained" || fail "reward model with LoRA"
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+rows = [r for r in map(json.loads, open("rm/metrics.jsonl"))]
+train = [r for r in rows if "split" not in r]
+valid = [r for r in rows if r.get("split") == "valid"][-1]
+print("loss %.4f -> %.4f; held-out accuracy %.3f" % (train[0]["loss"], train[-1]["loss"], valid["reward_accuracy"]))
+assert np.mean([r["loss"] for r in train[-5:]]) < 0.5 * np.mean([r["loss"] for r in train[:5]])
+assert valid["reward_accuracy"] >= 0.9, valid
+assert not os.path.exists("rm/final/model.safetensors")
+c = json.load(open("rm/final/adapter_config.json"))
+assert c["task_type"] == "SEQ_CLS" and c["modules_to_save"] == ["classifier", "score"], c
+A = read_st("rm/final/adapter_model.safetensors")
+assert A["base_model.model.score.weight"].shape == (1, 32) and len(A) == 2 * 7 * 2 + 1, sorted(A)
+PY
+expect_ok "export --merge of the reward adapter" "$ZT" export rm --merge --out rm-merged
+$PY - <<'PY' && say "ok - the merged reward model: LlamaForSequenceClassification with the trained score head" || fail "merged reward model"
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+cfg = json.load(open("rm-merged/config.json"))
+assert cfg["architectures"] == ["LlamaForSequenceClassification"] and cfg["num_labels"] == 1, cfg
+M, A = read_st("rm-merged/model.safetensors"), read_st("rm/final/adapter_model.safetensors")
+assert np.array_equal(M["score.weight"], A["base_model.model.score.weight"]) and "lm_head.weight" not in M
+PY
+expect_ok "the merged reward model, evaluated" "$ZT" rlhf dpo.toml output.dir=rm-eval lora.r=0 \
+  rlhf.algorithm=reward model.path=rm-merged train.max_steps=1 train.learning_rate=0
+$PY - <<'PY' && say "ok - the merged model's held-out rewards are the adapter's (learning rate 0)" || fail "merged rewards"
+import json
+v = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("split") == "valid"][-1]
+a, b = v("rm"), v("rm-eval")
+# the same products, the adapters' merged into W: t2400-lora.sh's tolerance for the merge
+assert a["reward_accuracy"] == b["reward_accuracy"] and abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a, b)
+PY
+
+# --- refusals -----------------------------------------------------------------------------------
+expect_exit 2 "GRPO with DoRA" "lora.method = \"dora\" with rlhf.algorithm = \"grpo\" is not supported yet" \
+  "$ZT" rlhf grpo.toml output.dir=bad-dora lora.method=dora
+expect_exit 2 "GRPO on a quantized base" "lora.quantize_base with rlhf.algorithm = \"grpo\" is not supported yet" \
+  "$ZT" rlhf grpo.toml output.dir=bad-nf4 lora.quantize_base=nf4 data.cache_dir=
+expect_exit 2 "a reward model's adapter for DPO" "lora.adapter '.*rm/final' is a reward model's adapter" \
+  "$ZT" rlhf dpo.toml output.dir=bad1 lora.r=0 lora.adapter=rm/final
+expect_exit 2 "a causal LM's adapter for a reward model" "lora.adapter '.*dpo/final' is a causal LM's adapter" \
+  "$ZT" rlhf dpo.toml output.dir=bad2 rlhf.algorithm=reward lora.r=0 lora.adapter=dpo/final
+done_testing
