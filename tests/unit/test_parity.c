@@ -2,8 +2,8 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, and the
- * families zt had before. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, Phi-3
+ * untied and tied, and the families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -150,6 +150,10 @@ static void test_gemma2(void) { check_family("gemma2"); }
 static void test_gemma3(void) { check_family("gemma3"); }
 /* norms on the blocks' outputs only, q/k norms over the whole projections, "type": "linear" rope_scaling */
 static void test_olmo2(void) { check_family("olmo2"); }
+/* fused qkv_proj and gate_up_proj, rotary on 12 of 16 elements, longrope's long factors, a window of 8 */
+static void test_phi3(void) { check_family("phi3"); }
+/* Phi-4-mini's shape: tied, partial rotary, longrope's short factors, one key/value head */
+static void test_phi3_tied(void) { check_family("phi3-tied"); }
 
 int main(void)
 {
@@ -165,5 +169,7 @@ int main(void)
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_olmo2);
+    RUN(test_phi3);
+    RUN(test_phi3_tied);
     return test_summary();
 }
