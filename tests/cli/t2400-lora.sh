@@ -141,9 +141,9 @@ expect_exit 2 "an adapter for another model" "tensor 'base_model.model.model.lay
   "$ZT" pretrain lora.toml output.dir=b lora.r=0 lora.adapter=badname
 expect_exit 2 "an unknown target" "lora.target_modules: 'qkv' is not one of" "$ZT" pretrain lora.toml output.dir=u \
   'lora.target_modules=[q_proj, qkv]'
-make_tiny phi model_type=phi3 # PEFT adapts Phi-3's fused qkv_proj and gate_up_proj as one module each
+make_tiny phimodel model_type=phi3 # PEFT adapts Phi-3's fused qkv_proj and gate_up_proj as one module each
 expect_exit 2 "LoRA on Phi-3" "lora: adapters on a phi3 model .* are not supported yet" "$ZT" pretrain lora.toml \
-  output.dir=phi model.path=phi
+  output.dir=phi model.path=phimodel
 printf '{"prompt": "a", "chosen": "b", "rejected": "c"}\n' > pref.jsonl
 expect_exit 2 "LoRA with DPO" "LoRA .* with zt rlhf \\(dpo\\) is not supported yet" "$ZT" rlhf lora.toml output.dir=dpo \
   data.train=pref.jsonl data.format=preference
