@@ -79,7 +79,7 @@ static void test_llama(void) { check("llama", 0, 4); }
 static void test_qwen2_bias(void) { check("qwen2", 0, 5); }
 static void test_sliding_window(void) { check("mistral", 3, 16); }
 static void test_olmo2_norms(void) { check("olmo2", 0, 3); } /* post norms only, whole-projection q/k norms */
-static void test_phi3(void) { check("phi3", 5, 4); }           /* partial rotary, longrope, a window */
+static void test_phi3(void) { check("phi3", 5, 4); }         /* partial rotary, longrope, a window */
 
 int main(void)
 {
