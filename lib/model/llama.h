@@ -249,10 +249,9 @@ size_t zt_llama_weight_bytes(const zt_llama *m, size_t n);
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
 /* cos/sin of the rotary angles for positions [0, T), [T, R/2] each, with rope_scaling;
  * local: Gemma 3's windowed layers' (rope_local_base_freq, no rope_scaling). longrope takes its
- * long factors when T passes original_max_position_embeddings (zt_llama_rope_long), its short
- * ones otherwise, and scales cos and sin by its attention factor. */
+ * long factors when T passes original_max_position_embeddings, its short ones otherwise, and
+ * scales cos and sin by its attention factor (docs/architecture.md: why T decides). */
 void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
-int zt_llama_rope_long(const zt_llama *m, int T);
 /* Gemma: norm scales are 1 + weight; the embeddings are multiplied by sqrt(hidden_size), rounded
  * to the compute type first (as transformers does) */
 static inline zt_real zt_llama_norm_offset(const zt_llama *m) { return m->cfg.gemma ? 1 : 0; }
