@@ -42,9 +42,10 @@ void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, 
                                   const zt_real *rstd, int N, int stride, int nheads, int D);
 
 /* Rotary embedding in place on heads [0, nheads) of each row (row stride `stride`
- * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+D/2).
- * cos/sin tables are [max_pos, D/2]. inverse = 1 rotates back (the backward pass). */
-void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos, const zt_real *cos_t,
+ * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+R/2) over
+ * the head's first R elements (R = D, or Phi-3's partial rotary: the other D - R pass through).
+ * cos/sin tables are [max_pos, R/2]. inverse = 1 applies the transpose (the backward pass). */
+void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, int R, const int32_t *pos, const zt_real *cos_t,
                  const zt_real *sin_t, int inverse);
 
 /* Causal attention with grouped-query heads and a document mask over qkv rows laid

@@ -1,9 +1,9 @@
 #include "ops.h"
 
-void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, const int32_t *pos, const zt_real *cos_t,
+void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, int R, const int32_t *pos, const zt_real *cos_t,
                  const zt_real *sin_t, int inverse)
 {
-    int half = D / 2;
+    int half = R / 2;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const zt_real *c = cos_t + (size_t)pos[n] * half, *s = sin_t + (size_t)pos[n] * half;

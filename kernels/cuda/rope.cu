@@ -4,10 +4,10 @@
 
 #define ROPE_THREADS 256
 
-static __global__ void rope_kernel(float *x, int stride, int nheads, int D, const int32_t *pos, const float *cos_t,
-                                   const float *sin_t, int inverse)
+static __global__ void rope_kernel(float *x, int stride, int nheads, int D, int R, const int32_t *pos,
+                                   const float *cos_t, const float *sin_t, int inverse)
 {
-    int half = D / 2;
+    int half = R / 2;
     const float *c = cos_t + (size_t)pos[blockIdx.x] * half, *s = sin_t + (size_t)pos[blockIdx.x] * half;
     float *row = x + (size_t)blockIdx.x * stride;
     for (int i = threadIdx.x; i < nheads * half; i += blockDim.x) {
@@ -20,10 +20,10 @@ static __global__ void rope_kernel(float *x, int stride, int nheads, int D, cons
     }
 }
 
-void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, const int32_t *pos,
+void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
                   const float *cos_t, const float *sin_t, int inverse)
 {
-    if (N <= 0 || nheads <= 0 || D < 2) return;
-    rope_kernel<<<N, ROPE_THREADS, 0, s>>>(x, stride, nheads, D, pos, cos_t, sin_t, inverse);
+    if (N <= 0 || nheads <= 0 || R < 2) return;
+    rope_kernel<<<N, ROPE_THREADS, 0, s>>>(x, stride, nheads, D, R, pos, cos_t, sin_t, inverse);
     zt_cuda_check("rope");
 }

@@ -14,33 +14,6 @@ static size_t logit_chunk_elems(const zt_llama *m)
     return m->be->host_memory ? (size_t)32 << 20 : (size_t)256 << 20; /* 128 MB or 1 GB of fp32 */
 }
 
-void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t)
-{
-    const zt_llama_config *c = &m->cfg;
-    const char *scaling = local ? "" : c->rope_scaling.type;
-    int half = m->D / 2;
-    for (int j = 0; j < half; j++) {
-        double inv = pow(local ? c->rope_local_theta : c->rope_theta, -2.0 * j / m->D);
-        if (!strcmp(scaling, "linear")) {
-            inv /= c->rope_scaling.factor;
-        } else if (!strcmp(scaling, "llama3")) {
-            double f = c->rope_scaling.factor, old = c->rope_scaling.original_max_position_embeddings;
-            double lo = c->rope_scaling.low_freq_factor, hi = c->rope_scaling.high_freq_factor;
-            double wavelen = 2 * M_PI / inv;
-            if (wavelen > old / lo) {
-                inv /= f;
-            } else if (wavelen >= old / hi) {
-                double smooth = (old / wavelen - lo) / (hi - lo);
-                inv = (1 - smooth) * inv / f + smooth * inv;
-            }
-        }
-        for (int p = 0; p < T; p++) {
-            cos_t[(size_t)p * half + j] = (zt_real)cos(p * inv);
-            sin_t[(size_t)p * half + j] = (zt_real)sin(p * inv);
-        }
-    }
-}
-
 /* Gemma 3's windowed layers have rotary tables of their own */
 static int local_rope(const zt_llama *m) { return m->cfg.rope_local_theta > 0; }
 
@@ -73,7 +46,7 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
                      zt_llama_qk_norm_elems(m, (int)N) + (pre ? 2 * N * (C + 1) : 0) + (post ? 2 * N * (C + 1) : 0);
     size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 4) /* lnf, rstdf, head_out, coef, pad_mask */ +
                    (size_t)chunk * m->V * (capped ? 2 : 1) + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) +
-                   (post ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->D / 2);
+                   (post ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->R / 2);
     /* the alignment of the buffers only some models have */
     size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (post ? nsets * 4 + 1 : 0) + capped + 2 * local;
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
@@ -133,8 +106,8 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     if (m->cfg.post_norms) TAKE(m->dpost, N * C);
     if (m->cfg.final_softcap > 0) TAKE(m->capped, (size_t)m->chunk * m->V);
     if (local_rope(m)) {
-        TAKE(m->cos_l, (size_t)T * (m->D / 2));
-        TAKE(m->sin_l, (size_t)T * (m->D / 2));
+        TAKE(m->cos_l, (size_t)T * (m->R / 2));
+        TAKE(m->sin_l, (size_t)T * (m->R / 2));
     }
     TAKE(m->lnf, N * C);
     TAKE(m->rstdf, N);
@@ -148,8 +121,8 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     TAKE(m->dqkv, N * m->S3);
     TAKE(m->dgateup, N * 2 * m->F);
     TAKE(m->dh, N * m->F);
-    TAKE(m->cos_t, (size_t)T * (m->D / 2));
-    TAKE(m->sin_t, (size_t)T * (m->D / 2));
+    TAKE(m->cos_t, (size_t)T * (m->R / 2));
+    TAKE(m->sin_t, (size_t)T * (m->R / 2));
     TAKE(m->loss_rows, N);
     TAKE(m->input, N);
     TAKE(m->target, N);
@@ -160,7 +133,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
-    size_t tab = (size_t)T * (m->D / 2) * sizeof(zt_real);
+    size_t tab = (size_t)T * (m->R / 2) * sizeof(zt_real);
     zt_real *cos_t = malloc(tab), *sin_t = malloc(tab);
     m->loss_host = malloc(N * sizeof(double));
     m->out_host = malloc(N * (2 * sizeof(double) + sizeof(zt_real)));
@@ -377,7 +350,7 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
 static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
 {
     int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
-    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->pos, local ? m->cos_l : m->cos_t,
+    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->R, m->pos, local ? m->cos_l : m->cos_t,
                 local ? m->sin_l : m->sin_t, inverse);
 }
 

@@ -1,4 +1,4 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2): config,
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3): config,
  * parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
@@ -25,16 +25,21 @@
 #include "lib/core/status.h"
 
 enum { ZT_QK_NORM_HEADS = 1, ZT_QK_NORM_WHOLE = 2 };
+enum { ZT_ROPE_MAX_FACTORS = 256 }; /* longrope's factors: one per rotary pair */
 
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 */
+    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 */
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
+    double partial_rotary_factor; /* the rotary embedding on the first head_dim·factor elements of a head */
     struct {
-        char type[16]; /* "" (none) | linear | llama3 */
+        char type[16]; /* "" (none) | linear | llama3 | longrope (Phi-3) */
         double factor, low_freq_factor, high_freq_factor;
+        /* llama3; Phi-3's top-level key, past which longrope takes its long factors */
         int original_max_position_embeddings;
+        int n_short, n_long; /* longrope: a factor per rotary pair, dividing its frequency */
+        double short_factor[ZT_ROPE_MAX_FACTORS], long_factor[ZT_ROPE_MAX_FACTORS];
     } rope_scaling;
     int tie_word_embeddings;
     int qkv_bias, o_bias; /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
@@ -72,6 +77,10 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where);
  * 0 = unlimited). */
 int zt_llama_layer_local(const zt_llama_config *c, int l);
 int zt_llama_layer_window(const zt_llama_config *c, int l);
+/* Phi-3: checkpoints name q, k, v as one qkv_proj and gate, up as one gate_up_proj. */
+int zt_llama_fused_names(const zt_llama_config *c);
+/* The rotary elements of a head: int(head_dim · partial_rotary_factor), as transformers. */
+int zt_llama_rotary_dim(const zt_llama_config *c);
 
 /* One named tensor inside the flat parameter array. */
 typedef struct zt_llama_tensor {
@@ -130,6 +139,7 @@ typedef struct zt_llama {
     zt_backend *be;
     int dtype_bf16; /* matmuls use the bf16 copy of the weights */
     int C, F, H, KV, D, L, V, S3, HD;
+    int R; /* rotary elements of a head (D, or fewer with partial_rotary_factor) */
 
     zt_llama_layer_layout lay;
     size_t embed_off, layer0_off, norm_off, head_off, numel; /* elements */
@@ -237,8 +247,10 @@ void zt_llama_set_length(zt_llama *m, int T);
 size_t zt_llama_weight_bytes(const zt_llama *m, size_t n);
 /* What zt_llama_alloc_acts allocates, in bytes. */
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
-/* cos/sin of the rotary angles for positions [0, T), [T, head_dim/2] each, with rope_scaling;
- * local: Gemma 3's windowed layers' (rope_local_base_freq, no rope_scaling) */
+/* cos/sin of the rotary angles for positions [0, T), [T, R/2] each, with rope_scaling;
+ * local: Gemma 3's windowed layers' (rope_local_base_freq, no rope_scaling). longrope takes its
+ * long factors when T passes original_max_position_embeddings, its short ones otherwise, and
+ * scales cos and sin by its attention factor (docs/architecture.md: why T decides). */
 void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
 /* Gemma: norm scales are 1 + weight; the embeddings are multiplied by sqrt(hidden_size), rounded
  * to the compute type first (as transformers does) */

@@ -1,4 +1,4 @@
-/* Hugging Face config.json for llama, mistral, qwen2, qwen3, gemma2, gemma3_text and olmo2. */
+/* Hugging Face config.json for llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2 and phi3. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -24,6 +24,7 @@ void zt_llama_config_default(zt_llama_config *c)
     c->max_position_embeddings = 2048;
     c->rms_norm_eps = 1e-6;
     c->rope_theta = 10000;
+    c->partial_rotary_factor = 1;
     c->bos_token_id = 1;
     c->eos_token_id = 2;
     c->pad_token_id = -1;
@@ -32,7 +33,7 @@ void zt_llama_config_default(zt_llama_config *c)
 /* model_type → the architecture's class-name prefix */
 static const char *const model_types[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
                                              {"qwen3", "Qwen3"}, {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"},
-                                             {"olmo2", "Olmo2"}};
+                                             {"olmo2", "Olmo2"}, {"phi3", "Phi3"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 static const char *arch_prefix(const char *model_type)
@@ -81,6 +82,19 @@ static void olmo2_defaults(zt_llama_config *c)
     c->qk_norm = ZT_QK_NORM_WHOLE;
     c->rms_norm_eps = 1e-5;
     c->bos_token_id = -1, c->eos_token_id = 50279, c->pad_token_id = 1;
+}
+
+static int is_phi3(const char *model_type) { return !strcmp(model_type, "phi3"); }
+
+int zt_llama_fused_names(const zt_llama_config *c) { return is_phi3(c->model_type); }
+
+int zt_llama_rotary_dim(const zt_llama_config *c) { return (int)(c->head_dim * c->partial_rotary_factor); }
+
+/* What Phi3Config defaults to, on c's sizes */
+static void phi3_defaults(zt_llama_config *c)
+{
+    c->rms_norm_eps = 1e-5;
+    c->max_position_embeddings = c->rope_scaling.original_max_position_embeddings = 4096;
 }
 
 int zt_llama_layer_local(const zt_llama_config *c, int l)
@@ -159,6 +173,41 @@ static zt_status get_token_id(const cJSON *o, const char *path, const char *key,
     return ZT_OK;
 }
 
+/* longrope's rope_scaling.short_factor or .long_factor: positive numbers (their count checked
+   against the rotary size in zt_llama_config_check) */
+static zt_status get_factors(const cJSON *rs, const char *path, const char *key, double *out, int *n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
+    char name[32];
+    snprintf(name, sizeof name, "rope_scaling.%s", key);
+    if (!cJSON_IsArray(v)) return bad_key(path, name, "must be a list of positive numbers");
+    *n = 0;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
+            return bad_key(path, name, "must be a list of positive numbers");
+        if (*n == ZT_ROPE_MAX_FACTORS) return bad_key(path, name, "has too many entries");
+        out[(*n)++] = e->valuedouble;
+    }
+    return ZT_OK;
+}
+
+/* Phi3Config's only rope_scaling: longrope ("su" and "yarn" are its old names), its factors and
+   type alone */
+static zt_status parse_longrope(zt_llama_config *c, const cJSON *rs, const char *path, const char *type)
+{
+    if (strcmp(type, "longrope") && strcmp(type, "su") && strcmp(type, "yarn"))
+        return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%.32s' is not supported for phi3 (longrope)", path, type);
+    for (const cJSON *e = rs->child; e; e = e->next)
+        if (strcmp(e->string, "type") && strcmp(e->string, "rope_type") && strcmp(e->string, "short_factor") &&
+            strcmp(e->string, "long_factor"))
+            return zt_fail(ZT_EUSER, "'%s': key 'rope_scaling.%.32s' is not supported (Phi3Config reads none)", path,
+                           e->string);
+    strcpy(c->rope_scaling.type, "longrope");
+    zt_status st = get_factors(rs, path, "short_factor", c->rope_scaling.short_factor, &c->rope_scaling.n_short);
+    return st ? st : get_factors(rs, path, "long_factor", c->rope_scaling.long_factor, &c->rope_scaling.n_long);
+}
+
 static zt_status parse_rope_scaling(zt_llama_config *c, const cJSON *o, const char *path)
 {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
@@ -167,6 +216,7 @@ static zt_status parse_rope_scaling(zt_llama_config *c, const cJSON *o, const ch
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
     if (!t) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
     if (!cJSON_IsString(t)) return bad_key(path, "rope_scaling.rope_type", "is missing");
+    if (is_phi3(c->model_type)) return parse_longrope(c, rs, path, t->valuestring);
     if (strcmp(t->valuestring, "linear") && strcmp(t->valuestring, "llama3") && strcmp(t->valuestring, "default"))
         return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%.32s' is not supported (linear, llama3)", path,
                        t->valuestring);
@@ -215,6 +265,22 @@ static zt_status get_softcap(const cJSON *o, const char *path, const char *key, 
     return st;
 }
 
+/* The keys only Phi-3 has: the rotary embedding's share of a head, the length past which
+   longrope takes its long factors, the dropouts (0 only: zt trains without dropout) */
+static zt_status parse_phi3(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    double resid = 0, embd = 0;
+    zt_status st;
+    if ((st = get_num(o, path, "partial_rotary_factor", 1, &c->partial_rotary_factor)) ||
+        (st = get_int(o, path, "original_max_position_embeddings", c->rope_scaling.original_max_position_embeddings,
+                      &c->rope_scaling.original_max_position_embeddings)) ||
+        (st = get_num(o, path, "resid_pdrop", 0, &resid)) || (st = get_num(o, path, "embd_pdrop", 0, &embd)))
+        return st;
+    if (resid != 0) return bad_key(path, "resid_pdrop", "other than 0 is not supported (no dropout)");
+    if (embd != 0) return bad_key(path, "embd_pdrop", "other than 0 is not supported (no dropout)");
+    return ZT_OK;
+}
+
 /* The keys only Gemma has (c holds gemma_defaults and the common keys). */
 static zt_status parse_gemma(zt_llama_config *c, const cJSON *o, const char *path)
 {
@@ -246,13 +312,14 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     if (!arch_prefix(mt->valuestring))
         return zt_fail(ZT_EUSER,
                        "'%s': model_type '%.32s' is not supported (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, "
-                       "olmo2)",
+                       "olmo2, phi3)",
                        path, mt->valuestring);
     strcpy(c->model_type, mt->valuestring);
     /* Gemma's MLP reads hidden_activation (parse_gemma) and leaves hidden_act unread */
     int gemma = !strncmp(c->model_type, "gemma", 5);
     if (gemma) gemma_defaults(c);
     if (is_olmo2(c->model_type)) olmo2_defaults(c);
+    if (is_phi3(c->model_type)) phi3_defaults(c);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
     if (!gemma && act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return bad_key(path, "hidden_act", "must be \"silu\"");
@@ -269,9 +336,8 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_int(o, path, "num_attention_heads", -2, &c->num_attention_heads)) ||
         (st = get_int(o, path, "num_key_value_heads", c->num_attention_heads, &c->num_key_value_heads)) ||
         (st = get_int(o, path, "head_dim", qwen3 ? 128 : c->head_dim, &c->head_dim)) ||
-        (st = get_int(o, path, "max_position_embeddings", gemma ? c->max_position_embeddings : 2048,
-                      &c->max_position_embeddings)) ||
-        (st = get_num(o, path, "rms_norm_eps", is_olmo2(c->model_type) ? 1e-5 : 1e-6, &c->rms_norm_eps)) ||
+        (st = get_int(o, path, "max_position_embeddings", c->max_position_embeddings, &c->max_position_embeddings)) ||
+        (st = get_num(o, path, "rms_norm_eps", c->rms_norm_eps, &c->rms_norm_eps)) ||
         (st = get_num(o, path, "rope_theta", c->rope_theta, &c->rope_theta)) ||
         (st = get_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = get_bool(o, path, "tie_word_embeddings", gemma, &c->tie_word_embeddings)) ||
@@ -283,7 +349,7 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         (st = get_token_id(o, path, "bos_token_id", &c->bos_token_id)) ||
         (st = get_token_id(o, path, "eos_token_id", &c->eos_token_id)) ||
         (st = get_token_id(o, path, "pad_token_id", &c->pad_token_id)) || (st = parse_rope_scaling(c, o, path)) ||
-        (gemma && (st = parse_gemma(c, o, path))))
+        (gemma && (st = parse_gemma(c, o, path))) || (is_phi3(c->model_type) && (st = parse_phi3(c, o, path))))
         return st;
     if (mlp_bias) return bad_key(path, "mlp_bias", "= true is not supported");
     if (attention_dropout != 0) return bad_key(path, "attention_dropout", "other than 0 is not supported (no dropout)");
@@ -320,6 +386,23 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (c->num_attention_heads % c->num_key_value_heads)
         return bad_key(where, "num_key_value_heads", "must divide num_attention_heads");
     if (c->head_dim % 2) return bad_key(where, "head_dim", "must be even (rotary embedding)");
+    if (!(c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1) ||
+        (!is_phi3(c->model_type) && c->partial_rotary_factor != 1)) /* only Phi-3's attention honours it */
+        return bad_key(where, "partial_rotary_factor", "must be in (0, 1], and 1 but for phi3");
+    int rd = zt_llama_rotary_dim(c);
+    if (rd < 2 || rd % 2)
+        return bad_key(where, "partial_rotary_factor", "must make head_dim · partial_rotary_factor even, at least 2");
+    if (!strcmp(c->rope_scaling.type, "longrope")) {
+        if (c->rope_scaling.n_short != rd / 2)
+            return bad_key(where, "rope_scaling.short_factor",
+                           "must have head_dim · partial_rotary_factor / 2 entries");
+        if (c->rope_scaling.n_long != rd / 2)
+            return bad_key(where, "rope_scaling.long_factor", "must have head_dim · partial_rotary_factor / 2 entries");
+        if (c->rope_scaling.original_max_position_embeddings < 2) /* its log divides */
+            return bad_key(where, "original_max_position_embeddings", "must be an integer of at least 2");
+    }
+    if (c->qkv_bias && is_phi3(c->model_type)) /* Phi3Config has none: transformers would ignore it */
+        return bad_key(where, "attention_bias", "must be false for phi3 (its projections have no biases)");
     if (!(c->rms_norm_eps > 0)) return bad_key(where, "rms_norm_eps", "must be positive");
     if (!(c->rope_theta > 0)) return bad_key(where, "rope_theta", "must be positive");
     if (c->sliding_window < 0) return bad_key(where, "sliding_window", "must be positive or null");
@@ -365,6 +448,23 @@ static void add_gemma_keys(cJSON *o, const zt_llama_config *c)
     zt_json_add_float(o, "rope_local_base_freq", c->rope_local_theta);
 }
 
+/* Phi3Config's rotary keys: rope_scaling holds type and factors alone */
+static void add_phi3_keys(cJSON *o, const zt_llama_config *c)
+{
+    zt_json_add_float(o, "partial_rotary_factor", c->partial_rotary_factor);
+    cJSON_AddNumberToObject(o, "original_max_position_embeddings", c->rope_scaling.original_max_position_embeddings);
+    if (!c->rope_scaling.type[0]) {
+        cJSON_AddNullToObject(o, "rope_scaling");
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(rs, "type", c->rope_scaling.type);
+    cJSON_AddItemToObject(rs, "short_factor",
+                          cJSON_CreateDoubleArray(c->rope_scaling.short_factor, c->rope_scaling.n_short));
+    cJSON_AddItemToObject(rs, "long_factor",
+                          cJSON_CreateDoubleArray(c->rope_scaling.long_factor, c->rope_scaling.n_long));
+}
+
 /* config.json as zt would write it for c alone (what `zt init` writes) */
 static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
 {
@@ -393,7 +493,8 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_position_embeddings);
     zt_json_add_float(o, "rms_norm_eps", c->rms_norm_eps);
     zt_json_add_float(o, "rope_theta", c->rope_theta);
-    if (c->rope_scaling.type[0]) {
+    if (is_phi3(c->model_type)) add_phi3_keys(o, c);
+    else if (c->rope_scaling.type[0]) {
         cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling.type);
         zt_json_add_float(rs, "factor", c->rope_scaling.factor);
@@ -412,8 +513,8 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
         cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
         cJSON_AddNumberToObject(o, "max_window_layers", 0);
     }
-    if (!qwen2) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
-    if (!qwen && !c->gemma) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    if (!qwen2 && !is_phi3(c->model_type)) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
+    if (!qwen && !c->gemma && !is_phi3(c->model_type)) cJSON_AddBoolToObject(o, "mlp_bias", 0);
     if (c->gemma) add_gemma_keys(o, c);
     if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     else cJSON_AddNullToObject(o, "sliding_window");
@@ -493,6 +594,7 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"num_key_value_heads", &c->num_key_value_heads},
         {"head_dim", &c->head_dim},
         {"max_position_embeddings", &c->max_position_embeddings},
+        {"original_max_position_embeddings", &c->rope_scaling.original_max_position_embeddings},
         {"sliding_window", &c->sliding_window},
         {"sliding_window_pattern", &c->sliding_window_pattern},
         {"bos_token_id", &c->bos_token_id},
@@ -511,6 +613,7 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"attn_logit_softcapping", &c->attn_softcap},
         {"final_logit_softcapping", &c->final_softcap},
         {"rope_local_base_freq", &c->rope_local_theta},
+        {"partial_rotary_factor", &c->partial_rotary_factor},
     };
     double *num = NULL;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
@@ -531,8 +634,8 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
     if (!strcmp(key, "model_type")) {
         if (!arch_prefix(value))
             return zt_fail(ZT_EUSER,
-                           "config key 'model_type': '%s' is not llama, mistral, qwen2, qwen3, gemma2, gemma3_text "
-                           "or olmo2",
+                           "config key 'model_type': '%s' is not llama, mistral, qwen2, qwen3, gemma2, gemma3_text, "
+                           "olmo2 or phi3",
                            value);
         strcpy(c->model_type, value);
         c->qk_norm = !strcmp(value, "qwen3") ? ZT_QK_NORM_HEADS : 0;
@@ -540,6 +643,8 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         if (!strncmp(value, "gemma", 5)) gemma_defaults(c);
         else c->gemma = c->sliding_window_pattern = 0, c->attn_softcap = c->final_softcap = 0;
         if (is_olmo2(value)) olmo2_defaults(c);
+        if (is_phi3(value)) phi3_defaults(c);
+        else c->partial_rotary_factor = 1;
         c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
         c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
         return ZT_OK;

@@ -9,7 +9,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
 {
     memset(c, 0, sizeof *c);
     zt_backend *be = m->be;
-    size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->D / 2;
+    size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
     reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
@@ -97,7 +97,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_lora_decode(m, l, ZT_LORA_V, in, c->qkv + m->HD + kv, m->S3, n);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
-        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, c->pos, local ? c->cos_l : c->cos_t,
+        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, c->pos, local ? c->cos_l : c->cos_t,
                  local ? c->sin_l : c->sin_t, 0);
         for (int i = 0; i < n; i++) {
             be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));

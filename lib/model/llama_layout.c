@@ -48,14 +48,18 @@ static void layout(zt_llama *m)
 static void name_tensors(zt_llama *m)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, qd = m->H * m->D, kd = m->KV * m->D;
+    int C = m->C, qd = m->H * m->D, kd = m->KV * m->D, fused = zt_llama_fused_names(&m->cfg);
     add_tensor(m, m->embed_off, m->V, C, 1, "model.embed_tokens.weight", 0);
     for (int l = 0; l < m->L; l++) {
         size_t b = m->layer0_off + y->numel * l;
         if (!m->cfg.no_pre_norms) add_tensor(m, b + y->ln1, C, 0, 0, "model.layers.%d.input_layernorm.weight", l);
-        add_tensor(m, b + y->wqkv, qd, C, 1, "model.layers.%d.self_attn.q_proj.weight", l);
-        add_tensor(m, b + y->wqkv + (size_t)qd * C, kd, C, 1, "model.layers.%d.self_attn.k_proj.weight", l);
-        add_tensor(m, b + y->wqkv + (size_t)(qd + kd) * C, kd, C, 1, "model.layers.%d.self_attn.v_proj.weight", l);
+        if (fused) { /* Phi-3's checkpoints hold q, k, v in one matrix, as zt does */
+            add_tensor(m, b + y->wqkv, m->S3, C, 1, "model.layers.%d.self_attn.qkv_proj.weight", l);
+        } else {
+            add_tensor(m, b + y->wqkv, qd, C, 1, "model.layers.%d.self_attn.q_proj.weight", l);
+            add_tensor(m, b + y->wqkv + (size_t)qd * C, kd, C, 1, "model.layers.%d.self_attn.k_proj.weight", l);
+            add_tensor(m, b + y->wqkv + (size_t)(qd + kd) * C, kd, C, 1, "model.layers.%d.self_attn.v_proj.weight", l);
+        }
         if (m->cfg.qkv_bias) {
             add_tensor(m, b + y->bqkv, qd, 0, 0, "model.layers.%d.self_attn.q_proj.bias", l);
             add_tensor(m, b + y->bqkv + qd, kd, 0, 0, "model.layers.%d.self_attn.k_proj.bias", l);
@@ -76,8 +80,12 @@ static void name_tensors(zt_llama *m)
         } else {
             add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
         }
-        add_tensor(m, b + y->wgu, m->F, C, 1, "model.layers.%d.mlp.gate_proj.weight", l);
-        add_tensor(m, b + y->wgu + (size_t)m->F * C, m->F, C, 1, "model.layers.%d.mlp.up_proj.weight", l);
+        if (fused) { /* and gate over up */
+            add_tensor(m, b + y->wgu, 2 * (int64_t)m->F, C, 1, "model.layers.%d.mlp.gate_up_proj.weight", l);
+        } else {
+            add_tensor(m, b + y->wgu, m->F, C, 1, "model.layers.%d.mlp.gate_proj.weight", l);
+            add_tensor(m, b + y->wgu + (size_t)m->F * C, m->F, C, 1, "model.layers.%d.mlp.up_proj.weight", l);
+        }
         add_tensor(m, b + y->wd, C, m->F, 1, "model.layers.%d.mlp.down_proj.weight", l);
     }
     add_tensor(m, m->norm_off, C, 0, 0, "model.norm.weight", 0);
@@ -102,6 +110,7 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
     m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
     m->S3 = (m->H + 2 * m->KV) * m->D;
     m->HD = m->H * m->D;
+    m->R = zt_llama_rotary_dim(c);
     m->attn_scale =
         (zt_real)(c->query_pre_attn_scalar > 0 ? pow(c->query_pre_attn_scalar, -0.5) : 1.0 / sqrt((double)m->D));
     layout(m);

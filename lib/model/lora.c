@@ -92,6 +92,9 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
                        m->be->name);
+    if (zt_llama_fused_names(&m->cfg)) /* PEFT adapts qkv_proj and gate_up_proj as one module each */
+        return zt_fail(ZT_EUSER, "lora: adapters on a %s model (fused qkv_proj, gate_up_proj) are not supported yet",
+                       m->cfg.model_type);
     zt_lora *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");
     a->cfg = *c;

@@ -133,8 +133,10 @@ done
 # keys zt does not implement, each refused by name: another family, Qwen3's window on its upper
 # layers only (max_window_layers is 28 without the key), another activation, dropout; Gemma's
 # keys out of range (another activation, no window, a negative cap, a pattern of 0, a text theta);
-# a window on OLMo 2, whose attention has none
-for edit in '"model_type": "phi3"|model_type' '"model_type": "olmo2", "sliding_window": 8|sliding_window' \
+# a window on OLMo 2, whose attention has none; Phi-3's dropouts, a rotary share out of range or of
+# no pair, biases, rope scaling other than longrope, longrope factors not one per rotary pair or with
+# a key Phi3Config refuses, an original length whose log is 0
+for edit in '"model_type": "phimoe"|model_type' '"model_type": "olmo2", "sliding_window": 8|sliding_window' \
             '"model_type": "qwen3", "use_sliding_window": true, "sliding_window": 4|max_window_layers' \
             '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout' \
             '"model_type": "gemma2", "hidden_activation": "gelu"|hidden_activation' \
@@ -144,7 +146,15 @@ for edit in '"model_type": "phi3"|model_type' '"model_type": "olmo2", "sliding_w
             '"model_type": "gemma3_text", "sliding_window": 8, "attn_logit_softcapping": 50|attn_logit_softcapping' \
             '"model_type": "gemma3_text", "sliding_window": 8, "sliding_window_pattern": 0|sliding_window_pattern' \
             '"model_type": "gemma3_text", "sliding_window": 8, "rope_local_base_freq": "1e4"|rope_local_base_freq' \
-            '"model_type": "gemma2", "sliding_window": 8, "query_pre_attn_scalar": 0|query_pre_attn_scalar'; do
+            '"model_type": "gemma2", "sliding_window": 8, "query_pre_attn_scalar": 0|query_pre_attn_scalar' \
+            '"model_type": "phi3", "resid_pdrop": 0.1|resid_pdrop' '"model_type": "phi3", "embd_pdrop": 0.1|embd_pdrop' \
+            '"model_type": "phi3", "partial_rotary_factor": 1.5|partial_rotary_factor' \
+            '"model_type": "phi3", "partial_rotary_factor": 0.1|partial_rotary_factor' \
+            '"model_type": "phi3", "attention_bias": true|attention_bias' \
+            '"model_type": "phi3", "rope_scaling": {"type": "linear", "factor": 2.0}|rope_scaling' \
+            '"model_type": "phi3", "rope_scaling": {"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2, 3, 4]}|rope_scaling.short_factor' \
+            '"model_type": "phi3", "rope_scaling": {"type": "longrope", "short_factor": [1, 2, 3, 4], "long_factor": [1, 2, 3, 4], "factor": 2}|rope_scaling.factor' \
+            '"model_type": "phi3", "original_max_position_embeddings": 1, "rope_scaling": {"type": "longrope", "short_factor": [1, 2, 3, 4], "long_factor": [1, 2, 3, 4]}|original_max_position_embeddings'; do
   rm -rf keycfg && cp -r good keycfg
   $PY -c 'import json, sys; p="keycfg/config.json"; c=json.load(open(p)); c.update(json.loads("{" + sys.argv[1] + "}")); json.dump(c, open(p,"w"))' "${edit%|*}"
   expect_exit 2 "config.json with ${edit%|*}" "keycfg/config.json.*${edit#*|}" "$ZT" eval recipe.toml --checkpoint keycfg
@@ -159,5 +169,8 @@ expect_exit 2 "gemma2 without its post norms" "keycfg.*feedforward_layernorm" "$
 # an OLMo 2 config.json on Llama weights: their pre norms are tensors OLMo 2 has none of
 $PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="olmo2"; c.pop("sliding_window", None); json.dump(c, open(p,"w"))'
 expect_exit 2 "olmo2 on pre norms" "keycfg.*input_layernorm" "$ZT" eval recipe.toml --checkpoint keycfg
+# a Phi-3 config.json on Llama weights: their q/k/v and gate/up are not fused
+$PY -c 'import json; p="keycfg/config.json"; c=json.load(open(p)); c["model_type"]="phi3"; json.dump(c, open(p,"w"))'
+expect_exit 2 "phi3 on separate projections" "keycfg.*q_proj" "$ZT" eval recipe.toml --checkpoint keycfg
 expect_exit 2 "no such model" "nosuch.*config.json" "$ZT" eval recipe.toml --checkpoint nosuch
 done_testing

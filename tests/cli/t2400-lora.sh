@@ -141,6 +141,9 @@ expect_exit 2 "an adapter for another model" "tensor 'base_model.model.model.lay
   "$ZT" pretrain lora.toml output.dir=b lora.r=0 lora.adapter=badname
 expect_exit 2 "an unknown target" "lora.target_modules: 'qkv' is not one of" "$ZT" pretrain lora.toml output.dir=u \
   'lora.target_modules=[q_proj, qkv]'
+make_tiny phimodel model_type=phi3 # PEFT adapts Phi-3's fused qkv_proj and gate_up_proj as one module each
+expect_exit 2 "LoRA on Phi-3" "lora: adapters on a phi3 model .* are not supported yet" "$ZT" pretrain lora.toml \
+  output.dir=phi model.path=phimodel
 expect_exit 2 "LoRA with offload" "LoRA .* with offload.optimizer or offload.param other than \"none\" is not supported yet" \
   "$ZT" pretrain lora.toml output.dir=o offload.optimizer=cpu
 

@@ -26,6 +26,13 @@ static void check(const char *model_type, int window, int chunk)
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 8;
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", model_type) == ZT_OK);
     c.sliding_window = window;
+    if (!strcmp(model_type, "phi3")) { /* rotary on 6 of 8, longrope's long factors (13 tokens past 8) */
+        ZT_ASSERT(zt_llama_config_set(&c, "partial_rotary_factor", "0.75") == ZT_OK);
+        strcpy(c.rope_scaling.type, "longrope");
+        c.rope_scaling.original_max_position_embeddings = 8;
+        c.rope_scaling.n_short = c.rope_scaling.n_long = 3;
+        for (int j = 0; j < 3; j++) c.rope_scaling.short_factor[j] = 1 + j, c.rope_scaling.long_factor[j] = 2 + 3 * j;
+    }
     zt_llama m;
     ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     zt_llama_init_weights(&m, 3, 0.3);
@@ -72,6 +79,7 @@ static void test_llama(void) { check("llama", 0, 4); }
 static void test_qwen2_bias(void) { check("qwen2", 0, 5); }
 static void test_sliding_window(void) { check("mistral", 3, 16); }
 static void test_olmo2_norms(void) { check("olmo2", 0, 3); } /* post norms only, whole-projection q/k norms */
+static void test_phi3(void) { check("phi3", 5, 4); }         /* partial rotary, longrope, a window */
 
 int main(void)
 {
@@ -79,5 +87,6 @@ int main(void)
     RUN(test_qwen2_bias);
     RUN(test_sliding_window);
     RUN(test_olmo2_norms);
+    RUN(test_phi3);
     return test_summary();
 }

@@ -195,6 +195,27 @@ static void test_olmo2(void)
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles) %g", e);
 }
 
+/* Phi-3: rotary on 4 of head_dim 6 (partial_rotary_factor 2/3), longrope past its original length
+ * of 8 (T = 10: the long factors, and cos/sin scaled by the attention factor of a 16-fold
+ * context), a window of 3; untied, then tied with checkpointing and tiles with the short factors */
+static void test_phi3(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "phi3") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "partial_rotary_factor", "0.6667") == ZT_OK);
+    c.head_dim = 6, c.sliding_window = 3, c.max_position_embeddings = 128;
+    strcpy(c.rope_scaling.type, "longrope");
+    c.rope_scaling.original_max_position_embeddings = 8;
+    c.rope_scaling.n_short = c.rope_scaling.n_long = 2;
+    c.rope_scaling.short_factor[0] = 1.2, c.rope_scaling.short_factor[1] = 3;
+    c.rope_scaling.long_factor[0] = 2, c.rope_scaling.long_factor[1] = 7;
+    double e = check_model(c, 0, 17, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.tie_word_embeddings = 1, c.rope_scaling.original_max_position_embeddings = 16;
+    e = check_model(c, 1, 18, (int[3]){1, 3, 1});
+    CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles, short factors) %g", e);
+}
+
 static void test_llama_bias_rope_scaling(void)
 {
     zt_llama_config c = tiny_config();
@@ -220,5 +241,6 @@ int main(void)
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_olmo2);
+    RUN(test_phi3);
     return test_summary();
 }

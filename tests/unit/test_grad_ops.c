@@ -346,25 +346,30 @@ static void test_attention_window(void) { check_attention(2, 1 / sqrt(AD), 0); }
 /* Gemma 2: query_pre_attn_scalar's scale, and a cap of 0.8 against scores up to about 1.5·1.5·4·0.9 */
 static void test_attention_softcap(void) { check_attention(2, 0.9, 0.8); }
 
-/* rope with the rotate-half pairing, against the formula written out */
+/* rope with the rotate-half pairing over a head's first R of C elements, against the formula
+ * written out; tables scaled by `scale` with each pair's frequency divided by a factor of its own
+ * (longrope), so that the rotation is no longer orthogonal and the backward's transpose shows */
 struct rope_ctx {
     double x[N * 2 * C], y[N * 2 * C], cs[N * C / 2], sn[N * C / 2];
     int32_t pos[N];
+    int R;
 };
 static void rope_fwd(void *p)
 {
     struct rope_ctx *c = p;
     memcpy(c->y, c->x, sizeof c->y);
-    zt_cpu_rope(c->y, N, 2 * C, 2, C, c->pos, c->cs, c->sn, 0);
+    zt_cpu_rope(c->y, N, 2 * C, 2, C, c->R, c->pos, c->cs, c->sn, 0);
 }
 
-static void test_rope(void)
+static void check_rope(int R, double scale, const double *factor)
 {
-    struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}};
+    struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}, .R = R};
+    int half = R / 2;
     for (int p = 0; p < N; p++)
-        for (int j = 0; j < C / 2; j++)
-            c.cs[p * C / 2 + j] = cos(p * pow(100.0, -2.0 * j / C)),
-                             c.sn[p * C / 2 + j] = sin(p * pow(100.0, -2.0 * j / C));
+        for (int j = 0; j < half; j++) {
+            double th = p * pow(100.0, -2.0 * j / R) / factor[j];
+            c.cs[p * half + j] = scale * cos(th), c.sn[p * half + j] = scale * sin(th);
+        }
     double r[N * 2 * C], d[N * 2 * C];
     fill(c.x, N * 2 * C, 1), fill(r, N * 2 * C, 1);
     rope_fwd(&c);
@@ -372,13 +377,30 @@ static void test_rope(void)
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < C; j++) {
                 const double *x = c.x + n * 2 * C + h * C;
-                double th = c.pos[n] * pow(100.0, -2.0 * (j % (C / 2)) / C);
-                double rot = j < C / 2 ? -x[j + C / 2] : x[j - C / 2]; /* rotate_half */
-                CHECK_NEAR(c.y[n * 2 * C + h * C + j], x[j] * cos(th) + rot * sin(th), 1e-12);
+                double th = c.pos[n] * pow(100.0, -2.0 * (j % half) / R) / factor[j % half];
+                double rot = j < half ? -x[j + half] : x[j - half];                    /* rotate_half */
+                double want = j < R ? scale * (x[j] * cos(th) + rot * sin(th)) : x[j]; /* the rest pass through */
+                CHECK_NEAR(c.y[n * 2 * C + h * C + j], want, 1e-12);
             }
     memcpy(d, r, sizeof d);
-    zt_cpu_rope(d, N, 2 * C, 2, C, c.pos, c.cs, c.sn, 1);
+    zt_cpu_rope(d, N, 2 * C, 2, C, R, c.pos, c.cs, c.sn, 1);
     CHECK(fd_check(rope_fwd, &c, c.x, N * 2 * C, d, c.y, r, N * 2 * C) < 1e-6);
+}
+
+static const double unit_factors[C / 2] = {1, 1, 1, 1};
+
+static void test_rope(void) { check_rope(C, 1, unit_factors); }
+/* Phi-3: partial_rotary_factor 0.75 (6 of 8) and 0.5, with longrope's factors and attention factor */
+static void test_rope_partial(void)
+{
+    check_rope(6, 1, unit_factors);
+    check_rope(4, 1, unit_factors);
+}
+static void test_rope_longrope(void)
+{
+    static const double factors[C / 2] = {1.5, 2.5, 4, 9};
+    check_rope(C, 1.3, factors);
+    check_rope(6, 1.3, factors);
 }
 
 int main(void)
@@ -399,5 +421,7 @@ int main(void)
     RUN(test_attention_window);
     RUN(test_attention_softcap);
     RUN(test_rope);
+    RUN(test_rope_partial);
+    RUN(test_rope_longrope);
     return test_summary();
 }

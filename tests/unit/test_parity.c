@@ -2,8 +2,8 @@
  * the config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
- * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, and the
- * families zt had before. */
+ * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, Phi-3
+ * untied and tied, and the families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,6 +139,23 @@ static void check_family(const char *family)
     zt_llama_free(&m);
 }
 
+/* The config.json zt writes from a family's fields alone (no source file to carry over) reads
+ * back as the same fields: Phi-3's rotary keys and longrope's factors included. */
+static void check_config_written(const char *family)
+{
+    char path[8192], dir[] = "/tmp/zt_test_parity_XXXXXX", out[64];
+    snprintf(path, sizeof path, "%s/%s/config.json", fixtures, family);
+    zt_llama_config a, b;
+    ZT_ASSERT(zt_llama_config_load(&a, path) == ZT_OK && mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/config.json", dir);
+    memset(a.path, 0, sizeof a.path);
+    CHECK_MSG(zt_llama_config_save(&a, out, "float32") == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_llama_config_load(&b, out) == ZT_OK, "%s", zt_errmsg());
+    memset(b.path, 0, sizeof b.path);
+    CHECK_MSG(!memcmp(&a, &b, sizeof a), "%s: the config.json zt wrote reads back otherwise", family);
+    remove(out), remove(dir);
+}
+
 static void test_qwen3(void) { check_family("qwen3"); }
 static void test_qwen3_tied(void) { check_family("qwen3-tied"); }
 static void test_llama(void) { check_family("llama"); }     /* llama3 rope scaling, attention_bias */
@@ -150,6 +167,18 @@ static void test_gemma2(void) { check_family("gemma2"); }
 static void test_gemma3(void) { check_family("gemma3"); }
 /* norms on the blocks' outputs only, q/k norms over the whole projections, "type": "linear" rope_scaling */
 static void test_olmo2(void) { check_family("olmo2"); }
+/* fused qkv_proj and gate_up_proj, rotary on 12 of 16 elements, longrope's long factors, a window of 8 */
+static void test_phi3(void)
+{
+    check_family("phi3");
+    check_config_written("phi3");
+}
+/* Phi-4-mini's shape: tied, partial rotary, longrope's short factors, one key/value head */
+static void test_phi3_tied(void)
+{
+    check_family("phi3-tied");
+    check_config_written("phi3-tied");
+}
 
 int main(void)
 {
@@ -165,5 +194,7 @@ int main(void)
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_olmo2);
+    RUN(test_phi3);
+    RUN(test_phi3_tied);
     return test_summary();
 }
