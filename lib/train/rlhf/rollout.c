@@ -237,8 +237,10 @@ zt_status zt_rollout_step(zt_rollout *s, zt_trainer *t, int G, long step)
         s->acc.completions++, s->acc.reward += s->rewards[i], s->acc.reward_sq += s->rewards[i] * s->rewards[i];
         s->acc.tokens += s->ntok[i];
     }
-    if (s->ref && s->ref_model.numel) zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
-    else if (s->ref) { /* LoRA: the base itself, the adapters switched off */ t->m.lora->disabled = 1;
+    if (s->ref && s->ref_model.numel) {
+        zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
+    } else if (s->ref) { /* LoRA: the base itself, the adapters switched off */
+        t->m.lora->disabled = 1;
         zt_rollout_outputs(s, &t->m, s->A * s->B, s->ref);
         t->m.lora->disabled = 0;
     }
