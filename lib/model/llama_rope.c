@@ -4,13 +4,6 @@
 
 #include "llama.h"
 
-/* longrope's long factors: for tables of T positions past original_max_position_embeddings */
-static int rope_long(const zt_llama *m, int T)
-{
-    const zt_llama_config *c = &m->cfg;
-    return !strcmp(c->rope_scaling.type, "longrope") && T > c->rope_scaling.original_max_position_embeddings;
-}
-
 /* longrope's scale of cos and sin: sqrt(1 + ln s / ln original) for the context's growth
  * s = max_position_embeddings / original_max_position_embeddings, 1 when it does not grow */
 static double longrope_attention_factor(const zt_llama_config *c)
@@ -23,7 +16,9 @@ void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, z
 {
     const zt_llama_config *c = &m->cfg;
     const char *scaling = local ? "" : c->rope_scaling.type;
-    int half = m->R / 2, lr = !strcmp(scaling, "longrope"), lr_long = lr && rope_long(m, T);
+    int half = m->R / 2, lr = !strcmp(scaling, "longrope");
+    /* longrope's long factors: for tables of more positions than original_max_position_embeddings */
+    int lr_long = lr && T > c->rope_scaling.original_max_position_embeddings;
     double scale = lr ? longrope_attention_factor(c) : 1;
     for (int j = 0; j < half; j++) {
         double inv = pow(local ? c->rope_local_theta : c->rope_theta, -2.0 * j / m->R);
