@@ -177,7 +177,10 @@ PY
 # per-pair values are computed alike, the gradients summed in another grouping (fp32 roundings),
 # and adam_epsilon = 1e-6 keeps the gradient elements that are rounding noise still (t2300-rlhf.sh
 # says why): 1e-5 relative on the losses and margins, 1e-4 on the gradient norms, as t2300's
-# GRPO. Measured: 4e-9, 1e-7 and 9e-8 (avx512 and scalar). The adapters themselves are not
+# GRPO, plus 1e-6 absolute: step 1's margin is 0 in exact arithmetic (B starts at zero) and
+# what is left is rounding, β times differences of sequence log-probabilities summed in other
+# row groupings (measured 3e-9 with OpenBLAS's Zen kernels). Measured: 4e-9, 1e-7 and 9e-8
+# (avx512 and scalar). The adapters themselves are not
 # compared: an element whose gradient is noise-sized still moves by up to lr·|g|/(|g| + eps) ----
 need_mpi
 expect_ok "DPO with LoRA, 1 rank, 6 steps" "$ZT" rlhf dpo.toml output.dir=one train.max_steps=6 train.eval_steps=0 \
@@ -192,7 +195,7 @@ a, b = rows("one"), rows(sys.argv[1])
 assert len(a) == len(b) == 6
 for x, y in zip(a, b):
     for k, rel in (("loss", 1e-5), ("reward_margin", 1e-5), ("grad_norm", 1e-4)):
-        assert abs(x[k] - y[k]) <= rel * max(abs(x[k]), abs(y[k])) + 1e-12, (x["step"], k, x[k], y[k])
+        assert abs(x[k] - y[k]) <= rel * max(abs(x[k]), abs(y[k])) + 1e-6, (x["step"], k, x[k], y[k])
 PY
 done
 
