@@ -22,7 +22,9 @@ int cmd_init(int argc, char **argv)
                   "whose scale is 1 + weight), 0 for biases."};
     zt_option opts[] = {
         {"arch", 'S', &arch, "NAME",
-         "llama, mistral, qwen2, qwen3, gemma2, gemma3, olmo2 or phi3 (sets model_type; gemma3 is gemma3_text)", 0, 0},
+         "llama, mistral, qwen2, qwen3, gemma2, gemma3, olmo2, phi3 or smollm3 (sets model_type; gemma3 is "
+         "gemma3_text)",
+         0, 0},
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
         {"dtype", 'S', &dtype_name, "DTYPE", "fp32 (default), bf16 or fp16: the weights as stored", 0, 0},

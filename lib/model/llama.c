@@ -346,9 +346,10 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
 }
 
 /* Layer l's rotary embedding on qkv rows (inverse: the backward pass), with Gemma 3's local
- * tables on its windowed layers */
+ * tables on its windowed layers; none on SmolLM3's no-rope layers */
 static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
 {
+    if (!zt_llama_layer_rope(&m->cfg, l)) return;
     int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
     m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->R, m->pos, local ? m->cos_l : m->cos_t,
                 local ? m->sin_l : m->sin_t, inverse);

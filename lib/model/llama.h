@@ -1,5 +1,5 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3): config,
- * parameter layout, and explicit forward/backward per layer (no autograd graph).
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3,
+ * smollm3): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
  * final norm (+ LM head when untied)], each layer one contiguous block whose
@@ -25,10 +25,11 @@
 #include "lib/core/status.h"
 
 enum { ZT_QK_NORM_HEADS = 1, ZT_QK_NORM_WHOLE = 2 };
-enum { ZT_ROPE_MAX_FACTORS = 256 }; /* longrope's factors: one per rotary pair */
+enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotary pair */
+enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 */
+    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 */
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
@@ -57,7 +58,12 @@ typedef struct zt_llama_config {
     double query_pre_attn_scalar;       /* attention scores scaled by its -1/2 power; 0: head_dim's */
     double attn_softcap, final_softcap; /* attention-logit and final-logit soft-capping, 0 = none */
     double rope_local_theta;            /* Gemma 3: the windowed layers' rope theta (no rope_scaling); 0: rope_theta */
-    int bos_token_id, eos_token_id;     /* -1 = unset */
+    /* SmolLM3: layers without the rotary embedding: those whose no_rope_layers entry is 0 (a list of
+       n_no_rope_layers, one per layer), else, without the list, those with (l + 1) % interval == 0;
+       interval 0: every layer has it */
+    int no_rope_layer_interval, n_no_rope_layers;
+    unsigned char no_rope_layers[ZT_LLAMA_MAX_LISTED_LAYERS];
+    int bos_token_id, eos_token_id; /* -1 = unset */
     int pad_token_id; /* -1 = unset; else its embedding row gets no gradient from the lookup (padding_idx) */
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
     char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */
@@ -77,6 +83,8 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where);
  * 0 = unlimited). */
 int zt_llama_layer_local(const zt_llama_config *c, int l);
 int zt_llama_layer_window(const zt_llama_config *c, int l);
+/* Whether layer l has the rotary embedding (all but SmolLM3's no-rope layers). */
+int zt_llama_layer_rope(const zt_llama_config *c, int l);
 /* Phi-3: checkpoints name q, k, v as one qkv_proj and gate, up as one gate_up_proj. */
 int zt_llama_fused_names(const zt_llama_config *c);
 /* The rotary elements of a head: int(head_dim · partial_rotary_factor), as transformers. */

@@ -97,8 +97,9 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_lora_decode(m, l, ZT_LORA_V, in, c->qkv + m->HD + kv, m->S3, n);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
-        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, c->pos, local ? c->cos_l : c->cos_t,
-                 local ? c->sin_l : c->sin_t, 0);
+        if (zt_llama_layer_rope(&m->cfg, l))
+            be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, c->pos, local ? c->cos_l : c->cos_t,
+                     local ? c->sin_l : c->sin_t, 0);
         for (int i = 0; i < n; i++) {
             be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));
             be->copy(be, V + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD + kv, kv * sizeof(zt_real));

@@ -33,6 +33,8 @@ static void check(const char *model_type, int window, int chunk)
         c.rope_scaling.n_short = c.rope_scaling.n_long = 3;
         for (int j = 0; j < 3; j++) c.rope_scaling.short_factor[j] = 1 + j, c.rope_scaling.long_factor[j] = 2 + 3 * j;
     }
+    if (!strcmp(model_type, "smollm3")) /* layer 1 without rotary embedding */
+        ZT_ASSERT(zt_llama_config_set(&c, "no_rope_layer_interval", "2") == ZT_OK);
     zt_llama m;
     ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     zt_llama_init_weights(&m, 3, 0.3);
@@ -79,7 +81,11 @@ static void test_llama(void) { check("llama", 0, 4); }
 static void test_qwen2_bias(void) { check("qwen2", 0, 5); }
 static void test_sliding_window(void) { check("mistral", 3, 16); }
 static void test_olmo2_norms(void) { check("olmo2", 0, 3); } /* post norms only, whole-projection q/k norms */
-static void test_phi3(void) { check("phi3", 5, 4); }         /* partial rotary, longrope, a window */
+static void test_phi3(void) { check("phi3", 5, 4); }
+static void test_smollm3(void)
+{
+    check("smollm3", 0, 4);
+} /* a layer without rotary embedding */ /* partial rotary, longrope, a window */
 
 int main(void)
 {
@@ -88,5 +94,6 @@ int main(void)
     RUN(test_sliding_window);
     RUN(test_olmo2_norms);
     RUN(test_phi3);
+    RUN(test_smollm3);
     return test_summary();
 }

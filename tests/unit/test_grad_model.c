@@ -228,6 +228,20 @@ static void test_llama_bias_rope_scaling(void)
     CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
+/* SmolLM3: layer 1 of 2 without rotary embedding; untied, then tied with checkpointing and tiles */
+static void test_smollm3(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "smollm3") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "no_rope_layer_interval", "2") == ZT_OK);
+    c.tie_word_embeddings = 0;
+    double e = check_model(c, 0, 19, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.tie_word_embeddings = 1;
+    e = check_model(c, 1, 20, (int[3]){1, 3, 1});
+    CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles) %g", e);
+}
+
 int main(void)
 {
     RUN(test_untied); /* with the default threads; the rest on one (thousands of tiny passes) */
@@ -242,5 +256,6 @@ int main(void)
     RUN(test_gemma3);
     RUN(test_olmo2);
     RUN(test_phi3);
+    RUN(test_smollm3);
     return test_summary();
 }

@@ -3,7 +3,7 @@
  * make_parity.py), with the same weights here (weight() below is make_parity.py's). The loss,
  * every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
  * tokens must match: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, Phi-3
- * untied and tied, and the families zt had before. */
+ * and SmolLM3 untied and tied, and the families zt had before. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -185,6 +185,37 @@ static void test_phi3_tied(void)
     check_config_written("phi3-tied");
 }
 
+/* SmolLM3: layer 0 without rotary embedding (no_rope_layers), untied */
+static void test_smollm3(void)
+{
+    check_family("smollm3");
+    check_config_written("smollm3");
+}
+
+/* SmolLM3's defaults (tied: the config transformers wrote leaves the key out), and the no-rope layers its
+ * no_rope_layer_interval gives when the config has no list: the list transformers derived from it */
+static void test_smollm3_tied(void)
+{
+    check_family("smollm3-tied");
+    check_config_written("smollm3-tied");
+    char path[8192], dir[] = "/tmp/zt_test_parity_XXXXXX", out[64];
+    snprintf(path, sizeof path, "%s/smollm3-tied/config.json", fixtures);
+    zt_llama_config listed, derived;
+    cJSON *o;
+    ZT_ASSERT(zt_llama_config_load(&listed, path) == ZT_OK && zt_json_read(path, &o) == ZT_OK && mkdtemp(dir));
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "no_rope_layers");
+    snprintf(out, sizeof out, "%s/config.json", dir);
+    ZT_ASSERT(zt_json_write(out, o) == ZT_OK);
+    CHECK_MSG(zt_llama_config_load(&derived, out) == ZT_OK, "%s", zt_errmsg());
+    CHECK(listed.n_no_rope_layers == 3 && derived.n_no_rope_layers == 0);
+    for (int l = 0; l < 3; l++)
+        CHECK_MSG(zt_llama_layer_rope(&derived, l) == listed.no_rope_layers[l], "layer %d: rotary %d, listed %d", l,
+                  zt_llama_layer_rope(&derived, l), listed.no_rope_layers[l]);
+    CHECK(listed.tie_word_embeddings && !zt_llama_layer_rope(&listed, 1));
+    cJSON_Delete(o);
+    remove(out), remove(dir);
+}
+
 int main(void)
 {
     snprintf(fixtures, sizeof fixtures, "%s", __FILE__);
@@ -201,5 +232,7 @@ int main(void)
     RUN(test_olmo2);
     RUN(test_phi3);
     RUN(test_phi3_tied);
+    RUN(test_smollm3);
+    RUN(test_smollm3_tied);
     return test_summary();
 }

@@ -1,0 +1,39 @@
+/* model/llama_config_keys: what the llama_config*.c files share: config.json's keys read by
+ * type (each problem a ZT_EUSER error naming the file and the key), the model_type table, and
+ * each family's defaults and keys. Internal to lib/model. */
+#ifndef ZT_MODEL_LLAMA_CONFIG_KEYS_H
+#define ZT_MODEL_LLAMA_CONFIG_KEYS_H
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "llama.h"
+
+static inline int zt_llama_is(const zt_llama_config *c, const char *model_type)
+{
+    return !strcmp(c->model_type, model_type);
+}
+
+/* "'path': key 'key' what" */
+zt_status zt_cfg_bad(const char *path, const char *key, const char *what);
+/* o[key] as an integer; missing or null → def (def -2: an error, the key is required) */
+zt_status zt_cfg_int(const cJSON *o, const char *path, const char *key, int def, int *out);
+zt_status zt_cfg_num(const cJSON *o, const char *path, const char *key, double def, double *out);
+zt_status zt_cfg_bool(const cJSON *o, const char *path, const char *key, int def, int *out);
+/* a token id or a list of them (the first is used); missing, null or [] → -1 */
+zt_status zt_cfg_token_id(const cJSON *o, const char *path, const char *key, int *out);
+
+/* model_type → the architecture's class-name prefix ("Qwen3"), NULL when zt has no such family */
+const char *zt_llama_arch_prefix(const char *model_type);
+/* The supported model_types, as "a, b, ... or z" (and: the joining word) */
+const char *zt_llama_model_types(void);
+
+/* What the family's *Config defaults to on c's sizes (c->model_type set, the rest llama's). */
+void zt_llama_family_defaults(zt_llama_config *c);
+/* rope_scaling, and the keys only some families have (c holds the common keys). */
+zt_status zt_llama_parse_rope_scaling(zt_llama_config *c, const cJSON *o, const char *path);
+zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *path);
+/* The family's own keys and rope_scaling into a config.json being written. */
+void zt_llama_add_family_keys(cJSON *o, const zt_llama_config *c);
+
+#endif
