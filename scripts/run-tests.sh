@@ -46,8 +46,9 @@ run_one() {
     skipped=$((skipped + 1)); skips+=("$name (${reason:-no reason given})"); echo "SKIP $name ($took): ${reason:-no reason given}"
   else
     failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name ($took, exit $code)"
-    # the first failed check with what it printed (a crash's report can run long), then the end
-    echo "$out" | grep -m1 -A 20 -E '^ *(FAIL|not ok)\b'
+    # the first failed check with what it printed before (a checker's assertion) and after (a
+    # crash's report can run long), then the end
+    echo "$out" | grep -m1 -B 12 -A 20 -E '^ *(FAIL|not ok)\b'
     echo "..."; echo "$out" | tail -n 15
   fi
 }
