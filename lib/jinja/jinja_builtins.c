@@ -2,6 +2,7 @@
  * global functions, with Jinja's (and Python's) argument conventions. */
 #include "jinja_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1055,10 +1056,22 @@ static jx_val g_strftime_now(jx_ctx *c, uint32_t pos, const jx_args *a)
     bind(c, pos, "strftime_now", a, params, 1, p);
     need(c, pos, "strftime_now", p[0], "format");
     const jx_str *fmt = need_str(c, pos, "strftime_now", p[0]);
+    /* SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the clock, in UTC, so that a
+     * template that writes today's date renders the same bytes on every day */
+    const char *pinned = getenv("SOURCE_DATE_EPOCH");
     time_t now = time(NULL);
+    if (pinned && *pinned) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(pinned, &end, 10);
+        if (*end || errno || v < 0)
+            jx_fail(E(c), pos, "strftime_now: SOURCE_DATE_EPOCH '%s' is not a count of seconds", pinned);
+        now = (time_t)v;
+    }
     struct tm tm;
     char out[256];
-    size_t n = localtime_r(&now, &tm) ? strftime(out, sizeof out, fmt->s, &tm) : 0;
+    struct tm *ok = pinned && *pinned ? gmtime_r(&now, &tm) : localtime_r(&now, &tm);
+    size_t n = ok ? strftime(out, sizeof out, fmt->s, &tm) : 0;
     if (!n && fmt->len) jx_fail(E(c), pos, "strftime_now: cannot format the time with '%s'", fmt->s);
     return str_val(c, pos, out, n);
 }

@@ -18,6 +18,7 @@
 #include "test.h"
 
 static char fixtures[4096]; /* tests/fixtures/templates, found from this file's path */
+#define FIXTURE_EPOCH "1796212800" /* 2026-12-02 12:00 UTC: make_renders.py's clock */
 static char tmpdir[] = "/tmp/zt_test_template_XXXXXX";
 
 static const char *fixture(const char *name)
@@ -132,6 +133,7 @@ static void test_fixture_renders(void)
         return;
     }
     int rows = 0, texts = 0, spans_checked = 0;
+    setenv("SOURCE_DATE_EPOCH", FIXTURE_EPOCH, 1); /* the date make_renders.py gives strftime_now */
     char loaded_name[256] = "";
     zt_template *t = NULL;
     for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
@@ -204,6 +206,7 @@ static void test_fixture_renders(void)
         cJSON_Delete(row);
         rows++;
     }
+    unsetenv("SOURCE_DATE_EPOCH");
     zt_template_free(t);
     free(data);
     CHECK_MSG(rows >= 300 && texts >= 250 && spans_checked >= 100, "only %d rows, %d texts, %d spans", rows, texts,
@@ -759,10 +762,15 @@ static void test_jinja_semantics(void)
     expect_error("{% break %}", v, "outside of a loop");
     expect_error("{{ 9223372036854775807 + 1 }}", v, "integer overflow");
     expect_error("a\xff", v, "t.jinja:1:2: invalid UTF-8");
-    /* strftime_now exists and formats the current time */
+    /* strftime_now exists and formats the current time, or SOURCE_DATE_EPOCH's in UTC */
     char *y = jinja("{{ strftime_now('%Y') | length }}", v, NULL);
     CHECK(y && !strcmp(y, "4"));
     free(y);
+    setenv("SOURCE_DATE_EPOCH", "86399", 1);
+    expect_render("{{ strftime_now('%Y-%m-%d %H:%M:%S') }}", v, "1970-01-01 23:59:59");
+    setenv("SOURCE_DATE_EPOCH", "1e9", 1);
+    expect_error("{{ strftime_now('%Y') }}", v, "strftime_now: SOURCE_DATE_EPOCH '1e9' is not a count of seconds");
+    unsetenv("SOURCE_DATE_EPOCH");
 }
 
 /* macros, call and filter blocks and the sorting and indenting filters, against what transformers'
