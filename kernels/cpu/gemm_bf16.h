@@ -17,6 +17,8 @@
  * The scalar path sums k = 0, 1, .. K-1 into one fp32, as the plain loops of zt_gemm_bf16_ref do.
  * Large products go to oneDNN's matmul where zt is built with it (its kernels use AMX where the
  * CPU has it), in blocks whose summation order depends on the shape alone; ZT_DNNL=0 turns it off.
+ * Without transa, a row of C depends on its row of A, B and K alone, not on M (the choice of
+ * kernel and the blocks do not look at M), so a token's values are the same in any micro-batch.
  */
 #ifndef ZT_KERNELS_CPU_GEMM_BF16_H
 #define ZT_KERNELS_CPU_GEMM_BF16_H

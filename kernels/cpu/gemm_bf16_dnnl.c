@@ -6,7 +6,8 @@
  * takes it. oneDNN left to thread a product itself splits K across threads for some shapes
  * (a weight gradient's long token axis), and then the result depends on the thread count;
  * this way every element sums its K products in an order fixed by the shape, as the
- * contract of gemm_bf16.h asks. */
+ * contract of gemm_bf16.h asks. The rows past the last whole block are padded to a multiple
+ * of 16 where they are A's rows (stage_tail), so a row of C never depends on M. */
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
@@ -17,17 +18,20 @@
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
 
-enum { BLOCK = 256, CACHE = 256 };
+enum { BLOCK = 256, ROWS = 16, CACHE = 512 };
 
-/* The primitives of one product: [row tail?][column tail?], NULL where that block does not
- * occur. ok == 0: oneDNN has no fast kernel for it here (zt's own runs instead). */
+/* One block's primitive: rows x cols of C over all of K, with the product's layout. Cached by
+ * that geometry, so products of other row counts share it; the least recently used is evicted
+ * when the cache is full (never one a thread is running). ok == 0: oneDNN has no fast kernel
+ * for it here. */
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc;
+    int ta, tb, rows, cols, K, lda, ldb, ldc;
     float alpha, beta;
-    int ok;
-    dnnl_primitive_t prim[2][2];
-    dnnl_memory_desc_t a[2], b[2], c[2][2], scratch[2][2];
-} product;
+    int ok, users;
+    unsigned long used;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t a, b, c, scratch;
+} block;
 
 static struct {
     pthread_once_t once;
@@ -35,9 +39,9 @@ static struct {
     dnnl_engine_t engine;
     char name[96];
     int n;
-    product cache[CACHE];
-} dn = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, "", 0, {{0}}};
-
+    unsigned long clock;
+    block cache[CACHE];
+} dn = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, "", 0, 0, {{0}}};
 /* What each thread keeps between products: its stream (a oneDNN stream is not shared between
  * threads) and its scratchpad; freed when the thread ends (OpenMP ends threads when the team
  * size changes). */
@@ -71,49 +75,47 @@ static thread_state *this_thread(void)
     return t = n;
 }
 
-static int same_key(const product *p, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float alpha,
-                    float beta)
+static int same_block(const block *b, const block *k)
 {
-    return p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda && p->ldb == ldb &&
-           p->ldc == ldc && p->alpha == alpha && p->beta == beta;
+    return b->ta == k->ta && b->tb == k->tb && b->rows == k->rows && b->cols == k->cols && b->K == k->K &&
+           b->lda == k->lda && b->ldb == k->ldb && b->ldc == k->ldc && b->alpha == k->alpha && b->beta == k->beta;
 }
 
-/* One block's primitive: rows x cols of C over all of K. Made while zt's thread count is 1,
- * so that oneDNN plans it for one thread (no split of K). impl_name, when not NULL, gets the
- * name of oneDNN's kernel. */
-static dnnl_primitive_t make_block(product *p, int rows, int cols, int it, int jt, char impl_name[64])
+/* Makes b's primitive. Made while zt's thread count is 1, so that oneDNN plans it for one
+ * thread (no split of K). impl_name, when not NULL, gets the name of oneDNN's kernel. */
+static void make_block(block *b, char impl_name[64])
 {
-    const int64_t lda = p->lda, ldb = p->ldb, ldc = p->ldc;
-    dnnl_dims_t da = {rows, p->K}, db = {p->K, cols}, dc = {rows, cols};
-    dnnl_dims_t sa = {p->ta ? 1 : lda, p->ta ? lda : 1}, sb = {p->tb ? 1 : ldb, p->tb ? ldb : 1}, sc = {ldc, 1};
+    const int64_t lda = b->lda, ldb = b->ldb, ldc = b->ldc;
+    dnnl_dims_t da = {b->rows, b->K}, db = {b->K, b->cols}, dc = {b->rows, b->cols};
+    dnnl_dims_t sa = {b->ta ? 1 : lda, b->ta ? lda : 1}, sb = {b->tb ? 1 : ldb, b->tb ? ldb : 1}, sc = {ldc, 1};
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_t prim = NULL;
     const char *impl = "ref";
-    int ok = dnnl_memory_desc_init_by_strides(&p->a[it], 2, da, dnnl_bf16, sa) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&p->b[jt], 2, db, dnnl_bf16, sb) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&p->c[it][jt], 2, dc, dnnl_f32, sc) == dnnl_success &&
-             dnnl_matmul_desc_init(&md, &p->a[it], &p->b[jt], NULL, &p->c[it][jt]) == dnnl_success &&
+    b->prim = NULL;
+    int ok = dnnl_memory_desc_init_by_strides(&b->a, 2, da, dnnl_bf16, sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&b->b, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&b->c, 2, dc, dnnl_f32, sc) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &b->a, &b->b, NULL, &b->c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-             (p->alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p->alpha) == dnnl_success) &&
-             (p->beta == 0.0f ||
-              (dnnl_post_ops_create(&post) == dnnl_success && dnnl_post_ops_append_sum(post, p->beta) == dnnl_success &&
+             (b->alpha == 1.0f || dnnl_primitive_attr_set_output_scales(attr, 1, 0, &b->alpha) == dnnl_success) &&
+             (b->beta == 0.0f ||
+              (dnnl_post_ops_create(&post) == dnnl_success && dnnl_post_ops_append_sum(post, b->beta) == dnnl_success &&
                dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success));
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, dn.engine, NULL) == dnnl_success &&
          dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && strncmp(impl, "ref", 3) &&
-         dnnl_primitive_create(&prim, pd) == dnnl_success;
-    if (ok) p->scratch[it][jt] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+         dnnl_primitive_create(&b->prim, pd) == dnnl_success;
+    if (ok) b->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (ok && impl_name) snprintf(impl_name, 64, "%s", impl);
     omp_set_num_threads(threads);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    return ok ? prim : NULL;
+    b->ok = ok;
 }
 
 static void init(void)
@@ -132,47 +134,54 @@ static void init(void)
     }
     /* what oneDNN runs for a block of training size names the path (zt env, run.json); its
      * reference code is no faster than zt's kernels, so then zt's run everything */
-    product probe = {.M = BLOCK, .N = BLOCK, .K = BLOCK, .lda = BLOCK, .ldb = BLOCK, .ldc = BLOCK, .alpha = 1.0f};
+    block probe = {.rows = BLOCK, .cols = BLOCK, .K = BLOCK, .lda = BLOCK, .ldb = BLOCK, .ldc = BLOCK, .alpha = 1.0f};
     char impl[64] = "";
-    dnnl_primitive_t prim = make_block(&probe, BLOCK, BLOCK, 0, 0, impl);
-    if (!prim) {
+    make_block(&probe, impl);
+    if (!probe.ok) {
         dnnl_engine_destroy(dn.engine);
         dn.engine = NULL;
         return;
     }
-    dnnl_primitive_destroy(prim);
+    dnnl_primitive_destroy(probe.prim);
     const dnnl_version_t *v = dnnl_version();
     snprintf(dn.name, sizeof dn.name, "oneDNN %d.%d.%d %s", v->major, v->minor, v->patch, impl);
 }
 
-/* The cached product for this call, made on first use; NULL when the cache is full. */
-static product *lookup(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float alpha, float beta)
+/* The cached block of geometry k, made on first use, held (users) until release(); NULL when
+ * every entry is held. */
+static block *acquire(const block *k)
 {
-    product *p = NULL;
+    block *b = NULL, *lru = NULL;
     pthread_mutex_lock(&dn.lock);
-    for (int i = 0; i < dn.n && !p; i++)
-        if (same_key(&dn.cache[i], ta, tb, M, N, K, lda, ldb, ldc, alpha, beta)) p = &dn.cache[i];
-    if (!p && dn.n < CACHE) {
-        p = &dn.cache[dn.n++];
-        *p = (product){.ta = ta,
-                       .tb = tb,
-                       .M = M,
-                       .N = N,
-                       .K = K,
-                       .lda = lda,
-                       .ldb = ldb,
-                       .ldc = ldc,
-                       .alpha = alpha,
-                       .beta = beta,
-                       .ok = 1};
-        int rows[2] = {M < BLOCK ? M : BLOCK, M % BLOCK}, cols[2] = {N < BLOCK ? N : BLOCK, N % BLOCK};
-        for (int it = 0; it < 2; it++)
-            for (int jt = 0; jt < 2; jt++)
-                if (rows[it] && cols[jt] && (it == 0 || M > BLOCK) && (jt == 0 || N > BLOCK) && p->ok)
-                    p->ok = (p->prim[it][jt] = make_block(p, rows[it], cols[jt], it, jt, NULL)) != NULL;
+    for (int i = 0; i < dn.n && !b; i++)
+        if (same_block(&dn.cache[i], k)) b = &dn.cache[i];
+    if (!b) {
+        if (dn.n < CACHE) b = &dn.cache[dn.n++];
+        else {
+            for (int i = 0; i < CACHE; i++)
+                if (!dn.cache[i].users && (!lru || dn.cache[i].used < lru->used)) lru = &dn.cache[i];
+            if (lru && lru->prim) dnnl_primitive_destroy(lru->prim);
+            b = lru;
+        }
+        if (b) {
+            *b = *k;
+            make_block(b, NULL);
+        }
+    }
+    if (b) {
+        b->users++;
+        b->used = ++dn.clock;
     }
     pthread_mutex_unlock(&dn.lock);
-    return p;
+    return b;
+}
+
+static void release(block *b)
+{
+    if (!b) return;
+    pthread_mutex_lock(&dn.lock);
+    b->users--;
+    pthread_mutex_unlock(&dn.lock);
 }
 
 static void *scratchpad(thread_state *t, size_t bytes)
@@ -185,23 +194,23 @@ static void *scratchpad(thread_state *t, size_t bytes)
     return t->scratch;
 }
 
-static int run_block(const product *p, int it, int jt, const uint16_t *A, const uint16_t *B, float *C)
+static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float *C)
 {
     thread_state *t = this_thread();
     if (!t) return 0;
-    size_t sb = dnnl_memory_desc_get_size(&p->scratch[it][jt]);
+    size_t sb = dnnl_memory_desc_get_size(&p->scratch);
     void *scratch = sb ? scratchpad(t, sb) : NULL;
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
-    int ok = (scratch || !sb) && dnnl_memory_create(&ma, &p->a[it], dn.engine, (void *)A) == dnnl_success &&
-             dnnl_memory_create(&mb, &p->b[jt], dn.engine, (void *)B) == dnnl_success &&
-             dnnl_memory_create(&mc, &p->c[it][jt], dn.engine, C) == dnnl_success &&
-             (!sb || dnnl_memory_create(&ms, &p->scratch[it][jt], dn.engine, scratch) == dnnl_success);
+    int ok = (scratch || !sb) && dnnl_memory_create(&ma, &p->a, dn.engine, (void *)A) == dnnl_success &&
+             dnnl_memory_create(&mb, &p->b, dn.engine, (void *)B) == dnnl_success &&
+             dnnl_memory_create(&mc, &p->c, dn.engine, C) == dnnl_success &&
+             (!sb || dnnl_memory_create(&ms, &p->scratch, dn.engine, scratch) == dnnl_success);
     if (ok) {
         dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma},
                                   {DNNL_ARG_WEIGHTS, mb},
                                   {DNNL_ARG_DST, mc},
                                   {DNNL_ARG_SCRATCHPAD, ms}};
-        ok = dnnl_primitive_execute(p->prim[it][jt], t->stream, ms ? 4 : 3, args) == dnnl_success &&
+        ok = dnnl_primitive_execute(p->prim, t->stream, ms ? 4 : 3, args) == dnnl_success &&
              dnnl_stream_wait(t->stream) == dnnl_success;
     }
     if (ma) dnnl_memory_destroy(ma);
@@ -211,27 +220,97 @@ static int run_block(const product *p, int it, int jt, const uint16_t *A, const 
     return ok;
 }
 
+/* The rows of C past the last whole BLOCK of a product whose rows are A's (transa == 0), when
+ * their count is not a multiple of ROWS: copied with zero rows up to the next multiple into a
+ * buffer of the calling thread and multiplied there. A row of C is then the same bits whatever
+ * M is: AMX kernels treat a band of 1 row otherwise than a band of 16, and a block of 16·k rows
+ * gives each row what a block of 256 gives it. */
+typedef struct {
+    int rows, padded;
+    uint16_t *a;
+    float *c;
+} staged_tail;
+
+static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const uint16_t *A, int lda, const float *C,
+                      int ldc)
+{
+    static _Thread_local void *buf;
+    static _Thread_local size_t size;
+    st->rows = rows;
+    st->padded = (rows + ROWS - 1) / ROWS * ROWS;
+    size_t abytes = ((size_t)st->padded * K * sizeof(uint16_t) + 63) / 64 * 64;
+    size_t bytes = abytes + (size_t)st->padded * N * sizeof(float);
+    if (bytes > size) {
+        free(buf);
+        buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        size = buf ? bytes : 0;
+        if (!buf) return 0;
+    }
+    st->a = buf;
+    st->c = (float *)((char *)buf + abytes);
+    for (int r = 0; r < rows; r++) {
+        memcpy(st->a + (size_t)r * K, A + (size_t)r * lda, (size_t)K * sizeof(uint16_t));
+        if (beta != 0.0f) memcpy(st->c + (size_t)r * N, C + (size_t)r * ldc, (size_t)N * sizeof(float));
+    }
+    memset(st->a + (size_t)rows * K, 0, (size_t)(st->padded - rows) * K * sizeof(uint16_t));
+    memset(st->c + (size_t)(beta != 0.0f ? rows : 0) * N, 0,
+           (size_t)(st->padded - (beta != 0.0f ? rows : 0)) * N * sizeof(float));
+    return 1;
+}
+
 int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     pthread_once(&dn.once, init);
     if (!dn.engine || M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f) return 0;
-    product *p = lookup(transa, transb, M, N, K, lda, ldb, ldc, alpha, beta);
-    if (!p || !p->ok) return 0;
-    int mblocks = (M + BLOCK - 1) / BLOCK, nblocks = (N + BLOCK - 1) / BLOCK;
-    size_t ars = transa ? 1 : (size_t)lda, bcs = transb ? (size_t)ldb : 1;
+    int whole = M / BLOCK * BLOCK, tail = M - whole; /* rows in whole BLOCKs, and the rest */
+    staged_tail st = {0};
+    int staged = !transa && tail % ROWS;
+    if (staged && !stage_tail(&st, tail, N, K, beta, A + (size_t)whole * lda, lda, C + (size_t)whole * ldc, ldc))
+        return 0;
+    /* the blocks' geometries: [tail rows?][tail columns?] */
+    block *blk[2][2] = {{NULL}};
+    int rows[2] = {BLOCK, staged ? st.padded : tail}, cols[2] = {N < BLOCK ? N : BLOCK, N > BLOCK ? N % BLOCK : 0};
+    int ok = 1;
+    for (int it = 0; it < 2; it++)
+        for (int jt = 0; jt < 2; jt++) {
+            if ((it == 0 && !whole) || !rows[it] || !cols[jt] || !ok) continue;
+            int st_ = it && staged;
+            block k = {.ta = transa,
+                       .tb = transb,
+                       .rows = rows[it],
+                       .cols = cols[jt],
+                       .K = K,
+                       .lda = st_ ? K : lda,
+                       .ldb = ldb,
+                       .ldc = st_ ? N : ldc,
+                       .alpha = alpha,
+                       .beta = beta};
+            blk[it][jt] = acquire(&k);
+            ok = blk[it][jt] && blk[it][jt]->ok;
+        }
+    if (ok) {
+        int mblocks = whole / BLOCK + (tail > 0), nblocks = (N + BLOCK - 1) / BLOCK;
+        size_t ars = transa ? 1 : (size_t)lda, bcs = transb ? (size_t)ldb : 1;
 #pragma omp parallel for schedule(static) if (mblocks * nblocks > 1 && !omp_in_parallel())
-    for (int b = 0; b < mblocks * nblocks; b++) {
-        int i = b / nblocks * BLOCK, j = b % nblocks * BLOCK;
-        int rows = M - i < BLOCK ? M - i : BLOCK, cols = N - j < BLOCK ? N - j : BLOCK;
-        const uint16_t *a = A + i * ars, *bb = B + j * bcs;
-        float *c = C + (size_t)i * ldc + j;
-        /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
-        if (!run_block(p, i + BLOCK > M && M > BLOCK, j + BLOCK > N && N > BLOCK, a, bb, c))
-            zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, rows, cols, K, alpha, a, lda, bb, ldb, beta, c,
-                                 ldc);
+        for (int b = 0; b < mblocks * nblocks; b++) {
+            int i = b / nblocks * BLOCK, j = b % nblocks * BLOCK, it = i >= whole, jt = j + BLOCK > N && N > BLOCK;
+            int r = it ? tail : BLOCK, c = N - j < BLOCK ? N - j : BLOCK;
+            const uint16_t *a = it && staged ? st.a : A + i * ars;
+            float *cc = it && staged ? st.c + j : C + (size_t)i * ldc + j;
+            const uint16_t *bb = B + j * bcs;
+            /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
+            if (!run_block(blk[it][jt], a, bb, cc))
+                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, r, c, K, alpha, a, it && staged ? K : lda,
+                                     bb, ldb, beta, cc, it && staged ? N : ldc);
+        }
+        if (staged)
+            for (int r = 0; r < tail; r++)
+                memcpy(C + (size_t)(whole + r) * ldc, st.c + (size_t)r * N, (size_t)N * sizeof(float));
     }
-    return 1;
+    for (int it = 0; it < 2; it++)
+        for (int jt = 0; jt < 2; jt++) release(blk[it][jt]);
+    return ok;
 }
 
 const char *zt_gemm_bf16_dnnl_name(void)

@@ -43,8 +43,8 @@ void zt_gemm_bf16_ref(int transa, int transb, int M, int N, int K, float alpha, 
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
 /* The same contract through oneDNN's matmul (gemm_bf16_dnnl.c): 0 when it did nothing (built
- * without oneDNN, below zt's avx512-bf16 level, no fast oneDNN kernel for this shape here, or its cache of
- * shapes is full), for zt's own kernels to run. The name says which oneDNN and which of its
+ * without oneDNN, below zt's avx512-bf16 level, or no fast oneDNN kernel for this shape here),
+ * for zt's own kernels to run. Where transa == 0 a row of C is the same bits for any M. The name says which oneDNN and which of its
  * kernels ("oneDNN 2.6.3 brg:avx512_core_bf16"); NULL when zt's own kernels run everything. */
 int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);

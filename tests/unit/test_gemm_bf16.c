@@ -341,6 +341,57 @@ static void test_concurrent_products(void)
     CHECK_MSG(bad == 0, "%d wrong elements", bad);
 }
 
+/* Rows of C that are rows of A (a layer's forward product, its input gradient) come out the
+ * same bits whatever M is: the same token alone, in a micro-batch of 4 or of 8, in a whole
+ * block of 256 rows or in a tail. t2300's 2 ranks against 1 rests on it; on a CPU with AMX,
+ * oneDNN's kernels sum otherwise than zt's, and than its own kernel for a 1-row band, so this
+ * failed while the kernel was chosen by M·N·K and tails ran as they came. The last pass runs
+ * after more block shapes than the cache of oneDNN's primitives holds: an evicted shape is made
+ * again, never handed to zt's kernels (a resumed run, whose cache starts empty, would differ). */
+static void rows_against_whole(int N, int K, int tb, const uint16_t *A, const uint16_t *B, const float *whole,
+                               const char *when)
+{
+    static const int ms[] = {1, 2, 15, 16, 17, 100, 255, 256, 257, 271, 300, 513};
+    float *c = malloc((size_t)600 * N * sizeof(float));
+    for (size_t q = 0; q < sizeof ms / sizeof ms[0]; q++) {
+        zt_gemm_bf16(0, tb, ms[q], N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, c, N);
+        CHECK_MSG(!memcmp(c, whole, (size_t)ms[q] * N * sizeof(float)), "N=%d K=%d tb=%d: M=%d gives other rows%s", N,
+                  K, tb, ms[q], when);
+    }
+    free(c);
+}
+
+static void test_rows_independent_of_m(void)
+{
+    static const int shapes[][2] = {{1408, 512}, {128, 128}, {48, 40}, {300, 96}};
+    enum { MMAX = 600, NS = sizeof shapes / sizeof shapes[0] };
+    uint16_t *A[NS][2], *B[NS][2];
+    float *whole[NS][2];
+    for (int s = 0; s < NS; s++)
+        for (int tb = 0; tb < 2; tb++) {
+            int N = shapes[s][0], K = shapes[s][1];
+            A[s][tb] = random_bf16((size_t)MMAX * K);
+            B[s][tb] = random_bf16((size_t)N * K);
+            whole[s][tb] = malloc((size_t)MMAX * N * sizeof(float));
+            zt_gemm_bf16(0, tb, MMAX, N, K, 1.0f, A[s][tb], K, B[s][tb], tb ? K : N, 0.0f, whole[s][tb], N);
+            rows_against_whole(N, K, tb, A[s][tb], B[s][tb], whole[s][tb], "");
+        }
+    /* weight-gradient products of 700 token counts: 700 block shapes or more */
+    uint16_t *x = random_bf16((size_t)64 * 1100);
+    float *dw = malloc((size_t)64 * 64 * sizeof(float));
+    for (int tokens = 400; tokens < 1100; tokens++) zt_gemm_bf16(1, 0, 64, 64, tokens, 1.0f, x, 64, x, 64, 0.0f, dw, 64);
+    free(dw);
+    free(x);
+    for (int s = 0; s < NS; s++)
+        for (int tb = 0; tb < 2; tb++) {
+            rows_against_whole(shapes[s][0], shapes[s][1], tb, A[s][tb], B[s][tb], whole[s][tb],
+                               " after the cache filled");
+            free(A[s][tb]);
+            free(B[s][tb]);
+            free(whole[s][tb]);
+        }
+}
+
 static void test_empty(void)
 {
     float c = 7.0f;
@@ -465,6 +516,7 @@ static void bench_vs_sgemm(void)
 int main(void)
 {
     RUN(test_concurrent_products);
+    RUN(test_rows_independent_of_m); /* early: before other tests fill the cache of oneDNN's primitives */
     RUN(test_empty);
     RUN(test_shapes_all_paths);
     RUN(test_alpha_beta);
