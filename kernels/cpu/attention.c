@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_parts.h"
 #include "fastmath.h"
 #include "levels.h"
 #include "lib/core/arena.h"
@@ -46,7 +47,7 @@ static int key_lo(const int32_t *pos, int t, int window)
     return lo;
 }
 
-static int block_key_lo(const int32_t *pos, int t0, int t1, int window)
+int zt_attn_block_key_lo(const int32_t *pos, int t0, int t1, int window)
 {
     int lo = t0;
     for (int t = t0; t < t1; t++) {
@@ -87,11 +88,13 @@ ZT_LEVEL_BODY void scores_to_probs_body(zt_real *S, int qb, int nk, int t0, int 
 ZT_LEVELS(void, scores_to_probs, (S, qb, nk, t0, klo, pos, window, lse, lse_out), zt_real *S, int qb, int nk, int t0,
           int klo, const int32_t *pos, int window, const zt_real *lse, zt_real *lse_out)
 
+zt_attn_probs_fn *zt_attn_probs_for_cpu(void) { return scores_to_probs_for_cpu(); }
+
 void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B, int T, int H,
                               int KV, int D, int window, double scale, double softcap)
 {
     attn_shape s = shape_of(T, H, KV, D, window, scale, softcap);
-    scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
+    zt_attn_probs_fn *to_probs = zt_attn_probs_for_cpu();
 #pragma omp parallel
     {
         zt_real *S = zt_calloc_aligned(sizeof(zt_real) * QB * T);
@@ -103,7 +106,7 @@ void zt_cpu_attention_forward(zt_real *out, zt_real *lse, const zt_real *qkv, co
             const zt_real *base = qkv + (size_t)b * T * s.S3;
             for (int t0 = 0; t0 < T; t0 += QB) {
                 int t1 = t0 + QB < T ? t0 + QB : T, qb = t1 - t0;
-                int klo = block_key_lo(p, t0, t1, window), nk = t1 - klo;
+                int klo = zt_attn_block_key_lo(p, t0, t1, window), nk = t1 - klo;
                 const zt_real *Q = base + (size_t)t0 * s.S3 + h * D;
                 const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
                 const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;
@@ -133,14 +136,16 @@ ZT_LEVEL_BODY void softmax_backward_body(zt_real *dP, const zt_real *P, const zt
 ZT_LEVELS(void, softmax_backward, (dP, P, dO, O, qb, nk, D, HD), zt_real *dP, const zt_real *P, const zt_real *dO,
           const zt_real *O, int qb, int nk, int D, int HD)
 
+zt_attn_dsoftmax_fn *zt_attn_dsoftmax_for_cpu(void) { return softmax_backward_for_cpu(); }
+
 void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real *qkv, const zt_real *out,
                                const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
                                double scale, double softcap)
 {
     attn_shape s = shape_of(T, H, KV, D, window, scale, softcap);
     int group = H / KV;
-    scores_to_probs_fn *to_probs = scores_to_probs_for_cpu();
-    softmax_backward_fn *dsoftmax = softmax_backward_for_cpu();
+    zt_attn_probs_fn *to_probs = zt_attn_probs_for_cpu();
+    zt_attn_dsoftmax_fn *dsoftmax = zt_attn_dsoftmax_for_cpu();
     /* one task per (row, kv head): the task owns that head's dK and dV */
 #pragma omp parallel
     {
@@ -162,7 +167,7 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
                 const zt_real *l = lse + ((size_t)b * H + h) * T;
                 for (int t0 = 0; t0 < T; t0 += QB) {
                     int t1 = t0 + QB < T ? t0 + QB : T, qb = t1 - t0;
-                    int klo = block_key_lo(p, t0, t1, window), nk = t1 - klo;
+                    int klo = zt_attn_block_key_lo(p, t0, t1, window), nk = t1 - klo;
                     const zt_real *Q = base + (size_t)t0 * s.S3 + h * D;
                     const zt_real *K = base + (size_t)klo * s.S3 + (H + g) * D;
                     const zt_real *V = base + (size_t)klo * s.S3 + (H + KV + g) * D;

@@ -1,8 +1,8 @@
 /* zt_gemm_bf16 through oneDNN's matmul (the library PyTorch uses on CPUs): its JIT kernels
  * pick AMX or AVX-512 BF16 at run time; zt uses them only at its avx512-bf16 level (ZT_CPU).
  *
- * zt keeps the threading: C is cut into blocks of BLOCK x BLOCK that depend on the shape
- * alone, and each block is one single-threaded oneDNN primitive, run by whichever thread
+ * zt keeps the threading: C is cut into blocks that depend on the shape and layout alone
+ * (tiling()), and each block is one single-threaded oneDNN primitive, run by whichever thread
  * takes it. oneDNN left to thread a product itself splits K across threads for some shapes
  * (a weight gradient's long token axis), and then the result depends on the thread count;
  * this way every element sums its K products in an order fixed by the shape, as the
@@ -18,7 +18,7 @@
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
 
-enum { BLOCK = 256, ROWS = 16, CACHE = 512 };
+enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512 };
 
 /* One block's primitive: rows x cols of C over all of K, with the product's layout. Cached by
  * that geometry, so products of other row counts share it; the least recently used is evicted
@@ -220,7 +220,7 @@ static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float
     return ok;
 }
 
-/* The rows of C past the last whole BLOCK of a product whose rows are A's (transa == 0), when
+/* The rows of C past the last whole row block of a product whose rows are A's (transa == 0), when
  * their count is not a multiple of ROWS: copied with zero rows up to the next multiple into a
  * buffer of the calling thread and multiplied there. A row of C is then the same bits whatever
  * M is: AMX kernels treat a band of 1 row otherwise than a band of 16, and a block of 16·k rows
@@ -258,19 +258,39 @@ static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const
     return 1;
 }
 
+/* How a product is cut: row blocks of `rb` rows and column blocks of `cb` columns, chosen from
+ * the shape and the layout alone. oneDNN's brgemm kernels take only dense operands: a 256 x 256
+ * block of a wider C is strided, and oneDNN then runs its gemm:jit kernels, at half the speed
+ * of brgemm's with AMX on a layer's block, a third on an attention block. So where every operand
+ * is dense and B is small (the layers' weights up to 4M elements, attention's keys and values),
+ * rows go in bands of BAND over all of C's columns; else (a large B, which each band would read
+ * again from memory, such as the LM head's) blocks of BLOCK x BLOCK. */
+static void tiling(int transa, int transb, int M, int N, int K, int lda, int ldb, int ldc, int *rb, int *cb)
+{
+    int dense = lda == (transa ? M : K) && ldb == (transb ? K : N) && ldc == N;
+    int bands = dense && !transa && (size_t)K * N <= (size_t)1 << 22;
+    /* a small product of a transposed A (attention's dK and dV) is one block: a band of it would
+       be strided in A */
+    int whole = dense && transa && (size_t)M * N <= (size_t)1 << 16;
+    *rb = bands ? BAND : whole ? M : BLOCK;
+    *cb = bands || whole ? N : BLOCK;
+}
+
 int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     pthread_once(&dn.once, init);
     if (!dn.engine || M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f) return 0;
-    int whole = M / BLOCK * BLOCK, tail = M - whole; /* rows in whole BLOCKs, and the rest */
+    int rb, cb;
+    tiling(transa, transb, M, N, K, lda, ldb, ldc, &rb, &cb);
+    int whole = M / rb * rb, tail = M - whole; /* rows in whole row blocks, and the rest */
     staged_tail st = {0};
     int staged = !transa && tail % ROWS;
     if (staged && !stage_tail(&st, tail, N, K, beta, A + (size_t)whole * lda, lda, C + (size_t)whole * ldc, ldc))
         return 0;
     /* the blocks' geometries: [tail rows?][tail columns?] */
     block *blk[2][2] = {{NULL}};
-    int rows[2] = {BLOCK, staged ? st.padded : tail}, cols[2] = {N < BLOCK ? N : BLOCK, N > BLOCK ? N % BLOCK : 0};
+    int rows[2] = {rb, staged ? st.padded : tail}, cols[2] = {N < cb ? N : cb, N > cb ? N % cb : 0};
     int ok = 1;
     for (int it = 0; it < 2; it++)
         for (int jt = 0; jt < 2; jt++) {
@@ -290,12 +310,12 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
             ok = blk[it][jt] && blk[it][jt]->ok;
         }
     if (ok) {
-        int mblocks = whole / BLOCK + (tail > 0), nblocks = (N + BLOCK - 1) / BLOCK;
+        int mblocks = whole / rb + (tail > 0), nblocks = (N + cb - 1) / cb;
         size_t ars = transa ? 1 : (size_t)lda, bcs = transb ? (size_t)ldb : 1;
 #pragma omp parallel for schedule(static) if (mblocks * nblocks > 1 && !omp_in_parallel())
         for (int b = 0; b < mblocks * nblocks; b++) {
-            int i = b / nblocks * BLOCK, j = b % nblocks * BLOCK, it = i >= whole, jt = j + BLOCK > N && N > BLOCK;
-            int r = it ? tail : BLOCK, c = N - j < BLOCK ? N - j : BLOCK;
+            int i = b / nblocks * rb, j = b % nblocks * cb, it = i >= whole, jt = j + cb > N && N > cb;
+            int r = it ? tail : rb, c = N - j < cb ? N - j : cb;
             const uint16_t *a = it && staged ? st.a : A + i * ars;
             float *cc = it && staged ? st.c + j : C + (size_t)i * ldc + j;
             const uint16_t *bb = B + j * bcs;

@@ -42,6 +42,17 @@ static void cpu_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t 
 {
     zt_f32_to_bf16_array(dst, src, n);
 }
+static void cpu_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
+                                       int B, int T, int H, int KV, int D, int window)
+{
+    zt_cpu_attention_forward_bf16(out, lse, qkv, pos, B, T, H, KV, D, window);
+}
+static void cpu_attention_backward_bf16(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                        const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
+                                        int KV, int D, int window)
+{
+    zt_cpu_attention_backward_bf16(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+}
 #endif
 
 static void cpu_embedding_forward(zt_backend *be, zt_real *out, const int32_t *ids, const zt_real *table, int v0,
@@ -167,6 +178,10 @@ static zt_backend cpu_backend = {
     .rope = cpu_rope,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+#ifndef ZT_REAL_DOUBLE
+    .attention_forward_bf16 = cpu_attention_forward_bf16,
+    .attention_backward_bf16 = cpu_attention_backward_bf16,
+#endif
     .attention_decode = cpu_attention_decode,
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,

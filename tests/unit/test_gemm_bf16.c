@@ -363,7 +363,8 @@ static void rows_against_whole(int N, int K, int tb, const uint16_t *A, const ui
 
 static void test_rows_independent_of_m(void)
 {
-    static const int shapes[][2] = {{1408, 512}, {128, 128}, {48, 40}, {300, 96}};
+    /* bands (a small dense B), 256 x 256 blocks (a large one), zt's kernels (a small product) */
+    static const int shapes[][2] = {{1408, 512}, {128, 128}, {48, 40}, {300, 96}, {4200, 1000}};
     enum { MMAX = 600, NS = sizeof shapes / sizeof shapes[0] };
     uint16_t *A[NS][2], *B[NS][2];
     float *whole[NS][2];
@@ -379,7 +380,8 @@ static void test_rows_independent_of_m(void)
     /* weight-gradient products of 700 token counts: 700 block shapes or more */
     uint16_t *x = random_bf16((size_t)64 * 1100);
     float *dw = malloc((size_t)64 * 64 * sizeof(float));
-    for (int tokens = 400; tokens < 1100; tokens++) zt_gemm_bf16(1, 0, 64, 64, tokens, 1.0f, x, 64, x, 64, 0.0f, dw, 64);
+    for (int tokens = 400; tokens < 1100; tokens++)
+        zt_gemm_bf16(1, 0, 64, 64, tokens, 1.0f, x, 64, x, 64, 0.0f, dw, 64);
     free(dw);
     free(x);
     for (int s = 0; s < NS; s++)
