@@ -70,17 +70,23 @@ ZT_LEVEL_BODY void scores_to_probs_body(zt_real *S, int qb, int nk, int t0, int 
         for (int j = hi + 1; j < nk; j++) row[j] = 0;
         if (lse) {
             zt_real l = lse[t];
+#pragma omp simd
             for (int j = lo; j <= hi; j++) row[j] = zt_vexp(row[j] - l);
             continue;
         }
+        /* simd reductions: the sums in lanes (8 or 16 partial sums, then those), as the
+           cross-entropy's; a plain loop's sum stays scalar (the compiler keeps its order) */
         zt_real mx = row[lo];
+#pragma omp simd reduction(max : mx)
         for (int j = lo + 1; j <= hi; j++) mx = row[j] > mx ? row[j] : mx;
         zt_real sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int j = lo; j <= hi; j++) {
             row[j] = zt_vexp(row[j] - mx);
             sum += row[j];
         }
         zt_real inv = 1 / sum;
+#pragma omp simd
         for (int j = lo; j <= hi; j++) row[j] *= inv;
         lse_out[t] = mx + (zt_real)log((double)sum);
     }
@@ -127,6 +133,7 @@ ZT_LEVEL_BODY void softmax_backward_body(zt_real *dP, const zt_real *P, const zt
 {
     for (int i = 0; i < qb; i++) {
         zt_real di = 0;
+#pragma omp simd reduction(+ : di)
         for (int d = 0; d < D; d++) di += dO[(size_t)i * HD + d] * O[(size_t)i * HD + d];
         zt_real *r = dP + (size_t)i * nk;
         const zt_real *pr = P + (size_t)i * nk;
