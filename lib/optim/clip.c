@@ -2,13 +2,16 @@
 
 #include <math.h>
 
+#include "kernels/cpu/levels.h"
+
 #define SUMSQ_BLOCK 4096 /* elements summed by one work item */
 #define SUMSQ_ROUND 256  /* blocks whose sums are kept before they are added in order */
 #define SUMSQ_LANES 8
 
 /* One block in a fixed order: lane j sums the elements j, j+8, j+16, ...; the lanes are
- * then added pairwise. The compiler may vectorise the lanes; it may not reorder them. */
-static double block_sumsq(const float *x, size_t n)
+ * then added pairwise. The compiler vectorises the lanes (8 doubles: one AVX-512 register,
+ * two AVX2 ones), for each CPU level; it may not reorder them. */
+ZT_LEVEL_BODY double block_sumsq_body(const float *x, size_t n)
 {
     double acc[SUMSQ_LANES] = {0};
     size_t i = 0;
@@ -17,11 +20,13 @@ static double block_sumsq(const float *x, size_t n)
     for (int j = 0; i + j < n; j++) acc[j] += (double)x[i + j] * x[i + j];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
+ZT_LEVELS(double, block_sumsq, (x, n), const float *x, size_t n)
 
 double zt_sumsq(const float *x, size_t n)
 {
     size_t blocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double total = 0, part[SUMSQ_ROUND];
+    block_sumsq_fn *block_sumsq = block_sumsq_for_cpu();
 #pragma omp parallel if (blocks > 1)
     for (size_t r = 0; r < blocks; r += SUMSQ_ROUND) {
         size_t nb = blocks - r < SUMSQ_ROUND ? blocks - r : SUMSQ_ROUND;
