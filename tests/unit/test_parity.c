@@ -1,6 +1,6 @@
 /* zt against transformers: tiny models of each family (tests/fixtures/parity/FAMILY: the
  * config.json transformers wrote, the loss, gradients and greedy tokens it computed, made by
- * make_parity.py), with the same weights here (weight() below is make_parity.py's). In fp32 the
+ * make_parity.py), with the same weights here (weight() below is parity_model.py's). In fp32 the
  * loss, every parameter's gradient (its sum, sum of squares and sampled elements) and 20 greedy
  * tokens must match, in bf16 the loss: Qwen3 untied with attention_bias and tied, Gemma 2 and 3, OLMo 2, Phi-3
  * and SmolLM3 untied and tied, and the families zt had before. */
@@ -23,7 +23,7 @@ static uint32_t name_seed(const char *name)
     return s;
 }
 
-/* element j of tensor `name`, as make_parity.py's weight() */
+/* element j of tensor `name`, as parity_model.py's weight() */
 static float weight(const char *name, uint32_t seed, size_t j)
 {
     uint32_t u = (uint32_t)j * 2654435761u + seed * 40503u + 12345u;
