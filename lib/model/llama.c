@@ -246,13 +246,15 @@ static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->check
  * a sink nothing reads (room for the hidden size, or for Qwen3's q and k head norms). */
 static zt_real *norm_grad(zt_llama *m, size_t off) { return m->grads ? m->grads + off : m->lora->norm_sink; }
 
-/* The adapters of the q, k and v projections, on ln1 into qkv (forward) or from dqkv into dln. */
+/* The adapters of the q, k and v projections (or of Phi-3's fused qkv_proj), on ln1 into qkv
+ * (forward) or from dqkv into dln. */
 static void lora_qkv_forward(zt_llama *m, int l, const zt_real *ln1, zt_real *qkv)
 {
     int kv = m->KV * m->D;
     zt_lora_forward(m, l, ZT_LORA_Q, ln1, qkv, m->S3);
     zt_lora_forward(m, l, ZT_LORA_K, ln1, qkv + m->HD, m->S3);
     zt_lora_forward(m, l, ZT_LORA_V, ln1, qkv + m->HD + kv, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_QKV, ln1, qkv, m->S3);
 }
 
 static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const zt_real *dqkv, zt_real *dln)
@@ -261,6 +263,7 @@ static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const zt_r
     zt_lora_backward(m, l, ZT_LORA_Q, ln1, dqkv, m->S3, dln);
     zt_lora_backward(m, l, ZT_LORA_K, ln1, dqkv + m->HD, m->S3, dln);
     zt_lora_backward(m, l, ZT_LORA_V, ln1, dqkv + m->HD + kv, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_QKV, ln1, dqkv, m->S3, dln);
 }
 
 static void acquire(zt_llama *m, int unit, zt_llama_use use)
@@ -307,6 +310,7 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     }
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, a->gateup, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, a->gateup + F, 2 * F);
+    zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, a->gateup, 2 * F);
     zt_llama_mlp_act_forward(m, a->h, a->gateup, N);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
@@ -343,6 +347,7 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     }
     zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, m->dgateup, 2 * F, m->dln);
     zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, m->dgateup + F, 2 * F, m->dln);
+    zt_lora_backward(m, l, ZT_LORA_GATE_UP, a->ln2, m->dgateup, 2 * F, m->dln);
 }
 
 /* Layer l's rotary embedding on qkv rows (inverse: the backward pass), with Gemma 3's local

@@ -95,6 +95,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_lora_decode(m, l, ZT_LORA_Q, in, c->qkv, m->S3, n);
         zt_lora_decode(m, l, ZT_LORA_K, in, c->qkv + m->HD, m->S3, n);
         zt_lora_decode(m, l, ZT_LORA_V, in, c->qkv + m->HD + kv, m->S3, n);
+        zt_lora_decode(m, l, ZT_LORA_QKV, in, c->qkv, m->S3, n);
         if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
         if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
         if (zt_llama_layer_rope(&m->cfg, l))
@@ -114,6 +115,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         linear(m, c->gateup, in, base + y->wgu, n, 2 * m->F, C, 0);
         zt_lora_decode(m, l, ZT_LORA_GATE, in, c->gateup, 2 * m->F, n);
         zt_lora_decode(m, l, ZT_LORA_UP, in, c->gateup + m->F, 2 * m->F, n);
+        zt_lora_decode(m, l, ZT_LORA_GATE_UP, in, c->gateup, 2 * m->F, n);
         zt_llama_mlp_act_forward(m, c->h, c->gateup, n);
         linear(m, out, c->h, base + y->wd, n, C, m->F, post ? 0 : 1);
         zt_lora_decode(m, l, ZT_LORA_DOWN, c->h, out, C, n);

@@ -8,19 +8,23 @@
 #include "lib/ckpt/safetensors.h"
 #include "lib/core/crc32c.h"
 #include "lib/core/fileio.h"
+#include "lib/core/log.h"
 #include "lib/core/rng.h"
 #include "lora.h"
 
 /* Module mod's input and output widths. */
 static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
 {
-    static const int attn_in[] = {1, 1, 1, 0};
-    if (mod <= ZT_LORA_O) {
-        *in = attn_in[mod] ? m->C : m->HD;
-        *out = mod == ZT_LORA_Q ? m->HD : mod == ZT_LORA_O ? m->C : m->KV * m->D;
-    } else {
-        *in = mod == ZT_LORA_DOWN ? m->F : m->C;
-        *out = mod == ZT_LORA_DOWN ? m->C : m->F;
+    switch (mod) {
+    case ZT_LORA_Q: *in = m->C, *out = m->HD; return;
+    case ZT_LORA_K:
+    case ZT_LORA_V: *in = m->C, *out = m->KV * m->D; return;
+    case ZT_LORA_QKV: *in = m->C, *out = m->S3; return;
+    case ZT_LORA_O: *in = m->HD, *out = m->C; return;
+    case ZT_LORA_GATE:
+    case ZT_LORA_UP: *in = m->C, *out = m->F; return;
+    case ZT_LORA_GATE_UP: *in = m->C, *out = 2 * m->F; return;
+    default: *in = m->F, *out = m->C; /* down */
     }
 }
 
@@ -31,16 +35,68 @@ static int is_dora(const zt_lora *a) { return a->cfg.method == ZT_LORA_METHOD_DO
 /* The widest input or output of a targeted layer. */
 static size_t widest(const zt_llama *m)
 {
-    size_t w = (size_t)(m->C > m->HD ? m->C : m->HD);
-    return w > (size_t)m->F ? w : (size_t)m->F;
+    int w = 0, in, out;
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        if (!targeted(m->lora, mod)) continue;
+        dims(m, mod, &in, &out);
+        w = w > in ? w : in;
+        w = w > out ? w : out;
+    }
+    return (size_t)w;
 }
 
 static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
 
+static int in_attention(zt_lora_module mod) { return mod <= ZT_LORA_O || mod == ZT_LORA_QKV; }
+
 /* The Hugging Face path of module mod in layer l, after "model." */
 static void module_path(char *buf, size_t cap, int l, zt_lora_module mod)
 {
-    snprintf(buf, cap, "layers.%d.%s.%s", l, mod <= ZT_LORA_O ? "self_attn" : "mlp", zt_lora_module_names[mod]);
+    snprintf(buf, cap, "layers.%d.%s.%s", l, in_attention(mod) ? "self_attn" : "mlp", zt_lora_module_names[mod]);
+}
+
+/* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj, else each projection */
+static unsigned model_modules(const zt_llama *m)
+{
+    unsigned common = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN;
+    if (zt_llama_fused_names(&m->cfg)) return common | 1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP;
+    return common | 1u << ZT_LORA_Q | 1u << ZT_LORA_K | 1u << ZT_LORA_V | 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP;
+}
+
+/* The names of the modules in mask, comma-separated, into buf */
+static const char *module_list(unsigned mask, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+        if (((mask >> mod) & 1) && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", zt_lora_module_names[mod]);
+    return buf;
+}
+
+/* The targets m has: all-linear its family's modules; named ones it lacks left out, as PEFT
+ * leaves them (a Llama adapter's list names no module of Phi-3's but o_proj and down_proj),
+ * unless none is left; a module given by layer paths must be in every layer */
+static zt_status resolve_targets(const zt_llama *m, unsigned targets, const int *layers_named, unsigned *out)
+{
+    unsigned has = model_modules(m);
+    char names[128], known[128];
+    *out = targets == ZT_LORA_ALL ? has : targets & has;
+    if (!*out)
+        return zt_fail(ZT_EUSER, "lora: target_modules (%s) name no module of a %s model (it has %s)",
+                       module_list(targets, names, sizeof names), m->cfg.model_type,
+                       module_list(has, known, sizeof known));
+    if (targets != ZT_LORA_ALL && (targets & ~has))
+        zt_log_warn("lora: target_modules %s name no module of a %s model (it has %s): not adapted",
+                    module_list(targets & ~has, names, sizeof names), m->cfg.model_type,
+                    module_list(has, known, sizeof known));
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+        if (((*out >> mod) & 1) && layers_named[mod] && layers_named[mod] != m->L)
+            return zt_fail(ZT_EUSER,
+                           "lora: target_modules name %s in layers 0 to %d of the model's %d: adapters on part of "
+                           "the layers are not supported yet",
+                           zt_lora_module_names[mod], layers_named[mod] - 1, m->L);
+    return ZT_OK;
 }
 
 static void add_tensor(zt_llama *v, size_t off, int rows, int cols, const char *path, char ab)
@@ -92,12 +148,12 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
                        m->be->name);
-    if (zt_llama_fused_names(&m->cfg)) /* PEFT adapts qkv_proj and gate_up_proj as one module each */
-        return zt_fail(ZT_EUSER, "lora: adapters on a %s model (fused qkv_proj, gate_up_proj) are not supported yet",
-                       m->cfg.model_type);
+    unsigned targets;
+    if ((st = resolve_targets(m, c->targets, c->layers_named, &targets))) return st;
     zt_lora *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");
     a->cfg = *c;
+    a->cfg.targets = targets;
     a->scale = c->alpha / (c->rslora ? sqrt((double)c->r) : c->r);
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
         int in, out;
@@ -129,7 +185,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
             if (!targeted(a, mod)) continue;
             int in, out;
-            char path[48]; /* layers.N.self_attn.gate_proj: the tensor name fits in 96 */
+            char path[48]; /* layers.N.mlp.gate_up_proj: the tensor name fits in 96 */
             dims(m, mod, &in, &out);
             module_path(path, sizeof path, l, mod);
             size_t A = a->layer_numel * l + a->off[mod];
@@ -408,26 +464,65 @@ static zt_status bad_config(const char *path, const char *key, const char *why)
     return zt_fail(ZT_EUSER, "'%s': '%s' %s", path, key, why);
 }
 
-/* target_modules: a list of module names, or "all-linear" */
-static zt_status parse_targets(const char *path, const cJSON *t, unsigned *out)
+/* One entry of target_modules: a module name (that module in every layer), or one layer's module
+ * by its path, as PEFT saves "all-linear" ("model.layers.3.mlp.down_proj"): the module, its layer
+ * in *layer (-1: every layer); -1 for neither. */
+static int target_of(const cJSON *e, int *layer)
 {
-    *out = 0;
+    const char *s = cJSON_IsString(e) ? e->valuestring : "";
+    int mod = zt_lora_module_of(s), l, n = 0;
+    char block[10];
+    *layer = -1;
+    if (mod >= 0) return mod;
+    if (sscanf(s, "model.layers.%9d.%9[a-z_].%n", &l, block, &n) != 2 || !n || l < 0) return -1;
+    mod = zt_lora_module_of(s + n);
+    if (mod < 0 || strcmp(block, in_attention(mod) ? "self_attn" : "mlp")) return -1;
+    *layer = l;
+    return mod;
+}
+
+/* target_modules: a list of module names or of layers' module paths, or "all-linear". A module
+ * given by paths must be in layers 0 to k - 1, each once (c->layers_named: k). */
+static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config *c)
+{
+    c->targets = 0;
     if (cJSON_IsString(t) && !strcmp(t->valuestring, "all-linear")) {
-        *out = ZT_LORA_ALL;
+        c->targets = ZT_LORA_ALL;
         return ZT_OK;
     }
     if (!cJSON_IsArray(t) || !cJSON_GetArraySize(t))
         return bad_config(path, "target_modules", "must be \"all-linear\" or a list of module names");
     const cJSON *e;
+    unsigned every = 0; /* modules named alone: in every layer */
+    int layer, mod;
     cJSON_ArrayForEach(e, t)
     {
-        int mod = cJSON_IsString(e) ? zt_lora_module_of(e->valuestring) : -1;
-        if (mod < 0)
+        if ((mod = target_of(e, &layer)) < 0)
             return zt_fail(ZT_EUSER,
-                           "'%s': 'target_modules': '%s' is not one of q_proj, k_proj, v_proj, o_proj, "
-                           "gate_proj, up_proj, down_proj",
+                           "'%s': 'target_modules': '%.200s' is not one of q_proj, k_proj, v_proj, o_proj, "
+                           "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj (or such a module's path "
+                           "model.layers.N.self_attn|mlp.NAME)",
                            path, cJSON_IsString(e) ? e->valuestring : "(not a string)");
-        *out |= 1u << mod;
+        c->targets |= 1u << mod;
+        every |= (layer < 0) << mod;
+        c->layers_named[mod] += layer >= 0;
+    }
+    for (mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        int k = c->layers_named[mod], once = 1;
+        if ((every >> mod) & 1) c->layers_named[mod] = k = 0;
+        if (!k) continue;
+        char *seen = calloc((size_t)k, 1);
+        if (!seen) return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", path);
+        cJSON_ArrayForEach(e, t)
+        {
+            if (target_of(e, &layer) == mod) once &= layer < k && !seen[layer]++;
+        }
+        free(seen);
+        if (!once)
+            return zt_fail(ZT_EUSER,
+                           "'%s': 'target_modules' names %s in some layers only: adapters on part of the layers are "
+                           "not supported yet",
+                           path, zt_lora_module_names[mod]);
     }
     return ZT_OK;
 }
@@ -489,7 +584,7 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
     c->rslora = cJSON_IsTrue(rs), c->score = score;
     c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;
-    return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), &c->targets);
+    return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), c);
 }
 
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c)
@@ -603,11 +698,13 @@ static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod)
     const zt_llama_layer_layout *y = &m->lay;
     size_t b = m->layer0_off + y->numel * l, C = m->C;
     switch (mod) {
-    case ZT_LORA_Q: return b + y->wqkv;
+    case ZT_LORA_Q:
+    case ZT_LORA_QKV: return b + y->wqkv;
     case ZT_LORA_K: return b + y->wqkv + (size_t)m->HD * C;
     case ZT_LORA_V: return b + y->wqkv + (size_t)(m->HD + m->KV * m->D) * C;
     case ZT_LORA_O: return b + y->wo;
-    case ZT_LORA_GATE: return b + y->wgu;
+    case ZT_LORA_GATE:
+    case ZT_LORA_GATE_UP: return b + y->wgu;
     case ZT_LORA_UP: return b + y->wgu + (size_t)m->F * C;
     default: return b + y->wd;
     }

@@ -33,7 +33,9 @@
 
 #include "llama.h"
 
-/* The linear layers an adapter can sit on, with their Hugging Face module names. */
+/* The linear layers an adapter can sit on, with their Hugging Face module names. A family has
+ * either q, k, v, gate and up, or (Phi-3) the fused qkv_proj and gate_up_proj, which PEFT adapts
+ * as one module each: one A [r, hidden] and one B [q + k + v outputs, r] over the fused output. */
 typedef enum zt_lora_module {
     ZT_LORA_Q,
     ZT_LORA_K,
@@ -42,9 +44,12 @@ typedef enum zt_lora_module {
     ZT_LORA_GATE,
     ZT_LORA_UP,
     ZT_LORA_DOWN,
+    ZT_LORA_QKV,
+    ZT_LORA_GATE_UP,
     ZT_LORA_NMODULES
 } zt_lora_module;
-extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., down_proj */
+extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., down_proj, qkv_proj, gate_up_proj */
+/* "all-linear": every linear module the model's family has (zt_lora_attach picks them) */
 #define ZT_LORA_ALL ((1u << ZT_LORA_NMODULES) - 1)
 
 /* How A starts (B starts at zero either way): Kaiming-uniform with a = sqrt(5), that is
@@ -59,7 +64,10 @@ extern const char *const zt_lora_method_names[2]; /* "lora", "dora" */
 typedef struct zt_lora_config {
     int r;
     double alpha, dropout;
-    unsigned targets; /* bit i: module i */
+    unsigned targets; /* bit i: module i; ZT_LORA_ALL: all-linear */
+    /* adapter_config.json's target_modules as PEFT's layer paths: module i in layers 0 to
+     * layers_named[i] - 1 (0: named alone, in every layer) */
+    int layers_named[ZT_LORA_NMODULES];
     int rslora;
     zt_lora_init init;
     zt_lora_method method;
@@ -93,8 +101,10 @@ typedef struct zt_lora {
 } zt_lora;
 
 /* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score the head's copy
- * starts as the head): frees the base's gradient array. ZT_EUSER for a bad configuration (r < 1,
- * no targets, alpha <= 0, DoRA off the CPU, a score head the model lacks). */
+ * starts as the head): frees the base's gradient array. As PEFT, targets that name no module of
+ * the model's family are left out (with a warning), and m->lora->cfg.targets holds those
+ * adapted. ZT_EUSER for a bad configuration (r < 1, no targets or none the model has, alpha <= 0,
+ * DoRA off the CPU, a score head the model lacks). */
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
 /* Frees the adapters (zt_llama_free calls it). */
 void zt_lora_free(zt_llama *m);

@@ -4,8 +4,9 @@
 #include "lora.h"
 #include "qbase.h"
 
-const char *const zt_lora_module_names[ZT_LORA_NMODULES] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                            "gate_proj", "up_proj", "down_proj"};
+const char *const zt_lora_module_names[ZT_LORA_NMODULES] = {"q_proj",    "k_proj",    "v_proj",
+                                                            "o_proj",    "gate_proj", "up_proj",
+                                                            "down_proj", "qkv_proj",  "gate_up_proj"};
 const char *const zt_lora_init_names[2] = {"default", "gaussian"};
 const char *const zt_lora_method_names[2] = {"lora", "dora"};
 const char *const zt_qbase_kind_names[3] = {"none", "nf4", "int8"};

@@ -143,7 +143,8 @@ static const zt_recipe_key schema[] = {
     FLT("lora", "alpha", lora.alpha, LO_OPEN, "8", 0, NOMAX, "the adapters' outputs are scaled by alpha / r (alpha / sqrt(r) with use_rslora)"),
     FLT("lora", "dropout", lora.dropout, HI_OPEN, "0", 0, 1, "dropout on each adapter's input, in training passes"),
     LIST("lora", "target_modules", lora.target_modules, 0, "[\"q_proj\", \"v_proj\"]",
-         "the linear layers with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or \"all-linear\""),
+         "the linear layers with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Phi-3: "
+         "qkv_proj, o_proj, gate_up_proj, down_proj), or \"all-linear\" (the model's)"),
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
          "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zt's forward pass against an independent NumPy implementation of the Hugging Face
 # models (tests/cli/llama_ref.py), on small models with every feature zt reads from
-# config.json; and packed sequences give the same loss as one sequence per row.
+# config.json (Llama, Mistral, Qwen2/3, OLMo 2, Gemma 2/3, Phi-3, SmolLM3); and packed sequences
+# give the same loss as one sequence per row.
 . "$(dirname "$0")/lib.sh"
 
 $PY - <<'PY'
@@ -13,7 +14,7 @@ with open("data.jsonl", "w") as f:
 PY
 printf '[model]\npath = "m"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\nshuffle = false\n[train]\nmicro_batch_size = 2\nmax_steps = 1\n' > recipe.toml
 
-check() { # check NAME [config_key=value ...] (rope_scaling=llama3|linear is written into config.json)
+check() { # check NAME [config_key=value ...] (rope_scaling=llama3|linear|longrope is written into config.json)
   local name=$1; shift
   local args=() scaling=""
   for a in "$@"; do case $a in rope_scaling=*) scaling=${a#*=} ;; *) args+=("$a") ;; esac; done
@@ -22,8 +23,11 @@ check() { # check NAME [config_key=value ...] (rope_scaling=llama3|linear is wri
     $PY - "$scaling" <<'PY'
 import json, sys
 c = json.load(open("m/config.json"))
-c["rope_scaling"] = {"rope_type": "linear", "factor": 4.0} if sys.argv[1] == "linear" else \
-    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+c["rope_scaling"] = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 16},
+    "longrope": {"type": "longrope", "short_factor": [1.0, 1.5, 2.5], "long_factor": [2.0, 3.0, 5.0]}}[sys.argv[1]]
 json.dump(c, open("m/config.json", "w"))
 PY
   fi
@@ -56,4 +60,17 @@ check "qwen3 (q/k norms, head_dim 16, attention_bias)" model_type=qwen3 head_dim
 # rope scaling: zt init writes none, so edit config.json
 check "llama3 rope scaling" rope_theta=500000 rope_scaling=llama3
 check "linear rope scaling" rope_scaling=linear
+check "olmo2 (post norms, q/k norms over the projections, attention_bias)" model_type=olmo2 head_dim=16 \
+  attention_bias=true
+check "gemma2 ((1 + w) norms, GeGLU, windows of 4 on even layers, soft-capping)" model_type=gemma2 head_dim=16 \
+  query_pre_attn_scalar=12 sliding_window=4 attn_logit_softcapping=5 final_logit_softcapping=3 num_hidden_layers=3
+check "gemma3 (q/k norms, windows and local rotary on 2 of 3 layers, linear rope scaling on the other)" \
+  model_type=gemma3_text head_dim=16 sliding_window=4 sliding_window_pattern=3 rope_local_base_freq=100 \
+  num_hidden_layers=3 rope_scaling=linear
+# longrope's short factors: zt takes the long ones for a run longer than the original length, transformers
+# for a sequence longer than it (docs/architecture.md), so every sequence and the run stay under 64
+check "phi3 (fused projections, rotary on 6 of 8, longrope, a window of 8)" model_type=phi3 \
+  partial_rotary_factor=0.75 sliding_window=8 original_max_position_embeddings=64 max_position_embeddings=128 \
+  rope_scaling=longrope
+check "smollm3 (no rotary on layer 1)" model_type=smollm3 no_rope_layer_interval=2
 done_testing

@@ -71,31 +71,11 @@ for n, A in ((2, 2), (4, 1)):
     print(f"N={n}, A={A}: {got} bytes a step, 3·A·(N-1)·M = {3 * A * (n - 1) * M}")
 PY
 
-# same.py A B [TOL]: final weights within TOL of each tensor's largest, losses within TOL
+# same_run.py A B [TOL]: final weights within TOL of each tensor's largest, losses within TOL
 # relative. 1e-5 by default: micro-batches of 1 everywhere, the same products with the
 # gradients summed in another grouping (the reasons and measurements are in t1500-zero.sh)
-cat > same.py <<'PY'
-import json, struct, sys
-import numpy as np
-def load(d):
-    b = open(d + "/final/model.safetensors", "rb").read(); k = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + k]); h.pop("__metadata__")
-    dt = {"F32": "<f4", "BF16": "<u2"}
-    return {t: np.frombuffer(b[8 + k + e["data_offsets"][0]:8 + k + e["data_offsets"][1]], dt[e["dtype"]]) for t, e in h.items()}
-def weights(d):
-    w = load(d)
-    return {t: (x.astype(np.uint32) << 16).view(np.float32) if x.dtype == np.uint16 else x for t, x in w.items()}
-a, b = weights(sys.argv[1]), weights(sys.argv[2])
-tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-5
-assert a.keys() == b.keys()
-for t in a:
-    err = np.abs(a[t] - b[t]).max() / max(np.abs(a[t]).max(), 1e-30)
-    assert err <= tol, (t, err)
-la = [json.loads(l)["loss"] for l in open(sys.argv[1] + "/metrics.jsonl")]
-lb = [json.loads(l)["loss"] for l in open(sys.argv[2] + "/metrics.jsonl")]
-assert len(la) == len(lb) and all(abs(x - y) <= tol * abs(x) for x, y in zip(la, lb)), (la, lb)
-PY
-$PY same.py n1 n2 && $PY same.py n1 n4 && say "ok - 2 and 4 ranks at stage 3 train like one" || fail "stage 3 differs from one rank"
+same() { $PY "$ROOT/tests/cli/same_run.py" "$@" >/dev/null; }
+same n1 n2 && same n1 n4 && say "ok - 2 and 4 ranks at stage 3 train like one" || fail "stage 3 differs from one rank"
 
 for k in 0 3; do
   expect_ok "2 ranks, prefetch_layers = $k" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=p$k \
@@ -108,7 +88,7 @@ make_tiny tied num_hidden_layers=3 tie_word_embeddings=true
 expect_ok "tied embedding, one rank" "$ZT" pretrain recipe.toml model.path=tied output.dir=t1 train.gradient_accumulation_steps=6
 expect_ok "tied embedding, 3 ranks" $MPI -np 3 "$ZT" pretrain recipe.toml model.path=tied output.dir=t3 \
   train.gradient_accumulation_steps=2
-$PY same.py t1 t3 && say "ok - a tied embedding at stage 3 trains like one rank" || fail "tied embedding at stage 3"
+same t1 t3 && say "ok - a tied embedding at stage 3 trains like one rank" || fail "tied embedding at stage 3"
 
 expect_ok "bf16, 2 ranks, stage 0" $MPI -np 2 "$ZT" pretrain recipe.toml model.dtype=bf16 output.dir=b0 zero.stage=0 \
   train.gradient_accumulation_steps=2
@@ -117,7 +97,7 @@ expect_ok "bf16, 2 ranks, stage 3" $MPI -np 2 "$ZT" pretrain recipe.toml model.d
 # bf16 weights: a last-bit difference of the fp32 masters may round to the next bf16 value,
 # one bf16 ulp, at most 2^-7 ≈ 7.8e-3 of the value and so of the tensor's largest: 1e-2; the
 # losses are computed on those bf16 copies, a few weights one ulp apart moving them less
-$PY same.py b0 b3 1e-2 && say "ok - bf16 at stage 3 trains like stage 0" || fail "bf16 at stage 3"
+same b0 b3 1e-2 && say "ok - bf16 at stage 3 trains like stage 0" || fail "bf16 at stage 3"
 
 # checkpoints: a job killed after step 2's checkpoint resumes bitwise; stage 3's shards
 # resume at stage 1 on 4 ranks and on one rank
@@ -132,7 +112,7 @@ expect_ok "resume at stage 1 on 4 ranks" $MPI -np 4 "$ZT" pretrain recipe.toml o
   train.gradient_accumulation_steps=1
 cp -r cut single && rm -rf single/final single/summary.json
 expect_ok "resume on one rank" "$ZT" pretrain recipe.toml output.dir=single train.gradient_accumulation_steps=4
-$PY same.py full stage1 && $PY same.py full single && say "ok - stage 3 checkpoints re-shard" || fail "re-sharded resume"
+same full stage1 && same full single && say "ok - stage 3 checkpoints re-shard" || fail "re-sharded resume"
 # kill -9 of the whole job (mpirun and every rank) after its first checkpoint, then resume = auto
 expect_ok "uninterrupted, 600 steps" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=long train.max_steps=600 \
   train.save_steps=20 train.gradient_accumulation_steps=2

@@ -1,11 +1,13 @@
 /* Generation with a KV cache computes what the training forward computes: the
  * summed next-token loss of a sequence fed one token at a time (or in chunks)
- * equals the loss of the full forward pass. */
+ * equals the loss of the full forward pass; with LoRA adapters too (Phi-3's on its fused
+ * qkv_proj and gate_up_proj). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/model/llama.h"
+#include "lib/model/lora.h"
 #include "test.h"
 
 enum { T = 13 };
@@ -18,7 +20,7 @@ static double row_loss(const float *logits, int V, int target)
     return mx + log(s) - logits[target];
 }
 
-static void check(const char *model_type, int window, int chunk)
+static void check(const char *model_type, int window, int chunk, int lora)
 {
     zt_llama_config c;
     zt_llama_config_default(&c);
@@ -41,6 +43,13 @@ static void check(const char *model_type, int window, int chunk)
     for (int i = 0; i < m.n_tensors; i++) /* biases and norms away from 0 and 1 */
         if (m.tensors[i].ndim == 1)
             for (int64_t j = 0; j < m.tensors[i].shape[0]; j++) m.params[m.tensors[i].offset + j] += 0.2f * sinf(j + i);
+    if (lora) { /* adapters on every linear module, B away from 0 */
+        zt_lora_config lc = {.r = 2, .alpha = 4, .targets = ZT_LORA_ALL};
+        ZT_ASSERT(zt_lora_attach(&m, &lc) == ZT_OK && zt_lora_init_weights(&m, 7) == ZT_OK);
+        zt_llama *v = &m.lora->view;
+        for (size_t i = 0; i < v->numel; i++)
+            if (v->params[i] == 0) v->params[i] = 0.3f * sinf(0.7f * (float)i + 1);
+    }
     int32_t in[T], tg[T], pos[T];
     for (int t = 0; t < T; t++) in[t] = (t * 17 + 5) % 50, pos[t] = t;
     for (int t = 0; t < T; t++) tg[t] = t + 1 < T ? in[t + 1] : -100;
@@ -77,15 +86,14 @@ static void check(const char *model_type, int window, int chunk)
     zt_llama_free(&m);
 }
 
-static void test_llama(void) { check("llama", 0, 4); }
-static void test_qwen2_bias(void) { check("qwen2", 0, 5); }
-static void test_sliding_window(void) { check("mistral", 3, 16); }
-static void test_olmo2_norms(void) { check("olmo2", 0, 3); } /* post norms only, whole-projection q/k norms */
-static void test_phi3(void) { check("phi3", 5, 4); }
-static void test_smollm3(void)
-{
-    check("smollm3", 0, 4);
-} /* a layer without rotary embedding */ /* partial rotary, longrope, a window */
+static void test_llama(void) { check("llama", 0, 4, 0); }
+static void test_qwen2_bias(void) { check("qwen2", 0, 5, 0); }
+static void test_sliding_window(void) { check("mistral", 3, 16, 0); }
+static void test_olmo2_norms(void) { check("olmo2", 0, 3, 0); } /* post norms only, whole-projection q/k norms */
+static void test_phi3(void) { check("phi3", 5, 4, 0); }         /* partial rotary, longrope, a window */
+static void test_smollm3(void) { check("smollm3", 0, 4, 0); }   /* a layer without rotary embedding */
+static void test_lora(void) { check("llama", 0, 4, 1); }
+static void test_lora_phi3(void) { check("phi3", 5, 4, 1); }
 
 int main(void)
 {
@@ -95,5 +103,7 @@ int main(void)
     RUN(test_olmo2_norms);
     RUN(test_phi3);
     RUN(test_smollm3);
+    RUN(test_lora);
+    RUN(test_lora_phi3);
     return test_summary();
 }

@@ -3,7 +3,8 @@
  * and the adapters, seen in the embedding's gradient and the base weights' gradients below
  * each adapter), against central finite differences of the summed cross-entropy on a packed
  * batch of 3 documents, with and without activation checkpointing and dropout. DoRA likewise:
- * A, B, the magnitudes and the layers' inputs. */
+ * A, B, the magnitudes and the layers' inputs. The same for Phi-3's fused qkv_proj and
+ * gate_up_proj adapters. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +33,13 @@ static void make_batch(int vocab)
     for (int t = 7; t < T; t++) pos[T + t] = t - 7;
 }
 
-/* the 2-layer GQA model: 4 query heads sharing 2 key/value heads */
-static zt_llama_config tiny_config(void)
+/* the 2-layer GQA model: 4 query heads sharing 2 key/value heads; phi3: the same with q, k, v
+ * and gate, up fused (one adapter each over the fused output, as PEFT's on Phi-3) */
+static zt_llama_config tiny_config(const char *model_type)
 {
     zt_llama_config c;
     zt_llama_config_default(&c);
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", model_type) == ZT_OK);
     c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
     return c;
@@ -85,9 +88,10 @@ static void scale_magnitudes(zt_llama *v)
 
 /* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
  * with_base: the base keeps a gradient array too, to check ∂loss/∂x below each adapter. */
-static void open_model(zt_llama *m, int checkpointing, double dropout, int rslora, int with_base, zt_lora_method method)
+static void open_model(zt_llama *m, const char *model_type, int checkpointing, double dropout, int rslora,
+                       int with_base, zt_lora_method method)
 {
-    zt_llama_config c = tiny_config();
+    zt_llama_config c = tiny_config(model_type);
     ZT_ASSERT(zt_llama_init(m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     ZT_ASSERT(zt_llama_alloc_acts(m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(m, 11, 0.5);
@@ -125,11 +129,11 @@ static void gradients(zt_llama *m, zt_real **adapter, zt_real **base)
     }
 }
 
-static void check_lora(int checkpointing, double dropout, int rslora)
+static void check_lora(const char *model_type, int checkpointing, double dropout, int rslora)
 {
     zt_llama m;
     zt_real *ga, *gb;
-    open_model(&m, checkpointing, dropout, rslora, 1, ZT_LORA_METHOD_LORA);
+    open_model(&m, model_type, checkpointing, dropout, rslora, 1, ZT_LORA_METHOD_LORA);
     gradients(&m, &ga, &gb);
     double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel);
     double ex = worst_error(&m, m.params, gb, m.numel); /* the embedding's gradient is ∂loss/∂x[0] */
@@ -146,11 +150,11 @@ static void check_lora(int checkpointing, double dropout, int rslora)
  * M are moved. The base's gradient array holds only the embedding's gradient exactly (the
  * targeted weights' gradients leave out DoRA's terms, which a frozen base never needs): that is
  * ∂loss/∂x[0], through every layer's DoRA backward. */
-static void check_dora(int checkpointing, double dropout)
+static void check_dora(const char *model_type, int checkpointing, double dropout)
 {
     zt_llama m;
     zt_real *ga, *gb;
-    open_model(&m, checkpointing, dropout, 0, 1, ZT_LORA_METHOD_DORA);
+    open_model(&m, model_type, checkpointing, dropout, 0, 1, ZT_LORA_METHOD_DORA);
     gradients(&m, &ga, &gb);
     m.lora->keep_norms = 1;
     const zt_llama_tensor *emb = zt_llama_find_tensor(&m, "model.embed_tokens.weight");
@@ -169,7 +173,7 @@ static void check_dora(int checkpointing, double dropout)
 static void test_dora_starts_at_base(void)
 {
     zt_llama m;
-    zt_llama_config c = tiny_config();
+    zt_llama_config c = tiny_config("llama");
     ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, 0) == ZT_OK);
     zt_llama_init_weights(&m, 11, 0.5);
@@ -201,7 +205,7 @@ static void test_dora_dropout_forward(void)
 {
     enum { N = B * T, IN = 8, OUT = 12, R = 2 }; /* gate_proj of the tiny model */
     zt_llama m;
-    open_model(&m, 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA);
+    open_model(&m, "llama", 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA);
     zt_lora *a = m.lora;
     const zt_llama_tensor *w = zt_llama_find_tensor(&m, "model.layers.1.mlp.gate_proj.weight");
     const zt_real *W = m.params + w->offset, *p = a->view.params;
@@ -248,12 +252,36 @@ static void test_dora_dropout_forward(void)
     zt_llama_free(&m);
 }
 
-static void test_lora(void) { check_lora(0, 0, 0); }
-static void test_lora_checkpointing(void) { check_lora(1, 0, 1); }
-static void test_lora_dropout(void) { check_lora(0, 0.3, 0); }
-static void test_lora_dropout_checkpointing(void) { check_lora(1, 0.3, 0); }
-static void test_dora(void) { check_dora(0, 0); }
-static void test_dora_dropout_checkpointing(void) { check_dora(1, 0.3); }
+static void test_lora(void) { check_lora("llama", 0, 0, 0); }
+static void test_lora_checkpointing(void) { check_lora("llama", 1, 0, 1); }
+static void test_lora_dropout(void) { check_lora("llama", 0, 0.3, 0); }
+static void test_lora_dropout_checkpointing(void) { check_lora("llama", 1, 0.3, 0); }
+static void test_dora(void) { check_dora("llama", 0, 0); }
+static void test_dora_dropout_checkpointing(void) { check_dora("llama", 1, 0.3); }
+
+/* Phi-3: all-linear is qkv_proj, o_proj, gate_up_proj and down_proj, the fused ones an A [r,
+ * hidden] and a B over the whole fused output */
+static void test_lora_phi3(void)
+{
+    zt_llama m;
+    open_model(&m, "phi3", 0, 0, 0, 0, ZT_LORA_METHOD_LORA);
+    unsigned want = 1u << ZT_LORA_QKV | 1u << ZT_LORA_O | 1u << ZT_LORA_GATE_UP | 1u << ZT_LORA_DOWN;
+    CHECK_MSG(m.lora->cfg.targets == want, "targets %#x", m.lora->cfg.targets);
+    const zt_llama_tensor *a = zt_llama_find_tensor(&m.lora->view,
+                                                    "base_model.model.model.layers.1.self_attn.qkv_proj.lora_A.weight"),
+                          *b = zt_llama_find_tensor(&m.lora->view,
+                                                    "base_model.model.model.layers.1.mlp.gate_up_proj.lora_B.weight");
+    CHECK(a && a->shape[0] == 2 && a->shape[1] == 8 && b && b->shape[0] == 24 && b->shape[1] == 2);
+    CHECK(m.lora->view.n_tensors == 2 * 4 * 2);
+    double on = loss_of(&m), off; /* the fused adapters take part: switched off, the loss changes */
+    m.lora->disabled = 1;
+    off = loss_of(&m);
+    CHECK_MSG(fabs(on - off) > 1e-3 * off, "with the adapters %g, without %g", on, off);
+    zt_llama_free(&m);
+    check_lora("phi3", 0, 0.3, 0);
+    check_lora("phi3", 1, 0, 1);
+}
+static void test_dora_phi3(void) { check_dora("phi3", 1, 0.3); }
 
 /* A frozen base (no gradient array) gives the adapters the same gradients, bit for bit: the
  * same products run, only those of the base's gradients are left out. */
@@ -261,8 +289,8 @@ static void test_frozen_base_same_adapter_grads(void)
 {
     zt_llama a, b;
     zt_real *ga, *gb, *base;
-    open_model(&a, 1, 0.2, 0, 1, ZT_LORA_METHOD_LORA);
-    open_model(&b, 1, 0.2, 0, 0, ZT_LORA_METHOD_LORA);
+    open_model(&a, "llama", 1, 0.2, 0, 1, ZT_LORA_METHOD_LORA);
+    open_model(&b, "llama", 1, 0.2, 0, 0, ZT_LORA_METHOD_LORA);
     CHECK(b.grads == NULL);
     gradients(&a, &ga, &base);
     gradients(&b, &gb, NULL);
@@ -284,6 +312,8 @@ int main(void)
     RUN(test_frozen_base_same_adapter_grads);
     RUN(test_dora);
     RUN(test_dora_dropout_checkpointing);
+    RUN(test_lora_phi3);
+    RUN(test_dora_phi3);
     RUN(test_dora_starts_at_base);
     RUN(test_dora_dropout_forward);
     return test_summary();
