@@ -2,6 +2,7 @@
 # The layering of docs/layers.txt: every include in the tree points down the module order
 # (scripts/check_layers.py), and the check does catch an include that points up and a
 # folder the list does not name.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 if out=$($PY "$ROOT/scripts/check_layers.py" "$ROOT" 2>&1); then say "ok - $out"; else fail "layering"; say "$out"; fi

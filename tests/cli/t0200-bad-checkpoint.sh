@@ -2,6 +2,7 @@
 # Corrupt checkpoints: each bad-file case exits 2 with a message naming the file
 # (and the tensor where there is one), never a crash; run under the sanitizer build too.
 # A sharded checkpoint with an index loads like a single file.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 make_tiny good

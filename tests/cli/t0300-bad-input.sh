@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a user can get wrong gives a one-line error naming the place and exit 2:
 # commands, options, recipes, data lines, config keys, output directories.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 make_tiny model

@@ -4,6 +4,7 @@
 # (under the sanitizer) nothing leaked, so the exit code stays 2. Also a valid_split that
 # leaves nothing to hold out, prompt lines for zt rlhf that are not all prompts, and chat
 # templates that refuse or run away.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 command -v spm_train >/dev/null || { say "skip: spm_train not installed (scripts/install-deps.sh installs it)"; exit 0; }
 

@@ -2,6 +2,7 @@
 # zt validate prints the resolved recipe (valid TOML that loads back) and a memory
 # estimate per rank that shrinks with ZeRO sharding and is within 25% of the peak
 # RSS a real run measures.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 make_tiny model hidden_size=64 intermediate_size=160 vocab_size=256

@@ -2,6 +2,7 @@
 # output.tensorboard writes events.out.tfevents.* whose records (framing, masked
 # CRC-32C, Event protocol buffers) carry the same scalars as metrics.jsonl; token counts are named
 # for what they count (target_tokens, input_tokens_per_s), as in summary.json.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 make_tiny model

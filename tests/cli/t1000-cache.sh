@@ -2,6 +2,7 @@
 # The tokenized cache: the first run builds it, a second run maps it, the tokens are
 # the same either way, and a changed template, tokenizer or data file builds anew; a
 # corrupted entry (an offset, an id, a byte) is named in a warning and built again.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 export ZT_LOG=info

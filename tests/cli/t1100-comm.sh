@@ -2,6 +2,7 @@
 # The collectives under mpirun (tests/unit/test_comm.c at 2, 3 and 4 ranks, and 4 ranks posing
 # as 2 nodes), a bad ZT_RANKS_PER_NODE, and the watchdog: a rank that hangs or dies inside a
 # loop of collectives must end the whole job, non-zero, within the timeout plus 10 s.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 need_cmd mpirun "Open MPI"
 case "$(basename "$ZT")" in *-san) build=build-san ;; *) build=build ;; esac

@@ -2,6 +2,7 @@
 # zt launch on this machine: real Open MPI runs (ranks, per-rank logs, forwarded
 # variables, .zt_env, exit codes), the exact --dry-run commands of the three
 # backends, shell quoting of hostile words, and the one-line errors (exit 2).
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 need_cmd mpirun "Open MPI"

@@ -7,6 +7,7 @@
 # across the link gives the right sum, and --include with a slot list places ranks
 # and devices per host. docs/launch.md describes the testbed.
 # Needs root and network namespaces; skips (exit 77) with a message where they are not allowed.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 need_cmd mpirun "Open MPI"

@@ -2,6 +2,7 @@
 # A rank killed with SIGKILL mid-run takes the whole job down within the collective
 # timeout, with a non-zero exit and a message naming the rank; a rank stopped with SIGSTOP
 # is named by the ranks that wait for it.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 need_mpi
 

@@ -6,6 +6,7 @@
 # 401/404/500, names with '..', symbolic links planted or swapped in mid-download, the token kept
 # from the LFS host, offline mode, huggingface_hub reading zt's cache (and zt reading the Python
 # client's), datasets, model.path = "hf://...", bad input.
+# kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
 
 HFPY=$ROOT/build/hub-venv/bin/python
