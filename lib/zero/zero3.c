@@ -43,7 +43,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (!st && z->m->params16) st = be->populate(be, z->m->params16 + u->off, u->n * 2);
     keep_error(s, st);
     if (s->error) return;
-    if (p == ZT_COMM_BWD_GATHER && zt_hpz_holds(z, i)) {
+    /* hpZ: the backward gathers inside the group; a frozen model's every gather after its first, as
+       its secondary slices never go stale */
+    if ((p == ZT_COMM_BWD_GATHER || frozen(z)) && zt_hpz_holds(z, i)) {
         s->error = zt_hpz_start(z, i, p);
         return;
     }
