@@ -273,17 +273,24 @@ static zt_real *norm_rows(const zt_llama *m, size_t *cap)
     return malloc(*cap * sizeof(zt_real));
 }
 
-/* DoRA's magnitudes M = ||W + s·B·A|| (||W|| with B = 0), in the mapped adapters p */
+/* DoRA's magnitudes M = ||W + s·B·A|| (||W|| with B = 0), in the mapped adapters p. A base that
+ * ZeRO stage 3 shards (m->hooks) has each layer gathered for it, as a forward pass would. */
 static zt_status init_magnitudes(zt_llama *m, zt_real *p)
 {
     size_t cap;
-    zt_real *w = zt_llama_params_map(m), *buf = norm_rows(m, &cap);
+    const zt_llama_hooks *h = m->hooks;
+    zt_real *w = h ? m->params : zt_llama_params_map(m), *buf = norm_rows(m, &cap);
     zt_status st = w && buf ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory initialising the DoRA magnitudes");
-    for (int l = 0; !st && l < m->L; l++)
+    for (int l = 0; !st && l < m->L; l++) {
+        int unit = zt_llama_layer_unit(m, l); /* the whole layer: DoRA runs with an untiled MLP */
+        if (h) h->acquire(h->ctx, unit, ZT_LLAMA_FORWARD);
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
             if (targeted(m->lora, mod)) weight_norms(m, w, p, l, mod, magnitude(m, p, l, mod), buf, cap);
+        if (h) h->release(h->ctx, unit, ZT_LLAMA_FORWARD);
+    }
+    if (h) h->finish(h->ctx, 0);
     free(buf);
-    if (w) zt_llama_params_unmap(m, w, 0);
+    if (w && !h) zt_llama_params_unmap(m, w, 0);
     return st;
 }
 
@@ -682,12 +689,15 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base)
     return st ? st : save_config(m->lora, dir, base);
 }
 
+uint32_t zt_lora_base_hash_start(const zt_llama *m) { return zt_crc32c(0, &m->numel, sizeof m->numel); }
+
+uint32_t zt_lora_base_hash_add(uint32_t h, const zt_real *w, size_t n) { return zt_crc32c(h, w, n * sizeof *w); }
+
 uint32_t zt_lora_base_hash(const zt_llama *m)
 {
-    uint32_t h = zt_crc32c(0, &m->numel, sizeof m->numel);
     zt_real *p = zt_llama_params_map(m);
     if (!p) return 0; /* out of memory: nothing to compare, which the resume check reports as a mismatch */
-    h = zt_crc32c(h, p, m->numel * sizeof *p);
+    uint32_t h = zt_lora_base_hash_add(zt_lora_base_hash_start(m), p, m->numel);
     zt_llama_params_unmap((zt_llama *)m, p, 0);
     return h;
 }

@@ -127,6 +127,10 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
 /* CRC-32C of the base model's weights as they are in memory (and its shape): what a
  * checkpoint records so that a resume onto another base is refused. */
 uint32_t zt_lora_base_hash(const zt_llama *m);
+/* The same hash fed in pieces, for a base streamed from its files: start, then every weight of
+ * the flat array in order, in pieces of any size. */
+uint32_t zt_lora_base_hash_start(const zt_llama *m);
+uint32_t zt_lora_base_hash_add(uint32_t h, const zt_real *w, size_t n);
 
 /* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)), and the trained score head for the
  * model's: the merged model, in m->params (adapters left as they are). */

@@ -11,18 +11,25 @@ static const char *const array_names[] = {"m", "v", "weights", "gradient"};
 
 static size_t chunk_len(const zt_swap *s, size_t k) { return s->first[k + 1] - s->first[k]; }
 
-static uint64_t at(const zt_swap *s, int a, size_t k) { return (uint64_t)a * s->region + s->slot[k]; }
+static int holds(const zt_swap *s, int a) { return (s->arrays >> a) & 1; }
+
+/* Where array a (ZT_SWAP_*) comes among the arrays the file holds: its region, its part of a buffer. */
+static int place(const zt_swap *s, int a) { return __builtin_popcount(s->arrays & ((1u << a) - 1)); }
+
+static uint64_t at(const zt_swap *s, int a, size_t k) { return (uint64_t)place(s, a) * s->region + s->slot[k]; }
+
+static size_t chunk_id(const zt_swap *s, size_t k, int a) { return k * s->narrays + place(s, a); }
 
 static void record(zt_swap *s, size_t k, int a, const float *p)
 {
-    s->crc[k * s->narrays + a] = zt_crc32c(0, p, chunk_len(s, k) * sizeof(float));
-    s->written[k * s->narrays + a] = 1;
+    s->crc[chunk_id(s, k, a)] = zt_crc32c(0, p, chunk_len(s, k) * sizeof(float));
+    s->written[chunk_id(s, k, a)] = 1;
 }
 
 /* Chunk k of array a as read into p is what was last written there. */
 static zt_status verify(const zt_swap *s, size_t k, int a, const float *p)
 {
-    size_t i = k * s->narrays + a;
+    size_t i = chunk_id(s, k, a);
     if (s->written[i] && zt_crc32c(0, p, chunk_len(s, k) * sizeof(float)) == s->crc[i]) return ZT_OK;
     return zt_fail(ZT_EIO,
                    "the offload swap file '%s' changed underneath: chunk %zu of %s fails its checksum "
@@ -46,9 +53,9 @@ static size_t chunk_of(const zt_swap *s, size_t e)
 static zt_status transfer(zt_swap *s, size_t k, float *b, int write, unsigned mask, zt_aio_req r[])
 {
     size_t n = chunk_len(s, k) * sizeof(float);
-    for (int a = 0; a < s->narrays; a++) {
-        if (!(mask & 1u << a)) continue;
-        float *p = b + (size_t)a * s->chunk;
+    for (int a = 0; a < ZT_SWAP_MAX_ARRAYS; a++) {
+        if (!(mask & s->arrays & 1u << a)) continue;
+        float *p = b + (size_t)place(s, a) * s->chunk;
         if (write) record(s, k, a, p);
         zt_status st = write ? zt_aio_write(s->aio, &s->file, p, n, at(s, a, k), &r[a])
                              : zt_aio_read(s->aio, &s->file, p, n, at(s, a, k), &r[a]);
@@ -61,7 +68,7 @@ static zt_status transfer(zt_swap *s, size_t k, float *b, int write, unsigned ma
 static zt_status finish(zt_swap *s, zt_aio_req r[], unsigned *pending)
 {
     zt_status st = ZT_OK;
-    for (int a = 0; a < s->narrays; a++)
+    for (int a = 0; a < ZT_SWAP_MAX_ARRAYS; a++)
         if (*pending & 1u << a) {
             zt_status e = zt_aio_wait(s->aio, &r[a]);
             if (!st) st = e;
@@ -103,17 +110,18 @@ static size_t chunk_elements(size_t numel, size_t chunk_bytes)
 /* Each of the three buffers: a chunk of every array. */
 static size_t buffer_bytes(size_t chunk, int narrays) { return (size_t)narrays * chunk * sizeof(float); }
 
-size_t zt_swap_buffer_bytes(size_t numel, size_t chunk_bytes, int narrays)
+size_t zt_swap_buffer_bytes(size_t numel, size_t chunk_bytes, unsigned arrays)
 {
-    return 3 * buffer_bytes(/* zt_swap.buf */ chunk_elements(numel, chunk_bytes), narrays);
+    return 3 * buffer_bytes(/* zt_swap.buf */ chunk_elements(numel, chunk_bytes), __builtin_popcount(arrays));
 }
 
 zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int npaths, const char *name, size_t numel,
-                       size_t chunk_bytes, int narrays, const size_t *cuts, int ncuts)
+                       size_t chunk_bytes, unsigned arrays, const size_t *cuts, int ncuts)
 {
     memset(s, 0, sizeof *s);
-    ZT_ASSERT(narrays == 2 || narrays == 4);
-    s->aio = aio, s->numel = numel, s->narrays = narrays;
+    ZT_ASSERT(arrays && arrays < 1u << ZT_SWAP_MAX_ARRAYS);
+    int narrays = __builtin_popcount(arrays);
+    s->aio = aio, s->numel = numel, s->arrays = arrays, s->narrays = narrays;
     s->chunk = chunk_elements(numel, chunk_bytes);
     zt_status st = plan_chunks(s, cuts, ncuts);
     if (st) return st;
@@ -135,7 +143,7 @@ zt_status zt_swap_open(zt_swap *s, zt_aio *aio, const char *const *paths, int np
     }
     /* zeros, as fresh moments: the buffers are zeroed */
     zt_aio_req r[3][ZT_SWAP_MAX_ARRAYS];
-    unsigned pending[3] = {0}, moments = 1u << ZT_SWAP_M | 1u << ZT_SWAP_V;
+    unsigned pending[3] = {0}, moments = arrays & ZT_SWAP_MOMENTS;
     for (size_t k = 0; k < s->nchunks && !st; k++) {
         int b = (int)(k % 3);
         if ((st = finish(s, r[b], &pending[b]))) break;
@@ -166,7 +174,7 @@ zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
     s->cached = 0;
     zt_aio_req rd[3][ZT_SWAP_MAX_ARRAYS], wr[3][ZT_SWAP_MAX_ARRAYS];
     unsigned reading[3] = {0}, writing[3] = {0};
-    unsigned all = (1u << s->narrays) - 1, back = all & ~(1u << ZT_SWAP_GRAD); /* the gradient is only read */
+    unsigned all = s->arrays, back = all & ~(1u << ZT_SWAP_GRAD); /* the gradient is only read */
     size_t chunks = s->nchunks;
     zt_status st = chunks ? transfer(s, 0, s->buf[0], 0, all, rd[0]) : ZT_OK;
     reading[0] = chunks && !st ? all : 0;
@@ -177,9 +185,10 @@ zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
             reading[nb] = all;
         }
         if ((st = finish(s, rd[b], &reading[b]))) break;
-        float *arrays[ZT_SWAP_MAX_ARRAYS];
-        for (int a = 0; a < s->narrays && !st; a++) {
-            arrays[a] = s->buf[b] + (size_t)a * s->chunk;
+        float *arrays[ZT_SWAP_MAX_ARRAYS] = {NULL};
+        for (int a = 0; a < ZT_SWAP_MAX_ARRAYS && !st; a++) {
+            if (!holds(s, a)) continue;
+            arrays[a] = s->buf[b] + (size_t)place(s, a) * s->chunk;
             st = verify(s, k, a, arrays[a]);
         }
         if (st || (st = fn(ctx, s->first[k], chunk_len(s, k), arrays)) ||
@@ -198,14 +207,14 @@ zt_status zt_swap_update(zt_swap *s, zt_swap_fn fn, void *ctx)
  * written back for a put. */
 static zt_status copy(zt_swap *s, int a, size_t first, size_t n, float *get, const float *put)
 {
-    ZT_ASSERT(a < s->narrays && first <= s->numel && n <= s->numel - first);
+    ZT_ASSERT(holds(s, a) && first <= s->numel && n <= s->numel - first);
     float *w = s->buf[0];
     zt_status st = ZT_OK;
     for (size_t k = n ? chunk_of(s, first) : s->nchunks; !st && k < s->nchunks && s->first[k] < first + n; k++) {
         size_t w0 = s->first[k], len = chunk_len(s, k), lo = first > w0 ? first : w0;
         size_t hi = first + n < w0 + len ? first + n : w0 + len;
         zt_aio_req r;
-        size_t id = k * s->narrays + a + 1;
+        size_t id = chunk_id(s, k, a) + 1;
         int skip = s->cached == id || (put && lo == w0 && hi == w0 + len); /* in the buffer, or all replaced */
         s->cached = 0;
         if (!skip && ((st = zt_aio_read(s->aio, &s->file, w, len * sizeof(float), at(s, a, k), &r)) ||

@@ -30,6 +30,17 @@ zt_zero_options zt_plan_zero_options(const zt_recipe *r)
     };
 }
 
+zt_zero_options zt_plan_adapter_zero_options(const zt_recipe *r)
+{
+    zt_zero_options o = zt_plan_zero_options(r);
+    o.stage = r->zero.stage < 2 ? r->zero.stage : 2;
+    o.params_at = ZT_PARAM_DEVICE;
+    o.quantized_weights = o.quantized_gradients = o.error_feedback = o.measure_quant = 0;
+    o.hpz = 1;
+    o.swap_kind = NULL;
+    return o;
+}
+
 zt_actstore_options zt_plan_actstore_options(const zt_recipe *r)
 {
     return (zt_actstore_options){.tier = r->offload.activations,

@@ -16,6 +16,11 @@
 /* ZeRO's options: [zero], offload.param and offload.optimizer, the checkpointing that stage 3's
  * prefetch depends on, and the swap file's I/O settings. */
 zt_zero_options zt_plan_zero_options(const zt_recipe *r);
+/* With LoRA, the options of the adapters' partition (the frozen base takes zt_plan_zero_options):
+ * replicated and never offloaded, their gradients all-reduced (stages 0-1) or reduce-scattered
+ * into the owners' optimizer shards (stages 2 and 3), no ZeRO++ (nothing of theirs is gathered);
+ * their AdamW state where offload.optimizer says. */
+zt_zero_options zt_plan_adapter_zero_options(const zt_recipe *r);
 /* The activation store's options: offload.activations, a micro-batch's tokens, the I/O settings. */
 zt_actstore_options zt_plan_actstore_options(const zt_recipe *r);
 /* The memory-centric tiling (zero.embedding_tiles, zero.mlp_tiles, zero.head_tiles) on model m;

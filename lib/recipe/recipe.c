@@ -608,7 +608,7 @@ unsigned zt_recipe_lora_targets(const zt_recipe *r)
 }
 
 /* [lora]: the target names, one source of the adapter's shape, and what LoRA cannot train
- * with yet (offloaded weights or optimizer state; ZeRO stage 3 on several ranks: check_world). */
+ * with (the trainer refuses what a sharded base cannot carry yet, once it knows the world). */
 static zt_status check_lora(const zt_recipe *r)
 {
     if (r->lora.quantize_base != ZT_QBASE_NONE && !zt_recipe_lora_on(r))
@@ -648,10 +648,16 @@ static zt_status check_lora(const zt_recipe *r)
                             "up_proj, down_proj, qkv_proj, gate_up_proj, or \"all-linear\" alone",
                             name);
     }
-    if (r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE)
+    if (r->zero.quantized_gradients)
+        return key_fail(r, schema_key("zero", "quantized_gradients"),
+                        "zero.quantized_gradients (qgZ) quantizes the gradients ZeRO stage 3 reduce-scatters; with "
+                        "LoRA (lora.r, lora.adapter) there are none: the frozen base has no gradient and the adapters' "
+                        "are reduced exactly");
+    if (r->model.device == ZT_DEVICE_CUDA &&
+        (r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE))
         return key_fail(r, schema_key("offload", r->offload.param != ZT_OFFLOAD_NONE ? "param" : "optimizer"),
                         "LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is "
-                        "not supported yet");
+                        "not supported on the CUDA backend yet (model.device = \"cuda\")");
     return ZT_OK;
 }
 
@@ -676,7 +682,7 @@ static zt_status check_keys(const zt_recipe *r)
                         "offload.param = \"%s\" needs zero.stage = 3 (it is %d)",
                         zt_offload_tier_names[r->offload.param], r->zero.stage);
     if (r->offload.param == ZT_OFFLOAD_NVME && r->offload.optimizer != ZT_OFFLOAD_NVME &&
-        r->offload.optimizer != ZT_OFFLOAD_AUTO)
+        r->offload.optimizer != ZT_OFFLOAD_AUTO && !zt_recipe_lora_on(r)) /* LoRA: the file holds the base alone */
         return key_fail(r, later(r, schema_key("offload", "param"), schema_key("offload", "optimizer")),
                         "offload.param = \"nvme\" needs offload.optimizer = \"nvme\" (it is \"%s\"): the step streams "
                         "weights, gradients and moments through the same file",
@@ -711,10 +717,10 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
 {
     if (world < 1 || ranks_per_node < 1)
         return zt_fail(ZT_EUSER, "world size %d and ranks per node %d must be at least 1", world, ranks_per_node);
-    if (zt_recipe_lora_on(r) && world > 1 && r->zero.stage == 3)
-        return key_fail(r, schema_key("zero", "stage"),
-                        "LoRA (lora.r, lora.adapter) with zero.stage = 3 on %d ranks is "
-                        "not supported yet: use stage 0, 1 or 2",
+    if (zt_recipe_lora_on(r) && world > 1 && r->zero.stage == 3 && r->model.device == ZT_DEVICE_CUDA)
+        return key_fail(r, later(r, schema_key("zero", "stage"), schema_key("model", "device")),
+                        "LoRA (lora.r, lora.adapter) with zero.stage = 3 on %d ranks is not supported on the CUDA "
+                        "backend yet: use stage 0, 1 or 2",
                         world);
     int hpz = r->zero.hpz_partition_size;
     const zt_recipe_key *k = schema_key("zero", "hpz_partition_size");

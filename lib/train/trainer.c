@@ -109,6 +109,10 @@ static zt_status restore(zt_trainer *t)
     return ZT_OK;
 }
 
+/* The ZeRO stage the run is at: with LoRA and a sharded base, the base's (the adapters' partition
+ * runs stage 3 as stage 2: plan/options.h). */
+static int zero_stage(const zt_trainer *t) { return t->base.m ? t->base.stage : t->zero.stage; }
+
 /* Every rank agrees on failure: a rank's error becomes everyone's. */
 static zt_status agree(zt_trainer *t, zt_status st, const char *what)
 {
@@ -148,7 +152,7 @@ static zt_status save_checkpoint(zt_trainer *t, long step)
                           .row = ls.row,
                           .data_hash = data_hash(t),
                           .world = t->zero.world,
-                          .zero_stage = t->zero.stage,
+                          .zero_stage = zero_stage(t),
                           .numel = t->zero.numel,
                           .tokens_seen = (double)t->tokens_seen,
                           .elapsed_s = zt_now_s() - t->t_start,
@@ -185,11 +189,19 @@ static zt_status place(zt_trainer *t)
     return ZT_OK;
 }
 
-/* offload.param = "nvme": the zero partition's loader, a unit of the model's files at a time */
+/* offload.param = "nvme": the zero partition's loader, a unit of the model's files at a time.
+ * With LoRA the base's hash is taken on the way: every rank reads every unit, in order. */
 static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 {
     zt_trainer *t = ctx;
-    return zt_llama_weights_read(&t->m, t->weights, off, n, dst);
+    zt_status st = zt_llama_weights_read(&t->m, t->weights, off, n, dst);
+    if (st || !t->m.lora) return st;
+    t->base_hash = zt_lora_base_hash_add((uint32_t)t->base_hash, dst, n);
+    zt_real *score = zt_lora_score(&t->m, 0); /* a reward model's trained head starts as the head read */
+    size_t head = t->m.head_off;
+    if (score && off <= head && head < off + n)
+        t->m.be->upload(t->m.be, score, dst + (head - off), (size_t)t->m.C * sizeof *score);
+    return ZT_OK;
 }
 
 /* lora.quantize_base: the frozen base's linear weights quantized, or mapped from data.cache_dir */
@@ -210,9 +222,32 @@ static zt_status quantize_base(zt_trainer *t)
     return ZT_OK;
 }
 
+/* What a frozen base that ZeRO stage 3 shards (several ranks, or offload.param) cannot carry yet. */
+static zt_status check_sharded_base(const zt_trainer *t, const zt_lora_config *c)
+{
+    const zt_recipe *r = t->r;
+    char how[64];
+    int world = t->comm ? zt_comm_size(t->comm) : 1;
+    if (world > 1) snprintf(how, sizeof how, "zero.stage = 3 on %d ranks", world);
+    else snprintf(how, sizeof how, "offload.param = \"%s\"", zt_offload_tier_names[r->offload.param]);
+    if (r->lora.quantize_base != ZT_QBASE_NONE)
+        return zt_fail(ZT_EUSER,
+                       "lora.quantize_base = \"%s\" with the base sharded (%s) is not supported yet: the quantized "
+                       "base is held whole on every rank (use zero.stage 0, 1 or 2 and offload.param = \"none\")",
+                       zt_qbase_kind_names[r->lora.quantize_base], how);
+    if (c->method == ZT_LORA_METHOD_DORA && zt_llama_mlp_tiles(&t->m) > 1)
+        return zt_fail(ZT_EUSER,
+                       "lora.method = \"dora\" (use_dora) with zero.mlp_tiles = %d and the base sharded (%s) is not "
+                       "supported yet: DoRA's norms read each MLP weight whole, which the tiles gather in pieces",
+                       zt_llama_mlp_tiles(&t->m), how);
+    return ZT_OK;
+}
+
 /* LoRA: adapters on the frozen model, from lora.adapter or freshly initialised; they, not
- * the model, are what ZeRO and AdamW train. */
-static zt_status attach_lora(zt_trainer *t, int vocab_before)
+ * the model, are what ZeRO and AdamW train. At ZeRO stage 3 (several ranks, or offload.param)
+ * the frozen base is a partition of its own (base: its options), sharded before the adapters
+ * start: DoRA's magnitudes then gather each layer as they are computed. */
+static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_options *base)
 {
     const zt_recipe *r = t->r;
     if (t->m.V != vocab_before)
@@ -233,13 +268,17 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
         st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
                      r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",
                      t->algo->score_head ? "a reward model (rlhf.algorithm = \"reward\")" : "a causal LM");
+    int world = t->comm ? zt_comm_size(t->comm) : 1, sharded = zt_zero_effective_stage(base, world) == 3;
+    if (!st && sharded) st = check_sharded_base(t, &c);
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
     t->m.lora->seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
+    /* the hash of the weights as read, before any quantization; streamed, as they load (load_unit) */
+    t->base_hash = base->load ? zt_lora_base_hash_start(&t->m) : zt_lora_base_hash(&t->m);
+    if (sharded && (st = zt_zero_init(&t->base, t->comm, base, &t->m))) return st;
     st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter)
                             : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
-    t->base_hash = zt_lora_base_hash(&t->m); /* of the weights as read, before any quantization */
     if (!st && r->lora.quantize_base != ZT_QBASE_NONE) st = quantize_base(t);
     return st;
 }
@@ -274,7 +313,10 @@ static zt_status open_model(zt_trainer *t)
                        "add them to the model first, or use offload.param = \"cpu\"",
                        V, t->m.V);
     if (stream) opts.load = load_unit, opts.load_ctx = t;
-    if (zt_recipe_lora_on(r) && (st = attach_lora(t, V))) return st;
+    if (zt_recipe_lora_on(r)) {
+        if ((st = attach_lora(t, V, &opts))) return st;
+        opts = zt_plan_adapter_zero_options(r);
+    }
     st = zt_zero_init(&t->zero, t->comm, &opts, t->m.lora ? &t->m.lora->view : &t->m);
     zt_st_close(t->weights); /* read through: the rest of the run never needs it */
     t->weights = NULL;
@@ -329,7 +371,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
                 "on %d rank(s), ZeRO stage %d",
                 r->model.path, t->m.numel, t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
                 t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
-                t->zero.world, t->zero.stage);
+                t->zero.world, zero_stage(t));
     return ZT_OK;
 }
 
@@ -360,6 +402,7 @@ static zt_status train_step(zt_trainer *t, long step, zt_step_result *res, float
     if (t->m.lora) t->m.lora->pass = (uint64_t)step << 24; /* dropout masks follow the step: a resume draws the same */
     zt_zero_zero_grads(&t->zero);
     zt_status st = t->algo->grads(t, step, res);
+    if (!st && t->base.m) st = zt_zero_reduce_grads(&t->base); /* a frozen base: a gather that failed */
     if (st || (st = zt_actstore_error(&t->acts))) return st;
     return zt_optimizer_step(t->r, &t->zero, &t->opt, zt_schedule_lr(&t->sched, step), step, res->loss, gnorm_out);
 }
@@ -373,15 +416,20 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
         zt_comm_bytes_reset(t->comm);
         if (st) return st;
     }
-    double wait_s = zt_zero_take_wait_s(&t->zero); /* rank 0's exposed gather time */
-    uint64_t rd, wr, ard, awr;
-    double io_wait_s, acts_wait_s; /* rank 0's exposed I/O */
+    zt_zero *gathered = t->base.m ? &t->base : &t->zero; /* what stage 3 gathers: the frozen base under LoRA */
+    double wait_s = zt_zero_take_wait_s(gathered);       /* rank 0's exposed gather time */
+    uint64_t rd, wr, ard, awr, brd = 0, bwr = 0;
+    double io_wait_s, acts_wait_s, base_wait_s = 0; /* rank 0's exposed I/O */
     zt_optstate_take_io(&t->opt, &rd, &wr, &io_wait_s);
     zt_actstore_take_io(&t->acts, &ard, &awr, &acts_wait_s);
-    double io[2] = {(double)(rd + ard), (double)(wr + awr)}; /* summed over ranks, as the comm bytes */
+    if (t->base.aio) { /* the frozen base's swap file (offload.param = "nvme") */
+        zt_aio_take_bytes(t->base.aio, &brd, &bwr);
+        base_wait_s = zt_aio_take_wait_s(t->base.aio);
+    }
+    double io[2] = {(double)(rd + ard + brd), (double)(wr + awr + bwr)}; /* summed over ranks, as the comm bytes */
     zt_status st = zt_zero_sum(&t->zero, io, 2);
     double qerr[2] = {-1, -1}; /* zero.measure_quantization */
-    if (!st && t->zero.o.measure_quant) st = zt_zero_take_quant_error(&t->zero, qerr);
+    if (!st && gathered->o.measure_quant) st = zt_zero_take_quant_error(gathered, qerr);
     if (st) return st;
     t->io_bytes += io[0] + io[1];
     cJSON *row = zt_trainer_row(t, step, NULL);
@@ -414,7 +462,7 @@ static zt_status log_step(zt_trainer *t, long step, double loss, float gnorm, in
     zt_json_number(row, "gather_wait_s", wait_s);
     cJSON_AddNumberToObject(row, "io_read_bytes", io[0]);
     cJSON_AddNumberToObject(row, "io_write_bytes", io[1]);
-    zt_json_number(row, "io_wait_s", io_wait_s + acts_wait_s);
+    zt_json_number(row, "io_wait_s", io_wait_s + acts_wait_s + base_wait_s);
     if (qerr[0] >= 0) zt_json_number(row, "quant_error_weights", qerr[0]);
     if (qerr[1] >= 0) zt_json_number(row, "quant_error_grads", qerr[1]);
     return zt_rundir_metrics(&t->rd, row);
@@ -511,6 +559,19 @@ static void teardown(zt_trainer *t)
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
     zt_zero_free(&t->zero);
+    zt_zero_free(&t->base);
+}
+
+zt_status zt_trainer_gather_model(zt_trainer *t)
+{
+    zt_status st = zt_zero_gather_all(&t->zero);
+    return !st && t->base.m ? zt_zero_gather_all(&t->base) : st;
+}
+
+void zt_trainer_release_model(zt_trainer *t)
+{
+    zt_zero_release_all(&t->zero);
+    if (t->base.m) zt_zero_release_all(&t->base);
 }
 
 /* A job started by mpirun or srun (one rank among several) gets a communicator; a
@@ -573,10 +634,16 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     }
     int evaluated_last = r->train.eval_steps > 0 && t.total_steps % r->train.eval_steps == 0;
     if (!st && !preempted && !evaluated_last) st = evaluate(&t, t.total_steps);
+    if (!st && t.base.m) st = zt_zero_reduce_grads(&t.base); /* a gather of the last evaluation that failed */
     zt_log_status(NULL);
     /* before the final save assembles the whole model */
     size_t peak_rss_train = zt_peak_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
+    if (t.base.m) { /* LoRA: the frozen base's slices (weights alone) beside the adapters */
+        zt_zero_memory b = zt_zero_memory_use(&t.base);
+        mem.params += b.params, mem.grads += b.grads, mem.optimizer += b.optimizer;
+        mem.gathered_peak += b.gathered_peak;
+    }
     if (!st && !preempted && algo->finish) st = algo->finish(&t);
     if (!st && !preempted && !saves_from_file(&t)) st = zt_zero_gather_all(&t.zero);
     if (!st && !preempted && t.lead) st = save_final(&t);
@@ -597,7 +664,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
         cJSON_AddNumberToObject(summary, "peak_rss_train_bytes", (double)peak_rss_train);
         cJSON_AddNumberToObject(summary, "device_peak_bytes", (double)t.m.be->memory_peak(t.m.be));
-        add_memory(summary, &mem, t.zero.stage);
+        add_memory(summary, &mem, zero_stage(&t));
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
     }
     /* a failure is reported as it was met, not as what cleaning up after it met (a full disk

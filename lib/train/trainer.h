@@ -65,6 +65,7 @@ struct zt_trainer {
     zt_data_tools tools;
     zt_comm *comm; /* NULL for a single process */
     zt_zero zero;
+    zt_zero base;     /* LoRA at ZeRO stage 3 (several ranks or offload.param): the frozen base's partition */
     int lead;         /* rank 0: prints and writes the run files */
     int rows, T;      /* a micro-batch: rows × T tokens */
     zt_optstate opt;  /* AdamW state for the segments this rank updates (zero.seg) */
@@ -84,6 +85,10 @@ struct zt_trainer {
  * before clipping. A loss or gradient that is not finite is an error. */
 zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, double lr, long step, double loss,
                             float *gnorm);
+/* The whole model in t->m.params on every rank, to generate from (ZeRO stage 3 gathers its units;
+ * with LoRA the frozen base's), a collective; zt_trainer_release_model frees it again. */
+zt_status zt_trainer_gather_model(zt_trainer *t);
+void zt_trainer_release_model(zt_trainer *t);
 /* Trains with algo: what zt pretrain, zt sft and zt rlhf run. */
 zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char **argv);
 /* A metrics row for rank 0 (the step and split fields set), or NULL elsewhere. */

@@ -24,7 +24,7 @@ static size_t moment_bytes(size_t n) { return (n + 1) * sizeof(float); }
 size_t zt_optstate_bytes(zt_offload_tier tier, const zt_offload_io *io, size_t n)
 {
     if (tier != ZT_OFFLOAD_NVME) return 2 * moment_bytes(n);
-    return zt_swap_buffer_bytes(n, zt_optstate_chunk_bytes(io, n, 2), 2);
+    return zt_swap_buffer_bytes(n, zt_optstate_chunk_bytes(io, n, 2), ZT_SWAP_MOMENTS);
 }
 
 zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
@@ -48,7 +48,7 @@ zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offloa
     char name[160];
     zt_aio_scratch_name(name, sizeof name, z->rank, kind);
     o->swap = &o->own_swap;
-    st = zt_swap_open(o->swap, o->aio, io->nvme_paths, io->npaths, name, n, chunk, 2, NULL, 0);
+    st = zt_swap_open(o->swap, o->aio, io->nvme_paths, io->npaths, name, n, chunk, ZT_SWAP_MOMENTS, NULL, 0);
     uint64_t rd, wr; /* the file's first zeros are not a step's I/O */
     if (!st) zt_aio_take_bytes(o->aio, &rd, &wr);
     return st;

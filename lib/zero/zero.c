@@ -27,8 +27,9 @@ static zt_status stage_in(zt_zero *z)
 {
     size_t bytes = (z->numel + ZT_LLAMA_PAD) * sizeof(float);
     z->params = host_alloc(z, bytes);
-    z->grads = host_alloc(z, bytes);
-    if (!z->params || !z->grads) return zt_fail(ZT_ENOMEM, "out of host memory for %zu parameters", z->numel);
+    z->grads = z->m->grads ? host_alloc(z, bytes) : NULL; /* a frozen model has none */
+    if (!z->params || (z->m->grads && !z->grads))
+        return zt_fail(ZT_ENOMEM, "out of host memory for %zu parameters", z->numel);
     z->m->be->download(z->m->be, z->params, z->m->params, z->numel * sizeof(float));
     return ZT_OK;
 }
@@ -64,6 +65,7 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     z->params = m->params, z->grads = m->grads;
     /* AdamW writes the bf16 copy along, except at stage 3, where a gather makes each unit's copy */
     z->params16 = z->comm || z->staged || z->stage == 3 ? NULL : m->params16;
+    ZT_ASSERT(m->grads || z->stage == 3); /* a frozen model is only ever sharded */
     z->ops = z->stage == 3 ? &zt_zero3_ops : &zt_zero12_ops;
     zt_status st = z->staged ? stage_in(z) : ZT_OK;
     if (st) return st;

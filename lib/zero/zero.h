@@ -23,6 +23,13 @@
  * (zero3_nvme.c), in a swap file with AdamW's moments: a gather reads the unit's slice
  * first, a reduction writes it back.
  *
+ * A model without a gradient array (m->grads NULL: the frozen base under LoRA's adapters,
+ * model/lora.h) is partitioned at stage 3 only: its units are sharded and gathered as any
+ * model's (with qwZ and hpZ; from the swap file with offload.param = "nvme", which then holds
+ * its weights alone), and nothing is reduced for it: it has no gradient slices and no optimizer
+ * state, and its zt_zero_reduce_grads only reports a gather that failed. The adapters are a
+ * partition of their own (stages 0-2).
+ *
  * The functions below are the same at every stage: zt_zero_init picks the stage's table of
  * functions once (z.ops, stage.h; zero12.c for stages 0-2, zero3.c for stage 3) and they call
  * through it.

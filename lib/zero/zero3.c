@@ -17,6 +17,9 @@ static void hold(zt_zero3 *s, long long bytes)
 
 static size_t weight_bytes(const zt_zero *z, const zt_unit3 *u) { return zt_llama_weight_bytes(z->m, u->n); }
 
+/* A model without gradients (LoRA's base, zero.h): its units are gathered, nothing is reduced. */
+static int frozen(const zt_zero *z) { return !z->m->grads; }
+
 static void keep_error(zt_zero3 *s, zt_status st)
 {
     if (!s->error) s->error = st;
@@ -40,7 +43,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     if (!st && z->m->params16) st = be->populate(be, z->m->params16 + u->off, u->n * 2);
     keep_error(s, st);
     if (s->error) return;
-    if (p == ZT_COMM_BWD_GATHER && zt_hpz_holds(z, i)) {
+    /* hpZ: the backward gathers inside the group; a frozen model's every gather after its first, as
+       its secondary slices never go stale */
+    if ((p == ZT_COMM_BWD_GATHER || frozen(z)) && zt_hpz_holds(z, i)) {
         s->error = zt_hpz_start(z, i, p);
         return;
     }
@@ -181,7 +186,7 @@ static void on_acquire(void *ctx, int i, zt_llama_use use)
         finish_gather(z, i, use == ZT_LLAMA_FORWARD ? ZT_COMM_FWD_GATHER : ZT_COMM_BWD_GATHER);
         prefetch(z, i, use);
     }
-    if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !u->grads_in) {
+    if ((use == ZT_LLAMA_BACKWARD || use == ZT_LLAMA_GRADS) && !frozen(z) && !u->grads_in) {
         keep_error(s, z->m->be->populate(z->m->be, z->m->grads + u->off, u->n * sizeof(float)));
         load_grads(z, i);
         u->grads_in = 1;
@@ -243,7 +248,7 @@ static zt_status init(zt_zero *z)
     st = zt_zeropp_init(z);
     if (st) return st;
     m->be->discard(m->be, m->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
-    m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
+    if (m->grads) m->be->discard(m->be, m->grads, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     if (m->params16) m->be->discard(m->be, m->params16, m->numel * 2);
     if (z->staged) zt_pages_discard(z->params, (m->numel + ZT_LLAMA_PAD) * sizeof(float));
     s->hooks = (zt_llama_hooks){z, on_acquire, on_release, on_finish};
@@ -279,28 +284,29 @@ static zt_status take_error(zt_zero *z)
 static void zero_grads(zt_zero *z)
 {
     zt_zero3 *s = z->z3;
+    if (frozen(z)) return;
     for (int i = 0; i < s->units; i++) s->u[i].fresh = 1;
     s->store.ops->zero_grads(z);
 }
 
 /* The gradients were reduced unit by unit in the backward pass: what is left is to report a
- * collective that failed there, and to complete the slices. */
+ * collective that failed there (a frozen model's only task here), and to complete the slices. */
 static zt_status reduce_grads(zt_zero *z)
 {
     zt_status st = take_error(z);
-    return st ? st : z->z3->store.ops->flush(z);
+    return st || frozen(z) ? st : z->z3->store.ops->flush(z);
 }
 
 static zt_status grad_sumsq(zt_zero *z, double *out)
 {
-    *out = z->z3->store.ops->grad_sumsq(z);
+    *out = frozen(z) ? 0 : z->z3->store.ops->grad_sumsq(z);
     return zt_zero_allsum(z, out, 1);
 }
 
-/* The next use gathers the new weights; hpZ's secondary slices are stale. */
+/* The next use gathers the new weights; hpZ's secondary slices are stale (a frozen model's never are). */
 static zt_status params_updated(zt_zero *z)
 {
-    for (int i = 0; i < z->z3->units; i++) z->z3->u[i].hpz.held = 0;
+    for (int i = 0; i < z->z3->units && !frozen(z); i++) z->z3->u[i].hpz.held = 0;
     return ZT_OK;
 }
 
@@ -326,11 +332,11 @@ static zt_status read_local(zt_zero *z, size_t at, size_t n, float *dst)
 static zt_zero_memory memory_use(const zt_zero *z)
 {
     const zt_zero3 *s = z->z3;
-    size_t local = z->local_numel;
+    size_t local = z->local_numel, trained = frozen(z) ? 0 : local; /* a frozen model: weights alone */
     zt_zero_memory u = {
         .params = (local + s->hpz.numel) * 4, /* the bf16 copy exists only for gathered units */
-        .grads = local * 4 + (s->qgz.residual ? zt_zero_qgz_residual_bytes(z->m) : 0),
-        .optimizer = local * 8,
+        .grads = trained * 4 + (s->qgz.residual ? zt_zero_qgz_residual_bytes(z->m) : 0),
+        .optimizer = trained * 8,
         .gathered_peak = s->held_peak,
     };
     s->store.ops->memory_use(z, &u);

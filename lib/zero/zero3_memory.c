@@ -1,5 +1,5 @@
 /* ZeRO stage 3's slice store in memory (zero3.h): z.master and z.grad hold this rank's slices
- * of every unit, one after another. They are pinned host memory where a device copies straight
+ * of every unit, one after another (a frozen model's z.grad is NULL). They are pinned host memory where a device copies straight
  * to and from them (staged in one process: offload.param = "cpu" beside a GPU), else plain. */
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +35,11 @@ static zt_status open_memory(zt_zero *z, int reads)
     ms->pinned = z->staged && !z->comm;
     size_t local = z->local_numel, widest = 0;
     for (int i = 0; i < s->units; i++) widest = s->u[i].p > widest ? s->u[i].p : widest;
+    int trained = z->m->grads != NULL;
     z->master = slices_alloc(z, ms->pinned, (local + 1) * sizeof(float));
-    z->grad = slices_alloc(z, ms->pinned, (local + 1) * sizeof(float));
-    if (z->world > 1) ms->scratch = slices_alloc(z, ms->pinned, (widest + 1) * sizeof(float));
-    if (!z->master || !z->grad || (z->world > 1 && !ms->scratch))
+    if (trained) z->grad = slices_alloc(z, ms->pinned, (local + 1) * sizeof(float));
+    if (trained && z->world > 1) ms->scratch = slices_alloc(z, ms->pinned, (widest + 1) * sizeof(float));
+    if (!z->master || (trained && !z->grad) || (trained && z->world > 1 && !ms->scratch))
         return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
     for (int i = 0; i < z->nseg; i++)
         memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));

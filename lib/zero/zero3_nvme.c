@@ -1,6 +1,7 @@
 /* ZeRO stage 3's slice store in the swap file (zero3.h), for offload.param = "nvme": this rank's
  * slices of the fp32 weights and of the summed gradient live in the swap file that also holds
- * AdamW's moments (offload/swap.h, z.swap), one unit's slice a transfer. A gather reads the
+ * AdamW's moments (offload/swap.h, z.swap), one unit's slice a transfer; a frozen model's file
+ * holds its weights alone. A gather reads the
  * slice into a staging buffer (started with the prefetch, so the read overlaps the layers
  * before it); a unit's reduced gradient is written in the background from one of two buffers
  * while the backward pass goes on. The optimizer step then streams weights, gradient and
@@ -54,7 +55,7 @@ size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, i
     int nseg;
     size_t local = zt_zero_segments(m, 3, world, 0, NULL, &nseg);
     return (size_t)staging_buffers(zt_zero3_reads(m, o), micro_batches > 1) * slice_bytes(widest) +
-           zt_swap_buffer_bytes(local, o->swap_chunk, 4);
+           zt_swap_buffer_bytes(local, o->swap_chunk, ZT_SWAP_ALL);
 }
 
 static zt_status wait_write(zt_zero *z, int b)
@@ -126,8 +127,8 @@ static zt_status open_file(zt_zero *z)
     zt_aio_scratch_name(name, sizeof name, z->rank, o->swap_kind ? o->swap_kind : "params");
     zt_status st = zt_aio_open(&z->aio, o->aio_block, o->aio_depth);
     if (!st)
-        st = zt_swap_open(z->swap, z->aio, o->nvme_paths, o->nvme_npaths, name, z->local_numel, o->swap_chunk, 4, cuts,
-                          s->units);
+        st = zt_swap_open(z->swap, z->aio, o->nvme_paths, o->nvme_npaths, name, z->local_numel, o->swap_chunk,
+                          z->m->grads ? ZT_SWAP_ALL : 1u << ZT_SWAP_MASTER, cuts, s->units);
     free(cuts);
     if (st) { /* nothing of the file to close */
         free(z->swap);
@@ -327,11 +328,11 @@ static zt_status get_weights(zt_zero *z, size_t at, size_t n, float *dst)
     return zt_swap_get(z->swap, ZT_SWAP_MASTER, at, n, dst);
 }
 
-/* Weights, gradient and moments in the file; what stays is the staging. */
+/* Weights, gradient and moments in the file (a frozen model's weights); what stays is the staging. */
 static void memory_use(const zt_zero *z, zt_zero_memory *u)
 {
     const nvme_store *ns = state(z);
-    u->params -= z->local_numel * 4, u->grads -= z->local_numel * 4, u->optimizer = 0;
+    u->params -= z->local_numel * 4, u->grads -= z->m->grads ? z->local_numel * 4 : 0, u->optimizer = 0;
     u->gathered_peak += (size_t)staging_buffers(ns->nstage, 0) * ns->slice_bytes; /* the accumulation's aside */
 }
 

@@ -2,9 +2,10 @@
 # LoRA with zt rlhf: DPO whose reference is the base with the adapters switched off (the
 # reference log-probabilities bitwise those of the same model trained fully, although the
 # adapter it starts from moves the policy's), a first loss of ln 2 from fresh adapters, the
-# loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1 and
-# 2 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
-# adapters off, generation through the adapters: as the merged model against the base); a reward
+# loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1, 2
+# and 3 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
+# adapters off, generation through the adapters: as the merged model against the base; at ZeRO
+# stage 3 on 2 ranks, generating from the gathered base, as 1 rank); a reward
 # model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
 # modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
 # refusals (DoRA or a quantized base with GRPO, an adapter of the other kind).
@@ -172,8 +173,8 @@ for a, b in zip(rows("grpo-adapter"), rows("grpo-merged")):
     assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
 PY
 
-# --- ZeRO: 2 ranks against 1 (stage 1 all-reduces the adapters' gradients, stage 2
-# reduce-scatters them), 2 micro-batches of 4 pairs on 1 rank against 1 on each of 2. The
+# --- ZeRO: 2 ranks against 1 (stage 1 all-reduces the adapters' gradients, stages 2 and 3
+# reduce-scatter them; stage 3 shards the frozen base and gathers it per unit), 2 micro-batches of 4 pairs on 1 rank against 1 on each of 2. The
 # per-pair values are computed alike, the gradients summed in another grouping (fp32 roundings),
 # and adam_epsilon = 1e-6 keeps the gradient elements that are rounding noise still (t2300-rlhf.sh
 # says why): 1e-5 relative on the losses and margins, 1e-4 on the gradient norms, as t2300's
@@ -185,7 +186,7 @@ PY
 need_mpi
 expect_ok "DPO with LoRA, 1 rank, 6 steps" "$ZT" rlhf dpo.toml output.dir=one train.max_steps=6 train.eval_steps=0 \
   train.adam_epsilon=1e-6
-for stage in 1 2; do
+for stage in 1 2 3; do
   expect_ok "DPO with LoRA, 2 ranks, stage $stage" $MPI -np 2 "$ZT" rlhf dpo.toml output.dir=two$stage \
     train.max_steps=6 train.eval_steps=0 train.adam_epsilon=1e-6 train.gradient_accumulation_steps=1 zero.stage=$stage
   $PY - two$stage <<'PY' && say "ok - DPO with LoRA: stage $stage on 2 ranks matches 1 rank" || fail "stage $stage on 2 ranks differs"
@@ -198,6 +199,27 @@ for x, y in zip(a, b):
         assert abs(x[k] - y[k]) <= rel * max(abs(x[k]), abs(y[k])) + 1e-6, (x["step"], k, x[k], y[k])
 PY
 done
+# GRPO at stage 3 generates from the base gathered whole: 4 prompts × 4 completions a rank against
+# 8 × 4 on one, the same completions (each drawn from a stream of its prompt), so the same rewards
+# and lengths (their means summed per rank first: double roundings, 1e-12 relative); step 1's loss and KL (0 from fresh adapters) within the DPO runs' bounds above, and
+# step 2's KL, a mean of per-token differences of log-probabilities (about 1e-6 here, the adapters
+# one AdamW step from zero) whose two runs differ by the adapters' summation-order roundings (1e-7
+# relative of that step): within 1e-5 relative plus 1e-9 absolute (measured 7e-12 absolute)
+expect_ok "GRPO with LoRA, 1 rank, 2 steps" "$ZT" rlhf grpo.toml output.dir=grpo-z1 train.max_steps=2 train.adam_epsilon=1
+expect_ok "GRPO with LoRA, 2 ranks, stage 3" $MPI -np 2 "$ZT" rlhf grpo.toml output.dir=grpo-z3 train.max_steps=2 \
+  train.adam_epsilon=1 train.micro_batch_size=4 zero.stage=3
+$PY - <<'PY' && say "ok - GRPO with LoRA: stage 3 on 2 ranks generates and trains as 1 rank" || fail "GRPO at stage 3 differs"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+a, b = rows("grpo-z1"), rows("grpo-z3")
+assert len(a) == len(b) == 2
+for x, y in zip(a, b):
+    assert abs(x["reward_mean"] - y["reward_mean"]) <= 1e-12 * x["reward_mean"], (x, y)
+    assert x["completion_length"] == y["completion_length"], (x, y)
+    for k in ("loss", "kl"):
+        assert abs(x[k] - y[k]) <= 1e-5 * max(abs(x[k]), abs(y[k])) + 1e-9, (x["step"], k, x[k], y[k])
+assert a[0]["kl"] == b[0]["kl"] == 0 and a[1]["kl"] > 0, (a, b)
+PY
 
 # --- reward model ------------------------------------------------------------------------------
 expect_ok "reward model with LoRA" "$ZT" rlhf dpo.toml rlhf.algorithm=reward output.dir=rm

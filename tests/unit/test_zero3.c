@@ -16,6 +16,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/rng.h"
+#include "lib/model/lora.h"
 #include "lib/plan/options.h"
 #include "lib/train/trainer.h"
 #include "tests/unit/test.h"
@@ -59,6 +60,7 @@ typedef struct run {
 
 typedef struct result {
     float *weights; /* the flat array after the last step */
+    size_t numel;
     double loss[STEPS];
     int ok;
 } result;
@@ -96,9 +98,9 @@ static void train_steps(const zt_recipe *r, zt_llama *m, zt_zero *z, zt_optstate
     out->ok = 1;
 }
 
-static result train(const run *c)
+/* The recipe of a run: the defaults, the swap file's settings and the run's overrides. */
+static zt_status load_recipe(zt_recipe *r, const char *name, const char *const *overrides)
 {
-    result out = {0};
     char nvme[96], *over[8];
     int n = 0;
     snprintf(nvme, sizeof nvme, "offload.nvme_path=%s", swap_dir);
@@ -106,10 +108,28 @@ static result train(const run *c)
     over[n++] = "offload.aio.block_size=4096";
     over[n++] = "offload.max_pinned_bytes=24576"; /* swap chunks of 4 KiB: a unit in several */
     over[n++] = "train.max_grad_norm=0.9";        /* the gradient norms are 0.96, 0.86, 1.02: clipped, not, clipped */
-    for (int i = 0; c->overrides[i]; i++) over[n++] = (char *)c->overrides[i];
+    for (int i = 0; overrides[i]; i++) over[n++] = (char *)overrides[i];
+    zt_status st = zt_recipe_load(r, NULL, n, over);
+    CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
+    return st;
+}
+
+/* The flat array's weights of z after training, or NULL (a failed check) */
+static float *read_all(zt_zero *z, const char *name)
+{
+    float *w = malloc((z->numel + 1) * sizeof(float));
+    zt_status st = w ? zt_zero_read_weights(z, w, 0, z->numel) : ZT_ENOMEM;
+    CHECK_MSG(!st, "%s: reading the weights: %s", name, w ? zt_errmsg() : "out of memory");
+    if (!st) return w;
+    free(w);
+    return NULL;
+}
+
+static result train(const run *c)
+{
+    result out = {0};
     zt_recipe r;
-    zt_status st = zt_recipe_load(&r, NULL, n, over);
-    CHECK_MSG(!st, "%s: %s", c->name, zt_errmsg());
+    zt_status st = load_recipe(&r, c->name, c->overrides);
     if (st) return out;
     zt_llama_config cfg = tiny_config();
     zt_backend *be = c->as_device ? zt_backend_cpu_as_device() : zt_backend_cpu();
@@ -129,12 +149,7 @@ static result train(const run *c)
         CHECK_MSG(swap_files() == c->swap, "%s: a swap file in %s: %d", c->name, swap_dir, swap_files());
         train_steps(&r, &m, &z, &opt, &out);
     }
-    if (out.ok && (!(out.weights = malloc(m.numel * sizeof(float))) ||
-                   (st = zt_zero_read_weights(&z, out.weights, 0, m.numel)))) {
-        CHECK_MSG(0, "%s: reading the weights: %s", c->name, out.weights ? zt_errmsg() : "out of memory");
-        free(out.weights);
-        out = (result){0};
-    }
+    if (out.ok && !(out.weights = read_all(&z, c->name))) out.ok = 0;
     zt_optstate_close(&opt);
     zt_zero_free(&z);
     zt_llama_free(&m);
@@ -189,11 +204,90 @@ static void test_stage3_tiers(void)
     free(want.weights);
 }
 
+/* LoRA on the same model, its frozen base left whole (stage 0) or sharded at stage 3 (one process:
+ * offload.param), with the trainer's two partitions: the base's, then the adapters' (DoRA's
+ * magnitudes start from the layers the base's partition gathers). The adapters after STEPS steps
+ * into out; the base's partition must hold weights alone, in a file of the weights alone. */
+static result train_lora(const char *name, const char *const *overrides, zt_lora_method method)
+{
+    result out = {0};
+    zt_recipe r;
+    if (load_recipe(&r, name, overrides)) return out;
+    zt_llama_config cfg = tiny_config();
+    zt_llama m;
+    zt_zero base = {0}, z = {0};
+    zt_optstate opt = {0};
+    zt_zero_options bo = zt_plan_zero_options(&r), ao = zt_plan_adapter_zero_options(&r);
+    zt_offload_io io = zt_recipe_offload_io(&r);
+    zt_lora_config lc = {.r = 4, .alpha = 8, .targets = ZT_LORA_ALL, .method = method};
+    zt_status st = zt_llama_init(&m, &cfg, zt_backend_cpu(), ZT_F32);
+    if (!st) st = zt_llama_init_weights(&m, 3, 0.02);
+    if (!st) st = zt_lora_attach(&m, &lc);
+    int sharded = zt_zero_effective_stage(&bo, 1) == 3;
+    if (!st && sharded) st = zt_zero_init(&base, NULL, &bo, &m);
+    if (!st) st = zt_lora_init_weights(&m, 5);
+    if (!st) st = zt_zero_init(&z, NULL, &ao, &m.lora->view);
+    if (!st) st = zt_llama_alloc_acts(&m, 1, T, r.model.activation_checkpointing);
+    if (!st) st = zt_optstate_open(&opt, r.offload.optimizer, &io, &z, "optim");
+    CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
+    if (!st && sharded) {
+        zt_zero_memory u = zt_zero_memory_use(&base);
+        CHECK_MSG(base.stage == 3 && !base.grad && u.grads == 0 && u.optimizer == 0,
+                  "%s: the base's partition: stage %d, %zu bytes of gradients, %zu of optimizer state", name,
+                  base.stage, u.grads, u.optimizer);
+        CHECK_MSG(!base.swap || base.swap->arrays == 1u << ZT_SWAP_MASTER, "%s: the base's swap file holds %x", name,
+                  base.swap ? base.swap->arrays : 0);
+    }
+    if (!st) train_steps(&r, &m, &z, &opt, &out);
+    if (out.ok && !(out.weights = read_all(&z, name))) out.ok = 0;
+    out.numel = z.numel;
+    zt_optstate_close(&opt);
+    zt_zero_free(&z);
+    zt_zero_free(&base);
+    zt_llama_free(&m);
+    zt_recipe_free(&r);
+    CHECK_MSG(!swap_files(), "%s: the swap file is left in %s", name, swap_dir);
+    return out;
+}
+
+static void test_stage3_lora_base(void)
+{
+    /* lora.r: the recipe of a LoRA run, whose base's swap file needs no optimizer state beside it */
+    static const char *const whole[] = {"lora.r=4", "zero.stage=0", NULL};
+    static const char *const tiers[][4] = {
+        {"offload.param=cpu", "lora.r=4", NULL},
+        {"offload.param=nvme", "lora.r=4", NULL},
+        {"offload.param=nvme", "lora.r=4", "offload.optimizer=nvme", NULL},
+    };
+    make_batches(tiny_config().vocab_size);
+    for (int method = ZT_LORA_METHOD_LORA; method <= ZT_LORA_METHOD_DORA; method++) {
+        const char *kind = zt_lora_method_names[method];
+        result want = train_lora(kind, whole, method);
+        CHECK(want.ok);
+        if (!want.ok) continue;
+        /* the adapters moved the loss: a run that does nothing cannot match */
+        CHECK_MSG(want.loss[STEPS - 1] != want.loss[0], "%s: the loss stayed at %.17g", kind, want.loss[0]);
+        for (size_t k = 0; k < sizeof tiers / sizeof tiers[0]; k++) {
+            result got = train_lora(tiers[k][0], tiers[k], method);
+            if (!got.ok) continue;
+            for (int s = 0; s < STEPS; s++)
+                CHECK_MSG(!memcmp(&got.loss[s], &want.loss[s], sizeof(double)),
+                          "%s, %s %s: step %d's loss %.17g, not %.17g", kind, tiers[k][0],
+                          tiers[k][2] ? tiers[k][2] : "", s + 1, got.loss[s], want.loss[s]);
+            long at = first_difference(got.weights, want.weights, want.numel);
+            CHECK_MSG(at < 0, "%s, %s: adapter element %ld differs", kind, tiers[k][0], at);
+            free(got.weights);
+        }
+        free(want.weights);
+    }
+}
+
 int main(void)
 {
     snprintf(swap_dir, sizeof swap_dir, "/tmp/zt_test_zero3_XXXXXX");
     if (!mkdtemp(swap_dir)) return perror("mkdtemp"), 1;
     RUN(test_stage3_tiers);
+    RUN(test_stage3_lora_base);
     if (zt_remove_tree(swap_dir)) fprintf(stderr, "cannot remove %s\n", swap_dir);
     return test_summary();
 }

@@ -199,7 +199,7 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     cJSON **objs = calloc((size_t)n, sizeof *objs);
     if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
     double t0 = zt_now_s();
-    zt_status st = zt_zero_gather_all(&t->zero); /* once for every token of every completion */
+    zt_status st = zt_trainer_gather_model(t); /* once for every token of every completion */
     if (!st && s->gen == &s->host)
         t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
     for (int p = 0; p < prompts && !st; p++) {
@@ -214,7 +214,7 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
                                     &objs[row]);
         }
     }
-    zt_zero_release_all(&t->zero);
+    zt_trainer_release_model(t);
     s->acc.generate_s += zt_now_s() - t0;
     for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
     if (!st) st = score(s, n, objs);
