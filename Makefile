@@ -237,6 +237,7 @@ test-san: all tests
 bench: all
 	@bench/run.sh
 	@bench/lora.sh
+	@bench/bf16_demo.sh
 	@bench/zero.sh
 	@bench/offload.sh
 	@if [ -n "$(BENCH_3B)" ]; then bench/offload3b.sh; else echo "bench: BENCH_3B=1 also runs bench/offload3b.sh (15 minutes, 62 GB of disk)"; fi
