@@ -8,6 +8,7 @@
 # bench/RESULTS.md. About 8 minutes on 2 cores.
 set -u
 cd "$(dirname "$0")/.."
+. bench/record.sh
 OUT=build/bench/bf16-demo
 PY=/usr/bin/python3
 mkdir -p "$OUT"
@@ -56,9 +57,5 @@ for name, label in (("fp32", "fp32"), ("fp32-avx2", "fp32, ZT_CPU=avx2"), ("bf16
 print("\n".join(lines))
 EOF
 )
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
-[ -n "$(git status --porcelain 2>/dev/null | head -1)" ] && COMMIT+=" (uncommitted changes)"
-HEAD="### $(date -u '+%Y-%m-%d %H:%M UTC') · $COMMIT · the demo in fp32 and bf16 (bench/bf16_demo.sh)"
-INFO="- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') ($(nproc) cores online); $(./zt env 2>/dev/null | grep -m1 '^cpu:'); $(./zt env 2>/dev/null | grep -m1 '^bf16 gemm:'); load average at the start: $LOAD"
-printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE"
-printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE" >> bench/RESULTS.md
+INFO="- CPU: $(bench_cpu); load average at the start: $LOAD"
+bench_record "the demo in fp32 and bf16 (bench/bf16_demo.sh)" "$INFO" "$TABLE"

@@ -14,6 +14,7 @@
 # process's (PEFT). A part that is missing or fails shows as "missing".
 set -u
 cd "$(dirname "$0")/.."
+. bench/record.sh
 
 THREADS=${BENCH_THREADS:-2}
 OUT=build/bench/lora
@@ -87,11 +88,7 @@ print("\n".join(lines))
 EOF
 )
 
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
-[ -n "$(git status --porcelain 2>/dev/null | head -1)" ] && COMMIT+=" (uncommitted changes)"
-HEAD="### $(date -u '+%Y-%m-%d %H:%M UTC') · $COMMIT · LoRA against full fine-tuning and transformers + PEFT (bench/lora.sh)"
-INFO="- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') ($(nproc) cores online); $(./zt env 2>/dev/null | grep -m1 '^cpu:'); $(./zt env 2>/dev/null | grep -m1 '^bf16 gemm:')
+INFO="- CPU: $(bench_cpu)
 - environment: OMP_NUM_THREADS=$THREADS, torch.set_num_threads($THREADS); load average at the start: $LOAD
 - model: llama60m shape (56.4M parameters, untied), 4 x 256 random tokens a step; LoRA r 16, alpha 32 on q, k, v, o, gate, up, down; AdamW lr 1e-4, no weight decay, clipping at 1"
-printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE"
-printf '\n%s\n%s\n\n%s\n' "$HEAD" "$INFO" "$TABLE" >> bench/RESULTS.md
+bench_record "LoRA against full fine-tuning and transformers + PEFT (bench/lora.sh)" "$INFO" "$TABLE"
