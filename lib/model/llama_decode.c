@@ -134,8 +134,8 @@ zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens,
     if (m->qbase) /* the decode step multiplies m->params, whose quantized weights are given back */
         return zt_fail(ZT_EUSER, "generation on a quantized base (lora.quantize_base) is not supported yet: export "
                                  "with --merge first");
-    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA)
-        return zt_fail(ZT_EUSER, "generation with a DoRA adapter (lora.method = \"dora\") is not supported yet");
+    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA && !m->lora->decode_norms)
+        return zt_fail(ZT_EUSER, "generation with a DoRA adapter needs its norms (zt_lora_prepare_decode)");
     if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");
     if (c->len + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);

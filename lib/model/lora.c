@@ -348,17 +348,23 @@ static const zt_real *dropped(zt_lora *a, int l, zt_lora_module mod, const zt_re
 
 /* ---- forward and backward --------------------------------------------------------------- */
 
-/* DoRA's part of y, u = xd·Aᵀ given: y += (g - 1)·W·xd + g·s·u·Bᵀ, g = M / ||W + s·B·A||
- * (the norms computed here, for the backward pass too). */
-static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, zt_real *y, int ldy)
+/* The norms ||W + s·B·A|| of module mod in layer l, in a->weight_norm */
+static zt_real *layer_norms(const zt_lora *a, int l, zt_lora_module mod)
+{
+    return a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
+}
+
+/* DoRA's part of y for N rows, u = xd·Aᵀ given and the norms in a->weight_norm: y += (g - 1)·W·xd
+ * + g·s·u·Bᵀ, g = M / ||W + s·B·A||. */
+static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, zt_real *y, int ldy, int N)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
-    zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod], *v = a->dv, *bu = a->de;
-    if (!a->keep_norms) weight_norms(m, m->params, a->view.params, l, mod, norm, v, a->scratch_tokens * widest(m));
+    const zt_real *norm = layer_norms(a, l, mod);
+    zt_real *v = a->dv, *bu = a->de;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, v, out); /* W·xd */
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 0, bu, out);                  /* s·u·Bᵀ */
 #pragma omp parallel for schedule(static)
@@ -379,7 +385,7 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
-    const zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
+    const zt_real *norm = layer_norms(a, l, mod);
     zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, t, out);
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, t, out); /* t = W·xd + s·u·Bᵀ */
@@ -408,7 +414,10 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
-    if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy);
+    if (is_dora(a) && !a->keep_norms) /* for the backward pass too */
+        weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), a->dv,
+                     a->scratch_tokens * widest(m));
+    if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy, N);
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
@@ -421,7 +430,23 @@ void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     be->gemm(be, 0, 1, n, r, in, 1, x, in, A, in, 0, a->u, r);
-    be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+    if (is_dora(a)) dora_forward(m, l, mod, x, y, ldy, n);
+    else be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
+zt_status zt_lora_prepare_decode(zt_llama *m)
+{
+    zt_lora *a = m->lora;
+    if (!a || !is_dora(a)) return ZT_OK;
+    size_t cap;
+    zt_real *buf = norm_rows(m, &cap);
+    if (!buf) return zt_fail(ZT_ENOMEM, "out of memory for the DoRA norms");
+    for (int l = 0; l < m->L; l++)
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+            if (targeted(a, mod)) weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), buf, cap);
+    free(buf);
+    a->decode_norms = 1;
+    return ZT_OK;
 }
 
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
@@ -587,17 +612,42 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), c);
 }
 
+/* dir's adapter_config.json, its path in path[4096] */
+static zt_status read_adapter_config(const char *dir, char *path, cJSON **o)
+{
+    char *text;
+    size_t len;
+    zt_status st = zt_path_join(path, 4096, dir, "adapter_config.json");
+    if (!st) st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (cJSON_IsObject(*o)) return ZT_OK;
+    cJSON_Delete(*o);
+    return zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+}
+
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c)
 {
     char path[4096];
-    char *text;
-    size_t len;
-    zt_status st = zt_path_join(path, sizeof path, dir, "adapter_config.json");
-    if (!st) st = zt_read_file(path, &text, &len);
+    cJSON *o;
+    zt_status st = read_adapter_config(dir, path, &o);
     if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
-    st = cJSON_IsObject(o) ? parse_adapter_config(path, o, c) : zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+    st = parse_adapter_config(path, o, c);
+    cJSON_Delete(o);
+    return st;
+}
+
+zt_status zt_lora_read_base(const char *dir, char *base, size_t cap)
+{
+    char path[4096];
+    cJSON *o;
+    zt_status st = read_adapter_config(dir, path, &o);
+    if (st) return st;
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
+    if (cJSON_IsString(b) && b->valuestring[0] && strlen(b->valuestring) < cap)
+        snprintf(base, cap, "%s", b->valuestring);
+    else st = zt_fail(ZT_EUSER, "'%s': 'base_model_name_or_path' is missing or not a path", path);
     cJSON_Delete(o);
     return st;
 }

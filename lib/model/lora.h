@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "llama.h"
+#include "qbase.h"
 
 /* The linear layers an adapter can sit on, with their Hugging Face module names. A family has
  * either q, k, v, gate and up, or (Phi-3) the fused qkv_proj and gate_up_proj, which PEFT adapts
@@ -98,6 +99,7 @@ typedef struct zt_lora {
     zt_real *weight_norm;
     size_t norm_off[ZT_LORA_NMODULES], layer_outputs;
     int keep_norms;
+    int decode_norms; /* zt_lora_prepare_decode has computed them */
 } zt_lora;
 
 /* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score the head's copy
@@ -124,6 +126,17 @@ zt_status zt_lora_load(zt_llama *m, const char *dir);
  * adapter_model.safetensors in fp32. */
 zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
 
+/* Whether dir is a PEFT adapter directory (it has adapter_config.json). */
+int zt_lora_is_adapter_dir(const char *dir);
+/* base_model_name_or_path of dir's adapter_config.json into base (cap bytes): the base model the
+ * adapter names, as PEFT's AutoPeftModel takes it. */
+zt_status zt_lora_read_base(const char *dir, char *base, size_t cap);
+/* The adapters of the PEFT adapter directory dir attached to m (weights loaded, vocabulary
+ * final) and loaded, on the base they were trained on: m's linear weights quantized and
+ * dequantized as dir's zt_quantization.json notes, or without the note as kind and double_quant
+ * say (ZT_QBASE_NONE: left as they are). Base + adapter without merging (zt eval, zt generate). */
+zt_status zt_lora_attach_dir(zt_llama *m, const char *dir, zt_qbase_kind kind, int double_quant);
+
 /* CRC-32C of the base model's weights as they are in memory (and its shape): what a
  * checkpoint records so that a resume onto another base is refused. */
 uint32_t zt_lora_base_hash(const zt_llama *m);
@@ -138,9 +151,12 @@ zt_status zt_lora_merge(zt_llama *m);
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
                       zt_real *dx);
-/* The decoder's (llama_decode.c, LoRA only): y[n, O] += s·B·A·x[n, I], no dropout; n at most
- * the scratch's tokens. */
+/* The decoder's (llama_decode.c): y[n, O] += s·B·A·x[n, I] (DoRA: its part of y, as in the
+ * forward pass), no dropout; n at most the scratch's tokens. */
 void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
+/* DoRA: the norms ||W + s·B·A|| the decoder uses, from the weights as they are now (the decoder
+ * refuses a DoRA model without them; again after the weights change). Nothing to do for LoRA. */
+zt_status zt_lora_prepare_decode(zt_llama *m);
 /* The score head's trained copy and its gradient (config.score, adapters on), else NULL. */
 zt_real *zt_lora_score(const zt_llama *m, int grad);
 

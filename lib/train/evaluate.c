@@ -10,7 +10,6 @@
 #include "lib/data/jsonl.h"
 #include "lib/core/fileio.h"
 #include "lib/model/lora.h"
-#include "lib/model/qbase.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -92,8 +91,11 @@ static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eva
 {
     if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
     zt_generator g;
-    zt_status st = zt_generator_open(&g, model_dir, r->tokenizer.chat_template, r->tokenizer.chat_template_path,
-                                     r->data.max_length + r->eval.max_new_tokens);
+    zt_generator_options o = {.model = model_dir,
+                              .chat_template = r->tokenizer.chat_template,
+                              .template_path = r->tokenizer.chat_template_path,
+                              .max_len = r->data.max_length + r->eval.max_new_tokens};
+    zt_status st = zt_generator_open(&g, &o);
     if (st) return st;
     g.max_new_tokens = r->eval.max_new_tokens;
     accuracy_ctx a = {.g = &g, .format = r->data.format, .max = r->eval.max_examples};
@@ -117,33 +119,13 @@ static zt_status loss_check(const zt_eval_result *e, const char *data)
                    isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
 }
 
-/* --checkpoint DIR holding a PEFT adapter (adapter_config.json: a LoRA run's final/): it is
- * evaluated on model.path, as lora.adapter is. */
-static int is_adapter_dir(const char *dir)
-{
-    char path[4096];
-    return dir && !zt_path_join(path, sizeof path, dir, "adapter_config.json") && zt_path_exists(path);
-}
-
-/* The adapters of adapter_dir on the model (its vocabulary final), and the base as they were
- * trained on it: quantized when the adapter directory notes so, else as lora.quantize_base says. */
-static zt_status attach_adapter(zt_llama *m, const char *adapter_dir, const zt_recipe *r)
-{
-    zt_lora_config c;
-    zt_qbase_kind kind;
-    int dq;
-    zt_status st = zt_lora_read_config(adapter_dir, &c);
-    if (!st) st = zt_qbase_note_read(adapter_dir, &kind, &dq);
-    if (!st && kind == ZT_QBASE_NONE) kind = r->lora.quantize_base, dq = r->lora.double_quant;
-    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, kind, dq);
-    if (!st) st = zt_lora_attach(m, &c);
-    return st ? st : zt_lora_load(m, adapter_dir);
-}
-
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
-    const char *adapter = is_adapter_dir(checkpoint_dir) ? checkpoint_dir : r->lora.adapter[0] ? r->lora.adapter : NULL;
-    if (adapter == checkpoint_dir) checkpoint_dir = NULL; /* the adapters go on model.path */
+    /* --checkpoint DIR holding a PEFT adapter (a LoRA run's final/) is evaluated on model.path, as lora.adapter is */
+    const char *adapter = zt_lora_is_adapter_dir(checkpoint_dir) ? checkpoint_dir
+                          : r->lora.adapter[0]                   ? r->lora.adapter
+                                                                 : NULL;
+    if (adapter == checkpoint_dir) checkpoint_dir = NULL;
     out->accuracy = NAN;
     out->answered = 0;
     if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
@@ -163,7 +145,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
                      "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
                      "whose adapters cannot have trained them",
                      r->model.path, V, m.V);
-    if (!st && adapter) st = attach_adapter(&m, adapter, r);
+    if (!st && adapter) st = zt_lora_attach_dir(&m, adapter, r->lora.quantize_base, r->lora.double_quant);
     if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         if (!st) st = loss_check(out, valid.n_examples ? "data.valid" : "data.train");

@@ -154,6 +154,55 @@ static void test_phi3_merge_is_peft(void)
     check_merge_is_peft(FIXTURE "/phi3/base", FIXTURE "/phi3/adapter", FIXTURE "/phi3/merged.safetensors", 2 * 4);
 }
 
+/* The decoder with the adapter of dir attached (zt_lora_attach_dir: not merged) against the
+ * decoder on the merged model: the logits after a prefill of the first sequence's first 10
+ * tokens (in chunks of 4, the adapters' scratch) and after each of its next tokens one at a time.
+ * The same products as the merge test's, the adapter's rounded apart from W's or into it, through
+ * two layers and the head (t2400-lora.sh's parity argument): within 1e-5 of the largest logit. A
+ * DoRA adapter's decoder refuses to run before zt_lora_prepare_decode. */
+static void check_decode_matches_merge(const char *base, const char *dir)
+{
+    enum { PREFILL = 10, CHUNK = 4 };
+    zt_llama m, merged;
+    zt_llama_cache c, cm;
+    int32_t input[ROWS * T], target[ROWS * T], pos[ROWS * T];
+    CHECK(load_batch(input, target, pos) == ROWS);
+    CHECK_MSG(zt_model_open(&m, base, ZT_F32, ZT_DEVICE_CPU) == ZT_OK &&
+                  zt_lora_attach_dir(&m, dir, ZT_QBASE_NONE, 0) == ZT_OK && zt_lora_alloc_scratch(&m, CHUNK) == ZT_OK,
+              "%s", zt_errmsg());
+    CHECK_MSG(open_adapted(&merged, base, dir) == ZT_OK && zt_lora_merge(&merged) == ZT_OK, "%s", zt_errmsg());
+    zt_lora_free(&merged); /* the merged model alone */
+    CHECK(zt_llama_cache_init(&c, &m, T, 64) == ZT_OK && zt_llama_cache_init(&cm, &merged, T, 64) == ZT_OK);
+    zt_real *got = malloc(2 * (size_t)m.V * sizeof *got), *want = got + m.V;
+    int dora = m.lora->cfg.method == ZT_LORA_METHOD_DORA;
+    CHECK((zt_llama_decode(&m, &c, input, PREFILL, got) == ZT_EUSER) == dora); /* DoRA: its norms first */
+    zt_llama_cache_reset(&c);
+    CHECK(zt_lora_prepare_decode(&m) == ZT_OK);
+    double worst = 0;
+    for (int t = PREFILL; t < T && input[t]; t++) {
+        int first = t == PREFILL, n = first ? PREFILL : 1;
+        const int32_t *in = first ? input : &input[t - 1];
+        CHECK(zt_llama_decode(&m, &c, in, n, got) == ZT_OK && zt_llama_decode(&merged, &cm, in, n, want) == ZT_OK);
+        double big = 0, diff = 0;
+        for (int v = 0; v < m.V; v++) big = fmax(big, fabs(want[v])), diff = fmax(diff, fabs(got[v] - want[v]));
+        worst = fmax(worst, diff / big);
+    }
+    CHECK_MSG(worst <= 1e-5, "%s: the decoder's logits within %g of the largest, not the merged model's", dir, worst);
+    printf("# %s: decoded logits within %.2g of the largest of the merged model's\n", dir, worst);
+    free(got);
+    zt_llama_cache_free(&c, &m);
+    zt_llama_cache_free(&cm, &merged);
+    zt_llama_free(&m);
+    zt_llama_free(&merged);
+}
+
+static void test_decode_matches_merge(void)
+{
+    check_decode_matches_merge(FIXTURE "/base", FIXTURE "/adapter");
+    check_decode_matches_merge(FIXTURE "/base", FIXTURE "/dora");
+    check_decode_matches_merge(FIXTURE "/phi3/base", FIXTURE "/phi3/adapter");
+}
+
 /* The module name of a target_modules entry: itself, or the end of a layer's module path */
 static const char *module_name(const char *entry)
 {
@@ -240,5 +289,6 @@ int main(void)
     RUN(test_phi3_loss_matches_peft);
     RUN(test_phi3_merge_is_peft);
     RUN(test_saved_phi3_adapter_is_peft);
+    RUN(test_decode_matches_merge);
     return test_summary();
 }
