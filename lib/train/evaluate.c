@@ -87,11 +87,15 @@ static zt_status accuracy_line(void *ctx, const cJSON *o)
     return st;
 }
 
-static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eval_result *out)
+/* model_dir answers, with adapter (a PEFT adapter directory, or NULL) on it as the loss saw it */
+static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, const char *adapter, zt_eval_result *out)
 {
     if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
     zt_generator g;
     zt_generator_options o = {.model = model_dir,
+                              .adapter = adapter,
+                              .quantize_base = r->lora.quantize_base,
+                              .double_quant = r->lora.double_quant,
                               .chat_template = r->tokenizer.chat_template,
                               .template_path = r->tokenizer.chat_template_path,
                               .max_len = r->data.max_length + r->eval.max_new_tokens};
@@ -155,9 +159,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     zt_data_tools_close(&d);
     zt_llama_free(&m);
     int chat = r->data.format == ZT_DATA_CHAT || r->data.format == ZT_DATA_INSTRUCT;
-    if (!st && r->eval.generate && chat && adapter)
-        st = zt_fail(ZT_EUSER, "eval.generate with LoRA adapters is not supported yet (zt export --merge makes a model "
-                               "to evaluate)");
-    if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);
+    if (!st && r->eval.generate && chat)
+        st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, adapter, out);
     return st;
 }

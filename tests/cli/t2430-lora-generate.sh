@@ -4,7 +4,8 @@
 # completions equal those of the merged model (zt export --merge) for PEFT's LoRA and DoRA adapters
 # of tests/fixtures/lora, for a QLoRA adapter (the base quantized and dequantized as its
 # zt_quantization.json says, which changes the completion) and for a LoRA run's final/ on an NF4
-# base (its own tokenizer); bad adapters exit 2 with one line naming the file.
+# base (its own tokenizer); zt eval's eval.generate answers with an adapter as with its merged
+# model; bad adapters exit 2 with one line naming the file.
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 
@@ -56,6 +57,32 @@ expect_ok "export --merge of the run" "$ZT" export run --merge --out merged-run
 gen run --model run/final
 gen merged-run --model merged-run
 same run
+
+# eval.generate with an adapter (zt eval --checkpoint ADAPTER, lora.adapter): a LoRA run that
+# memorised four answers gives them all (the base none), as its merged model does
+$PY - <<'PY'
+import json
+with open("chat.jsonl", "w") as f, open("chat-corpus.txt", "w") as c:
+    for a in ("abcd", "bead", "cafe", "dace"):
+        f.write(json.dumps({"messages": [{"role": "user", "content": "reverse " + a}, {"role": "assistant", "content": a[::-1]}]}) + "\n")
+        c.write("user reverse %s assistant %s\n" % (a, a[::-1]))
+PY
+spm_train --input=chat-corpus.txt --model_prefix=chat --vocab_size=30 --model_type=char --minloglevel=2 \
+  --user_defined_symbols='<|im_start|>,<|im_end|>' --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+make_tiny chatbase vocab_size=32 bos_token_id=1 eos_token_id=2 && $PY "$ROOT/tests/cli/llama_ref.py" perturb chatbase \
+  && cp chat.model chatbase/tokenizer.model  # weights larger than init: a frozen head the adapters can steer
+printf '[model]\npath = "chatbase"\ndtype = "fp32"\n[tokenizer]\nchat_template = "chatml"\n[data]\ntrain = "chat.jsonl"\nvalid = "chat.jsonl"\nformat = "chat"\nmax_length = 64\n[train]\nmax_steps = 100\nmicro_batch_size = 4\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\n[eval]\ngenerate = true\nmax_new_tokens = 8\n[lora]\nr = 8\nalpha = 16\ntarget_modules = "all-linear"\n' > chat.toml
+expect_ok "LoRA sft on four answers" "$ZT" sft chat.toml output.dir=chatrun
+expect_ok "export --merge" "$ZT" export chatrun --merge --out chatmerged
+accuracy() { # accuracy WHAT ARGS...: zt eval's accuracy
+  "$ZT" eval chat.toml "${@:2}" lora.r=0 > "$1.json" 2>"$TMP/err" || { fail "eval $1 (exit $?)"; cat "$TMP/err" >&2; }
+  $PY -c "import json; r = json.load(open('$1.json')); assert r['answered'] == 4, r; print(r['accuracy'])"
+}
+got=$(accuracy adapter --checkpoint chatrun/final) && recipe=$(accuracy recipe lora.adapter=chatrun/final) \
+  && merged=$(accuracy merged --checkpoint chatmerged) && plain=$(accuracy plain)
+[ "$got" = 1 ] && [ "$recipe" = 1 ] && [ "$merged" = 1 ] && [ "$plain" = 0 ] \
+  && say "ok - eval.generate with the adapter answers as the merged model: $got (the base $plain)" \
+  || fail "accuracy: adapter $got, lora.adapter $recipe, merged $merged, base $plain"
 
 # errors: one line, exit 2
 "$ZT" init --arch llama --out wide --seed 1 hidden_size=48 intermediate_size=64 num_hidden_layers=2 \
