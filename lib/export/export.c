@@ -135,13 +135,19 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
 
 /* config.json in dt, the tokenizer files, and generation_config.json (the source's, or
  * one made from its config.json) */
-static zt_status write_model_files(const char *src, const char *out, const zt_llama_config *cfg, zt_dtype dt)
+/* The model files of src (config.json with cfg's changes), and with an adapter (NULL: none) the
+ * files it has over them: a run's final/ has the tokenizer it trained with (added tokens, the
+ * chat template) and its generation config. */
+static zt_status write_model_files(const char *src, const char *adapter, const char *out, const zt_llama_config *cfg,
+                                   zt_dtype dt)
 {
     static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
     char path[4096];
     zt_status st = zt_state_copy_model_files(out, src);
+    if (!st && adapter) st = zt_state_copy_model_files(out, adapter);
     if (!st) st = zt_path_join(path, sizeof path, out, "config.json");
     if (!st) st = zt_llama_config_save(cfg, path, torch_names[dt]);
+    if (!st && adapter && has_file(adapter, "generation_config.json")) return ZT_OK;
     if (!st) st = zt_path_join(path, sizeof path, out, "generation_config.json");
     return st ? st : zt_generation_config_write(src, cfg, NULL, 0, path);
 }
@@ -213,7 +219,7 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
     if (!st) st = check_out_dir(base_dir, out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st) st = zt_llama_save(&m, out_dir, dt, max_shard_bytes);
-    if (!st) st = write_model_files(base_dir, out_dir, &m.cfg, dt);
+    if (!st) st = write_model_files(base_dir, info->source, out_dir, &m.cfg, dt);
     info->numel = m.numel;
     info->dtype = zt_dtype_name(dt);
     zt_llama_free(&m);
@@ -249,7 +255,7 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
-    if (!st) st = write_model_files(info->source, out_dir, &cfg, dt);
+    if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
     if (r) zt_st_close(r);
     zt_st_writer_free(w);
     free(ctx);

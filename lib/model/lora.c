@@ -124,24 +124,39 @@ static zt_status check_config(const zt_lora_config *c)
     return ZT_OK;
 }
 
-/* The score head's copy (config.score): after the layers' adapters, named as PEFT saves it */
-static void add_score(zt_llama *m, zt_lora *a)
+/* A base tensor trained whole (modules_to_save: the score head, the embedding, the LM head): its copy
+ * of rows × C at off, after the layers' adapters, named as PEFT saves it, starting as the base's
+ * tensor at element base_off */
+static void add_copy(zt_llama *m, zt_lora *a, const char *name, size_t off, int rows, size_t base_off)
 {
     zt_llama *v = &a->view;
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
-    snprintf(t->name, sizeof t->name, "base_model.model.score.weight");
-    t->offset = a->score_off, t->ndim = 2, t->shape[0] = m->cfg.num_labels, t->shape[1] = m->C, t->decay = 1;
-    m->be->copy(m->be, v->params + a->score_off, m->params + m->head_off, (size_t)m->C * sizeof(zt_real));
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = m->C, t->decay = 1;
+    m->be->copy(m->be, v->params + off, m->params + base_off, (size_t)rows * m->C * sizeof(zt_real));
+}
+
+/* modules_to_save the model cannot take */
+static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
+{
+    if (c->score && m->cfg.num_labels != 1)
+        return zt_fail(ZT_EUSER,
+                       "lora: the adapter trains a score head (modules_to_save = [\"score\"]), which a causal "
+                       "LM lacks: it is a reward model's adapter");
+    if ((c->save & ZT_LORA_SAVE_HEAD) && m->cfg.num_labels)
+        return zt_fail(ZT_EUSER, "lora: modules_to_save names lm_head, which a model with a score head lacks");
+    if (c->save && m->cfg.tie_word_embeddings)
+        return zt_fail(ZT_EUSER,
+                       "lora: modules_to_save = embed_tokens or lm_head on a model whose LM head is its embedding "
+                       "(tie_word_embeddings) is not supported yet");
+    return ZT_OK;
 }
 
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
 {
     zt_status st = check_config(c);
+    if (!st) st = check_saved(m, c);
     if (st) return st;
-    if (c->score && m->cfg.num_labels != 1)
-        return zt_fail(ZT_EUSER,
-                       "lora: the adapter trains a score head (modules_to_save = [\"score\"]), which a causal "
-                       "LM lacks: it is a reward model's adapter");
     if (c->dropout > 0 && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
                        m->be->name);
@@ -166,9 +181,12 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     }
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
+    size_t vocab = (size_t)m->V * m->C;
     a->score_off = a->layer_numel * m->L;
-    v->numel = a->score_off + (c->score ? (size_t)m->C : 0);
-    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 1, sizeof *v->tensors);
+    a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
+    a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
+    v->numel = a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     size_t qk = zt_llama_qk_norm_weights(m);
@@ -193,7 +211,10 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
             if (is_dora(a)) add_magnitude(v, A + (size_t)c->r * (in + out), out, path);
         }
-    if (c->score) add_score(m, a);
+    if (c->score) add_copy(m, a, "base_model.model.score.weight", a->score_off, m->cfg.num_labels, m->head_off);
+    if (c->save & ZT_LORA_SAVE_EMBED)
+        add_copy(m, a, "base_model.model.model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
+    if (c->save & ZT_LORA_SAVE_HEAD) add_copy(m, a, "base_model.model.lm_head.weight", a->head_off, m->V, m->head_off);
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
     return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
@@ -295,7 +316,7 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the adapters");
     for (int i = 0; i < v->n_tensors; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
-        if (t->ndim == 1 || !strstr(t->name, ".lora_")) continue; /* DoRA's magnitude: below; the score head's */
+        if (t->ndim == 1 || !strstr(t->name, ".lora_")) continue; /* DoRA's magnitude: below; the copies */
         size_t n = (size_t)t->shape[0] * t->shape[1];
         int is_a = strstr(t->name, ".lora_A.") != NULL;
         double bound = 1 / sqrt((double)t->shape[1]); /* kaiming_uniform_(a = sqrt(5)): gain·sqrt(3/fan_in) */
@@ -482,6 +503,20 @@ zt_real *zt_lora_score(const zt_llama *m, int grad)
     return (grad ? a->view.grads : a->view.params) + a->score_off;
 }
 
+zt_real *zt_lora_embed(const zt_llama *m, int grad)
+{
+    const zt_lora *a = m->lora;
+    if (!a || a->disabled || !(a->cfg.save & ZT_LORA_SAVE_EMBED)) return NULL;
+    return (grad ? a->view.grads : a->view.params) + a->embed_off;
+}
+
+zt_real *zt_lora_head(const zt_llama *m, int grad)
+{
+    const zt_lora *a = m->lora;
+    if (!a || a->disabled || !(a->cfg.save & ZT_LORA_SAVE_HEAD)) return NULL;
+    return (grad ? a->view.grads : a->view.params) + a->head_off;
+}
+
 /* ---- files ------------------------------------------------------------------------------ */
 
 static zt_status bad_config(const char *path, const char *key, const char *why)
@@ -558,17 +593,23 @@ static int is_off(const cJSON *v)
     return !v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsObject(v) && !v->child);
 }
 
-/* modules_to_save as PEFT's SEQ_CLS task sets it: "score" (and "classifier", which a Llama lacks) */
-static int saves_score(const cJSON *save)
+/* modules_to_save: "embed_tokens" and "lm_head" into c->save; "score" (and "classifier", which a
+ * Llama lacks), as PEFT's SEQ_CLS task sets it, into c->score. 0 for a module zt cannot train. */
+static int parse_saved(const cJSON *save, zt_lora_config *c)
 {
-    int score = 0, other = 0;
     const cJSON *list = cJSON_IsArray(save) ? save : NULL, *e;
+    int classifier = 0;
+    if (!list) return is_off(save);
     cJSON_ArrayForEach(e, list)
     {
-        int s = cJSON_IsString(e) && !strcmp(e->valuestring, "score");
-        score |= s, other |= !s && !(cJSON_IsString(e) && !strcmp(e->valuestring, "classifier"));
+        const char *s = cJSON_IsString(e) ? e->valuestring : "";
+        if (!strcmp(s, "embed_tokens")) c->save |= ZT_LORA_SAVE_EMBED;
+        else if (!strcmp(s, "lm_head")) c->save |= ZT_LORA_SAVE_HEAD;
+        else if (!strcmp(s, "score")) c->score = 1;
+        else if (!strcmp(s, "classifier")) classifier = 1;
+        else return 0;
     }
-    return score && !other;
+    return !classifier || c->score;
 }
 
 static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
@@ -594,11 +635,10 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     if (dora && !cJSON_IsBool(dora)) return bad_config(path, "use_dora", "must be true or false");
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
-    const cJSON *save = cJSON_GetObjectItemCaseSensitive(o, "modules_to_save");
-    int score = saves_score(save);
-    if (!score && !is_off(save))
+    if (!parse_saved(cJSON_GetObjectItemCaseSensitive(o, "modules_to_save"), c))
         return bad_config(path, "modules_to_save",
-                          "is set: not supported yet (other than [\"score\"], a reward model's)");
+                          "names a module zt cannot train whole (it trains embed_tokens, lm_head and a reward "
+                          "model's score)");
     static const char *const unsupported[] = {"layers_to_transform",     "rank_pattern",
                                               "alpha_pattern",           "lora_bias",
                                               "exclude_modules",         "layer_replication",
@@ -607,7 +647,7 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
-    c->rslora = cJSON_IsTrue(rs), c->score = score;
+    c->rslora = cJSON_IsTrue(rs);
     c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;
     return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), c);
 }
@@ -652,6 +692,24 @@ zt_status zt_lora_read_base(const char *dir, char *base, size_t cap)
     return st;
 }
 
+/* PEFT's own copies of a trained embedding or LM head, which it saves beside the trained one when
+ * the vocabulary grew: NAME.original_module.weight (the base's) and NAME.modules_to_save.weight
+ * (the trained one again) for a copy NAME.weight in v */
+static int peft_copy(const zt_llama *v, const char *name)
+{
+    static const char *const kinds[] = {".original_module.weight", ".modules_to_save.weight"};
+    char trained[sizeof v->tensors->name];
+    size_t n = strlen(name);
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(kinds[i]);
+        if (n <= k || n - k + sizeof ".weight" > sizeof trained || strcmp(name + n - k, kinds[i])) continue;
+        snprintf(trained, sizeof trained, "%.*s.weight", (int)(n - k), name);
+        const zt_llama_tensor *t = zt_llama_find_tensor(v, trained);
+        if (t && !strstr(trained, ".lora_")) return 1;
+    }
+    return 0;
+}
+
 zt_status zt_lora_load(zt_llama *m, const char *dir)
 {
     char path[4096];
@@ -662,7 +720,7 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     if (st) return st;
     for (int i = 0; !st && i < zt_st_count(rd); i++) {
         const char *name = zt_st_get(rd, i)->name;
-        if (!zt_llama_find_tensor(v, name))
+        if (!zt_llama_find_tensor(v, name) && !peft_copy(v, name))
             st = zt_fail(ZT_EUSER, "'%s': tensor '%s' is not an adapter of this model and adapter_config.json", path,
                          name);
     }
@@ -694,10 +752,12 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));
-    if (a->cfg.score) { /* PEFT's for a SEQ_CLS task */
+    if (a->cfg.score || a->cfg.save) { /* a SEQ_CLS task's "classifier", "score" after the others, as PEFT's */
         cJSON *s = cJSON_AddArrayToObject(o, "modules_to_save");
-        cJSON_AddItemToArray(s, cJSON_CreateString("classifier"));
-        cJSON_AddItemToArray(s, cJSON_CreateString("score"));
+        static const char *const names[] = {"embed_tokens", "lm_head", "classifier", "score"};
+        int on[] = {a->cfg.save & ZT_LORA_SAVE_EMBED, a->cfg.save & ZT_LORA_SAVE_HEAD, a->cfg.score, a->cfg.score};
+        for (int i = 0; i < 4; i++)
+            if (on[i]) cJSON_AddItemToArray(s, cJSON_CreateString(names[i]));
     } else {
         cJSON_AddNullToObject(o, "modules_to_save");
     }
@@ -797,7 +857,10 @@ zt_status zt_lora_merge(zt_llama *m)
             cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
             if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
         }
+    size_t vocab = (size_t)m->V * m->C;
     if (a->cfg.score) memcpy(w + m->head_off, p + a->score_off, (size_t)m->C * sizeof *w);
+    if (a->cfg.save & ZT_LORA_SAVE_EMBED) memcpy(w + m->embed_off, p + a->embed_off, vocab * sizeof *w);
+    if (a->cfg.save & ZT_LORA_SAVE_HEAD) memcpy(w + m->head_off, p + a->head_off, vocab * sizeof *w);
     free(buf);
     free(norm);
     zt_llama_params_unmap(&a->view, p, 0);

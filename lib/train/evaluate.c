@@ -144,11 +144,9 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
         return st;
     }
     int V = m.V;
-    if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V)
-        st = zt_fail(ZT_EUSER,
-                     "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
-                     "whose adapters cannot have trained them",
-                     r->model.path, V, m.V);
+    zt_lora_config c;
+    if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V && !(st = zt_lora_read_config(adapter, &c)))
+        st = zt_lora_check_vocab(&m, &c, V);
     if (!st && adapter) st = zt_lora_attach_dir(&m, adapter, r->lora.quantize_base, r->lora.double_quant);
     if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);

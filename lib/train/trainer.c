@@ -215,11 +215,6 @@ static zt_status quantize_base(zt_trainer *t)
 static zt_status attach_lora(zt_trainer *t, int vocab_before)
 {
     const zt_recipe *r = t->r;
-    if (t->m.V != vocab_before)
-        return zt_fail(ZT_EUSER,
-                       "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
-                       "(%d tokens, %d needed): add them to the model first, or train without lora.*",
-                       vocab_before, t->m.V);
     zt_lora_config c = {.r = r->lora.r,
                         .alpha = r->lora.alpha,
                         .dropout = r->lora.dropout,
@@ -227,12 +222,15 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before)
                         .rslora = r->lora.use_rslora,
                         .init = r->lora.init_lora_weights,
                         .method = r->lora.method,
-                        .score = t->algo->score_head}; /* a reward model's head trains fully */
+                        .score = t->algo->score_head, /* a reward model's head trains fully */
+                        .save = zt_recipe_lora_saved(r)};
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
     if (!st && c.score != t->algo->score_head)
         st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
                      r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",
                      t->algo->score_head ? "a reward model (rlhf.algorithm = \"reward\")" : "a causal LM");
+    if (!st && t->m.V != vocab_before) st = zt_lora_check_vocab(&t->m, &c, vocab_before);
+    if (!st && r->lora.adapter[0]) st = zt_lora_fit_vocab(&t->m, r->lora.adapter);
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
