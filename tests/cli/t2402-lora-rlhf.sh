@@ -4,7 +4,8 @@
 # adapter it starts from moves the policy's), a first loss of ln 2 from fresh adapters, the
 # loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1 and
 # 2 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
-# adapters off, generation through the adapters: as the merged model against the base); a reward
+# adapters off, generation through the adapters: as the merged model against the base) and PPO's
+# LoRA critic (a PEFT SEQ_CLS adapter directory, resumed bit for bit); a reward
 # model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
 # modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
 # refusals (DoRA or a quantized base with GRPO, an adapter of the other kind).
@@ -144,16 +145,41 @@ target_modules = "all-linear"
 dir = "grpo"
 TOML
 for algo in grpo ppo; do
-  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo
+  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo train.save_steps=2
   $PY - $algo <<'PY' && say "ok - $algo: KL 0 from fresh adapters (the reference is the base), then not; final/ holds adapters" || fail "$algo with LoRA"
 import json, os, sys
 d = sys.argv[1]
 rows = [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
 assert len(rows) == 4 and rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[1:]), rows
 assert os.path.exists(d + "/final/adapter_model.safetensors") and not os.path.exists(d + "/final/model.safetensors")
-assert d != "ppo" or os.path.exists("ppo/critic/model.safetensors")  # PPO's critic trains fully
 PY
 done
+# PPO's critic with LoRA: its own adapters on the base and its value head trained whole, final
+# critic/ a PEFT SEQ_CLS adapter directory (as a reward model's, zt export --merge makes the model);
+# the value loss falls; a run cut after the step-2 checkpoint resumes both bit for bit
+$PY - <<'PY' && say "ok - PPO's critic: a PEFT SEQ_CLS adapter, its value loss falling" || fail "PPO's LoRA critic"
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+c = json.load(open("ppo/critic/adapter_config.json"))
+assert c["task_type"] == "SEQ_CLS" and c["modules_to_save"] == ["classifier", "score"] and c["r"] == 8, c
+assert c["base_model_name_or_path"].endswith("/m") and not os.path.exists("ppo/critic/model.safetensors")
+A, P = read_st("ppo/critic/adapter_model.safetensors"), read_st("ppo/final/adapter_model.safetensors")
+assert A["base_model.model.score.weight"].shape == (1, 32) and len(A) == 2 * 7 * 2 + 1, sorted(A)
+assert set(A) - {"base_model.model.score.weight"} == set(P)  # the actor's kind of adapters, its own values
+assert all(not np.array_equal(A[k], P[k]) for k in P if ".lora_B." in k)
+rows = [r for r in map(json.loads, open("ppo/metrics.jsonl")) if "split" not in r]
+print("value loss", [round(r["value_loss"], 4) for r in rows])
+assert rows[-1]["value_loss"] < 0.75 * rows[0]["value_loss"], rows  # measured: to 0.45 of the first in 4 steps
+PY
+cp -r ppo ppo-cut && rm -rf ppo-cut/final ppo-cut/critic ppo-cut/summary.json ppo-cut/checkpoints/step-000004
+expect_ok "PPO resumed" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo output.dir=ppo-cut train.save_steps=2
+cmp -s ppo/final/adapter_model.safetensors ppo-cut/final/adapter_model.safetensors \
+  && cmp -s ppo/critic/adapter_model.safetensors ppo-cut/critic/adapter_model.safetensors \
+  && say "ok - PPO with LoRA resumes the actor and the critic bit for bit" || fail "PPO's resumed adapters differ"
+expect_ok "export --merge of the critic" "$ZT" export ppo/critic --merge --out critic-merged
+grep -q '"LlamaForSequenceClassification"' critic-merged/config.json && say "ok - the merged critic is a value model" \
+  || fail "merged critic: $(cat critic-merged/config.json)"
 # From the DPO adapter at learning rate 0, against the merged model with the base as
 # rlhf.reference: the decoder applies the adapters (the same completions, which the adapter's
 # preference for a-e changes) and the reference is the base. The merged weights round apart from
