@@ -32,18 +32,20 @@ static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targe
 
 static int is_dora(const zt_lora *a) { return a->cfg.method == ZT_LORA_METHOD_DORA; }
 
-/* The widest input or output of a targeted layer. */
-static size_t widest(const zt_llama *m)
+/* The widest input or output of a layer in targets. */
+static size_t widest_of(const zt_llama *m, unsigned targets)
 {
     int w = 0, in, out;
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        if (!targeted(m->lora, mod)) continue;
+        if (!((targets >> mod) & 1)) continue;
         dims(m, mod, &in, &out);
         w = w > in ? w : in;
         w = w > out ? w : out;
     }
     return (size_t)w;
 }
+
+static size_t widest(const zt_llama *m) { return widest_of(m, m->lora->cfg.targets); }
 
 static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
 
@@ -74,6 +76,12 @@ static const char *module_list(unsigned mask, char *buf, size_t cap)
     return buf;
 }
 
+/* The targets of c that m has: all-linear its family's modules, else those named */
+static unsigned model_targets(const zt_llama *m, unsigned targets)
+{
+    return targets == ZT_LORA_ALL ? model_modules(m) : targets & model_modules(m);
+}
+
 /* The targets m has: all-linear its family's modules; named ones it lacks left out, as PEFT
  * leaves them (a Llama adapter's list names no module of Phi-3's but o_proj and down_proj),
  * unless none is left; a module given by layer paths must be in every layer */
@@ -81,7 +89,7 @@ static zt_status resolve_targets(const zt_llama *m, unsigned targets, const int 
 {
     unsigned has = model_modules(m);
     char names[128], known[128];
-    *out = targets == ZT_LORA_ALL ? has : targets & has;
+    *out = model_targets(m, targets);
     if (!*out)
         return zt_fail(ZT_EUSER, "lora: target_modules (%s) name no module of a %s model (it has %s)",
                        module_list(targets, names, sizeof names), m->cfg.model_type,
@@ -152,6 +160,58 @@ static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
     return ZT_OK;
 }
 
+/* a's layout on m (a->cfg's targets those m has): each module's offsets in a layer's block, the
+ * block's elements and outputs, the copies' offsets after the layers; the flat array's elements */
+static size_t lay_out(const zt_llama *m, zt_lora *a)
+{
+    const zt_lora_config *c = &a->cfg;
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        int in, out;
+        dims(m, mod, &in, &out);
+        a->off[mod] = a->layer_numel;
+        a->norm_off[mod] = a->layer_outputs;
+        if (!targeted(a, mod)) continue;
+        a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
+        a->layer_outputs += out;
+    }
+    size_t vocab = (size_t)m->V * m->C;
+    a->score_off = a->layer_numel * m->L;
+    a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
+    a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
+    return a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+}
+
+/* The scratch's elements for micro-batches of `tokens` positions: xd and dxd, u and du, DoRA's
+ * dv and de */
+static size_t scratch_elems(const zt_llama *m, const zt_lora_config *c, size_t tokens)
+{
+    size_t xd = tokens * widest_of(m, c->targets), u = tokens * c->r;
+    return 2 * xd + 2 * u + (c->method == ZT_LORA_METHOD_DORA ? 2 * xd : 0);
+}
+
+/* The frozen norms' gradient sink: the hidden size, or Qwen3's q and k head norms */
+static size_t sink_elems(const zt_llama *m)
+{
+    size_t qk = zt_llama_qk_norm_weights(m);
+    return (size_t)m->C > qk ? (size_t)m->C : qk;
+}
+
+size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c)
+{
+    zt_lora a = {.cfg = *c};
+    a.cfg.targets = model_targets(m, c->targets);
+    return lay_out(m, &a);
+}
+
+size_t zt_lora_buffer_bytes(const zt_llama *m, const zt_lora_config *c, size_t tokens)
+{
+    zt_lora a = {.cfg = *c};
+    a.cfg.targets = model_targets(m, c->targets);
+    lay_out(m, &a);
+    size_t norms = c->method == ZT_LORA_METHOD_DORA ? a.layer_outputs * m->L : 0;
+    return (scratch_elems(m, &a.cfg, tokens) + sink_elems(m) + norms) * sizeof(zt_real);
+}
+
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
 {
     zt_status st = check_config(c);
@@ -170,27 +230,13 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     a->cfg = *c;
     a->cfg.targets = targets;
     a->scale = c->alpha / (c->rslora ? sqrt((double)c->r) : c->r);
-    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        int in, out;
-        dims(m, mod, &in, &out);
-        a->off[mod] = a->layer_numel;
-        a->norm_off[mod] = a->layer_outputs;
-        if (!targeted(a, mod)) continue;
-        a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
-        a->layer_outputs += out;
-    }
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
-    size_t vocab = (size_t)m->V * m->C;
-    a->score_off = a->layer_numel * m->L;
-    a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
-    a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
-    v->numel = a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+    v->numel = lay_out(m, a);
     v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
-    size_t qk = zt_llama_qk_norm_weights(m);
-    a->norm_sink = m->be->alloc(m->be, ((size_t)m->C > qk ? (size_t)m->C : qk) * sizeof(zt_real));
+    a->norm_sink = m->be->alloc(m->be, sink_elems(m) * sizeof(zt_real));
     if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
     m->lora = a;
     if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm)) {
@@ -239,9 +285,9 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    size_t xd = tokens * widest(m), u = tokens * a->cfg.r, dora = is_dora(a) ? 2 * xd : 0;
+    size_t xd = tokens * widest(m), u = tokens * a->cfg.r;
     be->free(be, a->scratch);
-    a->scratch = be->alloc(be, (2 * xd + 2 * u + dora) * sizeof(zt_real));
+    a->scratch = be->alloc(be, scratch_elems(m, &a->cfg, tokens) * sizeof(zt_real));
     if (!a->scratch) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
     a->xd = a->scratch, a->dxd = a->xd + xd, a->u = a->dxd + xd, a->du = a->u + u;
     a->dv = is_dora(a) ? a->du + u : NULL, a->de = is_dora(a) ? a->dv + xd : NULL;

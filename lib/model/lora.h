@@ -113,6 +113,11 @@ typedef struct zt_lora {
  * adapted. ZT_EUSER for a bad configuration (r < 1, no targets or none the model has, alpha <= 0,
  * DoRA off the CPU, a score head the model lacks). */
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
+/* What zt_lora_attach(m, c) allocates, without attaching (zt validate): the flat array's
+ * elements (the adapters and the copies of modules_to_save), and the bytes of the rest (DoRA's
+ * norms, the norms' gradient sink, the scratch for micro-batches of `tokens` positions). */
+size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c);
+size_t zt_lora_buffer_bytes(const zt_llama *m, const zt_lora_config *c, size_t tokens);
 /* Frees the adapters (zt_llama_free calls it). */
 void zt_lora_free(zt_llama *m);
 /* A as zt_lora_init says from streams (seed, tensor), B zero; DoRA's M = ||W + s·B·A|| = ||W||. */

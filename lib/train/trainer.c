@@ -215,16 +215,8 @@ static zt_status quantize_base(zt_trainer *t)
 static zt_status attach_lora(zt_trainer *t, int vocab_before)
 {
     const zt_recipe *r = t->r;
-    zt_lora_config c = {.r = r->lora.r,
-                        .alpha = r->lora.alpha,
-                        .dropout = r->lora.dropout,
-                        .targets = zt_recipe_lora_targets(r),
-                        .rslora = r->lora.use_rslora,
-                        .init = r->lora.init_lora_weights,
-                        .method = r->lora.method,
-                        .score = t->algo->score_head, /* a reward model's head trains fully */
-                        .save = zt_recipe_lora_saved(r)};
-    zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
+    zt_lora_config c;
+    zt_status st = zt_plan_lora_config(r, t->algo->score_head, &c); /* a reward model's head trains fully */
     if (!st && c.score != t->algo->score_head)
         st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
                      r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",
@@ -573,7 +565,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     if (!st && !preempted && !evaluated_last) st = evaluate(&t, t.total_steps);
     zt_log_status(NULL);
     /* before the final save assembles the whole model */
-    size_t peak_rss_train = zt_peak_rss_bytes();
+    size_t peak_rss_train = zt_peak_rss_bytes(), rss_train_end = zt_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
     if (!st && !preempted && algo->finish) st = algo->finish(&t);
     if (!st && !preempted && !saves_from_file(&t)) st = zt_zero_gather_all(&t.zero);
@@ -594,6 +586,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
         cJSON_AddNumberToObject(summary, "peak_rss_train_bytes", (double)peak_rss_train);
+        cJSON_AddNumberToObject(summary, "rss_train_end_bytes", (double)rss_train_end);
         cJSON_AddNumberToObject(summary, "device_peak_bytes", (double)t.m.be->memory_peak(t.m.be));
         add_memory(summary, &mem, t.zero.stage);
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");
