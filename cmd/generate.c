@@ -80,18 +80,22 @@ static zt_status chat(zt_generator *g)
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = NULL, *input = NULL, *output = "-", *tmpl = NULL;
+    const char *model = NULL, *adapter = NULL, *prompt = NULL, *input = NULL, *output = "-", *tmpl = NULL;
     long max_new = 128, top_k = 0, seed = 0, max_len = 4096;
     double temperature = 0, top_p = 1;
     int chat_mode = 0;
     zt_option_list stop = {0};
     zt_usage u = {"zt generate",
-                  "--model DIR [--prompt TEXT | --chat | --input PROMPTS.jsonl --output OUT.jsonl] [options]",
-                  "Generate text with a model directory (weights, config.json and tokenizer). --input reads\n"
+                  "--model DIR [--adapter DIR] [--prompt TEXT | --chat | --input PROMPTS.jsonl --output OUT.jsonl] "
+                  "[options]",
+                  "Generate text with a model directory (weights, config.json and tokenizer), or a base model\n"
+                  "with a PEFT adapter (--adapter, or --model naming the adapter directory, whose\n"
+                  "base_model_name_or_path is the base), run without merging. --input reads\n"
                   "lines {\"prompt\": TEXT or messages} or {\"messages\": [...]} and writes each line back with\n"
                   "\"completion\" added. Messages go through the chat template; a text prompt is used as is."};
     zt_option opts[] = {
-        {"model", 'S', &model, "DIR", "model directory", 0, 0},
+        {"model", 'S', &model, "DIR", "model directory (or a PEFT adapter directory)", 0, 0},
+        {"adapter", 'S', &adapter, "DIR", "a PEFT adapter directory (LoRA, QLoRA, DoRA) on --model", 0, 0},
         {"prompt", 'S', &prompt, "TEXT", "continue this text", 0, 0},
         {"chat", 'F', &chat_mode, "", "talk with the model (chat template) on the terminal", 0, 0},
         {"input", 'S', &input, "FILE", "JSONL file of prompts", 0, 0},
@@ -116,7 +120,9 @@ int cmd_generate(int argc, char **argv)
     zt_status st = tmpl ? zt_template_kind(tmpl, &kind) : ZT_OK;
     if (st) return cmd_fail(st);
     zt_generator g;
-    if ((st = zt_generator_open(&g, model, kind, tmpl, (int)max_len))) return cmd_fail(st);
+    zt_generator_options o = {
+        .model = model, .adapter = adapter, .chat_template = kind, .template_path = tmpl, .max_len = (int)max_len};
+    if ((st = zt_generator_open(&g, &o))) return cmd_fail(st);
     g.max_new_tokens = (int)max_new;
     g.sampler.temperature = temperature, g.sampler.top_k = (int)top_k, g.sampler.top_p = top_p;
     zt_rng_seed(&g.sampler.rng, (uint64_t)seed, 0);

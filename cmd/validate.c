@@ -48,6 +48,17 @@ static void print_placement(const zt_placement *p)
            p->have / 1048576.0);
 }
 
+/* How LoRA's frozen base is held */
+static const char *lora_base_note(const zt_recipe *r, int stage)
+{
+    if (stage >= 3) return "(stage 3: the whole model's share, as without LoRA)";
+    if (r->lora.quantize_base == ZT_QBASE_NF4)
+        return r->lora.double_quant ? "(linear weights in NF4 with double_quant, the rest as read)"
+                                    : "(linear weights in NF4, the rest as read)";
+    if (r->lora.quantize_base == ZT_QBASE_INT8) return "(linear weights in int8, the rest as read)";
+    return r->model.dtype == ZT_BF16 ? "(fp32 and the bf16 copy)" : "(fp32)";
+}
+
 int cmd_validate(int argc, char **argv)
 {
     long world = 1, per_node = 0;
@@ -83,8 +94,12 @@ int cmd_validate(int argc, char **argv)
         }
         printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters%s\n", e.stage,
                world, per_node, e.numel, e.device.total ? ", if it computed on the CPU" : "");
+        if (e.trained)
+            printf("# LoRA: %zu parameters trained (the adapters%s), the base frozen\n", e.trained,
+                   r.lora.modules_to_save.n ? " and lora.modules_to_save" : "");
         row("parameters", e.params, "");
         if (e.hpz) row("  of which hpZ's slices", e.hpz, "(zero.hpz_partition_size)");
+        if (e.trained) row("  of which the frozen base", e.base, lora_base_note(&r, e.stage));
         row("gradients", e.grads, "");
         row("optimizer state", e.optimizer, e.offloaded_host ? "(offloaded to host memory)" : "");
         row("activations", e.activations,
@@ -93,10 +108,9 @@ int cmd_validate(int argc, char **argv)
             r.model.activation_checkpointing ? "(checkpointing off)" : "(checkpointing on)");
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
-        row("total", e.total, "");
-        if (zt_recipe_lora_on(&r))
-            printf("# (LoRA: this is the estimate of training the whole model; the adapters' gradients and optimizer "
-                   "state are far smaller and the base has neither, so a LoRA run needs less)\n");
+        row("total", e.total, e.trained ? "(the larger of:)" : "");
+        if (e.trained) row("  training", e.training, "");
+        if (e.trained) row("  at the start", e.start, "(the base read whole, before the training's buffers)");
         if (e.device.total) {
             printf("\n# GPU memory per rank (model.device = \"cuda\")\n");
             row("parameters", e.device.params, e.stage == 3 ? "(the units in use)" : "");

@@ -85,3 +85,5 @@ static size_t status_kb(const char *key)
 }
 
 size_t zt_peak_rss_bytes(void) { return status_kb("VmHWM:"); }
+
+size_t zt_rss_bytes(void) { return status_kb("VmRSS:"); }

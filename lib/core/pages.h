@@ -23,7 +23,9 @@ void zt_pages_free(void *p);        /* NULL is fine */
  * read as zeros afterwards (the partial pages at its ends are zeroed in place). */
 void zt_pages_discard(void *p, size_t bytes);
 
-/* This process's peak resident memory (VmHWM), in bytes; 0 if unknown. */
+/* This process's peak resident memory (VmHWM) and its resident memory now (VmRSS), in bytes; 0 if
+ * unknown. */
 size_t zt_peak_rss_bytes(void);
+size_t zt_rss_bytes(void);
 
 #endif

@@ -135,13 +135,19 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
 
 /* config.json in dt, the tokenizer files, and generation_config.json (the source's, or
  * one made from its config.json) */
-static zt_status write_model_files(const char *src, const char *out, const zt_llama_config *cfg, zt_dtype dt)
+/* The model files of src (config.json with cfg's changes), and with an adapter (NULL: none) the
+ * files it has over them: a run's final/ has the tokenizer it trained with (added tokens, the
+ * chat template) and its generation config. */
+static zt_status write_model_files(const char *src, const char *adapter, const char *out, const zt_llama_config *cfg,
+                                   zt_dtype dt)
 {
     static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
     char path[4096];
     zt_status st = zt_state_copy_model_files(out, src);
+    if (!st && adapter) st = zt_state_copy_model_files(out, adapter);
     if (!st) st = zt_path_join(path, sizeof path, out, "config.json");
     if (!st) st = zt_llama_config_save(cfg, path, torch_names[dt]);
+    if (!st && adapter && has_file(adapter, "generation_config.json")) return ZT_OK;
     if (!st) st = zt_path_join(path, sizeof path, out, "generation_config.json");
     return st ? st : zt_generation_config_write(src, cfg, NULL, 0, path);
 }
@@ -174,12 +180,9 @@ static zt_status parse_dtype(const char *dtype, const char *config_path, zt_dtyp
     return ZT_OK;
 }
 
-/* The PEFT adapter directory src names (itself, or a run's final/), into info->source, and its
- * base: base_model_name_or_path of its adapter_config.json. */
-static zt_status resolve_adapter(const char *src, zt_export_info *info, char *base, size_t cap)
+/* The PEFT adapter directory src names (itself, or a run's final/), into info->source. */
+static zt_status resolve_adapter(const char *src, zt_export_info *info)
 {
-    char path[4096 + 32], *text;
-    size_t len;
     zt_status st = ZT_OK;
     info->step = -1;
     if (has_file(src, "adapter_config.json")) snprintf(info->source, sizeof info->source, "%s", src);
@@ -189,15 +192,7 @@ static zt_status resolve_adapter(const char *src, zt_export_info *info, char *ba
                        "'%s': --merge needs a PEFT adapter directory (adapter_config.json) or a LoRA run "
                        "whose final/ is one",
                        src);
-    snprintf(path, sizeof path, "%s/adapter_config.json", info->source);
-    if ((st = zt_read_file(path, &text, &len))) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
-    if (cJSON_IsString(b) && strlen(b->valuestring) < cap) snprintf(base, cap, "%s", b->valuestring);
-    else st = zt_fail(ZT_EUSER, "'%s': 'base_model_name_or_path' is missing or not a path (give --base DIR)", path);
-    cJSON_Delete(o);
-    return st;
+    return ZT_OK;
 }
 
 zt_status zt_export_merged(const char *src, const char *base, const char *out_dir, const char *dtype,
@@ -205,26 +200,26 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
 {
     char base_dir[4096], config_path[4096 + 32];
     zt_lora_config c;
-    zt_qbase_kind kind;
-    int dq;
     zt_dtype dt;
     zt_llama m = {0};
-    zt_status st = resolve_adapter(src, info, base_dir, sizeof base_dir);
+    zt_status st = resolve_adapter(src, info);
     if (!st && base) snprintf(base_dir, sizeof base_dir, "%s", base);
+    else if (!st && (st = zt_lora_read_base(info->source, base_dir, sizeof base_dir))) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", zt_errmsg());
+        zt_fail(st, "%s (give --base DIR)", why);
+    }
     snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
     if (!st) st = parse_dtype(dtype, config_path, &dt);
     if (!st) st = zt_lora_read_config(info->source, &c);
-    if (!st) st = zt_qbase_note_read(info->source, &kind, &dq);
     if (!st) st = zt_model_open_head(&m, base_dir, ZT_F32, ZT_DEVICE_CPU, c.score); /* a reward model's adapter */
-    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(&m, kind, dq); /* the base the adapters trained on */
-    if (!st) st = zt_lora_attach(&m, &c);
-    if (!st) st = zt_lora_load(&m, info->source);
+    if (!st) st = zt_lora_attach_dir(&m, info->source, ZT_QBASE_NONE, 0);
     if (!st) st = zt_lora_merge(&m);
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(base_dir, out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st) st = zt_llama_save(&m, out_dir, dt, max_shard_bytes);
-    if (!st) st = write_model_files(base_dir, out_dir, &m.cfg, dt);
+    if (!st) st = write_model_files(base_dir, info->source, out_dir, &m.cfg, dt);
     info->numel = m.numel;
     info->dtype = zt_dtype_name(dt);
     zt_llama_free(&m);
@@ -260,7 +255,7 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
-    if (!st) st = write_model_files(info->source, out_dir, &cfg, dt);
+    if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
     if (r) zt_st_close(r);
     zt_st_writer_free(w);
     free(ctx);

@@ -1,27 +1,70 @@
 #include "generate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/core/arena.h"
+#include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/model/open.h"
 
-zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_template kind, const char *template_path,
-                            int max_len)
+/* The base and the adapter o names: an adapter directory given as the model runs on its
+ * base_model_name_or_path. */
+static zt_status resolve_model(const zt_generator_options *o, char *base, size_t cap, const char **adapter)
 {
+    *adapter = o->adapter;
+    if (!zt_lora_is_adapter_dir(o->model)) {
+        if (snprintf(base, cap, "%s", o->model) >= (int)cap) return zt_fail(ZT_EUSER, "'%s': path too long", o->model);
+        return ZT_OK;
+    }
+    if (o->adapter)
+        return zt_fail(ZT_EUSER, "'%s' is a PEFT adapter directory, not a base model for the adapter '%s'", o->model,
+                       o->adapter);
+    *adapter = o->model;
+    return zt_lora_read_base(o->model, base, cap);
+}
+
+/* The directory of the tokenizer and the chat template: the adapter's when it has a tokenizer */
+static const char *tokenizer_dir(const char *model, const char *adapter)
+{
+    char json[4096], spm[4096];
+    if (!adapter || zt_path_join(json, sizeof json, adapter, "tokenizer.json") ||
+        zt_path_join(spm, sizeof spm, adapter, "tokenizer.model"))
+        return model;
+    return zt_path_exists(json) || zt_path_exists(spm) ? adapter : model;
+}
+
+/* The adapter on the model, ready for the decoder (its scratch for the cache's chunks) */
+static zt_status attach(zt_generator *g, const zt_generator_options *o, const char *adapter, int chunk)
+{
+    zt_status st = zt_lora_attach_dir(&g->m, adapter, o->quantize_base, o->double_quant);
+    if (!st) st = zt_lora_alloc_scratch(&g->m, (size_t)chunk);
+    return st ? st : zt_lora_prepare_decode(&g->m);
+}
+
+zt_status zt_generator_open(zt_generator *g, const zt_generator_options *o)
+{
+    enum { CHUNK = 256 }; /* tokens per decoder call at most */
+    char model[4096];
+    const char *adapter;
     memset(g, 0, sizeof *g);
     g->max_new_tokens = 128;
-    zt_status st = zt_model_open(&g->m, model_dir, ZT_F32, ZT_DEVICE_CPU);
+    zt_status st = resolve_model(o, model, sizeof model, &adapter);
     if (st) return st;
-    if ((st = zt_tokenizer_open(&g->tok, model_dir))) goto fail;
+    const char *tok_dir = tokenizer_dir(model, adapter);
+    if ((st = zt_model_open(&g->m, model, ZT_F32, ZT_DEVICE_CPU)))
+        return adapter == o->model ? zt_fail_context(st, "the base_model_name_or_path of '%s'", adapter) : st;
+    if (adapter && (st = attach(g, o, adapter, CHUNK))) goto fail;
+    if ((st = zt_tokenizer_open(&g->tok, tok_dir))) goto fail;
     if (zt_tokenizer_vocab_size(g->tok) > g->m.V) {
-        st = zt_fail(ZT_EUSER, "'%s': the tokenizer has %d tokens but the model only %d", model_dir,
+        st = zt_fail(ZT_EUSER, "'%s': the tokenizer has %d tokens but the model only %d", tok_dir,
                      zt_tokenizer_vocab_size(g->tok), g->m.V);
         goto fail;
     }
-    if (kind != ZT_TEMPLATE_AUTO) st = zt_template_load(&g->tmpl, kind, template_path, model_dir);
-    else if (zt_template_load(&g->tmpl, kind, NULL, model_dir)) g->tmpl = NULL; /* no template: raw prompts only */
+    zt_chat_template kind = o->chat_template;
+    if (kind != ZT_TEMPLATE_AUTO) st = zt_template_load(&g->tmpl, kind, o->template_path, tok_dir);
+    else if (zt_template_load(&g->tmpl, kind, NULL, tok_dir)) g->tmpl = NULL; /* no template: raw prompts only */
     if (st) goto fail;
     /* the turn's end as training taught it, and config.json's EOS */
     if ((st = zt_format_end_ids(g->tok, g->tmpl, g->stop_ids))) goto fail;
@@ -32,7 +75,7 @@ zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_temp
         st = zt_fail(ZT_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((st = zt_llama_cache_init(&g->cache, &g->m, max_len, 256))) goto fail;
+    if ((st = zt_llama_cache_init(&g->cache, &g->m, o->max_len, CHUNK))) goto fail;
     return ZT_OK;
 fail:
     zt_generator_close(g);

@@ -1,9 +1,9 @@
 /* generate: text generation from a model directory (weights, config and
- * tokenizer): KV-cached decoding, sampling, stopping at an end-of-turn token or a
- * stop string.
+ * tokenizer), or a base model with a PEFT adapter run without merging: KV-cached decoding,
+ * sampling, stopping at an end-of-turn token or a stop string.
  *
  *     zt_generator g;
- *     zt_generator_open(&g, "runs/x/final", ZT_TEMPLATE_AUTO, NULL, 256);
+ *     zt_generator_open(&g, &(zt_generator_options){.model = "runs/x/final", .max_len = 256});
  *     g.sampler.temperature = 0;                        // greedy
  *     char *text;
  *     zt_generate_text(&g, "Once upon a time", &text);   // raw text prompt
@@ -18,6 +18,7 @@
 #include "lib/data/formats.h"
 #include "lib/data/template.h"
 #include "lib/model/llama.h"
+#include "lib/model/lora.h"
 #include "lib/model/sample.h"
 #include "tokenizers/tokenizer.h"
 
@@ -37,10 +38,25 @@ typedef struct zt_generator {
     double seconds;
 } zt_generator;
 
-/* The chat template of kind (zt_template_load; template_path for ZT_TEMPLATE_FILE): auto takes the
- * model's own when it has one (optional here), any other must load. */
-zt_status zt_generator_open(zt_generator *g, const char *model_dir, zt_chat_template kind, const char *template_path,
-                            int max_len);
+typedef struct zt_generator_options {
+    /* a model directory, or a PEFT adapter directory: then the adapter on the base its
+     * adapter_config.json names (base_model_name_or_path), as PEFT's AutoPeftModel loads it */
+    const char *model;
+    /* NULL, or a PEFT adapter directory run on model without merging (zt_lora_attach_dir); the
+     * base quantized as quantize_base and double_quant say when it has no zt_quantization.json */
+    const char *adapter;
+    zt_qbase_kind quantize_base;
+    int double_quant;
+    /* the chat template (zt_template_load; template_path for ZT_TEMPLATE_FILE): auto takes the
+     * model's own when it has one (optional here), any other must load */
+    zt_chat_template chat_template;
+    const char *template_path;
+    int max_len; /* positions of the KV cache */
+} zt_generator_options;
+
+/* The tokenizer and the model's template come from the adapter directory when it has a
+ * tokenizer (a LoRA run's final/ does), else from the model's. */
+zt_status zt_generator_open(zt_generator *g, const zt_generator_options *o);
 void zt_generator_close(zt_generator *g);
 /* Continues ids (a prompt already tokenized); the completion's text in *out (malloc'd). */
 zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);

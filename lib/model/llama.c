@@ -508,6 +508,31 @@ static void final_norm_backward(zt_llama *m)
                          zt_llama_norm_offset(m), m->rstdf, N, C);
 }
 
+/* logits[n, nv] (rows V apart) = x·Wᵀ for the LM head's rows v0 to v0 + nv - 1: the adapters'
+ * trained copy (modules_to_save; fp32, as every adapter) or the model's */
+static void head_forward(zt_llama *m, zt_real *logits, const zt_real *x, int v0, int n, int nv)
+{
+    const zt_real *w = zt_lora_head(m, 0);
+    size_t C = m->C;
+    if (w) m->be->gemm(m->be, 0, 1, n, nv, m->C, 1, x, m->C, w + v0 * C, m->C, 0, logits, m->V);
+    else linear_forward(m, logits, m->V, x, m->head_off + v0 * C, n, nv, m->C, 0);
+}
+
+/* ∂loss/∂x (dx, + dx_beta·dx) from the logits' gradient dlogits, and the head's weight gradient */
+static void head_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dlogits, const zt_real *x, int v0,
+                          int n, int nv)
+{
+    zt_backend *be = m->be;
+    const zt_real *w = zt_lora_head(m, 0);
+    size_t C = m->C;
+    if (!w) {
+        linear_backward(m, dx, dx_beta, dlogits, m->V, x, m->head_off + v0 * C, n, nv, m->C);
+        return;
+    }
+    be->gemm(be, 0, 0, n, m->C, nv, 1, dlogits, m->V, w + v0 * C, m->C, dx_beta, dx, m->C);
+    be->gemm(be, 1, 0, nv, m->C, n, 1, dlogits, m->V, x, m->C, 1, zt_lora_head(m, 1) + v0 * C, m->C);
+}
+
 /* The LM head and cross-entropy in row chunks, on m->lnf (target: the host's copy of m->target).
  * Adds each row's loss to m->loss_rows and returns their sum. With grad_scale != 0 adds
  * ∂loss/∂lnf to m->dln, each row's gradient scaled by row_scale (device memory) when given.
@@ -527,7 +552,7 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
         for (int j = 0; j < tiles; j++) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
             acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
-            linear_forward(m, m->logits + v0, V, xin, m->head_off + (size_t)v0 * C, n, nv, C, 0);
+            head_forward(m, m->logits + v0, xin, v0, n, nv);
             release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
         size_t nv_all = (size_t)n * V;
@@ -541,8 +566,7 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
         for (int j = tiles - 1; j >= 0; j--) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
             acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
-            linear_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, V, xin,
-                            m->head_off + (size_t)v0 * C, n, nv, C);
+            head_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, xin, v0, n, nv);
             release_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
         }
     }
@@ -627,6 +651,20 @@ static void drop_pad_rows(zt_llama *m, const int32_t *input)
     m->be->scale_rows(m->be, m->dres, m->pad_mask, N, m->C);
 }
 
+/* The embedding: the adapters' trained copy (modules_to_save), else the model's; and where its
+ * gradient goes (NULL: frozen) */
+static const zt_real *embed_weight(const zt_llama *m)
+{
+    const zt_real *w = zt_lora_embed(m, 0);
+    return w ? w : m->params + m->embed_off;
+}
+
+static zt_real *embed_grad(const zt_llama *m)
+{
+    zt_real *g = zt_lora_embed(m, 1);
+    return g ? g : m->grads ? m->grads + m->embed_off : NULL;
+}
+
 /* One pass: the cross-entropy (obj NULL, gradient scaled by grad_scale) or obj's loss. */
 static double forward_backward(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
                                zt_real grad_scale, const zt_llama_objective *obj, int grad)
@@ -641,7 +679,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     for (int j = 0; j < E; j++) { /* the embedding's vocabulary tiles (unit j) */
         zt_llama_tile(m->V, E, j, &v0, &nv);
         acquire(m, j, ZT_LLAMA_FORWARD);
-        be->embedding_forward(be, m->x[0], m->input, m->params + m->embed_off + (size_t)v0 * m->C, v0, nv, N, m->C);
+        be->embedding_forward(be, m->x[0], m->input, embed_weight(m) + (size_t)v0 * m->C, v0, nv, N, m->C);
         release(m, j, ZT_LLAMA_FORWARD);
     }
     if (m->cfg.gemma) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
@@ -667,10 +705,11 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         }
         if (m->cfg.gemma) be->scale(be, m->dres, (size_t)N * m->C, zt_llama_embed_scale(m));
         drop_pad_rows(m, input);
-        for (int j = E - 1; j >= 0 && m->grads; j--) { /* a frozen embedding has no gradient */
+        zt_real *dembed = embed_grad(m);
+        for (int j = E - 1; j >= 0 && dembed; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);
             acquire(m, j, ZT_LLAMA_GRADS);
-            be->embedding_backward(be, m->grads + m->embed_off + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N, m->C);
+            be->embedding_backward(be, dembed + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N, m->C);
             release(m, j, ZT_LLAMA_GRADS);
         }
     }

@@ -83,7 +83,8 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
     const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
     for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
-    be->embedding_forward(be, c->x, tokens, m->params + m->embed_off, 0, m->V, n, C);
+    const zt_real *embed = zt_lora_embed(m, 0), *head = zt_lora_head(m, 0); /* modules_to_save's copies */
+    be->embedding_forward(be, c->x, tokens, embed ? embed : m->params + m->embed_off, 0, m->V, n, C);
     if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
@@ -124,7 +125,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     c->len += n;
     const zt_real *last = c->x + (size_t)(n - 1) * C;
     be->rmsnorm_forward(be, c->ln, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
-    linear(m, logits, c->ln, m->head_off, 1, m->V, C, 0);
+    be->gemm(be, 0, 1, 1, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, logits, m->V);
     if (m->cfg.final_softcap > 0) be->softcap_forward(be, logits, (size_t)m->V, m->cfg.final_softcap);
 }
 
@@ -134,8 +135,8 @@ zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens,
     if (m->qbase) /* the decode step multiplies m->params, whose quantized weights are given back */
         return zt_fail(ZT_EUSER, "generation on a quantized base (lora.quantize_base) is not supported yet: export "
                                  "with --merge first");
-    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA)
-        return zt_fail(ZT_EUSER, "generation with a DoRA adapter (lora.method = \"dora\") is not supported yet");
+    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA && !m->lora->decode_norms)
+        return zt_fail(ZT_EUSER, "generation with a DoRA adapter needs its norms (zt_lora_prepare_decode)");
     if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");
     if (c->len + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);

@@ -343,6 +343,7 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V)
     }
     zt_llama_params_unmap(m, from, 0);
     zt_llama_params_unmap(&n, to, 1);
+    n.embed_tiles = m->embed_tiles, n.mlp_tiles = m->mlp_tiles, n.head_tiles = m->head_tiles;
     zt_llama_free(m);
     *m = n;
     return ZT_OK;

@@ -32,18 +32,20 @@ static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targe
 
 static int is_dora(const zt_lora *a) { return a->cfg.method == ZT_LORA_METHOD_DORA; }
 
-/* The widest input or output of a targeted layer. */
-static size_t widest(const zt_llama *m)
+/* The widest input or output of a layer in targets. */
+static size_t widest_of(const zt_llama *m, unsigned targets)
 {
     int w = 0, in, out;
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        if (!targeted(m->lora, mod)) continue;
+        if (!((targets >> mod) & 1)) continue;
         dims(m, mod, &in, &out);
         w = w > in ? w : in;
         w = w > out ? w : out;
     }
     return (size_t)w;
 }
+
+static size_t widest(const zt_llama *m) { return widest_of(m, m->lora->cfg.targets); }
 
 static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
 
@@ -74,6 +76,12 @@ static const char *module_list(unsigned mask, char *buf, size_t cap)
     return buf;
 }
 
+/* The targets of c that m has: all-linear its family's modules, else those named */
+static unsigned model_targets(const zt_llama *m, unsigned targets)
+{
+    return targets == ZT_LORA_ALL ? model_modules(m) : targets & model_modules(m);
+}
+
 /* The targets m has: all-linear its family's modules; named ones it lacks left out, as PEFT
  * leaves them (a Llama adapter's list names no module of Phi-3's but o_proj and down_proj),
  * unless none is left; a module given by layer paths must be in every layer */
@@ -81,7 +89,7 @@ static zt_status resolve_targets(const zt_llama *m, unsigned targets, const int 
 {
     unsigned has = model_modules(m);
     char names[128], known[128];
-    *out = targets == ZT_LORA_ALL ? has : targets & has;
+    *out = model_targets(m, targets);
     if (!*out)
         return zt_fail(ZT_EUSER, "lora: target_modules (%s) name no module of a %s model (it has %s)",
                        module_list(targets, names, sizeof names), m->cfg.model_type,
@@ -124,24 +132,91 @@ static zt_status check_config(const zt_lora_config *c)
     return ZT_OK;
 }
 
-/* The score head's copy (config.score): after the layers' adapters, named as PEFT saves it */
-static void add_score(zt_llama *m, zt_lora *a)
+/* A base tensor trained whole (modules_to_save: the score head, the embedding, the LM head): its copy
+ * of rows × C at off, after the layers' adapters, named as PEFT saves it, starting as the base's
+ * tensor at element base_off */
+static void add_copy(zt_llama *m, zt_lora *a, const char *name, size_t off, int rows, size_t base_off)
 {
     zt_llama *v = &a->view;
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
-    snprintf(t->name, sizeof t->name, "base_model.model.score.weight");
-    t->offset = a->score_off, t->ndim = 2, t->shape[0] = m->cfg.num_labels, t->shape[1] = m->C, t->decay = 1;
-    m->be->copy(m->be, v->params + a->score_off, m->params + m->head_off, (size_t)m->C * sizeof(zt_real));
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = m->C, t->decay = 1;
+    m->be->copy(m->be, v->params + off, m->params + base_off, (size_t)rows * m->C * sizeof(zt_real));
+}
+
+/* modules_to_save the model cannot take */
+static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
+{
+    if (c->score && m->cfg.num_labels != 1)
+        return zt_fail(ZT_EUSER,
+                       "lora: the adapter trains a score head (modules_to_save = [\"score\"]), which a causal "
+                       "LM lacks: it is a reward model's adapter");
+    if ((c->save & ZT_LORA_SAVE_HEAD) && m->cfg.num_labels)
+        return zt_fail(ZT_EUSER, "lora: modules_to_save names lm_head, which a model with a score head lacks");
+    if (c->save && m->cfg.tie_word_embeddings)
+        return zt_fail(ZT_EUSER,
+                       "lora: modules_to_save = embed_tokens or lm_head on a model whose LM head is its embedding "
+                       "(tie_word_embeddings) is not supported yet");
+    return ZT_OK;
+}
+
+/* a's layout on m (a->cfg's targets those m has): each module's offsets in a layer's block, the
+ * block's elements and outputs, the copies' offsets after the layers; the flat array's elements */
+static size_t lay_out(const zt_llama *m, zt_lora *a)
+{
+    const zt_lora_config *c = &a->cfg;
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        int in, out;
+        dims(m, mod, &in, &out);
+        a->off[mod] = a->layer_numel;
+        a->norm_off[mod] = a->layer_outputs;
+        if (!targeted(a, mod)) continue;
+        a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
+        a->layer_outputs += out;
+    }
+    size_t vocab = (size_t)m->V * m->C;
+    a->score_off = a->layer_numel * m->L;
+    a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
+    a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
+    return a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+}
+
+/* The scratch's elements for micro-batches of `tokens` positions: xd and dxd, u and du, DoRA's
+ * dv and de */
+static size_t scratch_elems(const zt_llama *m, const zt_lora_config *c, size_t tokens)
+{
+    size_t xd = tokens * widest_of(m, c->targets), u = tokens * c->r;
+    return 2 * xd + 2 * u + (c->method == ZT_LORA_METHOD_DORA ? 2 * xd : 0);
+}
+
+/* The frozen norms' gradient sink: the hidden size, or Qwen3's q and k head norms */
+static size_t sink_elems(const zt_llama *m)
+{
+    size_t qk = zt_llama_qk_norm_weights(m);
+    return (size_t)m->C > qk ? (size_t)m->C : qk;
+}
+
+size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c)
+{
+    zt_lora a = {.cfg = *c};
+    a.cfg.targets = model_targets(m, c->targets);
+    return lay_out(m, &a);
+}
+
+size_t zt_lora_buffer_bytes(const zt_llama *m, const zt_lora_config *c, size_t tokens)
+{
+    zt_lora a = {.cfg = *c};
+    a.cfg.targets = model_targets(m, c->targets);
+    lay_out(m, &a);
+    size_t norms = c->method == ZT_LORA_METHOD_DORA ? a.layer_outputs * m->L : 0;
+    return (scratch_elems(m, &a.cfg, tokens) + sink_elems(m) + norms) * sizeof(zt_real);
 }
 
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
 {
     zt_status st = check_config(c);
+    if (!st) st = check_saved(m, c);
     if (st) return st;
-    if (c->score && m->cfg.num_labels != 1)
-        return zt_fail(ZT_EUSER,
-                       "lora: the adapter trains a score head (modules_to_save = [\"score\"]), which a causal "
-                       "LM lacks: it is a reward model's adapter");
     if (c->dropout > 0 && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
                        m->be->name);
@@ -155,24 +230,13 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     a->cfg = *c;
     a->cfg.targets = targets;
     a->scale = c->alpha / (c->rslora ? sqrt((double)c->r) : c->r);
-    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        int in, out;
-        dims(m, mod, &in, &out);
-        a->off[mod] = a->layer_numel;
-        a->norm_off[mod] = a->layer_outputs;
-        if (!targeted(a, mod)) continue;
-        a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
-        a->layer_outputs += out;
-    }
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
-    a->score_off = a->layer_numel * m->L;
-    v->numel = a->score_off + (c->score ? (size_t)m->C : 0);
-    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 1, sizeof *v->tensors);
+    v->numel = lay_out(m, a);
+    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
-    size_t qk = zt_llama_qk_norm_weights(m);
-    a->norm_sink = m->be->alloc(m->be, ((size_t)m->C > qk ? (size_t)m->C : qk) * sizeof(zt_real));
+    a->norm_sink = m->be->alloc(m->be, sink_elems(m) * sizeof(zt_real));
     if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
     m->lora = a;
     if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm)) {
@@ -193,7 +257,10 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
             if (is_dora(a)) add_magnitude(v, A + (size_t)c->r * (in + out), out, path);
         }
-    if (c->score) add_score(m, a);
+    if (c->score) add_copy(m, a, "base_model.model.score.weight", a->score_off, m->cfg.num_labels, m->head_off);
+    if (c->save & ZT_LORA_SAVE_EMBED)
+        add_copy(m, a, "base_model.model.model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
+    if (c->save & ZT_LORA_SAVE_HEAD) add_copy(m, a, "base_model.model.lm_head.weight", a->head_off, m->V, m->head_off);
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
     return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
@@ -218,9 +285,9 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    size_t xd = tokens * widest(m), u = tokens * a->cfg.r, dora = is_dora(a) ? 2 * xd : 0;
+    size_t xd = tokens * widest(m), u = tokens * a->cfg.r;
     be->free(be, a->scratch);
-    a->scratch = be->alloc(be, (2 * xd + 2 * u + dora) * sizeof(zt_real));
+    a->scratch = be->alloc(be, scratch_elems(m, &a->cfg, tokens) * sizeof(zt_real));
     if (!a->scratch) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
     a->xd = a->scratch, a->dxd = a->xd + xd, a->u = a->dxd + xd, a->du = a->u + u;
     a->dv = is_dora(a) ? a->du + u : NULL, a->de = is_dora(a) ? a->dv + xd : NULL;
@@ -302,7 +369,7 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the adapters");
     for (int i = 0; i < v->n_tensors; i++) {
         const zt_llama_tensor *t = &v->tensors[i];
-        if (t->ndim == 1 || !strstr(t->name, ".lora_")) continue; /* DoRA's magnitude: below; the score head's */
+        if (t->ndim == 1 || !strstr(t->name, ".lora_")) continue; /* DoRA's magnitude: below; the copies */
         size_t n = (size_t)t->shape[0] * t->shape[1];
         int is_a = strstr(t->name, ".lora_A.") != NULL;
         double bound = 1 / sqrt((double)t->shape[1]); /* kaiming_uniform_(a = sqrt(5)): gain·sqrt(3/fan_in) */
@@ -355,17 +422,23 @@ static const zt_real *dropped(zt_lora *a, int l, zt_lora_module mod, const zt_re
 
 /* ---- forward and backward --------------------------------------------------------------- */
 
-/* DoRA's part of y, u = xd·Aᵀ given: y += (g - 1)·W·xd + g·s·u·Bᵀ, g = M / ||W + s·B·A||
- * (the norms computed here, for the backward pass too). */
-static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, zt_real *y, int ldy)
+/* The norms ||W + s·B·A|| of module mod in layer l, in a->weight_norm */
+static zt_real *layer_norms(const zt_lora *a, int l, zt_lora_module mod)
+{
+    return a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
+}
+
+/* DoRA's part of y for N rows, u = xd·Aᵀ given and the norms in a->weight_norm: y += (g - 1)·W·xd
+ * + g·s·u·Bᵀ, g = M / ||W + s·B·A||. */
+static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, zt_real *y, int ldy, int N)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
-    zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod], *v = a->dv, *bu = a->de;
-    if (!a->keep_norms) weight_norms(m, m->params, a->view.params, l, mod, norm, v, a->scratch_tokens * widest(m));
+    const zt_real *norm = layer_norms(a, l, mod);
+    zt_real *v = a->dv, *bu = a->de;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, v, out); /* W·xd */
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 0, bu, out);                  /* s·u·Bᵀ */
 #pragma omp parallel for schedule(static)
@@ -386,7 +459,7 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
-    const zt_real *norm = a->weight_norm + a->layer_outputs * l + a->norm_off[mod];
+    const zt_real *norm = layer_norms(a, l, mod);
     zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, t, out);
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, t, out); /* t = W·xd + s·u·Bᵀ */
@@ -415,7 +488,10 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
-    if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy);
+    if (is_dora(a) && !a->keep_norms) /* for the backward pass too */
+        weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), a->dv,
+                     a->scratch_tokens * widest(m));
+    if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy, N);
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
@@ -428,7 +504,23 @@ void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     be->gemm(be, 0, 1, n, r, in, 1, x, in, A, in, 0, a->u, r);
-    be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+    if (is_dora(a)) dora_forward(m, l, mod, x, y, ldy, n);
+    else be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
+zt_status zt_lora_prepare_decode(zt_llama *m)
+{
+    zt_lora *a = m->lora;
+    if (!a || !is_dora(a)) return ZT_OK;
+    size_t cap;
+    zt_real *buf = norm_rows(m, &cap);
+    if (!buf) return zt_fail(ZT_ENOMEM, "out of memory for the DoRA norms");
+    for (int l = 0; l < m->L; l++)
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+            if (targeted(a, mod)) weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), buf, cap);
+    free(buf);
+    a->decode_norms = 1;
+    return ZT_OK;
 }
 
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
@@ -462,6 +554,20 @@ zt_real *zt_lora_score(const zt_llama *m, int grad)
     const zt_lora *a = m->lora;
     if (!a || a->disabled || !a->cfg.score) return NULL;
     return (grad ? a->view.grads : a->view.params) + a->score_off;
+}
+
+zt_real *zt_lora_embed(const zt_llama *m, int grad)
+{
+    const zt_lora *a = m->lora;
+    if (!a || a->disabled || !(a->cfg.save & ZT_LORA_SAVE_EMBED)) return NULL;
+    return (grad ? a->view.grads : a->view.params) + a->embed_off;
+}
+
+zt_real *zt_lora_head(const zt_llama *m, int grad)
+{
+    const zt_lora *a = m->lora;
+    if (!a || a->disabled || !(a->cfg.save & ZT_LORA_SAVE_HEAD)) return NULL;
+    return (grad ? a->view.grads : a->view.params) + a->head_off;
 }
 
 /* ---- files ------------------------------------------------------------------------------ */
@@ -540,17 +646,23 @@ static int is_off(const cJSON *v)
     return !v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsObject(v) && !v->child);
 }
 
-/* modules_to_save as PEFT's SEQ_CLS task sets it: "score" (and "classifier", which a Llama lacks) */
-static int saves_score(const cJSON *save)
+/* modules_to_save: "embed_tokens" and "lm_head" into c->save; "score" (and "classifier", which a
+ * Llama lacks), as PEFT's SEQ_CLS task sets it, into c->score. 0 for a module zt cannot train. */
+static int parse_saved(const cJSON *save, zt_lora_config *c)
 {
-    int score = 0, other = 0;
     const cJSON *list = cJSON_IsArray(save) ? save : NULL, *e;
+    int classifier = 0;
+    if (!list) return is_off(save);
     cJSON_ArrayForEach(e, list)
     {
-        int s = cJSON_IsString(e) && !strcmp(e->valuestring, "score");
-        score |= s, other |= !s && !(cJSON_IsString(e) && !strcmp(e->valuestring, "classifier"));
+        const char *s = cJSON_IsString(e) ? e->valuestring : "";
+        if (!strcmp(s, "embed_tokens")) c->save |= ZT_LORA_SAVE_EMBED;
+        else if (!strcmp(s, "lm_head")) c->save |= ZT_LORA_SAVE_HEAD;
+        else if (!strcmp(s, "score")) c->score = 1;
+        else if (!strcmp(s, "classifier")) classifier = 1;
+        else return 0;
     }
-    return score && !other;
+    return !classifier || c->score;
 }
 
 static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
@@ -576,11 +688,10 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
     if (dora && !cJSON_IsBool(dora)) return bad_config(path, "use_dora", "must be true or false");
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return bad_config(path, "bias", "must be \"none\" (trained biases are not supported yet)");
-    const cJSON *save = cJSON_GetObjectItemCaseSensitive(o, "modules_to_save");
-    int score = saves_score(save);
-    if (!score && !is_off(save))
+    if (!parse_saved(cJSON_GetObjectItemCaseSensitive(o, "modules_to_save"), c))
         return bad_config(path, "modules_to_save",
-                          "is set: not supported yet (other than [\"score\"], a reward model's)");
+                          "names a module zt cannot train whole (it trains embed_tokens, lm_head and a reward "
+                          "model's score)");
     static const char *const unsupported[] = {"layers_to_transform",     "rank_pattern",
                                               "alpha_pattern",           "lora_bias",
                                               "exclude_modules",         "layer_replication",
@@ -589,24 +700,67 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
-    c->rslora = cJSON_IsTrue(rs), c->score = score;
+    c->rslora = cJSON_IsTrue(rs);
     c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;
     return parse_targets(path, cJSON_GetObjectItemCaseSensitive(o, "target_modules"), c);
+}
+
+/* dir's adapter_config.json, its path in path[4096] */
+static zt_status read_adapter_config(const char *dir, char *path, cJSON **o)
+{
+    char *text;
+    size_t len;
+    zt_status st = zt_path_join(path, 4096, dir, "adapter_config.json");
+    if (!st) st = zt_read_file(path, &text, &len);
+    if (st) return st;
+    *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (cJSON_IsObject(*o)) return ZT_OK;
+    cJSON_Delete(*o);
+    return zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
 }
 
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c)
 {
     char path[4096];
-    char *text;
-    size_t len;
-    zt_status st = zt_path_join(path, sizeof path, dir, "adapter_config.json");
-    if (!st) st = zt_read_file(path, &text, &len);
+    cJSON *o;
+    zt_status st = read_adapter_config(dir, path, &o);
     if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
-    st = cJSON_IsObject(o) ? parse_adapter_config(path, o, c) : zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
+    st = parse_adapter_config(path, o, c);
     cJSON_Delete(o);
     return st;
+}
+
+zt_status zt_lora_read_base(const char *dir, char *base, size_t cap)
+{
+    char path[4096];
+    cJSON *o;
+    zt_status st = read_adapter_config(dir, path, &o);
+    if (st) return st;
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
+    if (cJSON_IsString(b) && b->valuestring[0] && strlen(b->valuestring) < cap)
+        snprintf(base, cap, "%s", b->valuestring);
+    else st = zt_fail(ZT_EUSER, "'%s': 'base_model_name_or_path' is missing or not a path", path);
+    cJSON_Delete(o);
+    return st;
+}
+
+/* PEFT's own copies of a trained embedding or LM head, which it saves beside the trained one when
+ * the vocabulary grew: NAME.original_module.weight (the base's) and NAME.modules_to_save.weight
+ * (the trained one again) for a copy NAME.weight in v */
+static int peft_copy(const zt_llama *v, const char *name)
+{
+    static const char *const kinds[] = {".original_module.weight", ".modules_to_save.weight"};
+    char trained[sizeof v->tensors->name];
+    size_t n = strlen(name);
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(kinds[i]);
+        if (n <= k || n - k + sizeof ".weight" > sizeof trained || strcmp(name + n - k, kinds[i])) continue;
+        snprintf(trained, sizeof trained, "%.*s.weight", (int)(n - k), name);
+        const zt_llama_tensor *t = zt_llama_find_tensor(v, trained);
+        if (t && !strstr(trained, ".lora_")) return 1;
+    }
+    return 0;
 }
 
 zt_status zt_lora_load(zt_llama *m, const char *dir)
@@ -619,7 +773,7 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     if (st) return st;
     for (int i = 0; !st && i < zt_st_count(rd); i++) {
         const char *name = zt_st_get(rd, i)->name;
-        if (!zt_llama_find_tensor(v, name))
+        if (!zt_llama_find_tensor(v, name) && !peft_copy(v, name))
             st = zt_fail(ZT_EUSER, "'%s': tensor '%s' is not an adapter of this model and adapter_config.json", path,
                          name);
     }
@@ -651,10 +805,12 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));
-    if (a->cfg.score) { /* PEFT's for a SEQ_CLS task */
+    if (a->cfg.score || a->cfg.save) { /* a SEQ_CLS task's "classifier", "score" after the others, as PEFT's */
         cJSON *s = cJSON_AddArrayToObject(o, "modules_to_save");
-        cJSON_AddItemToArray(s, cJSON_CreateString("classifier"));
-        cJSON_AddItemToArray(s, cJSON_CreateString("score"));
+        static const char *const names[] = {"embed_tokens", "lm_head", "classifier", "score"};
+        int on[] = {a->cfg.save & ZT_LORA_SAVE_EMBED, a->cfg.save & ZT_LORA_SAVE_HEAD, a->cfg.score, a->cfg.score};
+        for (int i = 0; i < 4; i++)
+            if (on[i]) cJSON_AddItemToArray(s, cJSON_CreateString(names[i]));
     } else {
         cJSON_AddNullToObject(o, "modules_to_save");
     }
@@ -757,7 +913,10 @@ zt_status zt_lora_merge(zt_llama *m)
             cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
             if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
         }
+    size_t vocab = (size_t)m->V * m->C;
     if (a->cfg.score) memcpy(w + m->head_off, p + a->score_off, (size_t)m->C * sizeof *w);
+    if (a->cfg.save & ZT_LORA_SAVE_EMBED) memcpy(w + m->embed_off, p + a->embed_off, vocab * sizeof *w);
+    if (a->cfg.save & ZT_LORA_SAVE_HEAD) memcpy(w + m->head_off, p + a->head_off, vocab * sizeof *w);
     free(buf);
     free(norm);
     zt_llama_params_unmap(&a->view, p, 0);

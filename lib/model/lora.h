@@ -12,7 +12,9 @@
  * array as a model's flat parameters (params, grads, numel, tensors), which is what ZeRO
  * stages 0-2, AdamW and the checkpoints take. On a reward model (a score head) the head is
  * trained fully, as PEFT's modules_to_save trains it: a copy of it follows the adapters in the
- * flat array (base_model.model.score.weight), and the passes use the copy. `disabled` switches every
+ * flat array (base_model.model.score.weight), and the passes use the copy; so do the embedding
+ * and the LM head with modules_to_save = ["embed_tokens", "lm_head"]
+ * (base_model.model.model.embed_tokens.weight, base_model.model.lm_head.weight). `disabled` switches every
  * adapter (and the copy) off: the passes compute the frozen base model alone, bit for bit as a
  * model without adapters does (DPO's reference, as PEFT's disable_adapter()).
  *
@@ -32,6 +34,7 @@
 #include <stdint.h>
 
 #include "llama.h"
+#include "qbase.h"
 
 /* The linear layers an adapter can sit on, with their Hugging Face module names. A family has
  * either q, k, v, gate and up, or (Phi-3) the fused qkv_proj and gate_up_proj, which PEFT adapts
@@ -71,8 +74,10 @@ typedef struct zt_lora_config {
     int rslora;
     zt_lora_init init;
     zt_lora_method method;
-    int score; /* the score head trained too (PEFT's SEQ_CLS task: modules_to_save = ["classifier", "score"]) */
+    int score;     /* the score head trained too (PEFT's SEQ_CLS task: modules_to_save = ["classifier", "score"]) */
+    unsigned save; /* ZT_LORA_SAVE_* bits: the embedding and the LM head trained whole (modules_to_save) */
 } zt_lora_config;
+enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embed_tokens", "lm_head" */
 
 /* The module named name (q_proj, ...), or -1. */
 int zt_lora_module_of(const char *name);
@@ -86,7 +91,7 @@ typedef struct zt_lora {
     uint64_t seed, pass;                    /* dropout: the seed, and the training pass it draws for */
     int training;                           /* this pass drops (forward and backward of a gradient pass) */
     int disabled;                           /* the adapters are switched off: the passes are the base's */
-    size_t score_off;                       /* config.score: the head's copy in the flat array */
+    size_t score_off, embed_off, head_off;  /* the copies of the score head, embedding and LM head */
     zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
     zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, q/k norms)] where the frozen norms' gradients go */
     zt_real *dv, *de;                       /* DoRA: [N, widest output] each */
@@ -98,14 +103,21 @@ typedef struct zt_lora {
     zt_real *weight_norm;
     size_t norm_off[ZT_LORA_NMODULES], layer_outputs;
     int keep_norms;
+    int decode_norms; /* zt_lora_prepare_decode has computed them */
 } zt_lora;
 
-/* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score the head's copy
- * starts as the head): frees the base's gradient array. As PEFT, targets that name no module of
+/* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score and c->save the
+ * copies of the score head, the embedding and the LM head start as the base's): frees the base's
+ * gradient array. As PEFT, targets that name no module of
  * the model's family are left out (with a warning), and m->lora->cfg.targets holds those
  * adapted. ZT_EUSER for a bad configuration (r < 1, no targets or none the model has, alpha <= 0,
  * DoRA off the CPU, a score head the model lacks). */
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c);
+/* What zt_lora_attach(m, c) allocates, without attaching (zt validate): the flat array's
+ * elements (the adapters and the copies of modules_to_save), and the bytes of the rest (DoRA's
+ * norms, the norms' gradient sink, the scratch for micro-batches of `tokens` positions). */
+size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c);
+size_t zt_lora_buffer_bytes(const zt_llama *m, const zt_lora_config *c, size_t tokens);
 /* Frees the adapters (zt_llama_free calls it). */
 void zt_lora_free(zt_llama *m);
 /* A as zt_lora_init says from streams (seed, tensor), B zero; DoRA's M = ||W + s·B·A|| = ||W||. */
@@ -114,15 +126,34 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed);
 zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens);
 
 /* adapter_config.json of a PEFT adapter directory: r, lora_alpha, lora_dropout,
- * target_modules, use_rslora, use_dora, modules_to_save ("score", with "classifier" or not: a
- * reward model's head); anything zt cannot train exactly (biases, other modules) is ZT_EUSER
- * naming the file and key. */
+ * target_modules, use_rslora, use_dora, modules_to_save ("embed_tokens", "lm_head", and "score",
+ * with "classifier" or not: a reward model's head); anything zt cannot train exactly (biases,
+ * other modules) is ZT_EUSER naming the file and key. */
 zt_status zt_lora_read_config(const char *dir, zt_lora_config *c);
-/* adapter_model.safetensors of dir into the attached adapters (names and shapes checked). */
+/* adapter_model.safetensors of dir into the attached adapters (names and shapes checked). PEFT's
+ * further copies of a grown vocabulary's embedding and LM head (original_module, modules_to_save)
+ * are not read: the trained copy is the one without either in its name. */
 zt_status zt_lora_load(zt_llama *m, const char *dir);
 /* A PEFT adapter directory: adapter_config.json (base_model_name_or_path = base) and
  * adapter_model.safetensors in fp32. */
 zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base);
+
+/* Whether dir is a PEFT adapter directory (it has adapter_config.json). */
+int zt_lora_is_adapter_dir(const char *dir);
+/* base_model_name_or_path of dir's adapter_config.json into base (cap bytes): the base model the
+ * adapter names, as PEFT's AutoPeftModel takes it. */
+zt_status zt_lora_read_base(const char *dir, char *base, size_t cap);
+/* The adapters of the PEFT adapter directory dir attached to m (weights loaded, vocabulary
+ * final) and loaded, on the base they were trained on: m's linear weights quantized and
+ * dequantized as dir's zt_quantization.json notes, or without the note as kind and double_quant
+ * say (ZT_QBASE_NONE: left as they are). Base + adapter without merging (zt eval, zt generate). */
+zt_status zt_lora_attach_dir(zt_llama *m, const char *dir, zt_qbase_kind kind, int double_quant);
+/* m's vocabulary grown (zt_llama_resize_vocab) to the rows of dir's trained embedding or LM head
+ * (modules_to_save: a vocabulary grown in training, which PEFT saves there); nothing without them. */
+zt_status zt_lora_fit_vocab(zt_llama *m, const char *dir);
+/* m's vocabulary grew from V (tokens a chat template adds): ZT_EUSER unless c trains the new rows,
+ * its modules_to_save holding the embedding and (a causal LM) the LM head. */
+zt_status zt_lora_check_vocab(const zt_llama *m, const zt_lora_config *c, int V);
 
 /* CRC-32C of the base model's weights as they are in memory (and its shape): what a
  * checkpoint records so that a resume onto another base is refused. */
@@ -142,10 +173,17 @@ zt_status zt_lora_merge(zt_llama *m);
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
                       zt_real *dx);
-/* The decoder's (llama_decode.c, LoRA only): y[n, O] += s·B·A·x[n, I], no dropout; n at most
- * the scratch's tokens. */
+/* The decoder's (llama_decode.c): y[n, O] += s·B·A·x[n, I] (DoRA: its part of y, as in the
+ * forward pass), no dropout; n at most the scratch's tokens. */
 void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
+/* DoRA: the norms ||W + s·B·A|| the decoder uses, from the weights as they are now (the decoder
+ * refuses a DoRA model without them; again after the weights change). Nothing to do for LoRA. */
+zt_status zt_lora_prepare_decode(zt_llama *m);
 /* The score head's trained copy and its gradient (config.score, adapters on), else NULL. */
 zt_real *zt_lora_score(const zt_llama *m, int grad);
+/* The trained copies of the embedding and of the LM head, [V, C] each, and their gradients
+ * (config.save, adapters on), else NULL. */
+zt_real *zt_lora_embed(const zt_llama *m, int grad);
+zt_real *zt_lora_head(const zt_llama *m, int grad);
 
 #endif

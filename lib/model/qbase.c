@@ -69,6 +69,21 @@ static size_t layout(const zt_llama *m, zt_qbase_kind kind, int dq, zt_qbase_mat
     return at;
 }
 
+size_t zt_qbase_bytes(const zt_llama *m, zt_qbase_kind kind, int double_quant, size_t *weights)
+{
+    zt_qbase_matrix *mats = calloc((size_t)4 * m->L, sizeof *mats);
+    if (!mats) return 0;
+    int dq = kind == ZT_QBASE_NF4 && double_quant;
+    size_t bytes = header_bytes(4 * m->L) + layout(m, kind, dq, mats), cap = tile_elems;
+    *weights = 0;
+    for (int i = 0; i < 4 * m->L; i++) {
+        *weights += (size_t)mats[i].rows * mats[i].cols;
+        cap = mats[i].cols > cap ? mats[i].cols : cap;
+    }
+    free(mats);
+    return bytes + cap * sizeof(float) + (cap / ZT_NF4_BLOCK + 2) * sizeof(float); /* and the tile (alloc_tile) */
+}
+
 /* ---- encoding ------------------------------------------------------------------------------ */
 
 /* Weight a's elements as float: m->params itself, or (double-precision build) a copy in *tmp. */

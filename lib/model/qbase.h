@@ -53,6 +53,10 @@ typedef struct zt_qbase {
  * on a backend other than the CPU's, or for a weight that is NaN or infinite. */
 zt_status zt_qbase_open(zt_llama *m, zt_qbase_kind kind, int double_quant, const char *cache_dir, int *hit);
 void zt_qbase_free(zt_llama *m);
+/* What zt_qbase_open holds for m, without encoding it (zt validate): the encoding and its tile
+ * buffers, in bytes (0 when out of memory); *weights: the elements encoded, whose fp32 and bf16
+ * copies go back to the system. */
+size_t zt_qbase_bytes(const zt_llama *m, zt_qbase_kind kind, int double_quant, size_t *weights);
 /* m->params' linear weights replaced by their quantized-then-dequantized values (what a model
  * trained on the quantized base computed with: zt export --merge, zt eval). Nothing is cached. */
 zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant);

@@ -1,10 +1,12 @@
 #include "memory.h"
 
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/core/fileio.h"
 #include "lib/model/llama.h"
+#include "lib/model/qbase.h"
 #include "lib/offload/actstore.h"
 #include "lib/zero/optstate.h"
 #include "lib/zero/zero.h"
@@ -91,6 +93,62 @@ static void activation_offload(const zt_recipe *r, const zt_llama *m, zt_mem_est
     e->io_buffers += zt_actstore_bytes(&o, m);
 }
 
+/* The largest tensor of the model's files, in elements: loading holds its pages of the file
+ * beside the weights read so far (lib/model/llama_io.c drops each tensor's after reading it) */
+static size_t largest_tensor(const zt_llama *m)
+{
+    zt_llama_tensor *t;
+    int n;
+    size_t most = 0;
+    if (zt_llama_tensors(&m->cfg, &t, &n)) return (size_t)m->V * m->C;
+    for (int i = 0; i < n; i++) {
+        size_t e = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? (size_t)t[i].shape[1] : 1);
+        most = e > most ? e : most;
+    }
+    free(t);
+    return most;
+}
+
+/* LoRA (docs/lora.md): the base frozen as it is held (fp32 and the bf16 copy, or with
+ * lora.quantize_base its linear weights encoded and the rest as read), with no gradient or AdamW
+ * state; the adapters and the copies of modules_to_save in fp32 with a whole gradient (zt's stage
+ * 2 keeps it until the step) and AdamW's moments, sharded at stages 1 and 2; their scratch beside
+ * the activations. At stage 3 the base's share is the whole model's (base_share), whose
+ * gradient slices a frozen base has none of. A reward model's head (hidden size elements) is
+ * left out. The start holds the larger of: the fp32 weights while they are read with the
+ * largest tensor's pages of the file (at most 4 bytes an element), and the weights with the
+ * adapters and the encoding of lora.quantize_base (whose fp32 copies go only after it). */
+static zt_status lora_estimate(const zt_recipe *r, const zt_llama *m, int stage, int world, size_t base_share,
+                               zt_mem_estimate *e)
+{
+    zt_lora_config c;
+    zt_status st = zt_plan_lora_config(r, 0, &c);
+    if (st) return st;
+    size_t n = zt_lora_numel(m, &c), P = m->numel, quantized = 0, encoding = 0;
+    size_t tokens = (size_t)r->train.micro_batch_size * r->data.max_length, scratch;
+    if (r->lora.quantize_base != ZT_QBASE_NONE &&
+        !(encoding = zt_qbase_bytes(m, r->lora.quantize_base, r->lora.double_quant, &quantized)))
+        return zt_fail(ZT_ENOMEM, "out of memory");
+    e->trained = n;
+    e->base = stage >= 3 ? base_share : zt_llama_weight_bytes(m, P - quantized) + encoding;
+    e->params = e->base + n * 4;
+    e->grads = n * 4;
+    e->optimizer = (stage >= 1 ? (n + world - 1) / world : n) * 8;
+    scratch = zt_lora_buffer_bytes(m, &c, tokens);
+    e->activations += scratch, e->activations_other += scratch;
+    size_t reading = P * 4 + largest_tensor(m) * 4, encoded = zt_llama_weight_bytes(m, P) + 2 * n * 4 + encoding;
+    e->start = (reading > encoded ? reading : encoded) + e->runtime;
+    e->training = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
+    e->total = e->training > e->start ? e->training : e->start;
+    if (r->model.device == ZT_DEVICE_CUDA) { /* the same arrays on the GPU, its runtime for the host's */
+        e->device.params = e->params, e->device.grads = e->grads, e->device.optimizer = e->optimizer;
+        e->device.activations = e->activations;
+        e->device.total = e->params + e->grads + e->optimizer + e->activations + e->device.runtime;
+        if (e->device.host_copies) e->device.host_copies = 2 * n * 4; /* the adapters' weights and gradients */
+    }
+    return ZT_OK;
+}
+
 zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, zt_mem_estimate *e)
 {
     memset(e, 0, sizeof *e);
@@ -153,5 +211,5 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     e->total = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     if (r->model.device == ZT_DEVICE_CUDA) /* a GPU's memory is not the host's */
         device_estimate(&m, stage, world, zt_zero_staged(&zo, world, 0), gathered, gathered_grads, e);
-    return ZT_OK;
+    return zt_recipe_lora_on(r) ? lora_estimate(r, &m, stage, world, e->params, e) : ZT_OK;
 }

@@ -2,7 +2,8 @@
  * (zt validate). Counts the same buffers the trainer allocates: fp32 master
  * weights, the bf16 copy, fp32 gradients, AdamW moments, activations (with and
  * without checkpointing), sharded as the recipe's ZeRO stage says over the world
- * size, and placed on the device, host or NVMe as the offload settings say. The
+ * size, and placed on the device, host or NVMe as the offload settings say; with LoRA the
+ * frozen base at its dtype (or encoding) and the adapters with their gradients and moments. The
  * sizes come from the modules that allocate (their *_bytes functions: the model,
  * zero, optstate, swap, actstore); this file adds them up.
  *
@@ -40,6 +41,12 @@ typedef struct zt_mem_estimate {
     double flops;
     int gemm_m, gemm_n, gemm_k, bf16;
     size_t io_buffers; /* the staging buffers of that I/O (in the total) */
+    /* LoRA (lora.r or lora.adapter): the frozen base as training holds it (in params; at stage 3
+     * the whole model's share, as without LoRA), the elements trained (the adapters and the copies
+     * of modules_to_save), and what the process holds while it sets the model up, before the
+     * training's buffers: the base read whole, encoded there with lora.quantize_base before its
+     * fp32 copies go (total is the larger of that and the training's, training) */
+    size_t base, trained, start, training;
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the
      * optimizer runs there (one process, nothing offloaded), and the runtime; host_copies is

@@ -53,3 +53,17 @@ void zt_plan_tile_model(const zt_recipe *r, zt_llama *m)
 {
     m->embed_tiles = r->zero.embedding_tiles, m->mlp_tiles = r->zero.mlp_tiles, m->head_tiles = r->zero.head_tiles;
 }
+
+zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c)
+{
+    *c = (zt_lora_config){.r = r->lora.r,
+                          .alpha = r->lora.alpha,
+                          .dropout = r->lora.dropout,
+                          .targets = zt_recipe_lora_targets(r),
+                          .rslora = r->lora.use_rslora,
+                          .init = r->lora.init_lora_weights,
+                          .method = r->lora.method,
+                          .score = score,
+                          .save = zt_recipe_lora_saved(r)};
+    return r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
+}

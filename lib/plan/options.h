@@ -1,5 +1,6 @@
 /* plan/options: what the recipe sets on the parts a run builds, in one place for the trainer,
- * the PPO critic and the memory estimate (memory.h), so that the estimate counts what runs.
+ * the PPO critic and the memory estimate (memory.h), so that the estimate counts what runs: ZeRO,
+ * the tiling and LoRA's adapters.
  *
  *     zt_zero_options o = zt_plan_zero_options(&r);
  *     zt_plan_tile_model(&r, &model);              // before the activations are allocated
@@ -9,6 +10,7 @@
 #define ZT_PLAN_OPTIONS_H
 
 #include "lib/model/llama.h"
+#include "lib/model/lora.h"
 #include "lib/offload/actstore.h"
 #include "lib/recipe/recipe.h"
 #include "lib/zero/zero.h"
@@ -26,5 +28,8 @@ zt_actstore_options zt_plan_actstore_options(const zt_recipe *r);
 /* The memory-centric tiling (zero.embedding_tiles, zero.mlp_tiles, zero.head_tiles) on model m;
  * the model leaves untiled what cannot be (a tied embedding or head, a score head). */
 void zt_plan_tile_model(const zt_recipe *r, zt_llama *m);
+/* The adapters LoRA trains: lora.r, alpha, ... (score: a reward model's head trained too), or
+ * lora.adapter's adapter_config.json. */
+zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c);
 
 #endif

@@ -607,6 +607,16 @@ unsigned zt_recipe_lora_targets(const zt_recipe *r)
     return bits;
 }
 
+unsigned zt_recipe_lora_saved(const zt_recipe *r)
+{
+    unsigned bits = 0;
+    for (int i = 0; i < r->lora.modules_to_save.n; i++)
+        bits |= !strcmp(r->lora.modules_to_save.items[i], "embed_tokens") ? ZT_LORA_SAVE_EMBED
+                : !strcmp(r->lora.modules_to_save.items[i], "lm_head")    ? ZT_LORA_SAVE_HEAD
+                                                                          : 0;
+    return bits;
+}
+
 /* [lora]: the target names, one source of the adapter's shape, and what LoRA cannot train
  * with (the trainer refuses what a sharded base cannot carry yet, once it knows the world). */
 static zt_status check_lora(const zt_recipe *r)
@@ -639,6 +649,16 @@ static zt_status check_lora(const zt_recipe *r)
         return key_fail(r, later(r, schema_key("lora", "method"), schema_key("lora", "adapter")),
                         "lora.adapter supplies the method from its adapter_config.json (use_dora): leave lora.method "
                         "unset");
+    const zt_recipe_key *saved = schema_key("lora", "modules_to_save");
+    if (r->lora.adapter[0] && r->lora.modules_to_save.n)
+        return key_fail(r, later(r, saved, schema_key("lora", "adapter")),
+                        "lora.adapter supplies modules_to_save from its adapter_config.json: leave "
+                        "lora.modules_to_save empty");
+    for (int i = 0; i < r->lora.modules_to_save.n; i++)
+        if (strcmp(r->lora.modules_to_save.items[i], "embed_tokens") &&
+            strcmp(r->lora.modules_to_save.items[i], "lm_head"))
+            return key_fail(r, saved, "lora.modules_to_save: '%.100s' is not embed_tokens or lm_head",
+                            r->lora.modules_to_save.items[i]);
     if (r->lora.r > 0 && !r->lora.target_modules.n) return key_fail(r, targets, "lora.target_modules is empty");
     for (int i = 0; r->lora.r > 0 && i < r->lora.target_modules.n; i++) {
         const char *name = r->lora.target_modules.items[i];

@@ -143,7 +143,8 @@ typedef struct zt_recipe {
     struct {
         int r; /* LoRA is on when r > 0 or adapter is set */
         double alpha, dropout;
-        zt_strlist target_modules; /* module names, or "all-linear" */
+        zt_strlist target_modules;  /* module names, or "all-linear" */
+        zt_strlist modules_to_save; /* "embed_tokens", "lm_head" */
         bool use_rslora;
         zt_lora_init init_lora_weights;
         zt_lora_method method;
@@ -243,6 +244,8 @@ zt_offload_io zt_recipe_offload_io(const zt_recipe *r);
 int zt_recipe_lora_on(const zt_recipe *r);
 /* lora.target_modules as zt_lora_config's bits (the names are checked when the recipe loads). */
 unsigned zt_recipe_lora_targets(const zt_recipe *r);
+/* lora.modules_to_save as zt_lora_config's save bits (ZT_LORA_SAVE_*). */
+unsigned zt_recipe_lora_saved(const zt_recipe *r);
 
 /* Writes the value of k in r as a TOML value ("bf16" quoted, 2e-05, ["a", "b"]). */
 void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k);

@@ -145,6 +145,9 @@ static const zt_recipe_key schema[] = {
     LIST("lora", "target_modules", lora.target_modules, 0, "[\"q_proj\", \"v_proj\"]",
          "the linear layers with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Phi-3: "
          "qkv_proj, o_proj, gate_up_proj, down_proj), or \"all-linear\" (the model's)"),
+    LIST("lora", "modules_to_save", lora.modules_to_save, 0, "[]",
+         "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head; both for a chat "
+         "template whose tokens the vocabulary lacks (their new rows train)"),
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
          "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),
@@ -284,13 +287,14 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
-          "(the adapter's `use_dora` is its method), every `lora.target_modules` name is\n"
-          "known, `zero.quantized_gradients` is off (a LoRA run reduces the adapters' gradients alone, exactly), and "
-          "with\n"
-          "`model.device = \"cuda\"` `offload.optimizer` and `offload.param` are `none` and `zero.stage` is not 3 on\n"
-          "several ranks (not supported yet); once the world is known, a base sharded at stage 3 (several ranks, or\n"
-          "`offload.param`) is not quantized (`lora.quantize_base`) and DoRA's is not in MLP tiles\n"
-          "(`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
+          "(the adapter's `use_dora` is its method), nor `lora.modules_to_save` and `lora.adapter`, every\n"
+          "`lora.target_modules` and `lora.modules_to_save` name is known, `zero.quantized_gradients` is off (a LoRA "
+          "run\n"
+          "reduces the adapters' gradients alone, exactly), and with `model.device = \"cuda\"` `offload.optimizer` and\n"
+          "`offload.param` are `none` and `zero.stage` is not 3 on several ranks (not supported yet); once the world is\n"
+          "known, a base sharded at stage 3 (several ranks, or `offload.param`) is not quantized (`lora.quantize_base`),\n"
+          "has no `lora.modules_to_save` and DoRA's is not in MLP tiles (`zero.mlp_tiles`); `lora.quantize_base` other\n"
+          "than `none` needs LoRA on, and `lora.double_quant`\n"
           "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`\n"
           "nor with `lora.method = \"dora\"`.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",

@@ -10,7 +10,6 @@
 #include "lib/data/jsonl.h"
 #include "lib/core/fileio.h"
 #include "lib/model/lora.h"
-#include "lib/model/qbase.h"
 #include "train.h"
 
 zt_status zt_eval_dataset(zt_llama *m, const zt_dataset *ds, const zt_recipe *r, zt_eval_result *out)
@@ -88,12 +87,19 @@ static zt_status accuracy_line(void *ctx, const cJSON *o)
     return st;
 }
 
-static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, zt_eval_result *out)
+/* model_dir answers, with adapter (a PEFT adapter directory, or NULL) on it as the loss saw it */
+static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, const char *adapter, zt_eval_result *out)
 {
     if (!r->data.valid.n) return zt_fail(ZT_EUSER, "eval.generate = true needs data.valid (held-out conversations)");
     zt_generator g;
-    zt_status st = zt_generator_open(&g, model_dir, r->tokenizer.chat_template, r->tokenizer.chat_template_path,
-                                     r->data.max_length + r->eval.max_new_tokens);
+    zt_generator_options o = {.model = model_dir,
+                              .adapter = adapter,
+                              .quantize_base = r->lora.quantize_base,
+                              .double_quant = r->lora.double_quant,
+                              .chat_template = r->tokenizer.chat_template,
+                              .template_path = r->tokenizer.chat_template_path,
+                              .max_len = r->data.max_length + r->eval.max_new_tokens};
+    zt_status st = zt_generator_open(&g, &o);
     if (st) return st;
     g.max_new_tokens = r->eval.max_new_tokens;
     accuracy_ctx a = {.g = &g, .format = r->data.format, .max = r->eval.max_examples};
@@ -117,33 +123,13 @@ static zt_status loss_check(const zt_eval_result *e, const char *data)
                    isnan(e->loss) ? "NaN" : "inf", (long long)e->tokens, data);
 }
 
-/* --checkpoint DIR holding a PEFT adapter (adapter_config.json: a LoRA run's final/): it is
- * evaluated on model.path, as lora.adapter is. */
-static int is_adapter_dir(const char *dir)
-{
-    char path[4096];
-    return dir && !zt_path_join(path, sizeof path, dir, "adapter_config.json") && zt_path_exists(path);
-}
-
-/* The adapters of adapter_dir on the model (its vocabulary final), and the base as they were
- * trained on it: quantized when the adapter directory notes so, else as lora.quantize_base says. */
-static zt_status attach_adapter(zt_llama *m, const char *adapter_dir, const zt_recipe *r)
-{
-    zt_lora_config c;
-    zt_qbase_kind kind;
-    int dq;
-    zt_status st = zt_lora_read_config(adapter_dir, &c);
-    if (!st) st = zt_qbase_note_read(adapter_dir, &kind, &dq);
-    if (!st && kind == ZT_QBASE_NONE) kind = r->lora.quantize_base, dq = r->lora.double_quant;
-    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, kind, dq);
-    if (!st) st = zt_lora_attach(m, &c);
-    return st ? st : zt_lora_load(m, adapter_dir);
-}
-
 zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_result *out)
 {
-    const char *adapter = is_adapter_dir(checkpoint_dir) ? checkpoint_dir : r->lora.adapter[0] ? r->lora.adapter : NULL;
-    if (adapter == checkpoint_dir) checkpoint_dir = NULL; /* the adapters go on model.path */
+    /* --checkpoint DIR holding a PEFT adapter (a LoRA run's final/) is evaluated on model.path, as lora.adapter is */
+    const char *adapter = zt_lora_is_adapter_dir(checkpoint_dir) ? checkpoint_dir
+                          : r->lora.adapter[0]                   ? r->lora.adapter
+                                                                 : NULL;
+    if (adapter == checkpoint_dir) checkpoint_dir = NULL;
     out->accuracy = NAN;
     out->answered = 0;
     if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
@@ -158,12 +144,10 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
         return st;
     }
     int V = m.V;
-    if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V)
-        st = zt_fail(ZT_EUSER,
-                     "the chat template's tokens are not in the vocabulary of '%s' (%d tokens, %d needed), "
-                     "whose adapters cannot have trained them",
-                     r->model.path, V, m.V);
-    if (!st && adapter) st = attach_adapter(&m, adapter, r);
+    zt_lora_config c;
+    if (!(st = zt_vocab_prepare(&d, &m)) && adapter && m.V != V && !(st = zt_lora_read_config(adapter, &c)))
+        st = zt_lora_check_vocab(&m, &c, V);
+    if (!st && adapter) st = zt_lora_attach_dir(&m, adapter, r->lora.quantize_base, r->lora.double_quant);
     if (!st && !(st = zt_data_open(r, &d, m.V, &train, &valid))) {
         st = zt_eval_dataset(&m, valid.n_examples ? &valid : &train, r, out);
         if (!st) st = loss_check(out, valid.n_examples ? "data.valid" : "data.train");
@@ -173,9 +157,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     zt_data_tools_close(&d);
     zt_llama_free(&m);
     int chat = r->data.format == ZT_DATA_CHAT || r->data.format == ZT_DATA_INSTRUCT;
-    if (!st && r->eval.generate && chat && adapter)
-        st = zt_fail(ZT_EUSER, "eval.generate with LoRA adapters is not supported yet (zt export --merge makes a model "
-                               "to evaluate)");
-    if (!st && r->eval.generate && chat) st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, out);
+    if (!st && r->eval.generate && chat)
+        st = eval_accuracy(r, checkpoint_dir ? checkpoint_dir : r->model.path, adapter, out);
     return st;
 }

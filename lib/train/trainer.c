@@ -235,6 +235,11 @@ static zt_status check_sharded_base(const zt_trainer *t, const zt_lora_config *c
                        "lora.quantize_base = \"%s\" with the base sharded (%s) is not supported yet: the quantized "
                        "base is held whole on every rank (use zero.stage 0, 1 or 2 and offload.param = \"none\")",
                        zt_qbase_kind_names[r->lora.quantize_base], how);
+    if (c->save)
+        return zt_fail(ZT_EUSER,
+                       "lora.modules_to_save (embed_tokens, lm_head) with the base sharded (%s) is not supported yet: "
+                       "their trained copies start from the whole embedding and head",
+                       how);
     if (c->method == ZT_LORA_METHOD_DORA && zt_llama_mlp_tiles(&t->m) > 1)
         return zt_fail(ZT_EUSER,
                        "lora.method = \"dora\" (use_dora) with zero.mlp_tiles = %d and the base sharded (%s) is not "
@@ -250,26 +255,16 @@ static zt_status check_sharded_base(const zt_trainer *t, const zt_lora_config *c
 static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_options *base)
 {
     const zt_recipe *r = t->r;
-    if (t->m.V != vocab_before)
-        return zt_fail(ZT_EUSER,
-                       "LoRA freezes the embedding, but the chat template's tokens are not in the vocabulary "
-                       "(%d tokens, %d needed): add them to the model first, or train without lora.*",
-                       vocab_before, t->m.V);
-    zt_lora_config c = {.r = r->lora.r,
-                        .alpha = r->lora.alpha,
-                        .dropout = r->lora.dropout,
-                        .targets = zt_recipe_lora_targets(r),
-                        .rslora = r->lora.use_rslora,
-                        .init = r->lora.init_lora_weights,
-                        .method = r->lora.method,
-                        .score = t->algo->score_head}; /* a reward model's head trains fully */
-    zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, &c) : ZT_OK;
+    zt_lora_config c;
+    zt_status st = zt_plan_lora_config(r, t->algo->score_head, &c); /* a reward model's head trains fully */
     if (!st && c.score != t->algo->score_head)
         st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
                      r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",
                      t->algo->score_head ? "a reward model (rlhf.algorithm = \"reward\")" : "a causal LM");
     int world = t->comm ? zt_comm_size(t->comm) : 1, sharded = zt_zero_effective_stage(base, world) == 3;
     if (!st && sharded) st = check_sharded_base(t, &c);
+    if (!st && t->m.V != vocab_before) st = zt_lora_check_vocab(&t->m, &c, vocab_before);
+    if (!st && r->lora.adapter[0]) st = zt_lora_fit_vocab(&t->m, r->lora.adapter);
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
@@ -637,7 +632,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     if (!st && t.base.m) st = zt_zero_reduce_grads(&t.base); /* a gather of the last evaluation that failed */
     zt_log_status(NULL);
     /* before the final save assembles the whole model */
-    size_t peak_rss_train = zt_peak_rss_bytes();
+    size_t peak_rss_train = zt_peak_rss_bytes(), rss_train_end = zt_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
     if (t.base.m) { /* LoRA: the frozen base's slices (weights alone) beside the adapters */
         zt_zero_memory b = zt_zero_memory_use(&t.base);
@@ -663,6 +658,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
         getrusage(RUSAGE_SELF, &ru);
         cJSON_AddNumberToObject(summary, "peak_rss_bytes", (double)ru.ru_maxrss * 1024);
         cJSON_AddNumberToObject(summary, "peak_rss_train_bytes", (double)peak_rss_train);
+        cJSON_AddNumberToObject(summary, "rss_train_end_bytes", (double)rss_train_end);
         cJSON_AddNumberToObject(summary, "device_peak_bytes", (double)t.m.be->memory_peak(t.m.be));
         add_memory(summary, &mem, zero_stage(&t));
         cJSON_AddStringToObject(summary, "status", st ? "failed" : preempted ? "preempted" : "ok");

@@ -63,15 +63,18 @@ need_mpi() {
   MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 }
 
-# random token documents for tests: random_tokens FILE SEED N
+# random token documents for tests: random_tokens FILE SEED N [VOCAB [MIN MAX]] (ids below VOCAB,
+# 64 by default; MIN to MAX - 1 tokens each, 5 to 29 by default)
 random_tokens() {
   $PY - "$@" <<'PY'
 import json, random, sys
 path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+vocab = int(sys.argv[4]) if len(sys.argv) > 4 else 64
+lo, hi = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (5, 30)
 r = random.Random(seed)
 with open(path, "w") as f:
     for i in range(n):
-        f.write(json.dumps({"input_ids": [r.randrange(64) for _ in range(r.randrange(5, 30))]}) + "\n")
+        f.write(json.dumps({"input_ids": [r.randrange(vocab) for _ in range(r.randrange(lo, hi))]}) + "\n")
 PY
 }
 

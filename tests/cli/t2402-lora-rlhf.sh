@@ -5,10 +5,11 @@
 # loss falling and the preferences learnt, final/ a PEFT adapter directory, ZeRO stages 1, 2
 # and 3 on 2 ranks against 1 rank; GRPO and PPO with a LoRA actor (the reference the base with the
 # adapters off, generation through the adapters: as the merged model against the base; at ZeRO
-# stage 3 on 2 ranks, generating from the gathered base, as 1 rank); a reward
+# stage 3 on 2 ranks, generating from the gathered base, as 1 rank) and PPO's LoRA critic (a PEFT
+# SEQ_CLS adapter directory, resumed bit for bit); a reward
 # model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
 # modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
-# refusals (DoRA or a quantized base with GRPO, an adapter of the other kind).
+# DoRA with GRPO and PPO; the refusals (a quantized base with GRPO, an adapter of the other kind).
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 export ROOT  # the Python checks read safetensors with llama_ref.py's reader
@@ -145,16 +146,41 @@ target_modules = "all-linear"
 dir = "grpo"
 TOML
 for algo in grpo ppo; do
-  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo
+  expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo train.save_steps=2
   $PY - $algo <<'PY' && say "ok - $algo: KL 0 from fresh adapters (the reference is the base), then not; final/ holds adapters" || fail "$algo with LoRA"
 import json, os, sys
 d = sys.argv[1]
 rows = [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
 assert len(rows) == 4 and rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[1:]), rows
 assert os.path.exists(d + "/final/adapter_model.safetensors") and not os.path.exists(d + "/final/model.safetensors")
-assert d != "ppo" or os.path.exists("ppo/critic/model.safetensors")  # PPO's critic trains fully
 PY
 done
+# PPO's critic with LoRA: its own adapters on the base and its value head trained whole, final
+# critic/ a PEFT SEQ_CLS adapter directory (as a reward model's, zt export --merge makes the model);
+# the value loss falls; a run cut after the step-2 checkpoint resumes both bit for bit
+$PY - <<'PY' && say "ok - PPO's critic: a PEFT SEQ_CLS adapter, its value loss falling" || fail "PPO's LoRA critic"
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+c = json.load(open("ppo/critic/adapter_config.json"))
+assert c["task_type"] == "SEQ_CLS" and c["modules_to_save"] == ["classifier", "score"] and c["r"] == 8, c
+assert c["base_model_name_or_path"].endswith("/m") and not os.path.exists("ppo/critic/model.safetensors")
+A, P = read_st("ppo/critic/adapter_model.safetensors"), read_st("ppo/final/adapter_model.safetensors")
+assert A["base_model.model.score.weight"].shape == (1, 32) and len(A) == 2 * 7 * 2 + 1, sorted(A)
+assert set(A) - {"base_model.model.score.weight"} == set(P)  # the actor's kind of adapters, its own values
+assert all(not np.array_equal(A[k], P[k]) for k in P if ".lora_B." in k)
+rows = [r for r in map(json.loads, open("ppo/metrics.jsonl")) if "split" not in r]
+print("value loss", [round(r["value_loss"], 4) for r in rows])
+assert rows[-1]["value_loss"] < 0.75 * rows[0]["value_loss"], rows  # measured: to 0.45 of the first in 4 steps
+PY
+cp -r ppo ppo-cut && rm -rf ppo-cut/final ppo-cut/critic ppo-cut/summary.json ppo-cut/checkpoints/step-000004
+expect_ok "PPO resumed" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo output.dir=ppo-cut train.save_steps=2
+cmp -s ppo/final/adapter_model.safetensors ppo-cut/final/adapter_model.safetensors \
+  && cmp -s ppo/critic/adapter_model.safetensors ppo-cut/critic/adapter_model.safetensors \
+  && say "ok - PPO with LoRA resumes the actor and the critic bit for bit" || fail "PPO's resumed adapters differ"
+expect_ok "export --merge of the critic" "$ZT" export ppo/critic --merge --out critic-merged
+grep -q '"LlamaForSequenceClassification"' critic-merged/config.json && say "ok - the merged critic is a value model" \
+  || fail "merged critic: $(cat critic-merged/config.json)"
 # From the DPO adapter at learning rate 0, against the merged model with the base as
 # rlhf.reference: the decoder applies the adapters (the same completions, which the adapter's
 # preference for a-e changes) and the reference is the base. The merged weights round apart from
@@ -172,6 +198,27 @@ for a, b in zip(rows("grpo-adapter"), rows("grpo-merged")):
     assert a["reward_mean"] == b["reward_mean"] and a["completion_length"] == b["completion_length"], (a, b)
     assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
 PY
+
+# DoRA: the decoder applies (g - 1)·W·x + g·s·B·A·x with the norms of the step's weights. From a
+# DoRA adapter (6 DPO steps) at learning rate 0, against its merged model: the same completions
+# and rewards, the KL within 1e-5 (the tolerance above); and PPO with a DoRA actor and critic trains
+expect_ok "DPO with DoRA" "$ZT" rlhf dpo.toml output.dir=dpo-dora lora.method=dora train.max_steps=6 train.eval_steps=0
+expect_ok "GRPO from the DoRA adapter" "$ZT" rlhf grpo.toml lora.r=0 lora.adapter=dpo-dora/final train.learning_rate=0 \
+  train.max_steps=2 output.dir=grpo-dora
+expect_ok "export --merge of the DoRA adapter" "$ZT" export dpo-dora --merge --out dora-merged
+expect_ok "GRPO of the merged DoRA model, the base as reference" "$ZT" rlhf grpo.toml lora.r=0 model.path=dora-merged \
+  rlhf.reference=m train.learning_rate=0 train.max_steps=2 output.dir=grpo-dora-merged
+$PY - <<'PY' && say "ok - GRPO with a DoRA adapter generates and scores as its merged model" || fail "GRPO DoRA vs merged"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+for a, b in zip(rows("grpo-dora"), rows("grpo-dora-merged")):
+    assert a["reward_mean"] == b["reward_mean"] and a["completion_length"] == b["completion_length"], (a, b)
+    assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
+PY
+expect_ok "PPO with DoRA" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo lora.method=dora output.dir=ppo-dora
+grep -qE '"use_dora":[[:space:]]*true' ppo-dora/final/adapter_config.json \
+  && grep -qE '"use_dora":[[:space:]]*true' ppo-dora/critic/adapter_config.json \
+  && say "ok - PPO's DoRA actor and critic" || fail "PPO with DoRA: $(cat ppo-dora/critic/adapter_config.json)"
 
 # --- ZeRO: 2 ranks against 1 (stage 1 all-reduces the adapters' gradients, stages 2 and 3
 # reduce-scatter them; stage 3 shards the frozen base and gathers it per unit), 2 micro-batches of 4 pairs on 1 rank against 1 on each of 2. The
@@ -260,8 +307,6 @@ assert a["reward_accuracy"] == b["reward_accuracy"] and abs(a["loss"] - b["loss"
 PY
 
 # --- refusals -----------------------------------------------------------------------------------
-expect_exit 2 "GRPO with DoRA" "lora.method = \"dora\" with rlhf.algorithm = \"grpo\" is not supported yet" \
-  "$ZT" rlhf grpo.toml output.dir=bad-dora lora.method=dora
 expect_exit 2 "GRPO on a quantized base" "lora.quantize_base with rlhf.algorithm = \"grpo\" is not supported yet" \
   "$ZT" rlhf grpo.toml output.dir=bad-nf4 lora.quantize_base=nf4 data.cache_dir=
 expect_exit 2 "a reward model's adapter for DPO" "lora.adapter '.*rm/final' is a reward model's adapter" \

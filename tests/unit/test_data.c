@@ -874,9 +874,11 @@ static void test_generation_stops_at_template_turn_end(void)
     CHECK_MSG(zt_llama_save(&m, tmpdir, ZT_F32, 0) == ZT_OK, "%s", zt_errmsg());
     zt_llama_free(&m);
     zt_generator g;
-    CHECK_MSG(zt_generator_open(&g, tmpdir, ZT_TEMPLATE_FILE,
-                                "tests/fixtures/templates/llamacpp/google-gemma-2-2b-it.jinja", 64) == ZT_OK,
-              "%s", zt_errmsg());
+    zt_generator_options o = {.model = tmpdir,
+                              .chat_template = ZT_TEMPLATE_FILE,
+                              .template_path = "tests/fixtures/templates/llamacpp/google-gemma-2-2b-it.jinja",
+                              .max_len = 64};
+    CHECK_MSG(zt_generator_open(&g, &o) == ZT_OK, "%s", zt_errmsg());
     g.max_new_tokens = 8;
     zt_message msgs[] = {{"user", "say"}};
     char *out = NULL;

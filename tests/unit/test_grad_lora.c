@@ -89,14 +89,19 @@ static void scale_magnitudes(zt_llama *v)
 /* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
  * with_base: the base keeps a gradient array too, to check ∂loss/∂x below each adapter. */
 static void open_model(zt_llama *m, const char *model_type, int checkpointing, double dropout, int rslora,
-                       int with_base, zt_lora_method method)
+                       int with_base, zt_lora_method method, unsigned save)
 {
     zt_llama_config c = tiny_config(model_type);
     ZT_ASSERT(zt_llama_init(m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     ZT_ASSERT(zt_llama_alloc_acts(m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(m, 11, 0.5);
-    zt_lora_config lc = {
-        .r = 2, .alpha = 3, .dropout = dropout, .targets = ZT_LORA_ALL, .rslora = rslora, .method = method};
+    zt_lora_config lc = {.r = 2,
+                         .alpha = 3,
+                         .dropout = dropout,
+                         .targets = ZT_LORA_ALL,
+                         .rslora = rslora,
+                         .method = method,
+                         .save = save};
     ZT_ASSERT(zt_lora_attach(m, &lc) == ZT_OK);
     ZT_ASSERT(zt_lora_init_weights(m, 5) == ZT_OK);
     zt_llama *v = &m->lora->view;
@@ -129,11 +134,11 @@ static void gradients(zt_llama *m, zt_real **adapter, zt_real **base)
     }
 }
 
-static void check_lora(const char *model_type, int checkpointing, double dropout, int rslora)
+static void check_lora(const char *model_type, int checkpointing, double dropout, int rslora, unsigned save)
 {
     zt_llama m;
     zt_real *ga, *gb;
-    open_model(&m, model_type, checkpointing, dropout, rslora, 1, ZT_LORA_METHOD_LORA);
+    open_model(&m, model_type, checkpointing, dropout, rslora, 1, ZT_LORA_METHOD_LORA, save);
     gradients(&m, &ga, &gb);
     double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel);
     double ex = worst_error(&m, m.params, gb, m.numel); /* the embedding's gradient is ∂loss/∂x[0] */
@@ -154,7 +159,7 @@ static void check_dora(const char *model_type, int checkpointing, double dropout
 {
     zt_llama m;
     zt_real *ga, *gb;
-    open_model(&m, model_type, checkpointing, dropout, 0, 1, ZT_LORA_METHOD_DORA);
+    open_model(&m, model_type, checkpointing, dropout, 0, 1, ZT_LORA_METHOD_DORA, 0);
     gradients(&m, &ga, &gb);
     m.lora->keep_norms = 1;
     const zt_llama_tensor *emb = zt_llama_find_tensor(&m, "model.embed_tokens.weight");
@@ -205,7 +210,7 @@ static void test_dora_dropout_forward(void)
 {
     enum { N = B * T, IN = 8, OUT = 12, R = 2 }; /* gate_proj of the tiny model */
     zt_llama m;
-    open_model(&m, "llama", 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA);
+    open_model(&m, "llama", 0, 0.3, 0, 0, ZT_LORA_METHOD_DORA, 0);
     zt_lora *a = m.lora;
     const zt_llama_tensor *w = zt_llama_find_tensor(&m, "model.layers.1.mlp.gate_proj.weight");
     const zt_real *W = m.params + w->offset, *p = a->view.params;
@@ -252,10 +257,31 @@ static void test_dora_dropout_forward(void)
     zt_llama_free(&m);
 }
 
-static void test_lora(void) { check_lora("llama", 0, 0, 0); }
-static void test_lora_checkpointing(void) { check_lora("llama", 1, 0, 1); }
-static void test_lora_dropout(void) { check_lora("llama", 0, 0.3, 0); }
-static void test_lora_dropout_checkpointing(void) { check_lora("llama", 1, 0.3, 0); }
+static void test_lora(void) { check_lora("llama", 0, 0, 0, 0); }
+static void test_lora_checkpointing(void) { check_lora("llama", 1, 0, 1, 0); }
+static void test_lora_dropout(void) { check_lora("llama", 0, 0.3, 0, 0); }
+static void test_lora_dropout_checkpointing(void) { check_lora("llama", 1, 0.3, 0, 0); }
+/* modules_to_save: the copies of the embedding and the LM head train whole beside the adapters
+ * (their gradients checked with the adapters', the base's own getting none); the passes use the
+ * copies: moved away from the base's, the loss changes */
+static void test_lora_saved_modules(void)
+{
+    unsigned both = ZT_LORA_SAVE_EMBED | ZT_LORA_SAVE_HEAD;
+    check_lora("llama", 0, 0, 0, both);
+    check_lora("llama", 1, 0.3, 0, both);
+    check_lora("llama", 1, 0, 0, ZT_LORA_SAVE_HEAD);
+    zt_llama m;
+    open_model(&m, "llama", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, both);
+    zt_real *embed = zt_lora_embed(&m, 0), *head = zt_lora_head(&m, 0);
+    CHECK(embed && head && m.lora->view.n_tensors == 2 * 7 * 2 + 2);
+    double before = loss_of(&m), after;
+    embed[3 * m.C + 1] += 0.5, head[5 * m.C + 2] -= 0.5;
+    after = loss_of(&m);
+    CHECK_MSG(fabs(after - before) > 1e-3 * before, "the copies do not take part: %g, %g", before, after);
+    m.lora->disabled = 1; /* the base's own */
+    CHECK(zt_lora_embed(&m, 0) == NULL && zt_lora_head(&m, 0) == NULL);
+    zt_llama_free(&m);
+}
 static void test_dora(void) { check_dora("llama", 0, 0); }
 static void test_dora_dropout_checkpointing(void) { check_dora("llama", 1, 0.3); }
 
@@ -264,7 +290,7 @@ static void test_dora_dropout_checkpointing(void) { check_dora("llama", 1, 0.3);
 static void test_lora_phi3(void)
 {
     zt_llama m;
-    open_model(&m, "phi3", 0, 0, 0, 0, ZT_LORA_METHOD_LORA);
+    open_model(&m, "phi3", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, 0);
     unsigned want = 1u << ZT_LORA_QKV | 1u << ZT_LORA_O | 1u << ZT_LORA_GATE_UP | 1u << ZT_LORA_DOWN;
     CHECK_MSG(m.lora->cfg.targets == want, "targets %#x", m.lora->cfg.targets);
     const zt_llama_tensor *a = zt_llama_find_tensor(&m.lora->view,
@@ -278,8 +304,8 @@ static void test_lora_phi3(void)
     off = loss_of(&m);
     CHECK_MSG(fabs(on - off) > 1e-3 * off, "with the adapters %g, without %g", on, off);
     zt_llama_free(&m);
-    check_lora("phi3", 0, 0.3, 0);
-    check_lora("phi3", 1, 0, 1);
+    check_lora("phi3", 0, 0.3, 0, 0);
+    check_lora("phi3", 1, 0, 1, 0);
 }
 static void test_dora_phi3(void) { check_dora("phi3", 1, 0.3); }
 
@@ -289,8 +315,8 @@ static void test_frozen_base_same_adapter_grads(void)
 {
     zt_llama a, b;
     zt_real *ga, *gb, *base;
-    open_model(&a, "llama", 1, 0.2, 0, 1, ZT_LORA_METHOD_LORA);
-    open_model(&b, "llama", 1, 0.2, 0, 0, ZT_LORA_METHOD_LORA);
+    open_model(&a, "llama", 1, 0.2, 0, 1, ZT_LORA_METHOD_LORA, 0);
+    open_model(&b, "llama", 1, 0.2, 0, 0, ZT_LORA_METHOD_LORA, 0);
     CHECK(b.grads == NULL);
     gradients(&a, &ga, &base);
     gradients(&b, &gb, NULL);
@@ -310,6 +336,7 @@ int main(void)
     RUN(test_lora_dropout);
     RUN(test_lora_dropout_checkpointing);
     RUN(test_frozen_base_same_adapter_grads);
+    RUN(test_lora_saved_modules);
     RUN(test_dora);
     RUN(test_dora_dropout_checkpointing);
     RUN(test_lora_phi3);

@@ -1,6 +1,7 @@
 /* PPO as DeepSpeed-Chat's step 3 runs it: an actor (the policy, trained by the loop), a
  * critic (a score head giving a value per token, trained here next to it; initialised from
- * rlhf.reward_model when given, else from the starting model with a new head), the frozen
+ * rlhf.reward_model when given, else from the starting model with a new head; with LoRA its own
+ * adapters on that frozen model and the head trained whole, as a reward model's), the frozen
  * reference, and the reward (program or model). Per step and rank, micro_batch_size ×
  * gradient_accumulation_steps prompts get one completion each (rollout.h); then
  *   reward per token   -kl_coef · (old - ref), plus the clipped score on the last token,
@@ -15,6 +16,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "lib/model/lora.h"
 #include "lib/plan/options.h"
 #include "rl_loss.h"
 #include "rlhf.h"
@@ -25,8 +27,9 @@ typedef struct ppo {
     double *old, *values, *adv, *ret; /* per position of the step's rows */
     int mb, critic_pass;              /* the micro-batch the objective works on, and for which model */
     double scale;                     /* 1 / completion tokens of the step, all ranks */
-    /* the critic */
-    zt_llama critic;
+    /* the critic, and what trains of it: the model, or with LoRA its adapters and head (view) */
+    zt_llama critic, *ctrained;
+    const char *from; /* the model it started from */
     zt_zero czero;
     zt_optstate copt;
     zt_schedule csched;
@@ -131,6 +134,7 @@ static zt_status ppo_grads(zt_trainer *t, long step, zt_step_result *out)
             return st;
         s->csched_ready = 1;
     }
+    if (s->critic.lora) s->critic.lora->pass = (uint64_t)step << 24; /* the actor's rule (trainer.c) */
     if ((step - 1) % r->rlhf.ppo_epochs == 0) {
         int rows = ro->A * ro->B;
         if ((st = zt_rollout_step(ro, t, 1, step))) return st;
@@ -199,11 +203,12 @@ static zt_status ppo_restore(zt_trainer *t, const char *dir)
     ppo *s = t->ctx;
     char path[4200];
     zt_status st = zt_path_join(path, sizeof path, dir, "critic");
-    if (!st) st = zt_zero_read_params(&s->czero, path, s->critic.numel);
-    return st ? st : zt_optstate_restore(&s->copt, path, s->critic.numel);
+    if (!st) st = zt_zero_read_params(&s->czero, path, s->ctrained->numel);
+    return st ? st : zt_optstate_restore(&s->copt, path, s->ctrained->numel);
 }
 
-/* the critic next to final/: RUN/critic, a score-head model */
+/* the critic next to final/: RUN/critic, a score-head model, or with LoRA a PEFT SEQ_CLS adapter
+ * directory (its adapters and head) on the model it started from */
 static zt_status ppo_finish(zt_trainer *t)
 {
     ppo *s = t->ctx;
@@ -211,12 +216,26 @@ static zt_status ppo_finish(zt_trainer *t)
     zt_dtype dtype = t->r->model.dtype;
     zt_status st = zt_zero_gather_all(&s->czero);
     if (!st && t->lead && !(st = zt_rundir_path(&t->rd, path, sizeof path, "critic")))
-        st = zt_llama_save(&s->critic, path, dtype, 5000000000ull);
+        st = s->critic.lora ? zt_lora_save(&s->critic, path, s->from)
+                            : zt_llama_save(&s->critic, path, dtype, 5000000000ull);
     zt_zero_release_all(&s->czero);
     return st;
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
+
+/* With a LoRA actor the critic is LoRA too: fresh adapters of the actor's kind on its frozen model,
+ * the value head trained whole (modules_to_save "score") and, where the actor trains the
+ * embedding (a grown vocabulary), the embedding */
+static zt_status critic_lora(zt_trainer *t, ppo *s)
+{
+    zt_lora_config c = t->m.lora->cfg;
+    c.score = 1, c.save &= ZT_LORA_SAVE_EMBED;
+    zt_status st = zt_lora_attach(&s->critic, &c);
+    if (st) return st;
+    s->critic.lora->seed = ~t->m.lora->seed; /* dropout masks of its own */
+    return zt_lora_init_weights(&s->critic, (uint64_t)t->r->train.seed + 1);
+}
 
 static zt_status ppo_open(zt_trainer *t)
 {
@@ -230,14 +249,17 @@ static zt_status ppo_open(zt_trainer *t)
     s->old = malloc(4 * N * sizeof *s->old);
     if (!s->old) return zt_fail(ZT_ENOMEM, "out of memory");
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
-    const char *from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
+    const char *from = s->from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
     zt_zero_options opts = zt_plan_zero_options(r);
     zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";
     if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1))) return st;
-    zt_plan_tile_model(r, &s->critic); /* tiled like the policy */
+    if (s->critic.V < t->m.V && (st = zt_llama_resize_vocab(&s->critic, t->m.V))) return st; /* the template's tokens */
+    zt_plan_tile_model(r, &s->critic);                                                       /* tiled like the policy */
+    if (t->m.lora && (st = critic_lora(t, s))) return st;
+    s->ctrained = s->critic.lora ? &s->critic.lora->view : &s->critic;
     if ((st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
-        (st = zt_zero_init(&s->czero, t->comm, &opts, &s->critic)) ||
+        (st = zt_zero_init(&s->czero, t->comm, &opts, s->ctrained)) ||
         (st = zt_optstate_open(&s->copt, r->offload.optimizer, &io, &s->czero, "critic-optim")))
         return st;
     zt_log_info("data: %lld prompts, %lld held out; %d per rank and step; the critic from '%s'",

@@ -202,6 +202,7 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     zt_status st = zt_trainer_gather_model(t); /* once for every token of every completion */
     if (!st && s->gen == &s->host)
         t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
+    if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
     for (int p = 0; p < prompts && !st; p++) {
         int np = 0;
         if (items[p] >= 0) st = prefill(s, s->gen, ds, items[p], &np);
@@ -324,8 +325,7 @@ zt_status zt_rollout_check(const zt_recipe *r)
     return ZT_OK;
 }
 
-/* A LoRA actor generates through the adapters on the host decoder: plain LoRA on the weights
- * as read */
+/* A LoRA actor generates through the adapters on the host decoder, on the weights as read */
 static zt_status check_lora(const zt_trainer *t)
 {
     const char *algo = zt_rlhf_algorithm_names[t->r->rlhf.algorithm];
@@ -339,11 +339,6 @@ static zt_status check_lora(const zt_trainer *t)
         return zt_fail(ZT_EUSER,
                        "lora.quantize_base with rlhf.algorithm = \"%s\" is not supported yet (generation "
                        "multiplies the unquantized weights)",
-                       algo);
-    if (t->m.lora->cfg.method == ZT_LORA_METHOD_DORA)
-        return zt_fail(ZT_EUSER,
-                       "lora.method = \"dora\" with rlhf.algorithm = \"%s\" is not supported yet (the "
-                       "decoder runs LoRA adapters only)",
                        algo);
     return ZT_OK;
 }
