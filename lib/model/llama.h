@@ -208,6 +208,12 @@ void zt_llama_tile(int rows, int k, int j, int *r0, int *nr);
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
+/* A frozen base whose linear weights are encoded as q says (qbase.h: zt_qbase_init calls it; m
+ * owns q from here, also when this fails): their encodings take their place in the flat array,
+ * and there is no gradient array. */
+struct zt_qbase;
+zt_status zt_llama_init_quantized(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype,
+                                  struct zt_qbase *q);
 /* Sizes and layout only, nothing allocated (for memory estimates); zt_llama_free is not needed. */
 zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
 void zt_llama_free(zt_llama *m);
@@ -232,6 +238,9 @@ zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
  * tensors or parts of them, dropping their pages of the file's mapping afterwards. */
 struct zt_st_reader;
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, struct zt_st_reader **out);
+/* The same, also accepting the tensors `also` names (a quantized checkpoint's state: qbase_bnb.h). */
+zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*also)(const char *name),
+                                     struct zt_st_reader **out);
 zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
 /* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements

@@ -29,10 +29,16 @@ static void init_score(const zt_llama *m, zt_real *params,
 
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, zt_st_reader **out)
 {
+    return zt_llama_weights_open_with(m, dir, NULL, out);
+}
+
+zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*also)(const char *name),
+                                     zt_st_reader **out)
+{
     zt_status st = zt_st_open(out, dir);
     for (int i = 0; !st && i < zt_st_count(*out); i++) {
         const zt_st_tensor *t = zt_st_get(*out, i);
-        if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name))
+        if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name) && !(also && also(t->name)))
             st = zt_fail(ZT_EUSER, "'%s': unexpected tensor '%s' for a %s model with this config.json", t->file,
                          t->name, m->cfg.model_type);
     }

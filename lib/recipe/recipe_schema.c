@@ -289,10 +289,10 @@ zt_status zt_recipe_write_docs(FILE *f)
           "with\n"
           "`model.device = \"cuda\"` `offload.optimizer` and `offload.param` are `none` and `zero.stage` is not 3 on\n"
           "several ranks (not supported yet); once the world is known, a base sharded at stage 3 (several ranks, or\n"
-          "`offload.param`) is not quantized (`lora.quantize_base`) and DoRA's is not in MLP tiles\n"
-          "(`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant`\n"
-          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`\n"
-          "nor with `lora.method = \"dora\"`.\n\n"
+          "`offload.param`) is not DoRA's in MLP tiles (`zero.mlp_tiles`); `lora.quantize_base` other than `none`\n"
+          "needs LoRA on, and `lora.double_quant` needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is\n"
+          "not set with `model.device = \"cuda\"`, `lora.method = \"dora\"`, `zero.quantized_weights` nor\n"
+          "`zero.mlp_tiles` above 1.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

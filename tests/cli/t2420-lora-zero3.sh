@@ -209,12 +209,6 @@ grep -q "saved by 2 rank(s) at ZeRO stage 3" ck1/train.log && same "resumed on 1
   || fail "no resume from the stage 3 checkpoint"
 
 # --- refusals ------------------------------------------------------------------------------------
-expect_exit 2 "a quantized base sharded on 2 ranks" \
-  "lora.quantize_base = \"nf4\" with the base sharded \(zero.stage = 3 on 2 ranks\) is not supported yet" \
-  two output.dir=bad1 zero.stage=3 lora.quantize_base=nf4 data.cache_dir=
-expect_exit 2 "a quantized base streamed" \
-  "lora.quantize_base = \"int8\" with the base sharded \(offload.param = \"nvme\"\) is not supported yet" \
-  one output.dir=bad2 zero.stage=3 offload.param=nvme offload.nvme_path=swap lora.quantize_base=int8 data.cache_dir=
 expect_exit 2 "DoRA on a sharded base in MLP tiles" \
   "lora.method = \"dora\" .use_dora. with zero.mlp_tiles = 2 and the base sharded .* is not supported yet" \
   one output.dir=bad3 lora.method=dora zero.stage=3 offload.param=cpu zero.mlp_tiles=2
