@@ -327,22 +327,31 @@ void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed)
     if (host != m->params) free(host);
 }
 
+void zt_llama_init_stream_start(zt_llama_init_stream *s, const zt_llama *m, int i, uint64_t seed, double std)
+{
+    const zt_llama_tensor *t = &m->tensors[i];
+    /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
+    s->random = t->ndim == 2, s->std = std;
+    s->fixed = strstr(t->name, "norm.weight") && !m->cfg.gemma ? 1 : 0;
+    zt_rng_seed(&s->rng, seed, (uint64_t)i); /* tensor i draws from stream i */
+}
+
+void zt_llama_init_stream_next(zt_llama_init_stream *s, zt_real *dst, size_t n)
+{
+    for (size_t j = 0; j < n; j++) dst[j] = s->random ? (zt_real)(s->std * zt_rng_normal(&s->rng)) : s->fixed;
+}
+
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
 {
     zt_real *p = zt_llama_params_map(m);
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the weights");
-        /* tensor i draws from stream i: the same weights for any thread count */
+        /* a stream per tensor: the same weights for any thread count */
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
-        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
-        /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
-        zt_real norm_init = m->cfg.gemma ? 0 : 1;
-        int is_norm = strstr(t->name, "norm.weight") != NULL;
-        zt_rng rng;
-        zt_rng_seed(&rng, seed, (uint64_t)i);
-        for (size_t j = 0; j < n; j++)
-            p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? norm_init : 0;
+        zt_llama_init_stream s;
+        zt_llama_init_stream_start(&s, m, i, seed, std);
+        zt_llama_init_stream_next(&s, p + t->offset, (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
     }
     zt_llama_params_unmap(m, p, 1);
     return ZT_OK;
