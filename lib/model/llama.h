@@ -234,11 +234,14 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 /* Weights N(0, std) for matrices, 1 for norm weights (0 for Gemma's: a scale of 1), 0 for biases. */
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
 /* The same values tensor by tensor, in order (a model written without ever being whole in memory):
- * start at tensor i of m->tensors, then next gives its following n values. */
+ * start at tensor i of m->tensors, then next gives its following n values. With ziggurat set after
+ * start, the normal values come from zt_rng_normal_ziggurat: the same distribution, other values,
+ * 6 times faster (zt init --quantize). */
 typedef struct zt_llama_init_stream {
     zt_rng rng;
     double std;
     int random; /* a matrix: N(0, std) values, else `fixed` */
+    int ziggurat;
     zt_real fixed;
 } zt_llama_init_stream;
 void zt_llama_init_stream_start(zt_llama_init_stream *s, const zt_llama *m, int i, uint64_t seed, double std);

@@ -331,14 +331,17 @@ void zt_llama_init_stream_start(zt_llama_init_stream *s, const zt_llama *m, int 
 {
     const zt_llama_tensor *t = &m->tensors[i];
     /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
-    s->random = t->ndim == 2, s->std = std;
+    s->random = t->ndim == 2, s->std = std, s->ziggurat = 0;
     s->fixed = strstr(t->name, "norm.weight") && !m->cfg.gemma ? 1 : 0;
     zt_rng_seed(&s->rng, seed, (uint64_t)i); /* tensor i draws from stream i */
 }
 
 void zt_llama_init_stream_next(zt_llama_init_stream *s, zt_real *dst, size_t n)
 {
-    for (size_t j = 0; j < n; j++) dst[j] = s->random ? (zt_real)(s->std * zt_rng_normal(&s->rng)) : s->fixed;
+    for (size_t j = 0; j < n; j++)
+        dst[j] = !s->random    ? s->fixed
+                 : s->ziggurat ? (zt_real)(s->std * zt_rng_normal_ziggurat(&s->rng))
+                               : (zt_real)(s->std * zt_rng_normal(&s->rng));
 }
 
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)

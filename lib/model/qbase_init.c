@@ -53,6 +53,7 @@ static zt_status encode_tensor(const init_ctx *x, int i, unsigned char *part)
     zt_status st = v && f ? zt_qbase_encode_begin(&e, &x->q, (size_t)t->shape[0], (size_t)t->shape[1], part)
                           : zt_fail(ZT_ENOMEM, "out of memory drawing '%s'", t->name);
     zt_llama_init_stream_start(&s, &x->m, i, x->seed, x->std);
+    s.ziggurat = 1;
     for (size_t j = 0; j < n && !st; j += PIECE) {
         size_t k = n - j < PIECE ? n - j : PIECE;
         zt_llama_init_stream_next(&s, v, k);
@@ -128,6 +129,7 @@ zt_status zt_qbase_bnb_write_init(const zt_llama_config *c, const char *dir, zt_
             continue;
         }
         zt_llama_init_stream_start(&x.t[i].s, &x.m, i, seed, std);
+        x.t[i].s.ziggurat = 1;
         st = zt_st_writer_add_fn(w, t->name, dtype, t->shape, t->ndim, fill, &x.t[i]);
     }
     if (!st) st = zt_mkdir_p(dir);
