@@ -50,6 +50,12 @@ size_t zt_qbase_tensor_elems(const zt_qbase *q, size_t rows, size_t cols)
     return (bytes + sizeof(zt_real) - 1) / sizeof(zt_real);
 }
 
+size_t zt_qbase_params(const zt_llama *m)
+{
+    zt_llama plain;
+    return m->qbase && !zt_llama_shape(&plain, &m->cfg, m->be, ZT_F32) ? plain.numel : m->numel;
+}
+
 int zt_qbase_is_linear(const char *name)
 {
     static const char *const linear[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",

@@ -59,6 +59,8 @@ typedef struct zt_qbase {
 zt_status zt_qbase_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, zt_qbase_kind kind,
                         int double_quant);
 void zt_qbase_free(zt_llama *m);
+/* The model's parameters: m->numel, or for a quantized base its weights', not its encodings'. */
+size_t zt_qbase_params(const zt_llama *m);
 /* The elements a [rows, cols] weight's encoding takes in the flat array (llama_layout.c). */
 size_t zt_qbase_tensor_elems(const zt_qbase *q, size_t rows, size_t cols);
 /* Whether name is a linear weight a quantized base encodes (model.layers.N.mlp.down_proj.weight). */

@@ -323,7 +323,7 @@ static zt_status open_model(zt_trainer *t)
         opts.load = load_unit, opts.load_ctx = t;
         if (quantized && t->lead)
             zt_log_info("base: linear weights %s %s%s as they are read, a unit at a time, into its stage-3 slices",
-                        zt_qbase_reader_prequantized(t->qweights) ? "read as stored in" : "quantized to",
+                        zt_qbase_reader_prequantized(t->qweights) ? "stored in" : "quantized to",
                         zt_qbase_kind_names[r->lora.quantize_base], r->lora.double_quant ? " with double_quant" : "");
     } else if (quantized && (st = load_quantized(t))) {
         return st;
@@ -386,9 +386,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
     zt_log_info("model '%s': %zu parameters (%zu trained), %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens "
                 "on %d rank(s), ZeRO stage %d",
-                r->model.path, t->m.numel, t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
-                t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
-                t->zero.world, zero_stage(t));
+                r->model.path, zt_qbase_params(&t->m), t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype),
+                t->m.be->name, t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A,
+                t->rows, T, t->zero.world, zero_stage(t));
     return ZT_OK;
 }
 

@@ -64,21 +64,7 @@ same "2 ranks: hpZ's secondary slices hold the encodings as gathered" n2-s2 n2-h
 
 # --- kill -9 of the whole job, then resume = auto, bitwise -------------------------------------------
 K="train.max_steps=400 train.save_steps=20 $NVME"
-expect_ok "uninterrupted, 400 steps" two output.dir=long $K
-two output.dir=killed $K >killed.out 2>&1 &
-pid=$!
-for i in $(seq 1 400); do ls killed/checkpoints/*/DONE >/dev/null 2>&1 && break; sleep 0.05; done
-pkill -9 -P $pid; kill -9 $pid; wait $pid 2>/dev/null
-rm -f swap/* # what the killed job left
-at=$(ls -d killed/checkpoints/*/DONE 2>/dev/null | tail -1)
-if [ -e killed/final ] || [ -z "$at" ]; then
-  fail "the job was not killed between its first checkpoint and its end (${at:-no checkpoint})"
-else
-  say "ok - killed after ${at%/DONE}"
-  expect_ok "resume = auto after kill -9" two output.dir=killed $K
-  cmp -s long/final/adapter_model.safetensors killed/final/adapter_model.safetensors \
-    && say "ok - the resumed adapters are bitwise the uninterrupted run's" || fail "the resumed run differs"
-fi
+kill_resume two adapter_model.safetensors $K
 expect_exit 2 "resuming on another quantization of the base" "trained on another base model" \
   two output.dir=killed $K train.max_steps=500 lora.double_quant=false
 
