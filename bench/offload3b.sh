@@ -24,45 +24,23 @@ SEQ=${BENCH_3B_SEQ:-64}
 TILES=${BENCH_3B_TILES:-1}
 SHAPE="hidden_size=3072 intermediate_size=8192 num_hidden_layers=28 num_attention_heads=24 num_key_value_heads=8
        vocab_size=32000 max_position_embeddings=4096 tie_word_embeddings=false"
-log() { echo "bench: $*" >&2; }
-export OMP_NUM_THREADS=${BENCH_THREADS:-2} OPENBLAS_NUM_THREADS=${BENCH_THREADS:-2}
-mkdir -p "$OUT"
-[ -x ./zt ] || { log "./zt not built (make)"; exit 1; }
+. bench/lib.sh
 
 have_model=$([ -f "$OUT/model/config.json" ] && echo 1)
-need=$((62 * 1000 * 1000 * 1000 - (have_model ? 6 * 1000 * 1000 * 1000 : 0)))
 rm -rf "$OUT/run" "$OUT/swap"
-free=$(df --output=avail -B1 "$OUT" | tail -1)
-if [ "$free" -lt "$need" ]; then
-    log "needs $((need / 1000000000)) GB free under $OUT (model, swap file, final/), has $((free / 1000000000)) GB"
-    exit 1
-fi
+need_disk $((have_model ? 56 : 62)) "model, swap file, final/"
 if [ -z "$have_model" ]; then
     log "zt init: the 3B model in bf16"
     /usr/bin/time -f "init: %e s, peak RSS %M KiB" ./zt init --arch llama --out "$OUT/model" --seed 1 --dtype bf16 $SHAPE ||
         { rm -rf "$OUT/model"; exit 1; }
 fi
-$PY -c "
-import json
-seq = [(7 * i) % 512 + 3 for i in range($SEQ)]   # a short periodic sequence: a loss that can fall in a few steps
-for _ in range(64): print(json.dumps({'input_ids': seq}))" > "$OUT/tokens.jsonl"
-cat > "$OUT/recipe.toml" <<TOML
+{ cat <<TOML
 [model]
 path = "$OUT/model"
 dtype = "bf16"
-[data]
-train = "$OUT/tokens.jsonl"
-format = "tokens"
-max_length = $SEQ
-packing = false
-[train]
-max_steps = $STEPS
-micro_batch_size = 1
-gradient_accumulation_steps = 1
-learning_rate = 1e-4
-lr_scheduler_type = "constant"
-logging_steps = 1
-save_steps = 0
+TOML
+    steps_recipe $SEQ $STEPS 1e-4
+    cat <<TOML
 [zero]
 stage = 3
 prefetch_layers = 1
@@ -79,6 +57,7 @@ queue_depth = 32
 [output]
 dir = "$OUT/run"
 TOML
+} > "$OUT/recipe.toml"
 rm -f "$HOME"/.cache/zt/disk2-*.txt # validate measures the disk again, now
 ./zt validate "$OUT/recipe.toml" | sed -n '/^# memory per rank/,$p' | tee "$OUT/validate.txt"
 ./zt validate "$OUT/recipe.toml" offload.param=none offload.optimizer=none zero.stage=0 zero.embedding_tiles=1 \

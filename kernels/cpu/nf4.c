@@ -98,19 +98,22 @@ static float scaled(float x, float a)
 
 static int is_finite(float x) { return fabsf(x) <= 3.40282347e38f; }
 
-/* The NF4 index of s: the count of midpoints below it, without branches (the compiler vectorises it). */
+/* The NF4 index of s: the count of the 15 midpoints below it, found by bisection of mid[16] (the
+ * midpoints and +inf, which no s passes). */
 static inline int nf4_index(const float *mid, float s)
 {
-    int q = 0;
-    for (int i = 0; i < 15; i++) q += mid[i] < s;
-    return q;
+    int q = (mid[7] < s) << 3;
+    q += (mid[q + 3] < s) << 2;
+    q += (mid[q + 1] < s) << 1;
+    return q + (mid[q] < s);
 }
 
 size_t zt_nf4_quantize(const float *x, size_t n, uint8_t *q, float *absmax)
 {
     size_t bad = 0, nb = zt_nf4_blocks(n);
-    float mid[15];
+    float mid[16];
     for (int i = 0; i < 15; i++) mid[i] = (zt_nf4_code[i] + zt_nf4_code[i + 1]) / 2;
+    mid[15] = INFINITY;
 #pragma omp parallel for schedule(static) reduction(+ : bad) if (n >= 65536)
     for (size_t b = 0; b < nb; b++) {
         size_t i0 = b * ZT_NF4_BLOCK, len = i0 + ZT_NF4_BLOCK < n ? ZT_NF4_BLOCK : n - i0;

@@ -53,6 +53,7 @@ typedef enum zt_st_dtype {
 } zt_st_dtype;
 
 const char *zt_st_dtype_name(zt_st_dtype t); /* "BF16", as the file spells it */
+size_t zt_st_dtype_size(zt_st_dtype t);      /* bytes per element */
 
 typedef struct zt_st_tensor {
     const char *name;
@@ -105,6 +106,14 @@ typedef zt_status (*zt_st_fill_fn)(void *ctx, float *dst, size_t offset, size_t 
  * A failing fill fails finish with its status and message. */
 zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dtype, const int64_t *shape, int ndim,
                               zt_st_fill_fn fill, void *ctx);
+
+/* Supplies bytes [offset, offset + n) of a tensor's data as the file stores it into dst. */
+typedef zt_status (*zt_st_bytes_fn)(void *ctx, void *dst, size_t offset, size_t n);
+
+/* Records a tensor of any dtype (U8 codes of a quantized weight, its F32 tables) whose bytes fill
+ * supplies as stored, in order and in bounded chunks. */
+zt_status zt_st_writer_add_bytes_fn(zt_st_writer *w, const char *name, zt_st_dtype dtype, const int64_t *shape,
+                                    int ndim, zt_st_bytes_fn fill, void *ctx);
 
 /* Writes the tensors in insertion order into the existing directory dir: model.safetensors
  * when their bytes fit in max_shard_bytes (0: no limit), else model-0000i-of-0000N.safetensors

@@ -46,6 +46,8 @@ struct zt_st_reader {
 
 const char *zt_st_dtype_name(zt_st_dtype t) { return st_dtypes[t].name; }
 
+size_t zt_st_dtype_size(zt_st_dtype t) { return st_dtypes[t].size; }
+
 void zt_st_release(const zt_st_tensor *t)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)t->data & ~(page - 1);

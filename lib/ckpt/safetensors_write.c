@@ -24,7 +24,9 @@ typedef struct st_entry {
     int ndim;
     int64_t shape[ZT_ST_MAX_DIMS];
     const void *src;
-    zt_st_fill_fn fill; /* or data on demand, fp32 */
+    zt_st_fill_fn fill;   /* or data on demand, fp32 */
+    zt_st_bytes_fn bytes; /* or data on demand as stored, of dtype stored */
+    zt_st_dtype stored;
     void *ctx;
     size_t numel, nbytes; /* nbytes as written (out dtype) */
 } st_entry;
@@ -61,10 +63,10 @@ static zt_status st_add(zt_st_writer *w, st_entry e)
         if (__builtin_mul_overflow(numel, (uint64_t)shape[i], &numel))
             return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
     }
-    if (__builtin_mul_overflow(numel, zt_dtype_size(e.out), &nbytes) ||
+    if (__builtin_mul_overflow(numel, e.bytes ? zt_st_dtype_size(e.stored) : zt_dtype_size(e.out), &nbytes) ||
         __builtin_add_overflow(w->total, nbytes, &total))
         return zt_fail(ZT_EUSER, "safetensors: tensor '%s': shape is too large", name);
-    ZT_ASSERT(e.src || e.fill || !numel);
+    ZT_ASSERT(e.src || e.fill || e.bytes || !numel);
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->v[i].name, name)) return zt_fail(ZT_EUSER, "safetensors: tensor '%s' added twice", name);
     if (w->n == w->cap) {
@@ -108,6 +110,15 @@ zt_status zt_st_writer_add_fn(zt_st_writer *w, const char *name, zt_dtype out_dt
     return st ? st : st_add(w, e);
 }
 
+zt_status zt_st_writer_add_bytes_fn(zt_st_writer *w, const char *name, zt_st_dtype dtype, const int64_t *shape,
+                                    int ndim, zt_st_bytes_fn fill, void *ctx)
+{
+    st_entry e;
+    zt_status st = st_entry_init(&e, name, ZT_F32, shape, ndim);
+    e.bytes = fill, e.stored = dtype, e.ctx = ctx;
+    return st ? st : st_add(w, e);
+}
+
 /* --- one output file: dir/name, written atomically -------------------------------------- */
 
 static zt_status st_out_open(zt_atomic_file *o, const char *dir, const char *name)
@@ -144,7 +155,8 @@ static char *st_header(const zt_st_writer *w, int a, int b, size_t *len)
     for (int i = a; i < b && ok; i++) {
         const st_entry *e = &w->v[i];
         cJSON *t = cJSON_AddObjectToObject(root, e->name);
-        ok = cJSON_AddStringToObject(t, "dtype", zt_dtype_safetensors_name(e->out)) != NULL;
+        const char *dtype = e->bytes ? zt_st_dtype_name(e->stored) : zt_dtype_safetensors_name(e->out);
+        ok = cJSON_AddStringToObject(t, "dtype", dtype) != NULL;
         cJSON *shape = cJSON_AddArrayToObject(t, "shape"), *offs = cJSON_AddArrayToObject(t, "data_offsets");
         ok = ok && shape && offs;
         for (int d = 0; d < e->ndim && ok; d++) ok = cJSON_AddItemToArray(shape, st_json_int((uint64_t)e->shape[d]));
@@ -186,9 +198,14 @@ static char *st_index_json(const zt_st_writer *w, const int *first, int nshards,
  * for data on demand, fbuf (ST_CHUNK floats). */
 static zt_status st_write_data(zt_atomic_file *o, const st_entry *e, void *buf, float *fbuf)
 {
-    if (!e->fill && e->out == e->src_dtype) return zt_atomic_write(o, e->src, e->nbytes);
-    size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
+    if (!e->fill && !e->bytes && e->out == e->src_dtype) return zt_atomic_write(o, e->src, e->nbytes);
     zt_status st = ZT_OK;
+    for (size_t j = 0; e->bytes && j < e->nbytes && !st; j += ST_CHUNK * sizeof(double)) {
+        size_t k = e->nbytes - j < ST_CHUNK * sizeof(double) ? e->nbytes - j : ST_CHUNK * sizeof(double);
+        if (!(st = e->bytes(e->ctx, buf, j, k))) st = zt_atomic_write(o, buf, k);
+    }
+    if (e->bytes) return st;
+    size_t ss = zt_dtype_size(e->src_dtype), os = zt_dtype_size(e->out);
     for (size_t j = 0; j < e->numel && !st; j += ST_CHUNK) {
         size_t k = e->numel - j < ST_CHUNK ? e->numel - j : ST_CHUNK;
         const void *src = fbuf, *out;

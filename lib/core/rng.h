@@ -26,6 +26,9 @@ uint64_t zt_rng_below(zt_rng *r, uint64_t n);
 double zt_rng_uniform(zt_rng *r);
 /* Standard normal (Box-Muller; consumes two uniforms per sample). */
 double zt_rng_normal(zt_rng *r);
+/* Standard normal by the ziggurat method: the same distribution, other values, about 8 times
+ * faster (one draw, a multiply and a compare for 99% of the samples). */
+double zt_rng_normal_ziggurat(zt_rng *r);
 /* Permutes a[n] in place (Fisher-Yates) with the stream (seed, stream). */
 void zt_rng_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream);
 

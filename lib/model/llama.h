@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "lib/backend/backend.h"
+#include "lib/core/rng.h"
 #include "lib/core/status.h"
 
 enum { ZT_QK_NORM_HEADS = 1, ZT_QK_NORM_WHOLE = 2 };
@@ -208,8 +209,18 @@ void zt_llama_tile(int rows, int k, int j, int *r0, int *nr);
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
+/* A frozen base whose linear weights are encoded as q says (qbase.h: zt_qbase_init calls it; m
+ * owns q from here, also when this fails): their encodings take their place in the flat array,
+ * and there is no gradient array. */
+struct zt_qbase;
+zt_status zt_llama_init_quantized(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype,
+                                  struct zt_qbase *q);
 /* Sizes and layout only, nothing allocated (for memory estimates); zt_llama_free is not needed. */
 zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
+/* The same for the quantized base q describes (its kind and double_quant set; m points at q, which
+ * it does not own here). */
+zt_status zt_llama_shape_quantized(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype,
+                                   struct zt_qbase *q);
 void zt_llama_free(zt_llama *m);
 /* The named tensors of config c (what zt_llama_init puts in m->tensors) without the
  * parameter arrays, for reading a checkpoint layer by layer; free(*tensors). */
@@ -226,14 +237,32 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V);
 
 /* Weights N(0, std) for matrices, 1 for norm weights (0 for Gemma's: a scale of 1), 0 for biases. */
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);
+/* The same values tensor by tensor, in order (a model written without ever being whole in memory):
+ * start at tensor i of m->tensors, then next gives its following n values. With ziggurat set after
+ * start, the normal values come from zt_rng_normal_ziggurat: the same distribution, other values,
+ * 6 times faster (zt init --quantize). */
+typedef struct zt_llama_init_stream {
+    zt_rng rng;
+    double std;
+    int random; /* a matrix: N(0, std) values, else `fixed` */
+    int ziggurat;
+    zt_real fixed;
+} zt_llama_init_stream;
+void zt_llama_init_stream_start(zt_llama_init_stream *s, const zt_llama *m, int i, uint64_t seed, double std);
+void zt_llama_init_stream_next(zt_llama_init_stream *s, zt_real *dst, size_t n);
 zt_status zt_llama_load_weights(zt_llama *m, const char *dir);
 /* The same in pieces, for a model larger than memory: open checks the tensor names, read
  * fills elements [off, off + n) of the flat array into dst (dst[0] is element off), whole
  * tensors or parts of them, dropping their pages of the file's mapping afterwards. */
 struct zt_st_reader;
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, struct zt_st_reader **out);
+/* The same, also accepting the tensors `also` names (a quantized checkpoint's state: qbase_bnb.h). */
+zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*also)(const char *name),
+                                     struct zt_st_reader **out);
 zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
+/* config.json of c in dir, its torch_dtype the weights' dtype (what zt_llama_save writes beside them). */
+zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dtype dtype);
 /* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements
  * [first, first + n) of the flat array (the whole model never in memory). */
 typedef zt_status (*zt_llama_read_fn)(void *ctx, float *dst, size_t first, size_t n);

@@ -29,10 +29,16 @@ static void init_score(const zt_llama *m, zt_real *params,
 
 zt_status zt_llama_weights_open(const zt_llama *m, const char *dir, zt_st_reader **out)
 {
+    return zt_llama_weights_open_with(m, dir, NULL, out);
+}
+
+zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*also)(const char *name),
+                                     zt_st_reader **out)
+{
     zt_status st = zt_st_open(out, dir);
     for (int i = 0; !st && i < zt_st_count(*out); i++) {
         const zt_st_tensor *t = zt_st_get(*out, i);
-        if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name))
+        if (!zt_llama_find_tensor(m, t->name) && !ignorable(m, t->name) && !(also && also(t->name)))
             st = zt_fail(ZT_EUSER, "'%s': unexpected tensor '%s' for a %s model with this config.json", t->file,
                          t->name, m->cfg.model_type);
     }
@@ -82,13 +88,12 @@ zt_status zt_llama_load_weights(zt_llama *m, const char *dir)
     return st;
 }
 
-/* config.json next to the weights, with their dtype */
-static zt_status save_config(const zt_llama *m, const char *dir, zt_dtype dtype)
+zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dtype dtype)
 {
     char path[4096];
     static const char *torch_names[] = {"float32", "bfloat16", "float16", "float64"};
     zt_status st = zt_path_join(path, sizeof path, dir, "config.json");
-    return st ? st : zt_llama_config_save(&m->cfg, path, torch_names[dtype]);
+    return st ? st : zt_llama_config_save(c, path, torch_names[dtype]);
 }
 
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes)
@@ -105,7 +110,7 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     zt_st_writer_free(w);
     if (params) zt_llama_params_unmap((zt_llama *)m, params, 0);
-    return st ? st : save_config(m, dir, dtype);
+    return st ? st : zt_llama_save_config(&m->cfg, dir, dtype);
 }
 
 typedef struct read_ctx {
@@ -136,5 +141,5 @@ zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype,
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     zt_st_writer_free(w);
     free(c);
-    return st ? st : save_config(m, dir, dtype);
+    return st ? st : zt_llama_save_config(&m->cfg, dir, dtype);
 }

@@ -20,22 +20,31 @@ static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int 
     t->decay = decay;
 }
 
+/* Elements a linear weight [rows, cols] takes in the flat array: its values, or in a quantized
+ * base its encoding (qbase.h). */
+static size_t linear_elems(const zt_llama *m, size_t rows, size_t cols)
+{
+    return m->qbase ? zt_qbase_tensor_elems(m->qbase, rows, cols) : rows * cols;
+}
+
 static void layout(zt_llama *m)
 {
     const zt_llama_config *c = &m->cfg;
     zt_llama_layer_layout *y = &m->lay;
     size_t C = m->C, o = 0, pre = c->no_pre_norms ? 0 : C, post = c->post_norms ? C : 0;
+    size_t qd = m->HD, kd = (size_t)m->KV * m->D, F = m->F;
+    int fused = zt_llama_fused_names(c); /* one tensor, or q, k, v (gate, up) apart */
     y->ln1 = o, o += pre;
-    y->wqkv = o, o += (size_t)m->S3 * C;
+    y->wqkv = o, o += fused ? linear_elems(m, m->S3, C) : linear_elems(m, qd, C) + 2 * linear_elems(m, kd, C);
     y->bqkv = o, o += c->qkv_bias ? (size_t)m->S3 : 0;
     y->qkn = o, o += zt_llama_qk_norm_weights(m);
-    y->wo = o, o += C * m->HD;
+    y->wo = o, o += linear_elems(m, C, qd);
     y->bo = o, o += c->o_bias ? C : 0;
     y->post_attn = o, o += post;
     y->ln2 = o, o += pre;
     y->post_mlp = o, o += post; /* before the MLP's matrices: in the layer's first unit */
-    y->wgu = o, o += 2 * (size_t)m->F * C;
-    y->wd = o, o += C * m->F;
+    y->wgu = o, o += fused ? linear_elems(m, 2 * F, C) : 2 * linear_elems(m, F, C);
+    y->wd = o, o += linear_elems(m, C, F);
     y->numel = o;
 
     m->embed_off = 0;
@@ -45,20 +54,30 @@ static void layout(zt_llama *m)
     m->numel = m->norm_off + C + (c->tie_word_embeddings ? 0 : (size_t)zt_llama_head_rows(m) * C);
 }
 
+/* A linear weight [rows, cols] at *off, which moves past it: in a quantized base its encoding,
+ * a vector of its elements (qbase.h), else the matrix. */
+static void add_linear(zt_llama *m, size_t *off, int64_t rows, int64_t cols, const char *fmt, int layer)
+{
+    size_t n = linear_elems(m, (size_t)rows, (size_t)cols);
+    if (m->qbase) add_tensor(m, *off, (int64_t)n, 0, 0, fmt, layer);
+    else add_tensor(m, *off, rows, cols, 1, fmt, layer);
+    *off += n;
+}
+
 static void name_tensors(zt_llama *m)
 {
     const zt_llama_layer_layout *y = &m->lay;
     int C = m->C, qd = m->H * m->D, kd = m->KV * m->D, fused = zt_llama_fused_names(&m->cfg);
     add_tensor(m, m->embed_off, m->V, C, 1, "model.embed_tokens.weight", 0);
     for (int l = 0; l < m->L; l++) {
-        size_t b = m->layer0_off + y->numel * l;
+        size_t b = m->layer0_off + y->numel * l, w = b + y->wqkv;
         if (!m->cfg.no_pre_norms) add_tensor(m, b + y->ln1, C, 0, 0, "model.layers.%d.input_layernorm.weight", l);
         if (fused) { /* Phi-3's checkpoints hold q, k, v in one matrix, as zt does */
-            add_tensor(m, b + y->wqkv, m->S3, C, 1, "model.layers.%d.self_attn.qkv_proj.weight", l);
+            add_linear(m, &w, m->S3, C, "model.layers.%d.self_attn.qkv_proj.weight", l);
         } else {
-            add_tensor(m, b + y->wqkv, qd, C, 1, "model.layers.%d.self_attn.q_proj.weight", l);
-            add_tensor(m, b + y->wqkv + (size_t)qd * C, kd, C, 1, "model.layers.%d.self_attn.k_proj.weight", l);
-            add_tensor(m, b + y->wqkv + (size_t)(qd + kd) * C, kd, C, 1, "model.layers.%d.self_attn.v_proj.weight", l);
+            add_linear(m, &w, qd, C, "model.layers.%d.self_attn.q_proj.weight", l);
+            add_linear(m, &w, kd, C, "model.layers.%d.self_attn.k_proj.weight", l);
+            add_linear(m, &w, kd, C, "model.layers.%d.self_attn.v_proj.weight", l);
         }
         if (m->cfg.qkv_bias) {
             add_tensor(m, b + y->bqkv, qd, 0, 0, "model.layers.%d.self_attn.q_proj.bias", l);
@@ -70,7 +89,8 @@ static void name_tensors(zt_llama *m)
             add_tensor(m, b + y->qkn, qn, 0, 0, "model.layers.%d.self_attn.q_norm.weight", l);
             add_tensor(m, b + y->qkn + qn, kn, 0, 0, "model.layers.%d.self_attn.k_norm.weight", l);
         }
-        add_tensor(m, b + y->wo, C, qd, 1, "model.layers.%d.self_attn.o_proj.weight", l);
+        w = b + y->wo;
+        add_linear(m, &w, C, qd, "model.layers.%d.self_attn.o_proj.weight", l);
         if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
         if (m->cfg.post_norms) { /* then post_attention_layernorm is a norm of the attention's output */
             add_tensor(m, b + y->post_attn, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
@@ -80,22 +100,27 @@ static void name_tensors(zt_llama *m)
         } else {
             add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
         }
+        w = b + y->wgu;
         if (fused) { /* and gate over up */
-            add_tensor(m, b + y->wgu, 2 * (int64_t)m->F, C, 1, "model.layers.%d.mlp.gate_up_proj.weight", l);
+            add_linear(m, &w, 2 * (int64_t)m->F, C, "model.layers.%d.mlp.gate_up_proj.weight", l);
         } else {
-            add_tensor(m, b + y->wgu, m->F, C, 1, "model.layers.%d.mlp.gate_proj.weight", l);
-            add_tensor(m, b + y->wgu + (size_t)m->F * C, m->F, C, 1, "model.layers.%d.mlp.up_proj.weight", l);
+            add_linear(m, &w, m->F, C, "model.layers.%d.mlp.gate_proj.weight", l);
+            add_linear(m, &w, m->F, C, "model.layers.%d.mlp.up_proj.weight", l);
         }
-        add_tensor(m, b + y->wd, C, m->F, 1, "model.layers.%d.mlp.down_proj.weight", l);
+        add_linear(m, &w, C, m->F, "model.layers.%d.mlp.down_proj.weight", l);
     }
     add_tensor(m, m->norm_off, C, 0, 0, "model.norm.weight", 0);
     if (m->cfg.num_labels) add_tensor(m, m->head_off, m->cfg.num_labels, C, 1, "score.weight", 0);
     else if (!m->cfg.tie_word_embeddings) add_tensor(m, m->head_off, m->V, C, 1, "lm_head.weight", 0);
 }
 
-zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+/* zt_llama_shape, the linear weights encoded as q says when it is not NULL (m then owns q, also
+ * when this fails) */
+static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, struct zt_qbase *q)
 {
     memset(m, 0, sizeof *m);
+    m->be = be;
+    m->qbase = q;
     zt_status st = zt_llama_config_check(c, "model config");
     if (st) return st;
     if (dtype == ZT_F16)
@@ -104,7 +129,6 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
     if (dtype == ZT_BF16 && !be->gemm_bf16)
         return zt_fail(ZT_EUSER, "model.dtype = \"bf16\" is not supported by this build of the %s backend", be->name);
     m->cfg = *c;
-    m->be = be;
     m->dtype_bf16 = dtype == ZT_BF16;
     m->C = c->hidden_size, m->F = c->intermediate_size, m->H = c->num_attention_heads;
     m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
@@ -115,6 +139,17 @@ zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, 
         (zt_real)(c->query_pre_attn_scalar > 0 ? pow(c->query_pre_attn_scalar, -0.5) : 1.0 / sqrt((double)m->D));
     layout(m);
     return ZT_OK;
+}
+
+zt_status zt_llama_shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+{
+    return shape(m, c, be, dtype, NULL);
+}
+
+zt_status zt_llama_shape_quantized(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype,
+                                   struct zt_qbase *q)
+{
+    return shape(m, c, be, dtype, q);
 }
 
 /* room for the most tensors a layer (17 with every bias, the q/k norms and Gemma's two more
@@ -140,22 +175,36 @@ size_t zt_llama_weight_bytes(const zt_llama *m, size_t n)
     return n * (sizeof(float) + (m->dtype_bf16 ? sizeof(uint16_t) : 0));
 }
 
-zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+static zt_status init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, struct zt_qbase *q)
 {
-    zt_status st = zt_llama_shape(m, c, be, dtype);
-    if (st) return st;
+    zt_status st = shape(m, c, be, dtype, q);
+    if (st) {
+        zt_qbase_free(m);
+        return st;
+    }
     m->tensors = alloc_tensors(m);
     /* room past the end so that ZeRO's equal shards (numel rounded up to the world size) fit */
     m->params = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
-    m->grads = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    if (!q) m->grads = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real)); /* a quantized base is frozen */
     if (m->dtype_bf16) m->params16 = be->alloc(be, m->numel * sizeof(uint16_t));
-    if (!m->tensors || !m->params || !m->grads || (m->dtype_bf16 && !m->params16)) {
+    if (!m->tensors || !m->params || (!q && !m->grads) || (m->dtype_bf16 && !m->params16)) {
         size_t numel = m->numel;
         zt_llama_free(m);
         return zt_fail(ZT_ENOMEM, "out of memory for %zu parameters", numel);
     }
     name_tensors(m);
     return ZT_OK;
+}
+
+zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype)
+{
+    return init(m, c, be, dtype, NULL);
+}
+
+zt_status zt_llama_init_quantized(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype,
+                                  struct zt_qbase *q)
+{
+    return init(m, c, be, dtype, q);
 }
 
 void zt_llama_free(zt_llama *m)
@@ -284,22 +333,34 @@ void zt_llama_params_unmap(zt_llama *m, zt_real *host, int changed)
     if (host != m->params) free(host);
 }
 
+void zt_llama_init_stream_start(zt_llama_init_stream *s, const zt_llama *m, int i, uint64_t seed, double std)
+{
+    const zt_llama_tensor *t = &m->tensors[i];
+    /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
+    s->random = t->ndim == 2, s->std = std, s->ziggurat = 0;
+    s->fixed = strstr(t->name, "norm.weight") && !m->cfg.gemma ? 1 : 0;
+    zt_rng_seed(&s->rng, seed, (uint64_t)i); /* tensor i draws from stream i */
+}
+
+void zt_llama_init_stream_next(zt_llama_init_stream *s, zt_real *dst, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        dst[j] = !s->random    ? s->fixed
+                 : s->ziggurat ? (zt_real)(s->std * zt_rng_normal_ziggurat(&s->rng))
+                               : (zt_real)(s->std * zt_rng_normal(&s->rng));
+}
+
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std)
 {
     zt_real *p = zt_llama_params_map(m);
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory initialising the weights");
-        /* tensor i draws from stream i: the same weights for any thread count */
+        /* a stream per tensor: the same weights for any thread count */
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
-        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
-        /* a norm weight's scale is 1: Gemma's scale is 1 + weight */
-        zt_real norm_init = m->cfg.gemma ? 0 : 1;
-        int is_norm = strstr(t->name, "norm.weight") != NULL;
-        zt_rng rng;
-        zt_rng_seed(&rng, seed, (uint64_t)i);
-        for (size_t j = 0; j < n; j++)
-            p[t->offset + j] = t->ndim == 2 ? (zt_real)(std * zt_rng_normal(&rng)) : is_norm ? norm_init : 0;
+        zt_llama_init_stream s;
+        zt_llama_init_stream_start(&s, m, i, seed, std);
+        zt_llama_init_stream_next(&s, p + t->offset, (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1));
     }
     zt_llama_params_unmap(m, p, 1);
     return ZT_OK;
@@ -316,6 +377,11 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V)
 {
     if (V == m->V) return ZT_OK;
     ZT_ASSERT(V > m->V);
+    if (m->qbase)
+        return zt_fail(ZT_EUSER,
+                       "the vocabulary of a quantized base cannot grow (%d to %d tokens): add the tokens to the model "
+                       "first",
+                       m->V, V);
     zt_llama_config c = m->cfg;
     c.vocab_size = V;
     zt_llama n;

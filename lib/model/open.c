@@ -6,14 +6,25 @@
 #include "lib/ckpt/safetensors.h"
 #include "lib/core/fileio.h"
 #include "lib/hub/hub.h"
+#include "qbase_bnb.h"
+#include "qbase_read.h"
 
 zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device)
 {
     return zt_model_open_head(m, dir, dtype, device, 0);
 }
 
+/* How open_model reads the weights: all of them (weights and quantized NULL), or none, leaving
+ * *weights open (or *quantized: a base quantized as kind says). */
+typedef struct open_how {
+    zt_st_reader **weights;
+    zt_qbase_reader **quantized;
+    zt_qbase_kind kind;
+    int double_quant;
+} open_how;
+
 static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
-                            zt_st_reader **weights)
+                            open_how how)
 {
     char path[4096], hub_dir[4096];
     zt_llama_config cfg;
@@ -24,25 +35,43 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     if (st) return st;
     if (!zt_path_exists(path)) return zt_fail(ZT_EUSER, "model directory '%s' has no config.json", dir);
     zt_backend *be;
-    if ((st = zt_llama_config_load(&cfg, path))) return st;
+    int nf4, dq;
+    if ((st = zt_llama_config_load(&cfg, path)) || (st = zt_qbase_bnb_config(path, &nf4, &dq))) return st;
+    if (nf4 && !how.quantized)
+        return zt_fail(ZT_EUSER,
+                       "'%s' is quantized (bitsandbytes 4-bit NF4): zt trains LoRA on it (lora.quantize_base = "
+                       "\"nf4\"); other uses need the unquantized model",
+                       dir);
     if (cfg.num_labels && !score_head)
         return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM",
                        dir);
     if (score_head && !cfg.num_labels) cfg.num_labels = 1, cfg.tie_word_embeddings = 0; /* a causal LM as backbone */
     if ((st = zt_backend_open(device, &be))) return st;
-    if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
-    st = weights ? zt_llama_weights_open(m, dir, weights) : zt_llama_load_weights(m, dir);
+    if (how.quantized) {
+        if ((st = zt_qbase_init(m, &cfg, be, dtype, how.kind, how.double_quant))) return st;
+        st = zt_qbase_reader_open(m, dir, how.quantized);
+    } else {
+        if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
+        st = how.weights ? zt_llama_weights_open(m, dir, how.weights) : zt_llama_load_weights(m, dir);
+    }
     if (st) zt_llama_free(m);
     return st;
 }
 
 zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head)
 {
-    return open_model(m, dir, dtype, device, score_head, NULL);
+    return open_model(m, dir, dtype, device, score_head, (open_how){0});
 }
 
 zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                                  zt_st_reader **weights)
 {
-    return open_model(m, dir, dtype, device, score_head, weights);
+    return open_model(m, dir, dtype, device, score_head, (open_how){.weights = weights});
+}
+
+zt_status zt_model_open_quantized(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
+                                  zt_qbase_kind kind, int double_quant, zt_qbase_reader **weights)
+{
+    return open_model(m, dir, dtype, device, score_head,
+                      (open_how){.quantized = weights, .kind = kind, .double_quant = double_quant});
 }

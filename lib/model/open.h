@@ -10,6 +10,7 @@
 #define ZT_MODEL_OPEN_H
 
 #include "lib/model/llama.h"
+#include "lib/model/qbase.h"
 
 /* Loads config.json and the weights of an HF model directory into m, on the backend of
  * `device`. */
@@ -22,5 +23,12 @@ zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_de
 struct zt_st_reader;
 zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                                  struct zt_st_reader **weights);
+/* A frozen base whose linear weights are held quantized (qbase.h), not read: *weights
+ * (qbase_read.h) reads its flat array, quantizing an unquantized checkpoint's linear weights as
+ * they come, or as a bitsandbytes 4-bit checkpoint stores them; zt_qbase_reader_close closes it.
+ * A bitsandbytes checkpoint opened any other way is refused (ZT_EUSER). */
+struct zt_qbase_reader;
+zt_status zt_model_open_quantized(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
+                                  zt_qbase_kind kind, int double_quant, struct zt_qbase_reader **weights);
 
 #endif

@@ -1,18 +1,26 @@
-/* model/qbase: a frozen base model's linear weights held quantized (QLoRA), and the products that
- * use them. The q/k/v, o, gate/up and down weights of every layer are encoded (kernels/cpu/nf4.h):
- * NF4 in 64-element blocks with an fp32 absmax each (or, with double_quant, the absmax values in 8
- * bits), or int8 with an fp32 absmax per row. The embedding, the norms and the LM head stay as they
- * are. Once encoded, the weights' fp32 (and bf16) copies in m->params go back to the system.
+/* model/qbase: a frozen base model whose linear weights are held quantized (QLoRA), and the
+ * products that use them.
+ *
+ * A quantized base is a model of its own layout (zt_qbase_init): in its flat array each Hugging
+ * Face linear weight of a layer (q, k, v, o, gate, up, down; Phi-3's fused qkv and gate_up as one
+ * each), the tensors bitsandbytes quantizes, is its encoding in place of its values; the
+ * embedding, the norms, the biases and the LM head stay fp32. So a layer is still one contiguous
+ * block of the flat array, and ZeRO stage 3 shards, gathers and streams the base (offload.param)
+ * as any model's, the encodings travelling with the norms beside them: nothing of the base is
+ * ever whole in fp32. An encoding (kernels/cpu/nf4.h): a 64-byte header (its kind, shape and,
+ * with double_quant, the mean taken off the absmax values), then NF4 codes with an fp32 absmax per
+ * 64-element block (double_quant: those in 8 bits, an fp32 absmax per 256 of them), or int8 codes
+ * with an fp32 absmax per row; each part 64-byte aligned. qbase_read.h fills the flat array from a
+ * model directory.
  *
  * A product with a quantized weight dequantizes it a tile of rows at a time into a small fp32 buffer
- * and multiplies that (forward, and the input's gradient in backward): the weight is never whole in
- * fp32. The encoding is cached in cache_dir under a content key (the encoding, the shapes and a
- * CRC-32C of each weight), checked whole by a CRC-32C when mapped; a bad entry is built again with
- * a warning.
+ * and multiplies that (forward, and the input's gradient in backward), from the model's array as
+ * it is (a gathered unit at stage 3).
  *
- *     zt_qbase_open(&m, ZT_QBASE_NF4, 1, "~/.cache/zt", &hit);   // after zt_lora_attach
- *     ... zt_llama_forward_backward(&m, ...)                     // linear layers go through qbase
- *     zt_llama_free(&m);                                          // frees it
+ *     zt_qbase_init(&m, &cfg, zt_backend_cpu(), ZT_F32, ZT_QBASE_NF4, 1);  // the layout, unloaded
+ *     zt_qbase_reader *r; zt_qbase_reader_open(&m, "model", &r);          // qbase_read.h
+ *     zt_qbase_read(r, 0, m.numel, m.params);                           // or unit by unit
+ *     ... zt_lora_attach(&m, ...); zt_llama_forward_backward(&m, ...)   // linear layers go through qbase
  */
 #ifndef ZT_MODEL_QBASE_H
 #define ZT_MODEL_QBASE_H
@@ -24,51 +32,78 @@
 typedef enum zt_qbase_kind { ZT_QBASE_NONE, ZT_QBASE_NF4, ZT_QBASE_INT8 } zt_qbase_kind;
 extern const char *const zt_qbase_kind_names[3]; /* "none", "nf4", "int8" (lora.quantize_base) */
 
-/* One encoded weight [rows, cols] at element off of the flat array; byte offsets into the data. */
-typedef struct zt_qbase_matrix {
-    uint64_t off;
-    uint32_t rows, cols;
-    uint64_t codes;   /* NF4: (n + 1) / 2 bytes; int8: n bytes */
-    uint64_t scales;  /* fp32 absmax per block or row; with double_quant the 8-bit codes of those */
-    uint64_t scales2; /* double_quant: fp32 absmax per 256 absmax values */
-    float offset;     /* double_quant: the mean subtracted from the absmax values */
-    uint32_t zero;
-} zt_qbase_matrix;
+/* One encoded tensor of a layer; every layer's are laid out alike. */
+typedef struct zt_qbase_part {
+    size_t off;                    /* elements of the flat array from the layer block's start */
+    uint32_t rows, cols, row0;     /* its shape; its first row in the layer's matrix (q, k, v stacked) */
+    size_t codes, scales, scales2; /* byte offsets from its start: the codes, the absmax values (or
+                                      their 8-bit codes), double_quant's absmax of those */
+} zt_qbase_part;
+
+enum { ZT_QBASE_MAX_PARTS = 7 };
 
 typedef struct zt_qbase {
     zt_qbase_kind kind;
     int double_quant;
-    int n;                       /* matrices: 4 a layer (q/k/v, o, gate/up, down) */
-    const zt_qbase_matrix *mats; /* in the mapping or in own */
-    const unsigned char *data;
-    size_t bytes;         /* the encoding's size: header, matrices and data */
-    void *map, *own;      /* the cache file's mapping, or the encoding built in memory */
+    int nparts;
+    zt_qbase_part part[ZT_QBASE_MAX_PARTS]; /* in layout order */
+    int first[5];         /* a layer's matrix k (q/k/v, o, gate/up, down): parts [first[k], first[k + 1]) */
     size_t cap;           /* elements of a tile: whole rows of any matrix fit */
     float *tile, *absmax; /* a tile of dequantized rows, and its blocks' absmax values */
     zt_real *tile_real;   /* the tile in zt_real (the double-precision build only) */
 } zt_qbase;
 
-/* Encodes m's linear weights (from m->params, the base frozen: m->lora attached), or maps the
- * cached encoding from cache_dir (*hit = 1; NULL: no cache), and frees their fp32 copies. ZT_EUSER
- * on a backend other than the CPU's, or for a weight that is NaN or infinite. */
-zt_status zt_qbase_open(zt_llama *m, zt_qbase_kind kind, int double_quant, const char *cache_dir, int *hit);
+/* A quantized base of config c, its weights not read (zeros): m's layout has the encodings in
+ * place of the linear weights, and m has no gradient array. ZT_EUSER on a backend other than the
+ * CPU's (the dequantizing product exists there only). */
+zt_status zt_qbase_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, zt_qbase_kind kind,
+                        int double_quant);
 void zt_qbase_free(zt_llama *m);
-/* What zt_qbase_open holds for m, without encoding it (zt validate): the encoding and its tile
- * buffers, in bytes (0 when out of memory); *weights: the elements encoded, whose fp32 and bf16
- * copies go back to the system. */
-size_t zt_qbase_bytes(const zt_llama *m, zt_qbase_kind kind, int double_quant, size_t *weights);
+/* What a quantized base of m's shape holds beside its flat array, without making it (zt
+ * validate): the tile buffers and, while it is read, the pieces qbase_read.h converts, in bytes. */
+size_t zt_qbase_buffer_bytes(const zt_llama *m);
+/* The model's parameters: m->numel, or for a quantized base its weights', not its encodings'. */
+size_t zt_qbase_params(const zt_llama *m);
+/* The elements a [rows, cols] weight's encoding takes in the flat array (llama_layout.c). */
+size_t zt_qbase_tensor_elems(const zt_qbase *q, size_t rows, size_t cols);
+/* Whether name is a linear weight a quantized base encodes (model.layers.N.mlp.down_proj.weight). */
+int zt_qbase_is_linear(const char *name);
+
+/* Encoding one [rows, cols] tensor into its place (zt_qbase_tensor_elems of them, zeroed first)
+ * from its values in order, in pieces: NF4 pieces of whole 64-element blocks, int8 pieces of whole
+ * rows (the last may be shorter); end checks them (name: the tensor, for messages) and writes the
+ * header. Pieces of any size encode to the same bytes. */
+typedef struct zt_qbase_encoder {
+    const zt_qbase *q;
+    unsigned char *part;
+    size_t rows, cols, done, bad; /* elements encoded; of them NaN or infinite */
+    float *absmax;                /* double_quant: every block's absmax, quantized at the end */
+} zt_qbase_encoder;
+zt_status zt_qbase_encode_begin(zt_qbase_encoder *e, const zt_qbase *q, size_t rows, size_t cols, void *part);
+void zt_qbase_encode_piece(zt_qbase_encoder *e, const float *x, size_t n);
+zt_status zt_qbase_encode_end(zt_qbase_encoder *e, const char *name);
+/* ZT_OK when the encoding at part (its bytes in `bytes`) is one of q's for a [rows, cols] tensor
+ * (its header); else ZT_EUSER saying what differs. */
+zt_status zt_qbase_check_part(const zt_qbase *q, const void *part, size_t rows, size_t cols);
+/* The encoding's header (bitsandbytes' serialization keeps the same facts elsewhere). */
+void zt_qbase_write_header(const zt_qbase *q, void *part, size_t rows, size_t cols, float offset);
+float zt_qbase_part_offset(const void *part);
+/* Byte offsets of a [rows, cols] encoding's codes, absmax values and their absmax; its bytes. */
+size_t zt_qbase_part_layout(const zt_qbase *q, size_t rows, size_t cols, size_t *codes, size_t *scales,
+                            size_t *scales2);
+
 /* m->params' linear weights replaced by their quantized-then-dequantized values (what a model
- * trained on the quantized base computed with: zt export --merge, zt eval). Nothing is cached. */
+ * trained on the quantized base computed with: zt export --merge, zt eval), m an unquantized model. */
 zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant);
 
 /* The products of llama.c's linear layers when the weight at element w of the flat array is
  * encoded (they return 0, doing nothing, when it is not): y[N, O] (rows ldy apart) = x[N, I]·Wᵀ +
- * beta·y, and dx[N, I] = dy[N, O]·W + dx_beta·dx, W the O rows of the weight from w on. */
+ * beta·y, and dx[N, I] = dy[N, O]·W + dx_beta·dx, W the layer's whole matrix [O, I] at w. */
 int zt_qbase_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, size_t w, int N, int O, int I, zt_real beta);
 int zt_qbase_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, int ldy, size_t w, int N, int O,
                       int I);
 
-/* Tiles of at most n elements (or one row) for zt_qbase_open calls from now on: for tests that need
+/* Tiles of at most n elements (or one row) for zt_qbase_init calls from now on: for tests that need
  * many tiles of a small model. Not thread-safe. */
 void zt_qbase_set_tile_elems(size_t n);
 

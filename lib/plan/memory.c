@@ -124,20 +124,20 @@ static zt_status lora_estimate(const zt_recipe *r, const zt_llama *m, int stage,
     zt_lora_config c;
     zt_status st = zt_plan_lora_config(r, 0, &c);
     if (st) return st;
-    size_t n = zt_lora_numel(m, &c), P = m->numel, quantized = 0, encoding = 0;
+    /* a quantized base (m in its layout): the encodings in the flat array, its tiles and pieces */
+    size_t n = zt_lora_numel(m, &c), P = m->numel, buffers = m->qbase ? zt_qbase_buffer_bytes(m) : 0;
     size_t tokens = (size_t)r->train.micro_batch_size * r->data.max_length, scratch;
-    if (r->lora.quantize_base != ZT_QBASE_NONE &&
-        !(encoding = zt_qbase_bytes(m, r->lora.quantize_base, r->lora.double_quant, &quantized)))
-        return zt_fail(ZT_ENOMEM, "out of memory");
     e->trained = n;
-    e->base = stage >= 3 ? base_share : zt_llama_weight_bytes(m, P - quantized) + encoding;
+    e->base = (stage >= 3 ? base_share : zt_llama_weight_bytes(m, P)) + buffers;
     e->params = e->base + n * 4;
     e->grads = n * 4;
     e->optimizer = (stage >= 1 ? (n + world - 1) / world : n) * 8;
     scratch = zt_lora_buffer_bytes(m, &c, tokens);
     e->activations += scratch, e->activations_other += scratch;
-    size_t reading = P * 4 + largest_tensor(m) * 4, encoded = zt_llama_weight_bytes(m, P) + 2 * n * 4 + encoding;
-    e->start = (reading > encoded ? reading : encoded) + e->runtime;
+    /* the start: a whole base read beside its largest tensor's file pages, or the adapters made
+       beside it; a quantized base is encoded as it is read, never whole in fp32 */
+    size_t reading = m->qbase ? e->base : P * 4 + largest_tensor(m) * 4, made = e->base + 2 * n * 4;
+    e->start = (reading > made ? reading : made) + e->runtime;
     e->training = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     e->total = e->training > e->start ? e->training : e->start;
     if (r->model.device == ZT_DEVICE_CUDA) { /* the same arrays on the GPU, its runtime for the host's */
@@ -160,7 +160,13 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     if ((st = zt_path_join(path, sizeof path, r->model.path, "config.json")) || (st = zt_llama_config_load(&cfg, path)))
         return st;
     zt_dtype dtype = r->model.dtype;
-    if ((st = zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype))) return st;
+    /* a LoRA run on a quantized base: the base's layout holds the encodings (model/qbase.h) */
+    zt_qbase q = {.kind = zt_recipe_lora_on(r) ? r->lora.quantize_base : ZT_QBASE_NONE,
+                  .double_quant = r->lora.quantize_base == ZT_QBASE_NF4 && r->lora.double_quant};
+    st = q.kind != ZT_QBASE_NONE
+             ? zt_llama_shape_quantized(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype, &q)
+             : zt_llama_shape(&m, &cfg, zt_backend_cpu(), dtype == ZT_F16 ? ZT_BF16 : dtype);
+    if (st) return st;
     zt_plan_tile_model(r, &m);
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
 

@@ -638,6 +638,16 @@ static zt_status check_lora(const zt_recipe *r)
     if (r->lora.double_quant && r->lora.quantize_base != ZT_QBASE_NF4)
         return key_fail(r, schema_key("lora", "double_quant"),
                         "lora.double_quant quantizes NF4's absmax values: it needs lora.quantize_base = \"nf4\"");
+    if (r->lora.quantize_base != ZT_QBASE_NONE && r->zero.quantized_weights)
+        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("zero", "quantized_weights")),
+                        "zero.quantized_weights (qwZ) gathers fp32 weights as int8; a quantized base "
+                        "(lora.quantize_base = \"%s\") is gathered as it is held, already quantized",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.quantize_base != ZT_QBASE_NONE && r->zero.mlp_tiles > 1)
+        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("zero", "mlp_tiles")),
+                        "zero.mlp_tiles cuts the MLP weights into row tiles; a quantized base (lora.quantize_base = "
+                        "\"%s\") keeps each encoded weight whole (leave zero.mlp_tiles at 1)",
+                        zt_qbase_kind_names[r->lora.quantize_base]);
     if (!zt_recipe_lora_on(r)) return ZT_OK;
     const zt_recipe_key *targets = schema_key("lora", "target_modules");
     if (r->lora.r > 0 && r->lora.adapter[0])

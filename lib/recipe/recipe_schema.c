@@ -292,11 +292,10 @@ zt_status zt_recipe_write_docs(FILE *f)
           "run\n"
           "reduces the adapters' gradients alone, exactly), and with `model.device = \"cuda\"` `offload.optimizer` and\n"
           "`offload.param` are `none` and `zero.stage` is not 3 on several ranks (not supported yet); once the world is\n"
-          "known, a base sharded at stage 3 (several ranks, or `offload.param`) is not quantized (`lora.quantize_base`),\n"
-          "has no `lora.modules_to_save` and DoRA's is not in MLP tiles (`zero.mlp_tiles`); `lora.quantize_base` other\n"
-          "than `none` needs LoRA on, and `lora.double_quant`\n"
-          "needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `model.device = \"cuda\"`\n"
-          "nor with `lora.method = \"dora\"`.\n\n"
+          "known, a base sharded at stage 3 (several ranks, or `offload.param`) has no `lora.modules_to_save` and\n"
+          "DoRA's is not in MLP tiles (`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and\n"
+          "`lora.double_quant` needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with\n"
+          "`model.device = \"cuda\"`, `lora.method = \"dora\"`, `zero.quantized_weights` nor `zero.mlp_tiles` above 1.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

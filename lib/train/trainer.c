@@ -17,7 +17,8 @@
 #include "lib/data/formats.h"
 #include "lib/model/generation_config.h"
 #include "lib/model/lora.h"
-#include "lib/model/qbase.h"
+#include "lib/model/open.h"
+#include "lib/model/qbase_read.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
 #include "lib/optim/clip.h"
@@ -194,7 +195,8 @@ static zt_status place(zt_trainer *t)
 static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 {
     zt_trainer *t = ctx;
-    zt_status st = zt_llama_weights_read(&t->m, t->weights, off, n, dst);
+    zt_status st =
+        t->qweights ? zt_qbase_read(t->qweights, off, n, dst) : zt_llama_weights_read(&t->m, t->weights, off, n, dst);
     if (st || !t->m.lora) return st;
     t->base_hash = zt_lora_base_hash_add((uint32_t)t->base_hash, dst, n);
     zt_real *score = zt_lora_score(&t->m, 0); /* a reward model's trained head starts as the head read */
@@ -204,21 +206,23 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
     return ZT_OK;
 }
 
-/* lora.quantize_base: the frozen base's linear weights quantized, or mapped from data.cache_dir */
-static zt_status quantize_base(zt_trainer *t)
+/* lora.quantize_base held in memory: the whole quantized base read, its layers through the cache
+ * in data.cache_dir (qbase_read.h) */
+static zt_status load_quantized(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     double t0 = zt_now_s();
     int hit;
-    zt_status st = zt_qbase_open(&t->m, r->lora.quantize_base, r->lora.double_quant,
-                                 r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
+    zt_status st = zt_qbase_load(&t->m, t->qweights, r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
     if (st || !t->lead) return st;
-    size_t fp32 = 0;
-    for (int i = 0; i < t->m.qbase->n; i++) fp32 += (size_t)t->m.qbase->mats[i].rows * t->m.qbase->mats[i].cols * 4;
-    zt_log_info("base: linear weights %s %s%s, %.2f MiB for %.2f MiB of fp32 (%.2f s)",
-                hit ? "mapped from the cache in" : "quantized to", zt_qbase_kind_names[r->lora.quantize_base],
-                r->lora.double_quant ? " with double_quant" : "", t->m.qbase->bytes / 1048576.0, fp32 / 1048576.0,
-                zt_now_s() - t0);
+    const zt_llama *m = &t->m;
+    size_t linear = zt_llama_matmul_params(m) - (size_t)zt_llama_head_rows(m) * m->C;
+    zt_log_info("base: linear weights %s %s%s, the layers %.2f MiB for %.2f MiB of fp32 weights (%.2f s)",
+                hit                                         ? "read from the cache in"
+                : zt_qbase_reader_prequantized(t->qweights) ? "read as stored in"
+                                                            : "quantized to",
+                zt_qbase_kind_names[r->lora.quantize_base], r->lora.double_quant ? " with double_quant" : "",
+                (m->norm_off - m->layer0_off) * sizeof(zt_real) / 1048576.0, linear * 4 / 1048576.0, zt_now_s() - t0);
     return ZT_OK;
 }
 
@@ -230,11 +234,6 @@ static zt_status check_sharded_base(const zt_trainer *t, const zt_lora_config *c
     int world = t->comm ? zt_comm_size(t->comm) : 1;
     if (world > 1) snprintf(how, sizeof how, "zero.stage = 3 on %d ranks", world);
     else snprintf(how, sizeof how, "offload.param = \"%s\"", zt_offload_tier_names[r->offload.param]);
-    if (r->lora.quantize_base != ZT_QBASE_NONE)
-        return zt_fail(ZT_EUSER,
-                       "lora.quantize_base = \"%s\" with the base sharded (%s) is not supported yet: the quantized "
-                       "base is held whole on every rank (use zero.stage 0, 1 or 2 and offload.param = \"none\")",
-                       zt_qbase_kind_names[r->lora.quantize_base], how);
     if (c->save)
         return zt_fail(ZT_EUSER,
                        "lora.modules_to_save (embed_tokens, lm_head) with the base sharded (%s) is not supported yet: "
@@ -265,6 +264,10 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_opti
     if (!st && sharded) st = check_sharded_base(t, &c);
     if (!st && t->m.V != vocab_before) st = zt_lora_check_vocab(&t->m, &c, vocab_before);
     if (!st && r->lora.adapter[0]) st = zt_lora_fit_vocab(&t->m, r->lora.adapter);
+    if (!st && t->m.qbase && c.method == ZT_LORA_METHOD_DORA) /* its weight norms read the base's fp32 weights */
+        st = zt_fail(ZT_EUSER,
+                     "lora.quantize_base = \"%s\" with DoRA (lora.adapter '%s' has use_dora) is not supported yet",
+                     zt_qbase_kind_names[t->m.qbase->kind], r->lora.adapter);
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
     /* every rank starts from the same adapters; each draws its own dropout masks */
@@ -274,7 +277,6 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_opti
     if (sharded && (st = zt_zero_init(&t->base, t->comm, base, &t->m))) return st;
     st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter)
                             : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
-    if (!st && r->lora.quantize_base != ZT_QBASE_NONE) st = quantize_base(t);
     return st;
 }
 
@@ -285,11 +287,16 @@ static zt_status open_model(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
     zt_zero_options opts = zt_plan_zero_options(r);
-    int stream = opts.params_at == ZT_PARAM_NVME, V;
-    zt_status st = stream
-                       ? zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device,
-                                                t->algo->score_head, &t->weights)
-                       : zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
+    int stream = opts.params_at == ZT_PARAM_NVME, V, world = t->comm ? zt_comm_size(t->comm) : 1;
+    int quantized = zt_recipe_lora_on(r) && r->lora.quantize_base != ZT_QBASE_NONE;
+    zt_status st;
+    if (quantized) /* read unit by unit when sharded, else whole below */
+        st = zt_model_open_quantized(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head,
+                                     r->lora.quantize_base, r->lora.double_quant, &t->qweights);
+    else if (stream)
+        st = zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head,
+                                    &t->weights);
+    else st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
     if (st) return st;
     V = t->m.V;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;
@@ -307,7 +314,15 @@ static zt_status open_model(zt_trainer *t)
                        "offload.param = \"nvme\" cannot grow the vocabulary for added tokens (%d to %d): "
                        "add them to the model first, or use offload.param = \"cpu\"",
                        V, t->m.V);
-    if (stream) opts.load = load_unit, opts.load_ctx = t;
+    if (stream || (quantized && zt_zero_effective_stage(&opts, world) == 3)) {
+        opts.load = load_unit, opts.load_ctx = t;
+        if (quantized && t->lead)
+            zt_log_info("base: linear weights %s %s%s as they are read, a unit at a time, into its stage-3 slices",
+                        zt_qbase_reader_prequantized(t->qweights) ? "stored in" : "quantized to",
+                        zt_qbase_kind_names[r->lora.quantize_base], r->lora.double_quant ? " with double_quant" : "");
+    } else if (quantized && (st = load_quantized(t))) {
+        return st;
+    }
     if (zt_recipe_lora_on(r)) {
         if ((st = attach_lora(t, V, &opts))) return st;
         opts = zt_plan_adapter_zero_options(r);
@@ -315,6 +330,8 @@ static zt_status open_model(zt_trainer *t)
     st = zt_zero_init(&t->zero, t->comm, &opts, t->m.lora ? &t->m.lora->view : &t->m);
     zt_st_close(t->weights); /* read through: the rest of the run never needs it */
     t->weights = NULL;
+    zt_qbase_reader_close(t->qweights);
+    t->qweights = NULL;
     return st;
 }
 
@@ -364,9 +381,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
     zt_log_info("model '%s': %zu parameters (%zu trained), %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens "
                 "on %d rank(s), ZeRO stage %d",
-                r->model.path, t->m.numel, t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype), t->m.be->name,
-                t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A, t->rows, T,
-                t->zero.world, zero_stage(t));
+                r->model.path, zt_qbase_params(&t->m), t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype),
+                t->m.be->name, t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A,
+                t->rows, T, t->zero.world, zero_stage(t));
     return ZT_OK;
 }
 
@@ -551,6 +568,8 @@ static void teardown(zt_trainer *t)
     zt_actstore_close(&t->acts);
     zt_st_close(t->weights); /* open only when setup failed while streaming the weights */
     t->weights = NULL;
+    zt_qbase_reader_close(t->qweights);
+    t->qweights = NULL;
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
     zt_zero_free(&t->zero);

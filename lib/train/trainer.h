@@ -58,10 +58,11 @@ typedef struct zt_algo {
 struct zt_trainer {
     const zt_recipe *r;
     const zt_algo *algo;
-    void *ctx;                    /* the algorithm's state */
-    zt_recipe placed;             /* the recipe with offload's "auto" decided (r points here then) */
-    zt_llama m;                   /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
-    struct zt_st_reader *weights; /* offload.param = "nvme": the model's files, read unit by unit at the start */
+    void *ctx;                        /* the algorithm's state */
+    zt_recipe placed;                 /* the recipe with offload's "auto" decided (r points here then) */
+    zt_llama m;                       /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
+    struct zt_st_reader *weights;     /* offload.param = "nvme": the model's files, read unit by unit at the start */
+    struct zt_qbase_reader *qweights; /* lora.quantize_base: the same for the quantized base (model/qbase_read.h) */
     zt_data_tools tools;
     zt_comm *comm; /* NULL for a single process */
     zt_zero zero;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/core/arena.h"
+#include "lib/core/pages.h"
 #include "zero3.h"
 
 typedef struct memory_store {
@@ -25,6 +26,32 @@ static void slices_free(const zt_zero *z, int pinned, void *p)
     else zt_free(p);
 }
 
+/* This rank's slices from the model's array. */
+static zt_status copy_slices(zt_zero *z)
+{
+    for (int i = 0; i < z->nseg; i++)
+        memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+    return ZT_OK;
+}
+
+/* This rank's slices from the loader, a unit at a time: the whole model is never in memory. */
+static zt_status load_slices(zt_zero *z)
+{
+    const zt_zero3 *s = z->z3;
+    size_t widest = 0;
+    for (int i = 0; i < s->units; i++) widest = s->u[i].n > widest ? s->u[i].n : widest;
+    float *unit = zt_pages_alloc(widest * sizeof(float));
+    zt_status st = unit ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory loading a unit of %zu weights", widest);
+    for (int i = 0; i < s->units && !st; i++) {
+        const zt_unit3 *u = &s->u[i];
+        if (!(st = z->o.load(z->o.load_ctx, u->off, u->n, unit)))
+            memcpy(z->master + u->local, unit + (z->seg[i].lo - u->off), u->mine * sizeof(float));
+        zt_pages_discard(unit, u->n * sizeof(float));
+    }
+    zt_pages_free(unit);
+    return st;
+}
+
 static zt_status open_memory(zt_zero *z, int reads)
 {
     (void)reads; /* every slice is in memory all the time */
@@ -41,9 +68,7 @@ static zt_status open_memory(zt_zero *z, int reads)
     if (trained && z->world > 1) ms->scratch = slices_alloc(z, ms->pinned, (widest + 1) * sizeof(float));
     if (!z->master || (trained && !z->grad) || (trained && z->world > 1 && !ms->scratch))
         return zt_fail(ZT_ENOMEM, "out of memory for this rank's %zu parameters", local);
-    for (int i = 0; i < z->nseg; i++)
-        memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
-    return ZT_OK;
+    return z->o.load ? load_slices(z) : copy_slices(z);
 }
 
 static void close_memory(zt_zero *z)

@@ -78,6 +78,30 @@ with open(path, "w") as f:
 PY
 }
 
+# kill_resume RUN FILE ARGS...: the job `RUN output.dir=killed ARGS...` (RUN a command or shell
+# function, mpirun included) killed with kill -9, the whole job, between its first checkpoint and
+# its end, then run again (train.resume = auto): its final/FILE must be bitwise that of the same
+# job run uninterrupted into `long`. The swap files the killed job left in swap/ are removed.
+kill_resume() {
+  local run=$1 file=$2 pid at
+  shift 2
+  expect_ok "uninterrupted" $run output.dir=long "$@"
+  $run output.dir=killed "$@" >killed.out 2>&1 &
+  pid=$!
+  for i in $(seq 1 400); do ls killed/checkpoints/*/DONE >/dev/null 2>&1 && break; sleep 0.05; done
+  pkill -9 -P $pid; kill -9 $pid; wait $pid 2>/dev/null
+  rm -f swap/*
+  at=$(ls -d killed/checkpoints/*/DONE 2>/dev/null | tail -1)
+  if [ -e killed/final ] || [ -z "$at" ]; then
+    fail "the job was not killed between its first checkpoint and its end (${at:-no checkpoint})"
+    return
+  fi
+  say "ok - killed after ${at%/DONE}"
+  expect_ok "resume = auto after kill -9" $run output.dir=killed "$@"
+  cmp -s long/final/$file killed/final/$file && say "ok - the resumed $file is bitwise the uninterrupted run's" \
+    || fail "the resumed run's $file differs"
+}
+
 done_testing() {
   if [ "$fails" -gt 0 ]; then say "$fails check(s) failed"; exit 1; fi
   say "all checks passed"

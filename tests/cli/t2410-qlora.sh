@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # QLoRA (lora.quantize_base): LoRA trains on an NF4 base (with double_quant) and an int8 one; the
-# quantized base is cached in data.cache_dir, mapped by the next run, and a corrupt cache file is
+# quantized base is cached in data.cache_dir, read by the next run, and a corrupt cache file is
 # noticed and rebuilt, each time to the same adapter bit for bit; zt eval and zt export --merge use
 # the dequantized base (the merged weights are dequant(quant(W)) + s·B·A); what cannot work exits 2
 # naming the key.
@@ -18,7 +18,7 @@ grep -q "base: linear weights quantized to nf4 with double_quant" "$TMP/err" && 
   || fail "no quantization logged: $(cat "$TMP/err")"
 [ "$(ls "$CACHE"/base-nf4-dq-*.bin 2>/dev/null | wc -l)" = 1 ] && say "ok - one cache file" || fail "cache: $(ls "$CACHE")"
 expect_ok "again, from the cache" "$ZT" pretrain q.toml output.dir=two
-grep -q "base: linear weights mapped from the cache in nf4" "$TMP/err" && say "ok - the cache was mapped" \
+grep -q "base: linear weights read from the cache in nf4" "$TMP/err" && say "ok - the cache was read" \
   || fail "the cache was not used: $(cat "$TMP/err")"
 cmp -s one/final/adapter_model.safetensors two/final/adapter_model.safetensors \
   && say "ok - the same adapter from the cache" || fail "the adapters differ"

@@ -1,7 +1,8 @@
-/* A quantized frozen base (lib/model/qbase.h) on the tiny GQA Llama of tests/fixtures/lora with its
- * PEFT adapter: the tiled products compute what the dequantized weights compute, the loss moves
- * from the fp32 base's by what the quantization error predicts, the cache maps what it wrote and
- * rebuilds what is corrupt, and the weights' fp32 copies are gone. */
+/* A quantized frozen base (lib/model/qbase.h, qbase_read.h) on the tiny GQA Llama of
+ * tests/fixtures/lora with its PEFT adapter: the tiled products compute what the dequantized
+ * weights compute, the loss moves from the fp32 base's by what the quantization error predicts,
+ * the weights quantized as they are read in small pieces are the bytes the whole loaded weights
+ * quantize to, the cache gives back what it was given and rebuilds what is corrupt. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "lib/model/lora.h"
 #include "lib/model/open.h"
 #include "lib/model/qbase.h"
+#include "lib/model/qbase_read.h"
 #include "test.h"
 
 #define FIXTURE "tests/fixtures/lora"
@@ -29,17 +31,35 @@ static void make_batch(void)
     for (int i = 0; i < N; i++) target[i] = i % T < T - 1 ? input[i + 1] : -100, n_targets += target[i] >= 0;
 }
 
-/* The base, optionally quantized and dequantized again, with the fixture's adapter. */
-static zt_status open_model(zt_llama *m, zt_qbase_kind round_trip, int dq, int adapter)
+/* The fixture's adapter on m (with adapter), and its activations. */
+static zt_status finish_open(zt_llama *m, int adapter)
 {
     zt_lora_config c;
-    zt_status st = zt_model_open(m, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU);
-    if (!st && round_trip != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, round_trip, dq);
-    if (!st && adapter) st = zt_lora_read_config(FIXTURE "/adapter", &c);
+    zt_status st = ZT_OK;
+    if (adapter) st = zt_lora_read_config(FIXTURE "/adapter", &c);
     if (!st && adapter) st = zt_lora_attach(m, &c);
     if (!st && adapter) st = zt_lora_load(m, FIXTURE "/adapter");
     if (!st) st = zt_llama_alloc_acts(m, ROWS, T, 0);
     return st;
+}
+
+/* The base, optionally quantized and dequantized again, with the fixture's adapter. */
+static zt_status open_model(zt_llama *m, zt_qbase_kind round_trip, int dq, int adapter)
+{
+    zt_status st = zt_model_open(m, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU);
+    if (!st && round_trip != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, round_trip, dq);
+    return st ? st : finish_open(m, adapter);
+}
+
+/* The quantized base in memory (through the cache in dir, or none), with the fixture's adapter. */
+static zt_status open_quantized(zt_llama *m, zt_qbase_kind kind, int dq, zt_dtype dtype, const char *dir, int *hit)
+{
+    zt_qbase_reader *r;
+    zt_status st = zt_model_open_quantized(m, FIXTURE "/base", dtype, ZT_DEVICE_CPU, 0, kind, dq, &r);
+    if (st) return st;
+    st = zt_qbase_load(m, r, dir, hit);
+    zt_qbase_reader_close(r);
+    return st ? st : finish_open(m, 1);
 }
 
 /* The mean loss, and with grad the gradients (of the adapters, or of the whole model without them). */
@@ -51,19 +71,19 @@ static double loss_of(zt_llama *m, int grad)
 }
 
 /* Tiles of 300 elements: nine rows of 32 (288, 4.5 NF4 blocks) or four of 64, so that tiles start
- * inside NF4 blocks and every product takes several. The tiled forward computes each output
- * element as the dequantized model's product does (the same dot product, though the GEMM may take
- * another kernel for a narrower output); the input gradient sums the tiles' products one after the
- * other, which reorders sums of at most 128 terms (2F = 128 rows): each within 128·2⁻²⁴ ≈ 8e-6 of
- * its terms' magnitudes, through two layers: 1e-5 relative for the adapters' gradients (against
- * the largest), 1e-6 for the loss (measured: 1.4e-6 and 3e-8). */
+ * inside NF4 blocks, cross from q to k and from gate to up, and every product takes several. The
+ * tiled forward computes each output element as the dequantized model's product does (the same
+ * dot product, though the GEMM may take another kernel for a narrower output); the input gradient
+ * sums the tiles' products one after the other, which reorders sums of at most 128 terms (2F =
+ * 128 rows): each within 128·2⁻²⁴ ≈ 8e-6 of its terms' magnitudes, through two layers: 1e-5
+ * relative for the adapters' gradients (against the largest), 1e-6 for the loss (measured: 1.4e-6
+ * and 3e-8). */
 static void check_product(zt_qbase_kind kind, int dq)
 {
     zt_llama q, d;
     zt_qbase_set_tile_elems(300);
     int hit;
-    CHECK_MSG(open_model(&q, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
-    CHECK_MSG(zt_qbase_open(&q, kind, dq, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&q, kind, dq, ZT_F32, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
     CHECK_MSG(open_model(&d, kind, dq, 1) == ZT_OK, "%s", zt_errmsg());
     double lq = loss_of(&q, 1), ld = loss_of(&d, 1);
     CHECK_MSG(fabs(lq - ld) <= 1e-6 * ld, "%s%s: quantized %.9g, dequantized %.9g", zt_qbase_kind_names[kind],
@@ -77,11 +97,10 @@ static void check_product(zt_qbase_kind kind, int dq)
             dq ? " dq" : "", fabs(lq - ld) / ld, diff / gmax);
     CHECK_MSG(gmax > 0 && diff <= 1e-5 * gmax, "%s: gradients differ by %g of %g", zt_qbase_kind_names[kind], diff,
               gmax);
-    /* the fp32 copies of the quantized weights are gone: they read as zeros (the embedding stays) */
-    const zt_qbase_matrix *a = &q.qbase->mats[5];
-    int zeros = 1;
-    for (size_t i = 0; i < (size_t)a->rows * a->cols; i++) zeros &= q.params[a->off + i] == 0;
-    CHECK(zeros && q.grads == NULL && q.params[q.embed_off] != 0);
+    /* the layers hold the encodings (at most 8 bits a weight, with headers) in place of fp32 weights, and the
+       base has no gradient */
+    CHECK(q.norm_off - q.layer0_off < (d.norm_off - d.layer0_off) / 2 && q.grads == NULL &&
+          q.params[q.embed_off] == d.params[d.embed_off]);
     zt_llama_free(&q);
     zt_llama_free(&d);
     zt_qbase_set_tile_elems((size_t)1 << 20);
@@ -133,6 +152,57 @@ static void test_loss_within_quantization_error(void)
     check_loss_bound(ZT_QBASE_INT8, 0);
 }
 
+/* Read in pieces of 64 elements (NF4; one row for int8) while the source is read tensor by
+ * tensor, each linear weight's encoding is the bytes of the whole loaded weight quantized at once;
+ * the rest of the array is the fp32 model's. */
+static void check_read_in_pieces(zt_qbase_kind kind, int dq)
+{
+    zt_llama f, q;
+    zt_qbase_reader *r;
+    zt_qbase_set_tile_elems(100);
+    CHECK(zt_model_open(&f, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU) == ZT_OK);
+    CHECK_MSG(zt_model_open_quantized(&q, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU, 0, kind, dq, &r) == ZT_OK, "%s",
+              zt_errmsg());
+    size_t half = q.layer0_off + q.lay.numel; /* two reads: the embedding and layer 0, then the rest */
+    CHECK(zt_qbase_read(r, 0, half, q.params) == ZT_OK && zt_qbase_read(r, half, q.numel - half, q.params + half) == 0);
+    zt_qbase_reader_close(r);
+    CHECK(f.n_tensors == q.n_tensors);
+    int linear = 0, same = 1;
+    for (int i = 0; i < f.n_tensors; i++) {
+        const zt_llama_tensor *a = &f.tensors[i], *b = &q.tensors[i];
+        size_t rows = (size_t)a->shape[0], cols = a->ndim == 2 ? (size_t)a->shape[1] : 1;
+        if (!zt_qbase_is_linear(a->name)) {
+            same &= !memcmp(f.params + a->offset, q.params + b->offset, rows * cols * sizeof(zt_real));
+            continue;
+        }
+        size_t elems = zt_qbase_tensor_elems(q.qbase, rows, cols);
+        zt_real *part = malloc(elems * sizeof *part);
+        float *w = malloc(rows * cols * sizeof *w);
+        for (size_t j = 0; j < rows * cols; j++) w[j] = (float)f.params[a->offset + j];
+        zt_qbase_encoder e;
+        CHECK(zt_qbase_encode_begin(&e, q.qbase, rows, cols, part) == ZT_OK);
+        zt_qbase_encode_piece(&e, w, rows * cols);
+        CHECK(zt_qbase_encode_end(&e, a->name) == ZT_OK);
+        CHECK_MSG(b->shape[0] == (int64_t)elems && !memcmp(part, q.params + b->offset, elems * sizeof *part),
+                  "%s: %s encodes differently in pieces", zt_qbase_kind_names[kind], a->name);
+        CHECK(zt_qbase_check_part(q.qbase, part, rows, cols) == ZT_OK);
+        linear++;
+        free(part);
+        free(w);
+    }
+    CHECK(linear == 7 * f.L && same);
+    zt_llama_free(&f);
+    zt_llama_free(&q);
+    zt_qbase_set_tile_elems((size_t)1 << 20);
+}
+
+static void test_read_in_pieces_is_quantizing_the_loaded_model(void)
+{
+    check_read_in_pieces(ZT_QBASE_NF4, 0);
+    check_read_in_pieces(ZT_QBASE_NF4, 1);
+    check_read_in_pieces(ZT_QBASE_INT8, 0);
+}
+
 /* The one cache file in dir (its path into path), or 0 when there is not exactly one. */
 static int cache_file(const char *dir, char *path, size_t cap)
 {
@@ -151,14 +221,13 @@ static int open_cached(const char *dir, double *loss)
 {
     zt_llama m;
     int hit = -1;
-    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
-    CHECK_MSG(zt_qbase_open(&m, ZT_QBASE_NF4, 1, dir, &hit) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&m, ZT_QBASE_NF4, 1, ZT_F32, dir, &hit) == ZT_OK, "%s", zt_errmsg());
     *loss = loss_of(&m, 0);
     zt_llama_free(&m);
     return hit;
 }
 
-static void test_cache_maps_and_rebuilds(void)
+static void test_cache_reads_and_rebuilds(void)
 {
     char dir[] = "/tmp/zt_test_qbase_XXXXXX", path[512], cmd[600];
     double l1, l2, l3;
@@ -172,32 +241,24 @@ static void test_cache_maps_and_rebuilds(void)
     if (f) fseek(f, 4000, SEEK_SET), fputc(c ^ 0x10, f), fclose(f);
     CHECK(open_cached(dir, &l3) == 0 && l3 == l1); /* detected, quantized again, written again */
     CHECK(open_cached(dir, &l3) == 1 && l3 == l1);
+    CHECK(truncate(path, 1000) == 0); /* a short file */
+    CHECK(open_cached(dir, &l3) == 0 && l3 == l1);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
 }
 
-/* A bf16 model: the quantized weights' bf16 copies are given back too, and the products stay
- * fp32: against the fp32 model only the LM head's product differs, its operands rounded to bf16
- * (2⁻⁹ relative each, over 32 terms, into logits of magnitude about 1 around a loss of 4.7): 1e-2
- * relative (measured 5e-5). */
+/* A bf16 model: the products stay fp32; against the fp32 model only the LM head's product
+ * differs, its operands rounded to bf16 (2⁻⁹ relative each, over 32 terms, into logits of
+ * magnitude about 1 around a loss of 4.7): 1e-2 relative (measured 1.7e-4). */
 static void test_bf16_model(void)
 {
     zt_llama f, b;
-    zt_lora_config c;
     int hit;
-    CHECK_MSG(open_model(&f, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
-    CHECK(zt_model_open(&b, FIXTURE "/base", ZT_BF16, ZT_DEVICE_CPU) == ZT_OK && b.params16);
-    CHECK(zt_lora_read_config(FIXTURE "/adapter", &c) == ZT_OK && zt_lora_attach(&b, &c) == ZT_OK);
-    CHECK(zt_lora_load(&b, FIXTURE "/adapter") == ZT_OK && zt_llama_alloc_acts(&b, ROWS, T, 0) == ZT_OK);
-    CHECK(zt_qbase_open(&f, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_OK &&
-          zt_qbase_open(&b, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_OK);
-    const zt_qbase_matrix *a = &b.qbase->mats[2];
-    int zeros = 1;
-    for (size_t i = 0; i < (size_t)a->rows * a->cols; i++) zeros &= b.params16[a->off + i] == 0;
-    CHECK(zeros && b.params16[b.head_off] != 0);
+    CHECK_MSG(open_quantized(&f, ZT_QBASE_NF4, 0, ZT_F32, NULL, &hit) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&b, ZT_QBASE_NF4, 0, ZT_BF16, NULL, &hit) == ZT_OK && b.params16, "%s", zt_errmsg());
     double lf = loss_of(&f, 0), lb = loss_of(&b, 0);
     fprintf(stderr, "  fp32 %.9g, bf16 %.9g\n", lf, lb);
-    CHECK_MSG(fabs(lf - lb) <= 1e-2 * lf, "fp32 %.9g, bf16 %.9g", lf, lb);
+    CHECK_MSG(fabs(lf - lb) <= 1e-2 * lf && lf != lb, "fp32 %.9g, bf16 %.9g", lf, lb);
     zt_llama_free(&f);
     zt_llama_free(&b);
 }
@@ -205,21 +266,22 @@ static void test_bf16_model(void)
 static void test_refusals(void)
 {
     zt_llama m;
-    int hit;
-    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 1) == ZT_OK, "%s", zt_errmsg());
-    zt_backend *cpu = m.be;
-    m.be = zt_backend_cpu_as_device(); /* a backend whose memory is not the host's */
-    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "CPU backend only"));
-    m.be = cpu;
-    m.lora->cfg.method = ZT_LORA_METHOD_DORA; /* as an adapter with use_dora makes it */
-    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER && strstr(zt_errmsg(), "with DoRA"));
-    m.lora->cfg.method = ZT_LORA_METHOD_LORA;
-    CHECK(m.qbase == NULL);
+    zt_qbase_reader *r;
+    zt_llama_config c;
+    CHECK(zt_llama_config_load(&c, FIXTURE "/base/config.json") == ZT_OK);
+    CHECK(zt_qbase_init(&m, &c, zt_backend_cpu_as_device(), ZT_F32, ZT_QBASE_NF4, 0) == ZT_EUSER &&
+          strstr(zt_errmsg(), "CPU backend only"));
+    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
     m.params[m.layer0_off + m.lay.numel + m.lay.wd + 3] = NAN;
-    CHECK(zt_qbase_open(&m, ZT_QBASE_NF4, 0, NULL, &hit) == ZT_EUSER &&
-          strstr(zt_errmsg(), "model.layers.1.mlp.down_proj: 1 weights are NaN"));
-    CHECK(m.qbase == NULL);
+    CHECK(zt_qbase_round_trip(&m, ZT_QBASE_NF4, 0) == ZT_EUSER &&
+          strstr(zt_errmsg(), "model.layers.1.mlp.down_proj.weight: 1 weights are NaN"));
     zt_llama_free(&m);
+    /* a bitsandbytes checkpoint read with another quantization */
+    CHECK(zt_model_open_quantized(&m, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU, 0, ZT_QBASE_INT8, 0, &r) ==
+              ZT_EUSER &&
+          strstr(zt_errmsg(), "set lora.quantize_base = \"nf4\" and lora.double_quant = true"));
+    CHECK(zt_model_open(&m, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU) == ZT_EUSER &&
+          strstr(zt_errmsg(), "is quantized (bitsandbytes 4-bit NF4)"));
 }
 
 int main(void)
@@ -227,7 +289,8 @@ int main(void)
     make_batch();
     RUN(test_products_are_the_dequantized_models);
     RUN(test_loss_within_quantization_error);
-    RUN(test_cache_maps_and_rebuilds);
+    RUN(test_read_in_pieces_is_quantizing_the_loaded_model);
+    RUN(test_cache_reads_and_rebuilds);
     RUN(test_bf16_model);
     RUN(test_refusals);
     return test_summary();

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# QLoRA with the quantized base sharded and streamed: at ZeRO stage 3 on 1 and 2 ranks, with
+# offload.param = "cpu" and "nvme" (the base quantized as it is read, unit by unit, into its
+# slices or its swap file), LoRA on an NF4 (double_quant) or int8 base trains bitwise as the
+# quantized base held whole; a job killed with kill -9 resumes bitwise; zt init --quantize nf4
+# writes a random model in the bitsandbytes 4-bit format, which trains as held whole when streamed;
+# what cannot work exits 2 naming the key or the file.
+. "$(dirname "$0")/lib.sh"
+need_mpi
+export ROOT # same.py reads safetensors with llama_ref.py's reader
+
+make_tiny m num_hidden_layers=3 hidden_size=64 intermediate_size=320 || { fail "setup"; exit 1; }
+random_tokens data.jsonl 3 60
+mkdir swap
+# micro-batches of one row: 1 rank × 4, 2 × 2 (t2420-lora-zero3.sh); no cache, so that every run quantizes
+printf '[model]\npath = "m"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\ncache_dir = ""\n[train]\nmax_steps = 4\nmicro_batch_size = 1\ngradient_accumulation_steps = 4\nlearning_rate = 1e-2\nadam_epsilon = 1\nlogging_steps = 1\n[lora]\nr = 4\nalpha = 16\ntarget_modules = "all-linear"\nquantize_base = "nf4"\ndouble_quant = true\n' > q.toml
+one() { "$ZT" pretrain q.toml "$@"; }
+two() { $MPI -np 2 "$ZT" pretrain q.toml train.gradient_accumulation_steps=2 "$@"; }
+NVME="zero.stage=3 offload.param=nvme offload.nvme_path=swap"
+
+# same.py A B: the adapters of A/final and B/final and the losses bit for bit
+cat > same.py <<'PY'
+import json, os, sys
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+a, b = sys.argv[1], sys.argv[2]
+A, B = read_st(a + "/final/adapter_model.safetensors"), read_st(b + "/final/adapter_model.safetensors")
+assert A.keys() == B.keys() and all(A[t].tobytes() == B[t].tobytes() for t in A), "adapters differ"
+losses = lambda d: [json.loads(l)["loss"] for l in open(d + "/metrics.jsonl") if '"split"' not in l]
+assert losses(a) == losses(b) and len(losses(a)) == 4, (losses(a), losses(b))
+PY
+same() { # same WHAT A B
+  $PY same.py "$2" "$3" && say "ok - $1" || fail "$1"
+}
+
+# --- 1 rank: the base whole, in slices in memory, streamed from its swap file -----------------------
+export ZT_LOG=info
+expect_ok "NF4 base held whole" one output.dir=one
+expect_ok "NF4 base, offload.param = cpu" one output.dir=cpu zero.stage=3 offload.param=cpu
+expect_ok "NF4 base, offload.param = nvme" one output.dir=nvme $NVME
+grep -q "base: linear weights quantized to nf4 with double_quant as they are read, a unit at a time" "$TMP/err" \
+  && say "ok - the streamed base is quantized as it is read" || fail "no streamed quantization logged: $(cat "$TMP/err")"
+export ZT_LOG=warn
+expect_ok "NF4 base streamed, the adapters' AdamW state too" one output.dir=both $NVME offload.optimizer=nvme
+for d in cpu nvme both; do same "$d: bitwise the base held whole" one $d; done
+$PY - <<'PY' && say "ok - the streamed base's file is only read" || fail "nvme I/O"
+import json
+rows = [json.loads(l) for l in open("nvme/metrics.jsonl")]
+assert all(r["io_read_bytes"] > 0 and r["io_write_bytes"] == 0 for r in rows), rows
+assert len({r["io_read_bytes"] for r in rows}) == 1, rows  # the same units every step
+PY
+expect_ok "int8 base held whole" one output.dir=i8 lora.quantize_base=int8 lora.double_quant=false
+expect_ok "int8 base streamed" one output.dir=i8-nvme lora.quantize_base=int8 lora.double_quant=false $NVME
+same "int8: bitwise the base held whole" i8 i8-nvme
+
+# --- 2 ranks: the base whole on each (stage 2), sharded (stage 3), streamed -------------------------
+expect_ok "2 ranks, stage 2" two output.dir=n2-s2 zero.stage=2
+expect_ok "2 ranks, stage 3" two output.dir=n2-s3 zero.stage=3
+expect_ok "2 ranks, stage 3, streamed" two output.dir=n2-nvme $NVME
+expect_ok "2 ranks, stage 3, hpZ" two output.dir=n2-hpz zero.stage=3 zero.hpz_partition_size=2
+same "2 ranks: the base sharded at stage 3 trains bitwise as held whole" n2-s2 n2-s3
+same "2 ranks: the base streamed trains bitwise as held whole" n2-s2 n2-nvme
+same "2 ranks: hpZ's secondary slices hold the encodings as gathered" n2-s2 n2-hpz
+[ -z "$(ls swap)" ] && say "ok - the swap files are gone" || fail "swap files left: $(ls swap)"
+
+# --- kill -9 of the whole job, then resume = auto, bitwise -------------------------------------------
+K="train.max_steps=400 train.save_steps=20 $NVME"
+kill_resume two adapter_model.safetensors $K
+expect_exit 2 "resuming on another quantization of the base" "trained on another base model" \
+  two output.dir=killed $K train.max_steps=500 lora.double_quant=false
+
+# --- zt init --quantize nf4: a random model written in the bitsandbytes 4-bit format ---------------
+make_tiny b num_hidden_layers=3 hidden_size=64 intermediate_size=320 --quantize nf4 --double-quant
+# the files as bitsandbytes writes them (tests/fixtures/bnb; bitsandbytes' own dequantization of such
+# files is this decoding bit for bit: tests/fixtures/bnb/check_zt_init.py, by hand), and the weights
+# N(0, 0.02): over 2048 to 20480 draws a weight's deviation is 0.02 within 8% (5 standard errors,
+# 1/sqrt(2·2048) = 1.6%) and NF4's rounding (measured within 2%), its mean 0 within 0.12·0.02
+# (5/sqrt(2048) = 0.11)
+$PY - <<'PY' && say "ok - zt init --quantize nf4 writes the bitsandbytes 4-bit serialization of N(0, 0.02) weights" \
+  || fail "bnb files"
+import json
+import numpy as np
+qc = json.load(open("b/config.json"))["quantization_config"]
+assert qc["quant_method"] == "bitsandbytes" and qc["load_in_4bit"] and qc["bnb_4bit_quant_type"] == "nf4", qc
+assert qc["bnb_4bit_use_double_quant"] is True, qc
+raw = open("b/model.safetensors", "rb").read()
+n = int.from_bytes(raw[:8], "little")
+head = json.loads(raw[8:8 + n])
+kinds = {"U8": "u1", "F32": "<f4"}
+t = lambda k: np.frombuffer(raw[8 + n + head[k]["data_offsets"][0]:8 + n + head[k]["data_offsets"][1]],
+                            kinds[head[k]["dtype"]]).reshape(head[k]["shape"])
+w = "model.layers.2.mlp.down_proj.weight"
+assert head[w]["dtype"] == "U8" and head[w]["shape"] == [64 * 320 // 2, 1], head[w]
+assert head[w + ".absmax"]["dtype"] == "U8" and head[w + ".absmax"]["shape"] == [320], head[w + ".absmax"]
+assert head[w + ".nested_absmax"]["shape"] == [2] and head[w + ".quant_map"]["shape"] == [16]
+assert head["model.norm.weight"]["dtype"] == "F32" and "lm_head.weight" in head
+weights = [k for k in head if k.endswith("proj.weight")]
+assert len(weights) == 21, weights
+for w in weights:
+    state = json.loads(bytes(t(w + ".quant_state.bitsandbytes__nf4")))
+    assert state["blocksize"] == 64 and state["nested_blocksize"] == 256 and state["quant_type"] == "nf4", state
+    codes = t(w).reshape(-1)
+    idx = np.stack([codes >> 4, codes & 15], 1).reshape(-1)
+    a = t(w + ".nested_quant_map")[t(w + ".absmax")] * np.repeat(t(w + ".nested_absmax"), 256)[: idx.size // 64]
+    x = t(w + ".quant_map")[idx] * np.repeat((a + np.float32(state["nested_offset"])).astype(np.float32), 64)
+    assert x.size == state["shape"][0] * state["shape"][1], (w, x.size)
+    assert abs(x.std() / 0.02 - 1) < 0.1 and abs(x.mean()) < 0.12 * 0.02, (w, x.std(), x.mean())
+PY
+expect_ok "LoRA on zt init's NF4 model" one output.dir=from-b model.path=b
+expect_ok "LoRA on zt init's NF4 model, streamed" one output.dir=from-b-nvme model.path=b $NVME
+same "the NF4 checkpoint, streamed, trains bitwise as held whole" from-b from-b-nvme
+
+# --- refusals ----------------------------------------------------------------------------------------
+expect_exit 2 "a bitsandbytes model without quantize_base" "/b' is quantized \(bitsandbytes 4-bit NF4\)" \
+  one output.dir=x model.path=b lora.quantize_base=none lora.double_quant=false
+expect_exit 2 "a bitsandbytes model as int8" \
+  "holds linear weights quantized by bitsandbytes as NF4 with double quantization: set lora.quantize_base = \"nf4\"" \
+  one output.dir=x model.path=b lora.quantize_base=int8 lora.double_quant=false
+expect_exit 2 "a bitsandbytes model without its double quantization" "and lora.double_quant = true" \
+  one output.dir=x model.path=b lora.double_quant=false
+expect_exit 2 "qwZ on a quantized base" "override 'zero.quantized_weights=true': zero.quantized_weights \(qwZ\)" \
+  two output.dir=x zero.stage=3 zero.quantized_weights=true
+expect_exit 2 "MLP tiles on a quantized base" "override 'zero.mlp_tiles=2': zero.mlp_tiles cuts the MLP weights" \
+  one output.dir=x $NVME zero.mlp_tiles=2
+expect_exit 2 "zt init --quantize int8" "--quantize writes \"nf4\" only" \
+  "$ZT" init --arch llama --out x --quantize int8
+expect_exit 2 "zt init --double-quant alone" "--double-quant needs --quantize nf4" \
+  "$ZT" init --arch llama --out x --double-quant
+done_testing
