@@ -66,6 +66,8 @@ TOML
 cond() { # the machine's conditions now
     echo "load average $(cut -d' ' -f1-3 /proc/loadavg), $(($(df --output=avail -B1 "$OUT" | tail -1) / 1000000000)) GB free on the disk"
 }
+log "zt validate: its prediction of the peak memory, the bytes read and the step's time"
+./zt validate "$OUT/recipe.toml" > "$OUT/validate.txt" 2>&1 || log "zt validate failed: see $OUT/validate.txt"
 before=$(cond)
 log "zt pretrain: $STEPS steps ($before)"
 t0=$(date +%s)
@@ -107,6 +109,28 @@ for r in rows:
     prev = r["elapsed_s"]
     print(f"| {r['step']} | {r['loss']:.4f} | {dt:.1f} | {r['io_wait_s']:.1f} | {r['io_read_bytes'] / 1e9:.2f} | "
           f"{r['io_write_bytes'] / 1e9:.2f} | {r['io_read_bytes'] / dt / 1e9:.2f} |")
+PY
+$PY - "$OUT" <<'PY' | tee -a "$OUT/table.md"
+import json, re, sys
+out = sys.argv[1]
+v = open(out + "/validate.txt").read()
+total = re.search(r"^#   total +([0-9.]+) MiB", v, re.M)
+step = re.search(r"^# step time, predicted: ([0-9.]+) s", v, re.M)
+io = re.search(r"^# offload I/O per optimizer step: ([0-9]+) bytes read, ([0-9]+) written", v, re.M)
+rows = [json.loads(l) for l in open(out + "/run/metrics.jsonl")]
+peak = int(open(out + "/maxrss").read()) * 1024
+times = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip([{"elapsed_s": 0}] + rows, rows)]
+print("\n| zt validate's prediction | predicted | measured | predicted / measured |")
+print("|---|---:|---:|---:|")
+if total:
+    print(f"| peak RSS | {float(total.group(1)) / 1024:.2f} GiB | {peak / 2**30:.2f} GiB | {float(total.group(1)) * 2**20 / peak:.2f} |")
+if step:
+    for i, t in enumerate(times):
+        print(f"| step {i + 1} time | {float(step.group(1)):.0f} s | {t:.0f} s | {float(step.group(1)) / t:.2f} |")
+if io:
+    print(f"| bytes read a step | {int(io.group(1)) / 1e9:.2f} GB | {rows[-1]['io_read_bytes'] / 1e9:.2f} GB | "
+          f"{int(io.group(1)) / rows[-1]['io_read_bytes']:.2f} |")
+    print(f"| bytes written a step | {int(io.group(2)) / 1e9:.2f} GB | {rows[-1]['io_write_bytes'] / 1e9:.2f} GB | |")
 PY
 if [ "${BENCH_RECORD:-1}" = 1 ]; then # BENCH_RECORD=0: print only
     cat "$OUT/table.md" >> bench/RESULTS.md

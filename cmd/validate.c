@@ -24,7 +24,8 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
     printf("# offload I/O per step      read MiB  written MiB      seconds at %.0f MB/s read, %.0f MB/s write\n",
            rd / 1e6, wr / 1e6);
     const char *what[] = {"optimizer state", "layer inputs", "weights, gradients"};
-    const char *when[] = {"(during AdamW)", "(beside forward and backward)", "(gathers, reductions, AdamW)"};
+    const char *when[] = {"(during AdamW)", "(beside forward and backward)",
+                          e->trained ? "(the frozen base's gathers)" : "(gathers, reductions, AdamW)"};
     size_t in[] = {e->io_optimizer, e->io_activations, e->io_params_read};
     size_t out[] = {e->io_optimizer, e->io_activations, e->io_params_write};
     for (int i = 0; i < 3; i++)
@@ -33,9 +34,13 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
                    in[i] / rd + out[i] / wr, when[i]);
     zt_step_time t;
     if (zt_step_time_estimate(e, rd, wr, &t)) return;
+    char quantized[160] = "";
+    if (e->flops_quantized > 0)
+        snprintf(quantized, sizeof quantized, "; of them %.1f GFLOP through the quantized base at %.1f GFLOP/s",
+                 e->flops_quantized * 1e-9, t.qbase_gflops);
     printf("# step time, predicted: %.1f s = forward and backward %.1f s (%.1f GFLOP at %.1f GFLOP/s, measured on a "
-           "%dx%dx%d product) + their I/O not hidden %.1f s (of %.1f s) + the optimizer step's I/O %.1f s\n",
-           t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, t.exposed_s,
+           "%dx%dx%d product%s) + their I/O not hidden %.1f s (of %.1f s) + the optimizer step's I/O %.1f s\n",
+           t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, quantized, t.exposed_s,
            t.passes_io_s, t.step_io_s);
 }
 
@@ -51,7 +56,8 @@ static void print_placement(const zt_placement *p)
 /* How LoRA's frozen base is held */
 static const char *lora_base_note(const zt_recipe *r, int stage)
 {
-    if (stage >= 3) return "(stage 3: the whole model's share, as without LoRA)";
+    if (stage >= 3 && r->offload.param == ZT_OFFLOAD_NVME) return "(stage 3: the units gathered and staged from NVMe)";
+    if (stage >= 3) return "(stage 3: its slices and the units gathered)";
     if (r->lora.quantize_base == ZT_QBASE_NF4)
         return r->lora.double_quant ? "(linear weights in NF4 with double_quant, the rest as read)"
                                     : "(linear weights in NF4, the rest as read)";
@@ -110,7 +116,11 @@ int cmd_validate(int argc, char **argv)
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
         row("total", e.total, e.trained ? "(the larger of:)" : "");
         if (e.trained) row("  training", e.training, "");
-        if (e.trained) row("  at the start", e.start, "(the base read whole, before the training's buffers)");
+        if (e.trained)
+            row("  at the start", e.start,
+                r.lora.quantize_base != ZT_QBASE_NONE
+                    ? "(the base encoded as it is read, before the training's buffers)"
+                    : "(the base read whole, before the training's buffers)");
         if (e.device.total) {
             printf("\n# GPU memory per rank (model.device = \"cuda\")\n");
             row("parameters", e.device.params, e.stage == 3 ? "(the units in use)" : "");

@@ -319,6 +319,51 @@ int zt_qbase_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *
     return 1;
 }
 
+/* The rate of zt_qbase_forward's tiled product for an [O, I] weight, O four tiles' rows of random
+ * values encoded as kind says, x [M, I]: GFLOP/s, the best of three after a warm-up; 0 when out of
+ * memory. (zt validate's step time: the base's products are these, not plain GEMMs.) */
+double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
+{
+    zt_qbase q = {.kind = kind, .double_quant = kind == ZT_QBASE_NF4 && double_quant};
+    size_t cap = tile_elems > (size_t)I ? tile_elems : (size_t)I, rows = cap / (size_t)I, O = 4 * rows;
+    size_t n = O * (size_t)I;
+    float *w = malloc(n * sizeof *w), *tile = malloc(cap * sizeof *tile),
+          *absmax = malloc((cap / 64 + 2) * sizeof *absmax);
+    zt_real *x = calloc((size_t)M * I, sizeof *x), *y = calloc((size_t)M * O, sizeof *y), *tr = NULL;
+    unsigned char *part = malloc(zt_qbase_tensor_elems(&q, O, (size_t)I) * sizeof(zt_real));
+#ifdef ZT_REAL_DOUBLE
+    tr = malloc(cap * sizeof *tr);
+#endif
+    zt_qbase_encoder e = {0};
+    double best = 0;
+    uint64_t seed = 88172645463325252ull;
+    for (size_t i = 0; w && i < n; i++) { /* values of either sign across many blocks' scales */
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        w[i] = (float)((double)(seed >> 11) / 9007199254740992.0 - 0.5);
+    }
+    zt_backend *be = zt_backend_cpu();
+    int ok = w && tile && absmax && x && y && part && !zt_qbase_encode_begin(&e, &q, O, (size_t)I, part);
+    if (ok) zt_qbase_encode_piece(&e, w, n);
+    if (ok && !zt_qbase_encode_end(&e, "timing")) {
+        for (int rep = 0; rep < 4; rep++) {
+            double t0 = zt_now_s();
+            for (size_t t = 0; t < O; t += rows) {
+                dequantize(&q, part, O, (size_t)I, t, rows, absmax, tile);
+#ifdef ZT_REAL_DOUBLE
+                for (size_t i = 0; i < rows * (size_t)I; i++) tr[i] = tile[i];
+                be->gemm(be, 0, 1, M, (int)rows, I, 1, x, I, tr, I, 0, y + t, (int)O);
+#else
+                be->gemm(be, 0, 1, M, (int)rows, I, 1, x, I, tile, I, 0, y + t, (int)O);
+#endif
+            }
+            double s = zt_now_s() - t0;
+            if (rep > 0 && (best == 0 || s < best)) best = s;
+        }
+    }
+    free(e.absmax), free(w), free(tile), free(absmax), free(x), free(y), free(part), free(tr);
+    return best > 0 ? 2.0 * M * (double)n / best * 1e-9 : 0;
+}
+
 /* ---- round trip, adapter note -------------------------------------------------------------- */
 
 /* One tensor's values replaced by their encoding's, dequantized. */

@@ -62,6 +62,10 @@ void zt_qbase_free(zt_llama *m);
 /* What a quantized base of m's shape holds beside its flat array, without making it (zt
  * validate): the tile buffers and, while it is read, the pieces qbase_read.h converts, in bytes. */
 size_t zt_qbase_buffer_bytes(const zt_llama *m);
+/* GFLOP/s of zt_qbase_forward's tiled product (each tile of a weight dequantized, then multiplied)
+ * for x [M, I] and a weight of I columns encoded as kind says: measured on the spot, a fraction of
+ * a second; 0 when out of memory. */
+double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I);
 /* The model's parameters: m->numel, or for a quantized base its weights', not its encodings'. */
 size_t zt_qbase_params(const zt_llama *m);
 /* The elements a [rows, cols] weight's encoding takes in the flat array (llama_layout.c). */

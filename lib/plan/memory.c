@@ -118,6 +118,43 @@ static size_t largest_tensor(const zt_llama *m)
  * left out. The start holds the larger of: the fp32 weights while they are read with the
  * largest tensor's pages of the file (at most 4 bytes an element), and the weights with the
  * adapters and the encoding of lora.quantize_base (whose fp32 copies go only after it). */
+/* What a LoRA step moves and computes, where it differs from full training's: with
+ * offload.param = "nvme" the swap file holds the frozen base's weights alone (its slices, whole
+ * blocks), which every forward and backward pass reads and nothing writes (lib/zero/zero3_nvme.c);
+ * the adapters' moments stay in memory unless offload.optimizer = "nvme" moves them. The base gets
+ * no weight gradient: a token's matrix products are the forward's and the input gradient's, 4
+ * FLOPs a weight instead of 6 (the adapters' own are small and left out); with lora.quantize_base
+ * those of the layers' linear weights are the quantized products. */
+static void lora_io_and_flops(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e)
+{
+    if (r->offload.param == ZT_OFFLOAD_NVME) {
+        size_t R = 0, backward = 0, off, count;
+        for (int u = 0; u < zt_llama_units(m); u++) {
+            zt_llama_unit_range(m, u, &off, &count);
+            size_t mine = blocks((count + world - 1) / world * 4);
+            if (r->zero.hpz_partition_size <= 1) backward += (size_t)backward_reads(r, m, u) * mine;
+            R += mine;
+        }
+        size_t A = (size_t)r->train.gradient_accumulation_steps;
+        e->offloaded_nvme = R;
+        e->io_params_read = A * (R + backward), e->io_params_write = 0;
+        e->io_step_read = e->io_step_write = 0;
+    }
+    e->io_optimizer = 0; /* the adapters' moments: in memory (their offload is not counted) */
+    e->io_read = e->io_activations + e->io_params_read;
+    e->io_write = e->io_activations + e->io_params_write;
+    int T = r->data.max_length, ckpt = r->model.activation_checkpointing;
+    double tokens = (double)r->train.micro_batch_size * T * r->train.gradient_accumulation_steps;
+    double attention = 12.0 * m->L * m->C * T, matrices = (double)zt_llama_matmul_params(m);
+    /* with checkpointing one more forward: 6 FLOPs a weight instead of 4, attention's 4/3 */
+    e->flops = tokens * (matrices * (ckpt ? 6 : 4) + attention * (ckpt ? 4.0 / 3 : 1));
+    if (m->qbase) {
+        double layers = (double)m->L * ((double)m->S3 * m->C + (double)m->C * m->HD + 3.0 * m->F * m->C);
+        e->flops_quantized = tokens * layers * (ckpt ? 6 : 4);
+        e->qbase_kind = m->qbase->kind, e->qbase_double_quant = m->qbase->double_quant;
+    }
+}
+
 static zt_status lora_estimate(const zt_recipe *r, const zt_llama *m, int stage, int world, size_t base_share,
                                zt_mem_estimate *e)
 {
@@ -129,6 +166,7 @@ static zt_status lora_estimate(const zt_recipe *r, const zt_llama *m, int stage,
     size_t tokens = (size_t)r->train.micro_batch_size * r->data.max_length, scratch;
     e->trained = n;
     e->base = (stage >= 3 ? base_share : zt_llama_weight_bytes(m, P)) + buffers;
+    lora_io_and_flops(r, m, world, e);
     e->params = e->base + n * 4;
     e->grads = n * 4;
     e->optimizer = (stage >= 1 ? (n + world - 1) / world : n) * 8;
@@ -198,7 +236,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         e->params = gathered;
         e->grads -= local * 4;
         param_io(r, &m, world, e);
-        e->io_buffers = zt_zero_nvme_staging_bytes(&m, &zo, world, A);
+        e->io_buffers = zt_zero_nvme_staging_bytes(&m, &zo, world, A, zt_recipe_lora_on(r)); /* LoRA's base: frozen */
     }
     int ckpt = r->model.activation_checkpointing;
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);

@@ -40,12 +40,16 @@ typedef struct zt_mem_estimate {
      * recompute of checkpointing included), and a micro-batch's MLP product, M × N × K */
     double flops;
     int gemm_m, gemm_n, gemm_k, bf16;
+    /* of flops, those of a quantized base's products (LoRA with lora.quantize_base: each weight
+     * dequantized a tile at a time, then multiplied), whose rate steptime measures on their own */
+    double flops_quantized;
+    int qbase_kind, qbase_double_quant;
     size_t io_buffers; /* the staging buffers of that I/O (in the total) */
     /* LoRA (lora.r or lora.adapter): the frozen base as training holds it (in params; at stage 3
-     * the whole model's share, as without LoRA), the elements trained (the adapters and the copies
-     * of modules_to_save), and what the process holds while it sets the model up, before the
-     * training's buffers: the base read whole, encoded there with lora.quantize_base before its
-     * fp32 copies go (total is the larger of that and the training's, training) */
+     * its slices and gathered units, the encodings' with lora.quantize_base), the elements trained
+     * (the adapters and the copies of modules_to_save), and what the process holds while it sets
+     * the model up, before the training's buffers: the base read whole (a quantized one is
+     * encoded as it is read) (total is the larger of that and the training's, training) */
     size_t base, trained, start, training;
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the

@@ -6,6 +6,7 @@
 #include "lib/backend/backend.h"
 #include "lib/core/arena.h"
 #include "lib/core/log.h"
+#include "lib/model/qbase.h"
 
 /* GFLOP/s of the M × N × K product y = x·Wᵀ as the CPU backend runs it for a layer (bf16
  * weights and inputs, or fp32): the best of three after a warm-up. */
@@ -34,7 +35,12 @@ zt_status zt_step_time_estimate(const zt_mem_estimate *e, double rd, double wr, 
     if (!(rd > 0) || !(wr > 0)) return zt_fail(ZT_EUSER, "no disk speed to estimate a step with");
     t->gflops = gemm_rate(e->gemm_m, e->gemm_n, e->gemm_k, e->bf16);
     if (!(t->gflops > 0)) return zt_fail(ZT_ENOMEM, "out of memory timing a matrix product");
-    t->compute_s = e->flops / (t->gflops * 1e9);
+    t->compute_s = (e->flops - e->flops_quantized) / (t->gflops * 1e9);
+    if (e->flops_quantized > 0) { /* a quantized base's products: dequantizing tiles, then fp32 GEMMs */
+        t->qbase_gflops = zt_qbase_gflops(e->qbase_kind, e->qbase_double_quant, e->gemm_m, e->gemm_k);
+        if (!(t->qbase_gflops > 0)) return zt_fail(ZT_ENOMEM, "out of memory timing a quantized product");
+        t->compute_s += e->flops_quantized / (t->qbase_gflops * 1e9);
+    }
     t->passes_io_s = (double)(e->io_read - e->io_step_read) / rd + (double)(e->io_write - e->io_step_write) / wr;
     t->step_io_s = (double)e->io_step_read / rd + (double)e->io_step_write / wr;
     t->exposed_s = t->passes_io_s > t->compute_s ? t->passes_io_s - t->compute_s : 0;

@@ -187,11 +187,13 @@ int zt_zero3_ahead(int prefetch_layers, int mlp_tiles, int checkpointing);
  * the most bytes of weights gathered at once (*grad_bytes: of gradients); hpZ's secondary
  * slices at group size hpz; qgZ's error-feedback residuals; with offload.param = "nvme" the
  * host buffers the swap file stages through (the slices' staging, one more to accumulate
- * into when micro_batches > 1, and the file's chunks). */
+ * into when micro_batches > 1, and the file's chunks; frozen: a model without gradients, LoRA's
+ * base, which accumulates nothing and whose file holds its weights alone). */
 size_t zt_zero3_gathered_bytes(const zt_llama *m, const zt_zero_options *o, size_t *grad_bytes);
 size_t zt_zero_hpz_bytes(const zt_llama *m, int hpz);
 size_t zt_zero_qgz_residual_bytes(const zt_llama *m);
-size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches);
+size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches,
+                                  int frozen);
 /* Seconds spent waiting for gathers (exposed communication) since the last call. */
 double zt_zero_take_wait_s(zt_zero *z);
 /* With measure_quant, since the last call: the relative error ‖quantized − exact‖ / ‖exact‖ over

@@ -43,7 +43,7 @@ static size_t slice_bytes(size_t widest) { return zt_aio_round(widest * sizeof(f
  * the first accumulation allocates (old_buffer). */
 static int staging_buffers(int reads, int accumulates) { return reads + 2 + (accumulates != 0); }
 
-size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches)
+size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, int world, int micro_batches, int frozen)
 {
     if (o->params_at != ZT_PARAM_NVME) return 0;
     size_t widest = 0, off, count, lo, mine;
@@ -54,8 +54,9 @@ size_t zt_zero_nvme_staging_bytes(const zt_llama *m, const zt_zero_options *o, i
     }
     int nseg;
     size_t local = zt_zero_segments(m, 3, world, 0, NULL, &nseg);
-    return (size_t)staging_buffers(zt_zero3_reads(m, o), micro_batches > 1) * slice_bytes(widest) +
-           zt_swap_buffer_bytes(local, o->swap_chunk, ZT_SWAP_ALL);
+    /* a frozen model accumulates no gradient, and its file holds the weights alone (open_file) */
+    return (size_t)staging_buffers(zt_zero3_reads(m, o), !frozen && micro_batches > 1) * slice_bytes(widest) +
+           zt_swap_buffer_bytes(local, o->swap_chunk, frozen ? 1u << ZT_SWAP_MASTER : ZT_SWAP_ALL);
 }
 
 static zt_status wait_write(zt_zero *z, int b)
