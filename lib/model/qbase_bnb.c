@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/nf4.h"
 #include "lib/core/fileio.h"
+#include "lib/core/json.h"
 
 #define STATE ".quant_state.bitsandbytes__nf4"
 #define COMPUTE_DTYPE "bfloat16" /* what the quant_state names as the weight's dtype */
@@ -64,34 +65,28 @@ static zt_status check_config(const char *path, const cJSON *qc, int *double_qua
 
 zt_status zt_qbase_bnb_config(const char *config_path, int *nf4, int *double_quant)
 {
-    char *text;
-    size_t len;
+    cJSON *o;
     *nf4 = *double_quant = 0;
-    zt_status st = zt_read_file(config_path, &text, &len);
+    zt_status st = zt_json_read(config_path, &o);
     if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
     const cJSON *qc = item(o, "quantization_config");
-    if (!o) st = zt_fail(ZT_EUSER, "'%s': not valid JSON", config_path);
-    else if (qc && !cJSON_IsNull(qc))
+    if (qc && !cJSON_IsNull(qc))
         st = cJSON_IsObject(qc) ? check_config(config_path, qc, double_quant)
-                                : zt_fail(ZT_EUSER,
-                                          "'%s': quantization_config is not "
-                                          "an object",
-                                          config_path);
+                                : zt_fail(ZT_EUSER, "'%s': quantization_config is not an object", config_path);
     *nf4 = !st && qc && cJSON_IsObject(qc);
     cJSON_Delete(o);
     return st;
 }
 
+/* config.json's quantization_config set to bitsandbytes' NF4, its other keys and numbers as they were */
 zt_status zt_qbase_bnb_write_config(const char *path, int double_quant)
 {
-    char *text;
-    size_t len;
-    zt_status st = zt_read_file(path, &text, &len);
-    if (st) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len), *qc = cJSON_CreateObject();
-    free(text);
+    cJSON *o, *qc = cJSON_CreateObject();
+    zt_status st = qc ? zt_json_read(path, &o) : zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
+    if (st) {
+        cJSON_Delete(qc);
+        return st;
+    }
     cJSON_AddStringToObject(qc, "quant_method", "bitsandbytes");
     cJSON_AddBoolToObject(qc, "load_in_4bit", 1);
     cJSON_AddBoolToObject(qc, "load_in_8bit", 0);
@@ -100,12 +95,12 @@ zt_status zt_qbase_bnb_write_config(const char *path, int double_quant)
     cJSON_AddStringToObject(qc, "bnb_4bit_compute_dtype", COMPUTE_DTYPE);
     cJSON_AddStringToObject(qc, "bnb_4bit_quant_storage", "uint8");
     cJSON_DeleteItemFromObjectCaseSensitive(o, "quantization_config");
-    char *out = o && cJSON_AddItemToObject(o, "quantization_config", qc) ? cJSON_Print(o) : NULL;
-    if (!o || !out) st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
-    if (!o) cJSON_Delete(qc);
+    if (!cJSON_AddItemToObject(o, "quantization_config", qc)) {
+        cJSON_Delete(qc);
+        st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
+    }
+    if (!st) st = zt_json_write(path, o);
     cJSON_Delete(o);
-    if (!st) st = zt_write_file_atomic(path, out, strlen(out));
-    free(out);
     return st;
 }
 
