@@ -147,6 +147,7 @@ typedef struct zt_llama {
     zt_llama_config cfg;
     zt_backend *be;
     int dtype_bf16; /* matmuls use the bf16 copy of the weights */
+    int decoded;    /* the linear weights decoded from a quantized (bitsandbytes) checkpoint */
     int C, F, H, KV, D, L, V, S3, HD;
     int R; /* rotary elements of a head (D, or fewer with partial_rotary_factor) */
 

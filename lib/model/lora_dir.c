@@ -45,7 +45,8 @@ zt_status zt_lora_attach_dir(zt_llama *m, const char *dir, zt_qbase_kind kind, i
     if (!st) st = zt_qbase_note_read(dir, &noted, &dq);
     if (!st && noted != ZT_QBASE_NONE) kind = noted, double_quant = dq;
     if (!st && c.save) st = zt_lora_fit_vocab(m, dir);
-    if (!st && kind != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, kind, double_quant);
+    /* the base's weights as the quantized base computes with them (a decoded checkpoint: already) */
+    if (!st && kind != ZT_QBASE_NONE && !m->decoded) st = zt_qbase_round_trip(m, kind, double_quant);
     if (!st) st = zt_lora_attach(m, &c);
     return st ? st : zt_lora_load(m, dir);
 }

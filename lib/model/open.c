@@ -5,7 +5,9 @@
 
 #include "lib/ckpt/safetensors.h"
 #include "lib/core/fileio.h"
+#include "lib/core/log.h"
 #include "lib/hub/hub.h"
+#include "qbase.h"
 #include "qbase_bnb.h"
 #include "qbase_read.h"
 
@@ -23,6 +25,26 @@ typedef struct open_how {
     int double_quant;
 } open_how;
 
+/* A bitsandbytes NF4 checkpoint as an unquantized model: read in its own layout on the CPU, then
+ * each linear weight decoded into m (what a QLoRA run's base computes with). */
+static zt_status open_decoded(zt_llama *m, const zt_llama_config *cfg, zt_backend *be, zt_dtype dtype, const char *dir,
+                              int double_quant)
+{
+    zt_llama q;
+    zt_qbase_reader *r = NULL;
+    zt_status st = zt_qbase_init(&q, cfg, zt_backend_cpu(), ZT_F32, ZT_QBASE_NF4, double_quant);
+    if (st) return st;
+    if (!(st = zt_qbase_reader_open(&q, dir, &r))) st = zt_qbase_read(r, 0, q.numel, q.params);
+    zt_qbase_reader_close(r);
+    if (!st && !(st = zt_llama_init(m, cfg, be, dtype))) {
+        if ((st = zt_qbase_decode(&q, m))) zt_llama_free(m);
+        else m->decoded = 1;
+    }
+    zt_llama_free(&q);
+    if (!st) zt_log_info("'%s': bitsandbytes NF4 weights decoded to %s in memory", dir, zt_dtype_names[dtype]);
+    return st;
+}
+
 static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                             open_how how)
 {
@@ -37,10 +59,11 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     zt_backend *be;
     int nf4, dq;
     if ((st = zt_llama_config_load(&cfg, path)) || (st = zt_qbase_bnb_config(path, &nf4, &dq))) return st;
-    if (nf4 && !how.quantized)
+    if (nf4 && how.weights)
         return zt_fail(ZT_EUSER,
-                       "'%s' is quantized (bitsandbytes 4-bit NF4): zt trains LoRA on it (lora.quantize_base = "
-                       "\"nf4\"); other uses need the unquantized model",
+                       "'%s' is quantized (bitsandbytes 4-bit NF4): zt streams or shards it for LoRA only "
+                       "(lora.quantize_base = \"nf4\"); other uses decode it whole, in memory, without ZeRO "
+                       "stage 3 or offload.param",
                        dir);
     if (cfg.num_labels && !score_head)
         return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM",
@@ -50,6 +73,8 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     if (how.quantized) {
         if ((st = zt_qbase_init(m, &cfg, be, dtype, how.kind, how.double_quant))) return st;
         st = zt_qbase_reader_open(m, dir, how.quantized);
+    } else if (nf4) {
+        return open_decoded(m, &cfg, be, dtype, dir, dq);
     } else {
         if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
         st = how.weights ? zt_llama_weights_open(m, dir, how.weights) : zt_llama_load_weights(m, dir);

@@ -100,6 +100,10 @@ size_t zt_qbase_part_layout(const zt_qbase *q, size_t rows, size_t cols, size_t 
  * trained on the quantized base computed with: zt export --merge, zt eval), m an unquantized model. */
 zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant);
 
+/* m, an unquantized model of q's config, takes q's weights: each encoded linear weight decoded,
+ * the rest copied (a bitsandbytes checkpoint opened for eval, generate, export or full training). */
+zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m);
+
 /* The products of llama.c's linear layers when the weight at element w of the flat array is
  * encoded (they return 0, doing nothing, when it is not): y[N, O] (rows ldy apart) = x[N, I]·Wᵀ +
  * beta·y, and dx[N, I] = dy[N, O]·W + dx_beta·dx, W the layer's whole matrix [O, I] at w. */

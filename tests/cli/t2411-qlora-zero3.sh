@@ -3,8 +3,9 @@
 # offload.param = "cpu" and "nvme" (the base quantized as it is read, unit by unit, into its
 # slices or its swap file), LoRA on an NF4 (double_quant) or int8 base trains bitwise as the
 # quantized base held whole; a job killed with kill -9 resumes bitwise; zt init --quantize nf4
-# writes a random model in the bitsandbytes 4-bit format, which trains as held whole when streamed;
-# what cannot work exits 2 naming the key or the file.
+# writes a random model in the bitsandbytes 4-bit format, which trains as held whole when streamed,
+# and which zt eval (and LoRA without quantize_base) reads decoded; what cannot work exits 2 naming
+# the key or the file.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 export ROOT # same.py reads safetensors with llama_ref.py's reader
@@ -105,13 +106,77 @@ for w in weights:
     assert x.size == state["shape"][0] * state["shape"][1], (w, x.size)
     assert abs(x.std() / 0.02 - 1) < 0.1 and abs(x.mean()) < 0.12 * 0.02, (w, x.std(), x.mean())
 PY
-expect_ok "LoRA on zt init's NF4 model" one output.dir=from-b model.path=b
+expect_ok "LoRA on zt init's NF4 model" one output.dir=from-b model.path=b data.valid=data.jsonl train.eval_steps=4
 expect_ok "LoRA on zt init's NF4 model, streamed" one output.dir=from-b-nvme model.path=b $NVME
 same "the NF4 checkpoint, streamed, trains bitwise as held whole" from-b from-b-nvme
 
+# --- the NF4 checkpoint evaluated: its weights decoded whole, in memory ------------------------------
+# The reference (llama_ref.py) runs in float64 on the weights as the bnb files decode them in NumPy
+# (above, bitsandbytes' decoding); zt's fp32 dot products have at most 320 terms, each within
+# 320·2^-24 ≈ 2e-5 of the sum of its terms' magnitudes if every rounding went one way, about
+# sqrt(320)·2^-24 ≈ 1e-6 for roundings of random sign (t0500's argument): 1e-5 relative.
+printf '[model]\npath = "b"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 64\npacking = false\n' > e.toml
+if "$ZT" eval e.toml > b.eval 2> b.err; then
+  $PY - <<'PY' && say "ok - zt eval of the NF4 checkpoint: the loss of its decoded weights" || fail "zt eval of the NF4 checkpoint"
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("\nmain()")[0])
+raw = open("b/model.safetensors", "rb").read()
+n = int.from_bytes(raw[:8], "little")
+head = json.loads(raw[8:8 + n])
+head.pop("__metadata__", None)
+kinds = {"U8": "u1", "F32": "<f4"}
+t = lambda k: np.frombuffer(raw[8 + n + head[k]["data_offsets"][0]:8 + n + head[k]["data_offsets"][1]],
+                            kinds[head[k]["dtype"]]).reshape(head[k]["shape"])
+W = {}
+for k in head:
+    if "." + k.split(".")[-1] in (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map") or ".quant_state." in k:
+        continue
+    if head[k]["dtype"] == "F32":
+        W[k] = t(k).astype(np.float64)
+        continue
+    state = json.loads(bytes(t(k + ".quant_state.bitsandbytes__nf4")))
+    codes = t(k).reshape(-1)
+    idx = np.stack([codes >> 4, codes & 15], 1).reshape(-1)
+    a = t(k + ".nested_quant_map")[t(k + ".absmax")] * np.repeat(t(k + ".nested_absmax"), 256)[: idx.size // 64]
+    x = t(k + ".quant_map")[idx] * np.repeat((a + np.float32(state["nested_offset"])).astype(np.float32), 64)
+    W[k] = x.reshape(state["shape"]).astype(np.float64)
+cfg = json.load(open("b/config.json"))
+total, count = 0.0, 0
+for line in open("data.jsonl"):
+    s, c = loss(cfg, W, np.array(json.loads(line)["input_ids"]))
+    total, count = total + s, count + c
+ref, got = total / count, json.load(open("b.eval"))["loss"]
+print("NF4 checkpoint: zt eval %.10f, reference %.10f" % (got, ref))
+assert abs(got - ref) <= 1e-5 * ref, (got, ref)
+PY
+else fail "zt eval of the NF4 checkpoint (exit $?)"; cat b.err >&2; fi
+
+# its adapters evaluated on the checkpoint decoded (not quantized again): the run's own held-out loss
+# at its last step, there through the quantized base's tiles, within the same 1e-5
+if "$ZT" eval e.toml --checkpoint from-b/final > from-b.eval 2> from-b.err; then
+  $PY - <<'PY' && say "ok - zt eval of an adapter trained on the NF4 checkpoint: the run's own held-out loss" ||
+import json
+run = [json.loads(l) for l in open("from-b/metrics.jsonl") if '"split"' in l][-1]["loss"]
+got = json.load(open("from-b.eval"))["loss"]
+print("adapter on the NF4 checkpoint: zt eval %.10f, the run's last held-out loss %.10f" % (got, run))
+assert abs(got - run) <= 1e-5 * run, (got, run)
+PY
+    fail "zt eval of the adapter on the NF4 checkpoint"
+else fail "zt eval of the adapter on the NF4 checkpoint (exit $?)"; cat from-b.err >&2; fi
+
+# LoRA with lora.quantize_base = "none" on it: the base decoded to fp32, the same weights as the
+# quantized base's tiles, so the first step's loss (the adapters' B is 0) within the 1e-5 above
+expect_ok "LoRA on the NF4 checkpoint decoded (quantize_base none)" one output.dir=decoded model.path=b \
+  lora.quantize_base=none lora.double_quant=false
+$PY - <<'PY' && say "ok - its first loss is the quantized base's" || fail "LoRA on the decoded NF4 checkpoint"
+import json
+first = lambda d: [json.loads(l)["loss"] for l in open(d + "/metrics.jsonl") if '"split"' not in l][0]
+a, b = first("from-b"), first("decoded")
+assert abs(a - b) <= 1e-5 * a, (a, b)
+PY
+
 # --- refusals ----------------------------------------------------------------------------------------
-expect_exit 2 "a bitsandbytes model without quantize_base" "/b' is quantized \(bitsandbytes 4-bit NF4\)" \
-  one output.dir=x model.path=b lora.quantize_base=none lora.double_quant=false
 expect_exit 2 "a bitsandbytes model as int8" \
   "holds linear weights quantized by bitsandbytes as NF4 with double quantization: set lora.quantize_base = \"nf4\"" \
   one output.dir=x model.path=b lora.quantize_base=int8 lora.double_quant=false

@@ -97,10 +97,35 @@ static void check_model(const char *dir, const char *key, int dq, const cJSON *e
     zt_llama_free(&m);
 }
 
+/* The checkpoint opened as an unquantized model (zt eval, zt generate, a full fine-tune): every
+ * linear weight of layer 0 decoded as bitsandbytes dequantizes it, bit for bit. */
+static void check_decoded(const char *dir, const char *key, const cJSON *expected)
+{
+    static const char *const names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    zt_llama m;
+    char path[256], name[96];
+    snprintf(path, sizeof path, FIXTURE "/%s", dir);
+    CHECK_MSG(zt_model_open(&m, path, ZT_F32, ZT_DEVICE_CPU) == ZT_OK, "%s", zt_errmsg());
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "weights");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(name, sizeof name, "model.layers.0.%s.weight", names[i]);
+        const zt_llama_tensor *t = zt_llama_find_tensor(&m, name);
+        CHECK_MSG(t != NULL, "%s", name);
+        if (t) check_weight(want, name, m.params + t->offset, (size_t)t->shape[0], (size_t)t->shape[1]);
+    }
+    zt_llama_free(&m);
+}
+
 static cJSON *expected;
 
 static void test_double_quantized(void) { check_model("nf4", "nf4", 1, expected); }
 static void test_fp32_absmax(void) { check_model("nf4_nodq", "nf4_nodq", 0, expected); }
+static void test_decoded(void)
+{
+    check_decoded("nf4", "nf4", expected);
+    check_decoded("nf4_nodq", "nf4_nodq", expected);
+}
 
 int main(void)
 {
@@ -111,6 +136,7 @@ int main(void)
     free(text);
     RUN(test_double_quantized);
     RUN(test_fp32_absmax);
+    RUN(test_decoded);
     cJSON_Delete(expected);
     return test_summary();
 }
