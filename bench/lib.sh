@@ -14,6 +14,19 @@ need_disk() {
     exit 1
 }
 
+# nvme_recipe: the end of a recipe whose state streams through OUT/swap (16 MiB blocks, 32 in
+# flight) into OUT/run
+nvme_recipe() {
+    cat <<TOML
+nvme_path = "$OUT/swap"
+[offload.aio]
+block_size = 16777216
+queue_depth = 32
+[output]
+dir = "$OUT/run"
+TOML
+}
+
 # steps_recipe SEQ STEPS LR: OUT/tokens.jsonl, 64 copies of a short periodic sequence of SEQ tokens
 # (a loss that can fall in a few steps), and the [data] and [train] sections of a recipe that
 # trains STEPS steps of one such sequence at the constant learning rate LR, logging each

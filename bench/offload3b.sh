@@ -50,13 +50,8 @@ head_tiles = $TILES
 [offload]
 param = "nvme"
 optimizer = "nvme"
-nvme_path = "$OUT/swap"
-[offload.aio]
-block_size = 16777216
-queue_depth = 32
-[output]
-dir = "$OUT/run"
 TOML
+    nvme_recipe
 } > "$OUT/recipe.toml"
 rm -f "$HOME"/.cache/zt/disk2-*.txt # validate measures the disk again, now
 ./zt validate "$OUT/recipe.toml" | sed -n '/^# memory per rank/,$p' | tee "$OUT/validate.txt"

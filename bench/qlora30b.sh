@@ -55,13 +55,8 @@ embedding_tiles = 8
 head_tiles = 8
 [offload]
 param = "nvme"
-nvme_path = "$OUT/swap"
-[offload.aio]
-block_size = 16777216
-queue_depth = 32
-[output]
-dir = "$OUT/run"
 TOML
+    nvme_recipe
 } > "$OUT/recipe.toml"
 cond() { # the machine's conditions now
     echo "load average $(cut -d' ' -f1-3 /proc/loadavg), $(($(df --output=avail -B1 "$OUT" | tail -1) / 1000000000)) GB free on the disk"
