@@ -101,7 +101,7 @@ size_t zt_qbase_part_layout(const zt_qbase *q, size_t rows, size_t cols, size_t 
 zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant);
 
 /* m, an unquantized model of q's config, takes q's weights: each encoded linear weight decoded,
- * the rest copied (a bitsandbytes checkpoint opened for eval, generate, export or full training). */
+ * the rest copied (a bitsandbytes checkpoint opened unquantized: zt eval, generate, full training). */
 zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m);
 
 /* The products of llama.c's linear layers when the weight at element w of the flat array is

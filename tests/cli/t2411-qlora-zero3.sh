@@ -71,6 +71,29 @@ expect_exit 2 "resuming on another quantization of the base" "trained on another
 
 # --- zt init --quantize nf4: a random model written in the bitsandbytes 4-bit format ---------------
 make_tiny b num_hidden_layers=3 hidden_size=64 intermediate_size=320 --quantize nf4 --double-quant
+# bnb.py: b/'s tensors (t), each linear weight's quant_state and its decoding as bitsandbytes
+# decodes it (decode), and which tensors are the encodings' companions (companion)
+cat > bnb.py <<'PY'
+import json
+import numpy as np
+raw = open("b/model.safetensors", "rb").read()
+n = int.from_bytes(raw[:8], "little")
+head = json.loads(raw[8:8 + n])
+head.pop("__metadata__", None)
+def t(k):
+    o = head[k]["data_offsets"]
+    return np.frombuffer(raw[8 + n + o[0]:8 + n + o[1]], {"U8": "u1", "F32": "<f4"}[head[k]["dtype"]]).reshape(head[k]["shape"])
+def state(w):
+    return json.loads(bytes(t(w + ".quant_state.bitsandbytes__nf4")))
+def decode(w):
+    codes = t(w).reshape(-1)
+    idx = np.stack([codes >> 4, codes & 15], 1).reshape(-1)
+    a = t(w + ".nested_quant_map")[t(w + ".absmax")] * np.repeat(t(w + ".nested_absmax"), 256)[: idx.size // 64]
+    x = t(w + ".quant_map")[idx] * np.repeat((a + np.float32(state(w)["nested_offset"])).astype(np.float32), 64)
+    return x.reshape(state(w)["shape"])
+def companion(k):
+    return k.rsplit(".", 1)[-1] in ("absmax", "quant_map", "nested_absmax", "nested_quant_map") or ".quant_state." in k
+PY
 # the files as bitsandbytes writes them (tests/fixtures/bnb; bitsandbytes' own dequantization of such
 # files is this decoding bit for bit: tests/fixtures/bnb/check_zt_init.py, by hand), and the weights
 # N(0, 0.02): over 2048 to 20480 draws a weight's deviation is 0.02 within 8% (5 standard errors,
@@ -79,16 +102,10 @@ make_tiny b num_hidden_layers=3 hidden_size=64 intermediate_size=320 --quantize 
 $PY - <<'PY' && say "ok - zt init --quantize nf4 writes the bitsandbytes 4-bit serialization of N(0, 0.02) weights" \
   || fail "bnb files"
 import json
-import numpy as np
+exec(open("bnb.py").read())
 qc = json.load(open("b/config.json"))["quantization_config"]
 assert qc["quant_method"] == "bitsandbytes" and qc["load_in_4bit"] and qc["bnb_4bit_quant_type"] == "nf4", qc
 assert qc["bnb_4bit_use_double_quant"] is True, qc
-raw = open("b/model.safetensors", "rb").read()
-n = int.from_bytes(raw[:8], "little")
-head = json.loads(raw[8:8 + n])
-kinds = {"U8": "u1", "F32": "<f4"}
-t = lambda k: np.frombuffer(raw[8 + n + head[k]["data_offsets"][0]:8 + n + head[k]["data_offsets"][1]],
-                            kinds[head[k]["dtype"]]).reshape(head[k]["shape"])
 w = "model.layers.2.mlp.down_proj.weight"
 assert head[w]["dtype"] == "U8" and head[w]["shape"] == [64 * 320 // 2, 1], head[w]
 assert head[w + ".absmax"]["dtype"] == "U8" and head[w + ".absmax"]["shape"] == [320], head[w + ".absmax"]
@@ -97,13 +114,9 @@ assert head["model.norm.weight"]["dtype"] == "F32" and "lm_head.weight" in head
 weights = [k for k in head if k.endswith("proj.weight")]
 assert len(weights) == 21, weights
 for w in weights:
-    state = json.loads(bytes(t(w + ".quant_state.bitsandbytes__nf4")))
-    assert state["blocksize"] == 64 and state["nested_blocksize"] == 256 and state["quant_type"] == "nf4", state
-    codes = t(w).reshape(-1)
-    idx = np.stack([codes >> 4, codes & 15], 1).reshape(-1)
-    a = t(w + ".nested_quant_map")[t(w + ".absmax")] * np.repeat(t(w + ".nested_absmax"), 256)[: idx.size // 64]
-    x = t(w + ".quant_map")[idx] * np.repeat((a + np.float32(state["nested_offset"])).astype(np.float32), 64)
-    assert x.size == state["shape"][0] * state["shape"][1], (w, x.size)
+    s = state(w)
+    assert s["blocksize"] == 64 and s["nested_blocksize"] == 256 and s["quant_type"] == "nf4", s
+    x = decode(w)
     assert abs(x.std() / 0.02 - 1) < 0.1 and abs(x.mean()) < 0.12 * 0.02, (w, x.std(), x.mean())
 PY
 expect_ok "LoRA on zt init's NF4 model" one output.dir=from-b model.path=b data.valid=data.jsonl train.eval_steps=4
@@ -121,26 +134,8 @@ if "$ZT" eval e.toml > b.eval 2> b.err; then
 import json, os
 import numpy as np
 exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("\nmain()")[0])
-raw = open("b/model.safetensors", "rb").read()
-n = int.from_bytes(raw[:8], "little")
-head = json.loads(raw[8:8 + n])
-head.pop("__metadata__", None)
-kinds = {"U8": "u1", "F32": "<f4"}
-t = lambda k: np.frombuffer(raw[8 + n + head[k]["data_offsets"][0]:8 + n + head[k]["data_offsets"][1]],
-                            kinds[head[k]["dtype"]]).reshape(head[k]["shape"])
-W = {}
-for k in head:
-    if "." + k.split(".")[-1] in (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map") or ".quant_state." in k:
-        continue
-    if head[k]["dtype"] == "F32":
-        W[k] = t(k).astype(np.float64)
-        continue
-    state = json.loads(bytes(t(k + ".quant_state.bitsandbytes__nf4")))
-    codes = t(k).reshape(-1)
-    idx = np.stack([codes >> 4, codes & 15], 1).reshape(-1)
-    a = t(k + ".nested_quant_map")[t(k + ".absmax")] * np.repeat(t(k + ".nested_absmax"), 256)[: idx.size // 64]
-    x = t(k + ".quant_map")[idx] * np.repeat((a + np.float32(state["nested_offset"])).astype(np.float32), 64)
-    W[k] = x.reshape(state["shape"]).astype(np.float64)
+exec(open("bnb.py").read())
+W = {k: (decode(k) if head[k]["dtype"] == "U8" else t(k)).astype(np.float64) for k in head if not companion(k)}
 cfg = json.load(open("b/config.json"))
 total, count = 0.0, 0
 for line in open("data.jsonl"):
