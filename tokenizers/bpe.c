@@ -332,7 +332,8 @@ static zt_status encode_word(const zt_bpe *b, const char *w, size_t n, scratch *
     }
     size_t first = out->n;
     for (int32_t i = ny ? 0 : -1; i >= 0 && !st; i = y[i].next) st = zt_ivec_push(out, y[i].id);
-    if (!st && cacheable && out->n - first <= ZT_BPE_CACHE_IDS)
+    /* an empty result is not cached: out->v may still be NULL, and it costs nothing to recompute */
+    if (!st && cacheable && out->n > first && out->n - first <= ZT_BPE_CACHE_IDS)
         zt_bpe_cache_put(b->cache, w, n, out->v + first, out->n - first);
     return st;
 }
