@@ -96,11 +96,21 @@ void zt_cpu_add(zt_real *y, const zt_real *x, size_t n);
 void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);
 void zt_cpu_bias_backward(zt_real *db, const zt_real *dy, int N, int M);
 
+/* memset to 0 and memcpy (no overlap), on the OpenMP threads when large */
+void zt_cpu_zero(void *p, size_t bytes);
+void zt_cpu_copy(void *dst, const void *src, size_t bytes);
+
 /* Cross-entropy over rows of logits [n, V] with targets (-100 = ignored).
  * Adds each row's loss (logsumexp - logit[target]) into loss_rows[n] (double).
  * When grad_scale != 0, overwrites logits with dlogits = (softmax - onehot)·grad_scale
  * (zero rows for ignored targets). */
 void zt_cpu_cross_entropy(zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V, zt_real grad_scale);
+#ifndef ZT_REAL_DOUBLE
+/* The same, the gradient (grad_scale != 0) also in grad16 [n, V] rounded to bf16: bit for bit
+ * zt_f32_to_bf16 of what logits then hold. */
+void zt_cpu_cross_entropy_bf16(float *logits, double *loss_rows, const int32_t *targets, int n, int V, float grad_scale,
+                               uint16_t *grad16);
+#endif
 /* x[i, :] *= scale[i] over n rows of V */
 void zt_cpu_scale_rows(zt_real *x, const zt_real *scale, int n, int V);
 

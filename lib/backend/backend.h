@@ -101,6 +101,10 @@ struct zt_backend {
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,
                           zt_real grad_scale);
+    /* optional (NULL: cross_entropy, then to_bf16): the gradient also in grad16, rounded to bf16
+     * (kernels/cpu/ops.h: zt_cpu_cross_entropy_bf16) */
+    void (*cross_entropy_bf16)(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                               float grad_scale, uint16_t *grad16);
     /* x[i, :] *= scale[i] for rows of width V (per-sequence or per-token loss weights) */
     void (*scale_rows)(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V);
 

@@ -1,6 +1,4 @@
 /* The CPU backend: host memory, kernels/cpu for the ops. */
-#include <string.h>
-
 #include "backend.h"
 #include "kernels/cpu/ops.h"
 #include "lib/core/arena.h"
@@ -13,8 +11,8 @@
 static void *cpu_alloc(zt_backend *be, size_t bytes) { return zt_pages_alloc(bytes); }
 static void cpu_free(zt_backend *be, void *p) { zt_pages_free(p); }
 static void cpu_discard(zt_backend *be, void *p, size_t bytes) { zt_pages_discard(p, bytes); }
-static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
-static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { zt_cpu_zero(p, bytes); }
+static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { zt_cpu_copy(dst, src, bytes); }
 static void cpu_sync(zt_backend *be) {}
 /* pages come back on first touch */
 static zt_status cpu_populate(zt_backend *be, void *p, size_t bytes) { return ZT_OK; }
@@ -144,6 +142,13 @@ static void cpu_cross_entropy(zt_backend *be, zt_real *logits, double *loss_rows
 {
     zt_cpu_cross_entropy(logits, loss_rows, targets, n, V, grad_scale);
 }
+#ifndef ZT_REAL_DOUBLE
+static void cpu_cross_entropy_bf16(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n,
+                                   int V, float grad_scale, uint16_t *grad16)
+{
+    zt_cpu_cross_entropy_bf16(logits, loss_rows, targets, n, V, grad_scale, grad16);
+}
+#endif
 static void cpu_scale_rows(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V)
 {
     zt_cpu_scale_rows(x, scale, n, V);
@@ -194,6 +199,9 @@ static zt_backend cpu_backend = {
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,
+#ifndef ZT_REAL_DOUBLE
+    .cross_entropy_bf16 = cpu_cross_entropy_bf16,
+#endif
     .scale_rows = cpu_scale_rows,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,

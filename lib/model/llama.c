@@ -36,6 +36,10 @@ void zt_llama_set_length(zt_llama *m, int T)
     m->T = T;
 }
 
+/* bf16 copies of the products' inputs (zt_llama_layer_acts: in16) save converting them again in
+ * the backward pass */
+static int keeps_bf16_inputs(const zt_llama *m) { return m->bf16_inputs && !m->qbase; }
+
 size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
 {
     int chunk;
@@ -49,8 +53,13 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
                    (post ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->R / 2);
     /* the alignment of the buffers only some models have */
     size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (post ? nsets * 4 + 1 : 0) + capped + 2 * local;
-    return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) +
-           (m->dtype_bf16 ? 2 * stage * sizeof(uint16_t) : 0) + 64 * 64 + extra_buffers * 64;
+    size_t bf16 = m->dtype_bf16 ? 2 * stage : 0;
+    if (keeps_bf16_inputs(m)) {
+        bf16 += nsets * N * (2 * C + m->HD + (size_t)m->F) + N * C;
+        extra_buffers += nsets * 4 + 1;
+    }
+    return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) + bf16 * sizeof(uint16_t) + 64 * 64 +
+           extra_buffers * 64;
 }
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
@@ -131,6 +140,16 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
         TAKE(m->a16, stage);
         TAKE(m->b16, stage);
     }
+    if (keeps_bf16_inputs(m)) {
+        for (size_t s = 0; s < nsets; s++) {
+            zt_llama_layer_acts *a = &m->la[s];
+            TAKE(a->in16, N * C);
+            TAKE(a->att16, N * m->HD);
+            TAKE(a->ln2_16, N * C);
+            TAKE(a->h16, N * m->F);
+        }
+        TAKE(m->lnf16, N * C);
+    }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
     size_t tab = (size_t)T * (m->R / 2) * sizeof(zt_real);
@@ -156,16 +175,26 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     return m->lora ? zt_lora_alloc_scratch(m, N) : ZT_OK;
 }
 
-/* y[N,O] (rows ldy apart) = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array */
-static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, size_t w, int N, int O, int I,
-                           zt_real beta)
+/* x's bf16 copy into x16 (NULL: the model keeps none, and NULL is returned) */
+static const uint16_t *to_bf16(zt_llama *m, uint16_t *x16, const zt_real *x, size_t n)
+{
+#ifndef ZT_REAL_DOUBLE
+    if (x16) m->be->to_bf16(m->be, x16, x, n);
+#endif
+    return x16;
+}
+
+/* y[N,O] (rows ldy apart) = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array;
+ * x16: x's bf16 copy, or NULL (a bf16 model then converts x here) */
+static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, const uint16_t *x16, size_t w, int N,
+                           int O, int I, zt_real beta)
 {
     zt_backend *be = m->be;
     if (zt_qbase_forward(m, y, ldy, x, w, N, O, I, beta)) return;
 #ifndef ZT_REAL_DOUBLE
     if (m->dtype_bf16) {
-        be->to_bf16(be, m->a16, x, (size_t)N * I);
-        be->gemm_bf16(be, 0, 1, N, O, I, 1, m->a16, I, m->params16 + w, I, beta, y, ldy);
+        if (!x16) x16 = to_bf16(m, m->a16, x, (size_t)N * I);
+        be->gemm_bf16(be, 0, 1, N, O, I, 1, x16, I, m->params16 + w, I, beta, y, ldy);
         return;
     }
 #endif
@@ -173,19 +202,20 @@ static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, s
 }
 
 /* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x
- * (skipped when the base is frozen, as a quantized one always is) */
-static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, int ldy, const zt_real *x,
-                            size_t w, int N, int O, int I)
+ * (skipped when the base is frozen, as a quantized one always is). dy16 and x16: bf16 copies
+ * already made (dy16 with dy's row stride), or NULL (a bf16 model then converts here). */
+static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, const uint16_t *dy16, int ldy,
+                            const zt_real *x, const uint16_t *x16, size_t w, int N, int O, int I)
 {
     zt_backend *be = m->be;
     if (m->qbase && (!dx || zt_qbase_backward(m, dx, dx_beta, dy, ldy, w, N, O, I))) return;
 #ifndef ZT_REAL_DOUBLE
-    if (m->dtype_bf16) { /* the bf16 copy of dy keeps its row stride */
-        be->to_bf16(be, m->b16, dy, (size_t)(N - 1) * ldy + O);
-        if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, m->b16, ldy, m->params16 + w, I, dx_beta, dx, I);
+    if (m->dtype_bf16) {
+        if (!dy16) dy16 = to_bf16(m, m->b16, dy, (size_t)(N - 1) * ldy + O);
+        if (dx) be->gemm_bf16(be, 0, 0, N, I, O, 1, dy16, ldy, m->params16 + w, I, dx_beta, dx, I);
         if (!m->grads) return;
-        be->to_bf16(be, m->a16, x, (size_t)N * I);
-        be->gemm_bf16(be, 1, 0, O, I, N, 1, m->b16, ldy, m->a16, I, 1, m->grads + w, I);
+        if (!x16) x16 = to_bf16(m, m->a16, x, (size_t)N * I);
+        be->gemm_bf16(be, 1, 0, O, I, N, 1, dy16, ldy, x16, I, 1, m->grads + w, I);
         return;
     }
 #endif
@@ -302,20 +332,22 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
+    const uint16_t *ln2_16 = to_bf16(m, a->ln2_16, a->ln2, (size_t)N * C);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, use);
-        linear_forward(m, a->gateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
+        linear_forward(m, a->gateup + r0, 2 * F, a->ln2, ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
         release_tile(m, K, u + 1 + j, use);
     }
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, a->gateup, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, a->gateup + F, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, a->gateup, 2 * F);
     zt_llama_mlp_act_forward(m, a->h, a->gateup, N);
+    const uint16_t *h16 = to_bf16(m, a->h16, a->h, (size_t)N * F);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + K + j, use);
-        linear_forward(m, out + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
+        linear_forward(m, out + r0, C, a->h, h16, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
         release_tile(m, K, u + 1 + K + j, use);
     }
     zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, out, C);
@@ -333,7 +365,7 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(C, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dh, j < K - 1, dout + r0, C, a->h, base + y->wd + (size_t)r0 * F, N, nr, F);
+        linear_backward(m, m->dh, j < K - 1, dout + r0, NULL, C, a->h, a->h16, base + y->wd + (size_t)r0 * F, N, nr, F);
         release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, dout, C, m->dh);
@@ -342,7 +374,8 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, 2 * F, a->ln2, base + y->wgu + (size_t)r0 * C, N, nr, C);
+        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, NULL, 2 * F, a->ln2, a->ln2_16,
+                        base + y->wgu + (size_t)r0 * C, N, nr, C);
         release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, m->dgateup, 2 * F, m->dln);
@@ -387,7 +420,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
 
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
     if (pre) be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
-    linear_forward(m, a->qkv, m->S3, in, base + y->wqkv, N, m->S3, C, 0);
+    linear_forward(m, a->qkv, m->S3, in, to_bf16(m, a->in16, in, (size_t)N * C), base + y->wqkv, N, m->S3, C, 0);
     lora_qkv_forward(m, l, in, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
@@ -400,7 +433,8 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     /* the attention's output added to x, or its post norm */
     zt_real *attn_out = post ? a->attn_out : a->xmid;
     if (!post) be->copy(be, a->xmid, x, bytes);
-    linear_forward(m, attn_out, C, a->att, base + y->wo, N, C, m->HD, post ? 0 : 1);
+    linear_forward(m, attn_out, C, a->att, to_bf16(m, a->att16, a->att, (size_t)N * m->HD), base + y->wo, N, C, m->HD,
+                   post ? 0 : 1);
     zt_lora_forward(m, l, ZT_LORA_O, a->att, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
     if (post) {
@@ -466,7 +500,7 @@ static void layer_backward(zt_llama *m, int l)
     if (post) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
     const zt_real *dattn_out = post ? m->dpost : m->dres;
     if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
-    linear_backward(m, m->datt, 0, dattn_out, C, a->att, base + y->wo, N, C, m->HD);
+    linear_backward(m, m->datt, 0, dattn_out, NULL, C, a->att, a->att16, base + y->wo, N, C, m->HD);
     zt_lora_backward(m, l, ZT_LORA_O, a->att, dattn_out, C, m->datt);
     if (bf16_attention(m))
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
@@ -478,7 +512,7 @@ static void layer_backward(zt_llama *m, int l)
     if (m->cfg.qk_norm)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
-    linear_backward(m, m->dln, 0, m->dqkv, m->S3, in, base + y->wqkv, N, m->S3, C);
+    linear_backward(m, m->dln, 0, m->dqkv, NULL, m->S3, in, a->in16, base + y->wqkv, N, m->S3, C);
     lora_qkv_backward(m, l, in, m->dqkv, m->dln);
     pre_norm_backward(m, base + y->ln1, m->x[l], a->rstd1);
     release(m, u, ZT_LLAMA_BACKWARD);
@@ -510,23 +544,23 @@ static void final_norm_backward(zt_llama *m)
 
 /* logits[n, nv] (rows V apart) = x·Wᵀ for the LM head's rows v0 to v0 + nv - 1: the adapters'
  * trained copy (modules_to_save; fp32, as every adapter) or the model's */
-static void head_forward(zt_llama *m, zt_real *logits, const zt_real *x, int v0, int n, int nv)
+static void head_forward(zt_llama *m, zt_real *logits, const zt_real *x, const uint16_t *x16, int v0, int n, int nv)
 {
     const zt_real *w = zt_lora_head(m, 0);
     size_t C = m->C;
     if (w) m->be->gemm(m->be, 0, 1, n, nv, m->C, 1, x, m->C, w + v0 * C, m->C, 0, logits, m->V);
-    else linear_forward(m, logits, m->V, x, m->head_off + v0 * C, n, nv, m->C, 0);
+    else linear_forward(m, logits, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C, 0);
 }
 
 /* ∂loss/∂x (dx, + dx_beta·dx) from the logits' gradient dlogits, and the head's weight gradient */
-static void head_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dlogits, const zt_real *x, int v0,
-                          int n, int nv)
+static void head_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dlogits, const uint16_t *dlogits16,
+                          const zt_real *x, const uint16_t *x16, int v0, int n, int nv)
 {
     zt_backend *be = m->be;
     const zt_real *w = zt_lora_head(m, 0);
     size_t C = m->C;
     if (!w) {
-        linear_backward(m, dx, dx_beta, dlogits, m->V, x, m->head_off + v0 * C, n, nv, m->C);
+        linear_backward(m, dx, dx_beta, dlogits, dlogits16, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C);
         return;
     }
     be->gemm(be, 0, 0, n, m->C, nv, 1, dlogits, m->V, w + v0 * C, m->C, dx_beta, dx, m->C);
@@ -544,29 +578,42 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
 {
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C, V = m->V, tiles = zt_llama_head_tiles(m), tile0 = zt_llama_head_unit(m) + 1, v0, nv;
+    double cap = m->cfg.final_softcap;
     be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
+    /* lnf in bf16 once (not per chunk and tile), unless the adapters' fp32 head takes it */
+    const uint16_t *lnf16 = zt_lora_head(m, 0) ? NULL : to_bf16(m, m->lnf16, m->lnf, (size_t)N * C);
+    /* the logits' gradient straight into bf16 where nothing more is done to it in fp32 */
+    uint16_t *d16 = NULL;
+#ifndef ZT_REAL_DOUBLE
+    if (lnf16 && be->cross_entropy_bf16 && grad_scale != 0 && !(cap > 0) && !row_scale) d16 = m->b16;
+#endif
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
         if (tiles == 1 && !chunk_has_targets(target + r0, n)) continue;
         const zt_real *xin = m->lnf + (size_t)r0 * C;
+        const uint16_t *xin16 = lnf16 ? lnf16 + (size_t)r0 * C : NULL;
         for (int j = 0; j < tiles; j++) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
             acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
-            head_forward(m, m->logits + v0, xin, v0, n, nv);
+            head_forward(m, m->logits + v0, xin, xin16, v0, n, nv);
             release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
         size_t nv_all = (size_t)n * V;
-        double cap = m->cfg.final_softcap;
         if (cap > 0) be->softcap_forward(be, m->logits, nv_all, cap);
         if (cap > 0 && grad_scale != 0) be->copy(be, m->capped, m->logits, nv_all * sizeof(zt_real));
-        be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
+#ifndef ZT_REAL_DOUBLE
+        if (d16) be->cross_entropy_bf16(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale, d16);
+        else
+#endif
+            be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale == 0) continue;
         if (cap > 0) be->softcap_backward(be, m->logits, m->capped, nv_all, cap);
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
         for (int j = tiles - 1; j >= 0; j--) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
             acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
-            head_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, xin, v0, n, nv);
+            head_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, d16 ? d16 + v0 : NULL, xin, xin16,
+                          v0, n, nv);
             release_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
         }
     }

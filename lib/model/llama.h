@@ -112,6 +112,10 @@ typedef struct zt_llama_layer_acts {
     zt_real *ln1, *rstd1, *qkv, *att, *lse, *xmid, *ln2, *rstd2, *gateup, *h;
     zt_real *qkin, *rstdqk; /* qk_norm: the q and k heads before their norm [N, H + KV, D], 1/rms [N, H + KV] */
     zt_real *attn_out, *rstd3, *mlp_out, *rstd4; /* post norms: the outputs they take, and their 1/rms */
+    /* a bf16 model's bf16 copies of the products' inputs (the attention's input, att, ln2, h),
+     * made once in the forward pass and read again by the weight gradients' products; NULL
+     * unless bf16_inputs and the base is unquantized (a quantized base's products take fp32) */
+    uint16_t *in16, *att16, *ln2_16, *h16;
 } zt_llama_layer_acts;
 
 /* How a unit's memory is about to be used, or was: its weights read in the forward pass,
@@ -146,8 +150,9 @@ typedef struct zt_llama_act_hooks {
 typedef struct zt_llama {
     zt_llama_config cfg;
     zt_backend *be;
-    int dtype_bf16; /* matmuls use the bf16 copy of the weights */
-    int decoded;    /* the linear weights decoded from a quantized (bitsandbytes) checkpoint */
+    int dtype_bf16;  /* matmuls use the bf16 copy of the weights */
+    int bf16_inputs; /* bf16 on the CPU: bf16 copies of the products' inputs kept (zt_llama_layer_acts) */
+    int decoded;     /* the linear weights decoded from a quantized (bitsandbytes) checkpoint */
     int C, F, H, KV, D, L, V, S3, HD;
     int R; /* rotary elements of a head (D, or fewer with partial_rotary_factor) */
 
@@ -180,6 +185,7 @@ typedef struct zt_llama {
     double *out_host, *coef_host;  /* their host copies (zt_llama_forward_objective) */
     zt_real *real_host;
     uint16_t *a16, *b16; /* bf16 staging for matmul operands */
+    uint16_t *lnf16;     /* lnf's bf16 copy (zt_llama_layer_acts: in16), or NULL */
     int32_t *input, *target, *pos;
     const zt_llama_hooks *hooks;         /* NULL: every weight is always in params */
     struct zt_lora *lora;                /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */

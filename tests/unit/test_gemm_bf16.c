@@ -1,5 +1,6 @@
 /* zt_gemm_bf16 on every CPU path against a double-precision reference on the same bf16
- * inputs; zt_f32_to_bf16_array against zt_f32_to_bf16; and GFLOP/s next to OpenBLAS sgemm. */
+ * inputs; zt_f32_to_bf16_array and the cross-entropy's bf16 gradient against zt_f32_to_bf16;
+ * and GFLOP/s next to OpenBLAS sgemm. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_bf16_kernel.h"
+#include "kernels/cpu/ops.h"
 #include "lib/core/cpu.h"
 #include "lib/core/dtype.h"
 #include "tests/unit/test.h"
@@ -454,6 +456,29 @@ static void test_convert(void)
     free(src);
 }
 
+/* zt_cpu_cross_entropy_bf16: zt_cpu_cross_entropy's losses and fp32 gradient, bit for bit, and
+ * the gradient rounded by zt_f32_to_bf16 in grad16; ignored rows zero in both */
+static void test_cross_entropy_bf16(void)
+{
+    enum { N = 37, V = 1000 };
+    float *a = malloc(2 * (size_t)N * V * sizeof(float)), *b = a + (size_t)N * V;
+    uint16_t *g16 = malloc((size_t)N * V * sizeof *g16);
+    double la[N] = {0}, lb[N] = {0};
+    int32_t target[N];
+    for (size_t i = 0; i < (size_t)N * V; i++) a[i] = b[i] = 8 * next_unit();
+    for (int i = 0; i < N; i++) target[i] = i % 5 == 3 ? -100 : (int32_t)(next_u32() % V);
+    memset(g16, 0xff, (size_t)N * V * sizeof *g16);
+    zt_cpu_cross_entropy(a, la, target, N, V, 1.0f / N);
+    zt_cpu_cross_entropy_bf16(b, lb, target, N, V, 1.0f / N, g16);
+    CHECK(!memcmp(la, lb, sizeof la) && !memcmp(a, b, (size_t)N * V * sizeof(float)));
+    size_t bad = 0, zero = 0;
+    for (size_t i = 0; i < (size_t)N * V; i++) bad += g16[i] != zt_f32_to_bf16(a[i]), zero += !g16[i];
+    CHECK_MSG(bad == 0, "%zu of %d bf16 gradients are not the fp32 ones rounded", bad, N * V);
+    CHECK(zero >= (size_t)(N / 5) * V); /* the ignored rows (and no more than chance elsewhere) */
+    free(a);
+    free(g16);
+}
+
 /* ---- speed (printed, not asserted) --------------------------------------------------------- */
 
 static double now_s(void)
@@ -528,6 +553,7 @@ int main(void)
     RUN(test_simd_vs_scalar);
     RUN(test_deterministic_threads);
     RUN(test_convert);
+    RUN(test_cross_entropy_bf16);
     bench_vs_sgemm();
     return test_summary();
 }
