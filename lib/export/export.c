@@ -1,5 +1,5 @@
-/* zt export: checkpoint shards (or a model directory) → a Hugging Face directory, one
- * tensor at a time through the safetensors writer's fill callback. */
+/* zt export: checkpoint shards (or a model directory, a bitsandbytes NF4 one decoded) → a Hugging
+ * Face directory, one tensor at a time through the safetensors writer's fill callback. */
 #define _GNU_SOURCE
 #include "export.h"
 
@@ -15,8 +15,10 @@
 #include "lib/model/generation_config.h"
 #include "lib/model/llama.h"
 #include "lib/model/lora.h"
-#include "lib/model/qbase.h"
 #include "lib/model/open.h"
+#include "lib/model/qbase.h"
+#include "lib/model/qbase_bnb.h"
+#include "lib/model/qbase_read.h"
 
 static int has_file(const char *dir, const char *name)
 {
@@ -131,6 +133,70 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
         if (!(st = zt_st_check_finite(x))) st = zt_st_writer_add(w, x->name, dt, x->shape, x->ndim, x->data, sd);
     }
     return st;
+}
+
+/* A bitsandbytes NF4 model directory, read in its quantized layout (q: the array never filled)
+ * and written as floats: each linear weight decoded when the writer first asks for it, one
+ * tensor in memory at a time. */
+typedef struct decoded {
+    zt_llama q;
+    zt_qbase_reader *r;
+    zt_real *read; /* a tensor as read: an encoding, or the values of a norm, the embedding, the head */
+    float *values;
+} decoded;
+
+typedef struct decoded_tensor {
+    decoded *d;
+    const zt_llama_tensor *t; /* the output's name and shape */
+    size_t offset;            /* the tensor's first element in q's array */
+} decoded_tensor;
+
+static zt_status fill_decoded(void *ctx, float *dst, size_t offset, size_t n)
+{
+    const decoded_tensor *x = ctx;
+    decoded *d = x->d;
+    size_t rows = (size_t)x->t->shape[0], cols = x->t->ndim == 2 ? (size_t)x->t->shape[1] : 1;
+    if (offset == 0) { /* the writer asks for a tensor's elements in order */
+        int linear = zt_qbase_is_linear(x->t->name);
+        zt_status st = zt_qbase_read(d->r, x->offset,
+                                     linear ? zt_qbase_tensor_elems(d->q.qbase, rows, cols) : rows * cols, d->read);
+        if (!st && linear) st = zt_qbase_decode_tensor(d->q.qbase, d->read, rows, cols, d->values);
+        for (size_t j = 0; !st && !linear && j < rows * cols; j++) d->values[j] = (float)d->read[j];
+        if (st) return zt_fail_context(st, "tensor '%s'", x->t->name);
+    }
+    memcpy(dst, d->values + offset, n * sizeof(float));
+    return ZT_OK;
+}
+
+static zt_status add_decoded(zt_st_writer *w, decoded *d, const char *dir, const zt_llama_config *cfg, int double_quant,
+                             zt_dtype dt, const zt_llama_tensor *t, int n, decoded_tensor *ctx)
+{
+    size_t widest = 0;
+    for (int i = 0; i < n; i++) {
+        size_t numel = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? (size_t)t[i].shape[1] : 1);
+        widest = numel > widest ? numel : widest;
+    }
+    zt_status st = zt_qbase_init(&d->q, cfg, zt_backend_cpu(), ZT_F32, ZT_QBASE_NF4, double_quant);
+    if (st) return st;
+    if ((st = zt_qbase_reader_open(&d->q, dir, &d->r))) return st;
+    d->read = malloc(widest * sizeof *d->read);
+    d->values = malloc(widest * sizeof *d->values);
+    if (!d->read || !d->values) return zt_fail(ZT_ENOMEM, "out of memory decoding '%s'", dir);
+    for (int i = 0; i < n && !st; i++) {
+        const zt_llama_tensor *s = zt_llama_find_tensor(&d->q, t[i].name);
+        ZT_ASSERT(s); /* the same config: the same names */
+        ctx[i] = (decoded_tensor){d, &t[i], s->offset};
+        st = zt_st_writer_add_fn(w, t[i].name, dt, t[i].shape, t[i].ndim, fill_decoded, &ctx[i]);
+    }
+    return st;
+}
+
+static void decoded_free(decoded *d)
+{
+    zt_qbase_reader_close(d->r);
+    zt_llama_free(&d->q); /* nothing when never made */
+    free(d->read);
+    free(d->values);
 }
 
 /* config.json in dt, the tokenizer files, and generation_config.json (the source's, or
@@ -248,17 +314,25 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
 
     zt_st_writer *w = zt_st_writer_new();
     fill_ctx *ctx = calloc((size_t)n, sizeof *ctx);
+    decoded_tensor *dctx = calloc((size_t)n, sizeof *dctx);
+    decoded d = {0};
     zt_st_reader *r = NULL;
-    if (!w || !ctx) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
+    int nf4 = 0, double_quant = 0;
+    if (!w || !ctx || !dctx) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
     if (!st && is_ckpt) st = add_from_checkpoint(w, info->source, dt, t, n, ctx, shape.numel, &info->step);
-    if (!st && !is_ckpt && !(st = zt_st_open(&r, info->source))) st = add_from_model(w, r, info->source, dt, t, n);
+    if (!st && !is_ckpt) st = zt_qbase_bnb_config(config_path, &nf4, &double_quant);
+    if (!st && !is_ckpt && nf4) st = add_decoded(w, &d, info->source, &cfg, double_quant, dt, t, n, dctx);
+    if (!st && !is_ckpt && !nf4 && !(st = zt_st_open(&r, info->source)))
+        st = add_from_model(w, r, info->source, dt, t, n);
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
     if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
     if (r) zt_st_close(r);
+    decoded_free(&d);
     zt_st_writer_free(w);
     free(ctx);
+    free(dctx);
     free(t);
     return st;
 }

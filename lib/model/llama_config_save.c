@@ -75,10 +75,12 @@ static void take(cJSON *dst, cJSON *src, const char *key)
 }
 
 /* The source's config.json with what zt changed: the dtype it saves in, the writer, a
- * value/reward head put on a causal LM, a grown vocabulary. Every other key stays as the
- * source wrote it, unknown keys and number types included. */
+ * value/reward head put on a causal LM, a grown vocabulary, and no quantization_config (zt saves
+ * floats: a bitsandbytes source was decoded). Every other key stays as the source wrote it,
+ * unknown keys and number types included. */
 static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
 {
+    cJSON_DeleteItemFromObjectCaseSensitive(src, "quantization_config");
     static const char *head_keys[] = {"architectures", "num_labels", "id2label", "label2id", "pad_token_id"};
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(src, "num_labels");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(src, "vocab_size");

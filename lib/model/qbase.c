@@ -400,6 +400,15 @@ zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant)
     return st;
 }
 
+zt_status zt_qbase_decode_tensor(const zt_qbase *q, const void *enc, size_t rows, size_t cols, float *y)
+{
+    float *absmax = malloc((zt_nf4_blocks(rows * cols) + 2) * sizeof(float));
+    if (!absmax) return zt_fail(ZT_ENOMEM, "out of memory decoding a quantized weight");
+    dequantize(q, enc, rows, cols, 0, rows, absmax, y);
+    free(absmax);
+    return ZT_OK;
+}
+
 zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m)
 {
     size_t widest = 0;
@@ -409,22 +418,20 @@ zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m)
         widest = n > widest ? n : widest;
     }
     zt_real *p = zt_llama_params_map(m);
-    float *x = malloc(widest * sizeof(float)), *absmax = malloc((zt_nf4_blocks(widest) + 2) * sizeof(float));
-    zt_status st = p && x && absmax ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory decoding the quantized model");
+    float *x = malloc(widest * sizeof(float));
+    zt_status st = p && x ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory decoding the quantized model");
     for (int i = 0; !st && i < m->n_tensors; i++) {
         const zt_llama_tensor *t = &m->tensors[i], *s = zt_llama_find_tensor(q, t->name);
         size_t rows = (size_t)t->shape[0], cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
         ZT_ASSERT(s); /* the same config: the same names */
-        if (zt_qbase_is_linear(t->name)) {
-            dequantize(q->qbase, (const unsigned char *)(q->params + s->offset), rows, cols, 0, rows, absmax, x);
-            for (size_t j = 0; j < rows * cols; j++) p[t->offset + j] = x[j];
-        } else {
+        if (!zt_qbase_is_linear(t->name)) {
             memcpy(p + t->offset, q->params + s->offset, rows * cols * sizeof(zt_real));
+        } else if (!(st = zt_qbase_decode_tensor(q->qbase, q->params + s->offset, rows, cols, x))) {
+            for (size_t j = 0; j < rows * cols; j++) p[t->offset + j] = x[j];
         }
     }
     if (p) zt_llama_params_unmap(m, p, !st);
     free(x);
-    free(absmax);
     return st;
 }
 

@@ -103,6 +103,9 @@ zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant)
 /* m, an unquantized model of q's config, takes q's weights: each encoded linear weight decoded,
  * the rest copied (a bitsandbytes checkpoint opened unquantized: zt eval, generate, full training). */
 zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m);
+/* One encoded weight [rows, cols] (enc: its zt_qbase_tensor_elems elements) decoded into y
+ * (zt export of a bitsandbytes checkpoint, a tensor at a time). */
+zt_status zt_qbase_decode_tensor(const zt_qbase *q, const void *enc, size_t rows, size_t cols, float *y);
 
 /* The products of llama.c's linear layers when the weight at element w of the flat array is
  * encoded (they return 0, doing nothing, when it is not): y[N, O] (rows ldy apart) = x[N, I]·Wᵀ +

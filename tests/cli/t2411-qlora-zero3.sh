@@ -4,8 +4,8 @@
 # slices or its swap file), LoRA on an NF4 (double_quant) or int8 base trains bitwise as the
 # quantized base held whole; a job killed with kill -9 resumes bitwise; zt init --quantize nf4
 # writes a random model in the bitsandbytes 4-bit format, which trains as held whole when streamed,
-# and which zt eval (and LoRA without quantize_base) reads decoded; what cannot work exits 2 naming
-# the key or the file.
+# and which zt eval, zt export (--merge), a full fine-tune and LoRA without quantize_base read
+# decoded; what cannot work exits 2 naming the key or the file.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 export ROOT # same.py reads safetensors with llama_ref.py's reader
@@ -159,6 +159,48 @@ assert abs(got - run) <= 1e-5 * run, (got, run)
 PY
     fail "zt eval of the adapter on the NF4 checkpoint"
 else fail "zt eval of the adapter on the NF4 checkpoint (exit $?)"; cat from-b.err >&2; fi
+
+# --- the NF4 checkpoint as floats: zt export, zt export --merge of its adapter, a full fine-tune -----
+# zt export decodes it tensor by tensor: each linear weight what bitsandbytes decodes (bnb.py), the
+# rest as stored, bit for bit, and a config.json without quantization_config (transformers would
+# read the floats as encodings); so too the merged model and a full fine-tune's final/.
+expect_ok "zt export of the NF4 checkpoint" "$ZT" export b --out b-export
+expect_ok "zt export --merge of an adapter trained on it" "$ZT" export from-b --merge --out b-merged
+printf '[model]\npath = "b"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 1\nmicro_batch_size = 2\n[output]\ndir = "b-full"\n' > full.toml
+expect_ok "a full fine-tune of the NF4 checkpoint" "$ZT" pretrain full.toml
+$PY - <<'PY' && say "ok - exported, merged and fine-tuned: floats, the decoded weights, no quantization_config" ||
+import json, os
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+exec(open("bnb.py").read())
+want = {k: decode(k) if head[k]["dtype"] == "U8" else t(k) for k in head if not companion(k)}
+E = read_st("b-export/model.safetensors")
+assert E.keys() == want.keys(), sorted(set(E) ^ set(want))
+for k in want:
+    assert np.array_equal(E[k], want[k]), k
+raw = open("b-export/model.safetensors", "rb").read()
+stored = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+assert all(v["dtype"] == "F32" for k, v in stored.items() if k != "__metadata__"), stored
+src = json.load(open("b/config.json"))
+del src["quantization_config"]
+for d in ("b-export", "b-merged", "b-full/final"):
+    cfg = json.load(open(d + "/config.json"))
+    assert "quantization_config" not in cfg, d
+    assert {k: v for k, v in cfg.items() if k not in ("torch_dtype", "zt_version")} == \
+        {k: v for k, v in src.items() if k not in ("torch_dtype", "zt_version")}, d
+# the merge: the decoded W plus s·B·A, in fp32: a sum of r + 1 = 5 terms rounded, within
+# 5·2^-24 ≈ 3e-7 of their magnitudes' sum (1e-6 here)
+M, A = read_st("b-merged/model.safetensors"), read_st("from-b/final/adapter_model.safetensors")
+for k, w in want.items():
+    key = "base_model.model." + k.replace(".weight", "")
+    if key + ".lora_A.weight" not in A:
+        assert np.array_equal(M[k], w), k
+        continue
+    a, b = A[key + ".lora_A.weight"].astype(np.float64), A[key + ".lora_B.weight"].astype(np.float64)
+    bound = 1e-6 * (np.abs(w) + 4 * np.abs(b) @ np.abs(a))
+    assert (np.abs(M[k] - (w + 4 * b @ a)) <= bound).all(), k
+PY
+  fail "exported, merged or fine-tuned NF4 checkpoint"
 
 # LoRA with lora.quantize_base = "none" on it: the base decoded to fp32, the same weights as the
 # quantized base's tiles, so the first step's loss (the adapters' B is 0) within the 1e-5 above
