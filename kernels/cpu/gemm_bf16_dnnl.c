@@ -18,7 +18,7 @@
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
 
-enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512 };
+enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64 };
 
 /* One block's primitive: rows x cols of C over all of K, with the product's layout. Cached by
  * that geometry, so products of other row counts share it; the least recently used is evicted
@@ -276,6 +276,66 @@ static void tiling(int transa, int transb, int M, int N, int K, int lda, int ldb
     *cb = bands || whole ? N : BLOCK;
 }
 
+/* A skinny product of a transposed A (at most SKINNY rows or columns: an adapter's weight
+ * gradient, r of them, over K tokens) is one small block that would run on one thread: K is cut
+ * in chunks of KCHUNK instead, each chunk's product made on its own thread into a buffer, and
+ * the chunks added to C in their order; the chunks depend on K alone, so the sums' order does
+ * too. (Wider blocks, a small model's weight gradients, keep their single block: summed otherwise
+ * they train otherwise, and the tests' chaotic runs are measured on that order.) */
+static int split_k(int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                   float beta, float *C, int ldc)
+{
+    static _Thread_local float *buf;
+    static _Thread_local size_t size;
+    int chunks = (K + KCHUNK - 1) / KCHUNK, tail = K - (chunks - 1) * KCHUNK;
+    size_t mn = (size_t)M * N, bytes = (size_t)chunks * mn * sizeof(float);
+    if (bytes > size) {
+        free(buf);
+        buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        size = buf ? bytes : 0;
+        if (!buf) return 0;
+    }
+    float *part = buf; /* the calling thread's buffer, shared with the team below */
+    block *blk[2] = {NULL, NULL};
+    int ok = 1;
+    for (int t = 0; t < 2 && ok; t++) { /* whole chunks, and the last when shorter */
+        if ((t == 0 && chunks == 1 && tail < KCHUNK) || (t == 1 && tail == KCHUNK)) continue;
+        block k = {.ta = 1,
+                   .tb = transb,
+                   .rows = M,
+                   .cols = N,
+                   .K = t ? tail : KCHUNK,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldc = N,
+                   .alpha = alpha};
+        blk[t] = acquire(&k);
+        ok = blk[t] && blk[t]->ok;
+    }
+    if (ok) {
+        size_t bks = transb ? 1 : (size_t)ldb; /* B's step from one k to the next */
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+        for (int c = 0; c < chunks; c++) {
+            int k0 = c * KCHUNK, last = c == chunks - 1 && tail < KCHUNK;
+            const uint16_t *a = A + (size_t)k0 * lda, *b = B + (size_t)k0 * bks;
+            if (!run_block(blk[last], a, b, part + c * mn))
+                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, 1, transb, M, N, last ? tail : KCHUNK, alpha, a, lda, b, ldb,
+                                     0.0f, part + c * mn, N);
+        }
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float sum = 0.0f;
+                for (int c = 0; c < chunks; c++) sum += part[c * mn + (size_t)i * N + j];
+                float *cij = C + (size_t)i * ldc + j;
+                *cij = beta == 0.0f ? sum : beta * *cij + sum;
+            }
+    }
+    release(blk[0]);
+    release(blk[1]);
+    return ok;
+}
+
 int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
@@ -283,6 +343,8 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
     if (!dn.engine || M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f) return 0;
     int rb, cb;
     tiling(transa, transb, M, N, K, lda, ldb, ldc, &rb, &cb);
+    if (transa && rb == M && cb == N && K > KCHUNK && (M <= SKINNY || N <= SKINNY))
+        return split_k(transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     int whole = M / rb * rb, tail = M - whole; /* rows in whole row blocks, and the rest */
     staged_tail st = {0};
     int staged = !transa && tail % ROWS;

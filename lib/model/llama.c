@@ -276,24 +276,32 @@ static zt_llama_layer_acts *acts_of(zt_llama *m, int l) { return &m->la[m->check
  * a sink nothing reads (room for the hidden size, or for Qwen3's q and k head norms). */
 static zt_real *norm_grad(zt_llama *m, size_t off) { return m->grads ? m->grads + off : m->lora->norm_sink; }
 
-/* The adapters of the q, k and v projections (or of Phi-3's fused qkv_proj), on ln1 into qkv
- * (forward) or from dqkv into dln. */
-static void lora_qkv_forward(zt_llama *m, int l, const zt_real *ln1, zt_real *qkv)
+/* The bf16 copy of dy the last linear_backward made, whole rows of it (not after a product cut
+ * in tiles), for the adapters of the same product; NULL where there is none */
+static const uint16_t *dy16_of(const zt_llama *m, int tiles)
 {
-    int kv = m->KV * m->D;
-    zt_lora_forward(m, l, ZT_LORA_Q, ln1, qkv, m->S3);
-    zt_lora_forward(m, l, ZT_LORA_K, ln1, qkv + m->HD, m->S3);
-    zt_lora_forward(m, l, ZT_LORA_V, ln1, qkv + m->HD + kv, m->S3);
-    zt_lora_forward(m, l, ZT_LORA_QKV, ln1, qkv, m->S3);
+    return keeps_bf16_inputs(m) && tiles == 1 ? m->b16 : NULL;
 }
 
-static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const zt_real *dqkv, zt_real *dln)
+/* The adapters of the q, k and v projections (or of Phi-3's fused qkv_proj), on ln1 into qkv
+ * (forward) or from dqkv into dln; in16: ln1's bf16 copy, and dqkv's in dqkv16 (zt_lora_forward). */
+static void lora_qkv_forward(zt_llama *m, int l, const zt_real *ln1, const uint16_t *in16, zt_real *qkv)
 {
     int kv = m->KV * m->D;
-    zt_lora_backward(m, l, ZT_LORA_Q, ln1, dqkv, m->S3, dln);
-    zt_lora_backward(m, l, ZT_LORA_K, ln1, dqkv + m->HD, m->S3, dln);
-    zt_lora_backward(m, l, ZT_LORA_V, ln1, dqkv + m->HD + kv, m->S3, dln);
-    zt_lora_backward(m, l, ZT_LORA_QKV, ln1, dqkv, m->S3, dln);
+    zt_lora_forward(m, l, ZT_LORA_Q, ln1, in16, qkv, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_K, ln1, in16, qkv + m->HD, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_V, ln1, in16, qkv + m->HD + kv, m->S3);
+    zt_lora_forward(m, l, ZT_LORA_QKV, ln1, in16, qkv, m->S3);
+}
+
+static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const uint16_t *in16, const zt_real *dqkv,
+                              const uint16_t *dqkv16, zt_real *dln)
+{
+    int kv = m->KV * m->D;
+    zt_lora_backward(m, l, ZT_LORA_Q, ln1, in16, dqkv, dqkv16, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_K, ln1, in16, dqkv + m->HD, dqkv16 ? dqkv16 + m->HD : NULL, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_V, ln1, in16, dqkv + m->HD + kv, dqkv16 ? dqkv16 + m->HD + kv : NULL, m->S3, dln);
+    zt_lora_backward(m, l, ZT_LORA_QKV, ln1, in16, dqkv, dqkv16, m->S3, dln);
 }
 
 static void acquire(zt_llama *m, int unit, zt_llama_use use)
@@ -339,9 +347,10 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
         linear_forward(m, a->gateup + r0, 2 * F, a->ln2, ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
         release_tile(m, K, u + 1 + j, use);
     }
-    zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, a->gateup, 2 * F);
-    zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, a->gateup + F, 2 * F);
-    zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, a->gateup, 2 * F);
+    const uint16_t *lora16 = K == 1 ? ln2_16 : NULL; /* the adapters of tiled products: fp32 (dy16_of) */
+    zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, lora16, a->gateup, 2 * F);
+    zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, lora16, a->gateup + F, 2 * F);
+    zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, lora16, a->gateup, 2 * F);
     zt_llama_mlp_act_forward(m, a->h, a->gateup, N);
     const uint16_t *h16 = to_bf16(m, a->h16, a->h, (size_t)N * F);
     for (int j = 0; j < K; j++) {
@@ -350,7 +359,7 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
         linear_forward(m, out + r0, C, a->h, h16, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
         release_tile(m, K, u + 1 + K + j, use);
     }
-    zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, out, C);
+    zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, K == 1 ? h16 : NULL, out, C);
 }
 
 /* ∂loss/∂(the MLP's output) in dout → ∂loss/∂ln2 in m->dln, and the MLP's weight gradients;
@@ -368,7 +377,7 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
         linear_backward(m, m->dh, j < K - 1, dout + r0, NULL, C, a->h, a->h16, base + y->wd + (size_t)r0 * F, N, nr, F);
         release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
-    zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, dout, C, m->dh);
+    zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, a->h16, dout, dy16_of(m, K), C, m->dh);
     if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
     else be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
@@ -378,9 +387,10 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
                         base + y->wgu + (size_t)r0 * C, N, nr, C);
         release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
-    zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, m->dgateup, 2 * F, m->dln);
-    zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, m->dgateup + F, 2 * F, m->dln);
-    zt_lora_backward(m, l, ZT_LORA_GATE_UP, a->ln2, m->dgateup, 2 * F, m->dln);
+    const uint16_t *d16 = dy16_of(m, K);
+    zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, a->ln2_16, m->dgateup, d16, 2 * F, m->dln);
+    zt_lora_backward(m, l, ZT_LORA_UP, a->ln2, a->ln2_16, m->dgateup + F, d16 ? d16 + F : NULL, 2 * F, m->dln);
+    zt_lora_backward(m, l, ZT_LORA_GATE_UP, a->ln2, a->ln2_16, m->dgateup, d16, 2 * F, m->dln);
 }
 
 /* Layer l's rotary embedding on qkv rows (inverse: the backward pass), with Gemma 3's local
@@ -420,8 +430,9 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
 
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
     if (pre) be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
-    linear_forward(m, a->qkv, m->S3, in, to_bf16(m, a->in16, in, (size_t)N * C), base + y->wqkv, N, m->S3, C, 0);
-    lora_qkv_forward(m, l, in, a->qkv);
+    const uint16_t *in16 = to_bf16(m, a->in16, in, (size_t)N * C);
+    linear_forward(m, a->qkv, m->S3, in, in16, base + y->wqkv, N, m->S3, C, 0);
+    lora_qkv_forward(m, l, in, in16, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
     layer_rope(m, l, a->qkv, 0);
@@ -433,9 +444,9 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     /* the attention's output added to x, or its post norm */
     zt_real *attn_out = post ? a->attn_out : a->xmid;
     if (!post) be->copy(be, a->xmid, x, bytes);
-    linear_forward(m, attn_out, C, a->att, to_bf16(m, a->att16, a->att, (size_t)N * m->HD), base + y->wo, N, C, m->HD,
-                   post ? 0 : 1);
-    zt_lora_forward(m, l, ZT_LORA_O, a->att, attn_out, C);
+    const uint16_t *att16 = to_bf16(m, a->att16, a->att, (size_t)N * m->HD);
+    linear_forward(m, attn_out, C, a->att, att16, base + y->wo, N, C, m->HD, post ? 0 : 1);
+    zt_lora_forward(m, l, ZT_LORA_O, a->att, att16, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
     if (post) {
         be->rmsnorm_forward(be, a->xmid, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
@@ -501,7 +512,7 @@ static void layer_backward(zt_llama *m, int l)
     const zt_real *dattn_out = post ? m->dpost : m->dres;
     if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
     linear_backward(m, m->datt, 0, dattn_out, NULL, C, a->att, a->att16, base + y->wo, N, C, m->HD);
-    zt_lora_backward(m, l, ZT_LORA_O, a->att, dattn_out, C, m->datt);
+    zt_lora_backward(m, l, ZT_LORA_O, a->att, a->att16, dattn_out, dy16_of(m, 1), C, m->datt);
     if (bf16_attention(m))
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                     window);
@@ -513,7 +524,7 @@ static void layer_backward(zt_llama *m, int l)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
     linear_backward(m, m->dln, 0, m->dqkv, NULL, m->S3, in, a->in16, base + y->wqkv, N, m->S3, C);
-    lora_qkv_backward(m, l, in, m->dqkv, m->dln);
+    lora_qkv_backward(m, l, in, a->in16, m->dqkv, dy16_of(m, 1), m->dln);
     pre_norm_backward(m, base + y->ln1, m->x[l], a->rstd1);
     release(m, u, ZT_LLAMA_BACKWARD);
 }

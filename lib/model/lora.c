@@ -203,13 +203,28 @@ size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c)
     return lay_out(m, &a);
 }
 
+/* Whether the adapters' products can run on bf16 operands (zt_lora_forward): LoRA on a bf16
+ * model that keeps bf16 copies of its products' inputs (llama.c: on the CPU, base unquantized) */
+static int bf16_products(const zt_llama *m, const zt_lora_config *c)
+{
+    return m->bf16_inputs && !m->qbase && c->method != ZT_LORA_METHOD_DORA;
+}
+
+/* The bf16 scratch's elements: A and B of the widest module, u and du, xd with dropout */
+static size_t scratch16_elems(const zt_llama *m, const zt_lora_config *c, size_t tokens)
+{
+    size_t w = widest_of(m, c->targets);
+    return bf16_products(m, c) ? 2 * (size_t)c->r * w + 2 * tokens * c->r + (c->dropout > 0 ? tokens * w : 0) : 0;
+}
+
 size_t zt_lora_buffer_bytes(const zt_llama *m, const zt_lora_config *c, size_t tokens)
 {
     zt_lora a = {.cfg = *c};
     a.cfg.targets = model_targets(m, c->targets);
     lay_out(m, &a);
     size_t norms = c->method == ZT_LORA_METHOD_DORA ? a.layer_outputs * m->L : 0;
-    return (scratch_elems(m, &a.cfg, tokens) + sink_elems(m) + norms) * sizeof(zt_real);
+    return (scratch_elems(m, &a.cfg, tokens) + sink_elems(m) + norms) * sizeof(zt_real) +
+           scratch16_elems(m, &a.cfg, tokens) * sizeof(uint16_t);
 }
 
 zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
@@ -276,6 +291,7 @@ void zt_lora_free(zt_llama *m)
     be->free(be, a->norm_sink);
     be->free(be, a->weight_norm);
     be->free(be, a->scratch);
+    be->free(be, a->scratch16);
     free(a->view.tensors);
     free(a);
     m->lora = NULL;
@@ -292,6 +308,12 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
     a->xd = a->scratch, a->dxd = a->xd + xd, a->u = a->dxd + xd, a->du = a->u + u;
     a->dv = is_dora(a) ? a->du + u : NULL, a->de = is_dora(a) ? a->dv + xd : NULL;
     a->scratch_tokens = tokens;
+    size_t n16 = scratch16_elems(m, &a->cfg, tokens);
+    be->free(be, a->scratch16);
+    a->scratch16 = n16 ? be->alloc(be, n16 * sizeof(uint16_t)) : NULL;
+    if (n16 && !a->scratch16) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
+    a->w16 = a->scratch16, a->u16 = a->w16 + 2 * (size_t)a->cfg.r * widest(m), a->du16 = a->u16 + u;
+    a->xd16 = a->du16 + u;
     return ZT_OK;
 }
 
@@ -478,7 +500,55 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
         }
 }
 
-void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy)
+#ifndef ZT_REAL_DOUBLE
+/* The bf16 products (zt_lora_forward): n elements of src rounded into dst */
+static const uint16_t *to16(zt_llama *m, uint16_t *dst, const float *src, size_t n)
+{
+    m->be->to_bf16(m->be, dst, src, n);
+    return dst;
+}
+
+/* The adapter's input in bf16: x's copy, or with dropout xd's, made here */
+static const uint16_t *input16(zt_llama *m, const float *x, const uint16_t *x16, const float *xd, size_t n)
+{
+    return xd == x ? x16 : to16(m, m->lora->xd16, xd, n);
+}
+
+static void forward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t *xd16, zt_real *y, int ldy)
+{
+    zt_lora *a = m->lora;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    dims(m, mod, &in, &out);
+    const float *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    be->gemm_bf16(be, 0, 1, N, r, in, 1, xd16, in, to16(m, a->w16, A, (size_t)r * in), in, 0, a->u, r);
+    be->gemm(be, 0, 1, N, out, r, (float)a->scale, a->u, r, B, r, 1, y, ldy);
+}
+
+/* zt_lora_backward's products with the long inner dimensions (the input's or the output's width,
+ * the tokens) on bf16 operands; those of inner dimension r add a rank-r product to y or dxd,
+ * bound by reading and writing them in fp32 either way, and stay fp32. dxd as there. */
+static void backward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t *xd16, const uint16_t *dy16, int ldy,
+                          zt_real *dxd, float dxd_beta)
+{
+    zt_lora *a = m->lora;
+    zt_backend *be = m->be;
+    int N = m->B * m->T, r = a->cfg.r, in, out;
+    float s = (float)a->scale;
+    dims(m, mod, &in, &out);
+    const float *A = adapter_a(a, a->view.params, l, mod);
+    const uint16_t *A16 = to16(m, a->w16, A, (size_t)r * (in + out)), *B16 = A16 + (size_t)r * in;
+    float *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
+    be->gemm_bf16(be, 0, 1, N, r, in, 1, xd16, in, A16, in, 0, a->u, r); /* u = xd·Aᵀ, again */
+    be->gemm_bf16(be, 1, 0, out, r, N, s, dy16, ldy, to16(m, a->u16, a->u, (size_t)N * r), r, 1, gB, r);
+    be->gemm_bf16(be, 0, 0, N, r, out, s, dy16, ldy, B16, r, 0, a->du, r);
+    const uint16_t *du16 = to16(m, a->du16, a->du, (size_t)N * r);
+    be->gemm_bf16(be, 1, 0, r, in, N, 1, du16, r, xd16, in, 1, gA, in);
+    be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, dxd_beta, dxd, in);
+}
+#endif
+
+void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, zt_real *y, int ldy)
 {
     zt_lora *a = m->lora;
     if (!a || a->disabled || !targeted(a, mod)) return;
@@ -487,6 +557,12 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, z
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+#ifndef ZT_REAL_DOUBLE
+    if (x16 && a->scratch16) {
+        forward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), y, ldy);
+        return;
+    }
+#endif
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
     if (is_dora(a) && !a->keep_norms) /* for the backward pass too */
         weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), a->dv,
@@ -523,7 +599,8 @@ zt_status zt_lora_prepare_decode(zt_llama *m)
     return ZT_OK;
 }
 
-void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy, zt_real *dx)
+void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, const zt_real *dy,
+                      const uint16_t *dy16, int ldy, zt_real *dx)
 {
     zt_lora *a = m->lora;
     if (!a || a->disabled || !targeted(a, mod)) return;
@@ -534,6 +611,13 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     zt_real *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
     const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+#ifndef ZT_REAL_DOUBLE
+    if (x16 && dy16 && a->scratch16) { /* without dropout straight into dx, as below */
+        backward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), dy16, ldy, xd == x ? dx : a->dxd, xd == x);
+        if (xd != x) dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1);
+        return;
+    }
+#endif
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r); /* u = xd·Aᵀ, again */
     if (is_dora(a)) {                                           /* B and A see g·dy */
         dora_backward(m, l, mod, xd, dy, ldy);

@@ -84,15 +84,17 @@ int zt_lora_module_of(const char *name);
 
 typedef struct zt_lora {
     zt_lora_config cfg;
-    double scale;                           /* s */
-    size_t off[ZT_LORA_NMODULES];           /* A's offset in a layer's adapter block (B follows A) */
-    size_t layer_numel;                     /* elements of one layer's adapters */
-    zt_llama view;                          /* the adapters as flat parameters (never zt_llama_free'd) */
-    uint64_t seed, pass;                    /* dropout: the seed, and the training pass it draws for */
-    int training;                           /* this pass drops (forward and backward of a gradient pass) */
-    int disabled;                           /* the adapters are switched off: the passes are the base's */
-    size_t score_off, embed_off, head_off;  /* the copies of the score head, embedding and LM head */
-    zt_real *scratch;                       /* xd [N, widest input], dxd likewise, u and du [N, r] */
+    double scale;                          /* s */
+    size_t off[ZT_LORA_NMODULES];          /* A's offset in a layer's adapter block (B follows A) */
+    size_t layer_numel;                    /* elements of one layer's adapters */
+    zt_llama view;                         /* the adapters as flat parameters (never zt_llama_free'd) */
+    uint64_t seed, pass;                   /* dropout: the seed, and the training pass it draws for */
+    int training;                          /* this pass drops (forward and backward of a gradient pass) */
+    int disabled;                          /* the adapters are switched off: the passes are the base's */
+    size_t score_off, embed_off, head_off; /* the copies of the score head, embedding and LM head */
+    zt_real *scratch;                      /* xd [N, widest input], dxd likewise, u and du [N, r] */
+    uint16_t *scratch16; /* bf16 products: A and B of a module, u and du, and xd ([N, widest], dropout) */
+    uint16_t *w16, *u16, *du16, *xd16;
     zt_real *xd, *dxd, *u, *du, *norm_sink; /* norm_sink: [max(C, q/k norms)] where the frozen norms' gradients go */
     zt_real *dv, *de;                       /* DoRA: [N, widest output] each */
     size_t scratch_tokens;
@@ -169,10 +171,14 @@ zt_status zt_lora_merge(zt_llama *m);
 
 /* The forward and backward of module mod's adapter in layer l (llama.c): y[N, O] (rows ldy
  * apart) += s·B·A·drop(x[N, I]) (DoRA: its part of y above, W·x being in y already); and from
- * dy, dx[N, I] += the adapter's part of ∂/∂x, and the adapter's gradients. */
-void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy);
-void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const zt_real *dy, int ldy,
-                      zt_real *dx);
+ * dy, dx[N, I] += the adapter's part of ∂/∂x, and the adapter's gradients. x16 and dy16: the
+ * bf16 copies of x and dy (dy16 with dy's row stride) a bf16 model made for its base's products;
+ * given both ways (NULL in neither pass, or in both), the adapter's products take bf16 operands
+ * too, as PEFT's under bf16 autocast (LoRA, not DoRA); NULL: fp32 products. */
+void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, zt_real *y,
+                     int ldy);
+void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, const zt_real *dy,
+                      const uint16_t *dy16, int ldy, zt_real *dx);
 /* The decoder's (llama_decode.c): y[n, O] += s·B·A·x[n, I] (DoRA: its part of y, as in the
  * forward pass), no dropout; n at most the scratch's tokens. */
 void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);

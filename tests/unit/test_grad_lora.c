@@ -226,7 +226,7 @@ static void test_dora_dropout_forward(void)
     for (int i = 0; i < N * IN; i++) x[i] = cos(0.37 * i);
     for (int i = 0; i < N * OUT; i++) y[i] = want[i] = sin(0.21 * i);
     a->training = 1, a->pass = 3;
-    zt_lora_forward(&m, 1, ZT_LORA_GATE, x, y, OUT);
+    zt_lora_forward(&m, 1, ZT_LORA_GATE, x, NULL, y, OUT);
     const zt_real *xd = a->xd;
     int dropped = 0;
     for (int i = 0; i < N * IN; i++) {

@@ -7,6 +7,7 @@
  * adapter zt writes must be PEFT's files: the same tensor names, shapes and values, and the
  * adapter_config.json keys PEFT reads. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,41 @@ static void check_loss_matches_peft(const char *base_dir, const char *dir, const
     CHECK_MSG(fabs(base - peft) > 1e-3 * peft, "the adapter hardly changes the loss (%g, %g)", base, peft);
     zt_llama_free(&m);
     cJSON_Delete(want);
+}
+
+/* The adapters' gradients of a bf16 model (its base's products and its adapters' on bf16
+ * operands) against an fp32 model's, as each tensor's error norm over its norm (test_parity.c
+ * argues the bound for the base's gradients: 0.25, where a product fed a wrong bf16 copy is off
+ * by its whole size); with activation checkpointing (the bf16 copies made again) the same bits. */
+static void test_bf16_adapter_gradients(void)
+{
+    int32_t input[ROWS * T], target[ROWS * T], pos[ROWS * T];
+    CHECK(load_batch(FIXTURE "/data.jsonl", input, target, pos) == ROWS);
+    zt_llama m[3];
+    double loss[3], worst = 0;
+    for (int k = 0; k < 3; k++) { /* fp32, bf16, bf16 with checkpointing */
+        zt_status st = zt_model_open(&m[k], FIXTURE "/base", k ? ZT_BF16 : ZT_F32, ZT_DEVICE_CPU);
+        if (!st) st = zt_lora_attach_dir(&m[k], FIXTURE "/adapter", ZT_QBASE_NONE, 0);
+        if (!st) st = zt_llama_alloc_acts(&m[k], ROWS, T, k == 2);
+        ZT_ASSERT(st == ZT_OK);
+        loss[k] = 0;
+        zt_llama_forward_backward(&m[k], input, target, pos, 1.0f / (ROWS * T), &loss[k]);
+    }
+    const zt_llama *v = &m[0].lora->view;
+    for (int i = 0; i < v->n_tensors; i++) {
+        const zt_llama_tensor *t = &v->tensors[i];
+        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        const zt_real *g = m[1].lora->view.grads + t->offset, *r = v->grads + t->offset;
+        double err = 0, norm = 0;
+        for (size_t j = 0; j < n; j++) err += (g[j] - r[j]) * (g[j] - r[j]), norm += r[j] * r[j];
+        double rel = sqrt(err / norm);
+        CHECK_MSG(norm > 0 && rel <= 0.25, "%s: bf16 gradient %.3g of the fp32 one's norm away", t->name, rel);
+        worst = fmax(worst, rel);
+    }
+    CHECK(!memcmp(m[1].lora->view.grads, m[2].lora->view.grads, v->numel * sizeof(zt_real)) && loss[1] == loss[2]);
+    CHECK(loss[1] != loss[0]);
+    printf("# bf16 adapter gradients within %.2g of fp32's; loss %.9g (fp32 %.9g)\n", worst, loss[1], loss[0]);
+    for (int k = 0; k < 3; k++) zt_llama_free(&m[k]);
 }
 
 /* DoRA's terms are products of the same sizes, and its norms sums of at most 64 squares: the
@@ -296,6 +332,7 @@ static void test_saved_modules_adapter_is_peft(void)
 int main(void)
 {
     RUN(test_loss_matches_peft);
+    RUN(test_bf16_adapter_gradients);
     RUN(test_dora_loss_matches_peft);
     RUN(test_dora_merge_is_peft);
     RUN(test_saved_adapter_is_peft);
