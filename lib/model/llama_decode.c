@@ -4,6 +4,7 @@
 
 #include "llama.h"
 #include "lora.h"
+#include "qbase.h"
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
 {
@@ -58,9 +59,11 @@ void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m)
     memset(c, 0, sizeof *c);
 }
 
-/* y[n,O] = x[n,I]·Wᵀ + beta·y on the fp32 master weights */
+/* y[n,O] = x[n,I]·Wᵀ + beta·y on the fp32 master weights, or on a quantized base's encoding
+ * dequantized tile by tile (qbase.h), as the training passes multiply it */
 static void linear(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int n, int O, int I, zt_real beta)
 {
+    if (zt_qbase_forward(m, y, O, x, w, n, O, I, beta)) return;
     m->be->gemm(m->be, 0, 1, n, O, I, 1, x, I, m->params + w, I, beta, y, O);
 }
 
@@ -132,9 +135,6 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
 {
     if (n <= 0) return zt_fail(ZT_EUSER, "nothing to decode");
-    if (m->qbase) /* the decode step multiplies m->params, whose quantized weights are given back */
-        return zt_fail(ZT_EUSER, "generation on a quantized base (lora.quantize_base) is not supported yet: export "
-                                 "with --merge first");
     if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA && !m->lora->decode_norms)
         return zt_fail(ZT_EUSER, "generation with a DoRA adapter needs its norms (zt_lora_prepare_decode)");
     if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");

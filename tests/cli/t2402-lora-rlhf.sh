@@ -9,7 +9,8 @@
 # SEQ_CLS adapter directory, resumed bit for bit); a reward
 # model whose score head trains fully beside the adapters (PEFT's SEQ_CLS adapter:
 # modules_to_save = ["classifier", "score"], as PEFT writes it) and its merged export; the
-# DoRA with GRPO and PPO; the refusals (a quantized base with GRPO, an adapter of the other kind).
+# DoRA with GRPO and PPO; GRPO and PPO on a quantized base (QLoRA: the decoder on the NF4 tiles,
+# the critic quantized alike, sharded and streamed); the refusals (an adapter of the other kind).
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 export ROOT  # the Python checks read safetensors with llama_ref.py's reader
@@ -306,9 +307,58 @@ a, b = v("rm"), v("rm-eval")
 assert a["reward_accuracy"] == b["reward_accuracy"] and abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a, b)
 PY
 
+# --- GRPO and PPO on a quantized base (lora.quantize_base): the decoder multiplies the NF4 tiles --
+# From a QLoRA DPO adapter at learning rate 0, against its merged model (dequant(quant(W)) + s·B·A)
+# with the quantized base itself as the reference (the merge of fresh adapters: dequant(quant(W)))
+# the same completions and rewards, the KL within the 1e-5 above; PPO's critic quantized alike;
+# stage 3 on 2 ranks as 1 rank (the bounds above), the base streamed from NVMe bitwise as held.
+Q="lora.quantize_base=nf4 lora.double_quant=true"
+expect_ok "QLoRA DPO" "$ZT" rlhf dpo.toml $Q output.dir=dpo-nf4 train.max_steps=6 train.eval_steps=0
+expect_ok "QLoRA DPO, fresh adapters" "$ZT" rlhf dpo.toml $Q output.dir=nf4-zero train.max_steps=1 \
+  train.learning_rate=0 train.eval_steps=0
+expect_ok "export --merge of the QLoRA adapter" "$ZT" export dpo-nf4 --merge --out dpo-nf4-merged
+expect_ok "export --merge of fresh adapters: the quantized base" "$ZT" export nf4-zero --merge --out m-nf4
+expect_ok "GRPO from the QLoRA adapter" "$ZT" rlhf grpo.toml lora.r=0 lora.adapter=dpo-nf4/final $Q \
+  train.learning_rate=0 train.max_steps=2 output.dir=grpo-nf4
+expect_ok "GRPO of its merged model, the quantized base as reference" "$ZT" rlhf grpo.toml lora.r=0 \
+  model.path=dpo-nf4-merged rlhf.reference=m-nf4 train.learning_rate=0 train.max_steps=2 output.dir=grpo-nf4-merged
+$PY - <<'PY' && say "ok - GRPO on a quantized base generates and scores as the merged model" || fail "GRPO QLoRA vs merged"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+for a, b in zip(rows("grpo-nf4"), rows("grpo-nf4-merged")):
+    assert a["reward_mean"] == b["reward_mean"] and a["completion_length"] == b["completion_length"], (a, b)
+    assert a["kl"] > 0 and abs(a["kl"] - b["kl"]) <= 1e-5 * a["kl"], (a, b)
+PY
+expect_ok "PPO with a QLoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo $Q output.dir=ppo-nf4
+$PY - <<'PY' && say "ok - PPO on a quantized base: the critic's base quantized too, its value loss falling" || fail "PPO QLoRA"
+import json
+for d in ("ppo-nf4/final", "ppo-nf4/critic"):
+    q = json.load(open(d + "/zt_quantization.json"))
+    assert q["quantize_base"] == "nf4" and q["double_quant"] is True, (d, q)
+rows = [r for r in map(json.loads, open("ppo-nf4/metrics.jsonl")) if "split" not in r]
+assert rows[-1]["value_loss"] < 0.75 * rows[0]["value_loss"], rows
+PY
+expect_ok "QLoRA GRPO, 1 rank" "$ZT" rlhf grpo.toml $Q output.dir=gq-z1 train.max_steps=2 train.adam_epsilon=1
+expect_ok "QLoRA GRPO, 2 ranks, stage 3" $MPI -np 2 "$ZT" rlhf grpo.toml $Q output.dir=gq-z3 train.max_steps=2 \
+  train.adam_epsilon=1 train.micro_batch_size=4 zero.stage=3
+mkdir -p swap
+expect_ok "QLoRA GRPO, the base streamed" "$ZT" rlhf grpo.toml $Q output.dir=gq-nvme train.max_steps=2 \
+  train.adam_epsilon=1 zero.stage=3 offload.param=nvme offload.nvme_path=swap
+$PY - <<'PY' && say "ok - QLoRA GRPO: stage 3 on 2 ranks as 1 rank, streamed bitwise as held" || fail "QLoRA GRPO sharded"
+import json
+rows = lambda d: [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r]
+a, b, c = rows("gq-z1"), rows("gq-z3"), rows("gq-nvme")
+assert len(a) == len(b) == len(c) == 2, (a, b, c)
+keys = ("loss", "kl", "reward_mean", "completion_length", "grad_norm")
+assert all(x[k] == z[k] for x, z in zip(a, c) for k in keys), (a, c)
+for x, y in zip(a, b):
+    assert abs(x["reward_mean"] - y["reward_mean"]) <= 1e-12 * x["reward_mean"], (x, y)
+    assert x["completion_length"] == y["completion_length"], (x, y)
+    for k in ("loss", "kl"):
+        assert abs(x[k] - y[k]) <= 1e-5 * max(abs(x[k]), abs(y[k])) + 1e-9, (x["step"], k, x[k], y[k])
+PY
+
 # --- refusals -----------------------------------------------------------------------------------
-expect_exit 2 "GRPO on a quantized base" "lora.quantize_base with rlhf.algorithm = \"grpo\" is not supported yet" \
-  "$ZT" rlhf grpo.toml output.dir=bad-nf4 lora.quantize_base=nf4 data.cache_dir=
 expect_exit 2 "a reward model's adapter for DPO" "lora.adapter '.*rm/final' is a reward model's adapter" \
   "$ZT" rlhf dpo.toml output.dir=bad1 lora.r=0 lora.adapter=rm/final
 expect_exit 2 "a causal LM's adapter for a reward model" "lora.adapter '.*dpo/final' is a causal LM's adapter" \

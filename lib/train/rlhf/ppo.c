@@ -17,6 +17,9 @@
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "lib/model/lora.h"
+#include "lib/model/open.h"
+#include "lib/model/qbase.h"
+#include "lib/model/qbase_read.h"
 #include "lib/plan/options.h"
 #include "rl_loss.h"
 #include "rlhf.h"
@@ -218,6 +221,8 @@ static zt_status ppo_finish(zt_trainer *t)
     if (!st && t->lead && !(st = zt_rundir_path(&t->rd, path, sizeof path, "critic")))
         st = s->critic.lora ? zt_lora_save(&s->critic, path, s->from)
                             : zt_llama_save(&s->critic, path, dtype, 5000000000ull);
+    if (!st && t->lead && s->critic.qbase) /* its adapters trained on that base (zt eval, zt export --merge) */
+        st = zt_qbase_note_write(path, s->critic.qbase->kind, s->critic.qbase->double_quant);
     zt_zero_release_all(&s->czero);
     return st;
 }
@@ -237,6 +242,21 @@ static zt_status critic_lora(zt_trainer *t, ppo *s)
     return zt_lora_init_weights(&s->critic, (uint64_t)t->r->train.seed + 1);
 }
 
+/* The critic's frozen model: with a quantized actor base (lora.quantize_base) quantized alike and
+ * held whole, its layers through the cache in data.cache_dir, as the actor's */
+static zt_status open_critic(zt_trainer *t, ppo *s)
+{
+    const zt_recipe *r = t->r;
+    if (!t->m.qbase) return zt_model_open_head(&s->critic, s->from, r->model.dtype, r->model.device, 1);
+    zt_qbase_reader *q = NULL;
+    int hit;
+    zt_status st = zt_model_open_quantized(&s->critic, s->from, r->model.dtype, r->model.device, 1, t->m.qbase->kind,
+                                           t->m.qbase->double_quant, &q);
+    if (!st) st = zt_qbase_load(&s->critic, q, r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
+    zt_qbase_reader_close(q);
+    return st;
+}
+
 static zt_status ppo_open(zt_trainer *t)
 {
     const zt_recipe *r = t->r;
@@ -253,7 +273,7 @@ static zt_status ppo_open(zt_trainer *t)
     zt_zero_options opts = zt_plan_zero_options(r);
     zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";
-    if ((st = zt_model_open_head(&s->critic, from, r->model.dtype, r->model.device, 1))) return st;
+    if ((st = open_critic(t, s))) return st;
     if (s->critic.V < t->m.V && (st = zt_llama_resize_vocab(&s->critic, t->m.V))) return st; /* the template's tokens */
     zt_plan_tile_model(r, &s->critic);                                                       /* tiled like the policy */
     if (t->m.lora && (st = critic_lora(t, s))) return st;

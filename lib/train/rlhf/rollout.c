@@ -335,11 +335,6 @@ static zt_status check_lora(const zt_trainer *t)
                        "LoRA (lora.r, lora.adapter) with rlhf.algorithm = \"%s\" on the %s backend is not supported "
                        "yet (generation runs from a host copy of the weights, without adapters)",
                        algo, t->m.be->name);
-    if (t->m.qbase)
-        return zt_fail(ZT_EUSER,
-                       "lora.quantize_base with rlhf.algorithm = \"%s\" is not supported yet (generation "
-                       "multiplies the unquantized weights)",
-                       algo);
     return ZT_OK;
 }
 
