@@ -640,6 +640,25 @@ zt_real *zt_lora_score(const zt_llama *m, int grad)
     return (grad ? a->view.grads : a->view.params) + a->score_off;
 }
 
+/* the part of the base's rows [base_off, +rows·C) in its elements [off, off + n) into the copy at
+ * view offset to */
+static void copy_part(zt_llama *m, size_t to, size_t base_off, size_t rows, size_t off, size_t n, const zt_real *src)
+{
+    size_t lo = base_off > off ? base_off : off, end = base_off + rows * (size_t)m->C,
+           hi = off + n < end ? off + n : end;
+    if (lo < hi)
+        m->be->upload(m->be, m->lora->view.params + to + (lo - base_off), src + (lo - off), (hi - lo) * sizeof *src);
+}
+
+void zt_lora_copies_load(zt_llama *m, size_t off, size_t n, const zt_real *src)
+{
+    zt_lora *a = m->lora;
+    if (!a) return;
+    if (a->cfg.score) copy_part(m, a->score_off, m->head_off, (size_t)m->cfg.num_labels, off, n, src);
+    if (a->cfg.save & ZT_LORA_SAVE_EMBED) copy_part(m, a->embed_off, m->embed_off, (size_t)m->V, off, n, src);
+    if (a->cfg.save & ZT_LORA_SAVE_HEAD) copy_part(m, a->head_off, m->head_off, (size_t)m->V, off, n, src);
+}
+
 zt_real *zt_lora_embed(const zt_llama *m, int grad)
 {
     const zt_lora *a = m->lora;

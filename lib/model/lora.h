@@ -189,6 +189,10 @@ zt_status zt_lora_prepare_decode(zt_llama *m);
 zt_real *zt_lora_score(const zt_llama *m, int grad);
 /* The trained copies of the embedding and of the LM head, [V, C] each, and their gradients
  * (config.save, adapters on), else NULL. */
+/* A base streamed into its stage-3 slices, elements [off, off + n) of it just read into src (host
+ * memory): the copies of modules_to_save and the score head take their part of them (attached
+ * before the base is read, they start as its tensors). */
+void zt_lora_copies_load(zt_llama *m, size_t off, size_t n, const zt_real *src);
 zt_real *zt_lora_embed(const zt_llama *m, int grad);
 zt_real *zt_lora_head(const zt_llama *m, int grad);
 

@@ -199,10 +199,7 @@ static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
         t->qweights ? zt_qbase_read(t->qweights, off, n, dst) : zt_llama_weights_read(&t->m, t->weights, off, n, dst);
     if (st || !t->m.lora) return st;
     t->base_hash = zt_lora_base_hash_add((uint32_t)t->base_hash, dst, n);
-    zt_real *score = zt_lora_score(&t->m, 0); /* a reward model's trained head starts as the head read */
-    size_t head = t->m.head_off;
-    if (score && off <= head && head < off + n)
-        t->m.be->upload(t->m.be, score, dst + (head - off), (size_t)t->m.C * sizeof *score);
+    zt_lora_copies_load(&t->m, off, n, dst); /* a reward model's head, modules_to_save: trained from these */
     return ZT_OK;
 }
 
@@ -234,11 +231,6 @@ static zt_status check_sharded_base(const zt_trainer *t, const zt_lora_config *c
     int world = t->comm ? zt_comm_size(t->comm) : 1;
     if (world > 1) snprintf(how, sizeof how, "zero.stage = 3 on %d ranks", world);
     else snprintf(how, sizeof how, "offload.param = \"%s\"", zt_offload_tier_names[r->offload.param]);
-    if (c->save)
-        return zt_fail(ZT_EUSER,
-                       "lora.modules_to_save (embed_tokens, lm_head) with the base sharded (%s) is not supported yet: "
-                       "their trained copies start from the whole embedding and head",
-                       how);
     if (c->method == ZT_LORA_METHOD_DORA && zt_llama_mlp_tiles(&t->m) > 1)
         return zt_fail(ZT_EUSER,
                        "lora.method = \"dora\" (use_dora) with zero.mlp_tiles = %d and the base sharded (%s) is not "

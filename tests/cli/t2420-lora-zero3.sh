@@ -119,13 +119,22 @@ s = json.load(open("p-nvme/summary.json"))
 assert s["zero_stage"] == 3 and s["model_state_bytes"]["grads"] == json.load(open("one/summary.json"))["model_state_bytes"]["grads"]
 PY
 
-# --- DoRA, a tied embedding with checkpointing, bf16, tiles --------------------------------------
+# --- DoRA, modules_to_save, a tied embedding with checkpointing, bf16, tiles ---------------------
 # DoRA's magnitudes start at ||W||, which a sharded base gathers layer by layer to compute
 expect_ok "DoRA, 1 rank" one output.dir=d1 lora.method=dora
 expect_ok "DoRA, 2 ranks, stage 3" two output.dir=d2 lora.method=dora zero.stage=3
 expect_ok "DoRA, 1 rank, offload.param = nvme" one output.dir=d1-nvme lora.method=dora zero.stage=3 \
   offload.param=nvme offload.nvme_path=swap
 same "DoRA at stage 3 on 2 ranks trains as 1 rank" d1 d2 && same "...and bitwise with the base streamed" d1 d1-nvme 0
+# modules_to_save: the trained copies of the embedding and the LM head start as the base's, taken
+# from its units as they are read into their slices (sharded or streamed)
+SAVE='lora.modules_to_save=[embed_tokens,lm_head]'
+expect_ok "modules_to_save, 1 rank" one output.dir=s1 "$SAVE"
+expect_ok "modules_to_save, 2 ranks, stage 3" two output.dir=s2 zero.stage=3 "$SAVE"
+expect_ok "modules_to_save, 1 rank, offload.param = nvme" one output.dir=s1-nvme zero.stage=3 offload.param=nvme \
+  offload.nvme_path=swap "$SAVE"
+same "modules_to_save at stage 3 on 2 ranks trains as 1 rank" s1 s2 &&
+  same "...and bitwise with the base streamed" s1 s1-nvme 0
 expect_ok "tied embedding, checkpointing, 1 rank" one output.dir=t1 model.path=tied model.activation_checkpointing=true
 expect_ok "tied embedding, checkpointing, 2 ranks, stage 3" two output.dir=t2 model.path=tied \
   model.activation_checkpointing=true zero.stage=3
