@@ -18,7 +18,7 @@
 #include "lib/model/open.h"
 #include "lib/model/qbase.h"
 #include "lib/model/qbase_bnb.h"
-#include "lib/model/qbase_read.h"
+#include "lib/model/qbase_decode.h"
 
 static int has_file(const char *dir, const char *name)
 {
@@ -135,68 +135,28 @@ static zt_status add_from_model(zt_st_writer *w, const zt_st_reader *r, const ch
     return st;
 }
 
-/* A bitsandbytes NF4 model directory, read in its quantized layout (q: the array never filled)
- * and written as floats: each linear weight decoded when the writer first asks for it, one
- * tensor in memory at a time. */
-typedef struct decoded {
-    zt_llama q;
-    zt_qbase_reader *r;
-    zt_real *read; /* a tensor as read: an encoding, or the values of a norm, the embedding, the head */
-    float *values;
-} decoded;
-
+/* A bitsandbytes NF4 model directory, written as floats: each tensor read through the decoder
+ * (model/qbase_decode.h) as the writer asks for it. */
 typedef struct decoded_tensor {
-    decoded *d;
-    const zt_llama_tensor *t; /* the output's name and shape */
-    size_t offset;            /* the tensor's first element in q's array */
+    zt_qbase_decoder *d;
+    size_t offset; /* the tensor's first element in the unquantized layout */
 } decoded_tensor;
 
 static zt_status fill_decoded(void *ctx, float *dst, size_t offset, size_t n)
 {
     const decoded_tensor *x = ctx;
-    decoded *d = x->d;
-    size_t rows = (size_t)x->t->shape[0], cols = x->t->ndim == 2 ? (size_t)x->t->shape[1] : 1;
-    if (offset == 0) { /* the writer asks for a tensor's elements in order */
-        int linear = zt_qbase_is_linear(x->t->name);
-        zt_status st = zt_qbase_read(d->r, x->offset,
-                                     linear ? zt_qbase_tensor_elems(d->q.qbase, rows, cols) : rows * cols, d->read);
-        if (!st && linear) st = zt_qbase_decode_tensor(d->q.qbase, d->read, rows, cols, d->values);
-        for (size_t j = 0; !st && !linear && j < rows * cols; j++) d->values[j] = (float)d->read[j];
-        if (st) return zt_fail_context(st, "tensor '%s'", x->t->name);
-    }
-    memcpy(dst, d->values + offset, n * sizeof(float));
-    return ZT_OK;
+    return zt_qbase_decoder_read(x->d, x->offset + offset, n, dst);
 }
 
-static zt_status add_decoded(zt_st_writer *w, decoded *d, const char *dir, const zt_llama_config *cfg, int double_quant,
-                             zt_dtype dt, const zt_llama_tensor *t, int n, decoded_tensor *ctx)
+static zt_status add_decoded(zt_st_writer *w, zt_qbase_decoder *d, zt_dtype dt, const zt_llama_tensor *t, int n,
+                             decoded_tensor *ctx)
 {
-    size_t widest = 0;
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? (size_t)t[i].shape[1] : 1);
-        widest = numel > widest ? numel : widest;
-    }
-    zt_status st = zt_qbase_init(&d->q, cfg, zt_backend_cpu(), ZT_F32, ZT_QBASE_NF4, double_quant);
-    if (st) return st;
-    if ((st = zt_qbase_reader_open(&d->q, dir, &d->r))) return st;
-    d->read = malloc(widest * sizeof *d->read);
-    d->values = malloc(widest * sizeof *d->values);
-    if (!d->read || !d->values) return zt_fail(ZT_ENOMEM, "out of memory decoding '%s'", dir);
+    zt_status st = ZT_OK;
     for (int i = 0; i < n && !st; i++) {
-        const zt_llama_tensor *s = zt_llama_find_tensor(&d->q, t[i].name);
-        ZT_ASSERT(s); /* the same config: the same names */
-        ctx[i] = (decoded_tensor){d, &t[i], s->offset};
+        ctx[i] = (decoded_tensor){d, t[i].offset};
         st = zt_st_writer_add_fn(w, t[i].name, dt, t[i].shape, t[i].ndim, fill_decoded, &ctx[i]);
     }
     return st;
-}
-
-static void decoded_free(decoded *d)
-{
-    zt_qbase_reader_close(d->r);
-    zt_llama_free(&d->q); /* nothing when never made */
-    free(d->read);
-    free(d->values);
 }
 
 /* config.json in dt, the tokenizer files, and generation_config.json (the source's, or
@@ -315,13 +275,15 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     zt_st_writer *w = zt_st_writer_new();
     fill_ctx *ctx = calloc((size_t)n, sizeof *ctx);
     decoded_tensor *dctx = calloc((size_t)n, sizeof *dctx);
-    decoded d = {0};
+    zt_qbase_decoder *d = NULL;
     zt_st_reader *r = NULL;
     int nf4 = 0, double_quant = 0;
     if (!w || !ctx || !dctx) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
     if (!st && is_ckpt) st = add_from_checkpoint(w, info->source, dt, t, n, ctx, shape.numel, &info->step);
     if (!st && !is_ckpt) st = zt_qbase_bnb_config(config_path, &nf4, &double_quant);
-    if (!st && !is_ckpt && nf4) st = add_decoded(w, &d, info->source, &cfg, double_quant, dt, t, n, dctx);
+    shape.tensors = t, shape.n_tensors = n; /* the decoder reads the unquantized layout's tensors */
+    if (!st && !is_ckpt && nf4 && !(st = zt_qbase_decoder_open(&d, &shape, info->source, double_quant)))
+        st = add_decoded(w, d, dt, t, n, dctx);
     if (!st && !is_ckpt && !nf4 && !(st = zt_st_open(&r, info->source)))
         st = add_from_model(w, r, info->source, dt, t, n);
     if (!st) st = zt_mkdir_p(out_dir);
@@ -329,7 +291,7 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
     if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
     if (r) zt_st_close(r);
-    decoded_free(&d);
+    zt_qbase_decoder_close(d);
     zt_st_writer_free(w);
     free(ctx);
     free(dctx);

@@ -9,6 +9,7 @@
 #include "lib/hub/hub.h"
 #include "qbase.h"
 #include "qbase_bnb.h"
+#include "qbase_decode.h"
 #include "qbase_read.h"
 
 zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device)
@@ -17,31 +18,38 @@ zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device 
 }
 
 /* How open_model reads the weights: all of them (weights and quantized NULL), or none, leaving
- * *weights open (or *quantized: a base quantized as kind says). */
+ * *weights open (a bitsandbytes checkpoint: *decoded), or *quantized: a base quantized as kind says. */
 typedef struct open_how {
     zt_st_reader **weights;
+    zt_qbase_decoder **decoded;
     zt_qbase_reader **quantized;
     zt_qbase_kind kind;
     int double_quant;
 } open_how;
 
-/* A bitsandbytes NF4 checkpoint as an unquantized model: read in its own layout on the CPU, then
- * each linear weight decoded into m (what a QLoRA run's base computes with). */
+/* A bitsandbytes NF4 checkpoint as an unquantized model: each linear weight decoded into m (what a
+ * QLoRA run's base computes with), or with `streamed` the decoder left to read it unit by unit. */
 static zt_status open_decoded(zt_llama *m, const zt_llama_config *cfg, zt_backend *be, zt_dtype dtype, const char *dir,
-                              int double_quant)
+                              int double_quant, zt_qbase_decoder **streamed)
 {
-    zt_llama q;
-    zt_qbase_reader *r = NULL;
-    zt_status st = zt_qbase_init(&q, cfg, zt_backend_cpu(), ZT_F32, ZT_QBASE_NF4, double_quant);
+    zt_qbase_decoder *d = NULL;
+    zt_status st = zt_llama_init(m, cfg, be, dtype);
     if (st) return st;
-    if (!(st = zt_qbase_reader_open(&q, dir, &r))) st = zt_qbase_read(r, 0, q.numel, q.params);
-    zt_qbase_reader_close(r);
-    if (!st && !(st = zt_llama_init(m, cfg, be, dtype))) {
-        if ((st = zt_qbase_decode(&q, m))) zt_llama_free(m);
-        else m->decoded = 1;
+    m->decoded = 1;
+    if ((st = zt_qbase_decoder_open(&d, m, dir, double_quant))) {
+        zt_llama_free(m);
+        return st;
     }
-    zt_llama_free(&q);
-    if (!st) zt_log_info("'%s': bitsandbytes NF4 weights decoded to %s in memory", dir, zt_dtype_names[dtype]);
+    if (streamed) {
+        *streamed = d;
+        return ZT_OK;
+    }
+    zt_real *p = zt_llama_params_map(m);
+    st = p ? zt_qbase_decoder_read(d, 0, m->numel, p) : zt_fail(ZT_ENOMEM, "out of memory decoding '%s'", dir);
+    if (p) zt_llama_params_unmap(m, p, !st);
+    zt_qbase_decoder_close(d);
+    if (st) zt_llama_free(m);
+    else zt_log_info("'%s': bitsandbytes NF4 weights decoded to %s in memory", dir, zt_dtype_names[dtype]);
     return st;
 }
 
@@ -59,12 +67,6 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     zt_backend *be;
     int nf4, dq;
     if ((st = zt_llama_config_load(&cfg, path)) || (st = zt_qbase_bnb_config(path, &nf4, &dq))) return st;
-    if (nf4 && how.weights)
-        return zt_fail(ZT_EUSER,
-                       "'%s' is quantized (bitsandbytes 4-bit NF4): zt streams or shards it for LoRA only "
-                       "(lora.quantize_base = \"nf4\"); other uses decode it whole, in memory, without ZeRO "
-                       "stage 3 or offload.param",
-                       dir);
     if (cfg.num_labels && !score_head)
         return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM",
                        dir);
@@ -74,7 +76,8 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
         if ((st = zt_qbase_init(m, &cfg, be, dtype, how.kind, how.double_quant))) return st;
         st = zt_qbase_reader_open(m, dir, how.quantized);
     } else if (nf4) {
-        return open_decoded(m, &cfg, be, dtype, dir, dq);
+        if (how.weights) *how.weights = NULL;
+        return open_decoded(m, &cfg, be, dtype, dir, dq, how.decoded);
     } else {
         if ((st = zt_llama_init(m, &cfg, be, dtype))) return st;
         st = how.weights ? zt_llama_weights_open(m, dir, how.weights) : zt_llama_load_weights(m, dir);
@@ -89,9 +92,10 @@ zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_de
 }
 
 zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
-                                 zt_st_reader **weights)
+                                 zt_st_reader **weights, zt_qbase_decoder **decoded)
 {
-    return open_model(m, dir, dtype, device, score_head, (open_how){.weights = weights});
+    *decoded = NULL;
+    return open_model(m, dir, dtype, device, score_head, (open_how){.weights = weights, .decoded = decoded});
 }
 
 zt_status zt_model_open_quantized(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,

@@ -19,14 +19,17 @@ zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device 
  * checkpoint then gives the backbone, its LM head dropped and the score head new). */
 zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head);
 /* The same without reading the weights: *weights is left open for zt_llama_weights_read
- * (offload.param = "nvme" streams them unit by unit), to be closed with zt_st_close. */
+ * (offload.param = "nvme" streams them unit by unit), to be closed with zt_st_close; for a
+ * bitsandbytes 4-bit checkpoint *weights is NULL and *decoded reads it decoded instead
+ * (qbase_decode.h; zt_qbase_decoder_close), else *decoded is NULL. */
 struct zt_st_reader;
+struct zt_qbase_decoder;
 zt_status zt_model_open_unloaded(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
-                                 struct zt_st_reader **weights);
+                                 struct zt_st_reader **weights, struct zt_qbase_decoder **decoded);
 /* A frozen base whose linear weights are held quantized (qbase.h), not read: *weights
  * (qbase_read.h) reads its flat array, quantizing an unquantized checkpoint's linear weights as
  * they come, or as a bitsandbytes 4-bit checkpoint stores them; zt_qbase_reader_close closes it.
- * A bitsandbytes checkpoint opened any other way is refused (ZT_EUSER). */
+ * Opened any other way a bitsandbytes checkpoint is decoded (qbase_decode.h). */
 struct zt_qbase_reader;
 zt_status zt_model_open_quantized(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head,
                                   zt_qbase_kind kind, int double_quant, struct zt_qbase_reader **weights);

@@ -409,32 +409,6 @@ zt_status zt_qbase_decode_tensor(const zt_qbase *q, const void *enc, size_t rows
     return ZT_OK;
 }
 
-zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m)
-{
-    size_t widest = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const zt_llama_tensor *t = &m->tensors[i];
-        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
-        widest = n > widest ? n : widest;
-    }
-    zt_real *p = zt_llama_params_map(m);
-    float *x = malloc(widest * sizeof(float));
-    zt_status st = p && x ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory decoding the quantized model");
-    for (int i = 0; !st && i < m->n_tensors; i++) {
-        const zt_llama_tensor *t = &m->tensors[i], *s = zt_llama_find_tensor(q, t->name);
-        size_t rows = (size_t)t->shape[0], cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
-        ZT_ASSERT(s); /* the same config: the same names */
-        if (!zt_qbase_is_linear(t->name)) {
-            memcpy(p + t->offset, q->params + s->offset, rows * cols * sizeof(zt_real));
-        } else if (!(st = zt_qbase_decode_tensor(q->qbase, q->params + s->offset, rows, cols, x))) {
-            for (size_t j = 0; j < rows * cols; j++) p[t->offset + j] = x[j];
-        }
-    }
-    if (p) zt_llama_params_unmap(m, p, !st);
-    free(x);
-    return st;
-}
-
 zt_status zt_qbase_note_write(const char *dir, zt_qbase_kind kind, int double_quant)
 {
     char path[4096];

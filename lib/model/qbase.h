@@ -100,11 +100,8 @@ size_t zt_qbase_part_layout(const zt_qbase *q, size_t rows, size_t cols, size_t 
  * trained on the quantized base computed with: zt export --merge, zt eval), m an unquantized model. */
 zt_status zt_qbase_round_trip(zt_llama *m, zt_qbase_kind kind, int double_quant);
 
-/* m, an unquantized model of q's config, takes q's weights: each encoded linear weight decoded,
- * the rest copied (a bitsandbytes checkpoint opened unquantized: zt eval, generate, full training). */
-zt_status zt_qbase_decode(const zt_llama *q, zt_llama *m);
-/* One encoded weight [rows, cols] (enc: its zt_qbase_tensor_elems elements) decoded into y
- * (zt export of a bitsandbytes checkpoint, a tensor at a time). */
+/* One encoded weight [rows, cols] (enc: its zt_qbase_tensor_elems elements) decoded into y (a
+ * bitsandbytes checkpoint opened unquantized: qbase_decode.h). */
 zt_status zt_qbase_decode_tensor(const zt_qbase *q, const void *enc, size_t rows, size_t cols, float *y);
 
 /* The products of llama.c's linear layers when the weight at element w of the flat array is

@@ -18,6 +18,7 @@
 #include "lib/model/generation_config.h"
 #include "lib/model/lora.h"
 #include "lib/model/open.h"
+#include "lib/model/qbase_decode.h"
 #include "lib/model/qbase_read.h"
 #include "lib/zero/zero.h"
 #include "lib/optim/adamw.h"
@@ -195,8 +196,9 @@ static zt_status place(zt_trainer *t)
 static zt_status load_unit(void *ctx, size_t off, size_t n, float *dst)
 {
     zt_trainer *t = ctx;
-    zt_status st =
-        t->qweights ? zt_qbase_read(t->qweights, off, n, dst) : zt_llama_weights_read(&t->m, t->weights, off, n, dst);
+    zt_status st = t->qweights  ? zt_qbase_read(t->qweights, off, n, dst)
+                   : t->decoder ? zt_qbase_decoder_read(t->decoder, off, n, dst)
+                                : zt_llama_weights_read(&t->m, t->weights, off, n, dst);
     if (st || !t->m.lora) return st;
     t->base_hash = zt_lora_base_hash_add((uint32_t)t->base_hash, dst, n);
     zt_lora_copies_load(&t->m, off, n, dst); /* a reward model's head, modules_to_save: trained from these */
@@ -287,7 +289,7 @@ static zt_status open_model(zt_trainer *t)
                                      r->lora.quantize_base, r->lora.double_quant, &t->qweights);
     else if (stream)
         st = zt_model_open_unloaded(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head,
-                                    &t->weights);
+                                    &t->weights, &t->decoder);
     else st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
     if (st) return st;
     V = t->m.V;
@@ -324,6 +326,8 @@ static zt_status open_model(zt_trainer *t)
     t->weights = NULL;
     zt_qbase_reader_close(t->qweights);
     t->qweights = NULL;
+    zt_qbase_decoder_close(t->decoder);
+    t->decoder = NULL;
     return st;
 }
 
@@ -562,6 +566,8 @@ static void teardown(zt_trainer *t)
     t->weights = NULL;
     zt_qbase_reader_close(t->qweights);
     t->qweights = NULL;
+    zt_qbase_decoder_close(t->decoder);
+    t->decoder = NULL;
     zt_data_tools_close(&t->tools);
     zt_llama_free(&t->m);
     zt_zero_free(&t->zero);

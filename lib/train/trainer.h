@@ -63,6 +63,7 @@ struct zt_trainer {
     zt_llama m;                       /* with LoRA, ZeRO and AdamW train m.lora->view: the adapters */
     struct zt_st_reader *weights;     /* offload.param = "nvme": the model's files, read unit by unit at the start */
     struct zt_qbase_reader *qweights; /* lora.quantize_base: the same for the quantized base (model/qbase_read.h) */
+    struct zt_qbase_decoder *decoder; /* streaming a bitsandbytes checkpoint unquantized (model/qbase_decode.h) */
     zt_data_tools tools;
     zt_comm *comm; /* NULL for a single process */
     zt_zero zero;

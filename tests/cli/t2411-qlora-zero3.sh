@@ -4,8 +4,8 @@
 # slices or its swap file), LoRA on an NF4 (double_quant) or int8 base trains bitwise as the
 # quantized base held whole; a job killed with kill -9 resumes bitwise; zt init --quantize nf4
 # writes a random model in the bitsandbytes 4-bit format, which trains as held whole when streamed,
-# and which zt eval, zt export (--merge), a full fine-tune and LoRA without quantize_base read
-# decoded; what cannot work exits 2 naming the key or the file.
+# and which zt eval, zt export (--merge), a full fine-tune (whole, or streamed from NVMe) and LoRA
+# without quantize_base read decoded; what cannot work exits 2 naming the key or the file.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 export ROOT # same.py reads safetensors with llama_ref.py's reader
@@ -168,6 +168,12 @@ expect_ok "zt export of the NF4 checkpoint" "$ZT" export b --out b-export
 expect_ok "zt export --merge of an adapter trained on it" "$ZT" export from-b --merge --out b-merged
 printf '[model]\npath = "b"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n[train]\nmax_steps = 1\nmicro_batch_size = 2\n[output]\ndir = "b-full"\n' > full.toml
 expect_ok "a full fine-tune of the NF4 checkpoint" "$ZT" pretrain full.toml
+# streamed into the stage-3 swap file unit by unit, each linear weight decoded as a unit reaches it
+expect_ok "a full fine-tune of the NF4 checkpoint, streamed" "$ZT" pretrain full.toml output.dir=b-full-nvme \
+  zero.stage=3 offload.param=nvme offload.optimizer=nvme offload.nvme_path=swap
+cmp -s b-full/final/model.safetensors b-full-nvme/final/model.safetensors &&
+  say "ok - the NF4 checkpoint streamed and decoded unit by unit trains bitwise as decoded whole" ||
+  fail "the streamed full fine-tune of the NF4 checkpoint differs"
 $PY - <<'PY' && say "ok - exported, merged and fine-tuned: floats, the decoded weights, no quantization_config" ||
 import json, os
 import numpy as np

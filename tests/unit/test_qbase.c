@@ -14,6 +14,7 @@
 #include "lib/model/lora.h"
 #include "lib/model/open.h"
 #include "lib/model/qbase.h"
+#include "lib/model/qbase_decode.h"
 #include "lib/model/qbase_read.h"
 #include "test.h"
 
@@ -281,10 +282,33 @@ static void test_refusals(void)
     CHECK(zt_model_open_quantized(&m, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU, 0, ZT_QBASE_INT8, 0, &r) ==
               ZT_EUSER &&
           strstr(zt_errmsg(), "set lora.quantize_base = \"nf4\" and lora.double_quant = true"));
-    /* streamed or sharded for anything but LoRA */
-    zt_st_reader *w;
-    CHECK(zt_model_open_unloaded(&m, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU, 0, &w) == ZT_EUSER &&
-          strstr(zt_errmsg(), "is quantized (bitsandbytes 4-bit NF4): zt streams or shards it for LoRA only"));
+}
+
+/* A bitsandbytes checkpoint opened unloaded (offload.param = "nvme" outside LoRA) comes with a
+ * decoder, whose reads in pieces of every size are the model opened whole, bit for bit. */
+static void test_bnb_streamed_as_opened_whole(void)
+{
+    zt_llama whole, m;
+    zt_st_reader *w = (zt_st_reader *)&m; /* set to NULL by the open */
+    zt_qbase_decoder *d = NULL;
+    CHECK_MSG(zt_model_open(&whole, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_model_open_unloaded(&m, "tests/fixtures/bnb/nf4", ZT_F32, ZT_DEVICE_CPU, 0, &w, &d) == ZT_OK, "%s",
+              zt_errmsg());
+    CHECK(!w && d && m.numel == whole.numel);
+    zt_real *got = malloc(m.numel * sizeof *got);
+    size_t pieces[] = {m.numel, 4096, 1000, 63};
+    for (int k = 0; k < 4 && d; k++) {
+        memset(got, 0xff, m.numel * sizeof *got);
+        for (size_t off = 0; off < m.numel; off += pieces[k]) {
+            size_t n = m.numel - off < pieces[k] ? m.numel - off : pieces[k];
+            CHECK_MSG(zt_qbase_decoder_read(d, off, n, got + off) == ZT_OK, "%s", zt_errmsg());
+        }
+        CHECK_MSG(!memcmp(got, whole.params, m.numel * sizeof *got), "pieces of %zu elements", pieces[k]);
+    }
+    free(got);
+    zt_qbase_decoder_close(d);
+    zt_llama_free(&m);
+    zt_llama_free(&whole);
 }
 
 int main(void)
@@ -296,5 +320,6 @@ int main(void)
     RUN(test_cache_reads_and_rebuilds);
     RUN(test_bf16_model);
     RUN(test_refusals);
+    RUN(test_bnb_streamed_as_opened_whole);
     return test_summary();
 }
