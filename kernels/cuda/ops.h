@@ -35,9 +35,8 @@ zt_cuda_gemm_ctx *zt_cuda_gemm_init(void);
 void zt_cuda_gemm_f32(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 /* bf16 × bf16 → fp32 C */
-void zt_cuda_gemm_bf16(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K,
-                       float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
-                       int ldc);
+void zt_cuda_gemm_bf16(zt_cuda_gemm_ctx *g, cudaStream_t s, int transa, int transb, int M, int N, int K, float alpha,
+                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
 /* --- casts (cast.cu): round to nearest even, as zt_f32_to_bf16 */
 void zt_cuda_to_bf16(cudaStream_t s, uint16_t *dst, const float *src, size_t n);
@@ -75,15 +74,15 @@ void zt_cuda_attention_forward(cudaStream_t s, float *out, float *lse, const flo
 void zt_cuda_attention_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
                                 const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
                                 double scale, double softcap);
-void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_stride, const float *k,
-                              const float *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
-                              double scale, double softcap);
+void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_stride, const float *k, const float *v,
+                              int kv_stride, int n, int p0, int H, int KV, int D, int window, double scale,
+                              double softcap);
 /* same contract, q/k/v/dout/P rounded to bf16 for the products, fp32 accumulation and softmax (attention_bf16.cu) */
-void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos,
-                                    int B, int T, int H, int KV, int D, int window);
-void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *dout, const float *qkv,
-                                     const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
-                                     int KV, int D, int window);
+void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
+                                    int T, int H, int KV, int D, int window);
+void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
+                                     int window);
 
 /* --- loss (crossentropy.cu): loss_rows is device memory too */
 void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
@@ -96,6 +95,13 @@ void zt_cuda_adamw(cudaStream_t s, const zt_adamw_consts *c, float *param, const
                    size_t n, uint16_t *param_bf16);
 /* Σ x² in double; waits for the stream and returns the value. */
 double zt_cuda_sumsq(cudaStream_t s, const float *x, size_t n);
+
+/* --- a quantized base's encodings decoded (nf4.cu): kernels/cpu/nf4.h's dequantizers, bitwise */
+void zt_cuda_nf4_dequantize(cudaStream_t s, const uint8_t *q, const float *absmax, size_t first, size_t n, float *y);
+void zt_cuda_nf4_dq_dequantize(cudaStream_t s, const uint8_t *q, const float *b, float offset, size_t first, size_t n,
+                               float *a);
+void zt_cuda_int8_rows_dequantize(cudaStream_t s, const int8_t *q, const float *absmax, size_t cols, size_t row0,
+                                  size_t nrows, float *y);
 
 /* --- ZeRO++ block quantization (quant.cu): kernels/cpu/quant.h's arithmetic, bitwise.
  * The quantizers return (after waiting for the stream) how many inputs were NaN or Inf. */

@@ -3,7 +3,7 @@
 # under 5 minutes:
 #   machine           nvidia-smi -L and the versions of the driver, CUDA, torch, zt and MPI
 #   test_cuda_ops     the CUDA kernels against their CPU twins (exit 77: skipped)
-#   test_cuda_quant   the CUDA quantization kernels against theirs
+#   test_cuda_quant   the CUDA quantization kernels and a quantized base's NF4/int8 decoders against theirs
 #   test_cuda_attention_bf16  the tensor-core attention against the CPU's fp32 attention, and its speed
 #   tiny model        zt init of a tiny Llama (hidden 256, 2 layers, 4 heads / 2 KV: head size 64, vocab 512) and
 #                     64 random sequences of 128 tokens

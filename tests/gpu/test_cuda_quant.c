@@ -1,4 +1,5 @@
-/* The CUDA block quantizers (kernels/cuda/quant.cu) against their CPU twins (kernels/cpu/quant.h), bitwise:
+/* The CUDA block quantizers (kernels/cuda/quant.cu) and a quantized base's decoders (nf4.cu) against their
+ * CPU twins (kernels/cpu/quant.h, nf4.h), bitwise:
  * q bytes, scale bits, y bits (any NaN equals any NaN: the GPU does not keep x86's NaN payloads) and the
  * non-finite counts. Every device output has 64 sentinel bytes after it that must survive the kernel.
  * Exits 77 where there is no CUDA device. */
@@ -10,18 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/ops.h"
 #include "tests/unit/test.h"
 #include "tests/unit/test_rand.h"
 
-#define CUDA_OK(call)                                                                                          \
-    do {                                                                                                       \
-        cudaError_t e_ = (call);                                                                               \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));             \
-            exit(1);                                                                                           \
-        }                                                                                                      \
+#define CUDA_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static cudaStream_t stream;
@@ -146,13 +148,11 @@ static void check_quant(const float *x, size_t n, size_t block, int width)
     dbuf_get(sg, &ds);
     CHECK_MSG(bad_g == bad_c, "int%d n %zu block %zu: %zu non-finite, CPU %zu", width, n, block, bad_g, bad_c);
     size_t i = first_diff_bytes(qg, qc, qbytes);
-    CHECK_MSG(i == qbytes, "int%d n %zu block %zu: q byte %zu = 0x%02x, CPU 0x%02x", width, n, block, i, qg[i],
-              qc[i]);
+    CHECK_MSG(i == qbytes, "int%d n %zu block %zu: q byte %zu = 0x%02x, CPU 0x%02x", width, n, block, i, qg[i], qc[i]);
     i = first_diff(sg, sc, nb, 0);
     CHECK_MSG(i == nb, "int%d n %zu block %zu: scale %zu = %a (0x%08x), CPU %a (0x%08x)", width, n, block, i, sg[i],
               bits(sg[i]), sc[i], bits(sc[i]));
-    CHECK_MSG(dbuf_intact(&dq) && dbuf_intact(&ds), "int%d n %zu block %zu: quant wrote past the end", width, n,
-              block);
+    CHECK_MSG(dbuf_intact(&dq) && dbuf_intact(&ds), "int%d n %zu block %zu: quant wrote past the end", width, n, block);
 
     dbuf dqc = dbuf_from(qc, qbytes, off), dsc = dbuf_from(sc, nb * fb, off * fb), dy = dbuf_new(n * fb, off * fb);
     gpu_dequant(width, dqc.p, dsc.p, n, block, dy.p);
@@ -198,8 +198,8 @@ static void check_sum(const float *x, size_t n, size_t block)
             CUDA_OK(cudaGetLastError());
             dbuf_get(yg, &dy);
             size_t i = first_diff(yg, yc, n, 1);
-            CHECK_MSG(i == n, "n %zu block %zu k %d accumulate %d: y[%zu] = %a (0x%08x), CPU %a (0x%08x)", n, block,
-                      k, acc, i, yg[i], bits(yg[i]), yc[i], bits(yc[i]));
+            CHECK_MSG(i == n, "n %zu block %zu k %d accumulate %d: y[%zu] = %a (0x%08x), CPU %a (0x%08x)", n, block, k,
+                      acc, i, yg[i], bits(yg[i]), yc[i], bits(yc[i]));
             CHECK_MSG(dbuf_intact(&dy), "n %zu block %zu k %d accumulate %d: wrote past the end", n, block, k, acc);
             dbuf_free(&dy);
         }
@@ -354,6 +354,51 @@ static void test_sum_of_none(void)
     }
 }
 
+/* --- a quantized base's decoders (kernels/cuda/nf4.cu) -------------------------------------------------- */
+
+/* NF4 codes and absmax values of n weights, their double quantization, and int8 rows of them: the GPU's
+ * decoding of element ranges [first, first + len) (odd starts, a range's last byte half used, from an
+ * offset in device memory) bit for bit the CPU's, the bytes after each output untouched. */
+static void test_nf4_decoders(void)
+{
+    const size_t n = 64 * 1000 + 37, nb = zt_nf4_blocks(n), cols = 333, rows = n / cols;
+    float *x = malloc(n * sizeof *x), *a = malloc(nb * sizeof *a), *want = malloc(n * sizeof *want),
+          *got = malloc(n * sizeof *got), *b = malloc(zt_nf4_dq_blocks(nb) * sizeof *b), *r = malloc(rows * sizeof *r);
+    uint8_t *q = malloc((n + 1) / 2), *qa = malloc(nb);
+    int8_t *q8 = malloc(rows * cols);
+    fill_range(x, n, -12, 2);
+    CHECK(zt_nf4_quantize(x, n, q, a) == 0);
+    float mu = zt_nf4_dq_offset(a, nb);
+    zt_nf4_dq_quantize(a, nb, mu, qa, b);
+    CHECK(zt_int8_rows_quantize(x, rows, cols, q8, r) == 0);
+    dbuf dq = dbuf_from(q, (n + 1) / 2, 1), da = dbuf_from(a, nb * sizeof *a, 2 * sizeof(float));
+    dbuf dqa = dbuf_from(qa, nb, 3), db = dbuf_from(b, zt_nf4_dq_blocks(nb) * sizeof *b, 0);
+    dbuf dq8 = dbuf_from(q8, rows * cols, 1), dr = dbuf_from(r, rows * sizeof *r, 1 * sizeof(float));
+    const size_t ranges[][2] = {{0, n}, {1, n - 1}, {63, 130}, {64 * 7 + 5, 1}, {n - 3, 3}, {12345, 40000}};
+    for (size_t k = 0; k < sizeof ranges / sizeof *ranges; k++) {
+        size_t first = ranges[k][0], len = ranges[k][1];
+        dbuf dy = dbuf_new(len * sizeof(float), 3 * sizeof(float));
+        zt_nf4_dequantize(q, a, first, len, want);
+        zt_cuda_nf4_dequantize(stream, dq.p, da.p, first, len, dy.p);
+        dbuf_get(got, &dy);
+        CHECK_MSG(first_diff(got, want, len, 0) == len && dbuf_intact(&dy), "nf4 [%zu, +%zu)", first, len);
+        size_t af = first % nb, an = len < nb - af ? len : nb - af; /* ranges of the absmax values alike */
+        zt_nf4_dq_dequantize(qa, b, mu, af, an, want);
+        zt_cuda_nf4_dq_dequantize(stream, dqa.p, db.p, mu, af, an, dy.p);
+        dbuf_get(got, &dy);
+        CHECK_MSG(first_diff(got, want, an, 0) == an, "double quantization [%zu, +%zu)", af, an);
+        size_t row0 = first / cols % rows, nr = len / cols < rows - row0 ? len / cols : rows - row0;
+        zt_int8_rows_dequantize(q8, r, cols, row0, nr, want);
+        zt_cuda_int8_rows_dequantize(stream, dq8.p, dr.p, cols, row0, nr, dy.p);
+        dbuf_get(got, &dy);
+        CHECK_MSG(first_diff(got, want, nr * cols, 0) == nr * cols, "int8 rows [%zu, +%zu)", row0, nr);
+        CHECK(dbuf_intact(&dy));
+        dbuf_free(&dy);
+    }
+    dbuf_free(&dq), dbuf_free(&da), dbuf_free(&dqa), dbuf_free(&db), dbuf_free(&dq8), dbuf_free(&dr);
+    free(x), free(a), free(want), free(got), free(b), free(r), free(q), free(qa), free(q8);
+}
+
 int main(void)
 {
     int devices = 0;
@@ -369,6 +414,7 @@ int main(void)
     RUN(test_extreme_magnitudes);
     RUN(test_exact_values);
     RUN(test_sum_of_none);
+    RUN(test_nf4_decoders);
     CUDA_OK(cudaStreamDestroy(stream));
     return test_summary();
 }
