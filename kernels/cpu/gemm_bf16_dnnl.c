@@ -18,7 +18,7 @@
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
 
-enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64 };
+enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64, NARROW = 2048 };
 
 /* One block's primitive: rows x cols of C over all of K, with the product's layout. Cached by
  * that geometry, so products of other row counts share it; the least recently used is evicted
@@ -259,21 +259,67 @@ static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const
 }
 
 /* How a product is cut: row blocks of `rb` rows and column blocks of `cb` columns, chosen from
- * the shape and the layout alone. oneDNN's brgemm kernels take only dense operands: a 256 x 256
- * block of a wider C is strided, and oneDNN then runs its gemm:jit kernels, at half the speed
- * of brgemm's with AMX on a layer's block, a third on an attention block. So where every operand
- * is dense and B is small (the layers' weights up to 4M elements, attention's keys and values),
- * rows go in bands of BAND over all of C's columns; else (a large B, which each band would read
- * again from memory, such as the LM head's) blocks of BLOCK x BLOCK. */
-static void tiling(int transa, int transb, int M, int N, int K, int lda, int ldb, int ldc, int *rb, int *cb)
+ * the shape and the layout alone. oneDNN's brgemm kernels take only dense operands: given a
+ * strided block (a 256 x 256 block of a wider C, or of a transposed A's columns) oneDNN runs its
+ * gemm:jit kernels, at half the speed of brgemm's with AMX on a layer's block, a third on an
+ * attention block (measured on one core: a 256 x 256 block of the LM head's logits at 715 GFLOP/s
+ * strided, 1634 dense). So:
+ * - where every operand is dense and B is small (the layers' weights up to 4M elements,
+ *   attention's keys and values), rows go in bands of BAND over all of C's columns (a large B,
+ *   such as the LM head's, each band would read again from memory);
+ * - a small product of a transposed A (attention's dK and dV) is one block;
+ * - a larger one with B and C dense and C narrow (a weight gradient: the layers', the head's)
+ *   goes in bands of BLOCK rows over all columns, each band's columns of A copied into a dense
+ *   buffer first (pack_a: what gemm:jit would do, then brgemm);
+ * - else blocks of BLOCK x BLOCK; without transa each block's C is made in a dense buffer and
+ *   copied to its place (dense_c: the LM head's logits). */
+typedef struct {
+    int rb, cb, pack_a, dense_c;
+} cut;
+
+static cut tiling(int transa, int transb, int M, int N, int K, int lda, int ldb, int ldc)
 {
-    int dense = lda == (transa ? M : K) && ldb == (transb ? K : N) && ldc == N;
+    int dense_bc = ldb == (transb ? K : N) && ldc == N, dense = dense_bc && lda == (transa ? M : K);
     int bands = dense && !transa && (size_t)K * N <= (size_t)1 << 22;
-    /* a small product of a transposed A (attention's dK and dV) is one block: a band of it would
-       be strided in A */
     int whole = dense && transa && (size_t)M * N <= (size_t)1 << 16;
-    *rb = bands ? BAND : whole ? M : BLOCK;
-    *cb = bands || whole ? N : BLOCK;
+    int pack_a = transa && !whole && dense_bc && N <= NARROW;
+    cut c = {.rb = bands ? BAND : whole ? M : BLOCK, .cb = bands || whole || pack_a ? N : BLOCK, .pack_a = pack_a};
+    c.dense_c = !transa && c.cb < N;
+    return c;
+}
+
+/* A thread's buffers for a block's packed A (pack_a) and dense C (dense_c) */
+static void *block_buffer(int which, size_t bytes)
+{
+    static _Thread_local void *buf[2];
+    static _Thread_local size_t size[2];
+    if (bytes > size[which]) {
+        free(buf[which]);
+        buf[which] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        size[which] = buf[which] ? bytes : 0;
+    }
+    return buf[which];
+}
+
+/* One block of the product: r x c of C at cc (rows ldc apart) from a and bb, through the dense
+ * buffers the cut asks for; 0 when there is no memory for them or for oneDNN's objects. */
+static int run_cut_block(const block *p, const cut *k, int transa, int r, int c, int K, float beta, const uint16_t *a,
+                         int lda, const uint16_t *bb, float *cc, int ldc)
+{
+    if (k->pack_a) { /* A's columns of the band, K rows of r, into a dense [K, r] */
+        uint16_t *pa = block_buffer(0, (size_t)K * r * sizeof *pa);
+        if (!pa) return 0;
+        for (int q = 0; q < K; q++) memcpy(pa + (size_t)q * r, a + (size_t)q * lda, (size_t)r * sizeof *pa);
+        a = pa;
+    }
+    if (!k->dense_c) return run_block(p, a, bb, cc);
+    float *dc = block_buffer(1, (size_t)r * c * sizeof *dc);
+    if (!dc) return 0;
+    if (beta != 0.0f)
+        for (int i = 0; i < r; i++) memcpy(dc + (size_t)i * c, cc + (size_t)i * ldc, (size_t)c * sizeof *dc);
+    if (!run_block(p, a, bb, dc)) return 0;
+    for (int i = 0; i < r; i++) memcpy(cc + (size_t)i * ldc, dc + (size_t)i * c, (size_t)c * sizeof *dc);
+    return 1;
 }
 
 /* A skinny product of a transposed A (at most SKINNY rows or columns: an adapter's weight
@@ -341,8 +387,8 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
 {
     pthread_once(&dn.once, init);
     if (!dn.engine || M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f) return 0;
-    int rb, cb;
-    tiling(transa, transb, M, N, K, lda, ldb, ldc, &rb, &cb);
+    cut k = tiling(transa, transb, M, N, K, lda, ldb, ldc);
+    int rb = k.rb, cb = k.cb;
     if (transa && rb == M && cb == N && K > KCHUNK && (M <= SKINNY || N <= SKINNY))
         return split_k(transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     int whole = M / rb * rb, tail = M - whole; /* rows in whole row blocks, and the rest */
@@ -358,17 +404,21 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
         for (int jt = 0; jt < 2; jt++) {
             if ((it == 0 && !whole) || !rows[it] || !cols[jt] || !ok) continue;
             int st_ = it && staged;
-            block k = {.ta = transa,
+            block g = {.ta = transa,
                        .tb = transb,
                        .rows = rows[it],
                        .cols = cols[jt],
                        .K = K,
-                       .lda = st_ ? K : lda,
+                       .lda = k.pack_a ? rows[it]
+                              : st_    ? K
+                                       : lda,
                        .ldb = ldb,
-                       .ldc = st_ ? N : ldc,
+                       .ldc = k.dense_c ? cols[jt]
+                              : st_     ? N
+                                        : ldc,
                        .alpha = alpha,
                        .beta = beta};
-            blk[it][jt] = acquire(&k);
+            blk[it][jt] = acquire(&g);
             ok = blk[it][jt] && blk[it][jt]->ok;
         }
     if (ok) {
@@ -382,7 +432,7 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
             float *cc = it && staged ? st.c + j : C + (size_t)i * ldc + j;
             const uint16_t *bb = B + j * bcs;
             /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
-            if (!run_block(blk[it][jt], a, bb, cc))
+            if (!run_cut_block(blk[it][jt], &k, transa, r, c, K, beta, a, lda, bb, cc, it && staged ? N : ldc))
                 zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, r, c, K, alpha, a, it && staged ? K : lda,
                                      bb, ldb, beta, cc, it && staged ? N : ldc);
         }
