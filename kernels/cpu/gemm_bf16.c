@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gemm_bf16_kernel.h"
+#include "parallel.h"
 #include "lib/core/arena.h"
 #include "lib/core/cpu.h"
 #include "lib/core/dtype.h"
@@ -219,8 +220,7 @@ void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, cons
 {
     ZT_ASSERT(M >= 0 && N >= 0 && K >= 0);
     ZT_ASSERT(lda >= (transa ? M : K) && ldb >= (transb ? K : N) && ldc >= N);
-    if (dnnl_takes(transa, M, N, K) &&
-        zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (dnnl_takes(transa, M, N, K) && zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     if (zt_cpu_has(ZT_CPU_AVX512BF16))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -243,19 +243,21 @@ void zt_f32_to_bf16_run_scalar(uint16_t *dst, const float *src, size_t n)
     for (size_t i = 0; i < n; i++) dst[i] = zt_f32_to_bf16(src[i]);
 }
 
+typedef struct {
+    uint16_t *dst;
+    const float *src;
+    void (*run)(uint16_t *, const float *, size_t);
+} convert_job;
+
+static void convert_piece(void *ctx, size_t i, size_t k)
+{
+    const convert_job *j = ctx;
+    j->run(j->dst + i, j->src + i, k);
+}
+
 void zt_f32_to_bf16_array(uint16_t *dst, const float *src, size_t n)
 {
-    void (*run)(uint16_t *, const float *, size_t) =
-        zt_cpu_has(ZT_CPU_AVX2) ? zt_f32_to_bf16_run_avx2 : zt_f32_to_bf16_run_scalar;
     const size_t chunk = (size_t)1 << 16;
-    if (n < 4 * chunk || omp_in_parallel()) {
-        run(dst, src, n);
-        return;
-    }
-    long chunks = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < chunks; c++) {
-        size_t i = (size_t)c * chunk;
-        run(dst + i, src + i, n - i < chunk ? n - i : chunk);
-    }
+    convert_job j = {dst, src, zt_cpu_has(ZT_CPU_AVX2) ? zt_f32_to_bf16_run_avx2 : zt_f32_to_bf16_run_scalar};
+    zt_parallel_pieces(n, chunk, 4 * chunk, convert_piece, &j);
 }

@@ -1,36 +1,29 @@
-#include <omp.h>
 #include <string.h>
 
 #include "ops.h"
+#include "parallel.h"
 
 /* Below this a second thread costs more than it saves; above it one core cannot fill the
  * memory bandwidth (the gradient's zeroing each step is hundreds of MB). */
 enum { PARALLEL_BYTES = 1 << 20, SLICE = 1 << 16 };
 
-void zt_cpu_zero(void *p, size_t bytes)
+static void zero_piece(void *p, size_t i, size_t k) { memset((char *)p + i, 0, k); }
+
+void zt_cpu_zero(void *p, size_t bytes) { zt_parallel_pieces(bytes, SLICE, PARALLEL_BYTES, zero_piece, p); }
+
+typedef struct {
+    void *dst;
+    const void *src;
+} copy_job;
+
+static void copy_piece(void *ctx, size_t i, size_t k)
 {
-    if (bytes < PARALLEL_BYTES || omp_in_parallel()) {
-        memset(p, 0, bytes);
-        return;
-    }
-    long slices = (long)((bytes + SLICE - 1) / SLICE);
-#pragma omp parallel for schedule(static)
-    for (long s = 0; s < slices; s++) {
-        size_t at = (size_t)s * SLICE;
-        memset((char *)p + at, 0, bytes - at < SLICE ? bytes - at : SLICE);
-    }
+    const copy_job *j = ctx;
+    memcpy((char *)j->dst + i, (const char *)j->src + i, k);
 }
 
 void zt_cpu_copy(void *dst, const void *src, size_t bytes)
 {
-    if (bytes < PARALLEL_BYTES || omp_in_parallel()) {
-        memcpy(dst, src, bytes);
-        return;
-    }
-    long slices = (long)((bytes + SLICE - 1) / SLICE);
-#pragma omp parallel for schedule(static)
-    for (long s = 0; s < slices; s++) {
-        size_t at = (size_t)s * SLICE;
-        memcpy((char *)dst + at, (const char *)src + at, bytes - at < SLICE ? bytes - at : SLICE);
-    }
+    copy_job j = {dst, src};
+    zt_parallel_pieces(bytes, SLICE, PARALLEL_BYTES, copy_piece, &j);
 }
