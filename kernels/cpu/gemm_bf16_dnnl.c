@@ -27,10 +27,11 @@ enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 6
 typedef struct {
     int ta, tb, rows, cols, K, lda, ldb, ldc;
     float alpha, beta;
+    int packed; /* B given in the layout the kernel wants (b), made from B's by `pack` */
     int ok, users;
     unsigned long used;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, c, scratch;
+    dnnl_primitive_t prim, pack;
+    dnnl_memory_desc_t a, b, c, scratch, b_own; /* b_own: B's own layout, pack's source */
 } block;
 
 static struct {
@@ -78,11 +79,14 @@ static thread_state *this_thread(void)
 static int same_block(const block *b, const block *k)
 {
     return b->ta == k->ta && b->tb == k->tb && b->rows == k->rows && b->cols == k->cols && b->K == k->K &&
-           b->lda == k->lda && b->ldb == k->ldb && b->ldc == k->ldc && b->alpha == k->alpha && b->beta == k->beta;
+           b->lda == k->lda && b->ldb == k->ldb && b->ldc == k->ldc && b->alpha == k->alpha && b->beta == k->beta &&
+           b->packed == k->packed;
 }
 
 /* Makes b's primitive. Made while zt's thread count is 1, so that oneDNN plans it for one
- * thread (no split of K). impl_name, when not NULL, gets the name of oneDNN's kernel. */
+ * thread (no split of K). A packed block takes B in the layout oneDNN's kernel chooses (b)
+ * and gets the reorder that makes it from B's own layout (pack). impl_name, when not NULL,
+ * gets the name of oneDNN's kernel. */
 static void make_block(block *b, char impl_name[64])
 {
     const int64_t lda = b->lda, ldb = b->ldb, ldc = b->ldc;
@@ -93,9 +97,11 @@ static void make_block(block *b, char impl_name[64])
     dnnl_post_ops_t post = NULL;
     dnnl_primitive_desc_t pd = NULL;
     const char *impl = "ref";
-    b->prim = NULL;
+    b->prim = b->pack = NULL;
     int ok = dnnl_memory_desc_init_by_strides(&b->a, 2, da, dnnl_bf16, sa) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&b->b, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&b->b_own, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             (b->packed ? dnnl_memory_desc_init_by_tag(&b->b, 2, db, dnnl_bf16, dnnl_format_tag_any)
+                        : dnnl_memory_desc_init_by_strides(&b->b, 2, db, dnnl_bf16, sb)) == dnnl_success &&
              dnnl_memory_desc_init_by_strides(&b->c, 2, dc, dnnl_f32, sc) == dnnl_success &&
              dnnl_matmul_desc_init(&md, &b->a, &b->b, NULL, &b->c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
@@ -112,6 +118,13 @@ static void make_block(block *b, char impl_name[64])
     if (ok) b->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (ok && impl_name) snprintf(impl_name, 64, "%s", impl);
     omp_set_num_threads(threads);
+    dnnl_primitive_desc_t rpd = NULL;
+    if (ok && b->packed) { /* the reorder runs on zt's threads (a copy: the same bits on any number) */
+        b->b = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        ok = dnnl_reorder_primitive_desc_create(&rpd, &b->b_own, dn.engine, &b->b, dn.engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&b->pack, rpd) == dnnl_success;
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+    }
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -161,6 +174,7 @@ static block *acquire(const block *k)
             for (int i = 0; i < CACHE; i++)
                 if (!dn.cache[i].users && (!lru || dn.cache[i].used < lru->used)) lru = &dn.cache[i];
             if (lru && lru->prim) dnnl_primitive_destroy(lru->prim);
+            if (lru && lru->pack) dnnl_primitive_destroy(lru->pack);
             b = lru;
         }
         if (b) {
@@ -220,6 +234,23 @@ static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float
     return ok;
 }
 
+/* B into the layout of p's kernel, at dst (dnnl_memory_desc_get_size(&p->b) bytes) */
+static int pack_b(const block *p, const uint16_t *B, void *dst)
+{
+    thread_state *t = this_thread();
+    dnnl_memory_t from = NULL, to = NULL;
+    int ok = t && dnnl_memory_create(&from, &p->b_own, dn.engine, (void *)B) == dnnl_success &&
+             dnnl_memory_create(&to, &p->b, dn.engine, dst) == dnnl_success;
+    if (ok) {
+        dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        ok = dnnl_primitive_execute(p->pack, t->stream, 2, args) == dnnl_success &&
+             dnnl_stream_wait(t->stream) == dnnl_success;
+    }
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    return ok;
+}
+
 /* The rows of C past the last whole row block of a product whose rows are A's (transa == 0), when
  * their count is not a multiple of ROWS: copied with zero rows up to the next multiple into a
  * buffer of the calling thread and multiplied there. A row of C is then the same bits whatever
@@ -264,9 +295,10 @@ static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const
  * gemm:jit kernels, at half the speed of brgemm's with AMX on a layer's block, a third on an
  * attention block (measured on one core: a 256 x 256 block of the LM head's logits at 715 GFLOP/s
  * strided, 1634 dense). So:
- * - where every operand is dense and B is small (the layers' weights up to 4M elements,
+ * - where B and C are dense and B is small (the layers' weights up to 4M elements,
  *   attention's keys and values), rows go in bands of BAND over all of C's columns (a large B,
- *   such as the LM head's, each band would read again from memory);
+ *   such as the LM head's, each band would read again from memory); a strided A's rows (an
+ *   adapter's input gradient from a stacked projection's) are copied dense per band (pack_a);
  * - a small product of a transposed A (attention's dK and dV) is one block;
  * - a larger one with B and C dense and C narrow (a weight gradient: the layers', the head's)
  *   goes in bands of BLOCK rows over all columns, each band's columns of A copied into a dense
@@ -279,20 +311,22 @@ typedef struct {
 
 static cut tiling(int transa, int transb, int M, int N, int K, int lda, int ldb, int ldc)
 {
-    int dense_bc = ldb == (transb ? K : N) && ldc == N, dense = dense_bc && lda == (transa ? M : K);
-    int bands = dense && !transa && (size_t)K * N <= (size_t)1 << 22;
-    int whole = dense && transa && (size_t)M * N <= (size_t)1 << 16;
-    int pack_a = transa && !whole && dense_bc && N <= NARROW;
+    int dense_bc = ldb == (transb ? K : N) && ldc == N, dense_a = lda == (transa ? M : K);
+    int bands = dense_bc && !transa && (size_t)K * N <= (size_t)1 << 22;
+    int whole = dense_bc && dense_a && transa && (size_t)M * N <= (size_t)1 << 16;
+    int pack_a = transa ? !whole && dense_bc && N <= NARROW : bands && !dense_a;
     cut c = {.rb = bands ? BAND : whole ? M : BLOCK, .cb = bands || whole || pack_a ? N : BLOCK, .pack_a = pack_a};
     c.dense_c = !transa && c.cb < N;
     return c;
 }
 
-/* A thread's buffers for a block's packed A (pack_a) and dense C (dense_c) */
+/* A thread's buffers for a block's packed A (pack_a) and dense C (dense_c), and for a
+ * product's packed B */
+enum { PACKED_A, DENSE_C, PACKED_B };
 static void *block_buffer(int which, size_t bytes)
 {
-    static _Thread_local void *buf[2];
-    static _Thread_local size_t size[2];
+    static _Thread_local void *buf[3];
+    static _Thread_local size_t size[3];
     if (bytes > size[which]) {
         free(buf[which]);
         buf[which] = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -306,14 +340,15 @@ static void *block_buffer(int which, size_t bytes)
 static int run_cut_block(const block *p, const cut *k, int transa, int r, int c, int K, float beta, const uint16_t *a,
                          int lda, const uint16_t *bb, float *cc, int ldc)
 {
-    if (k->pack_a) { /* A's columns of the band, K rows of r, into a dense [K, r] */
-        uint16_t *pa = block_buffer(0, (size_t)K * r * sizeof *pa);
+    if (k->pack_a) { /* the band of A (transposed: K rows of r; else r rows of K) made dense */
+        uint16_t *pa = block_buffer(PACKED_A, (size_t)K * r * sizeof *pa);
         if (!pa) return 0;
-        for (int q = 0; q < K; q++) memcpy(pa + (size_t)q * r, a + (size_t)q * lda, (size_t)r * sizeof *pa);
+        int lines = transa ? K : r, len = transa ? r : K;
+        for (int q = 0; q < lines; q++) memcpy(pa + (size_t)q * len, a + (size_t)q * lda, (size_t)len * sizeof *pa);
         a = pa;
     }
     if (!k->dense_c) return run_block(p, a, bb, cc);
-    float *dc = block_buffer(1, (size_t)r * c * sizeof *dc);
+    float *dc = block_buffer(DENSE_C, (size_t)r * c * sizeof *dc);
     if (!dc) return 0;
     if (beta != 0.0f)
         for (int i = 0; i < r; i++) memcpy(dc + (size_t)i * c, cc + (size_t)i * ldc, (size_t)c * sizeof *dc);
@@ -396,10 +431,13 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
     int staged = !transa && tail % ROWS;
     if (staged && !stage_tail(&st, tail, N, K, beta, A + (size_t)whole * lda, lda, C + (size_t)whole * ldc, ldc))
         return 0;
-    /* the blocks' geometries: [tail rows?][tail columns?] */
+    /* the blocks' geometries: [tail rows?][tail columns?]. Where every row block reads all of
+     * B, B is packed once into the layout of the kernel (packed blocks) rather than by each
+     * block again; a tail block whose kernel wants another layout takes B as it is. */
     block *blk[2][2] = {{NULL}};
     int rows[2] = {rb, staged ? st.padded : tail}, cols[2] = {N < cb ? N : cb, N > cb ? N % cb : 0};
-    int ok = 1;
+    int mblocks = whole / rb + (tail > 0), nblocks = (N + cb - 1) / cb;
+    int ok = 1, packed = nblocks == 1 && mblocks > 1;
     for (int it = 0; it < 2; it++)
         for (int jt = 0; jt < 2; jt++) {
             if ((it == 0 && !whole) || !rows[it] || !cols[jt] || !ok) continue;
@@ -409,7 +447,7 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
                        .rows = rows[it],
                        .cols = cols[jt],
                        .K = K,
-                       .lda = k.pack_a ? rows[it]
+                       .lda = k.pack_a ? (transa ? rows[it] : K)
                               : st_    ? K
                                        : lda,
                        .ldb = ldb,
@@ -417,12 +455,25 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
                               : st_     ? N
                                         : ldc,
                        .alpha = alpha,
-                       .beta = beta};
-            blk[it][jt] = acquire(&g);
-            ok = blk[it][jt] && blk[it][jt]->ok;
+                       .beta = beta,
+                       .packed = packed};
+            block *b = acquire(&g);
+            if (packed && (!b || !b->ok || (it && !dnnl_memory_desc_equal(&b->b, &blk[0][0]->b)))) {
+                if (!it) packed = 0; /* no kernel for packed B: every block takes B as it is */
+                release(b);
+                g.packed = 0;
+                b = acquire(&g);
+            }
+            blk[it][jt] = b;
+            ok = b && b->ok;
         }
+    const uint16_t *packed_b = NULL;
+    if (ok && packed) {
+        void *buf = block_buffer(PACKED_B, dnnl_memory_desc_get_size(&blk[0][0]->b));
+        ok = buf && pack_b(blk[0][0], B, buf);
+        packed_b = buf;
+    }
     if (ok) {
-        int mblocks = whole / rb + (tail > 0), nblocks = (N + cb - 1) / cb;
         size_t ars = transa ? 1 : (size_t)lda, bcs = transb ? (size_t)ldb : 1;
 #pragma omp parallel for schedule(static) if (mblocks * nblocks > 1 && !omp_in_parallel())
         for (int b = 0; b < mblocks * nblocks; b++) {
@@ -430,11 +481,12 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
             int r = it ? tail : rb, c = N - j < cb ? N - j : cb;
             const uint16_t *a = it && staged ? st.a : A + i * ars;
             float *cc = it && staged ? st.c + j : C + (size_t)i * ldc + j;
-            const uint16_t *bb = B + j * bcs;
+            const uint16_t *bb = blk[it][jt]->packed ? packed_b : B + j * bcs;
             /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
-            if (!run_cut_block(blk[it][jt], &k, transa, r, c, K, beta, a, lda, bb, cc, it && staged ? N : ldc))
-                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, r, c, K, alpha, a, it && staged ? K : lda,
-                                     bb, ldb, beta, cc, it && staged ? N : ldc);
+            int la = it && staged ? K : lda, lc = it && staged ? N : ldc;
+            if (!run_cut_block(blk[it][jt], &k, transa, r, c, K, beta, a, la, bb, cc, lc))
+                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, r, c, K, alpha, a, la, B + j * bcs, ldb,
+                                     beta, cc, lc);
         }
         if (staged)
             for (int r = 0; r < tail; r++)

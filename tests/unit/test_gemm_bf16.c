@@ -100,9 +100,10 @@ static double b_at(const problem *p, int k, int j)
     return zt_bf16_to_f32(p->tb ? p->B[(size_t)j * p->ldb + k] : p->B[(size_t)k * p->ldb + j]);
 }
 
-static problem problem_make(int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
+/* A product with A's rows pad_a elements longer than it uses, and B's and C's pad_bc */
+static problem problem_make_padded(int ta, int tb, int M, int N, int K, int pad_a, int pad_bc, float alpha, float beta)
 {
-    problem p = {ta,   tb,   M,    N,    K,   (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad, alpha, beta,
+    problem p = {ta,   tb,   M,    N,    K,   (ta ? M : K) + pad_a, (tb ? K : N) + pad_bc, N + pad_bc, alpha, beta,
                  NULL, NULL, NULL, NULL, NULL};
     size_t csize = (size_t)M * p.ldc;
     p.A = random_bf16((size_t)(ta ? K : M) * p.lda);
@@ -135,6 +136,11 @@ static problem problem_make(int ta, int tb, int M, int N, int K, int pad, float 
     }
     free(arow);
     return p;
+}
+
+static problem problem_make(int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
+{
+    return problem_make_padded(ta, tb, M, N, K, pad, pad, alpha, beta);
 }
 
 static void problem_free(problem *p)
@@ -189,13 +195,16 @@ static void test_alpha_beta(void)
     static const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0.75f, -1}, {0, 0.5f}, {0, 0}};
     int bad = 0;
     /* small, and large enough for oneDNN's cuts: blocks whose C is made in a dense buffer (padded
-       rows), bands whose transposed A is packed (dense) */
-    static const int shape[][4] = {{37, 70, 45, 5}, {300, 520, 64, 5}, {300, 520, 64, 0}};
+       rows), bands whose transposed A is packed (dense), bands of a strided A's rows packed
+       (only A padded), their packed B */
+    static const int shape[][5] = {
+        {37, 70, 45, 5, 5}, {300, 520, 64, 5, 5}, {300, 520, 64, 0, 0}, {300, 48, 200, 7, 0}, {600, 24, 400, 9, 0}};
+    enum { NSHAPES = sizeof shape / sizeof shape[0] };
     for (size_t c = 0; c < sizeof ab / sizeof ab[0]; c++)
-        for (int s = 0; s < 3; s++)
+        for (int s = 0; s < NSHAPES; s++)
             for (int t = 0; t < 4; t++) {
-                problem p =
-                    problem_make(t >> 1, t & 1, shape[s][0], shape[s][1], shape[s][2], shape[s][3], ab[c][0], ab[c][1]);
+                problem p = problem_make_padded(t >> 1, t & 1, shape[s][0], shape[s][1], shape[s][2], shape[s][3],
+                                                shape[s][4], ab[c][0], ab[c][1]);
                 for (int q = 0; q < NPATHS; q++)
                     if (path_runs(&paths[q]) && (s == 0 || paths[q].fn != zt_gemm_bf16_ref))
                         bad += problem_check(&p, paths[q].fn, paths[q].name);
