@@ -2,11 +2,12 @@
  * so that fp32 results round as torch's do; and the elementwise soft-capping, scaling and sum. */
 #include <math.h>
 
+#include "bf16_row.h"
 #include "ops.h"
 
 static const zt_real gelu_beta = (zt_real)(0.7978845608028654), gelu_kappa = (zt_real)0.044715; /* sqrt(2/π) */
 
-void zt_cpu_geglu_forward(zt_real *h, const zt_real *gateup, int N, int F)
+void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F)
 {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -16,6 +17,7 @@ void zt_cpu_geglu_forward(zt_real *h, const zt_real *gateup, int N, int F)
             zt_real x = g[i], inner = gelu_beta * (x + gelu_kappa * (x * x * x));
             hr[i] = (zt_real)0.5 * x * (1 + (zt_real)tanh((double)inner)) * u[i];
         }
+        zt_bf16_row(h16, h, n, F);
     }
 }
 

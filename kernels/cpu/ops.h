@@ -6,7 +6,7 @@
  * deterministic for a given thread count (static OpenMP schedules, fixed
  * reduction orders). The CUDA backend has a twin of each, tested against these.
  *
- *     zt_cpu_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+ *     zt_cpu_rmsnorm_forward(y, NULL, rstd, x, w, 0, N, C, eps);
  *     zt_cpu_gemm(0, 1, N, O, C, 1, x, C, W, C, 0, y, O);   // y = x·Wᵀ
  */
 #ifndef ZT_KERNELS_CPU_OPS_H
@@ -25,10 +25,11 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
 void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);
 void zt_cpu_embedding_backward(zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv, int N, int C);
 
-/* y = x / rms(x) * (w + w_offset), rstd[n] = 1/rms(x[n]); backward: dx += ..., dw += ...
- * w_offset is 0, or 1 for Gemma's norm weights (stored as the scale minus one). */
-void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, zt_real w_offset, int N,
-                            int C, double eps);
+/* y = x / rms(x) * (w + w_offset), rstd[n] = 1/rms(x[n]), and y's bf16 copy in y16 where given
+ * (NULL: none); backward: dx += ..., dw += ... w_offset is 0, or 1 for Gemma's norm weights
+ * (stored as the scale minus one). */
+void zt_cpu_rmsnorm_forward(zt_real *y, uint16_t *y16, zt_real *rstd, const zt_real *x, const zt_real *w,
+                            zt_real w_offset, int N, int C, double eps);
 void zt_cpu_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x, const zt_real *w,
                              zt_real w_offset, const zt_real *rstd, int N, int C);
 
@@ -76,12 +77,13 @@ void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const
                              int kv_stride, int n, int p0, int H, int KV, int D, int window, double scale,
                              double softcap);
 
-/* h = silu(gate)·up with gateup rows [gate (F) | up (I)]; backward writes dgateup. */
-void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
+/* h = silu(gate)·up with gateup rows [gate (F) | up (I)], and h's bf16 copy in h16 where given
+ * (NULL: none); backward writes dgateup. */
+void zt_cpu_swiglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
 void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
 
 /* h = gelu_tanh(gate)·up (GeGLU, torch's gelu with approximate="tanh"), rows as swiglu's. */
-void zt_cpu_geglu_forward(zt_real *h, const zt_real *gateup, int N, int F);
+void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
 void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
 
 /* Soft-capping in place over n elements: x = cap·tanh(x / cap). Backward: dx *= 1 - (y / cap)²

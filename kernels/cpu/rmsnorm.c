@@ -1,5 +1,6 @@
 #include <math.h>
 
+#include "bf16_row.h"
 #include "ops.h"
 #include "parallel.h"
 
@@ -29,11 +30,14 @@ static void norm_row_backward(zt_real *dx, int accumulate, const zt_real *dy, co
     }
 }
 
-void zt_cpu_rmsnorm_forward(zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w, zt_real w_offset, int N,
-                            int C, double eps)
+void zt_cpu_rmsnorm_forward(zt_real *y, uint16_t *y16, zt_real *rstd, const zt_real *x, const zt_real *w,
+                            zt_real w_offset, int N, int C, double eps)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) rstd[n] = norm_row(y + (size_t)n * C, x + (size_t)n * C, w, w_offset, C, eps);
+    for (int n = 0; n < N; n++) {
+        rstd[n] = norm_row(y + (size_t)n * C, x + (size_t)n * C, w, w_offset, C, eps);
+        zt_bf16_row(y16, y, n, C);
+    }
 }
 
 /* dw = Σ_n dy·xh, each thread its own columns (the same sums for any thread count). */

@@ -1,3 +1,4 @@
+#include "bf16_row.h"
 #include "fastmath.h"
 #include "levels.h"
 #include "ops.h"
@@ -21,13 +22,14 @@ ZT_LEVEL_BODY void swiglu_row_backward_body(zt_real *dg, zt_real *du, const zt_r
 ZT_LEVELS(void, swiglu_row_backward, (dg, du, d, g, u, F), zt_real *dg, zt_real *du, const zt_real *d, const zt_real *g,
           const zt_real *u, int F)
 
-void zt_cpu_swiglu_forward(zt_real *h, const zt_real *gateup, int N, int F)
+void zt_cpu_swiglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F)
 {
     swiglu_row_fn *row = swiglu_row_for_cpu();
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const zt_real *g = gateup + (size_t)n * 2 * F;
         row(h + (size_t)n * F, g, g + F, F);
+        zt_bf16_row(h16, h, n, F);
     }
 }
 

@@ -5,7 +5,7 @@
  *
  *     zt_backend *be = zt_backend_cpu();
  *     zt_real *x = be->alloc(be, n * sizeof(zt_real));
- *     be->rmsnorm_forward(be, y, rstd, x, w, N, C, eps);
+ *     be->rmsnorm_forward(be, y, NULL, rstd, x, w, 0, N, C, eps);
  *     be->free(be, x);
  *
  * Entries mirror kernels/cpu/ops.h (same arguments, same write/accumulate rules).
@@ -60,9 +60,10 @@ struct zt_backend {
                               int N, int C);
     void (*embedding_backward)(zt_backend *be, zt_real *dtable, const zt_real *dout, const int32_t *ids, int v0, int nv,
                                int N, int C);
-    /* the norm's scale is w + w_offset (1 for Gemma's norm weights, else 0) */
-    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w,
-                            zt_real w_offset, int N, int C, double eps);
+    /* the norm's scale is w + w_offset (1 for Gemma's norm weights, else 0); y16, where not
+       NULL, gets y in bf16 too (rounded as to_bf16 does), as h16 of the MLP activations */
+    void (*rmsnorm_forward)(zt_backend *be, zt_real *y, uint16_t *y16, zt_real *rstd, const zt_real *x,
+                            const zt_real *w, zt_real w_offset, int N, int C, double eps);
     void (*rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
                              const zt_real *w, zt_real w_offset, const zt_real *rstd, int N, int C);
     /* per-head RMSNorm in place (kernels/cpu/ops.h: zt_cpu_head_rmsnorm_forward) */
@@ -89,9 +90,9 @@ struct zt_backend {
     void (*attention_decode)(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
                              const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
                              double scale, double softcap);
-    void (*swiglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
+    void (*swiglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
     void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
-    void (*geglu_forward)(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F);
+    void (*geglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
     void (*geglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
     void (*softcap_forward)(zt_backend *be, zt_real *x, size_t n, double cap);
     void (*softcap_backward)(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap);

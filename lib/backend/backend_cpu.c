@@ -63,10 +63,10 @@ static void cpu_embedding_backward(zt_backend *be, zt_real *dtable, const zt_rea
 {
     zt_cpu_embedding_backward(dtable, dout, ids, v0, nv, N, C);
 }
-static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, zt_real *rstd, const zt_real *x, const zt_real *w,
-                                zt_real w_offset, int N, int C, double eps)
+static void cpu_rmsnorm_forward(zt_backend *be, zt_real *y, uint16_t *y16, zt_real *rstd, const zt_real *x,
+                                const zt_real *w, zt_real w_offset, int N, int C, double eps)
 {
-    zt_cpu_rmsnorm_forward(y, rstd, x, w, w_offset, N, C, eps);
+    zt_cpu_rmsnorm_forward(y, y16, rstd, x, w, w_offset, N, C, eps);
 }
 static void cpu_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *dy, const zt_real *x,
                                  const zt_real *w, zt_real w_offset, const zt_real *rstd, int N, int C)
@@ -105,18 +105,18 @@ static void cpu_attention_decode(zt_backend *be, zt_real *out, const zt_real *q,
 {
     zt_cpu_attention_decode(out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window, scale, softcap);
 }
-static void cpu_swiglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
+static void cpu_swiglu_forward(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F)
 {
-    zt_cpu_swiglu_forward(h, gateup, N, F);
+    zt_cpu_swiglu_forward(h, h16, gateup, N, F);
 }
 static void cpu_swiglu_backward(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N,
                                 int F)
 {
     zt_cpu_swiglu_backward(dgateup, dh, gateup, N, F);
 }
-static void cpu_geglu_forward(zt_backend *be, zt_real *h, const zt_real *gateup, int N, int F)
+static void cpu_geglu_forward(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F)
 {
-    zt_cpu_geglu_forward(h, gateup, N, F);
+    zt_cpu_geglu_forward(h, h16, gateup, N, F);
 }
 static void cpu_geglu_backward(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
 {

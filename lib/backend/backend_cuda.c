@@ -178,11 +178,12 @@ static void cuda_embedding_backward(zt_backend *be, float *dtable, const float *
     zt_cuda_embedding_backward(stream, dtable, dout, ids, v0, nv, N, C);
 }
 
-static void cuda_rmsnorm_forward(zt_backend *be, float *y, float *rstd, const float *x, const float *w, float w_offset,
-                                 int N, int C, double eps)
+static void cuda_rmsnorm_forward(zt_backend *be, float *y, uint16_t *y16, float *rstd, const float *x, const float *w,
+                                 float w_offset, int N, int C, double eps)
 {
     MARK();
     zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, w_offset, N, C, eps);
+    if (y16) cuda_to_bf16(be, y16, y, (size_t)N * C);
 }
 
 static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
@@ -251,10 +252,11 @@ static void cuda_attention_decode(zt_backend *be, float *out, const float *q, in
     zt_cuda_attention_decode(stream, out, q, q_stride, k, v, kv_stride, n, p0, H, KV, D, window, scale, softcap);
 }
 
-static void cuda_swiglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
+static void cuda_swiglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F)
 {
     MARK();
     zt_cuda_swiglu_forward(stream, h, gateup, N, F);
+    if (h16) cuda_to_bf16(be, h16, h, (size_t)N * F);
 }
 
 static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
@@ -263,10 +265,11 @@ static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh
     zt_cuda_swiglu_backward(stream, dgateup, dh, gateup, N, F);
 }
 
-static void cuda_geglu_forward(zt_backend *be, float *h, const float *gateup, int N, int F)
+static void cuda_geglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F)
 {
     MARK();
     zt_cuda_geglu_forward(stream, h, gateup, N, F);
+    if (h16) cuda_to_bf16(be, h16, h, (size_t)N * F);
 }
 
 static void cuda_geglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)

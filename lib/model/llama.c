@@ -325,10 +325,10 @@ static void release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
     if (tiles > 1) release(m, unit, use);
 }
 
-void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, const zt_real *gateup, int n)
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n)
 {
-    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, gateup, n, m->F);
-    else m->be->swiglu_forward(m->be, h, gateup, n, m->F);
+    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, h16, gateup, n, m->F);
+    else m->be->swiglu_forward(m->be, h, h16, gateup, n, m->F);
 }
 
 /* Layer l's MLP on its ln2 into out: added to it (beta 1) or written (beta 0). With K tiles the
@@ -340,7 +340,8 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
-    const uint16_t *ln2_16 = to_bf16(m, a->ln2_16, a->ln2, (size_t)N * C);
+    /* ln2's bf16 copy: made by the pre norm, else (the MLP takes xmid) here */
+    const uint16_t *ln2_16 = m->cfg.no_pre_norms ? to_bf16(m, a->ln2_16, a->ln2, (size_t)N * C) : a->ln2_16;
     for (int j = 0; j < K; j++) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, use);
@@ -351,8 +352,8 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, lora16, a->gateup, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, lora16, a->gateup + F, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, lora16, a->gateup, 2 * F);
-    zt_llama_mlp_act_forward(m, a->h, a->gateup, N);
-    const uint16_t *h16 = to_bf16(m, a->h16, a->h, (size_t)N * F);
+    zt_llama_mlp_act_forward(m, a->h, a->h16, a->gateup, N);
+    const uint16_t *h16 = a->h16;
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + K + j, use);
@@ -429,8 +430,8 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     size_t bytes = (size_t)N * C * sizeof(zt_real);
 
     if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
-    if (pre) be->rmsnorm_forward(be, a->ln1, a->rstd1, x, w + y->ln1, off, N, C, eps);
-    const uint16_t *in16 = to_bf16(m, a->in16, in, (size_t)N * C);
+    if (pre) be->rmsnorm_forward(be, a->ln1, a->in16, a->rstd1, x, w + y->ln1, off, N, C, eps);
+    const uint16_t *in16 = pre ? a->in16 : to_bf16(m, a->in16, in, (size_t)N * C); /* the norm's copy */
     linear_forward(m, a->qkv, m->S3, in, in16, base + y->wqkv, N, m->S3, C, 0);
     lora_qkv_forward(m, l, in, in16, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
@@ -449,16 +450,16 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     zt_lora_forward(m, l, ZT_LORA_O, a->att, att16, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
     if (post) {
-        be->rmsnorm_forward(be, a->xmid, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
+        be->rmsnorm_forward(be, a->xmid, NULL, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
         be->add(be, a->xmid, x, (size_t)N * C);
     }
 
-    if (pre) be->rmsnorm_forward(be, a->ln2, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
+    if (pre) be->rmsnorm_forward(be, a->ln2, a->ln2_16, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
     if (!post) be->copy(be, m->x[l + 1], a->xmid, bytes);
     if (use == ZT_LLAMA_FORWARD && tiled) release(m, u, use); /* the MLP's tiles are units of their own */
     mlp_forward(m, l, use, post ? a->mlp_out : m->x[l + 1], post ? 0 : 1);
     if (post) {
-        be->rmsnorm_forward(be, m->x[l + 1], a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
+        be->rmsnorm_forward(be, m->x[l + 1], NULL, a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
         be->add(be, m->x[l + 1], a->xmid, (size_t)N * C);
     }
     if (use == ZT_LLAMA_FORWARD && !tiled) release(m, u, use);
@@ -539,7 +540,7 @@ static int chunk_has_targets(const int32_t *target, int n)
 /* The final norm into m->lnf. */
 static void final_norm(zt_llama *m)
 {
-    m->be->rmsnorm_forward(m->be, m->lnf, m->rstdf, m->x[m->L], m->params + m->norm_off, zt_llama_norm_offset(m),
+    m->be->rmsnorm_forward(m->be, m->lnf, NULL, m->rstdf, m->x[m->L], m->params + m->norm_off, zt_llama_norm_offset(m),
                            m->B * m->T, m->C, m->cfg.rms_norm_eps);
 }
 

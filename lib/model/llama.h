@@ -301,7 +301,7 @@ void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, z
 static inline zt_real zt_llama_norm_offset(const zt_llama *m) { return m->cfg.gemma ? 1 : 0; }
 static inline zt_real zt_llama_embed_scale(const zt_llama *m) { return (zt_real)sqrt((double)m->C); }
 /* h = act(gate)·up on gateup rows: SwiGLU, or Gemma's GeGLU */
-void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, const zt_real *gateup, int n);
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n);
 
 /* One micro-batch of B×T tokens: input ids, targets (already shifted, -100 =
  * none) and positions within documents. Adds Σ cross-entropy over targets to

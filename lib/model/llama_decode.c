@@ -72,7 +72,7 @@ static void linear(zt_llama *m, zt_real *y, const zt_real *x, size_t w, int n, i
 static void add_post_normed(zt_llama *m, zt_llama_cache *c, size_t w, int n)
 {
     zt_backend *be = m->be;
-    be->rmsnorm_forward(be, c->ln, c->rstd, c->post, m->params + w, zt_llama_norm_offset(m), n, m->C,
+    be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->post, m->params + w, zt_llama_norm_offset(m), n, m->C,
                         m->cfg.rms_norm_eps);
     be->add(be, c->x, c->ln, (size_t)n * m->C);
 }
@@ -94,7 +94,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv,
                 *V = c->v + (size_t)l * c->capacity * kv;
         int local = c->cos_l && zt_llama_layer_local(&m->cfg, l);
-        if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln1, off, n, C, eps);
+        if (pre) be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->x, w + y->ln1, off, n, C, eps);
         linear(m, c->qkv, in, base + y->wqkv, n, m->S3, C, 0);
         zt_lora_decode(m, l, ZT_LORA_Q, in, c->qkv, m->S3, n);
         zt_lora_decode(m, l, ZT_LORA_K, in, c->qkv + m->HD, m->S3, n);
@@ -115,19 +115,19 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_lora_decode(m, l, ZT_LORA_O, c->att, out, C, n);
         if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
         if (post) add_post_normed(m, c, base + y->post_attn, n);
-        if (pre) be->rmsnorm_forward(be, c->ln, c->rstd, c->x, w + y->ln2, off, n, C, eps);
+        if (pre) be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->x, w + y->ln2, off, n, C, eps);
         linear(m, c->gateup, in, base + y->wgu, n, 2 * m->F, C, 0);
         zt_lora_decode(m, l, ZT_LORA_GATE, in, c->gateup, 2 * m->F, n);
         zt_lora_decode(m, l, ZT_LORA_UP, in, c->gateup + m->F, 2 * m->F, n);
         zt_lora_decode(m, l, ZT_LORA_GATE_UP, in, c->gateup, 2 * m->F, n);
-        zt_llama_mlp_act_forward(m, c->h, c->gateup, n);
+        zt_llama_mlp_act_forward(m, c->h, NULL, c->gateup, n);
         linear(m, out, c->h, base + y->wd, n, C, m->F, post ? 0 : 1);
         zt_lora_decode(m, l, ZT_LORA_DOWN, c->h, out, C, n);
         if (post) add_post_normed(m, c, base + y->post_mlp, n);
     }
     c->len += n;
     const zt_real *last = c->x + (size_t)(n - 1) * C;
-    be->rmsnorm_forward(be, c->ln, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
+    be->rmsnorm_forward(be, c->ln, NULL, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
     be->gemm(be, 0, 1, 1, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, logits, m->V);
     if (m->cfg.final_softcap > 0) be->softcap_forward(be, logits, (size_t)m->V, m->cfg.final_softcap);
 }

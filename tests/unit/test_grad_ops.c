@@ -60,7 +60,7 @@ struct rms_ctx {
 static void rms_fwd(void *p)
 {
     struct rms_ctx *c = p;
-    zt_cpu_rmsnorm_forward(c->y, c->rstd, c->x, c->w, c->w_offset, N, C, 1e-5);
+    zt_cpu_rmsnorm_forward(c->y, NULL, c->rstd, c->x, c->w, c->w_offset, N, C, 1e-5);
 }
 
 /* w_offset 0, and 1 (Gemma's scale 1 + w) */
@@ -111,7 +111,7 @@ static void check_head_rmsnorm(double w_offset)
     for (int n = 0; n < N; n++)
         for (int h = 0; h < 3; h++) {
             const double *x = c.x + (n * 3 + h) * C, *y = c.y + (n * 3 + h) * C;
-            if (h < 2) zt_cpu_rmsnorm_forward(want, &rstd, x, c.w, w_offset, 1, C, 1e-5);
+            if (h < 2) zt_cpu_rmsnorm_forward(want, NULL, &rstd, x, c.w, w_offset, 1, C, 1e-5);
             for (int j = 0; j < C; j++) CHECK(y[j] == (h < 2 ? want[j] : x[j]));
             if (h < 2) CHECK(!memcmp(c.xin + (n * 2 + h) * C, x, sizeof want) && c.rstd[n * 2 + h] == rstd);
         }
@@ -134,7 +134,7 @@ struct glu_ctx {
 static void glu_fwd(void *p)
 {
     struct glu_ctx *c = p;
-    (c->geglu ? zt_cpu_geglu_forward : zt_cpu_swiglu_forward)(c->h, c->gu, N, C);
+    (c->geglu ? zt_cpu_geglu_forward : zt_cpu_swiglu_forward)(c->h, NULL, c->gu, N, C);
 }
 
 /* the backward pass against finite differences; returns the forward's context */
