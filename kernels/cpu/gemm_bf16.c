@@ -65,15 +65,18 @@ const zt_gemm_bf16_kernel zt_gemm_bf16_scalar = {
 
 /* ---- packing ---------------------------------------------------------------------------- */
 
-/* Packs one panel: R rows of X (those past `rows` zero) over k in [0, kb), where
+/* Packs one panel for kern: R rows of X (those past `rows` zero) over k in [0, kb), where
  * X(r, k) = x[r * rs + k * ks]; the layout is the one gemm_bf16_kernel.h describes. */
-static void pack_panel(zt_gemm_pack fmt, const uint16_t *x, size_t rs, size_t ks, int rows, int R, int kb, void *dst)
+static void pack_panel(const zt_gemm_bf16_kernel *kern, const uint16_t *x, size_t rs, size_t ks, int rows, int R,
+                       int kb, void *dst)
 {
+    zt_gemm_pack fmt = kern->pack;
     int units = fmt == ZT_GEMM_PACK_PAIRS ? (kb + 1) / 2 : kb;
     if (rows < R) memset(dst, 0, (size_t)units * R * 4);
     if (fmt == ZT_GEMM_PACK_F32) {
         float *d = dst;
-        if (ks == 1) {
+        if (ks == 1 && kern->pack_rows) kern->pack_rows(x, rs, rows, R, kb, d);
+        else if (ks == 1) {
             for (int r = 0; r < rows; r++)
                 for (int k = 0; k < kb; k++) d[(size_t)k * R + r] = zt_bf16_to_f32(x[r * rs + k]);
         } else {
@@ -171,7 +174,7 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
 #pragma omp for schedule(static)
                 for (int jp = 0; jp < npanels; jp++) {
                     int j = jc + jp * NR, cols = N - j < NR ? N - j : NR;
-                    pack_panel(kern->pack, B + j * bcs + pc * bks, bcs, bks, cols, NR, kb,
+                    pack_panel(kern, B + j * bcs + pc * bks, bcs, bks, cols, NR, kb,
                                ws + (size_t)jp * ku * NR * 4);
                 }
 #pragma omp for schedule(static)
@@ -182,7 +185,7 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
                     if (jp0 >= jp1) continue;
                     for (int ip = 0; ip * MR < mb; ip++) {
                         int rows = mb - ip * MR < MR ? mb - ip * MR : MR;
-                        pack_panel(kern->pack, A + (ic + ip * MR) * ars + pc * aks, ars, aks, rows, MR, kb,
+                        pack_panel(kern, A + (ic + ip * MR) * ars + pc * aks, ars, aks, rows, MR, kb,
                                    apack + (size_t)ip * ku * MR * 4);
                     }
                     for (int jp = jp0; jp < jp1; jp++) {

@@ -22,6 +22,10 @@ typedef enum { ZT_GEMM_PACK_PAIRS, ZT_GEMM_PACK_F32 } zt_gemm_pack;
 typedef void (*zt_gemm_tile_fn)(int units, const void *a, const void *b, float *c, size_t ldc, int m, int n,
                                 float alpha, float beta);
 
+/* A ZT_GEMM_PACK_F32 panel of R rows whose elements are contiguous in k: d[k·R + r] = x[r·rs + k]
+ * widened, for r < rows and k < kb (the rows past `rows` left as they are). */
+typedef void (*zt_gemm_pack_rows_fn)(const uint16_t *x, size_t rs, int rows, int R, int kb, float *d);
+
 typedef struct zt_gemm_bf16_kernel {
     const char *name;
     zt_gemm_pack pack;
@@ -30,6 +34,7 @@ typedef struct zt_gemm_bf16_kernel {
     int mc;     /* most rows in one packed A block (stays in L2) */
     int nc;     /* most columns in one packed B block (stays in L3) */
     zt_gemm_tile_fn tile;
+    zt_gemm_pack_rows_fn pack_rows; /* NULL: the driver's plain loops */
 } zt_gemm_bf16_kernel;
 
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx512bf16; /* needs zt_cpu_has(ZT_CPU_AVX512BF16) */
