@@ -18,7 +18,7 @@
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
 
-enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64, NARROW = 2048 };
+enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64, NARROW = 2048, SMALL_B = 1 << 22 };
 
 /* One block's primitive: rows x cols of C over all of K, with the product's layout. Cached by
  * that geometry, so products of other row counts share it; the least recently used is evicted
@@ -312,7 +312,7 @@ typedef struct {
 static cut tiling(int transa, int transb, int M, int N, int K, int lda, int ldb, int ldc)
 {
     int dense_bc = ldb == (transb ? K : N) && ldc == N, dense_a = lda == (transa ? M : K);
-    int bands = dense_bc && !transa && (size_t)K * N <= (size_t)1 << 22;
+    int bands = dense_bc && !transa && (size_t)K * N <= SMALL_B;
     int whole = dense_bc && dense_a && transa && (size_t)M * N <= (size_t)1 << 16;
     int pack_a = transa ? !whole && dense_bc && N <= NARROW : bands && !dense_a;
     cut c = {.rb = bands ? BAND : whole ? M : BLOCK, .cb = bands || whole || pack_a ? N : BLOCK, .pack_a = pack_a};
@@ -433,11 +433,13 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
         return 0;
     /* the blocks' geometries: [tail rows?][tail columns?]. Where every row block reads all of
      * B, B is packed once into the layout of the kernel (packed blocks) rather than by each
-     * block again; a tail block whose kernel wants another layout takes B as it is. */
+     * block again (into a buffer of the calling thread, so only a B of SMALL_B elements or
+     * fewer: a weight gradient's B is the tokens' activations); a tail block whose kernel wants
+     * another layout takes B as it is. */
     block *blk[2][2] = {{NULL}};
     int rows[2] = {rb, staged ? st.padded : tail}, cols[2] = {N < cb ? N : cb, N > cb ? N % cb : 0};
     int mblocks = whole / rb + (tail > 0), nblocks = (N + cb - 1) / cb;
-    int ok = 1, packed = nblocks == 1 && mblocks > 1;
+    int ok = 1, packed = nblocks == 1 && mblocks > 1 && (size_t)K * N <= SMALL_B;
     for (int it = 0; it < 2; it++)
         for (int jt = 0; jt < 2; jt++) {
             if ((it == 0 && !whole) || !rows[it] || !cols[jt] || !ok) continue;
