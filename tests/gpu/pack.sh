@@ -12,7 +12,8 @@
 #            stay behind: one node needs shared memory only
 #   env.sh   `. .gpu/env.sh` on the GPU machine: PATH, LD_LIBRARY_PATH and Open MPI's settings
 #
-# Files over 8 MiB travel gzipped (OpenBLAS is 35 MiB); env.sh unpacks them. The pack is then
+# Files over 256 KiB travel xz-compressed (the tree that travels to a GPU machine holds 64 MiB;
+# OpenBLAS, oneDNN and ICU's data are 100 MiB unpacked); env.sh unpacks them. The pack is then
 # checked here: every library the binaries load resolves into .gpu/ (glibc and CUDA aside), and,
 # as root, `mpirun -np 2 zt pretrain` of a tiny model runs with every packed file's original
 # hidden in a private mount namespace, so the packed Open MPI alone carries it.
@@ -33,7 +34,7 @@ MPI_PKGS=(openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-co
 # other than libcudart (cuBLAS alone is 600 MiB).
 GLIBC_RE='^(libc|libm|libmvec|libpthread|libdl|librt|libutil|libresolv|libanl)\.so\.[0-9]+$|^ld-linux'
 TARGET_RE='^lib(cuda|nvidia|cublas|nccl|nvJitLink|nvrtc)'
-BIG=$((8 << 20))
+BIG=$((256 << 10))
 
 say() { printf 'pack: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -149,10 +150,15 @@ export ZT_GPU
 export ZT_GPU_SYSTEM_PATH=${ZT_GPU_SYSTEM_PATH-$PATH}
 export ZT_GPU_SYSTEM_LD_LIBRARY_PATH=${ZT_GPU_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}
 
-# files over 8 MiB travel gzipped
-for zt_gz in "$ZT_GPU"/bin/*.gz "$ZT_GPU"/lib/*.gz; do
-    [ -e "$zt_gz" ] && [ ! -e "${zt_gz%.gz}" ] || continue
-    gzip -dc "$zt_gz" > "${zt_gz%.gz}.part" && chmod 755 "${zt_gz%.gz}.part" && mv "${zt_gz%.gz}.part" "${zt_gz%.gz}"
+# files over 256 KiB travel xz-compressed (python3's lzma unpacks them where xz is missing)
+for zt_xz in $(find "$ZT_GPU" -name '*.xz'); do
+    [ ! -e "${zt_xz%.xz}" ] || continue
+    if command -v xz >/dev/null; then
+        xz -dc "$zt_xz" > "${zt_xz%.xz}.part"
+    else
+        LD_LIBRARY_PATH="$ZT_GPU_SYSTEM_LD_LIBRARY_PATH" python3 -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$zt_xz" > "${zt_xz%.xz}.part"
+    fi && chmod --reference="$zt_xz" "${zt_xz%.xz}.part" && mv "${zt_xz%.xz}.part" "${zt_xz%.xz}"
 done
 
 zt_cuda=""
@@ -203,13 +209,13 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_m
 export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_oversubscribe=1 PMIX_MCA_gds=hash
 # mpirun wants a remote shell even when every rank is local
 command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rsh_agent=false
-unset zt_gz zt_d zt_site zt_cuda zt_pylibs zt_tail zt_mpirun zt_libs zt_m zt_l
+unset zt_xz zt_d zt_site zt_cuda zt_pylibs zt_tail zt_mpirun zt_libs zt_m zt_l
 EOF
 
-# files over 8 MiB travel gzipped; the checks below unpack them (env.sh does), the end removes that
+# files over 256 KiB travel xz-compressed; the checks below unpack them (env.sh does), the end removes that
 big=()
 while read -r f; do
-    gzip -6 "$f" && big+=("$f")
+    xz -6 -T0 -k "$f" && rm "$f" && big+=("$f")
 done < <(find "$G" -type f -size +$((BIG / 1024))k)
 T=$(mktemp -d)
 trap 'rm -rf "$T"; for f in "${big[@]}"; do rm -f "$f"; done' EXIT
@@ -249,7 +255,15 @@ set -e
 for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi /etc/openmpi; do
     mount -t tmpfs none "$d"
 done
-while read -r f; do [ ! -f "$f" ] || mount --bind "$T/empty" "$f"; done < "$T/hide"
+# one process hides them all: a mount(8) started after libpcre2 or libselinux is hidden would not load
+python3 - "$T/empty" "$T/hide" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+MS_BIND = 4096
+for f in open(sys.argv[2]).read().split():
+    if os.path.isfile(f) and libc.mount(sys.argv[1].encode(), f.encode(), None, MS_BIND, None) != 0:
+        sys.exit(f"mount --bind over {f}: {os.strerror(ctypes.get_errno())}")
+PY
 export OMP_NUM_THREADS=1
 . "$G/env.sh"
 [ "$ZT_GPU_MPI" = packed ] || { echo "env.sh chose the system's Open MPI, which is hidden"; exit 1; }
@@ -274,7 +288,7 @@ else
     say "check: not root or no unshare: the 2-rank run on the packed Open MPI alone was skipped"
 fi
 
-for f in "${big[@]}"; do rm -f "$f"; done  # they travel gzipped
+for f in "${big[@]}"; do rm -f "$f"; done  # they travel compressed
 left=${!left_to_target[*]}
 say "left to the GPU machine: ${left:-no CUDA library} and glibc"
 say ".gpu/: $(du -sb "$G" | awk '{printf "%.1f MiB", $1 / 1048576}') in $(find "$G" -type f | wc -l) files"
