@@ -81,6 +81,7 @@ static zt_status chat(zt_generator *g)
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *adapter = NULL, *prompt = NULL, *input = NULL, *output = "-", *tmpl = NULL;
+    const char *device = "auto";
     long max_new = 128, top_k = 0, seed = 0, max_len = 4096;
     double temperature = 0, top_p = 1;
     int chat_mode = 0;
@@ -109,6 +110,7 @@ int cmd_generate(int argc, char **argv)
         {"chat-template", 'S', &tmpl, "NAME", "chat template: auto (the model's), chatml, llama3, ... or a .jinja file",
          0, 0},
         {"max-length", 'I', &max_len, "N", "context positions to allocate (default 4096)", 16, 1 << 22},
+        {"device", 'S', &device, "NAME", "auto (a GPU when one answers, else the CPU; the default), cpu or cuda", 0, 0},
         {0},
     };
     if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
@@ -116,12 +118,22 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "zt: error: zt generate: needs --model and one of --prompt, --chat, --input (see --help)\n");
         return 2;
     }
+    int dev = 0;
+    while (dev < 3 && strcmp(device, zt_device_names[dev])) dev++;
+    if (dev == 3) {
+        fprintf(stderr, "zt: error: zt generate: --device '%s': expected auto, cpu or cuda\n", device);
+        return 2;
+    }
     zt_chat_template kind = ZT_TEMPLATE_AUTO;
     zt_status st = tmpl ? zt_template_kind(tmpl, &kind) : ZT_OK;
     if (st) return cmd_fail(st);
     zt_generator g;
-    zt_generator_options o = {
-        .model = model, .adapter = adapter, .chat_template = kind, .template_path = tmpl, .max_len = (int)max_len};
+    zt_generator_options o = {.model = model,
+                              .adapter = adapter,
+                              .chat_template = kind,
+                              .template_path = tmpl,
+                              .max_len = (int)max_len,
+                              .device = (zt_device)dev};
     if ((st = zt_generator_open(&g, &o))) return cmd_fail(st);
     g.max_new_tokens = (int)max_new;
     g.sampler.temperature = temperature, g.sampler.top_k = (int)top_k, g.sampler.top_p = top_p;

@@ -22,7 +22,8 @@ void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int 
 }
 
 /* gelu'(x) = ½(1 + t) + ½x·(1 - t²)·β·(1 + 3κx²), t = tanh(β(x + κx³)) */
-void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
+void zt_cpu_geglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
+                           int F)
 {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -36,6 +37,7 @@ void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *g
             du[i] = d[i] * gelu;
             dg[i] = d[i] * u[i] * slope;
         }
+        zt_bf16_row(dgateup16, dgateup, n, 2 * F);
     }
 }
 

@@ -78,13 +78,15 @@ void zt_cpu_attention_decode(zt_real *out, const zt_real *q, int q_stride, const
                              double softcap);
 
 /* h = silu(gate)·up with gateup rows [gate (F) | up (I)], and h's bf16 copy in h16 where given
- * (NULL: none); backward writes dgateup. */
+ * (NULL: none); backward writes dgateup, and its bf16 copy in dgateup16 where given. */
 void zt_cpu_swiglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
-void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+void zt_cpu_swiglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
+                            int F);
 
 /* h = gelu_tanh(gate)·up (GeGLU, torch's gelu with approximate="tanh"), rows as swiglu's. */
 void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
-void zt_cpu_geglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+void zt_cpu_geglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
+                           int F);
 
 /* Soft-capping in place over n elements: x = cap·tanh(x / cap). Backward: dx *= 1 - (y / cap)²
  * with y the capped values. */

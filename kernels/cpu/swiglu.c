@@ -33,7 +33,8 @@ void zt_cpu_swiglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int
     }
 }
 
-void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F)
+void zt_cpu_swiglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
+                            int F)
 {
     swiglu_row_backward_fn *row_backward = swiglu_row_backward_for_cpu();
 #pragma omp parallel for schedule(static)
@@ -41,5 +42,6 @@ void zt_cpu_swiglu_backward(zt_real *dgateup, const zt_real *dh, const zt_real *
         const zt_real *g = gateup + (size_t)n * 2 * F;
         zt_real *dg = dgateup + (size_t)n * 2 * F;
         row_backward(dg, dg + F, dh + (size_t)n * F, g, g + F, F);
+        zt_bf16_row(dgateup16, dgateup, n, 2 * F);
     }
 }

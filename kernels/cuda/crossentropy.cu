@@ -42,14 +42,19 @@ static __device__ max_sum block_max_sum(max_sum v)
     return warp_max_sum(v);
 }
 
+/* grad16, where not NULL, gets the gradient rounded to bf16 too (zt_cpu_cross_entropy_bf16) */
 static __global__ void __launch_bounds__(CE_THREADS)
-    cross_entropy_kernel(float *logits, double *loss_rows, const int32_t *targets, int V, float grad_scale)
+    cross_entropy_kernel(float *logits, double *loss_rows, const int32_t *targets, int V, float grad_scale,
+                         uint16_t *grad16)
 {
     float *l = logits + (size_t)blockIdx.x * V;
+    uint16_t *l16 = grad16 ? grad16 + (size_t)blockIdx.x * V : NULL;
     int target = targets[blockIdx.x];
     if (target < 0) { /* ignored: no loss, zero gradient */
         if (grad_scale != 0)
             for (int v = threadIdx.x; v < V; v += blockDim.x) l[v] = 0;
+        if (l16)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) l16[v] = 0;
         return;
     }
     float picked = l[target]; /* read before the gradient pass overwrites it */
@@ -70,7 +75,9 @@ static __global__ void __launch_bounds__(CE_THREADS)
     float k = grad_scale / sum;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float d = expf(l[v] - mx) * k;
-        l[v] = v == target ? d - grad_scale : d;
+        if (v == target) d -= grad_scale;
+        l[v] = d;
+        if (l16) l16[v] = zt_bf16_round(d);
     }
 }
 
@@ -78,8 +85,16 @@ void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, con
                            float grad_scale)
 {
     if (n <= 0 || V <= 0) return;
-    cross_entropy_kernel<<<n, CE_THREADS, 0, s>>>(logits, loss_rows, targets, V, grad_scale);
+    cross_entropy_kernel<<<n, CE_THREADS, 0, s>>>(logits, loss_rows, targets, V, grad_scale, NULL);
     zt_cuda_check("cross_entropy");
+}
+
+void zt_cuda_cross_entropy_bf16(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                                float grad_scale, uint16_t *grad16)
+{
+    if (n <= 0 || V <= 0) return;
+    cross_entropy_kernel<<<n, CE_THREADS, 0, s>>>(logits, loss_rows, targets, V, grad_scale, grad16);
+    zt_cuda_check("cross_entropy_bf16");
 }
 
 static __global__ void scale_rows_kernel(float *x, const float *scale, int V)

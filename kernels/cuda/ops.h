@@ -6,7 +6,7 @@
  * nothing waits, except the ones that return a value to the host (they say so).
  * float only (the CUDA backend has no double-precision build).
  *
- *     zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, N, C, eps);
+ *     zt_cuda_rmsnorm_forward(stream, y, NULL, rstd, x, w, 0, N, C, eps);
  *     zt_cuda_check("rmsnorm");            // a launch error aborts with the op's name
  */
 #ifndef ZT_KERNELS_CUDA_OPS_H
@@ -46,8 +46,9 @@ void zt_cuda_embedding_forward(cudaStream_t s, float *out, const int32_t *ids, c
                                int N, int C);
 void zt_cuda_embedding_backward(cudaStream_t s, float *dtable, const float *dout, const int32_t *ids, int v0, int nv,
                                 int N, int C);
-void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, float w_offset,
-                             int N, int C, double eps);
+/* y16, h16 and dgateup16 (where not NULL) get the outputs rounded to bf16 too, as zt_cuda_to_bf16 rounds */
+void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, uint16_t *y16, float *rstd, const float *x, const float *w,
+                             float w_offset, int N, int C, double eps);
 void zt_cuda_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *dy, const float *x, const float *w,
                               float w_offset, const float *rstd, int N, int C);
 void zt_cuda_head_rmsnorm_forward(cudaStream_t s, float *x, float *xin, float *rstd, const float *w, float w_offset,
@@ -56,11 +57,13 @@ void zt_cuda_head_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const f
                                    float w_offset, const float *rstd, int N, int stride, int nheads, int D);
 void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
                   const float *cos_t, const float *sin_t, int inverse);
-void zt_cuda_swiglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);
-void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, const float *dh, const float *gateup, int N, int F);
+void zt_cuda_swiglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F);
+void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
+                             int N, int F);
 /* GeGLU, soft-capping, scaling and sums (geglu.cu) */
-void zt_cuda_geglu_forward(cudaStream_t s, float *h, const float *gateup, int N, int F);
-void zt_cuda_geglu_backward(cudaStream_t s, float *dgateup, const float *dh, const float *gateup, int N, int F);
+void zt_cuda_geglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F);
+void zt_cuda_geglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
+                            int N, int F);
 void zt_cuda_softcap_forward(cudaStream_t s, float *x, size_t n, double cap);
 void zt_cuda_softcap_backward(cudaStream_t s, float *dx, const float *y, size_t n, double cap);
 void zt_cuda_scale(cudaStream_t s, float *x, size_t n, float alpha);
@@ -87,6 +90,9 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
 /* --- loss (crossentropy.cu): loss_rows is device memory too */
 void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
                            float grad_scale);
+/* the same, the gradient also rounded to bf16 into grad16 */
+void zt_cuda_cross_entropy_bf16(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,
+                                float grad_scale, uint16_t *grad16);
 /* x[i, :] *= scale[i] over n rows of V (scale: device memory) */
 void zt_cuda_scale_rows(cudaStream_t s, float *x, const float *scale, int n, int V);
 

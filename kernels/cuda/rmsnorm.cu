@@ -8,14 +8,20 @@
 #define RMSNORM_THREADS 256
 #define HEAD_NORM_THREADS 64 /* a head has 64 to 256 elements */
 
-/* y = x·r·(w + w_offset) over this block's row of C; returns r = 1/rms(x) (in every thread) */
-static __device__ float norm_row(float *y, const float *x, const float *w, float w_offset, int C, double eps)
+/* y = x·r·(w + w_offset) over this block's row of C, and y rounded to bf16 in y16 where it is
+ * not NULL; returns r = 1/rms(x) (in every thread) */
+static __device__ float norm_row(float *y, uint16_t *y16, const float *x, const float *w, float w_offset, int C,
+                                 double eps)
 {
     double ss = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (double)x[c] * x[c];
     ss = zt_block_sum(ss);
     float r = (float)(1.0 / sqrt(ss / C + eps));
-    for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = x[c] * r * (w[c] + w_offset);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = x[c] * r * (w[c] + w_offset);
+        y[c] = v;
+        if (y16) y16[c] = zt_bf16_round(v);
+    }
     return r;
 }
 
@@ -34,11 +40,11 @@ static __device__ void norm_row_backward(float *dx, int accumulate, const float 
     }
 }
 
-static __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x, const float *w, float w_offset,
-                                              int C, double eps)
+static __global__ void rmsnorm_forward_kernel(float *y, uint16_t *y16, float *rstd, const float *x, const float *w,
+                                              float w_offset, int C, double eps)
 {
     size_t row = (size_t)blockIdx.x * C;
-    float r = norm_row(y + row, x + row, w, w_offset, C, eps);
+    float r = norm_row(y + row, y16 ? y16 + row : NULL, x + row, w, w_offset, C, eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
@@ -56,7 +62,7 @@ static __global__ void head_rmsnorm_forward_kernel(float *x, float *xin, float *
     size_t i = blockIdx.x;
     float *xh = x + (i / nheads) * stride + (i % nheads) * D, *saved = xin + i * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) saved[d] = xh[d];
-    float r = norm_row(xh, saved, w, w_offset, D, eps);
+    float r = norm_row(xh, NULL, saved, w, w_offset, D, eps);
     if (threadIdx.x == 0) rstd[i] = r;
 }
 
@@ -91,11 +97,11 @@ struct head_rmsnorm_dw_term {
 };
 }
 
-void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, float *rstd, const float *x, const float *w, float w_offset,
-                             int N, int C, double eps)
+void zt_cuda_rmsnorm_forward(cudaStream_t s, float *y, uint16_t *y16, float *rstd, const float *x, const float *w,
+                             float w_offset, int N, int C, double eps)
 {
     if (N <= 0 || C <= 0) return;
-    rmsnorm_forward_kernel<<<N, RMSNORM_THREADS, 0, s>>>(y, rstd, x, w, w_offset, C, eps);
+    rmsnorm_forward_kernel<<<N, RMSNORM_THREADS, 0, s>>>(y, y16, rstd, x, w, w_offset, C, eps);
     zt_cuda_check("rmsnorm_forward");
 }
 

@@ -91,9 +91,12 @@ struct zt_backend {
                              const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
                              double scale, double softcap);
     void (*swiglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
-    void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+    /* dgateup16, where not NULL, gets dgateup in bf16 too (the products' dy) */
+    void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh,
+                            const zt_real *gateup, int N, int F);
     void (*geglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
-    void (*geglu_backward)(zt_backend *be, zt_real *dgateup, const zt_real *dh, const zt_real *gateup, int N, int F);
+    void (*geglu_backward)(zt_backend *be, zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh,
+                           const zt_real *gateup, int N, int F);
     void (*softcap_forward)(zt_backend *be, zt_real *x, size_t n, double cap);
     void (*softcap_backward)(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap);
     void (*scale)(zt_backend *be, zt_real *x, size_t n, zt_real alpha);  /* x *= alpha */

@@ -182,8 +182,7 @@ static void cuda_rmsnorm_forward(zt_backend *be, float *y, uint16_t *y16, float 
                                  float w_offset, int N, int C, double eps)
 {
     MARK();
-    zt_cuda_rmsnorm_forward(stream, y, rstd, x, w, w_offset, N, C, eps);
-    if (y16) cuda_to_bf16(be, y16, y, (size_t)N * C);
+    zt_cuda_rmsnorm_forward(stream, y, y16, rstd, x, w, w_offset, N, C, eps);
 }
 
 static void cuda_rmsnorm_backward(zt_backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
@@ -255,27 +254,27 @@ static void cuda_attention_decode(zt_backend *be, float *out, const float *q, in
 static void cuda_swiglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F)
 {
     MARK();
-    zt_cuda_swiglu_forward(stream, h, gateup, N, F);
-    if (h16) cuda_to_bf16(be, h16, h, (size_t)N * F);
+    zt_cuda_swiglu_forward(stream, h, h16, gateup, N, F);
 }
 
-static void cuda_swiglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
+static void cuda_swiglu_backward(zt_backend *be, float *dgateup, uint16_t *dgateup16, const float *dh,
+                                 const float *gateup, int N, int F)
 {
     MARK();
-    zt_cuda_swiglu_backward(stream, dgateup, dh, gateup, N, F);
+    zt_cuda_swiglu_backward(stream, dgateup, dgateup16, dh, gateup, N, F);
 }
 
 static void cuda_geglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F)
 {
     MARK();
-    zt_cuda_geglu_forward(stream, h, gateup, N, F);
-    if (h16) cuda_to_bf16(be, h16, h, (size_t)N * F);
+    zt_cuda_geglu_forward(stream, h, h16, gateup, N, F);
 }
 
-static void cuda_geglu_backward(zt_backend *be, float *dgateup, const float *dh, const float *gateup, int N, int F)
+static void cuda_geglu_backward(zt_backend *be, float *dgateup, uint16_t *dgateup16, const float *dh,
+                                const float *gateup, int N, int F)
 {
     MARK();
-    zt_cuda_geglu_backward(stream, dgateup, dh, gateup, N, F);
+    zt_cuda_geglu_backward(stream, dgateup, dgateup16, dh, gateup, N, F);
 }
 
 static void cuda_softcap_forward(zt_backend *be, float *x, size_t n, double cap)
@@ -319,6 +318,13 @@ static void cuda_cross_entropy(zt_backend *be, float *logits, double *loss_rows,
 {
     MARK();
     zt_cuda_cross_entropy(stream, logits, loss_rows, targets, n, V, grad_scale);
+}
+
+static void cuda_cross_entropy_bf16(zt_backend *be, float *logits, double *loss_rows, const int32_t *targets, int n,
+                                    int V, float grad_scale, uint16_t *grad16)
+{
+    MARK();
+    zt_cuda_cross_entropy_bf16(stream, logits, loss_rows, targets, n, V, grad_scale, grad16);
 }
 
 static void cuda_scale_rows(zt_backend *be, float *x, const float *scale, int n, int V)
@@ -385,6 +391,7 @@ static zt_backend cuda_backend = {
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,
+    .cross_entropy_bf16 = cuda_cross_entropy_bf16,
     .scale_rows = cuda_scale_rows,
     .adamw = cuda_adamw,
     .sumsq = cuda_sumsq,

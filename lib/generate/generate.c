@@ -53,7 +53,7 @@ zt_status zt_generator_open(zt_generator *g, const zt_generator_options *o)
     zt_status st = resolve_model(o, model, sizeof model, &adapter);
     if (st) return st;
     const char *tok_dir = tokenizer_dir(model, adapter);
-    if ((st = zt_model_open(&g->m, model, ZT_F32, ZT_DEVICE_CPU)))
+    if ((st = zt_model_open(&g->m, model, ZT_F32, o->device)))
         return adapter == o->model ? zt_fail_context(st, "the base_model_name_or_path of '%s'", adapter) : st;
     if (adapter && (st = attach(g, o, adapter, CHUNK))) goto fail;
     if ((st = zt_tokenizer_open(&g->tok, tok_dir))) goto fail;

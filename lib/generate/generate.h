@@ -51,7 +51,8 @@ typedef struct zt_generator_options {
      * model's own when it has one (optional here), any other must load */
     zt_chat_template chat_template;
     const char *template_path;
-    int max_len; /* positions of the KV cache */
+    int max_len;      /* positions of the KV cache */
+    zt_device device; /* where the model and its cache live (auto: a GPU when one answers) */
 } zt_generator_options;
 
 /* The tokenizer and the model's template come from the adapter directory when it has a

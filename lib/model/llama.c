@@ -152,26 +152,13 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)m->acts_mem) <= bytes);
-    size_t tab = (size_t)T * (m->R / 2) * sizeof(zt_real);
-    zt_real *cos_t = malloc(tab), *sin_t = malloc(tab);
     m->loss_host = malloc(N * sizeof(double));
     m->out_host = malloc(N * (2 * sizeof(double) + sizeof(zt_real)));
     if (m->out_host) m->coef_host = m->out_host + N, m->real_host = (zt_real *)(m->coef_host + N);
-    if (!cos_t || !sin_t || !m->loss_host || !m->out_host) {
-        free(cos_t);
-        free(sin_t);
-        return zt_fail(ZT_ENOMEM, "out of memory for activations");
-    }
-    zt_llama_rope_tables(m, T, 0, cos_t, sin_t);
-    be->upload(be, m->cos_t, cos_t, tab);
-    be->upload(be, m->sin_t, sin_t, tab);
-    if (local_rope(m)) {
-        zt_llama_rope_tables(m, T, 1, cos_t, sin_t);
-        be->upload(be, m->cos_l, cos_t, tab);
-        be->upload(be, m->sin_l, sin_t, tab);
-    }
-    free(cos_t);
-    free(sin_t);
+    if (!m->loss_host || !m->out_host) return zt_fail(ZT_ENOMEM, "out of memory for activations");
+    zt_status st = zt_llama_rope_tables_upload(m, T, 0, m->cos_t, m->sin_t);
+    if (!st && local_rope(m)) st = zt_llama_rope_tables_upload(m, T, 1, m->cos_l, m->sin_l);
+    if (st) return st;
     return m->lora ? zt_lora_alloc_scratch(m, N) : ZT_OK;
 }
 
@@ -379,13 +366,15 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
         release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, a->h16, dout, dy16_of(m, K), C, m->dh);
-    if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
-    else be->swiglu_backward(be, m->dgateup, m->dh, a->gateup, N, F);
+    /* dgateup's bf16 copy, made by the activation's backward, serves every tile's products */
+    uint16_t *dgateup16 = keeps_bf16_inputs(m) ? m->b16 : NULL;
+    if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F);
+    else be->swiglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, NULL, 2 * F, a->ln2, a->ln2_16,
-                        base + y->wgu + (size_t)r0 * C, N, nr, C);
+        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, dgateup16 ? dgateup16 + r0 : NULL, 2 * F, a->ln2,
+                        a->ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C);
         release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
     const uint16_t *d16 = dy16_of(m, K);

@@ -151,7 +151,7 @@ typedef struct zt_llama {
     zt_llama_config cfg;
     zt_backend *be;
     int dtype_bf16;  /* matmuls use the bf16 copy of the weights */
-    int bf16_inputs; /* bf16 on the CPU: bf16 copies of the products' inputs kept (zt_llama_layer_acts) */
+    int bf16_inputs; /* bf16: bf16 copies of the products' inputs kept (zt_llama_layer_acts) */
     int decoded;     /* the linear weights decoded from a quantized (bitsandbytes) checkpoint */
     int C, F, H, KV, D, L, V, S3, HD;
     int R; /* rotary elements of a head (D, or fewer with partial_rotary_factor) */
@@ -296,6 +296,8 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing);
  * long factors when T passes original_max_position_embeddings, its short ones otherwise, and
  * scales cos and sin by its attention factor (docs/architecture.md: why T decides). */
 void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
+/* The same tables into arrays of the model's backend (device memory on a device) */
+zt_status zt_llama_rope_tables_upload(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
 /* Gemma: norm scales are 1 + weight; the embeddings are multiplied by sqrt(hidden_size), rounded
  * to the compute type first (as transformers does) */
 static inline zt_real zt_llama_norm_offset(const zt_llama *m) { return m->cfg.gemma ? 1 : 0; }
@@ -326,7 +328,8 @@ double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32
                                   const zt_llama_objective *obj, int grad);
 
 /* Generation with a KV cache, one sequence at a time, in fp32 on the master
- * weights (also for bf16 models):
+ * weights (also for bf16 models), on the model's backend: on a device the cache is there, and
+ * each call uploads its tokens and downloads the logits:
  *
  *     zt_llama_cache c;
  *     zt_llama_cache_init(&c, &m, max_len, 512);
@@ -336,11 +339,15 @@ double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32
  */
 typedef struct zt_llama_cache {
     int capacity, chunk, len; /* positions it holds, tokens per call at most, positions filled */
-    void *mem;
-    zt_real *k, *v; /* [L][capacity][KV*D], rotary embedding applied to k */
+    void *mem;                /* everything below but pos_host, in the model's backend memory */
+    zt_real *k, *v;           /* [L][capacity][KV*D], rotary embedding applied to k */
     zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
     zt_real *post, *cos_l, *sin_l; /* a block's output before its post norm; Gemma 3's local rotary tables */
     int32_t *pos;
+    /* on a device: the tokens and the logits there, and the positions made on the host (NULL in
+     * host memory, where the caller's tokens and logits serve) */
+    int32_t *tokens, *pos_host;
+    zt_real *logits;
 } zt_llama_cache;
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk);

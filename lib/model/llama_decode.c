@@ -1,5 +1,7 @@
 /* Generation: the forward pass over new tokens of one sequence, keys and values
- * of earlier positions kept in a cache. */
+ * of earlier positions kept in a cache, on the model's backend (on a device, the weights used
+ * in place). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "llama.h"
@@ -10,14 +12,19 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
 {
     memset(c, 0, sizeof *c);
     zt_backend *be = m->be;
+    int device = !be->host_memory;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
     reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
-             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0);
-    size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 20 * 64;
+             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)m->V : 0);
+    size_t bytes = reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64;
     c->mem = be->alloc(be, bytes);
-    if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
+    c->pos_host = device ? malloc(n * sizeof *c->pos_host) : NULL;
+    if (!c->mem || (device && !c->pos_host)) {
+        zt_llama_cache_free(c, m);
+        return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
+    }
     c->capacity = capacity, c->chunk = chunk;
     char *p = c->mem;
 #define TAKE(ptr, count)                                                                                               \
@@ -46,16 +53,22 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
         TAKE(c->sin_l, (size_t)capacity * half);
     }
     TAKE(c->pos, n);
+    if (device) {
+        TAKE(c->tokens, n);
+        TAKE(c->logits, (size_t)m->V);
+    }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)c->mem) <= bytes);
-    zt_llama_rope_tables(m, capacity, 0, c->cos_t, c->sin_t);
-    if (c->cos_l) zt_llama_rope_tables(m, capacity, 1, c->cos_l, c->sin_l);
-    return ZT_OK;
+    zt_status st = zt_llama_rope_tables_upload(m, capacity, 0, c->cos_t, c->sin_t);
+    if (!st && c->cos_l) st = zt_llama_rope_tables_upload(m, capacity, 1, c->cos_l, c->sin_l);
+    if (st) zt_llama_cache_free(c, m);
+    return st;
 }
 
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m)
 {
     if (c->mem) m->be->free(m->be, c->mem);
+    free(c->pos_host);
     memset(c, 0, sizeof *c);
 }
 
@@ -85,7 +98,13 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     double eps = m->cfg.rms_norm_eps;
     zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
     const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
-    for (int i = 0; i < n; i++) c->pos[i] = p0 + i;
+    int32_t *pos = c->pos_host ? c->pos_host : c->pos;
+    for (int i = 0; i < n; i++) pos[i] = p0 + i;
+    if (c->tokens) { /* on a device */
+        be->upload(be, c->pos, pos, (size_t)n * sizeof *pos);
+        be->upload(be, c->tokens, tokens, (size_t)n * sizeof *tokens);
+        tokens = c->tokens;
+    }
     const zt_real *embed = zt_lora_embed(m, 0), *head = zt_lora_head(m, 0); /* modules_to_save's copies */
     be->embedding_forward(be, c->x, tokens, embed ? embed : m->params + m->embed_off, 0, m->V, n, C);
     if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
@@ -128,8 +147,10 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     c->len += n;
     const zt_real *last = c->x + (size_t)(n - 1) * C;
     be->rmsnorm_forward(be, c->ln, NULL, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
-    be->gemm(be, 0, 1, 1, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, logits, m->V);
-    if (m->cfg.final_softcap > 0) be->softcap_forward(be, logits, (size_t)m->V, m->cfg.final_softcap);
+    zt_real *z = c->logits ? c->logits : logits;
+    be->gemm(be, 0, 1, 1, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, z, m->V);
+    if (m->cfg.final_softcap > 0) be->softcap_forward(be, z, (size_t)m->V, m->cfg.final_softcap);
+    if (c->logits) be->download(be, logits, c->logits, (size_t)m->V * sizeof *logits);
 }
 
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)

@@ -130,8 +130,9 @@ static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt
         return zt_fail(ZT_EUSER, "model.dtype = \"bf16\" is not supported by this build of the %s backend", be->name);
     m->cfg = *c;
     m->dtype_bf16 = dtype == ZT_BF16;
-    /* a GPU converts at its memory's speed and keeps its memory for the batch */
-    m->bf16_inputs = m->dtype_bf16 && be->host_memory;
+    /* on every backend: the kernels that make the products' inputs write their bf16 copies too,
+       and the weight gradients read them again instead of converting a second time */
+    m->bf16_inputs = m->dtype_bf16;
     m->C = c->hidden_size, m->F = c->intermediate_size, m->H = c->num_attention_heads;
     m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
     m->S3 = (m->H + 2 * m->KV) * m->D;

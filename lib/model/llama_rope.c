@@ -1,5 +1,6 @@
 /* The rotary embedding's cos/sin tables, with rope scaling (linear, llama3, Phi-3's longrope). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "llama.h"
@@ -42,4 +43,16 @@ void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, z
             sin_t[(size_t)p * half + j] = (zt_real)(scale * sin(p * inv));
         }
     }
+}
+
+zt_status zt_llama_rope_tables_upload(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t)
+{
+    size_t bytes = (size_t)T * (m->R / 2) * sizeof(zt_real);
+    zt_real *host = malloc(2 * bytes + 1);
+    if (!host) return zt_fail(ZT_ENOMEM, "out of memory for the rotary tables");
+    zt_llama_rope_tables(m, T, local, host, (zt_real *)((char *)host + bytes));
+    m->be->upload(m->be, cos_t, host, bytes);
+    m->be->upload(m->be, sin_t, (char *)host + bytes, bytes);
+    free(host);
+    return ZT_OK;
 }

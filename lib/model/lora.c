@@ -204,7 +204,7 @@ size_t zt_lora_numel(const zt_llama *m, const zt_lora_config *c)
 }
 
 /* Whether the adapters' products can run on bf16 operands (zt_lora_forward): LoRA on a bf16
- * model that keeps bf16 copies of its products' inputs (llama.c: on the CPU, base unquantized) */
+ * model that keeps bf16 copies of its products' inputs (llama.c: the base unquantized) */
 static int bf16_products(const zt_llama *m, const zt_lora_config *c)
 {
     return m->bf16_inputs && !m->qbase && c->method != ZT_LORA_METHOD_DORA;

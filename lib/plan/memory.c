@@ -239,7 +239,6 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
         e->io_buffers = zt_zero_nvme_staging_bytes(&m, &zo, world, A, zt_recipe_lora_on(r)); /* LoRA's base: frozen */
     }
     int ckpt = r->model.activation_checkpointing;
-    if (r->model.device == ZT_DEVICE_CUDA) m.bf16_inputs = 0; /* as the CUDA backend's model has it */
     e->activations = zt_llama_acts_bytes(&m, B, T, ckpt);
     e->activations_other = zt_llama_acts_bytes(&m, B, T, !ckpt);
     if (ckpt && r->offload.activations != ZT_OFFLOAD_NONE) activation_offload(r, &m, e);

@@ -25,6 +25,19 @@ got=$(cat "$TMP/out")
 [ "$(echo $got)" = "jumps over the lazy dog and then runs far away into the green forest" ] \
   && say "ok - greedy continuation: $got" || fail "continuation: '$got'"
 
+# the decoder on a device (ZT_CPU_AS_DEVICE=1: the CPU backend poses as one): its cache in the
+# device's memory, tokens and positions uploaded, logits downloaded; the same kernels, so the same
+# sampled text as in host memory (at temperature 8: every logit matters)
+for as_device in 0 1; do
+  expect_ok "sampled, ZT_CPU_AS_DEVICE=$as_device" env ZT_CPU_AS_DEVICE=$as_device "$ZT" generate --model run/final \
+    --prompt "the quick brown fox" --max-new-tokens 40 --temperature 8 --seed 3 --device cpu
+  cp "$TMP/out" sampled-$as_device.txt
+done
+cmp -s sampled-0.txt sampled-1.txt && [ -s sampled-0.txt ] \
+  && say "ok - the device decoder samples the host decoder's text: $(cat sampled-0.txt)" || fail "device decoder"
+expect_exit 2 "--device gpu" "--device 'gpu': expected auto, cpu or cuda" \
+  "$ZT" generate --model run/final --prompt "the quick brown fox" --device gpu
+
 printf '{"prompt": "the quick brown fox", "id": 7}\n{"prompt": "jumps over the lazy"}\n' > prompts.jsonl
 expect_ok "batch generation" "$ZT" generate --model run/final --input prompts.jsonl --output out.jsonl --stop forest
 $PY - <<'PY' && say "ok - completions written" || fail "batch output: $(cat out.jsonl)"

@@ -318,7 +318,7 @@ for a in dpo rm; do
   $PY compare.py --exact $a-cpu $a-dev loss grad_norm rewards_chosen rewards_rejected >/dev/null &&
     say "ok - $a: the device path (uploads of the loss coefficients) trains like the CPU" || fail "$a: device path"
 done
-expect_ok "GRPO as a device (generation from a host copy of the weights)" env ZT_CPU_AS_DEVICE=1 "$ZT" rlhf \
+expect_ok "GRPO as a device (the decoder on the device)" env ZT_CPU_AS_DEVICE=1 "$ZT" rlhf \
   grpo.toml train.micro_batch_size=8 output.dir=grpo-dev
 $PY compare.py --exact grpo1 grpo-dev loss reward_mean kl completion_length grad_norm >/dev/null &&
   say "ok - GRPO as a device trains like the CPU" || fail "GRPO: device path"

@@ -156,6 +156,17 @@ assert len(rows) == 4 and rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[
 assert os.path.exists(d + "/final/adapter_model.safetensors") and not os.path.exists(d + "/final/model.safetensors")
 PY
 done
+# a LoRA actor on a device (ZT_CPU_AS_DEVICE=1: the CPU backend poses as one) generates there,
+# through its adapters, on the weights in place: the CPU run's steps and adapters, bit for bit
+expect_ok "grpo with a LoRA actor as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" rlhf grpo.toml output.dir=grpo-dev \
+  train.save_steps=2
+$PY - <<'PY' && say "ok - grpo: a LoRA actor as a device trains as on the CPU" || fail "grpo with LoRA as a device"
+import json
+a, b = ([{k: r[k] for k in ("loss", "reward_mean", "kl", "completion_length", "grad_norm")}
+         for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r] for d in ("grpo", "grpo-dev"))
+assert len(a) == 4 and a == b, (a, b)
+assert open("grpo/final/adapter_model.safetensors", "rb").read() == open("grpo-dev/final/adapter_model.safetensors", "rb").read()
+PY
 # PPO's critic with LoRA: its own adapters on the base and its value head trained whole, final
 # critic/ a PEFT SEQ_CLS adapter directory (as a reward model's, zt export --merge makes the model);
 # the value loss falls; a run cut after the step-2 checkpoint resumes both bit for bit

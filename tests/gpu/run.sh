@@ -10,6 +10,8 @@
 #   cuda vs cpu fp32  10 steps of 4 sequences with model.device = "cuda" and "cpu": every step's loss
 #                     within 1e-3 relative
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
+#   families, LoRA    the same in bf16 for tiny Qwen3 (q and k norms), Gemma 2 (GeGLU, soft-capping, sandwich
+#                     norms) and Phi-3 (partial rotary) models, LoRA on every linear, and the MLP in 2 tiles
 #   offload.param cpu one process at stage 3 with the weights' slices and AdamW on the host, against
 #                     the plain CUDA fp32 run: every loss within 1e-4 relative
 #   zero3 2 ranks     `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
@@ -106,10 +108,31 @@ sys.exit(0 if len(a) == len(b) == 10 and same_tokens and worst <= tol else 1)
 EOF
 }
 
-cuda_vs_cpu() {
-    train "cpu-$1" model.dtype="$1" model.device=cpu || return 1
-    train "$DEVICE-$1" model.dtype="$1" model.device="$DEVICE" || return 1
-    compare "cpu-$1" "$DEVICE-$1" "$2"
+# pair NAME TOL [overrides...]: the recipe with the overrides on the CPU and on the device
+pair() {
+    local name=$1 tol=$2
+    shift 2
+    train "cpu-$name" model.device=cpu "$@" || return 1
+    train "$DEVICE-$name" model.device="$DEVICE" "$@" || return 1
+    compare "cpu-$name" "$DEVICE-$name" "$tol"
+}
+
+cuda_vs_cpu() { pair "$1" "$2" model.dtype="$1"; }
+
+# bf16 runs of what came after the first GPU runs: model families with kernels of their own, LoRA,
+# a tiled MLP; every one is compared, the part fails if any does
+variants() {
+    local arch failed=""
+    for arch in qwen3 gemma2 phi3; do
+        "$ZT" init --arch $arch --out "$WORK/model-$arch" --seed 1 hidden_size=256 intermediate_size=512 \
+            num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 \
+            max_position_embeddings=128 tie_word_embeddings=false > /dev/null || return 1
+        pair "$arch" 2e-2 model.dtype=bf16 model.path="$WORK/model-$arch" || failed+=" $arch"
+    done
+    pair lora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear || failed+=" lora"
+    pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
+    [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
+    echo "qwen3, gemma2, phi3, LoRA and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {
@@ -161,6 +184,7 @@ part test_cuda_attention_bf16 60 gpu_test test_cuda_attention_bf16
 part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
+part "families, LoRA" 90 variants
 part "offload.param cpu" 40 param_offload
 part "zero3 2 ranks vs 1" 60 zero3
 

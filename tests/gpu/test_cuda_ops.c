@@ -193,6 +193,24 @@ static void expect(const char *what, buf b, kind k, double tol)
     report(what, ok);
 }
 
+/* b16, an entry's bf16 copy of its fp32 output b32: on each side the copy is that side's output
+ * rounded as to_bf16 rounds, bit for bit (expect compares the outputs themselves) */
+static void expect_bf16_copy(const char *what, buf b16, buf b32)
+{
+    size_t n = b16.bytes / sizeof(uint16_t), diff = 0;
+    ZT_ASSERT(b32.bytes == n * sizeof(float));
+    float *y = host_alloc(b32.bytes);
+    uint16_t *y16 = host_alloc(b16.bytes);
+    gpu->download(gpu, y, b32.gpu, b32.bytes);
+    gpu->download(gpu, y16, b16.gpu, b16.bytes);
+    for (size_t i = 0; i < n; i++) {
+        diff += y16[i] != zt_f32_to_bf16(y[i]);
+        diff += ((const uint16_t *)b16.cpu)[i] != zt_f32_to_bf16(((const float *)b32.cpu)[i]);
+    }
+    printf("%-22s %-52s %10zu %9s %s\n", what, case_name, diff, "bitwise", diff ? "FAIL" : "ok");
+    report(what, !diff);
+}
+
 /* --- memory entries --- */
 
 static void test_memory(void)
@@ -299,6 +317,10 @@ static void test_to_bf16(void)
         buf src = buf_of(x, n * sizeof(float)), dst = buf_bytes(n * sizeof(uint16_t));
         BOTH(to_bf16, S(dst), S(src), n);
         expect("to_bf16", dst, AS_BYTES, 0);
+        if (n > 1) { /* views one element in: not aligned for the four-at-a-time kernel */
+            BOTH(to_bf16, (uint16_t *)S(dst) + 1, SF(src, 1), n - 1);
+            expect("to_bf16 (view)", dst, AS_BYTES, 0);
+        }
         case_end();
     }
 }
@@ -323,15 +345,18 @@ static void test_embedding(void)
     }
 }
 
-static void rmsnorm_case(int N, int C, int poison, float w_offset)
+/* with16: y's bf16 copy too */
+static void rmsnorm_case(int N, int C, int poison, float w_offset, int with16)
 {
-    set_case("N=%d C=%d w_offset=%g%s", N, C, w_offset, poison ? " nan(x)" : "");
+    set_case("N=%d C=%d w_offset=%g%s%s", N, C, w_offset, poison ? " nan(x)" : "", with16 ? " y16" : "");
     float *xs = host_floats((size_t)N * C, 2);
     if (poison) xs[(size_t)(N / 2) * C + C / 3] = NAN;
     buf x = buf_of(xs, (size_t)N * C * sizeof(float)), w = buf_floats(C, 1.5);
-    buf y = buf_floats((size_t)N * C, 1), rstd = buf_floats(N, 1);
-    BOTH(rmsnorm_forward, S(y), NULL, S(rstd), S(x), S(w), w_offset, N, C, 1e-5);
+    buf y = buf_floats((size_t)N * C, 1), rstd = buf_floats(N, 1), y16 = buf_bytes((size_t)N * C * sizeof(uint16_t));
+    BOTH(rmsnorm_forward, S(y), with16 ? S(y16) : NULL, S(rstd), S(x), S(w), w_offset, N, C, 1e-5);
     expect("rmsnorm_fwd.y", y, AS_F32, 1e-10);
+    if (with16) expect_bf16_copy("rmsnorm_fwd.y16", y16, y);
+    else expect("rmsnorm_fwd.y16 kept", y16, AS_BYTES, 0);
     expect("rmsnorm_fwd.rstd", rstd, AS_F32, 1e-10);
     mirror(rstd);
     buf dy = buf_floats((size_t)N * C, 1), dx = buf_floats((size_t)N * C, 1), dw = buf_floats(C, 1);
@@ -344,9 +369,9 @@ static void rmsnorm_case(int N, int C, int poison, float w_offset)
 static void test_rmsnorm(void)
 {
     static const int cases[][2] = {{1, 1}, {37, 64}, {257, 1001}, {64, 4096}};
-    for (size_t c = 0; c < 4; c++) rmsnorm_case(cases[c][0], cases[c][1], 0, 0);
-    rmsnorm_case(37, 1001, 1, 0);
-    rmsnorm_case(257, 1001, 0, 1); /* Gemma's scale 1 + w */
+    for (size_t c = 0; c < 4; c++) rmsnorm_case(cases[c][0], cases[c][1], 0, 0, c % 2);
+    rmsnorm_case(37, 1001, 1, 0, 1);
+    rmsnorm_case(257, 1001, 0, 1, 1); /* Gemma's scale 1 + w */
 }
 
 /* The q and k norms on qkv rows: the q rows, then the k rows (an offset into the rows), each
@@ -408,21 +433,29 @@ static void test_rope(void)
         }
 }
 
-/* SwiGLU, or Gemma's GeGLU */
+/* SwiGLU, or Gemma's GeGLU; the bf16 copies of h and dgateup in all but the first case */
 static void check_glu(int geglu)
 {
     static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
     for (size_t c = 0; c < 3; c++) {
-        int N = cases[c][0], F = cases[c][1];
-        set_case("N=%d F=%d", N, F);
+        int N = cases[c][0], F = cases[c][1], with16 = c > 0;
+        set_case("N=%d F=%d%s", N, F, with16 ? " h16 dgateup16" : "");
         buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
         buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
-        if (geglu) BOTH(geglu_forward, S(h), NULL, S(gateup), N, F);
-        else BOTH(swiglu_forward, S(h), NULL, S(gateup), N, F);
+        buf h16 = buf_bytes((size_t)N * F * sizeof(uint16_t)), dgateup16 = buf_bytes((size_t)N * 2 * F * sizeof(uint16_t));
+        if (geglu) BOTH(geglu_forward, S(h), with16 ? S(h16) : NULL, S(gateup), N, F);
+        else BOTH(swiglu_forward, S(h), with16 ? S(h16) : NULL, S(gateup), N, F);
         expect(geglu ? "geglu_fwd" : "swiglu_fwd", h, AS_F32, 1e-10);
-        if (geglu) BOTH(geglu_backward, S(dgateup), S(dh), S(gateup), N, F);
-        else BOTH(swiglu_backward, S(dgateup), S(dh), S(gateup), N, F);
+        if (geglu) BOTH(geglu_backward, S(dgateup), with16 ? S(dgateup16) : NULL, S(dh), S(gateup), N, F);
+        else BOTH(swiglu_backward, S(dgateup), with16 ? S(dgateup16) : NULL, S(dh), S(gateup), N, F);
         expect(geglu ? "geglu_bwd" : "swiglu_bwd", dgateup, AS_F32, 1e-10);
+        if (with16) {
+            expect_bf16_copy(geglu ? "geglu_fwd.h16" : "swiglu_fwd.h16", h16, h);
+            expect_bf16_copy(geglu ? "geglu_bwd.dgateup16" : "swiglu_bwd.dgateup16", dgateup16, dgateup);
+        } else {
+            expect("glu h16, dgateup16 kept", h16, AS_BYTES, 0);
+            expect("glu dgateup16 kept", dgateup16, AS_BYTES, 0);
+        }
         case_end();
     }
 }
@@ -530,29 +563,34 @@ static void test_attention_decode(void)
 
 /* --- loss and optimizer --- */
 
-static void cross_entropy_case(int V, float grad_scale, int poison)
+/* with16: cross_entropy_bf16, the gradient's bf16 copy too */
+static void cross_entropy_case(int V, float grad_scale, int poison, int with16)
 {
     const int n = 37;
-    set_case("n=%d V=%d grad_scale=%g%s", n, V, grad_scale, poison ? " nan(logit)" : "");
+    set_case("n=%d V=%d grad_scale=%g%s%s", n, V, grad_scale, poison ? " nan(logit)" : "", with16 ? " bf16" : "");
     int32_t *t = host_ids(n, V);
     for (int i = 0; i < n; i++)
         if (i == 1 || zt_rng_below(&rng, 4) == 0) t[i] = -100;
     float *l = host_floats((size_t)n * V, 4);
     if (poison) t[2] = 5, l[2 * (size_t)V + V / 2] = NAN;
     buf logits = buf_of(l, (size_t)n * V * sizeof(float)), targets = buf_of(t, n * sizeof(int32_t));
-    buf loss = buf_doubles(n);
-    BOTH(cross_entropy, S(logits), S(loss), S(targets), n, V, grad_scale);
+    buf loss = buf_doubles(n), g16 = buf_bytes((size_t)n * V * sizeof(uint16_t));
+    if (with16) BOTH(cross_entropy_bf16, S(logits), S(loss), S(targets), n, V, grad_scale, S(g16));
+    else BOTH(cross_entropy, S(logits), S(loss), S(targets), n, V, grad_scale);
     expect("cross_entropy.loss", loss, AS_F64, 1e-10);
     expect(grad_scale ? "cross_entropy.dlogits" : "cross_entropy.logits", logits, AS_F32, 1e-10);
+    if (with16) expect_bf16_copy("cross_entropy.grad16", g16, logits);
     case_end();
 }
 
 static void test_cross_entropy(void)
 {
     for (int v = 0; v < 2; v++)
-        for (int g = 0; g < 2; g++) cross_entropy_case(v ? 32003 : 1000, g ? 0.5f : 0.0f, 0);
-    cross_entropy_case(1000, 0.5f, 1);
-    cross_entropy_case(1000, 0.0f, 1);
+        for (int g = 0; g < 2; g++) cross_entropy_case(v ? 32003 : 1000, g ? 0.5f : 0.0f, 0, 0);
+    cross_entropy_case(1000, 0.5f, 1, 0);
+    cross_entropy_case(1000, 0.0f, 1, 0);
+    cross_entropy_case(32003, 0.5f, 0, 1); /* the bf16 model's head: ignored rows' copies zero too */
+    cross_entropy_case(1000, 0.5f, 1, 1);
 }
 
 /* the per-row weights of preference and RL losses: a product per element, bitwise */

@@ -145,7 +145,7 @@ static struct glu_ctx *check_glu(int geglu)
     c.geglu = geglu;
     fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
     glu_fwd(&c);
-    (geglu ? zt_cpu_geglu_backward : zt_cpu_swiglu_backward)(d, r, c.gu, N, C);
+    (geglu ? zt_cpu_geglu_backward : zt_cpu_swiglu_backward)(d, NULL, r, c.gu, N, C);
     CHECK(fd_check(glu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
     return &c;
 }

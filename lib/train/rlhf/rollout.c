@@ -199,9 +199,7 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     cJSON **objs = calloc((size_t)n, sizeof *objs);
     if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
     double t0 = zt_now_s();
-    zt_status st = zt_trainer_gather_model(t); /* once for every token of every completion */
-    if (!st && s->gen == &s->host)
-        t->m.be->download(t->m.be, s->host.params, t->m.params, t->m.numel * sizeof(zt_real));
+    zt_status st = zt_trainer_gather_model(t);    /* once for every token of every completion */
     if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
     for (int p = 0; p < prompts && !st; p++) {
         int np = 0;
@@ -325,24 +323,9 @@ zt_status zt_rollout_check(const zt_recipe *r)
     return ZT_OK;
 }
 
-/* A LoRA actor generates through the adapters on the host decoder, on the weights as read */
-static zt_status check_lora(const zt_trainer *t)
-{
-    const char *algo = zt_rlhf_algorithm_names[t->r->rlhf.algorithm];
-    if (!t->m.lora) return ZT_OK;
-    if (!t->m.be->host_memory)
-        return zt_fail(ZT_EUSER,
-                       "LoRA (lora.r, lora.adapter) with rlhf.algorithm = \"%s\" on the %s backend is not supported "
-                       "yet (generation runs from a host copy of the weights, without adapters)",
-                       algo, t->m.be->name);
-    return ZT_OK;
-}
-
 zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
 {
     const zt_recipe *r = t->r;
-    zt_status st = check_lora(t);
-    if (st) return st;
     s->r = r, s->T = t->T, s->B = r->train.micro_batch_size, s->A = r->train.gradient_accumulation_steps;
     t->rows = s->B;
     size_t rows = (size_t)s->A * s->B, N = rows * s->T;
@@ -357,11 +340,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
-    st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
-    if (!st && !t->m.be->host_memory) { /* the KV-cached decoder runs in host memory */
-        s->gen = &s->host;
-        st = zt_llama_init(&s->host, &t->m.cfg, zt_backend_cpu(), ZT_F32);
-    }
+    zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
     if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, 256);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
@@ -388,7 +367,6 @@ void zt_rollout_close(zt_rollout *s)
     zt_llama_free(&s->ref_model);
     zt_llama_free(&s->reward_model);
     if (s->gen) zt_llama_cache_free(&s->cache, s->gen);
-    zt_llama_free(&s->host);
     zt_items_free(&s->order);
     free_objects(s->train_obj, s->train.n_examples);
     free_objects(s->valid_obj, s->valid.n_examples);

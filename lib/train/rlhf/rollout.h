@@ -39,9 +39,8 @@ typedef struct zt_rollout {
     void *scratch;
     int32_t stop_ids[ZT_END_IDS]; /* zt_format_end_ids */
     int vocab;                    /* ids the tokenizer has: the model's rows past them are padding, never sampled */
-    zt_llama host;      /* a model on a device generates from this host copy of its weights, refreshed each time */
-    zt_llama *gen;      /* the model that generates: the trained one, or host */
-    zt_llama ref_model; /* numel 0 with LoRA and no rlhf.reference: the reference is t's base */
+    zt_llama *gen;                /* the model that generates: the trained one, on its backend (llama_decode.c) */
+    zt_llama ref_model;           /* numel 0 with LoRA and no rlhf.reference: the reference is t's base */
     zt_llama reward_model;
     zt_reward_program program;
     zt_rollout_stats acc;
