@@ -6,16 +6,22 @@
 #include "lora.h"
 #include "qbase.h"
 
-zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
+size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk)
 {
-    memset(c, 0, sizeof *c);
-    zt_backend *be = m->be;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
     size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
                    2 * (size_t)capacity * half;
     reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
              (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0);
-    size_t bytes = reals * sizeof(zt_real) + n * sizeof(int32_t) + 20 * 64;
+    return reals * sizeof(zt_real) + n * sizeof(int32_t) + 20 * 64;
+}
+
+zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
+{
+    memset(c, 0, sizeof *c);
+    zt_backend *be = m->be;
+    size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
+    size_t bytes = zt_llama_cache_bytes(m, capacity, chunk);
     c->mem = be->alloc(be, bytes);
     if (!c->mem) return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
     c->capacity = capacity, c->chunk = chunk;
