@@ -65,6 +65,38 @@ static const char *lora_base_note(const zt_recipe *r, int stage)
     return r->model.dtype == ZT_BF16 ? "(fp32 and the bf16 copy)" : "(fp32)";
 }
 
+/* zt rlhf's models beside the policy (memory.h): what the GPU holds of them, or (device 0) the host */
+static void print_rlhf(const zt_recipe *r, const zt_mem_estimate *e, int device)
+{
+    const zt_mem_rlhf *h = device ? &e->device.rlhf : &e->rlhf;
+    if (h->reference)
+        row("reference model", h->reference,
+            r->rlhf.algorithm == ZT_RLHF_DPO ? "(at the start only: the pass of its log-probabilities)"
+            : device                         ? "(frozen: weights, their unused gradient array, a forward pass)"
+                                             : "(frozen: weights, a micro-batch's forward pass)");
+    if (h->reward_model)
+        row("reward model", h->reward_model,
+            device ? "(rlhf.reward_model: weights, their unused gradient array, a forward pass)"
+                   : "(rlhf.reward_model: weights, a micro-batch's forward pass)");
+    if (h->critic)
+        row("critic", h->critic,
+            zt_recipe_lora_on(r) ? "(frozen model, adapters with gradients and AdamW, activations)"
+                                 : "(weights, gradients, AdamW, activations)");
+    if (h->generation)
+        row("generation", h->generation,
+            device          ? "(the whole model gathered)"
+            : e->stage >= 3 ? "(KV cache and sampler, the whole model gathered)"
+                            : "(KV cache and sampler)");
+}
+
+/* What the total's larger part, the start, holds */
+static const char *start_note(const zt_recipe *r, const zt_mem_estimate *e)
+{
+    if (e->start == e->reference_pass) return "(DPO's reference pass, before the training's buffers)";
+    return r->lora.quantize_base != ZT_QBASE_NONE ? "(the base encoded as it is read, before the training's buffers)"
+                                                  : "(the base read whole, before the training's buffers)";
+}
+
 int cmd_validate(int argc, char **argv)
 {
     long world = 1, per_node = 0;
@@ -112,21 +144,19 @@ int cmd_validate(int argc, char **argv)
             r.model.activation_checkpointing ? "(checkpointing on)" : "(checkpointing off)");
         row("activations, other way", e.activations_other,
             r.model.activation_checkpointing ? "(checkpointing off)" : "(checkpointing on)");
+        print_rlhf(&r, &e, 0);
         row("runtime", e.runtime, "(code, libraries, GEMM buffers)");
         if (e.offloaded_nvme) row("on NVMe", e.offloaded_nvme, "(not in the total)");
-        row("total", e.total, e.trained ? "(the larger of:)" : "");
-        if (e.trained) row("  training", e.training, "");
-        if (e.trained)
-            row("  at the start", e.start,
-                r.lora.quantize_base != ZT_QBASE_NONE
-                    ? "(the base encoded as it is read, before the training's buffers)"
-                    : "(the base read whole, before the training's buffers)");
+        row("total", e.total, e.start ? "(the larger of:)" : "");
+        if (e.start) row("  training", e.training, "");
+        if (e.start) row("  at the start", e.start, start_note(&r, &e));
         if (e.device.total) {
             printf("\n# GPU memory per rank (model.device = \"cuda\")\n");
             row("parameters", e.device.params, e.stage == 3 ? "(the units in use)" : "");
             row("gradients", e.device.grads, e.stage == 3 ? "(the units in use)" : "");
             row("optimizer state", e.device.optimizer, e.device.optimizer ? "" : "(on the host)");
             row("activations", e.device.activations, "");
+            print_rlhf(&r, &e, 1);
             row("runtime", e.device.runtime, "(CUDA context, cuBLASLt workspace, kernel scratch)");
             row("total", e.device.total, "");
             if (e.device.host_copies) row("host copies", e.device.host_copies, "(weights and gradients, on the host)");

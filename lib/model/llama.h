@@ -351,6 +351,8 @@ typedef struct zt_llama_cache {
 } zt_llama_cache;
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk);
+/* What zt_llama_cache_init allocates, in bytes. */
+size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk);
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m);
 static inline void zt_llama_cache_reset(zt_llama_cache *c) { c->len = 0; }
 /* Appends n tokens (in pieces of at most chunk) and writes the logits of the last one

@@ -8,17 +8,24 @@
 #include "lora.h"
 #include "qbase.h"
 
+size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk)
+{
+    int device = !m->be->host_memory;
+    size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
+    size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
+                   2 * (size_t)capacity * half;
+    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
+             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)m->V : 0);
+    return reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64;
+}
+
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
 {
     memset(c, 0, sizeof *c);
     zt_backend *be = m->be;
     int device = !be->host_memory;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
-    size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
-                   2 * (size_t)capacity * half;
-    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
-             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)m->V : 0);
-    size_t bytes = reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64;
+    size_t bytes = zt_llama_cache_bytes(m, capacity, chunk);
     c->mem = be->alloc(be, bytes);
     c->pos_host = device ? malloc(n * sizeof *c->pos_host) : NULL;
     if (!c->mem || (device && !c->pos_host)) {

@@ -70,7 +70,7 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     if (cfg.num_labels && !score_head)
         return zt_fail(ZT_EUSER, "'%s' is a reward or value model (a score head, num_labels = 1), not a causal LM",
                        dir);
-    if (score_head && !cfg.num_labels) cfg.num_labels = 1, cfg.tie_word_embeddings = 0; /* a causal LM as backbone */
+    if (score_head) zt_model_score_config(&cfg);
     if ((st = zt_backend_open(device, &be))) return st;
     if (how.quantized) {
         if ((st = zt_qbase_init(m, &cfg, be, dtype, how.kind, how.double_quant))) return st;
@@ -84,6 +84,11 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
     }
     if (st) zt_llama_free(m);
     return st;
+}
+
+void zt_model_score_config(zt_llama_config *c)
+{
+    if (!c->num_labels) c->num_labels = 1, c->tie_word_embeddings = 0; /* a causal LM as backbone */
 }
 
 zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head)

@@ -18,6 +18,9 @@ zt_status zt_model_open(zt_llama *m, const char *dir, zt_dtype dtype, zt_device 
 /* The same with a score head (score_head = 1: a reward or value model; a causal LM's
  * checkpoint then gives the backbone, its LM head dropped and the score head new). */
 zt_status zt_model_open_head(zt_llama *m, const char *dir, zt_dtype dtype, zt_device device, int score_head);
+/* The config of a score-head model as zt_model_open_head makes it from c (zt validate shapes
+ * such models without opening them): a causal LM's gets one label, its LM head untied. */
+void zt_model_score_config(zt_llama_config *c);
 /* The same without reading the weights: *weights is left open for zt_llama_weights_read
  * (offload.param = "nvme" streams them unit by unit), to be closed with zt_st_close; for a
  * bitsandbytes 4-bit checkpoint *weights is NULL and *decoded reads it decoded instead

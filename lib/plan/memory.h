@@ -5,7 +5,9 @@
  * size, and placed on the device, host or NVMe as the offload settings say; with LoRA the
  * frozen base at its dtype (or encoding) and the adapters with their gradients and moments. The
  * sizes come from the modules that allocate (their *_bytes functions: the model,
- * zero, optstate, swap, actstore); this file adds them up.
+ * zero, optstate, swap, actstore); this file adds them up. For zt rlhf, the models a run holds
+ * beside the policy too: the frozen reference, the reward model, PPO's critic and generation's
+ * KV cache (zt_mem_rlhf).
  *
  *     zt_mem_estimate e;
  *     if ((st = zt_memory_estimate(&r, world, ranks_per_node, &e))) return st;
@@ -18,6 +20,18 @@
 
 #include "lib/core/status.h"
 #include "lib/recipe/recipe.h"
+
+/* zt rlhf (rlhf.algorithm, on the data.format it takes): what a run holds beside the policy.
+ * GRPO and PPO, through training: the frozen reference (rlhf.reference, else the starting model;
+ * none with LoRA, whose reference is the policy's base, nor for GRPO with rlhf.beta = 0) and
+ * rlhf.reward_model, each its weights and a micro-batch's forward pass; PPO's critic, trained as
+ * the policy is (its weights, gradients, AdamW state and activations, sharded alike; with LoRA its
+ * frozen model and adapters of its own); generation's KV cache and sampler scratch (at ZeRO stage
+ * 3 the whole model gathered for it, beyond the units training gathers). DPO holds
+ * rlhf.reference's model only at the start, for the pass that computes its log-probabilities. */
+typedef struct zt_mem_rlhf {
+    size_t reference, reward_model, critic, generation;
+} zt_mem_rlhf;
 
 typedef struct zt_mem_estimate {
     size_t numel;             /* model parameters */
@@ -51,12 +65,20 @@ typedef struct zt_mem_estimate {
      * the model up, before the training's buffers: the base read whole (a quantized one is
      * encoded as it is read) (total is the larger of that and the training's, training) */
     size_t base, trained, start, training;
+    /* zt rlhf: the models beside the policy (in training and total); DPO's reference pass, before
+     * the training's buffers: the policy's weights and a forward pass of a micro-batch without
+     * checkpointing, on rlhf.reference's model or the policy itself (start is the larger of it and
+     * LoRA's start) */
+    zt_mem_rlhf rlhf;
+    size_t reference_pass;
     /* model.device = "cuda": what the GPU holds (all zero otherwise). The model's arrays (at stage
      * 3 only the units in use: lib/backend/vmm_cuda.h), the activations, AdamW's moments when the
-     * optimizer runs there (one process, nothing offloaded), and the runtime; host_copies is
-     * the host's share then: the staged copies of weights and gradients (lib/zero/zero.h). */
+     * optimizer runs there (one process, nothing offloaded), zt rlhf's models (a frozen model's
+     * gradient array too: allocated, never filled), and the runtime; host_copies is the host's
+     * share then: the staged copies of weights and gradients (lib/zero/zero.h). */
     struct {
         size_t params, grads, optimizer, activations, runtime, total, host_copies;
+        zt_mem_rlhf rlhf;
     } device;
 } zt_mem_estimate;
 

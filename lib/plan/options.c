@@ -67,3 +67,22 @@ zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c)
                           .save = zt_recipe_lora_saved(r)};
     return r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
 }
+
+const char *zt_plan_reference_dir(const zt_recipe *r)
+{
+    zt_rlhf_algorithm a = r->rlhf.algorithm;
+    if (a == ZT_RLHF_REWARD || (a == ZT_RLHF_GRPO && !(r->rlhf.beta > 0))) return NULL;
+    if (r->rlhf.reference[0]) return r->rlhf.reference;
+    return a == ZT_RLHF_DPO || zt_recipe_lora_on(r) ? NULL : r->model.path;
+}
+
+const char *zt_plan_critic_dir(const zt_recipe *r)
+{
+    return r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
+}
+
+zt_lora_config zt_plan_critic_lora(zt_lora_config c)
+{
+    c.score = 1, c.save &= ZT_LORA_SAVE_EMBED;
+    return c;
+}

@@ -31,5 +31,18 @@ void zt_plan_tile_model(const zt_recipe *r, zt_llama *m);
 /* The adapters LoRA trains: lora.r, alpha, ... (score: a reward model's head trained too), or
  * lora.adapter's adapter_config.json. */
 zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c);
+/* zt rlhf's frozen reference (lib/train/rlhf): the directory of the model a run opens for it
+ * (rlhf.reference, else the starting model), or NULL where it opens none: the algorithm compares
+ * with no reference (GRPO with rlhf.beta = 0, the reward model), or the policy serves as its own
+ * (with LoRA the base, its adapters off; DPO's without rlhf.reference: the starting weights,
+ * before the first step). */
+const char *zt_plan_reference_dir(const zt_recipe *r);
+/* PPO's critic starts from rlhf.reward_model, else from the starting model with a new head. */
+const char *zt_plan_critic_dir(const zt_recipe *r);
+/* A LoRA critic's adapters: of the actor's kind (c), its value head trained whole and, where the
+ * actor trains the embedding (a grown vocabulary), the embedding. */
+zt_lora_config zt_plan_critic_lora(zt_lora_config c);
+/* The prompt tokens GRPO's and PPO's decoder takes at a time (its KV cache's chunk). */
+enum { ZT_PLAN_ROLLOUT_CHUNK = 256 };
 
 #endif

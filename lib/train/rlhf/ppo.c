@@ -234,8 +234,7 @@ static zt_status ppo_finish(zt_trainer *t)
  * embedding (a grown vocabulary), the embedding */
 static zt_status critic_lora(zt_trainer *t, ppo *s)
 {
-    zt_lora_config c = t->m.lora->cfg;
-    c.score = 1, c.save &= ZT_LORA_SAVE_EMBED;
+    zt_lora_config c = zt_plan_critic_lora(t->m.lora->cfg);
     zt_status st = zt_lora_attach(&s->critic, &c);
     if (st) return st;
     s->critic.lora->seed = ~t->m.lora->seed; /* dropout masks of its own */
@@ -269,7 +268,7 @@ static zt_status ppo_open(zt_trainer *t)
     s->old = malloc(4 * N * sizeof *s->old);
     if (!s->old) return zt_fail(ZT_ENOMEM, "out of memory");
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
-    const char *from = s->from = r->rlhf.reward_model[0] ? r->rlhf.reward_model : r->model.path;
+    const char *from = s->from = zt_plan_critic_dir(r);
     zt_zero_options opts = zt_plan_zero_options(r);
     zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";

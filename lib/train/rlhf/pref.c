@@ -14,6 +14,7 @@
 #include "lib/data/items.h"
 #include "lib/model/lora.h"
 #include "lib/model/qbase.h"
+#include "lib/plan/options.h"
 #include "rl_loss.h"
 #include "rlhf.h"
 
@@ -214,7 +215,7 @@ static zt_status reference_logps(zt_trainer *t)
     }
     memset(all, 0, (nt + nv) * sizeof *all);
     zt_llama ref, *m = &t->m;
-    if (r->rlhf.reference[0]) { /* held only for this pass */
+    if (zt_plan_reference_dir(r)) { /* rlhf.reference, held only for this pass */
         if ((st = zt_model_open(&ref, dir, r->model.dtype, r->model.device))) return st;
         if (ref.V != t->m.V)
             st = zt_fail(ZT_EUSER, "rlhf.reference '%s' has %d tokens, the model %d", dir, ref.V, t->m.V);

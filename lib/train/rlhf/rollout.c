@@ -9,6 +9,7 @@
 #include "lib/data/jsonl.h"
 #include "lib/model/lora.h"
 #include "lib/model/sample.h"
+#include "lib/plan/options.h"
 #include "rlhf.h"
 #include "rollout.h"
 
@@ -341,7 +342,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
     zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
-    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, 256);
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, ZT_PLAN_ROLLOUT_CHUNK);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
@@ -352,8 +353,8 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
         st = zt_items_init(&s->order, s->train.n_examples, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
                            t->zero.world);
     /* rlhf.reference, else the starting model (with LoRA the base, which t->m holds) */
-    if (!st && with_reference && (r->rlhf.reference[0] || !t->m.lora)) {
-        const char *dir = r->rlhf.reference[0] ? r->rlhf.reference : r->model.path;
+    const char *dir = with_reference ? zt_plan_reference_dir(r) : NULL;
+    if (!st && dir) {
         if (!(st = zt_model_open(&s->ref_model, dir, r->model.dtype, r->model.device)))
             st = zt_llama_alloc_acts(&s->ref_model, s->B, s->T, 0);
     }
