@@ -75,7 +75,7 @@ zt_status zt_generator_open(zt_generator *g, const zt_generator_options *o)
         st = zt_fail(ZT_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((st = zt_llama_cache_init(&g->cache, &g->m, o->max_len, CHUNK))) goto fail;
+    if ((st = zt_llama_cache_init(&g->cache, &g->m, o->max_len, CHUNK, 1))) goto fail;
     return ZT_OK;
 fail:
     zt_generator_close(g);
@@ -133,7 +133,7 @@ zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **
         text = NULL;
         if ((st = zt_tokenizer_decode(g->tok, gen, k, 1, &text))) break;
         if (cut_at_stop(g, text)) break;
-        if (g->cache.len >= g->cache.capacity) break; /* the context is full */
+        if (g->cache.lens[0] >= g->cache.capacity) break; /* the context is full */
         st = zt_llama_decode(&g->m, &g->cache, &next, 1, g->logits);
     }
     free(gen);

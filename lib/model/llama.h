@@ -327,37 +327,47 @@ typedef struct zt_llama_objective {
 double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32_t *target, const int32_t *pos,
                                   const zt_llama_objective *obj, int grad);
 
-/* Generation with a KV cache, one sequence at a time, in fp32 on the master
- * weights (also for bf16 models), on the model's backend: on a device the cache is there, and
- * each call uploads its tokens and downloads the logits:
+/* Generation with a KV cache, in fp32 on the master weights (also for bf16 models), on the
+ * model's backend: on a device the cache is there, and each call uploads its tokens and
+ * downloads the logits. The cache holds `slots` sequences: zt_llama_decode appends tokens to
+ * slot 0 (a prompt, then one token at a time); zt_llama_decode_slots one token to each of
+ * several slots at once, side by side in every product (GRPO's completions of one prompt):
  *
  *     zt_llama_cache c;
- *     zt_llama_cache_init(&c, &m, max_len, 512);
- *     zt_llama_decode(&m, &c, prompt, n_prompt, logits);   // prefill, logits of the last token
- *     zt_llama_decode(&m, &c, &next, 1, logits);            // one token at a time
- *     zt_llama_cache_reset(&c);                              // a new sequence
+ *     zt_llama_cache_init(&c, &m, max_len, 512, 8);
+ *     zt_llama_decode(&m, &c, prompt, n_prompt, logits);   // prefill slot 0: the last token's logits
+ *     zt_llama_cache_fork(&c, &m, 8);                        // slots 1..7 start from slot 0's prompt
+ *     zt_llama_decode_slots(&m, &c, slots, next, n, logits); // a token each for slots[0..n): n × V logits
+ *     zt_llama_cache_reset(&c);                              // every slot empty
  */
 typedef struct zt_llama_cache {
-    int capacity, chunk, len; /* positions it holds, tokens per call at most, positions filled */
-    void *mem;                /* everything below but pos_host, in the model's backend memory */
-    zt_real *k, *v;           /* [L][capacity][KV*D], rotary embedding applied to k */
+    int capacity, chunk, slots; /* positions a slot holds, tokens per call at most (≥ slots), sequences */
+    int *lens;                  /* [slots] positions filled (host memory) */
+    void *mem;                  /* the arrays below, in the model's backend memory */
+    zt_real *k, *v;             /* [L][slots][capacity][KV*D], rotary embedding applied to k */
     zt_real *x, *ln, *qkv, *att, *gateup, *h, *rstd, *qkin, *rstdqk, *cos_t, *sin_t;
     zt_real *post, *cos_l, *sin_l; /* a block's output before its post norm; Gemma 3's local rotary tables */
     int32_t *pos;
-    /* on a device: the tokens and the logits there, and the positions made on the host (NULL in
-     * host memory, where the caller's tokens and logits serve) */
-    int32_t *tokens, *pos_host;
+    /* on a device: the tokens and the logits there (NULL in host memory, where the caller's serve) */
+    int32_t *tokens;
     zt_real *logits;
+    int32_t *row_slot, *row_pos; /* [chunk] each, host memory: a call's rows, slot and position */
 } zt_llama_cache;
 
-zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk);
-/* What zt_llama_cache_init allocates, in bytes. */
-size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk);
+zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk, int slots);
+/* What zt_llama_cache_init allocates in the model's backend memory, in bytes. */
+size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk, int slots);
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m);
-static inline void zt_llama_cache_reset(zt_llama_cache *c) { c->len = 0; }
-/* Appends n tokens (in pieces of at most chunk) and writes the logits of the last one
+void zt_llama_cache_reset(zt_llama_cache *c);
+/* Slot 0's positions copied into slots [1, count), each then as long as slot 0. */
+void zt_llama_cache_fork(zt_llama_cache *c, const zt_llama *m, int count);
+/* Appends n tokens to slot 0 (in pieces of at most chunk) and writes the logits of the last one
  * into logits [V]. ZT_EUSER when the sequence would pass the cache's capacity. */
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits);
+/* Appends tokens[i] to slot slots[i] (ascending) for i < n and writes each one's logits into
+ * row i of logits [n][V]. */
+zt_status zt_llama_decode_slots(zt_llama *m, zt_llama_cache *c, const int *slots, const int32_t *tokens, int n,
+                                zt_real *logits);
 
 /* qk_norm: the norms of the q and k heads (or projections) in the qkv rows of n tokens, in
  * place, their inputs kept in qkin and their 1/rms in rstd (sizes zt_llama_qk_norm_elems), w the

@@ -1,6 +1,6 @@
-/* Generation: the forward pass over new tokens of one sequence, keys and values
- * of earlier positions kept in a cache, on the model's backend (on a device, the weights used
- * in place). */
+/* Generation: the forward pass over new tokens of one sequence, or over one new token of each
+ * of several, keys and values of earlier positions kept in a cache, on the model's backend (on
+ * a device, the weights used in place). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,39 +8,43 @@
 #include "lora.h"
 #include "qbase.h"
 
-size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk)
+size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk, int slots)
 {
     int device = !m->be->host_memory;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
-    size_t reals = 2 * (size_t)m->L * capacity * kv + n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) +
-                   2 * (size_t)capacity * half;
+    size_t reals = 2 * (size_t)m->L * slots * capacity * kv +
+                   n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) + 2 * (size_t)capacity * half;
     reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
-             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)m->V : 0);
+             (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) +
+             (device ? (size_t)slots * m->V : 0);
     return reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64;
 }
 
-zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk)
+zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk, int slots)
 {
     memset(c, 0, sizeof *c);
+    ZT_ASSERT(slots >= 1 && chunk >= slots);
     zt_backend *be = m->be;
     int device = !be->host_memory;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
-    size_t bytes = zt_llama_cache_bytes(m, capacity, chunk);
+    size_t bytes = zt_llama_cache_bytes(m, capacity, chunk, slots);
     c->mem = be->alloc(be, bytes);
-    c->pos_host = device ? malloc(n * sizeof *c->pos_host) : NULL;
-    if (!c->mem || (device && !c->pos_host)) {
+    c->lens = calloc((size_t)slots, sizeof *c->lens);
+    c->row_slot = malloc(2 * n * sizeof *c->row_slot);
+    if (!c->mem || !c->lens || !c->row_slot) {
         zt_llama_cache_free(c, m);
         return zt_fail(ZT_ENOMEM, "out of memory for a KV cache of %d positions", capacity);
     }
-    c->capacity = capacity, c->chunk = chunk;
+    c->row_pos = c->row_slot + n;
+    c->capacity = capacity, c->chunk = chunk, c->slots = slots;
     char *p = c->mem;
 #define TAKE(ptr, count)                                                                                               \
     do {                                                                                                               \
         (ptr) = (void *)p;                                                                                             \
         p += ((count) * sizeof(*(ptr)) + 63) & ~(size_t)63;                                                            \
     } while (0)
-    TAKE(c->k, (size_t)m->L * capacity * kv);
-    TAKE(c->v, (size_t)m->L * capacity * kv);
+    TAKE(c->k, (size_t)m->L * slots * capacity * kv);
+    TAKE(c->v, (size_t)m->L * slots * capacity * kv);
     TAKE(c->x, n * m->C);
     TAKE(c->ln, n * m->C);
     TAKE(c->qkv, n * m->S3);
@@ -62,7 +66,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     TAKE(c->pos, n);
     if (device) {
         TAKE(c->tokens, n);
-        TAKE(c->logits, (size_t)m->V);
+        TAKE(c->logits, (size_t)slots * m->V);
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)c->mem) <= bytes);
@@ -75,8 +79,28 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m)
 {
     if (c->mem) m->be->free(m->be, c->mem);
-    free(c->pos_host);
+    free(c->lens);
+    free(c->row_slot);
     memset(c, 0, sizeof *c);
+}
+
+void zt_llama_cache_reset(zt_llama_cache *c) { memset(c->lens, 0, (size_t)c->slots * sizeof *c->lens); }
+
+/* layer l's keys (or values, v) of slot s */
+static zt_real *slot_kv(const zt_llama *m, const zt_llama_cache *c, int v, int l, int s)
+{
+    return (v ? c->v : c->k) + ((size_t)l * c->slots + s) * c->capacity * m->KV * m->D;
+}
+
+void zt_llama_cache_fork(zt_llama_cache *c, const zt_llama *m, int count)
+{
+    ZT_ASSERT(count <= c->slots);
+    size_t bytes = (size_t)c->lens[0] * m->KV * m->D * sizeof(zt_real);
+    for (int s = 1; s < count; s++) {
+        for (int l = 0; l < m->L && bytes; l++)
+            for (int v = 0; v < 2; v++) m->be->copy(m->be, slot_kv(m, c, v, l, s), slot_kv(m, c, v, l, 0), bytes);
+        c->lens[s] = c->lens[0];
+    }
 }
 
 /* y[n,O] = x[n,I]·Wᵀ + beta·y on the fp32 master weights, or on a quantized base's encoding
@@ -97,18 +121,19 @@ static void add_post_normed(zt_llama *m, zt_llama_cache *c, size_t w, int n)
     be->add(be, c->x, c->ln, (size_t)n * m->C);
 }
 
-static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
+/* The n rows of c->row_slot and c->row_pos: row i a token of slot row_slot[i] at position
+ * row_pos[i] (a slot's rows consecutive, at consecutive positions). Writes the logits of every
+ * row (all) or of the last one, [rows][V]. */
+static void decode_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, int all, zt_real *logits)
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, kv = m->KV * m->D, p0 = c->len, post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
+    int C = m->C, kv = m->KV * m->D, post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
     double eps = m->cfg.rms_norm_eps;
     zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
     const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
-    int32_t *pos = c->pos_host ? c->pos_host : c->pos;
-    for (int i = 0; i < n; i++) pos[i] = p0 + i;
+    be->upload(be, c->pos, c->row_pos, (size_t)n * sizeof *c->pos);
     if (c->tokens) { /* on a device */
-        be->upload(be, c->pos, pos, (size_t)n * sizeof *pos);
         be->upload(be, c->tokens, tokens, (size_t)n * sizeof *tokens);
         tokens = c->tokens;
     }
@@ -117,8 +142,7 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
     if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * C, zt_llama_embed_scale(m));
     for (int l = 0; l < m->L; l++) {
         size_t base = m->layer0_off + y->numel * l;
-        zt_real *w = m->params + base, *K = c->k + (size_t)l * c->capacity * kv,
-                *V = c->v + (size_t)l * c->capacity * kv;
+        zt_real *w = m->params + base;
         int local = c->cos_l && zt_llama_layer_local(&m->cfg, l);
         if (pre) be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->x, w + y->ln1, off, n, C, eps);
         linear(m, c->qkv, in, base + y->wqkv, n, m->S3, C, 0);
@@ -131,12 +155,18 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         if (zt_llama_layer_rope(&m->cfg, l))
             be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, c->pos, local ? c->cos_l : c->cos_t,
                      local ? c->sin_l : c->sin_t, 0);
-        for (int i = 0; i < n; i++) {
-            be->copy(be, K + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD, kv * sizeof(zt_real));
-            be->copy(be, V + (size_t)(p0 + i) * kv, c->qkv + (size_t)i * m->S3 + m->HD + kv, kv * sizeof(zt_real));
+        for (int i = 0, j; i < n; i = j) { /* each slot's rows: their keys and values, then their queries */
+            int s = c->row_slot[i], p0 = c->row_pos[i];
+            zt_real *K = slot_kv(m, c, 0, l, s), *V = slot_kv(m, c, 1, l, s);
+            for (j = i; j < n && c->row_slot[j] == s; j++) {
+                const zt_real *row = c->qkv + (size_t)j * m->S3 + m->HD;
+                be->copy(be, K + (size_t)c->row_pos[j] * kv, row, kv * sizeof(zt_real));
+                be->copy(be, V + (size_t)c->row_pos[j] * kv, row + kv, kv * sizeof(zt_real));
+            }
+            be->attention_decode(be, c->att + (size_t)i * m->HD, c->qkv + (size_t)i * m->S3, m->S3, K, V, kv, j - i,
+                                 p0, m->H, m->KV, m->D, zt_llama_layer_window(&m->cfg, l), m->attn_scale,
+                                 m->cfg.attn_softcap);
         }
-        be->attention_decode(be, c->att, c->qkv, m->S3, K, V, kv, n, p0, m->H, m->KV, m->D,
-                             zt_llama_layer_window(&m->cfg, l), m->attn_scale, m->cfg.attn_softcap);
         linear(m, out, c->att, base + y->wo, n, C, m->HD, post ? 0 : 1);
         zt_lora_decode(m, l, ZT_LORA_O, c->att, out, C, n);
         if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
@@ -151,27 +181,64 @@ static void decode_chunk(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, 
         zt_lora_decode(m, l, ZT_LORA_DOWN, c->h, out, C, n);
         if (post) add_post_normed(m, c, base + y->post_mlp, n);
     }
-    c->len += n;
-    const zt_real *last = c->x + (size_t)(n - 1) * C;
-    be->rmsnorm_forward(be, c->ln, NULL, c->rstd, last, m->params + m->norm_off, off, 1, C, eps);
+    for (int i = 0; i < n; i++) c->lens[c->row_slot[i]] = c->row_pos[i] + 1;
+    int rows = all ? n : 1;
+    const zt_real *x = c->x + (size_t)(n - rows) * C;
+    be->rmsnorm_forward(be, c->ln, NULL, c->rstd, x, m->params + m->norm_off, off, rows, C, eps);
     zt_real *z = c->logits ? c->logits : logits;
-    be->gemm(be, 0, 1, 1, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, z, m->V);
-    if (m->cfg.final_softcap > 0) be->softcap_forward(be, z, (size_t)m->V, m->cfg.final_softcap);
-    if (c->logits) be->download(be, logits, c->logits, (size_t)m->V * sizeof *logits);
+    size_t nv = (size_t)rows * m->V;
+    be->gemm(be, 0, 1, rows, m->V, C, 1, c->ln, C, head ? head : m->params + m->head_off, C, 0, z, m->V);
+    if (m->cfg.final_softcap > 0) be->softcap_forward(be, z, nv, m->cfg.final_softcap);
+    if (c->logits) be->download(be, logits, c->logits, nv * sizeof *logits);
+}
+
+/* The rows a decoder call may take at once: the cache's chunk, or fewer where the adapters'
+ * scratch is smaller */
+static int rows_at_once(const zt_llama *m, const zt_llama_cache *c)
+{
+    return m->lora && (size_t)c->chunk > m->lora->scratch_tokens ? (int)m->lora->scratch_tokens : c->chunk;
+}
+
+static zt_status check_decoder(const zt_llama *m)
+{
+    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA && !m->lora->decode_norms)
+        return zt_fail(ZT_EUSER, "generation with a DoRA adapter needs its norms (zt_lora_prepare_decode)");
+    if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");
+    return ZT_OK;
 }
 
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits)
 {
     if (n <= 0) return zt_fail(ZT_EUSER, "nothing to decode");
-    if (m->lora && m->lora->cfg.method == ZT_LORA_METHOD_DORA && !m->lora->decode_norms)
-        return zt_fail(ZT_EUSER, "generation with a DoRA adapter needs its norms (zt_lora_prepare_decode)");
-    if (m->lora && !m->lora->scratch_tokens) return zt_fail(ZT_EUSER, "generation with adapters needs their scratch");
-    if (c->len + n > c->capacity)
+    zt_status st = check_decoder(m);
+    if (st) return st;
+    if (c->lens[0] + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
-    int chunk = m->lora && (size_t)c->chunk > m->lora->scratch_tokens ? (int)m->lora->scratch_tokens : c->chunk;
+    int chunk = rows_at_once(m, c);
     for (int done = 0; done < n; done += chunk) {
         int k = n - done < chunk ? n - done : chunk;
-        decode_chunk(m, c, tokens + done, k, logits);
+        for (int i = 0; i < k; i++) c->row_slot[i] = 0, c->row_pos[i] = c->lens[0] + i;
+        decode_rows(m, c, tokens + done, k, 0, logits);
+    }
+    return ZT_OK;
+}
+
+zt_status zt_llama_decode_slots(zt_llama *m, zt_llama_cache *c, const int *slots, const int32_t *tokens, int n,
+                                zt_real *logits)
+{
+    zt_status st = check_decoder(m);
+    if (st) return st;
+    if (n <= 0) return zt_fail(ZT_EUSER, "nothing to decode");
+    for (int i = 0; i < n; i++) {
+        ZT_ASSERT(slots[i] >= 0 && slots[i] < c->slots && (!i || slots[i] > slots[i - 1]));
+        if (c->lens[slots[i]] >= c->capacity)
+            return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
+    }
+    int chunk = rows_at_once(m, c);
+    for (int done = 0; done < n; done += chunk) {
+        int k = n - done < chunk ? n - done : chunk;
+        for (int i = 0; i < k; i++) c->row_slot[i] = slots[done + i], c->row_pos[i] = c->lens[slots[done + i]];
+        decode_rows(m, c, tokens + done, k, 1, logits + (size_t)done * m->V);
     }
     return ZT_OK;
 }

@@ -322,14 +322,16 @@ static zt_status critic_estimate(const zt_recipe *r, const zt_llama *policy, con
     return ZT_OK;
 }
 
-/* GRPO's and PPO's generation (rollout.c): a KV cache of data.max_length positions where the
+/* GRPO's and PPO's generation (rollout.c): a KV cache of data.max_length positions a slot (GRPO
+ * decodes a prompt's completions side by side, a slot each) where the
  * model is (llama_decode.c: on a GPU in its memory, with room for the tokens and the logits) and
  * the sampler's scratch on the host (a few pages: left out on a GPU); at stage 3 the whole model
  * gathered for it, beyond the units training gathers (zt_trainer_gather_model). The step's rows
  * and logits, a few dozen bytes a position, are left out. */
 static void generation_estimate(const zt_recipe *r, const zt_llama *m, zt_mem_estimate *e)
 {
-    size_t cache = zt_llama_cache_bytes(m, r->data.max_length, ZT_PLAN_ROLLOUT_CHUNK);
+    int slots = zt_plan_rollout_slots(r), chunk = zt_plan_rollout_chunk(r);
+    size_t cache = zt_llama_cache_bytes(m, r->data.max_length, chunk, slots);
     size_t gathered = 0, grads;
     if (e->stage >= 3) {
         zt_zero_options zo = zt_plan_zero_options(r);
@@ -337,7 +339,7 @@ static void generation_estimate(const zt_recipe *r, const zt_llama *m, zt_mem_es
     }
     e->rlhf.generation = cache + zt_sample_scratch_bytes(m->V) + gathered;
     if (r->model.device == ZT_DEVICE_CUDA)
-        e->device.rlhf.generation = cache + (m->V + ZT_PLAN_ROLLOUT_CHUNK) * sizeof(zt_real) + gathered;
+        e->device.rlhf.generation = cache + ((size_t)slots * m->V + chunk) * sizeof(zt_real) + gathered;
 }
 
 /* DPO's reference log-probabilities (pref.c) are computed before the training's buffers: the

@@ -86,3 +86,14 @@ zt_lora_config zt_plan_critic_lora(zt_lora_config c)
     c.score = 1, c.save &= ZT_LORA_SAVE_EMBED;
     return c;
 }
+
+int zt_plan_rollout_slots(const zt_recipe *r)
+{
+    return r->rlhf.algorithm == ZT_RLHF_GRPO ? r->rlhf.num_generations : 1;
+}
+
+int zt_plan_rollout_chunk(const zt_recipe *r)
+{
+    int slots = zt_plan_rollout_slots(r);
+    return slots > ZT_PLAN_ROLLOUT_CHUNK ? slots : ZT_PLAN_ROLLOUT_CHUNK;
+}

@@ -42,7 +42,11 @@ const char *zt_plan_critic_dir(const zt_recipe *r);
 /* A LoRA critic's adapters: of the actor's kind (c), its value head trained whole and, where the
  * actor trains the embedding (a grown vocabulary), the embedding. */
 zt_lora_config zt_plan_critic_lora(zt_lora_config c);
-/* The prompt tokens GRPO's and PPO's decoder takes at a time (its KV cache's chunk). */
+/* The prompt tokens GRPO's and PPO's decoder takes at a time (its KV cache's chunk, at least the
+ * slots), and the sequences its cache holds: GRPO's completions of a prompt, decoded side by
+ * side; PPO's one. */
 enum { ZT_PLAN_ROLLOUT_CHUNK = 256 };
+int zt_plan_rollout_slots(const zt_recipe *r);
+int zt_plan_rollout_chunk(const zt_recipe *r);
 
 #endif

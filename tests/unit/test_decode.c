@@ -1,7 +1,8 @@
 /* Generation with a KV cache computes what the training forward computes: the
  * summed next-token loss of a sequence fed one token at a time (or in chunks)
  * equals the loss of the full forward pass; with LoRA adapters too (Phi-3's on its fused
- * qkv_proj and gate_up_proj). */
+ * qkv_proj and gate_up_proj). Sequences decoded side by side (zt_llama_decode_slots) give
+ * each the logits it gets decoded alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,43 @@ static double row_loss(const float *logits, int V, int target)
     for (int v = 1; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
     for (int v = 0; v < V; v++) s += exp(logits[v] - mx);
     return mx + log(s) - logits[target];
+}
+
+/* GRPO's side-by-side decoding: a prompt in slot 0, forked into 3 slots, each continued with
+ * tokens of its own, slot 1 leaving the batch after 3 steps; every row's logits must be those of
+ * its slot's sequence decoded alone, within the prefill's tolerance below (other row counts,
+ * other orders of the same sums). */
+static void check_slots(zt_llama *m, int chunk)
+{
+    enum { P = 5, STEPS = 6, S = 3 };
+    zt_llama_cache many, one;
+    ZT_ASSERT(zt_llama_cache_init(&many, m, T, chunk > S ? chunk : S, S) == ZT_OK);
+    ZT_ASSERT(zt_llama_cache_init(&one, m, T, chunk, 1) == ZT_OK);
+    int32_t prompt[P], tok[S][STEPS];
+    for (int i = 0; i < P; i++) prompt[i] = (i * 13 + 2) % 50;
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < STEPS; j++) tok[s][j] = (7 * s + 11 * j + 3) % 50;
+    float got[S * 50], want[50];
+    CHECK(zt_llama_decode(m, &many, prompt, P, want) == ZT_OK);
+    zt_llama_cache_fork(&many, m, S);
+    double worst = 0;
+    for (int j = 0; j < STEPS; j++) {
+        int slots[S], n = 0;
+        int32_t next[S];
+        for (int s = 0; s < S; s++)
+            if (j < 3 || s != 1) slots[n] = s, next[n++] = tok[s][j];
+        CHECK(zt_llama_decode_slots(m, &many, slots, next, n, got) == ZT_OK);
+        for (int i = 0; i < n; i++) {
+            zt_llama_cache_reset(&one);
+            CHECK(zt_llama_decode(m, &one, prompt, P, want) == ZT_OK);
+            for (int k = 0; k <= j; k++) CHECK(zt_llama_decode(m, &one, &tok[slots[i]][k], 1, want) == ZT_OK);
+            for (int v = 0; v < 50; v++) worst = fmax(worst, fabs(got[i * 50 + v] - want[v]));
+        }
+    }
+    CHECK_MSG(worst < 1e-4, "side-by-side logits differ from one sequence's by %g", worst);
+    CHECK(many.lens[0] == P + STEPS && many.lens[1] == P + 3 && many.lens[2] == P + STEPS);
+    zt_llama_cache_free(&many, m);
+    zt_llama_cache_free(&one, m);
 }
 
 static void check(const char *model_type, int window, int chunk, int lora)
@@ -58,7 +96,7 @@ static void check(const char *model_type, int window, int chunk, int lora)
     zt_llama_forward_backward(&m, in, tg, pos, 0, &full);
 
     zt_llama_cache cache;
-    ZT_ASSERT(zt_llama_cache_init(&cache, &m, T, chunk) == ZT_OK);
+    ZT_ASSERT(zt_llama_cache_init(&cache, &m, T, chunk, 1) == ZT_OK);
     float logits[50], last_stepwise[50];
     double stepwise = 0;
     for (int t = 0; t + 1 < T; t++) {
@@ -83,6 +121,7 @@ static void check(const char *model_type, int window, int chunk, int lora)
     CHECK_MSG(worst < 1e-4, "prefill logits differ from stepwise by %g", worst);
     CHECK(zt_llama_decode(&m, &cache, in, 2, logits) == ZT_EUSER); /* past the capacity */
     zt_llama_cache_free(&cache, &m);
+    check_slots(&m, chunk);
     zt_llama_free(&m);
 }
 

@@ -215,7 +215,7 @@ static void check_decode_matches_merge(const char *base, const char *dir)
               "%s", zt_errmsg());
     CHECK_MSG(open_adapted(&merged, base, dir) == ZT_OK && zt_lora_merge(&merged) == ZT_OK, "%s", zt_errmsg());
     zt_lora_free(&merged); /* the merged model alone */
-    CHECK(zt_llama_cache_init(&c, &m, T, 64) == ZT_OK && zt_llama_cache_init(&cm, &merged, T, 64) == ZT_OK);
+    CHECK(zt_llama_cache_init(&c, &m, T, 64, 1) == ZT_OK && zt_llama_cache_init(&cm, &merged, T, 64, 1) == ZT_OK);
     zt_real *got = malloc(2 * (size_t)m.V * sizeof *got), *want = got + m.V;
     int dora = m.lora->cfg.method == ZT_LORA_METHOD_DORA;
     CHECK((zt_llama_decode(&m, &c, input, PREFILL, got) == ZT_EUSER) == dora); /* DoRA: its norms first */

@@ -191,7 +191,7 @@ static void check_family(const char *family)
     greedy = cJSON_GetObjectItemCaseSensitive(want, "greedy");
     int np = cJSON_GetArraySize(prompt), ng = cJSON_GetArraySize(greedy);
     zt_llama_cache cache;
-    ZT_ASSERT(zt_llama_cache_init(&cache, &m, np + ng, 16) == ZT_OK);
+    ZT_ASSERT(zt_llama_cache_init(&cache, &m, np + ng, 16, 1) == ZT_OK);
     zt_real *logits = malloc((size_t)m.V * sizeof(zt_real));
     int32_t tok[64];
     for (int i = 0; i < np; i++) tok[i] = cJSON_GetArrayItem(prompt, i)->valueint;

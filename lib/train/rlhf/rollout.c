@@ -77,32 +77,41 @@ static zt_status prefill(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64
     return zt_llama_decode(m, &s->cache, ds->ids + ds->offsets[k], *np, s->prompt_logits);
 }
 
-/* A completion of the prefilled prompt k, sampled with the stream (train.seed, stream): ids
- * and labels of the sequence (the completion trained, its stop token included when one
- * came), its length *len and the completion's tokens before any stop token *ngen. The
- * prompt's keys and values stay in the cache: each completion overwrites only its own. */
-static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, uint64_t stream,
-                          double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
+/* Completions of the prefilled prompt k: G of them decoded side by side, one cache slot each
+ * (forked from the prompt's), completion g sampled with the stream (train.seed, stream ^ g).
+ * Completion g's sequence goes to ids and labels + g × (T + 1) (the completion trained, its stop
+ * token included when one came), its length to len[g] and its tokens before any stop token to
+ * ngen[g]. Each samples at most rlhf.max_new_tokens; one that stops leaves the batch. */
+static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, int G,
+                          uint64_t stream, double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
 {
-    int budget = s->r->rlhf.max_new_tokens;
+    int budget = s->r->rlhf.max_new_tokens, V = m->V, active = G;
     if (budget > s->T - np) budget = s->T - np;
-    memcpy(ids, ds->ids + ds->offsets[k], (size_t)np * sizeof *ids);
-    for (int i = 0; i < np; i++) labels[i] = ZT_IGNORE_INDEX;
-    zt_sampler smp = {.temperature = temperature, .top_p = s->r->rlhf.top_p};
-    zt_rng_seed(&smp.rng, (uint64_t)s->r->train.seed, stream);
-    s->cache.len = np;
-    memcpy(s->logits, s->prompt_logits, (size_t)m->V * sizeof *s->logits);
-    zt_status st = ZT_OK;
-    int n = np, g = 0;
-    while (!st && g < budget) {
-        int32_t next = zt_sample(&smp, s->logits, s->vocab, s->scratch);
-        s->acc.generated++;
-        ids[n] = labels[n] = next, n++;
-        if (is_stop(s, next)) break;
-        g++;
-        if (g < budget) st = zt_llama_decode(m, &s->cache, &next, 1, s->logits);
+    zt_llama_cache_fork(&s->cache, m, G);
+    for (int g = 0; g < G; g++) {
+        int32_t *row = ids + (size_t)g * (s->T + 1), *lab = labels + (size_t)g * (s->T + 1);
+        memcpy(row, ds->ids + ds->offsets[k], (size_t)np * sizeof *row);
+        for (int i = 0; i < np; i++) lab[i] = ZT_IGNORE_INDEX;
+        s->smp[g] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
+        zt_rng_seed(&s->smp[g].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)g);
+        len[g] = np, ngen[g] = 0, s->slot[g] = g;
     }
-    *len = n, *ngen = g;
+    zt_status st = ZT_OK;
+    for (int first = 1; active && !st; first = 0) {
+        int left = 0;
+        for (int i = 0; i < active; i++) { /* row i of the last decode: completion slot[i] */
+            int g = s->slot[i];
+            const zt_real *logits = first ? s->prompt_logits : s->logits + (size_t)i * V;
+            int32_t next = zt_sample(&s->smp[g], logits, s->vocab, s->scratch);
+            s->acc.generated++;
+            ids[(size_t)g * (s->T + 1) + len[g]] = labels[(size_t)g * (s->T + 1) + len[g]] = next;
+            len[g]++;
+            if (is_stop(s, next) || ++ngen[g] == budget) continue;
+            s->slot[left] = g, s->next[left++] = next;
+        }
+        active = left;
+        if (active) st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, active, s->logits);
+    }
     return st;
 }
 
@@ -114,25 +123,21 @@ static cJSON *reward_object(const cJSON *line, const char *completion)
     return o;
 }
 
-/* One generated sequence in row `row` of the step's rows; its reward object in *obj. */
-static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines, int64_t k,
-                                int np, uint64_t stream, double temperature, int row, cJSON **obj)
+/* A generated sequence (its prompt np tokens, ngen generated before any stop token) in row
+ * `row` of the step's rows; its reward object, for the prompt's line, in *obj. */
+static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const cJSON *line, const int32_t *ids,
+                                const int32_t *labels, int len, int np, int ngen, int row, cJSON **obj)
 {
     size_t at = (size_t)row * s->T;
-    int32_t *ids = malloc(2 * (size_t)(s->T + 1) * sizeof *ids), *labels = ids + s->T + 1;
-    if (!ids) return zt_fail(ZT_ENOMEM, "out of memory");
-    int len, ngen;
-    zt_status st = generate(s, s->gen, ds, k, np, stream, temperature, ids, labels, &len, &ngen);
     char *text = NULL;
-    if (!st) st = zt_tokenizer_decode(t->tools.tok, ids + np, (size_t)ngen, 1, &text);
+    zt_status st = zt_tokenizer_decode(t->tools.tok, ids + np, (size_t)ngen, 1, &text);
     if (!st) {
         zt_rlhf_fill_row(ids, labels, len, s->T, s->input + at, s->target + at, s->pos + at);
         s->ntok[row] = 0;
         for (int i = 0; i < s->T; i++) s->ntok[row] += s->target[at + i] >= 0;
-        if (!(*obj = reward_object(lines[k], text))) st = zt_fail(ZT_ENOMEM, "out of memory");
+        if (!(*obj = reward_object(line, text))) st = zt_fail(ZT_ENOMEM, "out of memory");
     }
     free(text);
-    free(ids);
     return st;
 }
 
@@ -196,29 +201,35 @@ static zt_status score(zt_rollout *s, int n, cJSON **objs)
 zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines,
                               const int64_t *items, int prompts, int G, long step, double temperature)
 {
-    int n = prompts * G;
+    int n = prompts * G, *len = malloc(2 * (size_t)G * sizeof *len), *ngen = len + G;
+    size_t seq = (size_t)s->T + 1;
     cJSON **objs = calloc((size_t)n, sizeof *objs);
-    if (!objs) return zt_fail(ZT_ENOMEM, "out of memory");
+    int32_t *ids = malloc(2 * G * seq * sizeof *ids), *labels = ids + G * seq;
+    zt_status st = !objs || !len || !ids ? zt_fail(ZT_ENOMEM, "out of memory") : ZT_OK;
     double t0 = zt_now_s();
-    zt_status st = zt_trainer_gather_model(t);    /* once for every token of every completion */
+    if (!st) st = zt_trainer_gather_model(t);     /* once for every token of every completion */
     if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
     for (int p = 0; p < prompts && !st; p++) {
         int np = 0;
-        if (items[p] >= 0) st = prefill(s, s->gen, ds, items[p], &np);
-        for (int g = 0; g < G && !st; g++) {
-            int row = p * G + g;
-            if (items[p] < 0) empty_row(s, row);
-            else
-                st = fill_generated(s, t, ds, lines, items[p], np,
-                                    ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8) ^ g, temperature, row,
-                                    &objs[row]);
+        if (items[p] < 0) {
+            for (int g = 0; g < G; g++) empty_row(s, p * G + g);
+            continue;
         }
+        st = prefill(s, s->gen, ds, items[p], &np);
+        if (!st)
+            st = generate(s, s->gen, ds, items[p], np, G, ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8),
+                          temperature, ids, labels, len, ngen);
+        for (int g = 0; g < G && !st; g++)
+            st = fill_generated(s, t, lines[items[p]], ids + g * seq, labels + g * seq, len[g], np, ngen[g], p * G + g,
+                                &objs[p * G + g]);
     }
+    free(ids);
+    free(len);
     zt_trainer_release_model(t);
     s->acc.generate_s += zt_now_s() - t0;
     for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
     if (!st) st = score(s, n, objs);
-    for (int i = 0; i < n; i++) cJSON_Delete(objs[i]);
+    for (int i = 0; i < n && objs; i++) cJSON_Delete(objs[i]);
     free(objs);
     return st;
 }
@@ -333,16 +344,21 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
     s->rewards = calloc(rows, sizeof *s->rewards);
-    s->logits = zt_calloc_aligned(2 * (size_t)t->m.V * sizeof(zt_real));
+    int slots = zt_plan_rollout_slots(r);
+    s->logits = zt_calloc_aligned((size_t)(slots + 1) * t->m.V * sizeof(zt_real));
+    s->smp = calloc((size_t)slots, sizeof *s->smp);
+    s->slot = calloc((size_t)slots, sizeof *s->slot);
+    s->next = calloc((size_t)slots, sizeof *s->next);
     s->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(t->m.V));
     if (with_reference) s->ref = malloc(N * sizeof *s->ref);
-    if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || (with_reference && !s->ref))
+    if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || !s->smp || !s->slot || !s->next ||
+        (with_reference && !s->ref))
         return zt_fail(ZT_ENOMEM, "out of memory");
-    s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + t->m.V;
+    s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + (size_t)slots * t->m.V;
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
     zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
-    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, ZT_PLAN_ROLLOUT_CHUNK);
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, zt_plan_rollout_chunk(r), slots);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
@@ -378,5 +394,8 @@ void zt_rollout_close(zt_rollout *s)
     free(s->rewards);
     free(s->ref);
     free(s->logits);
+    free(s->smp);
+    free(s->slot);
+    free(s->next);
     free(s->scratch);
 }

@@ -7,13 +7,16 @@
  * micro_batch_size rows), prompt + completion each, only the completion trained. Generation
  * runs on the whole model: at ZeRO stage 3 it is gathered once per step and reused for every
  * token of every completion, so generation needs no collective at all and ranks whose
- * completions end early never hold the others up. Completion g of prompt k at step s samples
- * from the stream (train.seed, s, k, g): the same completions whatever the world size. */
+ * completions end early never hold the others up. A prompt's G completions are decoded side by
+ * side, each in a slot of the KV cache forked from the prompt's (one product per layer for all
+ * of them, a completion leaving as it stops). Completion g of prompt k at step s samples from the
+ * stream (train.seed, s, k, g): the same completions whatever the world size. */
 #ifndef ZT_TRAIN_RLHF_ROLLOUT_H
 #define ZT_TRAIN_RLHF_ROLLOUT_H
 
 #include "lib/data/formats.h"
 #include "lib/data/items.h"
+#include "lib/model/sample.h"
 #include "reward_program.h"
 #include "lib/train/trainer.h"
 
@@ -35,7 +38,10 @@ typedef struct zt_rollout {
     double *ref;                   /* the reference's log-probabilities per position (with a reference) */
     double *store;                 /* where zt_rollout_outputs writes */
     zt_llama_cache cache;
-    zt_real *logits, *prompt_logits; /* [V] each: the next token's, and the prompt's last token's */
+    zt_real *logits, *prompt_logits; /* the next tokens' [slots][V], and the prompt's last token's [V] */
+    zt_sampler *smp;                 /* [slots] each completion's, and the slots of a decoder call: */
+    int *slot;                       /* completion of row i of logits */
+    int32_t *next;                   /* its token */
     void *scratch;
     int32_t stop_ids[ZT_END_IDS]; /* zt_format_end_ids */
     int vocab;                    /* ids the tokenizer has: the model's rows past them are padding, never sampled */
