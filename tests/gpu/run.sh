@@ -12,6 +12,9 @@
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
 #   families, LoRA    the same in bf16 for tiny Qwen3 (q and k norms), Gemma 2 (GeGLU, soft-capping, sandwich
 #                     norms) and Phi-3 (partial rotary) models, LoRA on every linear, and the MLP in 2 tiles
+#   generation        a tiny model with a real tokenizer (tests/fixtures): zt generate's greedy text on the
+#                     device equals the CPU's, and 2 GRPO steps (completions decoded side by side on the
+#                     device, a reward program) against the CPU: the same rewards, gradient norms within 1e-3
 #   offload.param cpu one process at stage 3 with the weights' slices and AdamW on the host, against
 #                     the plain CUDA fp32 run: every loss within 1e-4 relative
 #   zero3 2 ranks     `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
@@ -146,6 +149,52 @@ zero3() {
     compare zero-1rank zero-2ranks 1e-3
 }
 
+# the KV-cached decoder on the device: greedy text, then GRPO's side-by-side completions
+generation() {
+    local d=$WORK/gen tok=$ROOT/tests/fixtures/tokenizers/bpe_llama3 where text_cpu text_dev
+    mkdir -p "$d"
+    "$ZT" init --arch llama --out "$d/model" --seed 2 hidden_size=256 intermediate_size=512 num_hidden_layers=2 \
+        num_attention_heads=4 num_key_value_heads=2 vocab_size=1024 max_position_embeddings=128 bos_token_id=0 \
+        eos_token_id=3 tie_word_embeddings=false > /dev/null 2>&1 || return 1
+    cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$d/model/"
+    for where in cpu "$DEVICE"; do
+        OMP_NUM_THREADS=8 "$ZT" generate --model "$d/model" --prompt "the quick brown fox" --max-new-tokens 24 \
+            --device "$where" > "$d/text-$where" || return 1
+    done
+    text_cpu=$(cat "$d/text-cpu") text_dev=$(cat "$d/text-$DEVICE")
+    echo "greedy: '$text_cpu'"
+    [ "$text_cpu" = "$text_dev" ] || { echo "greedy text on $DEVICE differs: '$text_dev'"; return 1; }
+    py -c 'import json
+for w in ["the fox", "a red cat", "hello there", "one two three", "green trees", "blue sky", "fast cars", "old books"]:
+    print(json.dumps({"prompt": [{"role": "user", "content": w}]}))' > "$d/prompts.jsonl"
+    printf '%s\n' 'import json, sys' 'for line in sys.stdin:' \
+        '    print(len(json.loads(line)["completion"]) / 40, flush=True)' > "$d/reward.py"
+    printf '%s\n' '[model]' "path = \"$d/model\"" 'dtype = "fp32"' '[tokenizer]' 'chat_template = "chatml"' '[data]' \
+        "train = \"$d/prompts.jsonl\"" 'format = "prompt"' 'max_length = 64' "cache_dir = \"$d/cache\"" '[train]' \
+        'max_steps = 2' 'micro_batch_size = 8' 'learning_rate = 1e-4' 'logging_steps = 1' 'eval_steps = 0' '[rlhf]' \
+        'algorithm = "grpo"' 'num_generations = 4' 'max_new_tokens = 16' 'beta = 0.04' \
+        "reward_command = \"env LD_LIBRARY_PATH=${ZT_GPU_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 $d/reward.py\"" '[output]' 'overwrite = true' 'tensorboard = false' \
+        > "$d/grpo.toml"
+    for where in cpu "$DEVICE"; do
+        echo "--- zt rlhf (GRPO) model.device=$where"
+        OMP_NUM_THREADS=8 "$ZT" rlhf "$d/grpo.toml" model.device="$where" \
+            output.dir="$WORK/grpo-$where" || return 1
+    done
+    # the same completions (their logits agree far inside a sampling boundary), so the same
+    # rewards; the gradient norms within 1e-3 (the loss itself is near 0: advantages sum to 0)
+    py - "$WORK/grpo-cpu" "$WORK/grpo-$DEVICE" <<'EOF'
+import json, sys
+a, b = ([r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r] for d in sys.argv[1:])
+for x, y in zip(a, b):
+    print(f"step {x['step']}: reward {x['reward_mean']:.6f} {y['reward_mean']:.6f}, grad norm {x['grad_norm']:.6f} "
+          f"{y['grad_norm']:.6f}, generated tokens/s {x['generate_tokens_per_s']:.0f} {y['generate_tokens_per_s']:.0f}")
+ok = len(a) == len(b) == 2 and all(x["reward_mean"] == y["reward_mean"] and
+                                     abs(x["grad_norm"] - y["grad_norm"]) <= 1e-3 * x["grad_norm"] for x, y in zip(a, b))
+print("GRPO: the same rewards, gradient norms within 1e-3" if ok else "GRPO differs")
+sys.exit(0 if ok else 1)
+EOF
+}
+
 # offload.param = cpu: stage 3 in one process, the GPU holding only the layers in use (their memory
 # mapped in and given back granule by granule), AdamW on the host; against the plain CUDA run
 param_offload() {
@@ -185,6 +234,7 @@ part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
 part "families, LoRA" 90 variants
+part generation 60 generation
 part "offload.param cpu" 40 param_offload
 part "zero3 2 ranks vs 1" 60 zero3
 
