@@ -17,13 +17,15 @@ static size_t logit_chunk_elems(const zt_llama *m)
 /* Gemma 3's windowed layers have rotary tables of their own */
 static int local_rope(const zt_llama *m) { return m->cfg.rope_local_theta > 0; }
 
-/* rows of logits per chunk, and the elements of each bf16 staging buffer */
+/* rows of logits per chunk (none for a score head, which makes no logits), and the elements of
+ * each bf16 staging buffer */
 static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage)
 {
     size_t N = (size_t)B * T, C = m->C;
     *chunk = (int)(logit_chunk_elems(m) / m->V);
     if (*chunk < 16) *chunk = 16;
     if ((size_t)*chunk > N) *chunk = (int)N;
+    if (m->cfg.num_labels) *chunk = 0;
     size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
     if (widest < 2 * (size_t)m->F) widest = 2 * (size_t)m->F;
     *stage = N * widest; /* the widest activation, or a chunk of logits */
