@@ -471,7 +471,7 @@ static void check_template(const zt_tokenizer *tok, const char *dir, const char 
  * and the special tokens its post-processor (or tokenizer_config.json) adds around them. */
 static void test_real_tokenizers(void)
 {
-    const char *families[] = {"gpt2", "deepseek_v4", "mistral", "qwen3", "smollm2", "phi3_5"};
+    const char *families[] = {"gpt2", "deepseek_v4", "mistral", "qwen3", "smollm2", "phi3_5", "phi3_vision"};
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
         char dir[512], cmd[2048], fixture[512];
         snprintf(dir, sizeof dir, "%s/real_%s", tmpdir, families[i]);
