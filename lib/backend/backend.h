@@ -45,8 +45,18 @@ struct zt_backend {
     void (*copy)(zt_backend *be, void *dst, const void *src, size_t bytes);     /* device to device */
     void (*upload)(zt_backend *be, void *dst, const void *src, size_t bytes);   /* host to device */
     void (*download)(zt_backend *be, void *dst, const void *src, size_t bytes); /* device to host; waits */
-    void (*sync)(zt_backend *be); /* waits until all queued work is done */
-    int host_memory;              /* 1: device pointers are host pointers (the CPU backend) */
+    void (*sync)(zt_backend *be); /* waits until all queued work is done, the copies below too */
+    /* Copies beside the compute (on a GPU a stream of their own, overlapping the kernels):
+     * upload_start and download_start queue a copy after the work queued so far and return a
+     * fence, which stands for every copy queued until then. Their host memory comes from
+     * host_alloc and stays unchanged (upload) or unread (download) until fence_wait(fence) has
+     * returned; fence_use(fence) makes the work queued after it wait for those copies on the
+     * device. discard, free, sync and the entries that wait also wait for the copies queued. */
+    uint64_t (*upload_start)(zt_backend *be, void *dst, const void *src, size_t bytes);
+    uint64_t (*download_start)(zt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*fence_use)(zt_backend *be, uint64_t fence);
+    void (*fence_wait)(zt_backend *be, uint64_t fence);
+    int host_memory; /* 1: device pointers are host pointers (the CPU backend) */
 
     void (*gemm)(zt_backend *be, int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                  const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
@@ -121,7 +131,9 @@ struct zt_backend {
 /* The CPU backend (a static table; never freed). */
 zt_backend *zt_backend_cpu(void);
 /* The CPU backend posing as a device (host_memory = 0), so that tests run the trainer's
- * device paths (host copies, uploads, downloads) without a GPU: ZT_CPU_AS_DEVICE=1. */
+ * device paths (host copies, uploads, downloads) without a GPU: ZT_CPU_AS_DEVICE=1. Its
+ * upload_start and download_start copy only when a fence or an entry that waits needs them, as
+ * late as a GPU might: a missing fence, or a host buffer changed too early, changes the results. */
 zt_backend *zt_backend_cpu_as_device(void);
 /* The CUDA backend on the current device (created once, never freed); fails naming the
  * reason when zt was built without CUDA or no usable GPU is found. */

@@ -1,5 +1,8 @@
 /* The CPU backend: host memory, kernels/cpu for the ops. */
 #include "backend.h"
+
+#include <stdlib.h>
+
 #include "kernels/cpu/ops.h"
 #include "lib/core/arena.h"
 #include "lib/core/pages.h"
@@ -14,6 +17,13 @@ static void cpu_discard(zt_backend *be, void *p, size_t bytes) { zt_pages_discar
 static void cpu_memset0(zt_backend *be, void *p, size_t bytes) { zt_cpu_zero(p, bytes); }
 static void cpu_copy(zt_backend *be, void *dst, const void *src, size_t bytes) { zt_cpu_copy(dst, src, bytes); }
 static void cpu_sync(zt_backend *be) {}
+/* host memory: a copy is done when it returns */
+static uint64_t cpu_copy_start(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    zt_cpu_copy(dst, src, bytes);
+    return 0;
+}
+static void cpu_fence(zt_backend *be, uint64_t fence) {}
 /* pages come back on first touch */
 static zt_status cpu_populate(zt_backend *be, void *p, size_t bytes) { return ZT_OK; }
 static size_t cpu_memory_peak(zt_backend *be) { return 0; } /* the process's peak RSS tells */
@@ -169,6 +179,10 @@ static zt_backend cpu_backend = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .sync = cpu_sync,
+    .upload_start = cpu_copy_start,
+    .download_start = cpu_copy_start,
+    .fence_use = cpu_fence,
+    .fence_wait = cpu_fence,
     .host_memory = 1,
     .gemm = cpu_gemm,
 #ifndef ZT_REAL_DOUBLE
@@ -210,6 +224,83 @@ static zt_backend cpu_backend = {
 
 zt_backend *zt_backend_cpu(void) { return &cpu_backend; }
 
+/* The CPU as a device: copies queued by upload_start and download_start, made late (backend.h).
+ * Fence f stands for the first f copies; queue holds those not yet made, from copy number done. */
+typedef struct late_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    void *taken; /* the source as it was when discard gave it back (then src), or NULL */
+} late_copy;
+
+static struct {
+    late_copy *queue;
+    size_t cap;
+    uint64_t done, queued;
+} late;
+
+static void make_copies(uint64_t fence)
+{
+    for (; late.done < fence && late.done < late.queued; late.done++) {
+        late_copy *c = &late.queue[late.done % late.cap];
+        zt_cpu_copy(c->dst, c->src, c->bytes);
+        free(c->taken);
+    }
+}
+
+static void make_all(void) { make_copies(late.queued); }
+
+static uint64_t late_start(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (late.queued - late.done == late.cap) { /* full: grow the ring, the oldest first */
+        size_t cap = late.cap ? 2 * late.cap : 64;
+        late_copy *q = malloc(cap * sizeof *q);
+        ZT_ASSERT(q);
+        for (uint64_t k = late.done; k < late.queued; k++) q[k % cap] = late.queue[k % late.cap];
+        free(late.queue);
+        late.queue = q, late.cap = cap;
+    }
+    late.queue[late.queued % late.cap] = (late_copy){dst, src, bytes, NULL};
+    return ++late.queued;
+}
+
+static void late_fence(zt_backend *be, uint64_t fence) { make_copies(fence); }
+static void late_sync(zt_backend *be) { make_all(); }
+static void late_free(zt_backend *be, void *p)
+{
+    make_all();
+    zt_pages_free(p);
+}
+static int overlaps(const void *a, size_t n, const void *b, size_t m)
+{
+    const char *x = a, *y = b;
+    return x < y + m && y < x + n;
+}
+
+/* A GPU gives the range back once the copies queued from and to it are done: a copy that reads
+ * it keeps what it reads (still made only when needed, so that the host waits for it), the
+ * copies that write it are made first (and those queued before them, in order). */
+static void late_discard(zt_backend *be, void *p, size_t bytes)
+{
+    uint64_t writes = late.done;
+    for (uint64_t k = late.done; k < late.queued; k++) {
+        late_copy *c = &late.queue[k % late.cap];
+        if (overlaps(c->dst, c->bytes, p, bytes)) writes = k + 1;
+        if (!c->taken && overlaps(c->src, c->bytes, p, bytes)) {
+            ZT_ASSERT((c->taken = malloc(c->bytes ? c->bytes : 1)));
+            zt_cpu_copy(c->taken, c->src, c->bytes);
+            c->src = c->taken;
+        }
+    }
+    make_copies(writes);
+    zt_pages_discard(p, bytes);
+}
+static void late_copy_now(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    make_all();
+    zt_cpu_copy(dst, src, bytes);
+}
+
 zt_backend *zt_backend_cpu_as_device(void)
 {
     static zt_backend staged;
@@ -217,6 +308,12 @@ zt_backend *zt_backend_cpu_as_device(void)
         staged = cpu_backend;
         staged.name = "cpu (as a device)";
         staged.host_memory = 0;
+        staged.upload_start = staged.download_start = late_start;
+        staged.fence_use = staged.fence_wait = late_fence;
+        staged.sync = late_sync;
+        staged.free = late_free;
+        staged.discard = late_discard;
+        staged.upload = staged.download = late_copy_now;
     }
     return &staged;
 }

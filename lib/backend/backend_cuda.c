@@ -24,6 +24,14 @@
 static cudaStream_t stream;
 static zt_cuda_gemm_ctx *gemm_ctx;
 
+/* upload_start and download_start (backend.h) copy on a stream of their own; fence f is the
+ * event recorded after the f-th copy, kept in a ring (a later copy's event in the same slot
+ * stands for it too: the copies run in order). */
+enum { FENCES = 64 };
+static cudaStream_t copies;
+static cudaEvent_t fence_event[FENCES], joined;
+static uint64_t fences_made;
+
 /* ZT_CUDA_PROFILE: each entry marks where its work starts on the stream, named after the
  * function without its "cuda_" prefix (profile_cuda.h). */
 #define MARK() zt_cuda_profile_mark(__func__ + sizeof "cuda_" - 1)
@@ -35,7 +43,16 @@ static void wait_stream_at(const char *file, int line)
     zt_cuda_profile_sync();
     cudaError_t e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) zt_cuda_fail("cudaStreamSynchronize(stream)", file, line, cudaGetErrorString(e), (int)e);
+    if ((e = cudaStreamSynchronize(copies)) != cudaSuccess)
+        zt_cuda_fail("cudaStreamSynchronize(copies)", file, line, cudaGetErrorString(e), (int)e);
     zt_cuda_profile_synced();
+}
+
+/* The work queued next on `after` waits for what is queued on `first` so far. */
+static void order(cudaStream_t first, cudaStream_t after)
+{
+    ZT_CUDA_CHECK(cudaEventRecord(joined, first));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(after, joined, 0));
 }
 
 /* The device's memory in use, at its highest so far (sampled where memory is taken) */
@@ -53,11 +70,16 @@ static size_t cuda_memory_peak(zt_backend *be) { return peak_in_use; }
  * discard gives their memory back; the rest, and everything when that fails, come from cudaMalloc. */
 static void *cuda_alloc(zt_backend *be, size_t bytes)
 {
-    void *p = bytes >= ((size_t)1 << 20) ? zt_vmm_alloc(bytes, stream) : NULL;
-    if (!p && cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        cudaGetLastError(); /* out of memory is reported by NULL, not left for the next launch check */
-        return NULL;
+    void *p = NULL;
+    for (int again = 0; !p && again < 2; again++) {
+        if (again) zt_vmm_trim(); /* the granules kept for stage 3's next populate */
+        p = bytes >= ((size_t)1 << 20) ? zt_vmm_alloc(bytes, stream) : NULL;
+        if (!p && cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+            cudaGetLastError(); /* out of memory is reported by NULL, not left for the next launch check */
+            p = NULL;
+        }
     }
+    if (!p) return NULL;
     if (!zt_vmm_owns(p)) ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
     sample_memory();
     return p;
@@ -108,11 +130,12 @@ static void cuda_discard(zt_backend *be, void *p, size_t bytes)
 {
     MARK();
     if (!zt_vmm_owns(p)) {
+        order(copies, stream); /* a copy queued from the range reads it first */
         ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
         return;
     }
-    wait_stream();
-    zt_vmm_release(p, bytes, stream);
+    order(stream, copies); /* the range goes back once the kernels and the copies queued so far are done */
+    zt_vmm_release(p, bytes, stream, copies);
 }
 
 static void cuda_memset0(zt_backend *be, void *p, size_t bytes)
@@ -143,6 +166,35 @@ static void cuda_download(zt_backend *be, void *dst, const void *src, size_t byt
 }
 
 static void cuda_sync(zt_backend *be) { wait_stream(); }
+
+static uint64_t copy_start(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    order(stream, copies); /* after the kernels queued so far */
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, copies));
+    uint64_t f = ++fences_made;
+    ZT_CUDA_CHECK(cudaEventRecord(fence_event[f % FENCES], copies));
+    return f;
+}
+
+static uint64_t cuda_upload_start(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    return copy_start(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+static uint64_t cuda_download_start(zt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    return copy_start(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+static void cuda_fence_use(zt_backend *be, uint64_t fence)
+{
+    if (fence) ZT_CUDA_CHECK(cudaStreamWaitEvent(stream, fence_event[fence % FENCES], 0));
+}
+
+static void cuda_fence_wait(zt_backend *be, uint64_t fence)
+{
+    if (fence) ZT_CUDA_CHECK(cudaEventSynchronize(fence_event[fence % FENCES]));
+}
 
 static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc)
@@ -364,6 +416,10 @@ static zt_backend cuda_backend = {
     .upload = cuda_upload,
     .download = cuda_download,
     .sync = cuda_sync,
+    .upload_start = cuda_upload_start,
+    .download_start = cuda_download_start,
+    .fence_use = cuda_fence_use,
+    .fence_wait = cuda_fence_wait,
     .host_memory = 0,
     .gemm = cuda_gemm,
     .gemm_bf16 = cuda_gemm_bf16,
@@ -415,6 +471,13 @@ zt_status zt_backend_cuda_create(zt_backend **be)
         return zt_fail(ZT_EUSER, "no CUDA device: cannot use device %d: %s", dev, cudaGetErrorString(e));
     if (!stream && (e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
         return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
+    if (!copies && (e = cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking)) != cudaSuccess)
+        return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create a stream: %s", dev, cudaGetErrorString(e));
+    for (int i = 0; i < FENCES; i++)
+        if (!fence_event[i] && (e = cudaEventCreateWithFlags(&fence_event[i], cudaEventDisableTiming)) != cudaSuccess)
+            return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create an event: %s", dev, cudaGetErrorString(e));
+    if (!joined && (e = cudaEventCreateWithFlags(&joined, cudaEventDisableTiming)) != cudaSuccess)
+        return zt_fail(ZT_ERUNTIME, "CUDA device %d: cannot create an event: %s", dev, cudaGetErrorString(e));
     zt_cuda_profile_init(stream);
     zt_vmm_init(dev); /* without it, arrays come from cudaMalloc and discard only zeroes */
     /* kernels take scratch with cudaMallocAsync: the pool keeps what it got instead of giving it back at each sync */

@@ -84,6 +84,7 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
     float *mm = arrays[ZT_SWAP_M], *vv = arrays[ZT_SWAP_V];
     const window *w = ctx;
     const zt_zero *z = w->o->z;
+    zt_zero_window_in(z, w0, n); /* the window's gradient is here */
     const zt_llama *m = w->m;
     int in_file = weights_in_file(w->o);
     for (int k = 0; k < z->nseg; k++) {
@@ -104,15 +105,22 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
                          z->params16 ? z->params16 + a : NULL);
         }
     }
+    zt_zero_window_out(z, w0, n); /* the window's weights go up while the next one is updated */
     return ZT_OK;
 }
 
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef)
 {
     window w = {o, m, h, coef};
-    float *in_memory[2] = {o->m, o->v};
-    if (o->m) return adamw_window(&w, 0, o->z->local_numel, in_memory);
-    return zt_swap_update(o->swap, adamw_window, &w);
+    if (!o->m) return zt_swap_update(o->swap, adamw_window, &w);
+    size_t n = o->z->local_numel, size = zt_zero_window_size(o->z);
+    if (!size) size = n;
+    for (size_t lo = 0; lo < n; lo += size) { /* the moments' windows of the same elements */
+        float *in_memory[2] = {o->m + lo, o->v + lo};
+        zt_status st = adamw_window(&w, lo, n - lo < size ? n - lo : size, in_memory);
+        if (st) return st;
+    }
+    return ZT_OK;
 }
 
 /* The shard's arrays in pieces: weights from z.master, moments from memory or the swap file. */

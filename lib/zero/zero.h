@@ -133,6 +133,11 @@ typedef struct zt_zero {
     /* what stage 3 measures, until zt_zero_take_wait_s and zt_zero_take_quant_error: seconds spent
      * waiting for gathers; with measure_quant Σ error², Σ exact² of qwZ's weights, then of qgZ's gradients */
     double wait_s, qerr[4];
+    /* One process beside a device at stages 0-2 with the optimizer on the host (offload.optimizer):
+     * the gradient comes down in windows on the backend's copy stream, AdamW takes each window as
+     * it arrives and its weights go straight back up (zt_zero_window_in/out), so the copies and
+     * the host's update overlap; NULL elsewhere */
+    struct zt_zero_windows *windows;
 } zt_zero;
 
 /* The segments of the flat array that rank of world updates at stage (0-3), stored back to back
@@ -158,6 +163,14 @@ void zt_zero_zero_grads(zt_zero *z);
 /* After the step's micro-batches: the gradient summed over all ranks in z.grad, every
  * segment. Also reports a collective that failed inside stage 3's hooks. */
 zt_status zt_zero_reduce_grads(zt_zero *z);
+/* The optimizer's windows of this rank's local elements: AdamW, before it reads the gradient of
+ * [lo, lo + n), calls zt_zero_window_in (which waits for that window's download where the
+ * gradient streams: zero.windows), and after it wrote the weights there zt_zero_window_out (which
+ * starts their upload). zt_zero_window_size is the elements a window should hold, 0 for one
+ * window of everything; elsewhere the calls do nothing. */
+size_t zt_zero_window_size(const zt_zero *z);
+void zt_zero_window_in(const zt_zero *z, size_t lo, size_t n);
+void zt_zero_window_out(const zt_zero *z, size_t lo, size_t n);
 /* Σ g² over the whole gradient, the same on every rank. */
 zt_status zt_zero_grad_sumsq(zt_zero *z, double *out);
 /* After the optimizer updated z.master: the model computes with the new weights (stages

@@ -6,16 +6,54 @@
 
 #include "lib/ckpt/state.h"
 
+/* zero.windows (zero.h): in one process the local elements are the flat array's */
+typedef struct zt_zero_windows {
+    size_t size, count; /* elements a window; windows */
+    uint64_t *down;     /* each window's download fence */
+    uint64_t up;        /* the last upload's fence, 0: none */
+} zt_zero_windows;
+
+/* elements a window: at most 64 MiB copies (enough to keep the bus busy, small enough to overlap),
+ * and at least 8 windows where the model has 32 Ki elements (so that small models stream too) */
+static size_t window_size(size_t numel)
+{
+    size_t size = (numel + 7) / 8, most = (size_t)16 << 20, least = (size_t)4 << 10;
+    return size > most ? most : size < least ? least : size;
+}
+
 static zt_status init(zt_zero *z)
 {
     if (z->p * z->world - z->numel > ZT_LLAMA_PAD) return zt_fail(ZT_EUSER, "world size %d is too large", z->world);
     z->master = z->params + z->seg[0].lo;
     z->grad = z->grads + z->seg[0].lo;
-    return ZT_OK;
+    if (!z->staged || z->world > 1) return ZT_OK; /* several ranks reduce the whole gradient first */
+    zt_zero_windows *w = z->windows = calloc(1, sizeof *w);
+    if (w) w->size = window_size(z->numel), w->count = (z->numel + w->size - 1) / w->size;
+    if (w && !(w->down = calloc(w->count ? w->count : 1, sizeof *w->down))) return zt_fail(ZT_ENOMEM, "out of memory");
+    return w ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
 }
 
-/* z.master and z.grad point into the flat arrays: nothing of their own */
-static void free_views(zt_zero *z) { (void)z; }
+/* z.master and z.grad point into the flat arrays: nothing else but the windows */
+static void free_views(zt_zero *z)
+{
+    if (z->windows) free(z->windows->down);
+    free(z->windows);
+    z->windows = NULL;
+}
+
+size_t zt_zero_window_size(const zt_zero *z) { return z->windows ? z->windows->size : 0; }
+
+void zt_zero_window_in(const zt_zero *z, size_t lo, size_t n)
+{
+    zt_zero_windows *w = z->windows;
+    if (w && n) z->m->be->fence_wait(z->m->be, w->down[(lo + n - 1) / w->size]); /* the copies come in order */
+}
+
+void zt_zero_window_out(const zt_zero *z, size_t lo, size_t n)
+{
+    zt_backend *be = z->m->be;
+    if (z->windows && n) z->windows->up = be->upload_start(be, z->m->params + lo, z->params + lo, n * sizeof(float));
+}
 
 static void zero_grads(zt_zero *z)
 {
@@ -26,7 +64,12 @@ static void zero_grads(zt_zero *z)
 static zt_status reduce_grads(zt_zero *z)
 {
     zt_backend *be = z->m->be;
-    if (z->staged) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
+    zt_zero_windows *w = z->windows;
+    for (size_t k = 0; w && k < w->count; k++) { /* AdamW waits for each (zt_zero_window_in) */
+        size_t lo = k * w->size, n = z->numel - lo < w->size ? z->numel - lo : w->size;
+        w->down[k] = be->download_start(be, z->grads + lo, z->m->grads + lo, n * sizeof(float));
+    }
+    if (z->staged && !w) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
     if (z->world == 1) return ZT_OK;
     float *g = z->grads;
     if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
@@ -36,6 +79,10 @@ static zt_status reduce_grads(zt_zero *z)
 
 static zt_status grad_sumsq(zt_zero *z, double *out)
 {
+    if (z->windows) { /* on the device, while the gradient comes down */
+        *out = z->m->be->sumsq(z->m->be, z->m->grads, z->numel);
+        return ZT_OK;
+    }
     if (z->stage < 2) { /* every rank holds the whole summed gradient */
         *out = z->be->sumsq(z->be, z->grads, z->numel);
         return ZT_OK;
@@ -50,7 +97,10 @@ static zt_status params_updated(zt_zero *z)
     zt_backend *be = z->m->be;
     if (z->stage >= 1) /* in place */
         st = zt_comm_allgather(z->comm, z->params + z->p * z->rank, z->params, z->p * sizeof(float), ZT_COMM_OTHER);
-    if (!st && z->staged) be->upload(be, z->m->params, z->params, z->numel * sizeof(float));
+    if (z->windows) { /* each window went up as AdamW finished it */
+        be->fence_use(be, z->windows->up);
+        z->windows->up = 0;
+    } else if (!st && z->staged) be->upload(be, z->m->params, z->params, z->numel * sizeof(float));
     if (!st && !z->params16) zt_llama_sync_params16(z->m); /* else AdamW wrote the bf16 copy */
     return st;
 }

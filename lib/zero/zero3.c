@@ -53,6 +53,10 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
     /* several ranks: the slice must be in before the collective; one process: copied once read (finish_gather) */
     if (!s->error && z->comm) s->error = s->store.ops->read_wait(z, i);
     if (s->error) return;
+    if (s->overlap) { /* the slice is in memory: up beside the compute, finish_gather waits for it */
+        u->upload = be->upload_start(be, z->m->params + u->off, u->slice, u->n * sizeof(float));
+        return;
+    }
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p, u->slice);
     else if (z->comm)
         s->error = zt_comm_iallgather(z->comm, u->slice, z->params + u->off, u->p * sizeof(float), u->n * sizeof(float),
@@ -80,7 +84,9 @@ static void finish_gather(zt_zero *z, int i, zt_comm_purpose p)
     }
     u->weights = UNIT_IN;
     if (p == ZT_COMM_FWD_GATHER) zt_hpz_keep(z, i);
-    if (z->staged && !s->error) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
+    if (u->upload) m->be->fence_use(m->be, u->upload); /* the kernels that read the unit wait for its upload */
+    else if (z->staged && !s->error) m->be->upload(m->be, m->params + u->off, host_weights(z, u), u->n * sizeof(float));
+    u->upload = 0;
     s->store.ops->release(z, i);
     u->slice = NULL;
     if (m->params16) m->be->to_bf16(m->be, m->params16 + u->off, m->params + u->off, u->n);
@@ -109,7 +115,8 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
     zt_llama *m = z->m;
     size_t bytes = u->n * sizeof(float);
     if (!z->comm) { /* one process: the unit's gradient is its reduction */
-        if (z->staged) m->be->download(m->be, out, m->grads + u->off, bytes);
+        if (s->overlap) m->be->download_start(m->be, out, m->grads + u->off, bytes); /* reduce_grads waits */
+        else if (z->staged) m->be->download(m->be, out, m->grads + u->off, bytes);
         else memcpy(out, z->grads + u->off, bytes);
         return ZT_OK;
     }
@@ -138,7 +145,9 @@ static void load_grads(zt_zero *z, int i)
     zt_status st = s->store.ops->grad_read(z, i, &sum);
     keep_error(s, st);
     if (st) return;
-    if (z->staged) be->upload(be, g, sum, bytes);
+    if (s->overlap) /* on the copy stream, behind the download of that sum */
+        be->fence_use(be, be->upload_start(be, g, sum, bytes));
+    else if (z->staged) be->upload(be, g, sum, bytes);
     else memcpy(g, sum, bytes);
 }
 
@@ -242,6 +251,7 @@ static zt_status init(zt_zero *z)
     zt_status st = cut_units(z);
     if (st) return st;
     s->store.ops = z->o.params_at == ZT_PARAM_NVME ? &zt_store_nvme : &zt_store_memory;
+    s->overlap = !z->comm && z->staged && s->store.ops == &zt_store_memory; /* its slices are pinned then */
     st = s->store.ops->open(z, zt_zero3_reads(m, &s->o));
     if (st) return st;
     /* the rest of the model is gathered when used */
@@ -293,6 +303,7 @@ static void zero_grads(zt_zero *z)
  * collective that failed there (a frozen model's only task here), and to complete the slices. */
 static zt_status reduce_grads(zt_zero *z)
 {
+    if (z->z3->overlap) z->m->be->sync(z->m->be); /* the gradients' downloads */
     zt_status st = take_error(z);
     return st || frozen(z) ? st : z->z3->store.ops->flush(z);
 }

@@ -21,6 +21,7 @@ typedef struct zt_unit3 {
     int fresh;           /* no gradient reduced this step yet */
     zt_comm_req *req[2]; /* the gather in flight: data, and qwZ's scales */
     const float *slice;  /* this rank's slice of the weights as the store gave it, from read_start to release */
+    uint64_t upload;     /* overlap (zt_zero3): the fence of the weights' upload, 0 when none is in flight */
     struct {             /* qwZ and qgZ: where the unit's tensors start (quantization blocks restart there) */
         size_t *cuts;
         int ncuts;
@@ -80,6 +81,11 @@ struct zt_zero3 {
     int weightless;         /* units below this one (the embedding's) read no weights in the backward pass */
     size_t held, held_peak; /* bytes of gathered weights and live gradients */
     zt_status error;        /* the first collective that failed; the hooks do no more after it */
+    /* One process beside a device with its slices in pinned memory (offload.param = "cpu"): a unit's
+     * weights go up, and its gradient comes down, on the backend's copy stream while the device
+     * computes (a prefetched unit's upload beside the unit before it); the step's last download
+     * is waited for in reduce_grads. */
+    int overlap;
     zt_llama_hooks hooks;
     struct {
         const zt_slice_store_ops *ops;

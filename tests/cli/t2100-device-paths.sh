@@ -12,12 +12,13 @@ make_tiny model
 random_tokens data.jsonl 5 60
 printf '[model]\npath = "model"\ndtype = "bf16"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 4\nsave_steps = 2\nmicro_batch_size = 1\ngradient_accumulation_steps = 4\nlearning_rate = 1e-3\nlogging_steps = 1\nmax_grad_norm = 0.5\n' > recipe.toml
 
-same() { # same DIR_A DIR_B WHAT: equal losses and bitwise equal final weights
+same() { # same DIR_A DIR_B WHAT: equal losses and bitwise equal final weights (a LoRA run's: its adapter's)
   $PY - "$1" "$2" <<'PY' && say "ok - $3" || fail "$3: $1 and $2 differ"
-import json, sys
+import json, os, sys
 a, b = ([json.loads(l)["loss"] for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3])
 assert len(a) == 4 and a == b, (a, b)
-assert open(sys.argv[1] + "/final/model.safetensors", "rb").read() == open(sys.argv[2] + "/final/model.safetensors", "rb").read()
+name = "/final/adapter_model.safetensors" if os.path.exists(sys.argv[1] + "/final/adapter_model.safetensors") else "/final/model.safetensors"
+assert open(sys.argv[1] + name, "rb").read() == open(sys.argv[2] + name, "rb").read()
 PY
 }
 
@@ -27,6 +28,7 @@ runs=(
   "one process, offload.optimizer = nvme|offload.optimizer=nvme offload.nvme_path=[\"$PWD\"]"
   "one process, offload.param = cpu|offload.param=cpu offload.optimizer=cpu zero.stage=3"
   "one process, offload.param = nvme|offload.param=nvme offload.optimizer=nvme zero.stage=3 offload.nvme_path=[\"$PWD\"]"
+  "one process, LoRA, offload.param = cpu|lora.r=4 lora.target_modules=all-linear offload.param=cpu offload.optimizer=cpu zero.stage=3"
 )
 for spec in "${runs[@]}"; do
   name=${spec%%|*} keys=${spec#*|}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/check.sh: the whole GPU check in one command, for a short loan of a GPU machine: the
-# tests (tests/gpu/run.sh, under 5 minutes) and then the benchmark (bench/gpu.sh, under 4), each
+# tests (tests/gpu/run.sh, about 3 minutes) and then the benchmark (bench/gpu.sh, under 6), each
 # writing its logs under $OUT; their tables are printed again at the end, so that the last lines
 # of the output hold both. Pack first on the build machine (tests/gpu/pack.sh) and send .gpu/
 # along; then, on the GPU machine, from the repository root:

@@ -8,7 +8,7 @@
  * same places. Bitwise checks print the count of differing bytes and "bitwise" instead.
  * Tolerances: fp32 element-wise ops, gemm and short sums 1e-10 (rounding and exp differences give
  * ~1e-13); gemm_bf16 and the long fp32 column sums (rmsnorm dw, bias db) 1e-8; attention 1e-9
- * (online softmax against the CPU's two passes); copies, to_bf16 and adamw bitwise,
+ * (online softmax against the CPU's two passes); copies (those on the copy stream too), to_bf16 and adamw bitwise,
  * sumsq relative 1e-12. Every device buffer has 256 bytes of 0xA5 on each side, checked after
  * each case. Exits 77 (skipped) without a usable GPU.
  */
@@ -233,6 +233,49 @@ static void test_memory(void)
     memset(fresh.cpu, 0, bytes);
     expect("alloc (zeroed)", fresh, AS_BYTES, 0);
     gpu->free(gpu, fresh.gpu);
+    case_end();
+}
+
+/* upload_start, fence_use, download_start, fence_wait and discard/populate cycles over the same
+ * ranges (granules released while a copy still reads them, taken back, pooled, mapped elsewhere):
+ * each cycle's downloaded values and the array at the end bitwise the CPU backend's. */
+static void test_copies(void)
+{
+    const size_t n = 7000000, len = 3000001; /* 28 MB: 14 granules of 2 MiB; ranges cut granules */
+    set_case("n=%zu, 40 cycles of %zu", n, len);
+    buf b = buf_floats(n, 1);
+    float *src[2], *dst[2];
+    for (int side = 0; side < 2; side++) {
+        zt_backend *be = side ? gpu : cpu;
+        src[side] = be->host_alloc(be, (len + 64) * sizeof(float));
+        dst[side] = be->host_alloc(be, len * sizeof(float));
+        ZT_ASSERT(src[side] && dst[side]);
+    }
+    for (size_t i = 0; i < len + 64; i++) src[0][i] = src[1][i] = (float)uniform();
+    size_t diff = 0;
+    for (int c = 0; c < 40; c++) {
+        size_t lo = (size_t)(c % 3) * 1000003 + (size_t)(c % 5) * 11, from = (size_t)c;
+        for (int side = 0; side < 2; side++) {
+            zt_backend *be = side ? gpu : cpu;
+            float *x = (float *)(side ? b.gpu : b.cpu) + lo;
+            CHECK(be->populate(be, x, len * sizeof(float)) == ZT_OK);
+            be->fence_use(be, be->upload_start(be, x, src[side] + from, len * sizeof(float)));
+            be->scale(be, x, len, 2);
+            uint64_t down = be->download_start(be, dst[side], x, len * sizeof(float));
+            be->discard(be, x, len * sizeof(float)); /* the download still reads it */
+            be->fence_wait(be, down);
+        }
+        diff += memcmp(dst[0], dst[1], len * sizeof(float)) != 0;
+    }
+    BOTH(populate, S(b), n * sizeof(float));
+    printf("%-22s %-52s %10zu %9s %s\n", "upload/download_start", case_name, diff, "bitwise", diff ? "FAIL" : "ok");
+    report("upload/download_start", !diff);
+    expect("discard/populate", b, AS_BYTES, 0);
+    for (int side = 0; side < 2; side++) {
+        zt_backend *be = side ? gpu : cpu;
+        be->host_free(be, src[side]);
+        be->host_free(be, dst[side]);
+    }
     case_end();
 }
 
@@ -652,6 +695,7 @@ int main(void)
     memset(guard_pattern, 0xA5, sizeof guard_pattern);
     printf("%-22s %-52s %10s %9s %s\n", "op", "case", "nmse", "tol", "result");
     RUN(test_memory);
+    RUN(test_copies);
     RUN(test_gemm);
     RUN(test_gemm_bf16);
     RUN(test_to_bf16);
