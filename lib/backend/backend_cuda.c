@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backend.h"
+#include "coll_cuda.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
 #include "profile_cuda.h"
@@ -194,6 +195,38 @@ static void cuda_fence_use(zt_backend *be, uint64_t fence)
 static void cuda_fence_wait(zt_backend *be, uint64_t fence)
 {
     if (fence) ZT_CUDA_CHECK(cudaEventSynchronize(fence_event[fence % FENCES]));
+}
+
+static zt_status cuda_coll_id(zt_backend *be, unsigned char id[128]) { return zt_nccl_id(id); }
+
+static zt_status cuda_coll_open(zt_backend *be, const unsigned char id[128], int nranks, int rank, void **coll)
+{
+    return zt_nccl_open(id, nranks, rank, coll);
+}
+
+static void cuda_coll_close(zt_backend *be, void *coll)
+{
+    wait_stream();
+    zt_nccl_close(coll);
+}
+
+static zt_status cuda_coll_allgather(zt_backend *be, void *coll, const void *send, void *recv, size_t bytes_per_rank)
+{
+    MARK();
+    return zt_nccl_allgather(coll, send, recv, bytes_per_rank, stream);
+}
+
+static zt_status cuda_coll_reduce_scatter(zt_backend *be, void *coll, const float *send, float *recv,
+                                          size_t n_per_rank)
+{
+    MARK();
+    return zt_nccl_reduce_scatter(coll, send, recv, n_per_rank, stream);
+}
+
+static zt_status cuda_coll_allreduce(zt_backend *be, void *coll, float *buf, size_t n)
+{
+    MARK();
+    return zt_nccl_allreduce(coll, buf, n, stream);
 }
 
 static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -420,6 +453,12 @@ static zt_backend cuda_backend = {
     .download_start = cuda_download_start,
     .fence_use = cuda_fence_use,
     .fence_wait = cuda_fence_wait,
+    .coll_id = cuda_coll_id,
+    .coll_open = cuda_coll_open,
+    .coll_close = cuda_coll_close,
+    .coll_allgather = cuda_coll_allgather,
+    .coll_reduce_scatter = cuda_coll_reduce_scatter,
+    .coll_allreduce = cuda_coll_allreduce,
     .host_memory = 0,
     .gemm = cuda_gemm,
     .gemm_bf16 = cuda_gemm_bf16,

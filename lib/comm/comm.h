@@ -127,6 +127,13 @@ zt_status zt_comm_iallgather(zt_comm *c, const void *send, void *recv, size_t by
                              zt_comm_purpose p, zt_comm_req **req);
 zt_status zt_comm_wait(zt_comm *c, zt_comm_req *req); /* NULL is a no-op */
 
+/* Collectives that moved elsewhere between this comm's ranks (on device buffers:
+ * comm_device.h) count here what the MPI collective of the same sizes counts: an all-gather of
+ * bytes_per_rank, a reduce-scatter of n floats in blocks of n_per_rank, an all-reduce of n floats. */
+void zt_comm_count_allgather(zt_comm *c, size_t bytes_per_rank, zt_comm_purpose p);
+void zt_comm_count_reduce_scatter(zt_comm *c, size_t n_per_rank, size_t n, zt_comm_purpose p);
+void zt_comm_count_allreduce_f32(zt_comm *c, size_t n, zt_comm_purpose p);
+
 /* This rank's bytes since the last reset, by purpose and level (0 intra-node, 1 inter-node). */
 void zt_comm_bytes(const zt_comm *c, uint64_t out[ZT_COMM_NPURPOSE][2]);
 /* The sum of every rank's counters (a collective; counts no bytes itself). */

@@ -531,6 +531,21 @@ static zt_status allreduce_world(zt_comm *c, void *buf, size_t n, const eltype *
     return st;
 }
 
+void zt_comm_count_allgather(zt_comm *c, size_t bytes_per_rank, zt_comm_purpose p)
+{
+    zt_comm_count_each(&c->base, p, members(&c->world), bytes_per_rank);
+}
+
+void zt_comm_count_reduce_scatter(zt_comm *c, size_t n_per_rank, size_t n, zt_comm_purpose p)
+{
+    count_blocks(c, p, &c->world, (blocks){n_per_rank, 0, n}, sizeof(float));
+}
+
+void zt_comm_count_allreduce_f32(zt_comm *c, size_t n, zt_comm_purpose p)
+{
+    zt_comm_count_allreduce(&c->base, p, members(&c->world), n, sizeof(float));
+}
+
 zt_status zt_comm_allreduce_sum(zt_comm *c, float *buf, size_t n, zt_comm_purpose p)
 {
     return allreduce_world(c, buf, n, &F32, p, "all-reduce");

@@ -20,6 +20,7 @@ zt_zero_options zt_plan_zero_options(const zt_recipe *r)
         .error_feedback = r->zero.quantized_gradients_error_feedback,
         .measure_quant = r->zero.measure_quantization,
         .host_optimizer = r->offload.optimizer != ZT_OFFLOAD_NONE,
+        .device_collectives = r->zero.device_collectives,
         .params_at = param,
         .nvme_paths = io.nvme_paths,
         .nvme_npaths = io.npaths,

@@ -126,6 +126,7 @@ typedef struct zt_recipe {
         bool quantized_gradients;
         bool quantized_gradients_error_feedback;
         bool measure_quantization;
+        bool device_collectives;
         int prefetch_layers;
         int embedding_tiles, mlp_tiles, head_tiles; /* memory-centric tiling */
         int64_t reduce_bucket_size;                 /* elements */

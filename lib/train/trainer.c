@@ -115,6 +115,16 @@ static zt_status restore(zt_trainer *t)
  * runs stage 3 as stage 2: plan/options.h). */
 static int zero_stage(const zt_trainer *t) { return t->base.m ? t->base.stage : t->zero.stage; }
 
+/* Where the collectives and the optimizer run, for the log's first line: on host copies, on the
+ * device's arrays (NCCL, or through host memory), or nowhere but in this process. */
+static const char *collectives(const zt_zero *z)
+{
+    if (z->staged) return " (optimizer and collectives on host copies)";
+    if (!z->dcomm) return "";
+    return strcmp(zt_comm_device_kind(z->dcomm), "nccl") ? " (collectives of the device arrays through host memory)"
+                                                         : " (collectives of the device arrays on NCCL)";
+}
+
 /* Every rank agrees on failure: a rank's error becomes everyone's. */
 static zt_status agree(zt_trainer *t, zt_status st, const char *what)
 {
@@ -378,8 +388,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     zt_log_info("model '%s': %zu parameters (%zu trained), %d layers, dtype %s, on %s%s; %ld steps of %d×%d×%d tokens "
                 "on %d rank(s), ZeRO stage %d",
                 r->model.path, zt_qbase_params(&t->m), t->zero.numel, t->m.L, zt_dtype_name(r->model.dtype),
-                t->m.be->name, t->zero.staged ? " (optimizer and collectives on host copies)" : "", t->total_steps, A,
-                t->rows, T, t->zero.world, zero_stage(t));
+                t->m.be->name, collectives(&t->zero), t->total_steps, A, t->rows, T, t->zero.world, zero_stage(t));
     return ZT_OK;
 }
 

@@ -41,7 +41,8 @@ int zt_zero_effective_stage(const zt_zero_options *o, int world)
 
 int zt_zero_staged(const zt_zero_options *o, int world, int host_memory)
 {
-    return !host_memory && (world > 1 || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
+    int on_device = o->device_collectives && zt_zero_effective_stage(o, world) < 3;
+    return !host_memory && ((world > 1 && !on_device) || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
 }
 
 zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_llama *m)
@@ -68,6 +69,8 @@ zt_status zt_zero_init(zt_zero *z, zt_comm *comm, const zt_zero_options *o, zt_l
     ZT_ASSERT(m->grads || z->stage == 3); /* a frozen model is only ever sharded */
     z->ops = z->stage == 3 ? &zt_zero3_ops : &zt_zero12_ops;
     zt_status st = z->staged ? stage_in(z) : ZT_OK;
+    if (!st && !z->staged && z->world > 1 && !m->be->host_memory) /* the device arrays themselves */
+        st = zt_comm_device_open(comm, m->be, 1, &z->dcomm);
     if (st) return st;
     z->seg = malloc((size_t)zt_zero_nsegments(m, z->stage) * sizeof *z->seg);
     if (!z->seg) return zt_fail(ZT_ENOMEM, "out of memory");
@@ -94,6 +97,7 @@ size_t zt_zero_segments(const zt_llama *m, int stage, int world, int rank, zt_ze
 void zt_zero_free(zt_zero *z)
 {
     if (z->ops) z->ops->free(z);
+    zt_comm_device_close(z->dcomm);
     if (z->staged) {
         host_free(z, z->params);
         host_free(z, z->grads);

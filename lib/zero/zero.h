@@ -61,6 +61,7 @@
 #include <stddef.h>
 
 #include "lib/comm/comm.h"
+#include "lib/comm/comm_device.h"
 #include "lib/offload/swap.h"
 #include "lib/core/status.h"
 #include "lib/model/llama.h"
@@ -84,14 +85,17 @@ typedef enum zt_param_place { ZT_PARAM_DEVICE, ZT_PARAM_HOST, ZT_PARAM_NVME } zt
 /* The recipe's [zero] keys. */
 typedef struct zt_zero_options {
     int stage, prefetch_layers;
-    int checkpointing;        /* the model recomputes each layer in backward (with MLP tiles, more units wait) */
-    int quantized_weights;    /* ZeRO++ qwZ: int8 weight gathers */
-    int quant_block;          /* elements per quantization block (qwZ and qgZ) */
-    int hpz;                  /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
-    int quantized_gradients;  /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
-    int error_feedback;       /* qgZ keeps each rank's quantization residual for the next reduction */
-    int measure_quant;        /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
-    int host_optimizer;       /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
+    int checkpointing;       /* the model recomputes each layer in backward (with MLP tiles, more units wait) */
+    int quantized_weights;   /* ZeRO++ qwZ: int8 weight gathers */
+    int quant_block;         /* elements per quantization block (qwZ and qgZ) */
+    int hpz;                 /* ZeRO++ hpZ: backward gathers inside groups of this many ranks (1: off) */
+    int quantized_gradients; /* ZeRO++ qgZ: int4 gradients over a two-level all-to-all */
+    int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
+    int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
+    int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
+    /* several ranks on devices at stages 0-2 reduce and gather the model's own arrays
+     * (lib/comm/comm_device.h: NCCL, else through host memory), AdamW on the device; else staged */
+    int device_collectives;
     zt_param_place params_at; /* offload.param */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
      * swap file (offload/swap.h) together with AdamW's moments, streamed unit by unit */
@@ -110,7 +114,8 @@ typedef struct zt_zero3 zt_zero3;
 typedef struct zt_zero_stage_ops zt_zero_stage_ops; /* stage.h */
 
 typedef struct zt_zero {
-    zt_comm *comm; /* NULL: a single process */
+    zt_comm *comm;         /* NULL: a single process */
+    zt_comm_device *dcomm; /* several ranks on devices, not staged: collectives on the device arrays */
     int stage, rank, world;
     zt_llama *m;
     size_t numel, p; /* elements; per slice at stages 1-2 */
@@ -150,7 +155,8 @@ int zt_zero_nsegments(const zt_llama *m, int stage);
  * stay where it computes (nothing to shard). */
 int zt_zero_effective_stage(const zt_zero_options *o, int world);
 /* Whether collectives and the optimizer run on host copies of the flat arrays (staged, above):
- * for a model that computes outside host memory, with several ranks or anything offloaded. */
+ * for a model that computes outside host memory, with anything offloaded, or with several ranks
+ * unless device_collectives (stages 0-2) lets them work on the device arrays. */
 int zt_zero_staged(const zt_zero_options *o, int world, int host_memory);
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */

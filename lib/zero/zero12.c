@@ -72,6 +72,9 @@ static zt_status reduce_grads(zt_zero *z)
     if (z->staged && !w) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
     if (z->world == 1) return ZT_OK;
     float *g = z->grads;
+    if (z->dcomm && z->stage < 2) return zt_comm_device_allreduce_sum(z->dcomm, g, z->numel, ZT_COMM_GRAD_REDUCE);
+    if (z->dcomm) /* the flat array has room for the last block's padding (NCCL reads whole blocks) */
+        return zt_comm_device_reduce_scatter_sum(z->dcomm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
     if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
     /* in place: block r lands at r·p */
     return zt_comm_reduce_scatter_sum(z->comm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
@@ -95,7 +98,10 @@ static zt_status params_updated(zt_zero *z)
 {
     zt_status st = ZT_OK;
     zt_backend *be = z->m->be;
-    if (z->stage >= 1) /* in place */
+    if (z->stage >= 1 && z->dcomm) /* in place */
+        st = zt_comm_device_allgather(z->dcomm, z->params + z->p * z->rank, z->params, z->p * sizeof(float),
+                                      ZT_COMM_OTHER);
+    else if (z->stage >= 1)
         st = zt_comm_allgather(z->comm, z->params + z->p * z->rank, z->params, z->p * sizeof(float), ZT_COMM_OTHER);
     if (z->windows) { /* each window went up as AdamW finished it */
         be->fence_use(be, z->windows->up);

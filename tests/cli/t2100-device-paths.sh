@@ -42,10 +42,21 @@ for stage in 0 1 2 3; do
   expect_ok "2 ranks, stage $stage, cpu" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=cpu-s$stage \
     zero.stage=$stage train.gradient_accumulation_steps=2
   expect_ok "2 ranks, stage $stage, as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG "$ZT" pretrain \
-    recipe.toml output.dir=dev-s$stage zero.stage=$stage train.gradient_accumulation_steps=2
+    recipe.toml output.dir=dev-s$stage zero.stage=$stage train.gradient_accumulation_steps=2 zero.device_collectives=false
   grep -q "on cpu (as a device) (optimizer and collectives on host copies)" "$TMP/err" \
     && say "ok - stage $stage: took the staged path" || fail "stage $stage: not staged"
   same cpu-s$stage dev-s$stage "2 ranks at stage $stage: host copies train like the CPU"
+  [ $stage = 3 ] && continue # stage 3 is staged whatever zero.device_collectives says
+  # the default at stages 0-2: collectives on the device's arrays (through host memory: the CPU has
+  # no NCCL), AdamW on the device
+  expect_ok "2 ranks, stage $stage, device collectives" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG \
+    "$ZT" pretrain recipe.toml output.dir=dc-s$stage zero.stage=$stage train.gradient_accumulation_steps=2
+  grep -q "on cpu (as a device) (collectives of the device arrays through host memory)" "$TMP/err" \
+    && say "ok - stage $stage: collectives of the device arrays" || fail "stage $stage: not on the device arrays"
+  same cpu-s$stage dc-s$stage "2 ranks at stage $stage: collectives of the device arrays train like the CPU"
+  bytes=$(grep -o '"comm_bytes[a-z_]*":[0-9]*' cpu-s$stage/metrics.jsonl)
+  [ -n "$bytes" ] && [ "$bytes" = "$(grep -o '"comm_bytes[a-z_]*":[0-9]*' dc-s$stage/metrics.jsonl)" ] \
+    && say "ok - stage $stage: the same bytes counted" || fail "stage $stage: device collectives count other bytes"
 done
 
 # offload.param = cpu in one process is stage 3 with a single slice: the same products summed

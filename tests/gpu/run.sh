@@ -18,9 +18,12 @@
 #   offload           offload.optimizer = "cpu" and "nvme", offload.param = "cpu" and "nvme" (stage 3 in
 #                     one process) against the device run without offload: fp32 within 1e-5, bf16 within
 #                     2e-2 relative, every step
-#   zero3 2 ranks     `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
+#   zero 2 ranks      `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
 #                     collectives through host memory) against one rank with the same global batch
-#                     (micro-batch 2 on each of 2 ranks, 4 on one): every loss within 1e-3 relative
+#                     (micro-batch 2 on each of 2 ranks, 4 on one): every loss within 1e-3 relative;
+#                     then stage 2, the collectives of the device arrays, AdamW on the GPU
+#   test_nccl         NCCL's collectives of device buffers against the same through host memory and MPI,
+#                     bitwise, at world size 1 (ZT_NCCL_LIB: the machine's libnccl, else PyTorch's)
 # Every part runs, each under `timeout`, whatever the others did. With .gpu/ (tests/gpu/pack.sh made it
 # on the build machine) it runs the packed binaries after `. .gpu/env.sh`; without, it builds
 # (`make all tests`). ZT_GPU_DEVICE=cpu puts the "cuda" side on the CPU, to try the script without a GPU.
@@ -50,6 +53,12 @@ else
     TESTS=$ROOT/build/gpu
 fi
 export HOME=$WORK/home  # zt's default cache lives under it
+# NCCL for zt's device collectives: the machine's, else the one PyTorch's wheels bring
+if [ -z "${ZT_NCCL_LIB:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+    ZT_NCCL_LIB=$(LD_LIBRARY_PATH=${ZT_GPU_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 -c \
+        'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+    export ZT_NCCL_LIB
+fi
 # python3 runs with the machine's libraries, not the packed ones
 py() { LD_LIBRARY_PATH=${ZT_GPU_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 "$@"; }
 
@@ -147,7 +156,14 @@ zero3() {
         train.micro_batch_size=2 || return 1
     py -c 'import json, sys; assert json.load(open(sys.argv[1]))["world_size"] == 2' "$WORK/zero-2ranks/run.json" ||
         { echo "zero-2ranks did not run on 2 ranks"; return 1; }
-    compare zero-1rank zero-2ranks 1e-3
+    compare zero-1rank zero-2ranks 1e-3 || return 1
+    # stage 2: the collectives of the device arrays (NCCL refuses two ranks on one GPU: through host
+    # memory, as the log says), AdamW on the GPU
+    echo "--- mpirun -np 2 zt pretrain model.device=$DEVICE zero.stage=2 train.micro_batch_size=2 (zero2-2ranks)"
+    OMP_NUM_THREADS=4 ZT_LOG=info mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x ZT_LOG "$ZT" \
+        pretrain "$WORK/recipe.toml" output.dir="$WORK/zero2-2ranks" model.device="$DEVICE" zero.stage=2 \
+        train.micro_batch_size=2 2>&1 | grep -E 'collectives|error' | head -4
+    compare zero-1rank zero2-2ranks 1e-3
 }
 
 # the KV-cached decoder on the device: greedy text, then GRPO's side-by-side completions
@@ -255,7 +271,8 @@ part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
 part "families, LoRA" 90 variants
 part generation 60 generation
 part offload 120 offload
-part "zero3 2 ranks vs 1" 60 zero3
+part "zero 2 ranks vs 1" 90 zero3
+part nccl 40 gpu_test test_nccl
 
 {
     echo "| part | result | detail |"

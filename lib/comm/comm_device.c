@@ -1,0 +1,131 @@
+/* Collectives on device buffers (comm_device.h). */
+#include "comm_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lib/core/log.h"
+
+struct zt_comm_device {
+    zt_comm *c;
+    zt_backend *be;
+    void *coll; /* the backend's communicator, or NULL: through host memory */
+    void *bounce;
+    size_t bounce_bytes;
+};
+
+/* The backend's communicator on every rank, or none on any: rank 0 makes the id, every rank
+ * opens, and all agree on whether every one did (else each closes what it opened). */
+static zt_status open_native(zt_comm_device *d)
+{
+    zt_backend *be = d->be;
+    unsigned char msg[129] = {0}; /* ok, then the id */
+    zt_status mine = ZT_OK;
+    if (zt_comm_rank(d->c) == 0 && !(mine = be->coll_id(be, msg + 1))) msg[0] = 1;
+    zt_status st = zt_comm_bcast(d->c, msg, sizeof msg, 0, ZT_COMM_OTHER);
+    if (st) return st;
+    if (msg[0]) mine = be->coll_open(be, msg + 1, zt_comm_size(d->c), zt_comm_rank(d->c), &d->coll);
+    char why[200];
+    snprintf(why, sizeof why, "%s", mine ? zt_errmsg() : msg[0] ? "another rank could not open it" : "");
+    double opened = mine || !msg[0] ? 0 : 1;
+    if ((st = zt_comm_allreduce_sum_f64(d->c, &opened, 1, ZT_COMM_OTHER))) return st;
+    if (opened == zt_comm_size(d->c)) return ZT_OK;
+    be->coll_close(be, d->coll);
+    d->coll = NULL;
+    zt_log(ZT_LOG_INFO, "device collectives through host memory: %s", *why ? why : "another rank could not open them");
+    return ZT_OK;
+}
+
+zt_status zt_comm_device_open(zt_comm *c, zt_backend *be, int native, zt_comm_device **out)
+{
+    zt_comm_device *d = calloc(1, sizeof *d);
+    *out = NULL;
+    if (!d) return zt_fail(ZT_ENOMEM, "out of memory");
+    d->c = c, d->be = be;
+    zt_status st = native && be->coll_open ? open_native(d) : ZT_OK;
+    if (st) {
+        zt_comm_device_close(d);
+        return st;
+    }
+    *out = d;
+    return ZT_OK;
+}
+
+void zt_comm_device_close(zt_comm_device *d)
+{
+    if (!d) return;
+    if (d->coll) d->be->coll_close(d->be, d->coll);
+    if (d->bounce) d->be->host_free(d->be, d->bounce);
+    free(d);
+}
+
+const char *zt_comm_device_kind(const zt_comm_device *d) { return d->coll ? "nccl" : "host memory"; }
+
+/* The bounce buffer, at least bytes long. */
+static void *bounce(zt_comm_device *d, size_t bytes)
+{
+    if (bytes <= d->bounce_bytes) return d->bounce;
+    if (d->bounce) d->be->host_free(d->be, d->bounce);
+    d->bounce = d->be->host_alloc(d->be, bytes);
+    d->bounce_bytes = d->bounce ? bytes : 0;
+    return d->bounce;
+}
+
+static zt_status no_bounce(size_t bytes)
+{
+    return zt_fail(ZT_ENOMEM, "out of host memory for a %zu-byte collective through host memory", bytes);
+}
+
+zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *recv, size_t bytes_per_rank,
+                                   zt_comm_purpose p)
+{
+    zt_backend *be = d->be;
+    int size = zt_comm_size(d->c), rank = zt_comm_rank(d->c);
+    if (d->coll) {
+        zt_status st = be->coll_allgather(be, d->coll, send, recv, bytes_per_rank);
+        if (!st) zt_comm_count_allgather(d->c, bytes_per_rank, p);
+        return st;
+    }
+    size_t all = (size_t)size * bytes_per_rank;
+    char *h = bounce(d, all);
+    if (!h) return no_bounce(all);
+    be->download(be, h + (size_t)rank * bytes_per_rank, send, bytes_per_rank);
+    zt_status st = zt_comm_allgather(d->c, h + (size_t)rank * bytes_per_rank, h, bytes_per_rank, p);
+    if (!st) be->upload(be, recv, h, all);
+    return st;
+}
+
+zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send, float *recv, size_t n_per_rank,
+                                            size_t n, zt_comm_purpose p)
+{
+    zt_backend *be = d->be;
+    int rank = zt_comm_rank(d->c);
+    if (d->coll) {
+        zt_status st = be->coll_reduce_scatter(be, d->coll, send, recv, n_per_rank);
+        if (!st) zt_comm_count_reduce_scatter(d->c, n_per_rank, n, p);
+        return st;
+    }
+    float *h = bounce(d, n * sizeof(float));
+    if (!h) return no_bounce(n * sizeof(float));
+    be->download(be, h, send, n * sizeof(float));
+    float *mine = h + (size_t)rank * n_per_rank;
+    zt_status st = zt_comm_reduce_scatter_sum(d->c, h, mine, n_per_rank, n, p);
+    if (!st) be->upload(be, recv, mine, zt_comm_cut(n, n_per_rank, (size_t)rank) * sizeof(float));
+    return st;
+}
+
+zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p)
+{
+    zt_backend *be = d->be;
+    if (d->coll) {
+        zt_status st = be->coll_allreduce(be, d->coll, buf, n);
+        if (!st) zt_comm_count_allreduce_f32(d->c, n, p);
+        return st;
+    }
+    float *h = bounce(d, n * sizeof(float));
+    if (!h) return no_bounce(n * sizeof(float));
+    be->download(be, h, buf, n * sizeof(float));
+    zt_status st = zt_comm_allreduce_sum(d->c, h, n, p);
+    if (!st) be->upload(be, buf, h, n * sizeof(float));
+    return st;
+}
