@@ -12,6 +12,8 @@ struct zt_comm_device {
     void *coll; /* the backend's communicator, or NULL: through host memory */
     void *bounce;
     size_t bounce_bytes;
+    void *scratch; /* NCCL: whole blocks of a cut collective, on the device */
+    size_t scratch_bytes;
 };
 
 /* The backend's communicator on every rank, or none on any: rank 0 makes the id, every rank
@@ -56,6 +58,7 @@ void zt_comm_device_close(zt_comm_device *d)
     if (!d) return;
     if (d->coll) d->be->coll_close(d->be, d->coll);
     if (d->bounce) d->be->host_free(d->be, d->bounce);
+    if (d->scratch) d->be->free(d->be, d->scratch);
     free(d);
 }
 
@@ -76,32 +79,80 @@ static zt_status no_bounce(size_t bytes)
     return zt_fail(ZT_ENOMEM, "out of host memory for a %zu-byte collective through host memory", bytes);
 }
 
+/* The device scratch, at least bytes long (its contents are not kept). */
+static char *scratch(zt_comm_device *d, size_t bytes)
+{
+    if (bytes <= d->scratch_bytes) return d->scratch;
+    if (d->scratch) d->be->free(d->be, d->scratch);
+    d->scratch = d->be->alloc(d->be, bytes);
+    d->scratch_bytes = d->scratch ? bytes : 0;
+    return d->scratch;
+}
+
+static zt_status no_scratch(size_t bytes)
+{
+    return zt_fail(ZT_ENOMEM, "out of device memory for a %zu-byte collective", bytes);
+}
+
+/* NCCL moves whole blocks: a cut all-gather goes through the scratch. */
+static zt_status nccl_allgather(zt_comm_device *d, const void *send, void *recv, size_t block, size_t recv_bytes,
+                                size_t mine)
+{
+    zt_backend *be = d->be;
+    size_t all = (size_t)zt_comm_size(d->c) * block, at = (size_t)zt_comm_rank(d->c) * block;
+    if (recv_bytes == all) return be->coll_allgather(be, d->coll, send, recv, block);
+    char *w = scratch(d, all);
+    if (!w) return no_scratch(all);
+    be->copy(be, w + at, send, mine);
+    zt_status st = be->coll_allgather(be, d->coll, w + at, w, block);
+    if (!st) be->copy(be, recv, w, recv_bytes);
+    return st;
+}
+
 zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *recv, size_t bytes_per_rank,
-                                   zt_comm_purpose p)
+                                   size_t recv_bytes, zt_comm_purpose p)
 {
     zt_backend *be = d->be;
     int size = zt_comm_size(d->c), rank = zt_comm_rank(d->c);
+    size_t all = (size_t)size * bytes_per_rank, at = (size_t)rank * bytes_per_rank;
+    size_t mine = recv_bytes > at ? (recv_bytes - at < bytes_per_rank ? recv_bytes - at : bytes_per_rank) : 0;
     if (d->coll) {
-        zt_status st = be->coll_allgather(be, d->coll, send, recv, bytes_per_rank);
+        zt_status st = nccl_allgather(d, send, recv, bytes_per_rank, recv_bytes, mine);
         if (!st) zt_comm_count_allgather(d->c, bytes_per_rank, p);
         return st;
     }
-    size_t all = (size_t)size * bytes_per_rank;
     char *h = bounce(d, all);
     if (!h) return no_bounce(all);
-    be->download(be, h + (size_t)rank * bytes_per_rank, send, bytes_per_rank);
-    zt_status st = zt_comm_allgather(d->c, h + (size_t)rank * bytes_per_rank, h, bytes_per_rank, p);
-    if (!st) be->upload(be, recv, h, all);
+    be->download(be, h + at, send, mine);
+    zt_status st = zt_comm_allgather(d->c, h + at, h, bytes_per_rank, p);
+    if (!st) be->upload(be, recv, h, recv_bytes);
+    return st;
+}
+
+/* NCCL reads whole blocks: a cut reduce-scatter without the room goes through the scratch, its
+ * tail zeros. */
+static zt_status nccl_reduce_scatter(zt_comm_device *d, const float *send, float *recv, size_t block, size_t n,
+                                     size_t room)
+{
+    zt_backend *be = d->be;
+    size_t all = (size_t)zt_comm_size(d->c) * block, rank = (size_t)zt_comm_rank(d->c);
+    if (room >= all) return be->coll_reduce_scatter(be, d->coll, send, recv, block);
+    float *w = (float *)scratch(d, all * sizeof(float));
+    if (!w) return no_scratch(all * sizeof(float));
+    be->copy(be, w, send, n * sizeof(float));
+    be->memset0(be, w + n, (all - n) * sizeof(float));
+    zt_status st = be->coll_reduce_scatter(be, d->coll, w, w + rank * block, block);
+    if (!st) be->copy(be, recv, w + rank * block, zt_comm_cut(n, block, rank) * sizeof(float));
     return st;
 }
 
 zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send, float *recv, size_t n_per_rank,
-                                            size_t n, zt_comm_purpose p)
+                                            size_t n, size_t room, zt_comm_purpose p)
 {
     zt_backend *be = d->be;
     int rank = zt_comm_rank(d->c);
     if (d->coll) {
-        zt_status st = be->coll_reduce_scatter(be, d->coll, send, recv, n_per_rank);
+        zt_status st = nccl_reduce_scatter(d, send, recv, n_per_rank, n, room);
         if (!st) zt_comm_count_reduce_scatter(d->c, n_per_rank, n, p);
         return st;
     }
@@ -109,8 +160,9 @@ zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send
     if (!h) return no_bounce(n * sizeof(float));
     be->download(be, h, send, n * sizeof(float));
     float *mine = h + (size_t)rank * n_per_rank;
+    size_t cut = zt_comm_cut(n, n_per_rank, (size_t)rank);
     zt_status st = zt_comm_reduce_scatter_sum(d->c, h, mine, n_per_rank, n, p);
-    if (!st) be->upload(be, recv, mine, zt_comm_cut(n, n_per_rank, (size_t)rank) * sizeof(float));
+    if (!st && cut) be->upload(be, recv, mine, cut * sizeof(float));
     return st;
 }
 

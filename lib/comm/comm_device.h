@@ -3,15 +3,16 @@
  * backend.h's coll_* entries) where it has them and they open on every rank, else through
  * host memory and the MPI collectives of comm.h (a pinned bounce buffer: download, collective,
  * upload), which is also what the CPU posing as a device tests. Sizes, in-place rules and byte
- * counts are those of comm.h's collectives of the same names; sums run in rank order through
- * host memory and in NCCL's own order on NCCL (the same on every rank; not MPI's bits). On
- * NCCL a reduce-scatter reads whole blocks: send must have room for ranks · n_per_rank
- * elements and recv for n_per_rank (what lies past n is summed into the tail of the last block).
+ * counts are those of comm.h's collectives of the same names (the all-gather's blocks cut at
+ * recv_bytes as zt_comm_iallgather's); sums run in rank order through host memory and in NCCL's
+ * own order on NCCL (the same on every rank; not MPI's bits). Nothing is read or written past
+ * the sizes given: NCCL's whole blocks go through a device scratch buffer where a size cuts one,
+ * unless the reduce-scatter's room says send and recv have them (the padding of a flat array).
  *
  *     zt_comm_device *d;
  *     st = zt_comm_device_open(c, be, 1, &d);      // a collective: 1 tries the backend's own
- *     st = zt_comm_device_reduce_scatter_sum(d, grads, grads + p * rank, p, n, ZT_COMM_GRAD_REDUCE);
- *     st = zt_comm_device_allgather(d, shard, full, p * 4, ZT_COMM_OTHER);
+ *     st = zt_comm_device_reduce_scatter_sum(d, grads, grads + p * rank, p, n, n, ZT_COMM_GRAD_REDUCE);
+ *     st = zt_comm_device_allgather(d, shard, full, p * 4, n * 4, ZT_COMM_OTHER);
  *     zt_comm_device_close(d);
  */
 #ifndef ZT_COMM_DEVICE_H
@@ -29,9 +30,11 @@ void zt_comm_device_close(zt_comm_device *d);             /* NULL is fine */
 const char *zt_comm_device_kind(const zt_comm_device *d); /* "nccl" or "host memory" */
 
 zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *recv, size_t bytes_per_rank,
-                                   zt_comm_purpose p);
+                                   size_t recv_bytes, zt_comm_purpose p);
+/* room (>= n): the elements send may be read at, and (in place) recv's block written at, whose
+ * values past n do not matter */
 zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send, float *recv, size_t n_per_rank,
-                                            size_t n, zt_comm_purpose p);
+                                            size_t n, size_t room, zt_comm_purpose p);
 zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p);
 
 #endif

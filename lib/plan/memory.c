@@ -108,6 +108,8 @@ static void device_estimate(const zt_llama *m, int stage, int world, int staged,
     size_t P = m->numel;
     e->device.params = stage >= 3 ? gathered : zt_llama_weight_bytes(m, P);
     e->device.grads = stage >= 3 ? gathered_grads : P * 4;
+    if (stage >= 3 && !staged) /* this rank's slices on the device too (zero.device_collectives) */
+        e->device.params += shard(P * 4, world), e->device.grads += shard(P * 4, world);
     e->device.optimizer = staged ? 0 : e->optimizer;
     e->device.activations = e->activations;
     e->device.runtime = CUDA_RUNTIME;

@@ -119,8 +119,8 @@ static const zt_recipe_key schema[] = {
     BOOL("zero", "measure_quantization", zero.measure_quantization, 0, "false",
          "log what qwZ and qgZ lose (quant_error_* in metrics.jsonl); costs qgZ an exact reduction too"),
     BOOL("zero", "device_collectives", zero.device_collectives, 0, "true",
-         "several ranks on GPUs at stages 0-2 reduce and gather the device arrays (NCCL, else through host memory) "
-         "and keep the optimizer on the GPU; false: host copies, collectives and AdamW on the host"),
+         "several ranks on GPUs reduce and gather the device arrays (NCCL, else through host memory) and keep the "
+         "optimizer on the GPU (not with ZeRO++); false: host copies, collectives and AdamW on the host"),
     INT("zero", "prefetch_layers", zero.prefetch_layers, 0, "1", 0, IMAX, "layers gathered ahead of the one computing"),
     INT("zero", "embedding_tiles", zero.embedding_tiles, 0, "1", 1, 65536,
         "memory-centric tiling: stage 3 gathers an untied embedding in this many vocabulary tiles, one at a time"),

@@ -173,7 +173,7 @@ static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *sr
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too (in host memory) */
+    int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too */
     int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */
     size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap->chunk;
     float *bounce[3] = {NULL, NULL, NULL};
@@ -186,14 +186,15 @@ zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
     for (int i = 0; i < z->nseg && !st; i++) {
         const zt_zero_segment *g = &z->seg[i];
         size_t len = g->hi - g->lo;
-        if (sharded) st = zt_state_read_range(dir, numel, g->lo, len, z->master + g->local, NULL, NULL);
+        if (sharded && direct) st = zt_state_read_range(dir, numel, g->lo, len, z->master + g->local, NULL, NULL);
         if (direct) {
             if (!st) st = zt_state_read_range(dir, numel, g->lo, len, NULL, o->m + g->local, o->v + g->local);
             continue;
         }
         for (size_t j = 0; j < len && !st; j += piece) {
             size_t n = len - j < piece ? len - j : piece;
-            float *weights = weights_in_file(o) ? bounce[2] : NULL; /* offload.param = "nvme": into the swap file too */
+            /* offload.param = "nvme": into the swap file too; sharded on a device: up with the moments */
+            float *weights = weights_in_file(o) || sharded ? bounce[2] : NULL;
             if (!(st = zt_state_read_range(dir, numel, g->lo + j, n, weights, bounce[0], bounce[1])) &&
                 !(st = put(o, ZT_SWAP_M, g->local + j, n, bounce[0])) &&
                 !(st = put(o, ZT_SWAP_V, g->local + j, n, bounce[1])) && weights)

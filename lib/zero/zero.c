@@ -41,7 +41,8 @@ int zt_zero_effective_stage(const zt_zero_options *o, int world)
 
 int zt_zero_staged(const zt_zero_options *o, int world, int host_memory)
 {
-    int on_device = o->device_collectives && zt_zero_effective_stage(o, world) < 3;
+    int zeropp = o->quantized_weights || o->hpz > 1 || o->quantized_gradients; /* its quantizers run on the host */
+    int on_device = o->device_collectives && (zt_zero_effective_stage(o, world) < 3 || !zeropp);
     return !host_memory && ((world > 1 && !on_device) || o->host_optimizer || o->params_at != ZT_PARAM_DEVICE);
 }
 

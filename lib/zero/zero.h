@@ -40,9 +40,11 @@
  * their own. With comm == NULL (one process) every call is local.
  *
  * Where the model computes on a device (the CUDA backend), collectives and the optimizer
- * run on host copies unless nothing needs them: with one process and the optimizer state
- * on the device (offload.optimizer = "none") the update runs on the device, on the model's
- * own arrays. Otherwise z.params and z.grads are host copies of the flat arrays ("staged"):
+ * run on host copies unless nothing needs them: with the optimizer state on the device
+ * (offload.optimizer = "none") the update runs on the device, on the model's own arrays, in one
+ * process or, with device_collectives, on several ranks whose collectives work on the device
+ * arrays (z.dcomm; at stage 3 this rank's slices on the device too). Otherwise z.params and
+ * z.grads are host copies of the flat arrays ("staged"):
  * gradients come down after the backward pass (at stage 3 unit by unit), collectives and
  * AdamW run on the host, and weights go up after the update (at stage 3 each gathered
  * unit). z.be is the backend whose memory z.master, z.grad and the AdamW state live in.
@@ -93,8 +95,8 @@ typedef struct zt_zero_options {
     int error_feedback;      /* qgZ keeps each rank's quantization residual for the next reduction */
     int measure_quant;       /* count what qwZ and qgZ lose (zt_zero_take_quant_error) */
     int host_optimizer;      /* the AdamW state stays in host memory (offload.optimizer cpu or nvme) */
-    /* several ranks on devices at stages 0-2 reduce and gather the model's own arrays
-     * (lib/comm/comm_device.h: NCCL, else through host memory), AdamW on the device; else staged */
+    /* several ranks on devices reduce and gather the model's own arrays (lib/comm/comm_device.h:
+     * NCCL, else through host memory), AdamW on the device, at stage 3 without ZeRO++; else staged */
     int device_collectives;
     zt_param_place params_at; /* offload.param */
     /* offload.param = "nvme": this rank's slices of the weights and the summed gradient live in a
@@ -156,7 +158,7 @@ int zt_zero_nsegments(const zt_llama *m, int stage);
 int zt_zero_effective_stage(const zt_zero_options *o, int world);
 /* Whether collectives and the optimizer run on host copies of the flat arrays (staged, above):
  * for a model that computes outside host memory, with anything offloaded, or with several ranks
- * unless device_collectives (stages 0-2) lets them work on the device arrays. */
+ * unless device_collectives lets them work on the device arrays (not with ZeRO++). */
 int zt_zero_staged(const zt_zero_options *o, int world, int host_memory);
 /* Binds the model (weights loaded): at stage 3 keeps this rank's slices, frees the rest
  * and installs the model's hooks. */

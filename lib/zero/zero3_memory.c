@@ -1,6 +1,8 @@
 /* ZeRO stage 3's slice store in memory (zero3.h): z.master and z.grad hold this rank's slices
- * of every unit, one after another (a frozen model's z.grad is NULL). They are pinned host memory where a device copies straight
- * to and from them (staged in one process: offload.param = "cpu" beside a GPU), else plain. */
+ * of every unit, one after another (a frozen model's z.grad is NULL). They are pinned host memory
+ * where a device copies straight to and from them (staged in one process: offload.param = "cpu"
+ * beside a GPU), the device's memory where the collectives work on the device's arrays (several
+ * ranks, not staged: zero.h), else plain host memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,20 +19,23 @@ static memory_store *state(const zt_zero *z) { return z->z3->store.state; }
 
 static void *slices_alloc(const zt_zero *z, int pinned, size_t bytes)
 {
-    return pinned ? z->model_be->host_alloc(z->model_be, bytes) : zt_calloc_aligned(bytes);
+    if (pinned) return z->model_be->host_alloc(z->model_be, bytes);
+    return z->be->host_memory ? zt_calloc_aligned(bytes) : z->be->alloc(z->be, bytes);
 }
 
 static void slices_free(const zt_zero *z, int pinned, void *p)
 {
     if (pinned) z->model_be->host_free(z->model_be, p);
-    else zt_free(p);
+    else if (z->be->host_memory) zt_free(p);
+    else z->be->free(z->be, p);
 }
 
-/* This rank's slices from the model's array. */
+/* This rank's slices from the model's array (z.be holds both). */
 static zt_status copy_slices(zt_zero *z)
 {
     for (int i = 0; i < z->nseg; i++)
-        memcpy(z->master + z->seg[i].local, z->params + z->seg[i].lo, (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
+        z->be->copy(z->be, z->master + z->seg[i].local, z->params + z->seg[i].lo,
+                    (z->seg[i].hi - z->seg[i].lo) * sizeof(float));
     return ZT_OK;
 }
 
@@ -45,7 +50,7 @@ static zt_status load_slices(zt_zero *z)
     for (int i = 0; i < s->units && !st; i++) {
         const zt_unit3 *u = &s->u[i];
         if (!(st = z->o.load(z->o.load_ctx, u->off, u->n, unit)))
-            memcpy(z->master + u->local, unit + (z->seg[i].lo - u->off), u->mine * sizeof(float));
+            z->be->upload(z->be, z->master + u->local, unit + (z->seg[i].lo - u->off), u->mine * sizeof(float));
         zt_pages_discard(unit, u->n * sizeof(float));
     }
     zt_pages_free(unit);
@@ -109,7 +114,14 @@ static zt_status grad_target(zt_zero *z, int i, float **into)
 static zt_status grad_write(zt_zero *z, int i, float *reduced)
 {
     const zt_unit3 *u = &z->z3->u[i];
-    for (size_t j = 0; z->world > 1 && j < u->mine; j++) z->grad[u->local + j] += reduced[j];
+    if (z->world == 1) return ZT_OK;
+#ifndef ZT_REAL_DOUBLE         /* (the double build has no device) */
+    if (!z->be->host_memory) { /* the slices are on the device */
+        z->be->add(z->be, z->grad + u->local, reduced, u->mine);
+        return ZT_OK;
+    }
+#endif
+    for (size_t j = 0; j < u->mine; j++) z->grad[u->local + j] += reduced[j];
     return ZT_OK;
 }
 

@@ -46,9 +46,8 @@ for stage in 0 1 2 3; do
   grep -q "on cpu (as a device) (optimizer and collectives on host copies)" "$TMP/err" \
     && say "ok - stage $stage: took the staged path" || fail "stage $stage: not staged"
   same cpu-s$stage dev-s$stage "2 ranks at stage $stage: host copies train like the CPU"
-  [ $stage = 3 ] && continue # stage 3 is staged whatever zero.device_collectives says
-  # the default at stages 0-2: collectives on the device's arrays (through host memory: the CPU has
-  # no NCCL), AdamW on the device
+  # the default: collectives on the device's arrays (through host memory: the CPU has no NCCL),
+  # AdamW on the device (at stage 3 this rank's slices there too)
   expect_ok "2 ranks, stage $stage, device collectives" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG \
     "$ZT" pretrain recipe.toml output.dir=dc-s$stage zero.stage=$stage train.gradient_accumulation_steps=2
   grep -q "on cpu (as a device) (collectives of the device arrays through host memory)" "$TMP/err" \
@@ -58,16 +57,30 @@ for stage in 0 1 2 3; do
   [ -n "$bytes" ] && [ "$bytes" = "$(grep -o '"comm_bytes[a-z_]*":[0-9]*' dc-s$stage/metrics.jsonl)" ] \
     && say "ok - stage $stage: the same bytes counted" || fail "stage $stage: device collectives count other bytes"
 done
+# LoRA on 2 ranks: the frozen base sharded at stage 3 and the adapters reduced on the device's arrays
+lora="lora.r=4 lora.target_modules=all-linear zero.stage=3 train.gradient_accumulation_steps=2"
+expect_ok "2 ranks, LoRA, stage 3, cpu" $MPI -np 2 "$ZT" pretrain recipe.toml output.dir=cpu-lora3 $lora
+expect_ok "2 ranks, LoRA, stage 3, device collectives" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG \
+  "$ZT" pretrain recipe.toml output.dir=dc-lora3 $lora
+same cpu-lora3 dc-lora3 "2 ranks, LoRA at stage 3: collectives of the device arrays train like the CPU"
+
+# ZeRO++ at stage 3 quantizes on the host: staged whatever zero.device_collectives says
+expect_ok "2 ranks, stage 3, qwZ, as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG \
+  "$ZT" pretrain recipe.toml output.dir=dq-s3 zero.stage=3 train.gradient_accumulation_steps=2 zero.quantized_weights=true
+grep -q "(optimizer and collectives on host copies)" "$TMP/err" && say "ok - stage 3 with qwZ: staged" \
+  || fail "stage 3 with qwZ: not staged"
 
 # offload.param = cpu in one process is stage 3 with a single slice: the same products summed
 # in the same order as without offload, so it trains bitwise alike
 same cpu-one-process cpu-one-process--offload-param---cpu "offload.param = cpu trains like no offload"
 
-# resume from the step-2 checkpoint, through uploads of weights and moments
-for d in one-process s3; do
-  src=dev-$d
-  [ $d = s3 ] && launch="$MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG" keys="zero.stage=3 train.gradient_accumulation_steps=2" \
-    || launch="" keys=""
+# resume from the step-2 checkpoint, through uploads of weights and moments (at stage 3 on 2 ranks
+# into host copies, and into this rank's slices on the device)
+for d in one-process s3 dc-s3; do
+  src=dev-$d launch="" keys=""
+  [ $d = dc-s3 ] && src=dc-s3
+  [ $d != one-process ] && launch="$MPI -np 2 -x ZT_CPU_AS_DEVICE -x ZT_LOG" keys="zero.stage=3 train.gradient_accumulation_steps=2"
+  [ $d = s3 ] && keys+=" zero.device_collectives=false"
   cp -r $src cut-$d && rm -rf cut-$d/final cut-$d/summary.json cut-$d/checkpoints/step-000004
   expect_ok "resume $d as a device" env ZT_LOG=info ZT_CPU_AS_DEVICE=1 $launch "$ZT" pretrain recipe.toml output.dir=cut-$d $keys
   cmp -s $src/final/model.safetensors cut-$d/final/model.safetensors && say "ok - resumed $d is bitwise identical" \

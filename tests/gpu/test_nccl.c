@@ -1,8 +1,8 @@
 /* Collectives of device buffers on NCCL against the same collectives through host memory and
  * MPI (lib/comm/comm_device.h), bitwise, on this process's GPU at world size 1 (NCCL refuses two
  * ranks on one GPU; zt's CPU tests, t2100, run the code around the calls at 2 ranks): an
- * all-gather out of place and in place, a reduce-scatter in place, an all-reduce, on random
- * floats of sizes that cut no block evenly, and the bytes each counts (none from other ranks).
+ * all-gather out of place, in place and cut short, a reduce-scatter in place and cut short (NCCL's
+ * whole blocks through the scratch), an all-reduce, and the bytes counted (none from other ranks).
  * Run alone or under mpirun -np 1. Exits 77 without a usable GPU; fails when NCCL does not open
  * (ZT_NCCL_LIB names the library where it is not on the loader's path). */
 #include <stdlib.h>
@@ -48,15 +48,23 @@ static void test_collectives(void)
     CHECK(!strcmp(zt_comm_device_kind(host), "host memory"));
     twin(n, &a, &b, h, &rng);
     twin(n, &ra, &rb, h, &rng);
-    CHECK(zt_comm_device_allgather(nccl, a, ra, n * sizeof(float), ZT_COMM_OTHER) == ZT_OK);
-    CHECK(zt_comm_device_allgather(host, b, rb, n * sizeof(float), ZT_COMM_OTHER) == ZT_OK);
+    size_t f = sizeof(float);
+    CHECK(zt_comm_device_allgather(nccl, a, ra, n * f, n * f, ZT_COMM_OTHER) == ZT_OK);
+    CHECK(zt_comm_device_allgather(host, b, rb, n * f, n * f, ZT_COMM_OTHER) == ZT_OK);
     same("all-gather", ra, rb, n);
-    CHECK(zt_comm_device_allgather(nccl, ra, ra, n * sizeof(float), ZT_COMM_FWD_GATHER) == ZT_OK);
-    CHECK(zt_comm_device_allgather(host, rb, rb, n * sizeof(float), ZT_COMM_FWD_GATHER) == ZT_OK);
+    CHECK(zt_comm_device_allgather(nccl, ra, ra, n * f, n * f, ZT_COMM_FWD_GATHER) == ZT_OK);
+    CHECK(zt_comm_device_allgather(host, rb, rb, n * f, n * f, ZT_COMM_FWD_GATHER) == ZT_OK);
     same("all-gather in place", ra, rb, n);
-    CHECK(zt_comm_device_reduce_scatter_sum(nccl, a, a, n, n, ZT_COMM_GRAD_REDUCE) == ZT_OK);
-    CHECK(zt_comm_device_reduce_scatter_sum(host, b, b, n, n, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    /* blocks of n + 9 cut at n - 3: through the scratch on NCCL, nothing written past it */
+    CHECK(zt_comm_device_allgather(nccl, a, ra, (n + 9) * f, (n - 3) * f, ZT_COMM_OTHER) == ZT_OK);
+    CHECK(zt_comm_device_allgather(host, b, rb, (n + 9) * f, (n - 3) * f, ZT_COMM_OTHER) == ZT_OK);
+    same("all-gather, cut", ra, rb, n);
+    CHECK(zt_comm_device_reduce_scatter_sum(nccl, a, a, n, n, n, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    CHECK(zt_comm_device_reduce_scatter_sum(host, b, b, n, n, n, ZT_COMM_GRAD_REDUCE) == ZT_OK);
     same("reduce-scatter in place", a, b, n);
+    CHECK(zt_comm_device_reduce_scatter_sum(nccl, a, ra, n + 7, n - 1, n - 1, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    CHECK(zt_comm_device_reduce_scatter_sum(host, b, rb, n + 7, n - 1, n - 1, ZT_COMM_GRAD_REDUCE) == ZT_OK);
+    same("reduce-scatter, cut", ra, rb, n);
     CHECK(zt_comm_device_allreduce_sum(nccl, a, n - 5, ZT_COMM_GRAD_REDUCE) == ZT_OK);
     CHECK(zt_comm_device_allreduce_sum(host, b, n - 5, ZT_COMM_GRAD_REDUCE) == ZT_OK);
     same("all-reduce", a, b, n);
