@@ -6,14 +6,18 @@
 
 #include "lib/core/log.h"
 
+typedef struct kept {
+    void *p;
+    size_t bytes;
+    int device;
+} kept;
+
 struct zt_comm_device {
     zt_comm *c;
     zt_backend *be;
-    void *coll; /* the backend's communicator, or NULL: through host memory */
-    void *bounce;
-    size_t bounce_bytes;
-    void *scratch; /* NCCL: whole blocks of a cut collective, on the device */
-    size_t scratch_bytes;
+    void *coll;   /* the backend's communicator, or NULL: through host memory */
+    kept bounce;  /* through host memory: the data on its way */
+    kept scratch; /* NCCL: whole blocks of a cut collective, on the device */
 };
 
 /* The backend's communicator on every rank, or none on any: rank 0 makes the id, every rank
@@ -43,7 +47,7 @@ zt_status zt_comm_device_open(zt_comm *c, zt_backend *be, int native, zt_comm_de
     zt_comm_device *d = calloc(1, sizeof *d);
     *out = NULL;
     if (!d) return zt_fail(ZT_ENOMEM, "out of memory");
-    d->c = c, d->be = be;
+    d->c = c, d->be = be, d->scratch.device = 1;
     zt_status st = native && be->coll_open ? open_native(d) : ZT_OK;
     if (st) {
         zt_comm_device_close(d);
@@ -57,41 +61,25 @@ void zt_comm_device_close(zt_comm_device *d)
 {
     if (!d) return;
     if (d->coll) d->be->coll_close(d->be, d->coll);
-    if (d->bounce) d->be->host_free(d->be, d->bounce);
-    if (d->scratch) d->be->free(d->be, d->scratch);
+    if (d->bounce.p) d->be->host_free(d->be, d->bounce.p);
+    if (d->scratch.p) d->be->free(d->be, d->scratch.p);
     free(d);
 }
 
 const char *zt_comm_device_kind(const zt_comm_device *d) { return d->coll ? "nccl" : "host memory"; }
 
-/* The bounce buffer, at least bytes long. */
-static void *bounce(zt_comm_device *d, size_t bytes)
+/* A buffer kept between calls (its contents not), grown to at least bytes: in pinned host memory
+ * (the host path's bounce) or on the device (NCCL's scratch); NULL, the error set, when out of
+ * memory. */
+static void *grow(zt_backend *be, kept *k, size_t bytes)
 {
-    if (bytes <= d->bounce_bytes) return d->bounce;
-    if (d->bounce) d->be->host_free(d->be, d->bounce);
-    d->bounce = d->be->host_alloc(d->be, bytes);
-    d->bounce_bytes = d->bounce ? bytes : 0;
-    return d->bounce;
-}
-
-static zt_status no_bounce(size_t bytes)
-{
-    return zt_fail(ZT_ENOMEM, "out of host memory for a %zu-byte collective through host memory", bytes);
-}
-
-/* The device scratch, at least bytes long (its contents are not kept). */
-static char *scratch(zt_comm_device *d, size_t bytes)
-{
-    if (bytes <= d->scratch_bytes) return d->scratch;
-    if (d->scratch) d->be->free(d->be, d->scratch);
-    d->scratch = d->be->alloc(d->be, bytes);
-    d->scratch_bytes = d->scratch ? bytes : 0;
-    return d->scratch;
-}
-
-static zt_status no_scratch(size_t bytes)
-{
-    return zt_fail(ZT_ENOMEM, "out of device memory for a %zu-byte collective", bytes);
+    if (bytes <= k->bytes) return k->p;
+    if (k->p && k->device) be->free(be, k->p);
+    else if (k->p) be->host_free(be, k->p);
+    k->p = k->device ? be->alloc(be, bytes) : be->host_alloc(be, bytes);
+    k->bytes = k->p ? bytes : 0;
+    if (!k->p) zt_fail(ZT_ENOMEM, "out of %s memory for a %zu-byte collective", k->device ? "device" : "host", bytes);
+    return k->p;
 }
 
 /* NCCL moves whole blocks: a cut all-gather goes through the scratch. */
@@ -101,8 +89,8 @@ static zt_status nccl_allgather(zt_comm_device *d, const void *send, void *recv,
     zt_backend *be = d->be;
     size_t all = (size_t)zt_comm_size(d->c) * block, at = (size_t)zt_comm_rank(d->c) * block;
     if (recv_bytes == all) return be->coll_allgather(be, d->coll, send, recv, block);
-    char *w = scratch(d, all);
-    if (!w) return no_scratch(all);
+    char *w = grow(be, &d->scratch, all);
+    if (!w) return ZT_ENOMEM;
     be->copy(be, w + at, send, mine);
     zt_status st = be->coll_allgather(be, d->coll, w + at, w, block);
     if (!st) be->copy(be, recv, w, recv_bytes);
@@ -121,8 +109,8 @@ zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *re
         if (!st) zt_comm_count_allgather(d->c, bytes_per_rank, p);
         return st;
     }
-    char *h = bounce(d, all);
-    if (!h) return no_bounce(all);
+    char *h = grow(be, &d->bounce, all);
+    if (!h) return ZT_ENOMEM;
     be->download(be, h + at, send, mine);
     zt_status st = zt_comm_allgather(d->c, h + at, h, bytes_per_rank, p);
     if (!st) be->upload(be, recv, h, recv_bytes);
@@ -137,8 +125,8 @@ static zt_status nccl_reduce_scatter(zt_comm_device *d, const float *send, float
     zt_backend *be = d->be;
     size_t all = (size_t)zt_comm_size(d->c) * block, rank = (size_t)zt_comm_rank(d->c);
     if (room >= all) return be->coll_reduce_scatter(be, d->coll, send, recv, block);
-    float *w = (float *)scratch(d, all * sizeof(float));
-    if (!w) return no_scratch(all * sizeof(float));
+    float *w = grow(be, &d->scratch, all * sizeof(float));
+    if (!w) return ZT_ENOMEM;
     be->copy(be, w, send, n * sizeof(float));
     be->memset0(be, w + n, (all - n) * sizeof(float));
     zt_status st = be->coll_reduce_scatter(be, d->coll, w, w + rank * block, block);
@@ -156,8 +144,8 @@ zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send
         if (!st) zt_comm_count_reduce_scatter(d->c, n_per_rank, n, p);
         return st;
     }
-    float *h = bounce(d, n * sizeof(float));
-    if (!h) return no_bounce(n * sizeof(float));
+    float *h = grow(be, &d->bounce, n * sizeof(float));
+    if (!h) return ZT_ENOMEM;
     be->download(be, h, send, n * sizeof(float));
     float *mine = h + (size_t)rank * n_per_rank;
     size_t cut = zt_comm_cut(n, n_per_rank, (size_t)rank);
@@ -174,8 +162,8 @@ zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, 
         if (!st) zt_comm_count_allreduce_f32(d->c, n, p);
         return st;
     }
-    float *h = bounce(d, n * sizeof(float));
-    if (!h) return no_bounce(n * sizeof(float));
+    float *h = grow(be, &d->bounce, n * sizeof(float));
+    if (!h) return ZT_ENOMEM;
     be->download(be, h, buf, n * sizeof(float));
     zt_status st = zt_comm_allreduce_sum(d->c, h, n, p);
     if (!st) be->upload(be, buf, h, n * sizeof(float));
