@@ -123,17 +123,23 @@ struct zt_backend {
     void (*scale_rows)(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V);
 
     /* The optimizer's kernels (lib/optim/adamw.h and clip.h on device memory): fp32 only. */
-    /* Collectives between the ranks' devices on device buffers (NCCL on CUDA), queued in order
-     * with the kernels; NULL where the backend has none (lib/comm/comm_device.h goes through host
-     * memory then). coll_id makes a communicator's id on one rank, which every rank passes to
-     * coll_open; the sizes and in-place rules are those of lib/comm's MPI collectives, but
-     * reduce-scatter blocks are whole (n = ranks · n_per_rank) and sums are in NCCL's order. */
+    /* Collectives between the ranks' devices on device buffers (NCCL on CUDA), NULL where the
+     * backend has none (lib/comm/comm_device.h goes through host memory then). coll_id makes a
+     * communicator's id on one rank, which every rank passes to coll_open. A collective is queued
+     * on the copy stream after the work queued so far, so that it runs beside the kernels queued
+     * after it; *fence stands for it (fence_use before reading the result). Sizes, cuts and
+     * in-place rules are those of lib/comm's MPI collectives (the all-gather's blocks cut at
+     * recv_bytes; the reduce-scatter's n elements of send in blocks of n_per_rank, with room
+     * elements readable and writable in place past which nothing is touched); sums run in the
+     * backend's order. */
     zt_status (*coll_id)(zt_backend *be, unsigned char id[128]);
     zt_status (*coll_open)(zt_backend *be, const unsigned char id[128], int nranks, int rank, void **coll);
     void (*coll_close)(zt_backend *be, void *coll);
-    zt_status (*coll_allgather)(zt_backend *be, void *coll, const void *send, void *recv, size_t bytes_per_rank);
-    zt_status (*coll_reduce_scatter)(zt_backend *be, void *coll, const float *send, float *recv, size_t n_per_rank);
-    zt_status (*coll_allreduce)(zt_backend *be, void *coll, float *buf, size_t n);
+    zt_status (*coll_allgather)(zt_backend *be, void *coll, const void *send, void *recv, size_t bytes_per_rank,
+                                size_t recv_bytes, uint64_t *fence);
+    zt_status (*coll_reduce_scatter)(zt_backend *be, void *coll, const float *send, float *recv, size_t n_per_rank,
+                                     size_t n, size_t room, uint64_t *fence);
+    zt_status (*coll_allreduce)(zt_backend *be, void *coll, float *buf, size_t n, uint64_t *fence);
 
     void (*adamw)(zt_backend *be, const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n,
                   float grad_scale, int apply_decay, uint16_t *param_bf16);

@@ -197,36 +197,127 @@ static void cuda_fence_wait(zt_backend *be, uint64_t fence)
     if (fence) ZT_CUDA_CHECK(cudaEventSynchronize(fence_event[fence % FENCES]));
 }
 
+/* A communicator and the scratch that a cut collective's whole blocks go through. */
+typedef struct cuda_coll {
+    void *nccl;
+    char *scratch;
+    size_t scratch_bytes;
+} cuda_coll;
+
+/* The fence of what the copy stream holds so far. */
+static uint64_t copies_fence(void)
+{
+    uint64_t f = ++fences_made;
+    ZT_CUDA_CHECK(cudaEventRecord(fence_event[f % FENCES], copies));
+    return f;
+}
+
 static zt_status cuda_coll_id(zt_backend *be, unsigned char id[128]) { return zt_nccl_id(id); }
 
 static zt_status cuda_coll_open(zt_backend *be, const unsigned char id[128], int nranks, int rank, void **coll)
 {
-    return zt_nccl_open(id, nranks, rank, coll);
+    cuda_coll *c = calloc(1, sizeof *c);
+    *coll = NULL;
+    if (!c) return zt_fail(ZT_ENOMEM, "out of memory");
+    zt_status st = zt_nccl_open(id, nranks, rank, &c->nccl);
+    if (st) {
+        free(c);
+        return st;
+    }
+    *coll = c;
+    return ZT_OK;
 }
 
 static void cuda_coll_close(zt_backend *be, void *coll)
 {
+    cuda_coll *c = coll;
+    if (!c) return;
     wait_stream();
-    zt_nccl_close(coll);
+    zt_nccl_close(c->nccl);
+    if (c->scratch) ZT_CUDA_CHECK(cudaFree(c->scratch));
+    free(c);
 }
 
-static zt_status cuda_coll_allgather(zt_backend *be, void *coll, const void *send, void *recv, size_t bytes_per_rank)
+/* The scratch, at least bytes long; NULL when the GPU is out of memory. */
+static char *scratch_of(cuda_coll *c, size_t bytes)
 {
-    MARK();
-    return zt_nccl_allgather(coll, send, recv, bytes_per_rank, stream);
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    ZT_CUDA_CHECK(cudaStreamSynchronize(copies)); /* the collectives queued may still use the old one */
+    if (c->scratch) ZT_CUDA_CHECK(cudaFree(c->scratch));
+    c->scratch_bytes = 0;
+    if (cudaMalloc((void **)&c->scratch, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        c->scratch = NULL;
+        return NULL;
+    }
+    c->scratch_bytes = bytes;
+    return c->scratch;
 }
 
-static zt_status cuda_coll_reduce_scatter(zt_backend *be, void *coll, const float *send, float *recv,
-                                          size_t n_per_rank)
+static zt_status no_scratch(size_t bytes)
 {
-    MARK();
-    return zt_nccl_reduce_scatter(coll, send, recv, n_per_rank, stream);
+    return zt_fail(ZT_ENOMEM, "out of GPU memory for a %zu-byte collective's scratch", bytes);
 }
 
-static zt_status cuda_coll_allreduce(zt_backend *be, void *coll, float *buf, size_t n)
+/* NCCL moves whole blocks: a cut all-gather gathers into the scratch, then recv_bytes of it. */
+static zt_status cuda_coll_allgather(zt_backend *be, void *coll, const void *send, void *recv, size_t block,
+                                     size_t recv_bytes, uint64_t *fence)
 {
     MARK();
-    return zt_nccl_allreduce(coll, buf, n, stream);
+    cuda_coll *c = coll;
+    int nranks = 0, rank = 0;
+    zt_nccl_shape(c->nccl, &nranks, &rank);
+    size_t all = (size_t)nranks * block, at = (size_t)rank * block;
+    size_t mine = recv_bytes > at ? (recv_bytes - at < block ? recv_bytes - at : block) : 0;
+    order(stream, copies);
+    zt_status st;
+    if (recv_bytes == all) {
+        st = zt_nccl_allgather(c->nccl, send, recv, block, copies);
+    } else {
+        char *w = scratch_of(c, all);
+        if (!w) return no_scratch(all);
+        ZT_CUDA_CHECK(cudaMemcpyAsync(w + at, send, mine, cudaMemcpyDeviceToDevice, copies));
+        st = zt_nccl_allgather(c->nccl, w + at, w, block, copies);
+        if (!st) ZT_CUDA_CHECK(cudaMemcpyAsync(recv, w, recv_bytes, cudaMemcpyDeviceToDevice, copies));
+    }
+    *fence = copies_fence();
+    return st;
+}
+
+/* Without room for whole blocks, the reduce-scatter runs in the scratch, its tail zeros. */
+static zt_status cuda_coll_reduce_scatter(zt_backend *be, void *coll, const float *send, float *recv, size_t block,
+                                          size_t n, size_t room, uint64_t *fence)
+{
+    MARK();
+    cuda_coll *c = coll;
+    int nranks = 0, rank = 0;
+    zt_nccl_shape(c->nccl, &nranks, &rank);
+    size_t all = (size_t)nranks * block, at = (size_t)rank * block;
+    order(stream, copies);
+    zt_status st;
+    if (room >= all) {
+        st = zt_nccl_reduce_scatter(c->nccl, send, recv, block, copies);
+    } else {
+        float *w = (float *)scratch_of(c, all * sizeof(float));
+        if (!w) return no_scratch(all * sizeof(float));
+        size_t cut = at < n ? (n - at < block ? n - at : block) : 0;
+        ZT_CUDA_CHECK(cudaMemcpyAsync(w, send, n * sizeof(float), cudaMemcpyDeviceToDevice, copies));
+        ZT_CUDA_CHECK(cudaMemsetAsync(w + n, 0, (all - n) * sizeof(float), copies));
+        st = zt_nccl_reduce_scatter(c->nccl, w, w + at, block, copies);
+        if (!st && cut)
+            ZT_CUDA_CHECK(cudaMemcpyAsync(recv, w + at, cut * sizeof(float), cudaMemcpyDeviceToDevice, copies));
+    }
+    *fence = copies_fence();
+    return st;
+}
+
+static zt_status cuda_coll_allreduce(zt_backend *be, void *coll, float *buf, size_t n, uint64_t *fence)
+{
+    MARK();
+    order(stream, copies);
+    zt_status st = zt_nccl_allreduce(((cuda_coll *)coll)->nccl, buf, n, copies);
+    *fence = copies_fence();
+    return st;
 }
 
 static void cuda_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,

@@ -13,6 +13,8 @@ static struct {
     ncclResult_t (*get_id)(ncclUniqueId *);
     ncclResult_t (*init)(ncclComm_t *, int, ncclUniqueId, int);
     ncclResult_t (*destroy)(ncclComm_t);
+    ncclResult_t (*count)(const ncclComm_t, int *);
+    ncclResult_t (*user_rank)(const ncclComm_t, int *);
     ncclResult_t (*allgather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                                    cudaStream_t);
@@ -32,7 +34,8 @@ static zt_status load(void)
     } want[] = {{(void **)&N.get_id, "ncclGetUniqueId"},      {(void **)&N.init, "ncclCommInitRank"},
                 {(void **)&N.destroy, "ncclCommDestroy"},     {(void **)&N.allgather, "ncclAllGather"},
                 {(void **)&N.reduce_scatter, "ncclReduceScatter"}, {(void **)&N.allreduce, "ncclAllReduce"},
-                {(void **)&N.error, "ncclGetErrorString"}};
+                {(void **)&N.error, "ncclGetErrorString"}, {(void **)&N.count, "ncclCommCount"},
+                {(void **)&N.user_rank, "ncclCommUserRank"}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!(*want[i].fn = dlsym(lib, want[i].name))) {
             dlclose(lib);
@@ -69,6 +72,12 @@ zt_status zt_nccl_open(const unsigned char id[128], int nranks, int rank, void *
 void zt_nccl_close(void *comm)
 {
     if (comm) N.destroy((ncclComm_t)comm);
+}
+
+void zt_nccl_shape(void *comm, int *nranks, int *rank)
+{
+    N.count((ncclComm_t)comm, nranks);
+    N.user_rank((ncclComm_t)comm, rank);
 }
 
 zt_status zt_nccl_allgather(void *comm, const void *send, void *recv, size_t bytes, cudaStream_t s)

@@ -14,6 +14,7 @@
 zt_status zt_nccl_id(unsigned char id[128]);
 zt_status zt_nccl_open(const unsigned char id[128], int nranks, int rank, void **comm);
 void zt_nccl_close(void *comm);
+void zt_nccl_shape(void *comm, int *nranks, int *rank);
 /* recv (nranks · bytes) = every rank's send in rank order; send may be recv's own block */
 zt_status zt_nccl_allgather(void *comm, const void *send, void *recv, size_t bytes, cudaStream_t s);
 /* rank r's recv (n_per_rank floats) = Σ over ranks of their send's block r; recv may be send's own block */

@@ -6,18 +6,12 @@
 
 #include "lib/core/log.h"
 
-typedef struct kept {
-    void *p;
-    size_t bytes;
-    int device;
-} kept;
-
 struct zt_comm_device {
     zt_comm *c;
     zt_backend *be;
     void *coll;   /* the backend's communicator, or NULL: through host memory */
-    kept bounce;  /* through host memory: the data on its way */
-    kept scratch; /* NCCL: whole blocks of a cut collective, on the device */
+    void *bounce; /* through host memory: the data on its way, pinned */
+    size_t bounce_bytes;
 };
 
 /* The backend's communicator on every rank, or none on any: rank 0 makes the id, every rank
@@ -47,7 +41,7 @@ zt_status zt_comm_device_open(zt_comm *c, zt_backend *be, int native, zt_comm_de
     zt_comm_device *d = calloc(1, sizeof *d);
     *out = NULL;
     if (!d) return zt_fail(ZT_ENOMEM, "out of memory");
-    d->c = c, d->be = be, d->scratch.device = 1;
+    d->c = c, d->be = be;
     zt_status st = native && be->coll_open ? open_native(d) : ZT_OK;
     if (st) {
         zt_comm_device_close(d);
@@ -61,55 +55,46 @@ void zt_comm_device_close(zt_comm_device *d)
 {
     if (!d) return;
     if (d->coll) d->be->coll_close(d->be, d->coll);
-    if (d->bounce.p) d->be->host_free(d->be, d->bounce.p);
-    if (d->scratch.p) d->be->free(d->be, d->scratch.p);
+    if (d->bounce) d->be->host_free(d->be, d->bounce);
     free(d);
 }
 
 const char *zt_comm_device_kind(const zt_comm_device *d) { return d->coll ? "nccl" : "host memory"; }
 
-/* A buffer kept between calls (its contents not), grown to at least bytes: in pinned host memory
- * (the host path's bounce) or on the device (NCCL's scratch); NULL, the error set, when out of
- * memory. */
-static void *grow(zt_backend *be, kept *k, size_t bytes)
+/* The bounce buffer, grown to at least bytes; NULL, the error set, when out of memory. */
+static void *bounce(zt_comm_device *d, size_t bytes)
 {
-    if (bytes <= k->bytes) return k->p;
-    if (k->p && k->device) be->free(be, k->p);
-    else if (k->p) be->host_free(be, k->p);
-    k->p = k->device ? be->alloc(be, bytes) : be->host_alloc(be, bytes);
-    k->bytes = k->p ? bytes : 0;
-    if (!k->p) zt_fail(ZT_ENOMEM, "out of %s memory for a %zu-byte collective", k->device ? "device" : "host", bytes);
-    return k->p;
+    if (bytes <= d->bounce_bytes) return d->bounce;
+    if (d->bounce) d->be->host_free(d->be, d->bounce);
+    d->bounce = d->be->host_alloc(d->be, bytes);
+    d->bounce_bytes = d->bounce ? bytes : 0;
+    if (!d->bounce) zt_fail(ZT_ENOMEM, "out of host memory for a %zu-byte collective through host memory", bytes);
+    return d->bounce;
 }
 
-/* NCCL moves whole blocks: a cut all-gather goes through the scratch. */
-static zt_status nccl_allgather(zt_comm_device *d, const void *send, void *recv, size_t block, size_t recv_bytes,
-                                size_t mine)
+/* The backend's collective's fence: the caller's to use, or used here (later work waits). */
+static void hand_over(zt_backend *be, uint64_t f, uint64_t *fence)
 {
-    zt_backend *be = d->be;
-    size_t all = (size_t)zt_comm_size(d->c) * block, at = (size_t)zt_comm_rank(d->c) * block;
-    if (recv_bytes == all) return be->coll_allgather(be, d->coll, send, recv, block);
-    char *w = grow(be, &d->scratch, all);
-    if (!w) return ZT_ENOMEM;
-    be->copy(be, w + at, send, mine);
-    zt_status st = be->coll_allgather(be, d->coll, w + at, w, block);
-    if (!st) be->copy(be, recv, w, recv_bytes);
-    return st;
+    if (fence) *fence = f;
+    else be->fence_use(be, f);
 }
 
 zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *recv, size_t bytes_per_rank,
-                                   size_t recv_bytes, zt_comm_purpose p)
+                                   size_t recv_bytes, zt_comm_purpose p, uint64_t *fence)
 {
     zt_backend *be = d->be;
     int size = zt_comm_size(d->c), rank = zt_comm_rank(d->c);
     size_t all = (size_t)size * bytes_per_rank, at = (size_t)rank * bytes_per_rank;
     size_t mine = recv_bytes > at ? (recv_bytes - at < bytes_per_rank ? recv_bytes - at : bytes_per_rank) : 0;
+    if (fence) *fence = 0;
     if (d->coll) {
-        zt_status st = nccl_allgather(d, send, recv, bytes_per_rank, recv_bytes, mine);
+        uint64_t f = 0;
+        zt_status st = be->coll_allgather(be, d->coll, send, recv, bytes_per_rank, recv_bytes, &f);
+        hand_over(be, f, fence);
         if (!st) zt_comm_count_allgather(d->c, bytes_per_rank, p);
         return st;
     }
-    char *h = grow(be, &d->bounce, all);
+    char *h = bounce(d, all);
     if (!h) return ZT_ENOMEM;
     be->download(be, h + at, send, mine);
     zt_status st = zt_comm_allgather(d->c, h + at, h, bytes_per_rank, p);
@@ -117,34 +102,20 @@ zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *re
     return st;
 }
 
-/* NCCL reads whole blocks: a cut reduce-scatter without the room goes through the scratch, its
- * tail zeros. */
-static zt_status nccl_reduce_scatter(zt_comm_device *d, const float *send, float *recv, size_t block, size_t n,
-                                     size_t room)
-{
-    zt_backend *be = d->be;
-    size_t all = (size_t)zt_comm_size(d->c) * block, rank = (size_t)zt_comm_rank(d->c);
-    if (room >= all) return be->coll_reduce_scatter(be, d->coll, send, recv, block);
-    float *w = grow(be, &d->scratch, all * sizeof(float));
-    if (!w) return ZT_ENOMEM;
-    be->copy(be, w, send, n * sizeof(float));
-    be->memset0(be, w + n, (all - n) * sizeof(float));
-    zt_status st = be->coll_reduce_scatter(be, d->coll, w, w + rank * block, block);
-    if (!st) be->copy(be, recv, w + rank * block, zt_comm_cut(n, block, rank) * sizeof(float));
-    return st;
-}
-
 zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send, float *recv, size_t n_per_rank,
-                                            size_t n, size_t room, zt_comm_purpose p)
+                                            size_t n, size_t room, zt_comm_purpose p, uint64_t *fence)
 {
     zt_backend *be = d->be;
     int rank = zt_comm_rank(d->c);
+    if (fence) *fence = 0;
     if (d->coll) {
-        zt_status st = nccl_reduce_scatter(d, send, recv, n_per_rank, n, room);
+        uint64_t f = 0;
+        zt_status st = be->coll_reduce_scatter(be, d->coll, send, recv, n_per_rank, n, room, &f);
+        hand_over(be, f, fence);
         if (!st) zt_comm_count_reduce_scatter(d->c, n_per_rank, n, p);
         return st;
     }
-    float *h = grow(be, &d->bounce, n * sizeof(float));
+    float *h = bounce(d, n * sizeof(float));
     if (!h) return ZT_ENOMEM;
     be->download(be, h, send, n * sizeof(float));
     float *mine = h + (size_t)rank * n_per_rank;
@@ -154,15 +125,18 @@ zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send
     return st;
 }
 
-zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p)
+zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p, uint64_t *fence)
 {
     zt_backend *be = d->be;
+    if (fence) *fence = 0;
     if (d->coll) {
-        zt_status st = be->coll_allreduce(be, d->coll, buf, n);
+        uint64_t f = 0;
+        zt_status st = be->coll_allreduce(be, d->coll, buf, n, &f);
+        hand_over(be, f, fence);
         if (!st) zt_comm_count_allreduce_f32(d->c, n, p);
         return st;
     }
-    float *h = grow(be, &d->bounce, n * sizeof(float));
+    float *h = bounce(d, n * sizeof(float));
     if (!h) return ZT_ENOMEM;
     be->download(be, h, buf, n * sizeof(float));
     zt_status st = zt_comm_allreduce_sum(d->c, h, n, p);

@@ -8,11 +8,16 @@
  * own order on NCCL (the same on every rank; not MPI's bits). Nothing is read or written past
  * the sizes given: NCCL's whole blocks go through a device scratch buffer where a size cuts one,
  * unless the reduce-scatter's room says send and recv have them (the padding of a flat array).
+ * On NCCL a collective runs beside the kernels queued after it (the backend's copy stream):
+ * with fence NULL those kernels wait for it; else *fence is the backend fence to use before its
+ * result is read (backend.h; 0 where it is done already, as through host memory).
  *
  *     zt_comm_device *d;
  *     st = zt_comm_device_open(c, be, 1, &d);      // a collective: 1 tries the backend's own
- *     st = zt_comm_device_reduce_scatter_sum(d, grads, grads + p * rank, p, n, n, ZT_COMM_GRAD_REDUCE);
- *     st = zt_comm_device_allgather(d, shard, full, p * 4, n * 4, ZT_COMM_OTHER);
+ *     st = zt_comm_device_reduce_scatter_sum(d, grads, grads + p * rank, p, n, n, ZT_COMM_GRAD_REDUCE, NULL);
+ *     st = zt_comm_device_allgather(d, shard, full, p * 4, n * 4, ZT_COMM_OTHER, &fence);
+ *     ...                                          // kernels that do not read full
+ *     be->fence_use(be, fence);                    // those that do
  *     zt_comm_device_close(d);
  */
 #ifndef ZT_COMM_DEVICE_H
@@ -30,11 +35,11 @@ void zt_comm_device_close(zt_comm_device *d);             /* NULL is fine */
 const char *zt_comm_device_kind(const zt_comm_device *d); /* "nccl" or "host memory" */
 
 zt_status zt_comm_device_allgather(zt_comm_device *d, const void *send, void *recv, size_t bytes_per_rank,
-                                   size_t recv_bytes, zt_comm_purpose p);
+                                   size_t recv_bytes, zt_comm_purpose p, uint64_t *fence);
 /* room (>= n): the elements send may be read at, and (in place) recv's block written at, whose
  * values past n do not matter */
 zt_status zt_comm_device_reduce_scatter_sum(zt_comm_device *d, const float *send, float *recv, size_t n_per_rank,
-                                            size_t n, size_t room, zt_comm_purpose p);
-zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p);
+                                            size_t n, size_t room, zt_comm_purpose p, uint64_t *fence);
+zt_status zt_comm_device_allreduce_sum(zt_comm_device *d, float *buf, size_t n, zt_comm_purpose p, uint64_t *fence);
 
 #endif

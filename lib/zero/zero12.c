@@ -72,10 +72,10 @@ static zt_status reduce_grads(zt_zero *z)
     if (z->staged && !w) be->download(be, z->grads, z->m->grads, z->numel * sizeof(float));
     if (z->world == 1) return ZT_OK;
     float *g = z->grads;
-    if (z->dcomm && z->stage < 2) return zt_comm_device_allreduce_sum(z->dcomm, g, z->numel, ZT_COMM_GRAD_REDUCE);
+    if (z->dcomm && z->stage < 2) return zt_comm_device_allreduce_sum(z->dcomm, g, z->numel, ZT_COMM_GRAD_REDUCE, NULL);
     if (z->dcomm) /* the flat array has room for the last block's padding (NCCL moves whole blocks) */
         return zt_comm_device_reduce_scatter_sum(z->dcomm, g, g + z->p * z->rank, z->p, z->numel,
-                                                 z->numel + ZT_LLAMA_PAD, ZT_COMM_GRAD_REDUCE);
+                                                 z->numel + ZT_LLAMA_PAD, ZT_COMM_GRAD_REDUCE, NULL);
     if (z->stage < 2) return zt_comm_allreduce_sum(z->comm, g, z->numel, ZT_COMM_GRAD_REDUCE);
     /* in place: block r lands at r·p */
     return zt_comm_reduce_scatter_sum(z->comm, g, g + z->p * z->rank, z->p, z->numel, ZT_COMM_GRAD_REDUCE);
@@ -101,7 +101,7 @@ static zt_status params_updated(zt_zero *z)
     zt_backend *be = z->m->be;
     if (z->stage >= 1 && z->dcomm) /* in place */
         st = zt_comm_device_allgather(z->dcomm, z->params + z->p * z->rank, z->params, z->p * sizeof(float),
-                                      z->p * z->world * sizeof(float), ZT_COMM_OTHER);
+                                      z->p * z->world * sizeof(float), ZT_COMM_OTHER, NULL);
     else if (z->stage >= 1)
         st = zt_comm_allgather(z->comm, z->params + z->p * z->rank, z->params, z->p * sizeof(float), ZT_COMM_OTHER);
     if (z->windows) { /* each window went up as AdamW finished it */

@@ -58,9 +58,9 @@ static void start_gather(zt_zero *z, int i, zt_comm_purpose p)
         return;
     }
     if (s->o.quantized_weights) s->error = zt_qwz_start(z, i, p, u->slice);
-    else if (z->dcomm) /* queued on the device, in order with the kernels (or through host memory) */
+    else if (z->dcomm) /* beside the compute on NCCL: finish_gather's kernels wait for it */
         s->error = zt_comm_device_allgather(z->dcomm, u->slice, z->params + u->off, u->p * sizeof(float),
-                                            u->n * sizeof(float), p);
+                                            u->n * sizeof(float), p, &u->upload);
     else if (z->comm)
         s->error = zt_comm_iallgather(z->comm, u->slice, z->params + u->off, u->p * sizeof(float), u->n * sizeof(float),
                                       p, &u->req[0]);
@@ -127,7 +127,7 @@ static zt_status reduced_slice(zt_zero *z, const zt_unit3 *u, float *out)
     if (s->o.quantized_gradients) return zt_qgz_reduce_unit(z, (int)(u - s->u), out);
     if (z->dcomm) /* the next unit's gradient may be unmapped: no room past this one */
         return zt_comm_device_reduce_scatter_sum(z->dcomm, z->grads + u->off, out, u->p, u->n, u->n,
-                                                 ZT_COMM_GRAD_REDUCE);
+                                                 ZT_COMM_GRAD_REDUCE, NULL);
     return zt_comm_reduce_scatter_sum(z->comm, z->grads + u->off, out, u->p, u->n, ZT_COMM_GRAD_REDUCE);
 }
 

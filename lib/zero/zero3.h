@@ -21,7 +21,8 @@ typedef struct zt_unit3 {
     int fresh;           /* no gradient reduced this step yet */
     zt_comm_req *req[2]; /* the gather in flight: data, and qwZ's scales */
     const float *slice;  /* this rank's slice of the weights as the store gave it, from read_start to release */
-    uint64_t upload;     /* overlap (zt_zero3): the fence of the weights' upload, 0 when none is in flight */
+    uint64_t upload;     /* the fence of the weights' arrival beside the compute (overlap's upload, or the
+                            device collectives' gather), 0 when none is in flight */
     struct {             /* qwZ and qgZ: where the unit's tensors start (quantization blocks restart there) */
         size_t *cuts;
         int ncuts;
