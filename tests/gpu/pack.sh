@@ -24,7 +24,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 G=$ROOT/.gpu
-BINS=(zt build/gpu/test_cuda_ops build/gpu/test_cuda_quant build/gpu/test_cuda_attention_bf16)
+BINS=(zt build/gpu/test_cuda_ops build/gpu/test_cuda_quant build/gpu/test_cuda_attention_bf16 build/gpu/test_nccl)
 CUDA_LIB=build/libzt_cuda.so
 # The Debian packages of Open MPI's runtime on one node; libopenmpi3's other dependencies
 # (libfabric1, libucx0, libpsm*, libibverbs1, libnl) only serve the plugins left out.
