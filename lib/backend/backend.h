@@ -123,6 +123,14 @@ struct zt_backend {
     void (*scale_rows)(zt_backend *be, zt_real *x, const zt_real *scale, int n, int V);
 
     /* The optimizer's kernels (lib/optim/adamw.h and clip.h on device memory): fp32 only. */
+    /* A quantized base's weights decoded (kernels/cpu/nf4.h's dequantizers, the same bits on every
+     * backend): NF4 codes with an absmax per block, double-quantized absmax values, int8 rows. */
+    void (*nf4_dequantize)(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, size_t n, float *y);
+    void (*nf4_dq_dequantize)(zt_backend *be, const uint8_t *q, const float *b, float offset, size_t first, size_t n,
+                              float *a);
+    void (*int8_rows_dequantize)(zt_backend *be, const int8_t *q, const float *absmax, size_t cols, size_t row0,
+                                 size_t nrows, float *y);
+
     /* Collectives between the ranks' devices on device buffers (NCCL on CUDA), NULL where the
      * backend has none (lib/comm/comm_device.h goes through host memory then). coll_id makes a
      * communicator's id on one rank, which every rank passes to coll_open. A collective is queued

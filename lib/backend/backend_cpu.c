@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/ops.h"
 #include "lib/core/arena.h"
 #include "lib/core/pages.h"
@@ -33,6 +34,20 @@ static void cpu_adamw(zt_backend *be, const zt_adamw *h, float *param, const flo
     zt_adamw_update(h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
 }
 static double cpu_sumsq(zt_backend *be, const float *x, size_t n) { return zt_sumsq(x, n); }
+static void cpu_nf4_dequantize(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
+{
+    zt_nf4_dequantize(q, absmax, first, n, y);
+}
+static void cpu_nf4_dq_dequantize(zt_backend *be, const uint8_t *q, const float *b, float offset, size_t first,
+                                  size_t n, float *a)
+{
+    zt_nf4_dq_dequantize(q, b, offset, first, n, a);
+}
+static void cpu_int8_rows_dequantize(zt_backend *be, const int8_t *q, const float *absmax, size_t cols, size_t row0,
+                                     size_t nrows, float *y)
+{
+    zt_int8_rows_dequantize(q, absmax, cols, row0, nrows, y);
+}
 
 static void cpu_gemm(zt_backend *be, int ta, int tb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                      const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc)
@@ -218,6 +233,9 @@ static zt_backend cpu_backend = {
     .cross_entropy_bf16 = cpu_cross_entropy_bf16,
 #endif
     .scale_rows = cpu_scale_rows,
+    .nf4_dequantize = cpu_nf4_dequantize,
+    .nf4_dq_dequantize = cpu_nf4_dq_dequantize,
+    .int8_rows_dequantize = cpu_int8_rows_dequantize,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

@@ -517,6 +517,27 @@ static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const fl
     zt_cuda_adamw(stream, &c, param, grad, m, v, n, param_bf16);
 }
 
+static void cuda_nf4_dequantize(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, size_t n,
+                                float *y)
+{
+    MARK();
+    zt_cuda_nf4_dequantize(stream, q, absmax, first, n, y);
+}
+
+static void cuda_nf4_dq_dequantize(zt_backend *be, const uint8_t *q, const float *b, float offset, size_t first,
+                                   size_t n, float *a)
+{
+    MARK();
+    zt_cuda_nf4_dq_dequantize(stream, q, b, offset, first, n, a);
+}
+
+static void cuda_int8_rows_dequantize(zt_backend *be, const int8_t *q, const float *absmax, size_t cols, size_t row0,
+                                      size_t nrows, float *y)
+{
+    MARK();
+    zt_cuda_int8_rows_dequantize(stream, q, absmax, cols, row0, nrows, y);
+}
+
 static double cuda_sumsq(zt_backend *be, const float *x, size_t n)
 {
     MARK();
@@ -579,6 +600,9 @@ static zt_backend cuda_backend = {
     .cross_entropy = cuda_cross_entropy,
     .cross_entropy_bf16 = cuda_cross_entropy_bf16,
     .scale_rows = cuda_scale_rows,
+    .nf4_dequantize = cuda_nf4_dequantize,
+    .nf4_dq_dequantize = cuda_nf4_dq_dequantize,
+    .int8_rows_dequantize = cuda_int8_rows_dequantize,
     .adamw = cuda_adamw,
     .sumsq = cuda_sumsq,
 };

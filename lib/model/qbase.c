@@ -162,21 +162,27 @@ zt_status zt_qbase_encode_end(zt_qbase_encoder *e, const char *name)
 
 /* Rows [r0, r0 + nr) of the [rows, cols] tensor encoded at part into y; absmax: room for the
  * rows' blocks and two more (double_quant). */
-static void dequantize(const zt_qbase *q, const unsigned char *part, size_t rows, size_t cols, size_t r0, size_t nr,
-                       float *absmax, float *y)
+static void dequantize(zt_backend *be, const zt_qbase *q, const unsigned char *part, size_t rows, size_t cols,
+                       size_t r0, size_t nr, float offset, float *absmax, float *y)
 {
     size_t codes, scales, scales2, first = r0 * cols, n = nr * cols;
     zt_qbase_part_layout(q, rows, cols, &codes, &scales, &scales2);
     if (q->kind == ZT_QBASE_INT8) {
-        zt_int8_rows_dequantize((const int8_t *)(part + codes), (const float *)(part + scales), cols, r0, nr, y);
+        be->int8_rows_dequantize(be, (const int8_t *)(part + codes), (const float *)(part + scales), cols, r0, nr, y);
     } else if (!q->double_quant) {
-        zt_nf4_dequantize(part + codes, (const float *)(part + scales), first, n, y);
+        be->nf4_dequantize(be, part + codes, (const float *)(part + scales), first, n, y);
     } else { /* the absmax values of the rows' blocks first */
         size_t b0 = first / ZT_NF4_BLOCK, nb = (first + n - 1) / ZT_NF4_BLOCK - b0 + 1;
-        zt_nf4_dq_dequantize(part + scales, (const float *)(part + scales2), zt_qbase_part_offset(part), b0, nb,
-                             absmax);
-        zt_nf4_dequantize(part + codes + b0 * ZT_NF4_BLOCK / 2, absmax, first - b0 * ZT_NF4_BLOCK, n, y);
+        be->nf4_dq_dequantize(be, part + scales, (const float *)(part + scales2), offset, b0, nb, absmax);
+        be->nf4_dequantize(be, part + codes + b0 * ZT_NF4_BLOCK / 2, absmax, first - b0 * ZT_NF4_BLOCK, n, y);
     }
+}
+
+/* In host memory: the header is there to read. */
+static void dequantize_here(const zt_qbase *q, const unsigned char *part, size_t rows, size_t cols, size_t r0,
+                            size_t nr, float *absmax, float *y)
+{
+    dequantize(zt_backend_cpu(), q, part, rows, cols, r0, nr, zt_qbase_part_offset(part), absmax, y);
 }
 
 /* ---- the quantized base -------------------------------------------------------------------- */
@@ -206,37 +212,37 @@ static void layer_parts(const zt_llama *m, zt_qbase *q)
     add_parts(q, 3, y->wd, 1, &c, m->F);
 }
 
-/* The tile buffers: tile_elems elements, or the widest row. */
-static zt_status alloc_tile(zt_qbase *q)
+/* The tile buffers on the model's backend: tile_elems elements, or the widest row; the offsets. */
+static zt_status alloc_tile(zt_qbase *q, zt_backend *be, int layers)
 {
     size_t cap = tile_elems;
     for (int i = 0; i < q->nparts; i++) cap = q->part[i].cols > cap ? q->part[i].cols : cap;
+    size_t nb = cap / ZT_NF4_BLOCK + 2;
     q->cap = cap;
-    q->tile = malloc(cap * sizeof(float));
-    q->absmax = malloc((cap / ZT_NF4_BLOCK + 2) * sizeof(float));
+    q->tile = be->host_memory ? malloc(cap * sizeof(float)) : be->alloc(be, cap * sizeof(float));
+    q->absmax = be->host_memory ? malloc(nb * sizeof(float)) : be->alloc(be, nb * sizeof(float));
+    q->offsets = malloc(((size_t)layers * (size_t)q->nparts + 1) * sizeof(float));
+    for (size_t i = 0; q->offsets && i < (size_t)layers * (size_t)q->nparts; i++) q->offsets[i] = NAN;
 #ifdef ZT_REAL_DOUBLE
     q->tile_real = malloc(cap * sizeof(zt_real));
     if (!q->tile_real) return zt_fail(ZT_ENOMEM, "out of memory for the quantized base's tile");
 #endif
-    return q->tile && q->absmax ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory for the quantized base's tile");
+    return q->tile && q->absmax && q->offsets
+               ? ZT_OK
+               : zt_fail(ZT_ENOMEM, "out of %s memory for the quantized base's tile", be->name);
 }
 
 zt_status zt_qbase_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, zt_qbase_kind kind,
                         int double_quant)
 {
     ZT_ASSERT(kind != ZT_QBASE_NONE);
-    if (!be->host_memory)
-        return zt_fail(ZT_EUSER,
-                       "lora.quantize_base = \"%s\" runs on the CPU backend only (model.device = \"cpu\"): the %s "
-                       "backend has no dequantizing product yet",
-                       zt_qbase_kind_names[kind], be->name);
     zt_qbase *q = calloc(1, sizeof *q);
     if (!q) return zt_fail(ZT_ENOMEM, "out of memory for the quantized base");
     q->kind = kind, q->double_quant = kind == ZT_QBASE_NF4 && double_quant;
     zt_status st = zt_llama_init_quantized(m, c, be, dtype, q); /* m owns q from here */
     if (st) return st;
     layer_parts(m, q);
-    if ((st = alloc_tile(q))) zt_llama_free(m);
+    if ((st = alloc_tile(q, be, m->L))) zt_llama_free(m);
     return st;
 }
 
@@ -244,14 +250,36 @@ void zt_qbase_free(zt_llama *m)
 {
     zt_qbase *q = m->qbase;
     if (!q) return;
-    free(q->tile);
-    free(q->absmax);
+    if (m->be->host_memory) {
+        free(q->tile);
+        free(q->absmax);
+    } else {
+        m->be->free(m->be, q->tile);
+        m->be->free(m->be, q->absmax);
+    }
+    free(q->offsets);
     free(q->tile_real);
     free(q);
     m->qbase = NULL;
 }
 
 /* ---- products ------------------------------------------------------------------------------ */
+
+/* double_quant: the offset in the header of part p of the layer whose block starts at base */
+static float part_offset(zt_llama *m, size_t base, int p, const unsigned char *part)
+{
+    zt_qbase *q = m->qbase;
+    if (!q->double_quant) return 0;
+    float *at = &q->offsets[(base - m->layer0_off) / m->lay.numel * (size_t)q->nparts + (size_t)p];
+    if (isnan(*at)) {
+        zt_backend *be = m->be;
+        unsigned char header[64]; /* the part's header (zt_qbase_write_header) */
+        _Static_assert(sizeof(part_header) <= sizeof header, "a part's header fits");
+        be->download(be, header, part, sizeof(part_header));
+        *at = zt_qbase_part_offset(header);
+    }
+    return *at;
+}
 
 /* Rows [r0, r0 + nr) of matrix k of the layer whose block starts at element base, into the tile. */
 static const zt_real *dequantize_rows(zt_llama *m, size_t base, int k, size_t r0, size_t nr)
@@ -263,7 +291,8 @@ static const zt_real *dequantize_rows(zt_llama *m, size_t base, int k, size_t r0
         size_t lo = r0 > a->row0 ? r0 : a->row0, hi = r0 + nr < a->row0 + a->rows ? r0 + nr : a->row0 + a->rows;
         if (lo >= hi) continue;
         const unsigned char *part = (const unsigned char *)(m->params + base + a->off);
-        dequantize(q, part, a->rows, cols, lo - a->row0, hi - lo, q->absmax, q->tile + (lo - r0) * cols);
+        dequantize(m->be, q, part, a->rows, cols, lo - a->row0, hi - lo, part_offset(m, base, p, part), q->absmax,
+                   q->tile + (lo - r0) * cols);
     }
 #ifdef ZT_REAL_DOUBLE
     for (size_t i = 0; i < nr * cols; i++) q->tile_real[i] = q->tile[i];
@@ -348,7 +377,7 @@ double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
         for (int rep = 0; rep < 4; rep++) {
             double t0 = zt_now_s();
             for (size_t t = 0; t < O; t += rows) {
-                dequantize(&q, part, O, (size_t)I, t, rows, absmax, tile);
+                dequantize_here(&q, part, O, (size_t)I, t, rows, absmax, tile);
 #ifdef ZT_REAL_DOUBLE
                 for (size_t i = 0; i < rows * (size_t)I; i++) tr[i] = tile[i];
                 be->gemm(be, 0, 1, M, (int)rows, I, 1, x, I, tr, I, 0, y + t, (int)O);
@@ -378,7 +407,7 @@ static zt_status round_trip_tensor(const zt_qbase *q, zt_real *w, const zt_llama
     for (size_t i = 0; !st && i < n; i++) x[i] = (float)w[i];
     if (!st) zt_qbase_encode_piece(&e, x, n);
     if (!st) st = zt_qbase_encode_end(&e, t->name);
-    if (!st) dequantize(q, part, rows, cols, 0, rows, absmax, x);
+    if (!st) dequantize_here(q, part, rows, cols, 0, rows, absmax, x);
     for (size_t i = 0; !st && i < n; i++) w[i] = x[i];
     free(e.absmax);
     free(part);
@@ -404,7 +433,7 @@ zt_status zt_qbase_decode_tensor(const zt_qbase *q, const void *enc, size_t rows
 {
     float *absmax = malloc((zt_nf4_blocks(rows * cols) + 2) * sizeof(float));
     if (!absmax) return zt_fail(ZT_ENOMEM, "out of memory decoding a quantized weight");
-    dequantize(q, enc, rows, cols, 0, rows, absmax, y);
+    dequantize_here(q, enc, rows, cols, 0, rows, absmax, y);
     free(absmax);
     return ZT_OK;
 }

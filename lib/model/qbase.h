@@ -49,13 +49,16 @@ typedef struct zt_qbase {
     zt_qbase_part part[ZT_QBASE_MAX_PARTS]; /* in layout order */
     int first[5];         /* a layer's matrix k (q/k/v, o, gate/up, down): parts [first[k], first[k + 1]) */
     size_t cap;           /* elements of a tile: whole rows of any matrix fit */
-    float *tile, *absmax; /* a tile of dequantized rows, and its blocks' absmax values */
+    float *tile, *absmax; /* a tile of dequantized rows, and its blocks' absmax values (the model's backend's memory) */
     zt_real *tile_real;   /* the tile in zt_real (the double-precision build only) */
+    /* double_quant: each layer's parts' offsets (layer · nparts + part), read from their headers
+     * at first use (on a device a download; the base is frozen, so they never change); NaN: unread */
+    float *offsets;
 } zt_qbase;
 
 /* A quantized base of config c, its weights not read (zeros): m's layout has the encodings in
- * place of the linear weights, and m has no gradient array. ZT_EUSER on a backend other than the
- * CPU's (the dequantizing product exists there only). */
+ * place of the linear weights, and m has no gradient array. Its products dequantize a tile at a
+ * time on the model's backend (the backend's nf4/int8 entries) and multiply it there. */
 zt_status zt_qbase_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype, zt_qbase_kind kind,
                         int double_quant);
 void zt_qbase_free(zt_llama *m);

@@ -43,14 +43,14 @@ static uint32_t header_crc(const cache_header *h)
     return zt_crc32c(0, (const char *)h + from, sizeof *h - from);
 }
 
-/* The layers from the entry at path into m, when it holds what key names, whole (ZT_OK); else
- * the reason. */
-static zt_status read_entry(zt_llama *m, const char *path, const uint64_t key[2])
+/* The layers from the entry at path into m's flat array at params (host memory), when it holds
+ * what key names, whole (ZT_OK); else the reason. */
+static zt_status read_entry(const zt_llama *m, zt_real *params, const char *path, const uint64_t key[2])
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return zt_fail(ZT_EIO, "%s", strerror(errno));
     cache_header h, want = header_of(m, key);
-    char *dst = (char *)(m->params + m->layer0_off);
+    char *dst = (char *)(params + m->layer0_off);
     size_t bytes = layer_elems(m) * sizeof(zt_real), done = 0;
     zt_status st = ZT_OK;
     off_t end = lseek(fd, 0, SEEK_END);
@@ -73,11 +73,11 @@ static zt_status read_entry(zt_llama *m, const char *path, const uint64_t key[2]
     return st;
 }
 
-/* m's layers, as read, written to the entry at path. */
-static zt_status write_entry(const zt_llama *m, const char *path, const uint64_t key[2])
+/* m's layers, as read into params, written to the entry at path. */
+static zt_status write_entry(const zt_llama *m, const zt_real *params, const char *path, const uint64_t key[2])
 {
     cache_header h = header_of(m, key);
-    const char *src = (const char *)(m->params + m->layer0_off);
+    const char *src = (const char *)(params + m->layer0_off);
     size_t bytes = layer_elems(m) * sizeof(zt_real);
     h.crc = zt_crc32c(header_crc(&h), src, bytes);
     zt_atomic_file o;
@@ -93,7 +93,7 @@ static zt_status write_entry(const zt_llama *m, const char *path, const uint64_t
 
 /* The layers through the cache entry for r's base in dir (under a lock, so that ranks and runs
  * that start together build it once). */
-static zt_status cached_layers(zt_llama *m, zt_qbase_reader *r, const char *dir, int *hit)
+static zt_status cached_layers(zt_llama *m, zt_real *params, zt_qbase_reader *r, const char *dir, int *hit)
 {
     uint64_t key[2];
     char path[4096];
@@ -107,11 +107,11 @@ static zt_status cached_layers(zt_llama *m, zt_qbase_reader *r, const char *dir,
         return zt_fail(ZT_EUSER, "data.cache_dir is too long");
     if ((st = zt_lock_file(path, &lfd))) return st;
     if (zt_path_exists(path)) {
-        *hit = !read_entry(m, path, key);
+        *hit = !read_entry(m, params, path, key);
         if (!*hit) zt_log_warn("the quantized base '%s' is bad (%s): quantizing the base again", path, zt_errmsg());
     }
-    if (!*hit && !(st = zt_qbase_read(r, m->layer0_off, layer_elems(m), m->params + m->layer0_off)))
-        st = write_entry(m, path, key);
+    if (!*hit && !(st = zt_qbase_read(r, m->layer0_off, layer_elems(m), params + m->layer0_off)))
+        st = write_entry(m, params, path, key);
     zt_unlock_file(lfd);
     return st;
 }
@@ -120,11 +120,13 @@ zt_status zt_qbase_load(zt_llama *m, zt_qbase_reader *r, const char *cache_dir, 
 {
     zt_status st;
     *hit = 0;
+    zt_real *p = zt_llama_params_map(m); /* beside a device, a host copy that goes up at the end */
+    if (!p) return zt_fail(ZT_ENOMEM, "out of host memory for the quantized base (%zu elements)", m->numel);
     if (!cache_dir || zt_qbase_reader_prequantized(r)) {
-        st = zt_qbase_read(r, 0, m->numel, m->params);
-    } else if (!(st = cached_layers(m, r, cache_dir, hit)) && !(st = zt_qbase_read(r, 0, m->layer0_off, m->params))) {
-        st = zt_qbase_read(r, m->norm_off, m->numel - m->norm_off, m->params + m->norm_off); /* the head */
+        st = zt_qbase_read(r, 0, m->numel, p);
+    } else if (!(st = cached_layers(m, p, r, cache_dir, hit)) && !(st = zt_qbase_read(r, 0, m->layer0_off, p))) {
+        st = zt_qbase_read(r, m->norm_off, m->numel - m->norm_off, p + m->norm_off); /* the head */
     }
-    if (!st) zt_llama_sync_params16(m);
+    zt_llama_params_unmap(m, p, !st);
     return st;
 }

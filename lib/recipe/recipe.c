@@ -626,11 +626,6 @@ static zt_status check_lora(const zt_recipe *r)
                         "lora.quantize_base = \"%s\" quantizes the frozen base of LoRA training: set lora.r (or "
                         "lora.adapter) too",
                         zt_qbase_kind_names[r->lora.quantize_base]);
-    if (r->lora.quantize_base != ZT_QBASE_NONE && r->model.device == ZT_DEVICE_CUDA)
-        return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("model", "device")),
-                        "lora.quantize_base = \"%s\" runs on the CPU only: the CUDA backend has no dequantizing "
-                        "product yet (model.device = \"cpu\")",
-                        zt_qbase_kind_names[r->lora.quantize_base]);
     if (r->lora.quantize_base != ZT_QBASE_NONE && r->lora.method == ZT_LORA_METHOD_DORA)
         return key_fail(r, later(r, schema_key("lora", "quantize_base"), schema_key("lora", "method")),
                         "lora.quantize_base = \"%s\" with lora.method = \"dora\" is not supported yet",

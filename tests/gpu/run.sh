@@ -11,7 +11,8 @@
 #                     within 1e-3 relative
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
 #   families, LoRA    the same in bf16 for tiny Qwen3 (q and k norms), Gemma 2 (GeGLU, soft-capping, sandwich
-#                     norms) and Phi-3 (partial rotary) models, LoRA on every linear, and the MLP in 2 tiles
+#                     norms) and Phi-3 (partial rotary) models, LoRA on every linear, QLoRA (NF4 with
+#                     double_quant), and the MLP in 2 tiles
 #   generation        a tiny model with a real tokenizer (tests/fixtures): zt generate's greedy text on the
 #                     device equals the CPU's, and 2 GRPO steps (completions decoded side by side on the
 #                     device, a reward program) against the CPU: the same rewards, gradient norms within 1e-3
@@ -144,8 +145,10 @@ variants() {
     done
     pair lora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear || failed+=" lora"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
+    pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
+        lora.double_quant=true || failed+=" qlora"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, LoRA and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, LoRA, QLoRA and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {
