@@ -132,14 +132,17 @@ struct zt_backend {
                                  size_t nrows, float *y);
 
     /* Collectives between the ranks' devices on device buffers (NCCL on CUDA), NULL where the
-     * backend has none (lib/comm/comm_device.h goes through host memory then). coll_id makes a
-     * communicator's id on one rank, which every rank passes to coll_open. A collective is queued
+     * backend has none (lib/comm/comm_device.h goes through host memory then). coll_load says
+     * whether this rank can use them at all (so that all ranks agree before any waits in
+     * coll_open); coll_id makes a communicator's id on one rank, which every rank passes to
+     * coll_open. A collective is queued
      * on the copy stream after the work queued so far, so that it runs beside the kernels queued
      * after it; *fence stands for it (fence_use before reading the result). Sizes, cuts and
      * in-place rules are those of lib/comm's MPI collectives (the all-gather's blocks cut at
      * recv_bytes; the reduce-scatter's n elements of send in blocks of n_per_rank, with room
      * elements readable and writable in place past which nothing is touched); sums run in the
      * backend's order. */
+    zt_status (*coll_load)(zt_backend *be);
     zt_status (*coll_id)(zt_backend *be, unsigned char id[128]);
     zt_status (*coll_open)(zt_backend *be, const unsigned char id[128], int nranks, int rank, void **coll);
     void (*coll_close)(zt_backend *be, void *coll);

@@ -168,13 +168,19 @@ static void cuda_download(zt_backend *be, void *dst, const void *src, size_t byt
 
 static void cuda_sync(zt_backend *be) { wait_stream(); }
 
+/* The fence of what the copy stream holds so far. */
+static uint64_t copies_fence(void)
+{
+    uint64_t f = ++fences_made;
+    ZT_CUDA_CHECK(cudaEventRecord(fence_event[f % FENCES], copies));
+    return f;
+}
+
 static uint64_t copy_start(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
     order(stream, copies); /* after the kernels queued so far */
     ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, copies));
-    uint64_t f = ++fences_made;
-    ZT_CUDA_CHECK(cudaEventRecord(fence_event[f % FENCES], copies));
-    return f;
+    return copies_fence();
 }
 
 static uint64_t cuda_upload_start(zt_backend *be, void *dst, const void *src, size_t bytes)
@@ -204,13 +210,7 @@ typedef struct cuda_coll {
     size_t scratch_bytes;
 } cuda_coll;
 
-/* The fence of what the copy stream holds so far. */
-static uint64_t copies_fence(void)
-{
-    uint64_t f = ++fences_made;
-    ZT_CUDA_CHECK(cudaEventRecord(fence_event[f % FENCES], copies));
-    return f;
-}
+static zt_status cuda_coll_load(zt_backend *be) { return zt_nccl_load(); }
 
 static zt_status cuda_coll_id(zt_backend *be, unsigned char id[128]) { return zt_nccl_id(id); }
 
@@ -565,6 +565,7 @@ static zt_backend cuda_backend = {
     .download_start = cuda_download_start,
     .fence_use = cuda_fence_use,
     .fence_wait = cuda_fence_wait,
+    .coll_load = cuda_coll_load,
     .coll_id = cuda_coll_id,
     .coll_open = cuda_coll_open,
     .coll_close = cuda_coll_close,

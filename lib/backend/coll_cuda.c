@@ -22,7 +22,7 @@ static struct {
     const char *(*error)(ncclResult_t);
 } N;
 
-static zt_status load(void)
+zt_status zt_nccl_load(void)
 {
     if (N.lib) return ZT_OK;
     const char *path = getenv("ZT_NCCL_LIB");
@@ -52,14 +52,14 @@ static zt_status check(ncclResult_t r, const char *what)
 
 zt_status zt_nccl_id(unsigned char id[128])
 {
-    zt_status st = load();
+    zt_status st = zt_nccl_load();
     return st ? st : check(N.get_id((ncclUniqueId *)id), "id");
 }
 
 zt_status zt_nccl_open(const unsigned char id[128], int nranks, int rank, void **comm)
 {
     *comm = NULL;
-    zt_status st = load();
+    zt_status st = zt_nccl_load();
     if (st) return st;
     ncclUniqueId u;
     for (int i = 0; i < 128; i++) u.internal[i] = (char)id[i];

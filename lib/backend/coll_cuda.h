@@ -11,6 +11,7 @@
 
 #include "lib/core/status.h"
 
+zt_status zt_nccl_load(void); /* ZT_OK once NCCL is loaded, else why not */
 zt_status zt_nccl_id(unsigned char id[128]);
 zt_status zt_nccl_open(const unsigned char id[128], int nranks, int rank, void **comm);
 void zt_nccl_close(void *comm);

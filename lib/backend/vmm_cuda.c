@@ -162,7 +162,10 @@ static int map_granules(vmm_array *a, size_t g0, size_t g1, cudaStream_t s)
                 continue;
             }
             CUmemGenericAllocationHandle h = take_granule();
-            if (!h) return 0;
+            if (!h) { /* what this run mapped is zeroed still: a later populate takes it as it is */
+                if (run > g) cudaMemsetAsync((void *)(a->base + g * V.gran), 0, (run - g) * V.gran, s);
+                return 0;
+            }
             ZT_CU_CHECK(V.map(a->base + run * V.gran, V.gran, 0, h, 0));
             ZT_CU_CHECK(V.set_access(a->base + run * V.gran, V.gran, &V.access, 1));
             a->h[run] = h;

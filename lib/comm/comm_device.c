@@ -14,25 +14,37 @@ struct zt_comm_device {
     size_t bounce_bytes;
 };
 
-/* The backend's communicator on every rank, or none on any: rank 0 makes the id, every rank
- * opens, and all agree on whether every one did (else each closes what it opened). */
+/* Whether every rank said yes (ok), a collective. */
+static zt_status all_agree(zt_comm *c, int ok, int *all)
+{
+    double yes = ok ? 1 : 0;
+    zt_status st = zt_comm_allreduce_sum_f64(c, &yes, 1, ZT_COMM_OTHER);
+    *all = yes == zt_comm_size(c);
+    return st;
+}
+
+/* The backend's communicator on every rank, or none on any: all ranks agree that they can load
+ * the library (a rank that cannot would leave the others waiting in coll_open), rank 0 makes the
+ * id, every rank opens, and all agree on whether every one did (else each closes what it opened). */
 static zt_status open_native(zt_comm_device *d)
 {
     zt_backend *be = d->be;
-    unsigned char msg[129] = {0}; /* ok, then the id */
-    zt_status mine = ZT_OK;
-    if (zt_comm_rank(d->c) == 0 && !(mine = be->coll_id(be, msg + 1))) msg[0] = 1;
-    zt_status st = zt_comm_bcast(d->c, msg, sizeof msg, 0, ZT_COMM_OTHER);
-    if (st) return st;
-    if (msg[0]) mine = be->coll_open(be, msg + 1, zt_comm_size(d->c), zt_comm_rank(d->c), &d->coll);
-    char why[200];
-    snprintf(why, sizeof why, "%s", mine ? zt_errmsg() : msg[0] ? "another rank could not open it" : "");
-    double opened = mine || !msg[0] ? 0 : 1;
-    if ((st = zt_comm_allreduce_sum_f64(d->c, &opened, 1, ZT_COMM_OTHER))) return st;
-    if (opened == zt_comm_size(d->c)) return ZT_OK;
-    be->coll_close(be, d->coll);
+    unsigned char id[128] = {0};
+    char why[200] = "another rank cannot use them";
+    int all;
+    zt_status mine = be->coll_load(be), st;
+    if (mine) snprintf(why, sizeof why, "%s", zt_errmsg());
+    if ((st = all_agree(d->c, !mine, &all))) return st;
+    if (all && zt_comm_rank(d->c) == 0 && (mine = be->coll_id(be, id))) snprintf(why, sizeof why, "%s", zt_errmsg());
+    if (all && (st = all_agree(d->c, !mine, &all))) return st;
+    if (all && (st = zt_comm_bcast(d->c, id, sizeof id, 0, ZT_COMM_OTHER))) return st;
+    if (all && (mine = be->coll_open(be, id, zt_comm_size(d->c), zt_comm_rank(d->c), &d->coll)))
+        snprintf(why, sizeof why, "%s", zt_errmsg());
+    if (all && (st = all_agree(d->c, !mine, &all))) return st;
+    if (all) return ZT_OK;
+    if (d->coll) be->coll_close(be, d->coll);
     d->coll = NULL;
-    zt_log(ZT_LOG_INFO, "device collectives through host memory: %s", *why ? why : "another rank could not open them");
+    zt_log(ZT_LOG_INFO, "device collectives through host memory: %s", why);
     return ZT_OK;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The collectives under mpirun (tests/unit/test_comm.c at 2, 3 and 4 ranks, and 4 ranks posing
-# as 2 nodes), a bad ZT_RANKS_PER_NODE, and the watchdog: a rank that hangs or dies inside a
+# as 2 nodes; tests/unit/test_comm_device.c at 2 and 3), a bad ZT_RANKS_PER_NODE, and the watchdog: a rank that hangs or dies inside a
 # loop of collectives must end the whole job, non-zero, within the timeout plus 10 s.
 # kernel levels: own only (what it checks does not depend on the CPU kernels)
 . "$(dirname "$0")/lib.sh"
@@ -12,6 +12,8 @@ ldd "$T" | grep -q libmpi || skip "$T was built without MPI"
 MPI=(timeout 120 mpirun --allow-run-as-root --oversubscribe)
 
 for n in 2 3 4; do expect_ok "collectives at $n ranks" "${MPI[@]}" -np $n "$T"; done
+# collectives of device buffers: the ranks agree on the backend's own or host memory
+for n in 2 3; do expect_ok "device collectives at $n ranks" "${MPI[@]}" -np $n "${T}_device"; done
 expect_ok "collectives at 4 ranks as 2 nodes" "${MPI[@]}" -np 4 -x ZT_RANKS_PER_NODE=2 "$T"
 expect_exit 2 "ranks per node that do not divide the world" \
   "rank [0-3]: comm init: ZT_RANKS_PER_NODE=3 does not divide the world size 4" "${MPI[@]}" -np 4 -x ZT_RANKS_PER_NODE=3 "$T"
