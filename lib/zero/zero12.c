@@ -28,9 +28,10 @@ static zt_status init(zt_zero *z)
     z->grad = z->grads + z->seg[0].lo;
     if (!z->staged || z->world > 1) return ZT_OK; /* several ranks reduce the whole gradient first */
     zt_zero_windows *w = z->windows = calloc(1, sizeof *w);
-    if (w) w->size = window_size(z->numel), w->count = (z->numel + w->size - 1) / w->size;
-    if (w && !(w->down = calloc(w->count ? w->count : 1, sizeof *w->down))) return zt_fail(ZT_ENOMEM, "out of memory");
-    return w ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+    if (!w) return zt_fail(ZT_ENOMEM, "out of memory");
+    w->size = window_size(z->numel), w->count = (z->numel + w->size - 1) / w->size;
+    w->down = calloc(w->count ? w->count : 1, sizeof *w->down);
+    return w->down ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
 }
 
 /* z.master and z.grad point into the flat arrays: nothing else but the windows */
