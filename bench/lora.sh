@@ -9,8 +9,11 @@
 # Model: bench/llama60m.toml's shape (56.4M parameters, untied), 4 x 256 random tokens a step,
 # 10 steps; LoRA r 16, alpha 32 on every linear layer of the blocks (q, k, v, o, gate, up,
 # down: 3.1M adapter parameters), AdamW lr 1e-4 without weight decay, in fp32 and in bf16
-# (zt: bf16 weights copies and products; PEFT: bf16 autocast). tokens/s: the mean of steps
-# 3..10; peak RSS: the training's (zt: summary.json's peak_rss_train_bytes) or the whole
+# (zt: bf16 weights copies and products; PEFT: bf16 autocast). Neither side recomputes
+# activations (transformers trains without gradient checkpointing unless asked, so zt's runs
+# set model.activation_checkpointing = false); one more zt LoRA row keeps zt's default
+# (checkpointing on: a third more products in the layers, less memory). tokens/s: the mean of
+# steps 3..10; peak RSS: the training's (zt: summary.json's peak_rss_train_bytes) or the whole
 # process's (PEFT). A part that is missing or fails shows as "missing".
 set -u
 cd "$(dirname "$0")/.."
@@ -30,6 +33,7 @@ log() { echo "bench: $*" >&2; }
 bench/make-model.sh > "$OUT/init.log" 2>&1 || { log "bench/make-model.sh failed: see $OUT/init.log"; exit 1; }
 
 LORA=(lora.r=16 lora.alpha=32 lora.target_modules=all-linear train.weight_decay=0)
+SAME=(model.activation_checkpointing=false train.weight_decay=0) # as transformers trains
 # zt_run NAME [overrides...]: one training run; its directory is $OUT/NAME
 zt_run() {
     local name=$1
@@ -38,10 +42,11 @@ zt_run() {
     ./zt pretrain "$RECIPE" output.dir="$PWD/$OUT/$name" "$@" > "$OUT/$name.log" 2>&1 ||
         log "zt $name failed: see $OUT/$name.log"
 }
-zt_run full-fp32 train.weight_decay=0
-zt_run lora-fp32 "${LORA[@]}"
-zt_run full-bf16 train.weight_decay=0 model.dtype=bf16
-zt_run lora-bf16 "${LORA[@]}" model.dtype=bf16
+for dtype in fp32 bf16; do
+    zt_run full-$dtype "${SAME[@]}" model.dtype=$dtype
+    zt_run lora-$dtype "${LORA[@]}" "${SAME[@]}" model.dtype=$dtype
+    zt_run lora-ckpt-$dtype "${LORA[@]}" model.dtype=$dtype
+done
 for dtype in fp32 bf16; do
     for kind in lora full; do
         log "transformers $kind $dtype ($THREADS threads)"
@@ -72,6 +77,7 @@ lines = ["| run | fp32 tokens/s | fp32 peak RSS (MiB) | bf16 tokens/s | bf16 pea
          "|---|---:|---:|---:|---:|---:|"]
 ref = {d: hf(f"lora-{d}") for d in ("fp32", "bf16")}
 for name, get in (("zt LoRA r 16, all linear layers", lambda d: zt(f"lora-{d}")),
+                  ("zt LoRA r 16, activation checkpointing (zt's default)", lambda d: zt(f"lora-ckpt-{d}")),
                   ("zt full fine-tune", lambda d: zt(f"full-{d}")),
                   ("transformers + PEFT LoRA r 16", lambda d: hf(f"lora-{d}")),
                   ("transformers full fine-tune", lambda d: hf(f"full-{d}"))):
@@ -83,12 +89,12 @@ for name, get in (("zt LoRA r 16, all linear layers", lambda d: zt(f"lora-{d}"))
     lines.append(f"| {name} | " + " | ".join(cells) + " | " + ", ".join(ratios) + " |")
 v = next((r["v"] for r in ref.values() if r), None)
 if v:
-    lines.append(f"\ntorch {v[0]}, transformers {v[1]}, peft {v[2]}; eager attention (transformers' choice on a CPU).")
+    lines.append(f"\ntorch {v[0]}, transformers {v[1]}, peft {v[2]}; eager attention (transformers' choice on a CPU), no gradient checkpointing.")
 print("\n".join(lines))
 EOF
 )
 
 INFO="- CPU: $(bench_cpu)
 - environment: OMP_NUM_THREADS=$THREADS, torch.set_num_threads($THREADS); load average at the start: $LOAD
-- model: llama60m shape (56.4M parameters, untied), 4 x 256 random tokens a step; LoRA r 16, alpha 32 on q, k, v, o, gate, up, down; AdamW lr 1e-4, no weight decay, clipping at 1"
+- model: llama60m shape (56.4M parameters, untied), 4 x 256 random tokens a step; LoRA r 16, alpha 32 on q, k, v, o, gate, up, down; AdamW lr 1e-4, no weight decay, clipping at 1; no activation recomputation on either side but in the row that says so"
 bench_record "LoRA against full fine-tuning and transformers + PEFT (bench/lora.sh)" "$INFO" "$TABLE"

@@ -9,8 +9,11 @@
 # Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), PyTorch eager in fp32 and under bf16 autocast
 # (bench/torch_llama.py), then
 # `zt pretrain` in fp32, in bf16 (oneDNN's GEMMs where zt has them) and in bf16 on zt's own
-# GEMM kernels (ZT_DNNL=0). A part that is missing or fails shows as "missing" and
-# the rest still runs. zt's tokens/s is the mean of metrics.jsonl's input_tokens_per_s over steps 3..10.
+# GEMM kernels (ZT_DNNL=0), each without activation recomputation as PyTorch's eager loop
+# trains (model.activation_checkpointing = false), then fp32 and bf16 again with zt's default
+# (checkpointing on: a third more products in the layers, for less memory). A part that is
+# missing or fails shows as "missing" and the rest still runs. zt's tokens/s is the mean of
+# metrics.jsonl's input_tokens_per_s over steps 3..10.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -92,12 +95,15 @@ print(f"{sum(rows) / len(rows):.2f}" if rows else "")
 EOF
 }
 
-ZT_FP32="" ZT_BF16="" ZT_BF16_OWN=""
+ZT_FP32="" ZT_BF16="" ZT_BF16_OWN="" ZT_FP32_CK="" ZT_BF16_CK=""
+NOCK=model.activation_checkpointing=false
 if [ -x ./zt ]; then
     if bench/make-model.sh > "$OUT/zt-init.log" 2>&1; then
-        ZT_FP32=$(zt_run fp32)
-        ZT_BF16=$(zt_run bf16 model.dtype=bf16 output.dir="$OUT/run-bf16")
-        ZT_BF16_OWN=$(ZT_DNNL=0 zt_run bf16-own model.dtype=bf16 output.dir="$OUT/run-bf16-own")
+        ZT_FP32=$(zt_run fp32 $NOCK)
+        ZT_BF16=$(zt_run bf16 $NOCK model.dtype=bf16 output.dir="$OUT/run-bf16")
+        ZT_BF16_OWN=$(ZT_DNNL=0 zt_run bf16-own $NOCK model.dtype=bf16 output.dir="$OUT/run-bf16-own")
+        ZT_FP32_CK=$(zt_run fp32-ck output.dir="$OUT/run-fp32-ck")
+        ZT_BF16_CK=$(zt_run bf16-ck model.dtype=bf16 output.dir="$OUT/run-bf16-ck")
     else
         log "zt init failed: see $OUT/zt-init.log"
     fi
@@ -107,27 +113,32 @@ fi
 
 # --- table -------------------------------------------------------------------------------------
 GEMM=$([ -x ./zt ] && ./zt env 2>/dev/null | sed -n 's/^bf16 gemm: //p')
-TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$TORCH_BF16_TPS" "$ZT_FP32" "$ZT_BF16" "$ZT_BF16_OWN" "${GEMM:-?}" <<'EOF'
+TABLE=$($PY - "$FPT" "$PEAK" "$TORCH_TPS" "$TORCH_BF16_TPS" "$ZT_FP32" "$ZT_BF16" "$ZT_BF16_OWN" "${GEMM:-?}" \
+    "$ZT_FP32_CK" "$ZT_BF16_CK" <<'EOF'
 import sys
-fpt, peak, torch, torch16, zt32, zt16, zt16own, gemm = sys.argv[1:9]
+fpt, peak, torch, torch16, zt32, zt16, zt16own, gemm, zt32ck, zt16ck = sys.argv[1:11]
 fpt = float(fpt)
 peak = float(peak) if peak else None
 num = lambda v: float(v) if v else None
-torch, torch16, zt32 = num(torch), num(torch16), num(zt32)
-# each row against PyTorch in its own precision (fp32 eager, or bf16 autocast), and against zt fp32
+torch, torch16, zt32, zt32ck = num(torch), num(torch16), num(zt32), num(zt32ck)
+# each row against PyTorch in its own precision (fp32 eager, or bf16 autocast), and a bf16 row
+# against zt fp32 run alike
 out = ["| run | tokens/s | GFLOP/s | % of sgemm peak | vs PyTorch (same precision) | vs zt fp32 |",
        "|---|---:|---:|---:|---:|---:|"]
 out.append(f"| OpenBLAS sgemm peak | | {peak:.1f} | 100% | | |" if peak else "| OpenBLAS sgemm peak | missing | | | | |")
-for name, tps, base in (("PyTorch eager fp32", torch, None), ("PyTorch eager, bf16 autocast", torch16, None),
-                        ("zt fp32", zt32, torch), (f"zt bf16 ({gemm})", num(zt16), torch16),
-                        ("zt bf16 (zt's own GEMM kernels)", num(zt16own), torch16)):
+ck = ", activation checkpointing (zt's default)"
+for name, tps, base, fp32 in (("PyTorch eager fp32", torch, None, None),
+                              ("PyTorch eager, bf16 autocast", torch16, None, None),
+                              ("zt fp32", zt32, torch, None), (f"zt bf16 ({gemm})", num(zt16), torch16, zt32),
+                              ("zt bf16 (zt's own GEMM kernels)", num(zt16own), torch16, zt32),
+                              ("zt fp32" + ck, zt32ck, torch, None), (f"zt bf16 ({gemm})" + ck, num(zt16ck), torch16, zt32ck)):
     if tps is None:
         out.append(f"| {name} | missing | | | | |")
         continue
     g = tps * fpt / 1e9
     pct = f"{100 * g / peak:.0f}%" if peak else ""
     ratio = f"{tps / base:.2f}x" if base else ""
-    vs32 = f"{tps / zt32:.2f}x" if zt32 and name.startswith("zt bf16") else ""
+    vs32 = f"{tps / fp32:.2f}x" if fp32 else ""
     out.append(f"| {name} | {tps:.1f} | {g:.1f} | {pct} | {ratio} | {vs32} |")
 print("\n".join(out))
 EOF
