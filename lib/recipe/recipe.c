@@ -678,11 +678,6 @@ static zt_status check_lora(const zt_recipe *r)
                         "zero.quantized_gradients (qgZ) quantizes the gradients ZeRO stage 3 reduce-scatters; with "
                         "LoRA (lora.r, lora.adapter) there are none: the frozen base has no gradient and the adapters' "
                         "are reduced exactly");
-    if (r->model.device == ZT_DEVICE_CUDA &&
-        (r->offload.optimizer != ZT_OFFLOAD_NONE || r->offload.param != ZT_OFFLOAD_NONE))
-        return key_fail(r, schema_key("offload", r->offload.param != ZT_OFFLOAD_NONE ? "param" : "optimizer"),
-                        "LoRA (lora.r, lora.adapter) with offload.optimizer or offload.param other than \"none\" is "
-                        "not supported on the CUDA backend yet (model.device = \"cuda\")");
     return ZT_OK;
 }
 
@@ -742,11 +737,6 @@ zt_status zt_recipe_check_world(const zt_recipe *r, int world, int ranks_per_nod
 {
     if (world < 1 || ranks_per_node < 1)
         return zt_fail(ZT_EUSER, "world size %d and ranks per node %d must be at least 1", world, ranks_per_node);
-    if (zt_recipe_lora_on(r) && world > 1 && r->zero.stage == 3 && r->model.device == ZT_DEVICE_CUDA)
-        return key_fail(r, later(r, schema_key("zero", "stage"), schema_key("model", "device")),
-                        "LoRA (lora.r, lora.adapter) with zero.stage = 3 on %d ranks is not supported on the CUDA "
-                        "backend yet: use stage 0, 1 or 2",
-                        world);
     int hpz = r->zero.hpz_partition_size;
     const zt_recipe_key *k = schema_key("zero", "hpz_partition_size");
     if (world % hpz)

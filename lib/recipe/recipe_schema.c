@@ -291,14 +291,12 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
           "(the adapter's `use_dora` is its method), nor `lora.modules_to_save` and `lora.adapter`, every\n"
-          "`lora.target_modules` and `lora.modules_to_save` name is known, `zero.quantized_gradients` is off (a LoRA "
-          "run\n"
-          "reduces the adapters' gradients alone, exactly), and with `model.device = \"cuda\"` `offload.optimizer` and\n"
-          "`offload.param` are `none` and `zero.stage` is not 3 on several ranks (not supported yet); once the world is\n"
-          "known, a base sharded at stage 3 (several ranks, or `offload.param`) has no `lora.modules_to_save` and\n"
-          "DoRA's is not in MLP tiles (`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and\n"
-          "`lora.double_quant` needs `lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with\n"
-          "`model.device = \"cuda\"`, `lora.method = \"dora\"`, `zero.quantized_weights` nor `zero.mlp_tiles` above 1.\n\n"
+          "`lora.target_modules` and `lora.modules_to_save` name is known, `zero.quantized_gradients` is off (a LoRA\n"
+          "run reduces the adapters' gradients alone, exactly); once the world is known, a base sharded at stage 3\n"
+          "(several ranks, or `offload.param`) has no `lora.modules_to_save` and DoRA's is not in MLP tiles\n"
+          "(`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant` needs\n"
+          "`lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `lora.method = \"dora\"`,\n"
+          "`zero.quantized_weights` nor `zero.mlp_tiles` above 1.\n\n"
           "Resuming a run requires the keys marked *(data)* to be unchanged (and the same global batch size).\n",
           f);
     const char *section = "";

@@ -209,6 +209,4 @@ expect_exit 2 "DoRA on a sharded base in MLP tiles" \
   one output.dir=bad3 lora.method=dora zero.stage=3 offload.param=cpu zero.mlp_tiles=2
 expect_exit 2 "qgZ with LoRA" "zero.quantized_gradients .qgZ. .* with LoRA .* there are none" \
   one output.dir=bad4 zero.stage=3 zero.quantized_gradients=true
-expect_exit 2 "LoRA offload on the CUDA backend" "not supported on the CUDA backend yet" \
-  one output.dir=bad5 model.device=cuda zero.stage=3 offload.param=cpu
 done_testing

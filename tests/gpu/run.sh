@@ -12,7 +12,7 @@
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
 #   families, LoRA    the same in bf16 for tiny Qwen3 (q and k norms), Gemma 2 (GeGLU, soft-capping, sandwich
 #                     norms) and Phi-3 (partial rotary) models, LoRA on every linear, QLoRA (NF4 with
-#                     double_quant), and the MLP in 2 tiles
+#                     double_quant), LoRA at stage 3 with offload.param = "cpu", and the MLP in 2 tiles
 #   generation        a tiny model with a real tokenizer (tests/fixtures): zt generate's greedy text on the
 #                     device equals the CPU's, and 2 GRPO steps (completions decoded side by side on the
 #                     device, a reward program) against the CPU: the same rewards, gradient norms within 1e-3
@@ -22,7 +22,8 @@
 #   zero 2 ranks      `mpirun -np 2 zt pretrain` at ZeRO stage 3 on the one GPU (MPI carries the
 #                     collectives through host memory) against one rank with the same global batch
 #                     (micro-batch 2 on each of 2 ranks, 4 on one): every loss within 1e-3 relative;
-#                     then stages 3 and 2 on the device arrays (zero.device_collectives), AdamW on the GPU
+#                     then stages 3 and 2 on the device arrays (zero.device_collectives), AdamW on the GPU,
+#                     and LoRA at stage 3 (its base sharded) on the device arrays against LoRA on one rank
 #   test_nccl         NCCL's collectives of device buffers against the same through host memory and MPI,
 #                     bitwise, at world size 1 (ZT_NCCL_LIB: the machine's libnccl, else PyTorch's)
 # Every part runs, each under `timeout`, whatever the others did. With .gpu/ (tests/gpu/pack.sh made it
@@ -147,27 +148,32 @@ variants() {
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
         lora.double_quant=true || failed+=" qlora"
+    pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
+        offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, LoRA, QLoRA and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {
-    local run name keys failed=""
+    local run name keys base failed="" lora="lora.r=8 lora.alpha=16 lora.target_modules=all-linear"
     train zero-1rank model.device="$DEVICE" zero.stage=3 || return 1
+    train lora-1rank model.device="$DEVICE" zero.stage=3 $lora || return 1
     # stage 3 on host copies; stages 3 and 2 on the device arrays (NCCL refuses two ranks on one GPU:
     # through host memory, as the log says), AdamW on the GPU
-    for run in "s3-host zero.stage=3 zero.device_collectives=false" "s3-device zero.stage=3" "s2-device zero.stage=2"; do
+    for run in "s3-host zero.stage=3 zero.device_collectives=false" "s3-device zero.stage=3" "s2-device zero.stage=2" \
+        "lora-s3-device zero.stage=3 $lora"; do
         read -r name keys <<< "$run"
+        [[ $name = lora-* ]] && base=lora-1rank || base=zero-1rank
         echo "--- mpirun -np 2 zt pretrain model.device=$DEVICE $keys train.micro_batch_size=2 ($name)"
         OMP_NUM_THREADS=4 ZT_LOG=info mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x ZT_LOG "$ZT" \
             pretrain "$WORK/recipe.toml" output.dir="$WORK/$name" model.device="$DEVICE" $keys \
             train.micro_batch_size=2 > "$WORK/$name.log" 2>&1 || { tail -5 "$WORK/$name.log"; failed+=" $name"; continue; }
         grep -m2 -E 'collectives|host copies' "$WORK/$name.log"
         py -c 'import json, sys; assert json.load(open(sys.argv[1]))["world_size"] == 2' "$WORK/$name/run.json" &&
-            compare zero-1rank "$name" 1e-3 || failed+=" $name"
+            compare $base "$name" 1e-3 || failed+=" $name"
     done
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "2 ranks at stage 3 (host copies, device arrays) and stage 2 within 1e-3 of one rank"
+    echo "2 ranks at stage 3 (host copies, device arrays; LoRA's base) and stage 2 within 1e-3 of one rank"
 }
 
 # the KV-cached decoder on the device: greedy text, then GRPO's side-by-side completions
