@@ -278,10 +278,10 @@ part test_cuda_attention_bf16 60 gpu_test test_cuda_attention_bf16
 part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
-part "families, LoRA" 90 variants
+part "families, LoRA" 110 variants
 part generation 60 generation
 part offload 120 offload
-part "zero 2 ranks vs 1" 90 zero3
+part "zero 2 ranks vs 1" 110 zero3
 part nccl 40 gpu_test test_nccl
 
 {
