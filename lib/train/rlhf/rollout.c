@@ -67,50 +67,75 @@ static int is_stop(const zt_rollout *s, int32_t id)
     return 0;
 }
 
-/* Prompt k of ds into the cache (once for all of its completions): its length, and the
- * logits of its last token kept in s->prompt_logits. */
-static zt_status prefill(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int *np)
+/* The sequences of a batch of prompts' completions, completion c = p × G + g (prompt p, its g-th):
+ * its tokens and labels at c × (T + 1) (the completion trained, its stop token included when
+ * one came), its length, its tokens before any stop token (ngen), and its prompt's length. */
+typedef struct completions {
+    int32_t *ids, *labels;
+    int *len, *ngen, *np;
+} completions;
+
+/* Completion c samples its next token from logits into its sequence; *next is the token, and
+ * whether the completion goes on (no stop token, rlhf.max_new_tokens not reached) is returned. */
+static int sample_next(zt_rollout *s, completions *q, int c, int G, const zt_real *logits, int32_t *next)
 {
-    *np = (int)zt_dataset_len(ds, k);
-    if (*np > s->T - 1) *np = s->T - 1;
-    zt_llama_cache_reset(&s->cache);
-    return zt_llama_decode(m, &s->cache, ds->ids + ds->offsets[k], *np, s->prompt_logits);
+    int budget = s->r->rlhf.max_new_tokens, np = q->np[c / G];
+    if (budget > s->T - np) budget = s->T - np;
+    *next = zt_sample(&s->smp[c], logits, s->vocab, s->scratch);
+    s->acc.generated++;
+    size_t at = (size_t)c * (s->T + 1) + q->len[c]++;
+    q->ids[at] = q->labels[at] = *next;
+    return !is_stop(s, *next) && ++q->ngen[c] < budget;
 }
 
-/* Completions of the prefilled prompt k: G of them decoded side by side, one cache slot each
- * (forked from the prompt's), completion g sampled with the stream (train.seed, stream ^ g).
- * Completion g's sequence goes to ids and labels + g × (T + 1) (the completion trained, its stop
- * token included when one came), its length to len[g] and its tokens before any stop token to
- * ngen[g]. Each samples at most rlhf.max_new_tokens; one that stops leaves the batch. */
-static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, int G,
-                          uint64_t stream, double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
+/* Prompt p of the batch (item k of ds) into slot p × G, forked into the next G - 1 slots, and
+ * the first token of each of its completions, completion g sampled with the stream
+ * (train.seed, stream ^ g); those that go on join s->slot and s->next from *active. */
+static zt_status start_prompt(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int p, int G,
+                              uint64_t stream, double temperature, completions *q, int *active)
 {
-    int budget = s->r->rlhf.max_new_tokens, V = m->V, active = G;
-    if (budget > s->T - np) budget = s->T - np;
-    zt_llama_cache_fork(&s->cache, m, G);
-    for (int g = 0; g < G; g++) {
-        int32_t *row = ids + (size_t)g * (s->T + 1), *lab = labels + (size_t)g * (s->T + 1);
+    int np = (int)zt_dataset_len(ds, k);
+    if (np > s->T - 1) np = s->T - 1;
+    q->np[p] = np;
+    zt_status st = zt_llama_decode_slot(m, &s->cache, p * G, ds->ids + ds->offsets[k], np, s->prompt_logits);
+    if (st) return st;
+    zt_llama_cache_fork(&s->cache, m, p * G, G);
+    for (int c = p * G; c < (p + 1) * G; c++) {
+        int32_t *row = q->ids + (size_t)c * (s->T + 1), *lab = q->labels + (size_t)c * (s->T + 1), next;
         memcpy(row, ds->ids + ds->offsets[k], (size_t)np * sizeof *row);
         for (int i = 0; i < np; i++) lab[i] = ZT_IGNORE_INDEX;
-        s->smp[g] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
-        zt_rng_seed(&s->smp[g].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)g);
-        len[g] = np, ngen[g] = 0, s->slot[g] = g;
+        s->smp[c] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
+        zt_rng_seed(&s->smp[c].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)(c - p * G));
+        q->len[c] = np, q->ngen[c] = 0;
+        if (sample_next(s, q, c, G, s->prompt_logits, &next)) s->slot[*active] = c, s->next[(*active)++] = next;
     }
+    return ZT_OK;
+}
+
+/* G completions of each of the prompts items[0, P) of ds (-1: none) into q, decoded side by
+ * side, one cache slot each, every prompt's slots a group of their own (the cache's group):
+ * each prompt's completions are those it gets decoded alone. Each samples at most
+ * rlhf.max_new_tokens; one that stops leaves the batch. */
+static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, const int64_t *items, int P, int G,
+                          long step, double temperature, completions *q)
+{
+    int V = m->V, active = 0;
     zt_status st = ZT_OK;
-    for (int first = 1; active && !st; first = 0) {
+    zt_llama_cache_reset(&s->cache);
+    s->cache.group = G;
+    for (int p = 0; p < P && !st; p++)
+        if (items[p] >= 0)
+            st = start_prompt(s, m, ds, items[p], p, G, ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8), temperature,
+                              q, &active);
+    while (active && !st) {
+        st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, active, s->logits);
         int left = 0;
-        for (int i = 0; i < active; i++) { /* row i of the last decode: completion slot[i] */
-            int g = s->slot[i];
-            const zt_real *logits = first ? s->prompt_logits : s->logits + (size_t)i * V;
-            int32_t next = zt_sample(&s->smp[g], logits, s->vocab, s->scratch);
-            s->acc.generated++;
-            ids[(size_t)g * (s->T + 1) + len[g]] = labels[(size_t)g * (s->T + 1) + len[g]] = next;
-            len[g]++;
-            if (is_stop(s, next) || ++ngen[g] == budget) continue;
-            s->slot[left] = g, s->next[left++] = next;
+        for (int i = 0; i < active && !st; i++) { /* row i of the decode: completion slot[i] */
+            int c = s->slot[i];
+            int32_t next;
+            if (sample_next(s, q, c, G, s->logits + (size_t)i * V, &next)) s->slot[left] = c, s->next[left++] = next;
         }
         active = left;
-        if (active) st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, active, s->logits);
     }
     return st;
 }
@@ -198,34 +223,50 @@ static zt_status score(zt_rollout *s, int n, cJSON **objs)
     return ZT_OK;
 }
 
+/* The model whole in memory for generation, or (streams) left to come unit by unit through its
+ * hooks. Gathered whole, the hooks are set aside until zt_rollout_release: they would let the
+ * units go after their first use. */
+static zt_status hold_model(zt_rollout *s, zt_trainer *t)
+{
+    if (s->streams) return ZT_OK;
+    zt_status st = zt_trainer_gather_model(t);
+    s->hooks = s->gen->hooks, s->gen->hooks = NULL;
+    return st;
+}
+
+static void release_model(zt_rollout *s, zt_trainer *t)
+{
+    if (s->streams) return;
+    s->gen->hooks = s->hooks;
+    zt_trainer_release_model(t);
+}
+
 zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines,
                               const int64_t *items, int prompts, int G, long step, double temperature)
 {
-    int n = prompts * G, *len = malloc(2 * (size_t)G * sizeof *len), *ngen = len + G;
+    /* streaming, every prompt in one batch: each pass over the units serves every completion */
+    int n = prompts * G, batch = s->streams ? prompts : 1, *len = malloc((2 * (size_t)batch * G + batch) * sizeof *len);
     size_t seq = (size_t)s->T + 1;
     cJSON **objs = calloc((size_t)n, sizeof *objs);
-    int32_t *ids = malloc(2 * G * seq * sizeof *ids), *labels = ids + G * seq;
+    int32_t *ids = malloc(2 * (size_t)batch * G * seq * sizeof *ids);
+    completions q = {ids, ids + (size_t)batch * G * seq, len, len + batch * G, len + 2 * batch * G};
     zt_status st = !objs || !len || !ids ? zt_fail(ZT_ENOMEM, "out of memory") : ZT_OK;
     double t0 = zt_now_s();
-    if (!st) st = zt_trainer_gather_model(t);     /* once for every token of every completion */
+    if (!st) st = hold_model(s, t);
     if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
-    for (int p = 0; p < prompts && !st; p++) {
-        int np = 0;
-        if (items[p] < 0) {
-            for (int g = 0; g < G; g++) empty_row(s, p * G + g);
-            continue;
+    for (int p0 = 0; p0 < prompts && !st; p0 += batch) {
+        st = generate(s, s->gen, ds, items + p0, batch, G, step, temperature, &q);
+        for (int c = 0; c < batch * G && !st; c++) {
+            int p = p0 + c / G;
+            if (items[p] < 0) empty_row(s, p * G + c % G);
+            else
+                st = fill_generated(s, t, lines[items[p]], q.ids + c * seq, q.labels + c * seq, q.len[c], q.np[c / G],
+                                    q.ngen[c], p * G + c % G, &objs[p * G + c % G]);
         }
-        st = prefill(s, s->gen, ds, items[p], &np);
-        if (!st)
-            st = generate(s, s->gen, ds, items[p], np, G, ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8),
-                          temperature, ids, labels, len, ngen);
-        for (int g = 0; g < G && !st; g++)
-            st = fill_generated(s, t, lines[items[p]], ids + g * seq, labels + g * seq, len[g], np, ngen[g], p * G + g,
-                                &objs[p * G + g]);
     }
     free(ids);
     free(len);
-    zt_trainer_release_model(t);
+    release_model(s, t);
     s->acc.generate_s += zt_now_s() - t0;
     for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
     if (!st) st = score(s, n, objs);
@@ -344,7 +385,8 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
     s->rewards = calloc(rows, sizeof *s->rewards);
-    int slots = zt_plan_rollout_slots(r);
+    s->streams = zt_plan_rollout_streams(r, t->zero.world);
+    int slots = zt_plan_rollout_slots(r, t->zero.world);
     s->logits = zt_calloc_aligned((size_t)(slots + 1) * t->m.V * sizeof(zt_real));
     s->smp = calloc((size_t)slots, sizeof *s->smp);
     s->slot = calloc((size_t)slots, sizeof *s->slot);
@@ -358,7 +400,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
     zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
-    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, zt_plan_rollout_chunk(r), slots);
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, zt_plan_rollout_chunk(r, t->zero.world), slots);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
