@@ -382,6 +382,8 @@ zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens,
 zt_status zt_llama_decode_slot(zt_llama *m, zt_llama_cache *c, int slot, const int32_t *tokens, int n, zt_real *logits);
 /* Appends tokens[i] to slot slots[i] (ascending) for i < n and writes each one's logits into
  * row i of logits [n][V]. */
+/* The rows the decoder takes in one pass over the model: a call with more makes several. */
+int zt_llama_decode_rows(const zt_llama *m, const zt_llama_cache *c);
 zt_status zt_llama_decode_slots(zt_llama *m, zt_llama_cache *c, const int *slots, const int32_t *tokens, int n,
                                 zt_real *logits);
 

@@ -297,9 +297,8 @@ static void decode_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, i
     if (m->hooks) m->hooks->finish(m->hooks->ctx, 0);
 }
 
-/* The rows a decoder call may take at once: the cache's chunk, or fewer where the adapters'
- * scratch is smaller */
-static int rows_at_once(const zt_llama *m, const zt_llama_cache *c)
+/* The cache's chunk, or fewer where the adapters' scratch is smaller */
+int zt_llama_decode_rows(const zt_llama *m, const zt_llama_cache *c)
 {
     return m->lora && (size_t)c->chunk > m->lora->scratch_tokens ? (int)m->lora->scratch_tokens : c->chunk;
 }
@@ -320,7 +319,7 @@ zt_status zt_llama_decode_slot(zt_llama *m, zt_llama_cache *c, int slot, const i
     ZT_ASSERT(slot >= 0 && slot < c->slots);
     if (c->lens[slot] + n > c->capacity)
         return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
-    int chunk = rows_at_once(m, c);
+    int chunk = zt_llama_decode_rows(m, c);
     for (int done = 0; done < n; done += chunk) {
         int k = n - done < chunk ? n - done : chunk;
         for (int i = 0; i < k; i++) c->row_slot[i] = slot, c->row_pos[i] = c->lens[slot] + i;
@@ -345,7 +344,7 @@ zt_status zt_llama_decode_slots(zt_llama *m, zt_llama_cache *c, const int *slots
         if (c->lens[slots[i]] >= c->capacity)
             return zt_fail(ZT_EUSER, "the sequence would pass %d positions (the KV cache's capacity)", c->capacity);
     }
-    int chunk = rows_at_once(m, c);
+    int chunk = zt_llama_decode_rows(m, c);
     for (int done = 0; done < n; done += chunk) {
         int k = n - done < chunk ? n - done : chunk;
         for (int i = 0; i < k; i++) c->row_slot[i] = slots[done + i], c->row_pos[i] = c->lens[slots[done + i]];

@@ -328,7 +328,7 @@ static zt_status critic_estimate(const zt_recipe *r, const zt_llama *policy, con
  * decodes a prompt's completions side by side, a slot each; a streamed model every completion of
  * the step) where the model is (llama_decode.c: on a GPU in its memory, with room for the tokens
  * and the logits) and the sampler's scratch on the host (a few pages: left out on a GPU); at
- * stage 3 on several ranks the whole model gathered for it, beyond the units training gathers
+ * stage 3 the whole model gathered for it, beyond the units training gathers
  * (zt_trainer_gather_model), where a streamed model's units are those training gathers. The
  * step's rows and logits, a few dozen bytes a position, are left out. */
 static void generation_estimate(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e)

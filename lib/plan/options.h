@@ -43,12 +43,13 @@ const char *zt_plan_critic_dir(const zt_recipe *r);
  * actor trains the embedding (a grown vocabulary), the embedding. */
 zt_lora_config zt_plan_critic_lora(zt_lora_config c);
 /* Whether GRPO's and PPO's generation on world ranks streams the model unit by unit through
- * ZeRO stage 3's hooks, as training does (one process with offload.param), rather than gathering
- * it whole once per step (rollout.h). */
+ * ZeRO stage 3's hooks, as training does (offload.param), rather than gathering it whole once
+ * per step (rollout.h). */
 int zt_plan_rollout_streams(const zt_recipe *r, int world);
 /* The prompt tokens their decoder takes at a time (its KV cache's chunk, at least the slots),
  * and the sequences its cache holds: GRPO's completions of a prompt, decoded side by side, PPO's
- * one; streaming, every completion of the step (a rank's rows), decoded together. */
+ * one; streaming, every completion of the step (a rank's rows), decoded together, and on several
+ * ranks a spare. */
 enum { ZT_PLAN_ROLLOUT_CHUNK = 256 };
 int zt_plan_rollout_slots(const zt_recipe *r, int world);
 int zt_plan_rollout_chunk(const zt_recipe *r, int world);

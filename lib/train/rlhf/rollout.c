@@ -88,17 +88,25 @@ static int sample_next(zt_rollout *s, completions *q, int c, int G, const zt_rea
     return !is_stop(s, *next) && ++q->ngen[c] < budget;
 }
 
-/* Prompt p of the batch (item k of ds) into slot p × G, forked into the next G - 1 slots, and
- * the first token of each of its completions, completion g sampled with the stream
- * (train.seed, stream ^ g); those that go on join s->slot and s->next from *active. */
-static zt_status start_prompt(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int p, int G,
-                              uint64_t stream, double temperature, completions *q, int *active)
+/* Where a batch's generation stands: the prompt being prefilled (P once all are) and its tokens
+ * in so far, and the live completions (s->slot and s->next) */
+typedef struct progress {
+    int p, in, active;
+} progress;
+
+/* The next piece of prompt g->p's prefill (item k of ds), at most a pass's rows, into slot p × G;
+ * once the prompt is in, it is forked into the next G - 1 slots and the first token of each
+ * of its completions sampled, completion g with the stream (train.seed, stream ^ g); those that
+ * go on join the live ones. */
+static zt_status prefill_piece(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int G, uint64_t stream,
+                               double temperature, completions *q, progress *g)
 {
-    int np = (int)zt_dataset_len(ds, k);
+    int p = g->p, np = (int)zt_dataset_len(ds, k), n, rows = zt_llama_decode_rows(m, &s->cache);
     if (np > s->T - 1) np = s->T - 1;
-    q->np[p] = np;
-    zt_status st = zt_llama_decode_slot(m, &s->cache, p * G, ds->ids + ds->offsets[k], np, s->prompt_logits);
-    if (st) return st;
+    n = np - g->in < rows ? np - g->in : rows;
+    zt_status st = zt_llama_decode_slot(m, &s->cache, p * G, ds->ids + ds->offsets[k] + g->in, n, s->prompt_logits);
+    if (st || (g->in += n) < np) return st;
+    q->np[p] = np, g->p++, g->in = 0;
     zt_llama_cache_fork(&s->cache, m, p * G, G);
     for (int c = p * G; c < (p + 1) * G; c++) {
         int32_t *row = q->ids + (size_t)c * (s->T + 1), *lab = q->labels + (size_t)c * (s->T + 1), next;
@@ -107,35 +115,66 @@ static zt_status start_prompt(zt_rollout *s, zt_llama *m, const zt_dataset *ds, 
         s->smp[c] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
         zt_rng_seed(&s->smp[c].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)(c - p * G));
         q->len[c] = np, q->ngen[c] = 0;
-        if (sample_next(s, q, c, G, s->prompt_logits, &next)) s->slot[*active] = c, s->next[(*active)++] = next;
+        if (sample_next(s, q, c, G, s->prompt_logits, &next)) s->slot[g->active] = c, s->next[g->active++] = next;
     }
     return ZT_OK;
 }
 
-/* G completions of each of the prompts items[0, P) of ds (-1: none) into q, decoded side by
- * side, one cache slot each, every prompt's slots a group of their own (the cache's group):
- * each prompt's completions are those it gets decoded alone. Each samples at most
- * rlhf.max_new_tokens; one that stops leaves the batch. */
-static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, const int64_t *items, int P, int G,
+/* A token for every live completion; one that stops leaves them. */
+static zt_status decode_live(zt_rollout *s, zt_llama *m, int G, completions *q, progress *g)
+{
+    zt_status st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, g->active, s->logits);
+    int left = 0;
+    for (int i = 0; i < g->active && !st; i++) { /* row i of the decode: completion slot[i] */
+        int c = s->slot[i];
+        int32_t next;
+        if (sample_next(s, q, c, G, s->logits + (size_t)i * m->V, &next)) s->slot[left] = c, s->next[left++] = next;
+    }
+    g->active = left;
+    return st;
+}
+
+/* A pass for the other ranks' sake (lockstep: each of its units' gathers is a collective they
+ * wait in): a token decoded into the spare slot, the cache's last. */
+static zt_status idle_pass(zt_rollout *s, zt_llama *m)
+{
+    int spare = s->cache.slots - 1;
+    int32_t token = 0;
+    s->cache.lens[spare] = 0;
+    return zt_llama_decode_slot(m, &s->cache, spare, &token, 1, s->logits);
+}
+
+/* Whether a pass is due: this rank's (busy), or with lockstep any rank's, all ranks stopping
+ * together when one failed (its status, else the others'). */
+static zt_status pass_due(zt_rollout *s, zt_trainer *t, int busy, zt_status st, int *due)
+{
+    double v[2] = {busy, st != ZT_OK};
+    zt_status sum = s->lockstep ? zt_zero_sum(&t->zero, v, 2) : ZT_OK;
+    *due = v[0] > 0 && v[1] == 0 && !sum;
+    if (st || sum) return st ? st : sum;
+    return v[1] > 0 ? zt_fail(ZT_ERUNTIME, "generation failed on another rank") : ZT_OK;
+}
+
+/* G completions of each of the prompts items[0, P) of ds (-1: none) into q: every prompt
+ * prefilled, then all of their completions decoded side by side, one cache slot each, every
+ * prompt's slots a group of their own (the cache's group): each prompt's completions are those
+ * it gets decoded alone. Each samples at most rlhf.max_new_tokens; one that stops leaves the
+ * batch. A pass at a time; with lockstep every rank runs as many as the busiest. */
+static zt_status generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, const int64_t *items, int P, int G,
                           long step, double temperature, completions *q)
 {
-    int V = m->V, active = 0;
+    zt_llama *m = s->gen;
+    progress g = {0};
     zt_status st = ZT_OK;
     zt_llama_cache_reset(&s->cache);
     s->cache.group = G;
-    for (int p = 0; p < P && !st; p++)
-        if (items[p] >= 0)
-            st = start_prompt(s, m, ds, items[p], p, G, ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8), temperature,
-                              q, &active);
-    while (active && !st) {
-        st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, active, s->logits);
-        int left = 0;
-        for (int i = 0; i < active && !st; i++) { /* row i of the decode: completion slot[i] */
-            int c = s->slot[i];
-            int32_t next;
-            if (sample_next(s, q, c, G, s->logits + (size_t)i * V, &next)) s->slot[left] = c, s->next[left++] = next;
-        }
-        active = left;
+    for (int due;;) {
+        while (g.p < P && items[g.p] < 0) g.p++;
+        if ((st = pass_due(s, t, g.p < P || g.active, st, &due)) || !due) break;
+        uint64_t stream = g.p < P ? ((uint64_t)step << 40) ^ ((uint64_t)items[g.p] << 8) : 0;
+        if (g.p < P) st = prefill_piece(s, m, ds, items[g.p], G, stream, temperature, q, &g);
+        else if (g.active) st = decode_live(s, m, G, q, &g);
+        else st = idle_pass(s, m);
     }
     return st;
 }
@@ -252,10 +291,15 @@ zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds
     completions q = {ids, ids + (size_t)batch * G * seq, len, len + batch * G, len + 2 * batch * G};
     zt_status st = !objs || !len || !ids ? zt_fail(ZT_ENOMEM, "out of memory") : ZT_OK;
     double t0 = zt_now_s();
+    if (!st && s->lockstep && zt_llama_decode_rows(s->gen, &s->cache) < n)
+        st = zt_fail(ZT_EUSER,
+                     "streaming generation on several ranks decodes the step's %d completions in one pass, "
+                     "but the adapters' scratch holds %d rows (train.micro_batch_size × data.max_length)",
+                     n, zt_llama_decode_rows(s->gen, &s->cache));
     if (!st) st = hold_model(s, t);
     if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
     for (int p0 = 0; p0 < prompts && !st; p0 += batch) {
-        st = generate(s, s->gen, ds, items + p0, batch, G, step, temperature, &q);
+        st = generate(s, t, ds, items + p0, batch, G, step, temperature, &q);
         for (int c = 0; c < batch * G && !st; c++) {
             int p = p0 + c / G;
             if (items[p] < 0) empty_row(s, p * G + c % G);
@@ -385,7 +429,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
     s->rewards = calloc(rows, sizeof *s->rewards);
-    s->streams = zt_plan_rollout_streams(r, t->zero.world);
+    s->streams = zt_plan_rollout_streams(r, t->zero.world), s->lockstep = s->streams && t->zero.world > 1;
     int slots = zt_plan_rollout_slots(r, t->zero.world);
     s->logits = zt_calloc_aligned((size_t)(slots + 1) * t->m.V * sizeof(zt_real));
     s->smp = calloc((size_t)slots, sizeof *s->smp);
