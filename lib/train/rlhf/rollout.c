@@ -96,11 +96,12 @@ typedef struct progress {
 
 /* The next piece of prompt g->p's prefill (item k of ds), at most a pass's rows, into slot p × G;
  * once the prompt is in, it is forked into the next G - 1 slots and the first token of each
- * of its completions sampled, completion g with the stream (train.seed, stream ^ g); those that
+ * of its completions sampled, completion g with the stream (train.seed, step, k, g); those that
  * go on join the live ones. */
-static zt_status prefill_piece(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int G, uint64_t stream,
+static zt_status prefill_piece(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int G, long step,
                                double temperature, completions *q, progress *g)
 {
+    uint64_t stream = ((uint64_t)step << 40) ^ ((uint64_t)k << 8);
     int p = g->p, np = (int)zt_dataset_len(ds, k), n, rows = zt_llama_decode_rows(m, &s->cache);
     if (np > s->T - 1) np = s->T - 1;
     n = np - g->in < rows ? np - g->in : rows;
@@ -171,8 +172,7 @@ static zt_status generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, co
     for (int due;;) {
         while (g.p < P && items[g.p] < 0) g.p++;
         if ((st = pass_due(s, t, g.p < P || g.active, st, &due)) || !due) break;
-        uint64_t stream = g.p < P ? ((uint64_t)step << 40) ^ ((uint64_t)items[g.p] << 8) : 0;
-        if (g.p < P) st = prefill_piece(s, m, ds, items[g.p], G, stream, temperature, q, &g);
+        if (g.p < P) st = prefill_piece(s, m, ds, items[g.p], G, step, temperature, q, &g);
         else if (g.active) st = decode_live(s, m, G, q, &g);
         else st = idle_pass(s, m);
     }
@@ -263,8 +263,8 @@ static zt_status score(zt_rollout *s, int n, cJSON **objs)
 }
 
 /* The model whole in memory for generation, or (streams) left to come unit by unit through its
- * hooks. Gathered whole, the hooks are set aside until zt_rollout_release: they would let the
- * units go after their first use. */
+ * hooks. Gathered whole, the hooks are set aside until release_model: they would let the units
+ * go after their first use. */
 static zt_status hold_model(zt_rollout *s, zt_trainer *t)
 {
     if (s->streams) return ZT_OK;
