@@ -293,25 +293,24 @@ static void lora_qkv_backward(zt_llama *m, int l, const zt_real *ln1, const uint
     zt_lora_backward(m, l, ZT_LORA_QKV, ln1, in16, dqkv, dqkv16, m->S3, dln);
 }
 
-static void acquire(zt_llama *m, int unit, zt_llama_use use)
+void zt_llama_acquire(zt_llama *m, int unit, zt_llama_use use)
 {
     if (m->hooks) m->hooks->acquire(m->hooks->ctx, unit, use);
 }
 
-static void release(zt_llama *m, int unit, zt_llama_use use)
+void zt_llama_release(zt_llama *m, int unit, zt_llama_use use)
 {
     if (m->hooks) m->hooks->release(m->hooks->ctx, unit, use);
 }
 
-/* A tile's unit around its use: only tiles are units of their own (tiles > 1). */
-static void acquire_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
+void zt_llama_acquire_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
 {
-    if (tiles > 1) acquire(m, unit, use);
+    if (tiles > 1) zt_llama_acquire(m, unit, use);
 }
 
-static void release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
+void zt_llama_release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
 {
-    if (tiles > 1) release(m, unit, use);
+    if (tiles > 1) zt_llama_release(m, unit, use);
 }
 
 void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n)
@@ -333,9 +332,9 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     const uint16_t *ln2_16 = m->cfg.no_pre_norms ? to_bf16(m, a->ln2_16, a->ln2, (size_t)N * C) : a->ln2_16;
     for (int j = 0; j < K; j++) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
-        acquire_tile(m, K, u + 1 + j, use);
+        zt_llama_acquire_tile(m, K, u + 1 + j, use);
         linear_forward(m, a->gateup + r0, 2 * F, a->ln2, ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
-        release_tile(m, K, u + 1 + j, use);
+        zt_llama_release_tile(m, K, u + 1 + j, use);
     }
     const uint16_t *lora16 = K == 1 ? ln2_16 : NULL; /* the adapters of tiled products: fp32 (dy16_of) */
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, lora16, a->gateup, 2 * F);
@@ -345,9 +344,9 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     const uint16_t *h16 = a->h16;
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
-        acquire_tile(m, K, u + 1 + K + j, use);
+        zt_llama_acquire_tile(m, K, u + 1 + K + j, use);
         linear_forward(m, out + r0, C, a->h, h16, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
-        release_tile(m, K, u + 1 + K + j, use);
+        zt_llama_release_tile(m, K, u + 1 + K + j, use);
     }
     zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, K == 1 ? h16 : NULL, out, C);
 }
@@ -363,9 +362,9 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(C, K, j, &r0, &nr);
-        acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
+        zt_llama_acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
         linear_backward(m, m->dh, j < K - 1, dout + r0, NULL, C, a->h, a->h16, base + y->wd + (size_t)r0 * F, N, nr, F);
-        release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
+        zt_llama_release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, a->h16, dout, dy16_of(m, K), C, m->dh);
     /* dgateup's bf16 copy, made by the activation's backward, serves every tile's products */
@@ -374,10 +373,10 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     else be->swiglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
-        acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
+        zt_llama_acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
         linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, dgateup16 ? dgateup16 + r0 : NULL, 2 * F, a->ln2,
                         a->ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C);
-        release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
+        zt_llama_release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
     const uint16_t *d16 = dy16_of(m, K);
     zt_lora_backward(m, l, ZT_LORA_GATE, a->ln2, a->ln2_16, m->dgateup, d16, 2 * F, m->dln);
@@ -420,7 +419,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     double eps = m->cfg.rms_norm_eps;
     size_t bytes = (size_t)N * C * sizeof(zt_real);
 
-    if (use == ZT_LLAMA_FORWARD) acquire(m, u, use);
+    if (use == ZT_LLAMA_FORWARD) zt_llama_acquire(m, u, use);
     if (pre) be->rmsnorm_forward(be, a->ln1, a->in16, a->rstd1, x, w + y->ln1, off, N, C, eps);
     const uint16_t *in16 = pre ? a->in16 : to_bf16(m, a->in16, in, (size_t)N * C); /* the norm's copy */
     linear_forward(m, a->qkv, m->S3, in, in16, base + y->wqkv, N, m->S3, C, 0);
@@ -447,13 +446,13 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
 
     if (pre) be->rmsnorm_forward(be, a->ln2, a->ln2_16, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
     if (!post) be->copy(be, m->x[l + 1], a->xmid, bytes);
-    if (use == ZT_LLAMA_FORWARD && tiled) release(m, u, use); /* the MLP's tiles are units of their own */
+    if (use == ZT_LLAMA_FORWARD && tiled) zt_llama_release(m, u, use); /* the MLP's tiles are units of their own */
     mlp_forward(m, l, use, post ? a->mlp_out : m->x[l + 1], post ? 0 : 1);
     if (post) {
         be->rmsnorm_forward(be, m->x[l + 1], NULL, a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
         be->add(be, m->x[l + 1], a->xmid, (size_t)N * C);
     }
-    if (use == ZT_LLAMA_FORWARD && !tiled) release(m, u, use);
+    if (use == ZT_LLAMA_FORWARD && !tiled) zt_llama_release(m, u, use);
 }
 
 /* The post norm (weight at offset w) of the block output `in` [N, C], whose sum with the
@@ -493,11 +492,11 @@ static void layer_backward(zt_llama *m, int l)
        except with a post norm, which comes before the MLP */
     int early = m->checkpointing || zt_llama_mlp_tiles(m) == 1 || post;
 
-    if (early) acquire(m, u, ZT_LLAMA_BACKWARD);
+    if (early) zt_llama_acquire(m, u, ZT_LLAMA_BACKWARD);
     if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
     if (post) post_norm_backward(m, base + y->post_mlp, a->mlp_out, a->rstd4);
     mlp_backward(m, l, post ? m->dpost : m->dres);
-    if (!early) acquire(m, u, ZT_LLAMA_BACKWARD);
+    if (!early) zt_llama_acquire(m, u, ZT_LLAMA_BACKWARD);
     pre_norm_backward(m, base + y->ln2, a->xmid, a->rstd2);
 
     if (post) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
@@ -518,7 +517,7 @@ static void layer_backward(zt_llama *m, int l)
     linear_backward(m, m->dln, 0, m->dqkv, NULL, m->S3, in, a->in16, base + y->wqkv, N, m->S3, C);
     lora_qkv_backward(m, l, in, a->in16, m->dqkv, dy16_of(m, 1), m->dln);
     pre_norm_backward(m, base + y->ln1, m->x[l], a->rstd1);
-    release(m, u, ZT_LLAMA_BACKWARD);
+    zt_llama_release(m, u, ZT_LLAMA_BACKWARD);
 }
 
 static int chunk_has_targets(const int32_t *target, int n)
@@ -597,9 +596,9 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
         const uint16_t *xin16 = lnf16 ? lnf16 + (size_t)r0 * C : NULL;
         for (int j = 0; j < tiles; j++) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
-            acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
+            zt_llama_acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
             head_forward(m, m->logits + v0, xin, xin16, v0, n, nv);
-            release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
+            zt_llama_release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
         size_t nv_all = (size_t)n * V;
         if (cap > 0) be->softcap_forward(be, m->logits, nv_all, cap);
@@ -614,10 +613,10 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
         for (int j = tiles - 1; j >= 0; j--) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
-            acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
+            zt_llama_acquire_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
             head_backward(m, m->dln + (size_t)r0 * C, j < tiles - 1, m->logits + v0, d16 ? d16 + v0 : NULL, xin, xin16,
                           v0, n, nv);
-            release_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
+            zt_llama_release_tile(m, tiles, tile0 + j, ZT_LLAMA_BACKWARD);
         }
     }
     double loss = 0;
@@ -728,9 +727,9 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     int head = zt_llama_head_unit(m), tied = m->cfg.tie_word_embeddings, E = zt_llama_embed_tiles(m), v0, nv;
     for (int j = 0; j < E; j++) { /* the embedding's vocabulary tiles (unit j) */
         zt_llama_tile(m->V, E, j, &v0, &nv);
-        acquire(m, j, ZT_LLAMA_FORWARD);
+        zt_llama_acquire(m, j, ZT_LLAMA_FORWARD);
         be->embedding_forward(be, m->x[0], m->input, embed_weight(m) + (size_t)v0 * m->C, v0, nv, N, m->C);
-        release(m, j, ZT_LLAMA_FORWARD);
+        zt_llama_release(m, j, ZT_LLAMA_FORWARD);
     }
     if (m->cfg.gemma) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
     const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
@@ -739,15 +738,15 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         layer_forward(m, l, ZT_LLAMA_FORWARD);
         if (store) store->put(store->ctx, l, m->x[l], x_bytes);
     }
-    acquire(m, head, ZT_LLAMA_FORWARD);
-    if (tied) acquire(m, 0, ZT_LLAMA_FORWARD);
-    if (grad) acquire(m, head, ZT_LLAMA_BACKWARD);
-    if (grad && tied) acquire(m, 0, ZT_LLAMA_GRADS);
+    zt_llama_acquire(m, head, ZT_LLAMA_FORWARD);
+    if (tied) zt_llama_acquire(m, 0, ZT_LLAMA_FORWARD);
+    if (grad) zt_llama_acquire(m, head, ZT_LLAMA_BACKWARD);
+    if (grad && tied) zt_llama_acquire(m, 0, ZT_LLAMA_GRADS);
     double loss = obj ? head_objective(m, target, obj, grad) : head_forward_backward(m, target, grad_scale);
-    if (grad && tied) release(m, 0, ZT_LLAMA_GRADS);
-    if (grad) release(m, head, ZT_LLAMA_BACKWARD);
-    if (tied) release(m, 0, ZT_LLAMA_FORWARD);
-    release(m, head, ZT_LLAMA_FORWARD);
+    if (grad && tied) zt_llama_release(m, 0, ZT_LLAMA_GRADS);
+    if (grad) zt_llama_release(m, head, ZT_LLAMA_BACKWARD);
+    if (tied) zt_llama_release(m, 0, ZT_LLAMA_FORWARD);
+    zt_llama_release(m, head, ZT_LLAMA_FORWARD);
     if (grad) {
         for (int l = m->L - 1; l >= 0; l--) {
             if (store) store->get(store->ctx, l, m->x[l], x_bytes);
@@ -758,9 +757,9 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         zt_real *dembed = embed_grad(m);
         for (int j = E - 1; j >= 0 && dembed; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);
-            acquire(m, j, ZT_LLAMA_GRADS);
+            zt_llama_acquire(m, j, ZT_LLAMA_GRADS);
             be->embedding_backward(be, dembed + (size_t)v0 * m->C, m->dres, m->input, v0, nv, N, m->C);
-            release(m, j, ZT_LLAMA_GRADS);
+            zt_llama_release(m, j, ZT_LLAMA_GRADS);
         }
     }
     if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);

@@ -214,6 +214,12 @@ int zt_llama_head_tiles(const zt_llama *m);
 /* Tile j of k over rows rows: rows [*r0, *r0 + *nr), sizes differing by at most one. */
 void zt_llama_tile(int rows, int k, int j, int *r0, int *nr);
 void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *count);
+/* The hooks' acquire and release of a unit (nothing without hooks); the _tile forms only for a
+ * part computed in tiles > 1, whose tiles are units of their own. */
+void zt_llama_acquire(zt_llama *m, int unit, zt_llama_use use);
+void zt_llama_release(zt_llama *m, int unit, zt_llama_use use);
+void zt_llama_acquire_tile(zt_llama *m, int tiles, int unit, zt_llama_use use);
+void zt_llama_release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use);
 
 zt_status zt_llama_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_dtype dtype);
 /* A frozen base whose linear weights are encoded as q says (qbase.h: zt_qbase_init calls it; m
@@ -330,18 +336,26 @@ double zt_llama_forward_objective(zt_llama *m, const int32_t *input, const int32
 /* Generation with a KV cache, in fp32 on the master weights (also for bf16 models), on the
  * model's backend: on a device the cache is there, and each call uploads its tokens and
  * downloads the logits. The cache holds `slots` sequences: zt_llama_decode appends tokens to
- * slot 0 (a prompt, then one token at a time); zt_llama_decode_slots one token to each of
- * several slots at once, side by side in every product (GRPO's completions of one prompt):
+ * slot 0 (a prompt, then one token at a time), zt_llama_decode_slot to another;
+ * zt_llama_decode_slots one token to each of several slots at once, side by side in every
+ * product (GRPO's completions of a prompt):
  *
  *     zt_llama_cache c;
  *     zt_llama_cache_init(&c, &m, max_len, 512, 8);
  *     zt_llama_decode(&m, &c, prompt, n_prompt, logits);   // prefill slot 0: the last token's logits
- *     zt_llama_cache_fork(&c, &m, 8);                        // slots 1..7 start from slot 0's prompt
+ *     zt_llama_cache_fork(&c, &m, 0, 8);                     // slots 1..7 start from slot 0's prompt
  *     zt_llama_decode_slots(&m, &c, slots, next, n, logits); // a token each for slots[0..n): n × V logits
  *     zt_llama_cache_reset(&c);                              // every slot empty
- */
+ *
+ * A model whose units ZeRO stage 3 gathers as they are used (m->hooks) is acquired unit by unit
+ * in every call, as in a training forward pass, and each call ends the pass (the hooks' finish):
+ * a model streamed from memory or NVMe never needs to be whole. With c.group set to k the slots
+ * share products in groups of k (slots s and t when s / k = t / k): a BLAS result depends on the
+ * rows multiplied with it (another kernel for one or two rows), so that several prompts'
+ * completions decoded in one call come out as when each prompt's are decoded alone. */
 typedef struct zt_llama_cache {
     int capacity, chunk, slots; /* positions a slot holds, tokens per call at most (≥ slots), sequences */
+    int group;                  /* slots sharing products (zt_llama_cache_init: all of them) */
     int *lens;                  /* [slots] positions filled (host memory) */
     void *mem;                  /* the arrays below, in the model's backend memory */
     zt_real *k, *v;             /* [L][slots][capacity][KV*D], rotary embedding applied to k */
@@ -359,13 +373,17 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
 size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk, int slots);
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m);
 void zt_llama_cache_reset(zt_llama_cache *c);
-/* Slot 0's positions copied into slots [1, count), each then as long as slot 0. */
-void zt_llama_cache_fork(zt_llama_cache *c, const zt_llama *m, int count);
+/* Slot from's positions copied into slots (from, from + count), each then as long as slot from. */
+void zt_llama_cache_fork(zt_llama_cache *c, const zt_llama *m, int from, int count);
 /* Appends n tokens to slot 0 (in pieces of at most chunk) and writes the logits of the last one
  * into logits [V]. ZT_EUSER when the sequence would pass the cache's capacity. */
 zt_status zt_llama_decode(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n, zt_real *logits);
+/* The same for slot `slot`. */
+zt_status zt_llama_decode_slot(zt_llama *m, zt_llama_cache *c, int slot, const int32_t *tokens, int n, zt_real *logits);
 /* Appends tokens[i] to slot slots[i] (ascending) for i < n and writes each one's logits into
  * row i of logits [n][V]. */
+/* The rows the decoder takes in one pass over the model: a call with more makes several. */
+int zt_llama_decode_rows(const zt_llama *m, const zt_llama_cache *c);
 zt_status zt_llama_decode_slots(zt_llama *m, zt_llama_cache *c, const int *slots, const int32_t *tokens, int n,
                                 zt_real *logits);
 

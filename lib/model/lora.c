@@ -591,9 +591,13 @@ zt_status zt_lora_prepare_decode(zt_llama *m)
     size_t cap;
     zt_real *buf = norm_rows(m, &cap);
     if (!buf) return zt_fail(ZT_ENOMEM, "out of memory for the DoRA norms");
-    for (int l = 0; l < m->L; l++)
+    for (int l = 0; l < m->L; l++) { /* a base ZeRO stage 3 shards (m->hooks) gathered layer by layer */
+        zt_llama_acquire(m, zt_llama_layer_unit(m, l), ZT_LLAMA_FORWARD);
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
             if (targeted(a, mod)) weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), buf, cap);
+        zt_llama_release(m, zt_llama_layer_unit(m, l), ZT_LLAMA_FORWARD);
+    }
+    if (m->hooks) m->hooks->finish(m->hooks->ctx, 0);
     free(buf);
     a->decode_norms = 1;
     return ZT_OK;

@@ -325,17 +325,18 @@ static zt_status critic_estimate(const zt_recipe *r, const zt_llama *policy, con
 }
 
 /* GRPO's and PPO's generation (rollout.c): a KV cache of data.max_length positions a slot (GRPO
- * decodes a prompt's completions side by side, a slot each) where the
- * model is (llama_decode.c: on a GPU in its memory, with room for the tokens and the logits) and
- * the sampler's scratch on the host (a few pages: left out on a GPU); at stage 3 the whole model
- * gathered for it, beyond the units training gathers (zt_trainer_gather_model). The step's rows
- * and logits, a few dozen bytes a position, are left out. */
-static void generation_estimate(const zt_recipe *r, const zt_llama *m, zt_mem_estimate *e)
+ * decodes a prompt's completions side by side, a slot each; a streamed model every completion of
+ * the step) where the model is (llama_decode.c: on a GPU in its memory, with room for the tokens
+ * and the logits) and the sampler's scratch on the host (a few pages: left out on a GPU); at
+ * stage 3 the whole model gathered for it, beyond the units training gathers
+ * (zt_trainer_gather_model), where a streamed model's units are those training gathers. The
+ * step's rows and logits, a few dozen bytes a position, are left out. */
+static void generation_estimate(const zt_recipe *r, const zt_llama *m, int world, zt_mem_estimate *e)
 {
-    int slots = zt_plan_rollout_slots(r), chunk = zt_plan_rollout_chunk(r);
+    int slots = zt_plan_rollout_slots(r, world), chunk = zt_plan_rollout_chunk(r, world);
     size_t cache = zt_llama_cache_bytes(m, r->data.max_length, chunk, slots);
     size_t gathered = 0, grads;
-    if (e->stage >= 3) {
+    if (e->stage >= 3 && !zt_plan_rollout_streams(r, world)) {
         zt_zero_options zo = zt_plan_zero_options(r);
         gathered = zt_llama_weight_bytes(m, m->numel) - zt_zero3_gathered_bytes(m, &zo, &grads);
     }
@@ -370,7 +371,7 @@ static zt_status rlhf_estimate(const zt_recipe *r, zt_rlhf_algorithm algo, const
     if (!st && algo == ZT_RLHF_PPO) st = critic_estimate(r, m, lora, world, e);
     if (st) return st;
     if (algo == ZT_RLHF_DPO) reference_pass(r, e);
-    if (rollout) generation_estimate(r, m, e);
+    if (rollout) generation_estimate(r, m, world, e);
     e->training += (rollout ? h->reference : 0) + h->reward_model + h->critic + h->generation;
     e->total = e->training > e->start ? e->training : e->start;
     if (e->device.total) e->device.total += d->reference + d->reward_model + d->critic + d->generation;

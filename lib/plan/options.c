@@ -88,13 +88,21 @@ zt_lora_config zt_plan_critic_lora(zt_lora_config c)
     return c;
 }
 
-int zt_plan_rollout_slots(const zt_recipe *r)
+int zt_plan_rollout_streams(const zt_recipe *r, int world)
 {
+    zt_zero_options o = zt_plan_zero_options(r);
+    return o.params_at != ZT_PARAM_DEVICE && zt_zero_effective_stage(&o, world) == 3;
+}
+
+int zt_plan_rollout_slots(const zt_recipe *r, int world)
+{
+    if (zt_plan_rollout_streams(r, world)) /* a spare slot for the passes of a rank with nothing left */
+        return r->train.micro_batch_size * r->train.gradient_accumulation_steps + (world > 1);
     return r->rlhf.algorithm == ZT_RLHF_GRPO ? r->rlhf.num_generations : 1;
 }
 
-int zt_plan_rollout_chunk(const zt_recipe *r)
+int zt_plan_rollout_chunk(const zt_recipe *r, int world)
 {
-    int slots = zt_plan_rollout_slots(r);
+    int slots = zt_plan_rollout_slots(r, world);
     return slots > ZT_PLAN_ROLLOUT_CHUNK ? slots : ZT_PLAN_ROLLOUT_CHUNK;
 }

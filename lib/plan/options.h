@@ -42,11 +42,16 @@ const char *zt_plan_critic_dir(const zt_recipe *r);
 /* A LoRA critic's adapters: of the actor's kind (c), its value head trained whole and, where the
  * actor trains the embedding (a grown vocabulary), the embedding. */
 zt_lora_config zt_plan_critic_lora(zt_lora_config c);
-/* The prompt tokens GRPO's and PPO's decoder takes at a time (its KV cache's chunk, at least the
- * slots), and the sequences its cache holds: GRPO's completions of a prompt, decoded side by
- * side; PPO's one. */
+/* Whether GRPO's and PPO's generation on world ranks streams the model unit by unit through
+ * ZeRO stage 3's hooks, as training does (offload.param), rather than gathering it whole once
+ * per step (rollout.h). */
+int zt_plan_rollout_streams(const zt_recipe *r, int world);
+/* The prompt tokens their decoder takes at a time (its KV cache's chunk, at least the slots),
+ * and the sequences its cache holds: GRPO's completions of a prompt, decoded side by side, PPO's
+ * one; streaming, every completion of the step (a rank's rows), decoded together, and on several
+ * ranks a spare. */
 enum { ZT_PLAN_ROLLOUT_CHUNK = 256 };
-int zt_plan_rollout_slots(const zt_recipe *r);
-int zt_plan_rollout_chunk(const zt_recipe *r);
+int zt_plan_rollout_slots(const zt_recipe *r, int world);
+int zt_plan_rollout_chunk(const zt_recipe *r, int world);
 
 #endif

@@ -37,7 +37,7 @@ static void check_slots(zt_llama *m, int chunk)
         for (int j = 0; j < STEPS; j++) tok[s][j] = (7 * s + 11 * j + 3) % 50;
     float got[S * 50], want[50];
     CHECK(zt_llama_decode(m, &many, prompt, P, want) == ZT_OK);
-    zt_llama_cache_fork(&many, m, S);
+    zt_llama_cache_fork(&many, m, 0, S);
     double worst = 0;
     for (int j = 0; j < STEPS; j++) {
         int slots[S], n = 0;

@@ -67,50 +67,114 @@ static int is_stop(const zt_rollout *s, int32_t id)
     return 0;
 }
 
-/* Prompt k of ds into the cache (once for all of its completions): its length, and the
- * logits of its last token kept in s->prompt_logits. */
-static zt_status prefill(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int *np)
+/* The sequences of a batch of prompts' completions, completion c = p × G + g (prompt p, its g-th):
+ * its tokens and labels at c × (T + 1) (the completion trained, its stop token included when
+ * one came), its length, its tokens before any stop token (ngen), and its prompt's length. */
+typedef struct completions {
+    int32_t *ids, *labels;
+    int *len, *ngen, *np;
+} completions;
+
+/* Completion c samples its next token from logits into its sequence; *next is the token, and
+ * whether the completion goes on (no stop token, rlhf.max_new_tokens not reached) is returned. */
+static int sample_next(zt_rollout *s, completions *q, int c, int G, const zt_real *logits, int32_t *next)
 {
-    *np = (int)zt_dataset_len(ds, k);
-    if (*np > s->T - 1) *np = s->T - 1;
-    zt_llama_cache_reset(&s->cache);
-    return zt_llama_decode(m, &s->cache, ds->ids + ds->offsets[k], *np, s->prompt_logits);
+    int budget = s->r->rlhf.max_new_tokens, np = q->np[c / G];
+    if (budget > s->T - np) budget = s->T - np;
+    *next = zt_sample(&s->smp[c], logits, s->vocab, s->scratch);
+    s->acc.generated++;
+    size_t at = (size_t)c * (s->T + 1) + q->len[c]++;
+    q->ids[at] = q->labels[at] = *next;
+    return !is_stop(s, *next) && ++q->ngen[c] < budget;
 }
 
-/* Completions of the prefilled prompt k: G of them decoded side by side, one cache slot each
- * (forked from the prompt's), completion g sampled with the stream (train.seed, stream ^ g).
- * Completion g's sequence goes to ids and labels + g × (T + 1) (the completion trained, its stop
- * token included when one came), its length to len[g] and its tokens before any stop token to
- * ngen[g]. Each samples at most rlhf.max_new_tokens; one that stops leaves the batch. */
-static zt_status generate(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int np, int G,
-                          uint64_t stream, double temperature, int32_t *ids, int32_t *labels, int *len, int *ngen)
+/* Where a batch's generation stands: the prompt being prefilled (P once all are) and its tokens
+ * in so far, and the live completions (s->slot and s->next) */
+typedef struct progress {
+    int p, in, active;
+} progress;
+
+/* The next piece of prompt g->p's prefill (item k of ds), at most a pass's rows, into slot p × G;
+ * once the prompt is in, it is forked into the next G - 1 slots and the first token of each
+ * of its completions sampled, completion g with the stream (train.seed, step, k, g); those that
+ * go on join the live ones. */
+static zt_status prefill_piece(zt_rollout *s, zt_llama *m, const zt_dataset *ds, int64_t k, int G, long step,
+                               double temperature, completions *q, progress *g)
 {
-    int budget = s->r->rlhf.max_new_tokens, V = m->V, active = G;
-    if (budget > s->T - np) budget = s->T - np;
-    zt_llama_cache_fork(&s->cache, m, G);
-    for (int g = 0; g < G; g++) {
-        int32_t *row = ids + (size_t)g * (s->T + 1), *lab = labels + (size_t)g * (s->T + 1);
+    uint64_t stream = ((uint64_t)step << 40) ^ ((uint64_t)k << 8);
+    int p = g->p, np = (int)zt_dataset_len(ds, k), n, rows = zt_llama_decode_rows(m, &s->cache);
+    if (np > s->T - 1) np = s->T - 1;
+    n = np - g->in < rows ? np - g->in : rows;
+    zt_status st = zt_llama_decode_slot(m, &s->cache, p * G, ds->ids + ds->offsets[k] + g->in, n, s->prompt_logits);
+    if (st || (g->in += n) < np) return st;
+    q->np[p] = np, g->p++, g->in = 0;
+    zt_llama_cache_fork(&s->cache, m, p * G, G);
+    for (int c = p * G; c < (p + 1) * G; c++) {
+        int32_t *row = q->ids + (size_t)c * (s->T + 1), *lab = q->labels + (size_t)c * (s->T + 1), next;
         memcpy(row, ds->ids + ds->offsets[k], (size_t)np * sizeof *row);
         for (int i = 0; i < np; i++) lab[i] = ZT_IGNORE_INDEX;
-        s->smp[g] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
-        zt_rng_seed(&s->smp[g].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)g);
-        len[g] = np, ngen[g] = 0, s->slot[g] = g;
+        s->smp[c] = (zt_sampler){.temperature = temperature, .top_p = s->r->rlhf.top_p};
+        zt_rng_seed(&s->smp[c].rng, (uint64_t)s->r->train.seed, stream ^ (uint64_t)(c - p * G));
+        q->len[c] = np, q->ngen[c] = 0;
+        if (sample_next(s, q, c, G, s->prompt_logits, &next)) s->slot[g->active] = c, s->next[g->active++] = next;
     }
+    return ZT_OK;
+}
+
+/* A token for every live completion; one that stops leaves them. */
+static zt_status decode_live(zt_rollout *s, zt_llama *m, int G, completions *q, progress *g)
+{
+    zt_status st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, g->active, s->logits);
+    int left = 0;
+    for (int i = 0; i < g->active && !st; i++) { /* row i of the decode: completion slot[i] */
+        int c = s->slot[i];
+        int32_t next;
+        if (sample_next(s, q, c, G, s->logits + (size_t)i * m->V, &next)) s->slot[left] = c, s->next[left++] = next;
+    }
+    g->active = left;
+    return st;
+}
+
+/* A pass for the other ranks' sake (lockstep: each of its units' gathers is a collective they
+ * wait in): a token decoded into the spare slot, the cache's last. */
+static zt_status idle_pass(zt_rollout *s, zt_llama *m)
+{
+    int spare = s->cache.slots - 1;
+    int32_t token = 0;
+    s->cache.lens[spare] = 0;
+    return zt_llama_decode_slot(m, &s->cache, spare, &token, 1, s->logits);
+}
+
+/* Whether a pass is due: this rank's (busy), or with lockstep any rank's, all ranks stopping
+ * together when one failed (its status, else the others'). */
+static zt_status pass_due(zt_rollout *s, zt_trainer *t, int busy, zt_status st, int *due)
+{
+    double v[2] = {busy, st != ZT_OK};
+    zt_status sum = s->lockstep ? zt_zero_sum(&t->zero, v, 2) : ZT_OK;
+    *due = v[0] > 0 && v[1] == 0 && !sum;
+    if (st || sum) return st ? st : sum;
+    return v[1] > 0 ? zt_fail(ZT_ERUNTIME, "generation failed on another rank") : ZT_OK;
+}
+
+/* G completions of each of the prompts items[0, P) of ds (-1: none) into q: every prompt
+ * prefilled, then all of their completions decoded side by side, one cache slot each, every
+ * prompt's slots a group of their own (the cache's group): each prompt's completions are those
+ * it gets decoded alone. Each samples at most rlhf.max_new_tokens; one that stops leaves the
+ * batch. A pass at a time; with lockstep every rank runs as many as the busiest. */
+static zt_status generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, const int64_t *items, int P, int G,
+                          long step, double temperature, completions *q)
+{
+    zt_llama *m = s->gen;
+    progress g = {0};
     zt_status st = ZT_OK;
-    for (int first = 1; active && !st; first = 0) {
-        int left = 0;
-        for (int i = 0; i < active; i++) { /* row i of the last decode: completion slot[i] */
-            int g = s->slot[i];
-            const zt_real *logits = first ? s->prompt_logits : s->logits + (size_t)i * V;
-            int32_t next = zt_sample(&s->smp[g], logits, s->vocab, s->scratch);
-            s->acc.generated++;
-            ids[(size_t)g * (s->T + 1) + len[g]] = labels[(size_t)g * (s->T + 1) + len[g]] = next;
-            len[g]++;
-            if (is_stop(s, next) || ++ngen[g] == budget) continue;
-            s->slot[left] = g, s->next[left++] = next;
-        }
-        active = left;
-        if (active) st = zt_llama_decode_slots(m, &s->cache, s->slot, s->next, active, s->logits);
+    zt_llama_cache_reset(&s->cache);
+    s->cache.group = G;
+    for (int due;;) {
+        while (g.p < P && items[g.p] < 0) g.p++;
+        if ((st = pass_due(s, t, g.p < P || g.active, st, &due)) || !due) break;
+        if (g.p < P) st = prefill_piece(s, m, ds, items[g.p], G, step, temperature, q, &g);
+        else if (g.active) st = decode_live(s, m, G, q, &g);
+        else st = idle_pass(s, m);
     }
     return st;
 }
@@ -198,34 +262,55 @@ static zt_status score(zt_rollout *s, int n, cJSON **objs)
     return ZT_OK;
 }
 
+/* The model whole in memory for generation, or (streams) left to come unit by unit through its
+ * hooks. Gathered whole, the hooks are set aside until release_model: they would let the units
+ * go after their first use. */
+static zt_status hold_model(zt_rollout *s, zt_trainer *t)
+{
+    if (s->streams) return ZT_OK;
+    zt_status st = zt_trainer_gather_model(t);
+    s->hooks = s->gen->hooks, s->gen->hooks = NULL;
+    return st;
+}
+
+static void release_model(zt_rollout *s, zt_trainer *t)
+{
+    if (s->streams) return;
+    s->gen->hooks = s->hooks;
+    zt_trainer_release_model(t);
+}
+
 zt_status zt_rollout_generate(zt_rollout *s, zt_trainer *t, const zt_dataset *ds, cJSON *const *lines,
                               const int64_t *items, int prompts, int G, long step, double temperature)
 {
-    int n = prompts * G, *len = malloc(2 * (size_t)G * sizeof *len), *ngen = len + G;
+    /* streaming, every prompt in one batch: each pass over the units serves every completion */
+    int n = prompts * G, batch = s->streams ? prompts : 1, *len = malloc((2 * (size_t)batch * G + batch) * sizeof *len);
     size_t seq = (size_t)s->T + 1;
     cJSON **objs = calloc((size_t)n, sizeof *objs);
-    int32_t *ids = malloc(2 * G * seq * sizeof *ids), *labels = ids + G * seq;
+    int32_t *ids = malloc(2 * (size_t)batch * G * seq * sizeof *ids);
+    completions q = {ids, ids + (size_t)batch * G * seq, len, len + batch * G, len + 2 * batch * G};
     zt_status st = !objs || !len || !ids ? zt_fail(ZT_ENOMEM, "out of memory") : ZT_OK;
     double t0 = zt_now_s();
-    if (!st) st = zt_trainer_gather_model(t);     /* once for every token of every completion */
+    if (!st && s->lockstep && zt_llama_decode_rows(s->gen, &s->cache) < n)
+        st = zt_fail(ZT_EUSER,
+                     "streaming generation on several ranks decodes the step's %d completions in one pass, "
+                     "but the adapters' scratch holds %d rows (train.micro_batch_size × data.max_length)",
+                     n, zt_llama_decode_rows(s->gen, &s->cache));
+    if (!st) st = hold_model(s, t);
     if (!st) st = zt_lora_prepare_decode(s->gen); /* DoRA's norms, of the weights the last step left */
-    for (int p = 0; p < prompts && !st; p++) {
-        int np = 0;
-        if (items[p] < 0) {
-            for (int g = 0; g < G; g++) empty_row(s, p * G + g);
-            continue;
+    for (int p0 = 0; p0 < prompts && !st; p0 += batch) {
+        st = generate(s, t, ds, items + p0, batch, G, step, temperature, &q);
+        for (int c = 0; c < batch * G && !st; c++) {
+            int p = p0 + c / G;
+            if (items[p] < 0) empty_row(s, p * G + c % G);
+            else
+                st = fill_generated(s, t, lines[items[p]], q.ids + c * seq, q.labels + c * seq, q.len[c], q.np[c / G],
+                                    q.ngen[c], p * G + c % G, &objs[p * G + c % G]);
         }
-        st = prefill(s, s->gen, ds, items[p], &np);
-        if (!st)
-            st = generate(s, s->gen, ds, items[p], np, G, ((uint64_t)step << 40) ^ ((uint64_t)items[p] << 8),
-                          temperature, ids, labels, len, ngen);
-        for (int g = 0; g < G && !st; g++)
-            st = fill_generated(s, t, lines[items[p]], ids + g * seq, labels + g * seq, len[g], np, ngen[g], p * G + g,
-                                &objs[p * G + g]);
     }
     free(ids);
     free(len);
-    zt_trainer_release_model(t);
+    release_model(s, t);
     s->acc.generate_s += zt_now_s() - t0;
     for (int i = n; i < s->A * s->B; i++) empty_row(s, i);
     if (!st) st = score(s, n, objs);
@@ -344,7 +429,8 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
     s->rewards = calloc(rows, sizeof *s->rewards);
-    int slots = zt_plan_rollout_slots(r);
+    s->streams = zt_plan_rollout_streams(r, t->zero.world), s->lockstep = s->streams && t->zero.world > 1;
+    int slots = zt_plan_rollout_slots(r, t->zero.world);
     s->logits = zt_calloc_aligned((size_t)(slots + 1) * t->m.V * sizeof(zt_real));
     s->smp = calloc((size_t)slots, sizeof *s->smp);
     s->slot = calloc((size_t)slots, sizeof *s->slot);
@@ -358,7 +444,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
     s->gen = &t->m;
     zt_status st = zt_format_end_ids(t->tools.tok, t->tools.tmpl, s->stop_ids);
-    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, zt_plan_rollout_chunk(r), slots);
+    if (!st) st = zt_llama_cache_init(&s->cache, s->gen, s->T, zt_plan_rollout_chunk(r, t->zero.world), slots);
     if (!st) st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st) st = load_objects(r, &r->data.train, &s->train, &s->train_obj);
     if (!st && r->data.valid.n) st = load_objects(r, &r->data.valid, &s->valid, &s->valid_obj);
