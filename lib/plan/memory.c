@@ -302,8 +302,8 @@ static zt_status frozen_model(const zt_recipe *r, const char *dir, int score_hea
 /* PPO's critic (ppo.c): a score-head model of the policy's vocabulary at least, trained beside
  * the policy as the policy is (a ZeRO partition and AdamW state of its own, the same settings),
  * so estimated as the policy is, but with its activations in memory (the activation store is the
- * policy's); with LoRA its frozen model (quantized as the policy's base is) and adapters of its
- * own. */
+ * policy's); with LoRA its frozen model (quantized as the policy's base is), held whole and
+ * replicated however the policy's base is sharded or streamed, and adapters of its own. */
 static zt_status critic_estimate(const zt_recipe *r, const zt_llama *policy, const zt_lora_config *lora, int world,
                                  zt_mem_estimate *e)
 {
@@ -312,6 +312,10 @@ static zt_status critic_estimate(const zt_recipe *r, const zt_llama *policy, con
     zt_mem_estimate c = {0};
     zt_recipe critic = *r; /* shares r's strings */
     critic.offload.activations = ZT_OFFLOAD_NONE;
+    if (lora) {
+        critic.zero.stage = r->zero.stage < 2 ? r->zero.stage : 2;
+        critic.offload.param = ZT_OFFLOAD_NONE;
+    }
     zt_lora_config adapters = lora ? zt_plan_critic_lora(*lora) : (zt_lora_config){0};
     zt_status st = shape_model(r, zt_plan_critic_dir(r), 1, policy->V, &q, &m);
     if (st) return st;

@@ -87,15 +87,24 @@ WHOLE=$(( $(test_tool layout m | sed -n 's/^numel //p') * 4 ))
 expect_ok "GRPO, NF4 base held whole" "$ZT" rlhf grpo.toml $NF4 output.dir=nf4-whole
 expect_ok "GRPO, NF4 base streamed from NVMe" "$ZT" rlhf grpo.toml $NF4 $NVME output.dir=nf4-nvme
 same "GRPO: the streamed NF4 base generates and trains bitwise as held whole" nf4-whole nf4-nvme
-# PPO's critic, a base of its own (not generating), trains otherwise streamed than held whole (its
-# value loss differs already before generation streamed): step 1's completions and rewards only
+# PPO: the actor's base streamed, the critic's frozen model held whole either way (its adapters
+# replicated as the actor's: trained as a sharded model, they were left with no gradient)
 expect_ok "PPO, NF4 base held whole" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo $NF4 output.dir=ppo-whole
 expect_ok "PPO, NF4 base streamed from NVMe" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo $NF4 $NVME output.dir=ppo-nvme
-$PY - <<'PY' && say "ok - PPO: the streamed NF4 base generates as held whole" || fail "PPO streamed generates otherwise"
-import json
-a, b = ([r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r][0] for d in ("ppo-whole", "ppo-nvme"))
-assert all(a[k] == b[k] for k in ("reward_mean", "reward_std", "completion_length", "completions")), (a, b)
+$PY - > "$TMP/ppo" 2>&1 <<'PY'
+import json, os
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+keys = ("loss", "kl", "reward_mean", "reward_std", "completion_length", "completions", "grad_norm", "value_loss",
+        "clip_fraction", "value_clip_fraction", "critic_grad_norm")
+a, b = ([r for r in map(json.loads, open(d + "/metrics.jsonl")) if "split" not in r] for d in ("ppo-whole", "ppo-nvme"))
+assert len(a) == len(b) == 2 and all(x["critic_grad_norm"] > 0 for x in a + b), (a, b)
+assert all(x[k] == y[k] for x, y in zip(a, b) for k in keys), (a, b)
+for f in ("final/adapter_model.safetensors", "critic/adapter_model.safetensors"):
+    A, B = read_st("ppo-whole/" + f), read_st("ppo-nvme/" + f)
+    assert A.keys() == B.keys() and all(A[t].tobytes() == B[t].tobytes() for t in A), f + " differs"
 PY
+[ $? = 0 ] && say "ok - PPO: the streamed NF4 base generates, and actor and critic train, bitwise as held whole" ||
+  fail "PPO streamed trains otherwise: $(tail -3 "$TMP/ppo")"
 expect_ok "GRPO, fp32 base streamed from NVMe" "$ZT" rlhf grpo.toml $NVME output.dir=fp32-nvme
 expect_ok "GRPO, fp32 base held whole" "$ZT" rlhf grpo.toml output.dir=fp32-whole
 same "GRPO: the streamed fp32 base generates and trains bitwise as held whole" fp32-whole fp32-nvme

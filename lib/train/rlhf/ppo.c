@@ -269,7 +269,8 @@ static zt_status ppo_open(zt_trainer *t)
     if (!s->old) return zt_fail(ZT_ENOMEM, "out of memory");
     s->values = s->old + N, s->adv = s->values + N, s->ret = s->adv + N;
     const char *from = s->from = zt_plan_critic_dir(r);
-    zt_zero_options opts = zt_plan_zero_options(r);
+    /* a LoRA critic's adapters are replicated as the actor's are (its frozen model is held whole) */
+    zt_zero_options opts = t->m.lora ? zt_plan_adapter_zero_options(r) : zt_plan_zero_options(r);
     zt_offload_io io = zt_recipe_offload_io(r);
     opts.swap_kind = "critic-params";
     if ((st = open_critic(t, s))) return st;
