@@ -17,9 +17,14 @@
 
 #include "lib/core/real.h"
 
-/* C[M,N] = alpha·op(A)·op(B) + beta·C; op(A) is [M,K] (A stored [K,M] when transa). */
+/* C[M,N] = alpha·op(A)·op(B) + beta·C; op(A) is [M,K] (A stored [K,M] when transa). OpenBLAS,
+ * or oneDNN for the skinny fp32 products zt_gemm_f32_skinny takes. */
 void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                  const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
+/* A LoRA adapter's fp32 product (rank-sized N or K, or M with transa) through oneDNN where zt
+ * uses it (kernels/cpu/gemm_f32_dnnl.c says when); 0: not taken, C untouched. */
+int zt_gemm_f32_skinny(int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc);
 
 /* out[n,:] = table[ids[n],:]; backward: dtable[ids[n],:] += dout[n,:] */
 void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);
