@@ -78,6 +78,25 @@ with open(path, "w") as f:
 PY
 }
 
+# a letters task for zt rlhf: prompts.jsonl, 16 prompts of 4 letters a-j and a space,
+# reward.py, a reward program scoring a completion by its share of letters a-e, and grpo.toml, GRPO
+# with LoRA on the model in m: letters_task STEPS MICRO_BATCH ACCUMULATION LORA_R ADAM_EPSILON
+letters_task() {
+  printf 'import json, sys\nfor l in sys.stdin:\n    c = json.loads(l)["completion"]\n    print(sum(x in "abcde" for x in c) / max(len(c), 1), flush=True)\n' > reward.py
+  $PY -c "
+import json, random
+r = random.Random(7)
+with open('prompts.jsonl', 'w') as f:
+    for _ in range(16):
+        f.write(json.dumps({'prompt': ''.join(r.choice('abcdefghij') for _ in range(4)) + ' '}) + '\n')"
+  printf '%s\n' '[model]' 'path = "m"' 'dtype = "fp32"' '[data]' 'train = "prompts.jsonl"' 'format = "prompt"' \
+    'max_length = 16' 'shuffle = false' '[train]' "max_steps = $1" "micro_batch_size = $2" \
+    "gradient_accumulation_steps = $3" 'learning_rate = 1e-2' 'lr_scheduler_type = "constant"' "adam_epsilon = $5" \
+    'logging_steps = 1' 'seed = 1' '[rlhf]' 'algorithm = "grpo"' 'num_generations = 4' 'max_new_tokens = 8' \
+    'beta = 0.05' "reward_command = \"$PY reward.py\"" '[lora]' "r = $4" 'alpha = 16' 'target_modules = "all-linear"' \
+    > grpo.toml
+}
+
 # kill_resume RUN FILE ARGS...: the job `RUN output.dir=killed ARGS...` (RUN a command or shell
 # function, mpirun included) killed with kill -9, the whole job, between its first checkpoint and
 # its end, then run again (train.resume = auto): its final/FILE must be bitwise that of the same

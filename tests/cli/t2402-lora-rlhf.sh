@@ -109,43 +109,10 @@ import json; r = json.loads(open('again-$dt/metrics.jsonl').readline()); assert 
 done
 
 # --- GRPO and PPO with a LoRA actor -------------------------------------------------------------
-# the reward: the share of the completion's letters in a-e (what the DPO adapter prefers)
-printf 'import json, sys\nfor l in sys.stdin:\n    c = json.loads(l)["completion"]\n    print(sum(x in "abcde" for x in c) / max(len(c), 1), flush=True)\n' > reward.py
-$PY -c "
-import json, random
-r = random.Random(7)
-with open('prompts.jsonl', 'w') as f:
-    for _ in range(16):
-        f.write(json.dumps({'prompt': ''.join(r.choice('abcdefghij') for _ in range(4)) + ' '}) + '\n')"
-cat > grpo.toml <<TOML
-[model]
-path = "m"
-dtype = "fp32"
-[data]
-train = "prompts.jsonl"
-format = "prompt"
-max_length = 16
-shuffle = false
-[train]
-max_steps = 4
-micro_batch_size = 8
-learning_rate = 1e-2
-lr_scheduler_type = "constant"
-logging_steps = 1
-seed = 1
-[rlhf]
-algorithm = "grpo"
-num_generations = 4
-max_new_tokens = 8
-beta = 0.05
-reward_command = "$PY reward.py"
-[lora]
-r = 8
-alpha = 16
-target_modules = "all-linear"
-[output]
-dir = "grpo"
-TOML
+# the prompts, the reward (the share of the completion's letters in a-e, what the DPO adapter
+# prefers) and GRPO with LoRA
+letters_task 4 8 1 8 1e-8
+printf '%s\n' '[output]' 'dir = "grpo"' >> grpo.toml
 for algo in grpo ppo; do
   expect_ok "$algo with a LoRA actor" "$ZT" rlhf grpo.toml rlhf.algorithm=$algo output.dir=$algo train.save_steps=2
   $PY - $algo <<'PY' && say "ok - $algo: KL 0 from fresh adapters (the reference is the base), then not; final/ holds adapters" || fail "$algo with LoRA"

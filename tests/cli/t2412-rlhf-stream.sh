@@ -15,44 +15,9 @@ printf 'abcdefghij\n%.0s' {1..20} > corpus.txt
 spm_train --input=corpus.txt --model_prefix=tok --vocab_size=16 --model_type=char --minloglevel=2 \
   --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
 make_tiny m bos_token_id=1 eos_token_id=2 num_hidden_layers=6 && cp tok.model m/tokenizer.model || { fail "setup"; exit 1; }
-# the reward: the share of the completion's letters in a-e
-printf 'import json, sys\nfor l in sys.stdin:\n    c = json.loads(l)["completion"]\n    print(sum(x in "abcde" for x in c) / max(len(c), 1), flush=True)\n' > reward.py
-$PY -c "
-import json, random
-r = random.Random(7)
-with open('prompts.jsonl', 'w') as f:
-    for _ in range(16):
-        f.write(json.dumps({'prompt': ''.join(r.choice('abcdefghij') for _ in range(4)) + ' '}) + '\n')"
+# the prompts, the reward (the share of the completion's letters in a-e) and GRPO with LoRA;
 # 2 micro-batches of 4 rows: 2 prompts × 4 completions a step (GRPO), 8 prompts (PPO)
-cat > grpo.toml <<TOML
-[model]
-path = "m"
-dtype = "fp32"
-[data]
-train = "prompts.jsonl"
-format = "prompt"
-max_length = 16
-shuffle = false
-[train]
-max_steps = 2
-micro_batch_size = 4
-gradient_accumulation_steps = 2
-learning_rate = 1e-2
-lr_scheduler_type = "constant"
-adam_epsilon = 1
-logging_steps = 1
-seed = 1
-[rlhf]
-algorithm = "grpo"
-num_generations = 4
-max_new_tokens = 8
-beta = 0.05
-reward_command = "$PY reward.py"
-[lora]
-r = 4
-alpha = 16
-target_modules = "all-linear"
-TOML
+letters_task 2 4 2 4 1
 mkdir swap
 NF4="lora.quantize_base=nf4 lora.double_quant=true"
 NVME="zero.stage=3 offload.param=nvme offload.nvme_path=swap"
