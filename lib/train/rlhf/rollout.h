@@ -7,20 +7,20 @@
  * micro_batch_size rows), prompt + completion each, only the completion trained. Generation
  * runs on the whole model: at ZeRO stage 3 with the weights in memory (several ranks) it is
  * gathered once per step and reused for every token of every completion, so generation needs no
- * collective at all and ranks whose completions end early never hold the others up. A prompt's G completions are
- * decoded side by side, each in a slot of the KV cache forked from the prompt's (one product per
- * layer for all of them, a completion leaving as it stops).
+ * collective at all and ranks whose completions end early never hold the others up. A prompt's
+ * G completions are decoded side by side, each in a slot of the KV cache forked from the
+ * prompt's (one product per layer for all of them, a completion leaving as it stops).
  *
  * A streamed model (stage 3 with offload.param = "cpu" or "nvme": a base larger than memory) is
- * never gathered whole: the decoder acquires it unit by unit through ZeRO's
- * hooks, as a training forward pass does, so generation holds a few units (those prefetched
- * ahead) at a time. To stream it once per token position rather than once per prompt and
- * position, every prompt of the step is prefilled into its slots first and then all of their
- * completions are decoded together, each prompt's slots a group with products of their own, so
- * that its completions are bitwise those it gets decoded alone. On several ranks a unit's gather
- * is a collective: the ranks decode in lockstep, agreeing before each pass (an all-reduce)
- * whether any still has a prompt to prefill or a live completion, and a rank with none decodes
- * a token into a spare slot, so that every rank runs the same passes. Completion g of prompt k at step s samples
+ * never gathered whole: the decoder acquires it unit by unit through ZeRO's hooks, as a training
+ * forward pass does, so generation holds a few units (those prefetched ahead) at a time. To
+ * stream it once per token position rather than once per prompt and position, every prompt of
+ * the step is prefilled into its slots first and then all of their completions are decoded
+ * together, each prompt's slots a group with products of their own, so that its completions are
+ * bitwise those it gets decoded alone. On several ranks a unit's gather is a collective: the
+ * ranks decode in lockstep, agreeing before each pass (an all-reduce) whether any still has a
+ * prompt to prefill or a live completion, and a rank with none decodes a token into a spare
+ * slot, so that every rank runs the same passes. Completion g of prompt k at step s samples
  * from the stream (train.seed, s, k, g): the same completions whatever the world size. */
 #ifndef ZT_TRAIN_RLHF_ROLLOUT_H
 #define ZT_TRAIN_RLHF_ROLLOUT_H
