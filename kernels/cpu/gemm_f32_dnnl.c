@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/core/cpu.h"
+#include "gemm_bf16_kernel.h"
 #include "ops.h"
 
 enum { RANK = 32, MACS = 1 << 20, CACHE = 256 };
@@ -37,10 +37,10 @@ static struct {
     product cache[CACHE];
 } dn = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, {{0}}};
 
+/* only where the bf16 products run on oneDNN (its one switch: level, ZT_DNNL, a fast kernel) */
 static void init(void)
 {
-    const char *off = getenv("ZT_DNNL");
-    if (!zt_cpu_has(ZT_CPU_AVX512BF16) || (off && !strcmp(off, "0"))) return;
+    if (!zt_gemm_bf16_dnnl_name()) return;
     if (dnnl_engine_create(&dn.engine, dnnl_cpu, 0) != dnnl_success) {
         dn.engine = NULL;
         return;

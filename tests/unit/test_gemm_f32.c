@@ -69,8 +69,8 @@ static int check(int ta, int tb, int M, int N, int K, int pad, float alpha, floa
 
 /* the products of a rank-16 adapter on a 512-wide layer over 1024 tokens: x·Aᵀ, u·Bᵀ, dy·B, du·A,
  * duᵀ·x and dyᵀ·u; and a narrow score head's (N = 1) */
-static const int shapes[][5] = {{0, 1, 1024, 16, 512},  {0, 1, 1024, 1408, 16}, {0, 0, 1024, 16, 1408},
-                                {0, 0, 1024, 512, 16},  {1, 0, 16, 512, 1024},  {1, 0, 1408, 16, 1024},
+static const int shapes[][5] = {{0, 1, 1024, 16, 512}, {0, 1, 1024, 1408, 16}, {0, 0, 1024, 16, 1408},
+                                {0, 0, 1024, 512, 16}, {1, 0, 16, 512, 1024},  {1, 0, 1408, 16, 1024},
                                 {0, 1, 2048, 1, 640}};
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
@@ -109,7 +109,7 @@ static void test_which_products(void)
                   "shape %d (bf16 products: %s)", s, path);
     }
     CHECK(!zt_gemm_f32_skinny(0, 1, 1024, 1408, 512, 1, A, 512, B, 512, 0, C, 1408)); /* a layer's */
-    CHECK(!zt_gemm_f32_skinny(0, 1, 4, 16, 512, 1, A, 512, B, 512, 0, C, 16));       /* a decoder's rows */
+    CHECK(!zt_gemm_f32_skinny(0, 1, 4, 16, 512, 1, A, 512, B, 512, 0, C, 16));        /* a decoder's rows */
     free(A), free(B), free(C);
 }
 
