@@ -62,9 +62,15 @@ fi
 
 # --- 2. PyTorch --------------------------------------------------------------------------------
 FPT=$($PY bench/torch_llama.py --print-flops)
+# Without AVX-512 BF16 PyTorch's bf16 autocast runs a plain-loop matmul (on a Zen 3, 140 s a step
+# of this shape): a warm-up step and 2 timed ones there.
+BF16_STEPS=""
+grep -q avx512_bf16 /proc/cpuinfo || BF16_STEPS="--warmup 1 --steps 2"
 for dtype in fp32 bf16; do
     log "pytorch $dtype ($THREADS threads)"
-    $TORCH_PY bench/torch_llama.py --threads "$THREADS" --dtype $dtype > "$OUT/torch-$dtype.out" 2> "$OUT/torch-$dtype.log" ||
+    steps=""
+    [ $dtype = bf16 ] && steps=$BF16_STEPS
+    $TORCH_PY bench/torch_llama.py --threads "$THREADS" --dtype $dtype $steps > "$OUT/torch-$dtype.out" 2> "$OUT/torch-$dtype.log" ||
         log "pytorch $dtype failed: see $OUT/torch-$dtype.log"
 done
 TORCH_TPS=$(json "$OUT/torch-fp32.out" tokens_per_s)

@@ -76,6 +76,7 @@ static void pack_panel(const zt_gemm_bf16_kernel *kern, const uint16_t *x, size_
     if (fmt == ZT_GEMM_PACK_F32) {
         float *d = dst;
         if (ks == 1 && kern->pack_rows) kern->pack_rows(x, rs, rows, R, kb, d);
+        else if (rs == 1 && kern->pack_cols) kern->pack_cols(x, ks, rows, R, kb, d);
         else if (ks == 1) {
             for (int r = 0; r < rows; r++)
                 for (int k = 0; k < kb; k++) d[(size_t)k * R + r] = zt_bf16_to_f32(x[r * rs + k]);
@@ -144,12 +145,13 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
     int kc = round_up(div_up(K, kblocks), 2);
     int nc = round_up(div_up(N, div_up(N, kern->nc)), NR);
     int threads = omp_in_parallel() || (double)M * N * K < 4e6 ? 1 : omp_get_max_threads();
-    /* Row blocks come in a multiple of the thread count, so each thread gets the same work;
-     * when there are fewer row blocks than threads, the columns of a B block are split too. */
+    /* Row blocks come in a multiple of the thread count, block b holding A panels [b·P/mblocks,
+     * (b+1)·P/mblocks) of the P, so each thread gets the same work to a panel; when there are
+     * fewer row blocks than threads, the columns of a B block are split too. */
+    const int apanels = div_up(M, MR);
     int mblocks = round_up(div_up(M, kern->mc), threads);
-    if (mblocks > div_up(M, MR)) mblocks = div_up(M, MR);
-    int mc = round_up(div_up(M, mblocks), MR);
-    mblocks = div_up(M, mc);
+    if (mblocks > apanels) mblocks = apanels;
+    int mc = div_up(apanels, mblocks) * MR; /* the most rows a block holds */
     int nsplit = mblocks < threads ? div_up(threads, mblocks) : 1;
 
     int units = pairs ? kc / 2 : kc;
@@ -179,7 +181,8 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
                 }
 #pragma omp for schedule(static)
                 for (int item = 0; item < mblocks * nsplit; item++) {
-                    int ic = item / nsplit * mc, mb = M - ic < mc ? M - ic : mc;
+                    int blk = item / nsplit, ic = (int)((long)blk * apanels / mblocks) * MR;
+                    int iend = (int)((long)(blk + 1) * apanels / mblocks) * MR, mb = (iend < M ? iend : M) - ic;
                     int per = div_up(npanels, nsplit), jp0 = item % nsplit * per;
                     int jp1 = jp0 + per < npanels ? jp0 + per : npanels;
                     if (jp0 >= jp1) continue;

@@ -1,6 +1,7 @@
 /* AVX2 + FMA path of zt_gemm_bf16, for CPUs without bf16 dot products (Zen 2/3, Haswell..):
  * the packing widens bf16 to fp32, and a 6x16 fp32 FMA tile does the rest. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "gemm_bf16_kernel.h"
 #include "lib/core/dtype.h"
@@ -102,24 +103,54 @@ static void transpose8(__m256 v[8])
     }
 }
 
+/* 8 bf16 widened to fp32 */
+static inline __m256 widen8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+
+/* Lanes [0, w) of v stored at d, w = 6 or 8 with plain stores: AMD's Zen cores run a masked
+ * store (vmaskmovps) as microcode, several times the cost of a plain one (MR is 6, NR 16). */
+static inline void store_lanes(float *d, __m256 v, int w)
+{
+    if (w >= 8) _mm256_storeu_ps(d, v);
+    else if (w == 6) {
+        _mm_storeu_ps(d, _mm256_castps256_ps128(v));
+        _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(v, 1));
+    } else _mm256_maskstore_ps(d, lanes(w), v);
+}
+
 /* zt_gemm_pack_rows_fn: 8 k of up to 8 rows at a time, widened and transposed in registers (the
- * plain loop wrote one float at a time, R apart: 8% of a bf16 step at this level) */
+ * plain loop wrote one float at a time, R apart: 8% of a bf16 step at this level); the rows
+ * past `rows` get zeros. */
 static void pack_rows(const uint16_t *x, size_t rs, int rows, int R, int kb, float *d)
 {
     for (int r0 = 0; r0 < rows; r0 += 8) {
-        int g = rows - r0 < 8 ? rows - r0 : 8, k = 0;
-        __m256i keep = lanes(g);
+        int g = rows - r0 < 8 ? rows - r0 : 8, w = R - r0 < 8 ? R - r0 : 8, k = 0;
         for (; k + 8 <= kb; k += 8) {
             __m256 v[8];
-            for (int i = 0; i < 8; i++) {
-                __m128i h = i < g ? _mm_loadu_si128((const __m128i *)(x + (r0 + i) * rs + k)) : _mm_setzero_si128();
-                v[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-            }
+            for (int i = 0; i < 8; i++)
+                v[i] = widen8(i < g ? _mm_loadu_si128((const __m128i *)(x + (r0 + i) * rs + k)) : _mm_setzero_si128());
             transpose8(v);
-            for (int i = 0; i < 8; i++) _mm256_maskstore_ps(d + (size_t)(k + i) * R + r0, keep, v[i]);
+            for (int i = 0; i < 8; i++) store_lanes(d + (size_t)(k + i) * R + r0, v[i], w);
         }
         for (; k < kb; k++)
             for (int i = 0; i < g; i++) d[(size_t)k * R + r0 + i] = zt_bf16_to_f32(x[(r0 + i) * rs + k]);
+    }
+}
+
+/* zt_gemm_pack_cols_fn: each k's rows are adjacent in x, widened 8 (or the 6 of a full A
+ * panel) at a time; the plain loop took a bf16 step's panels of dY·W and dYᵀ·X one value at a
+ * time. */
+static void pack_cols(const uint16_t *x, size_t ks, int rows, int R, int kb, float *d)
+{
+    for (int k = 0; k < kb; k++, d += R) {
+        const uint16_t *xk = x + k * ks;
+        int r = 0;
+        for (; r + 8 <= rows; r += 8) _mm256_storeu_ps(d + r, widen8(_mm_loadu_si128((const __m128i *)(xk + r))));
+        if (rows - r == 6) {
+            int32_t last2;
+            memcpy(&last2, xk + r + 4, sizeof last2);
+            store_lanes(d + r, widen8(_mm_insert_epi32(_mm_loadl_epi64((const __m128i *)(xk + r)), last2, 2)), 6);
+        } else
+            for (; r < rows; r++) d[r] = zt_bf16_to_f32(xk[r]);
     }
 }
 
@@ -133,6 +164,7 @@ const zt_gemm_bf16_kernel zt_gemm_bf16_avx2 = {
     .nc = 2048,
     .tile = tile_6x16,
     .pack_rows = pack_rows,
+    .pack_cols = pack_cols,
 };
 
 /* zt_f32_to_bf16 on 8 lanes: u + 0x7fff + (bit 16 of u), NaN -> (u >> 16) | 0x40. */

@@ -23,8 +23,10 @@ typedef void (*zt_gemm_tile_fn)(int units, const void *a, const void *b, float *
                                 float alpha, float beta);
 
 /* A ZT_GEMM_PACK_F32 panel of R rows whose elements are contiguous in k: d[k·R + r] = x[r·rs + k]
- * widened, for r < rows and k < kb (the rows past `rows` left as they are). */
+ * widened, for r < rows and k < kb (the rows past `rows` zero or left as they are). */
 typedef void (*zt_gemm_pack_rows_fn)(const uint16_t *x, size_t rs, int rows, int R, int kb, float *d);
+/* The same for a panel whose rows are adjacent: d[k·R + r] = x[r + k·ks] widened. */
+typedef void (*zt_gemm_pack_cols_fn)(const uint16_t *x, size_t ks, int rows, int R, int kb, float *d);
 
 typedef struct zt_gemm_bf16_kernel {
     const char *name;
@@ -35,6 +37,7 @@ typedef struct zt_gemm_bf16_kernel {
     int nc;     /* most columns in one packed B block (stays in L3) */
     zt_gemm_tile_fn tile;
     zt_gemm_pack_rows_fn pack_rows; /* NULL: the driver's plain loops */
+    zt_gemm_pack_cols_fn pack_cols; /* NULL: the driver's plain loops */
 } zt_gemm_bf16_kernel;
 
 extern const zt_gemm_bf16_kernel zt_gemm_bf16_avx512bf16; /* needs zt_cpu_has(ZT_CPU_AVX512BF16) */
