@@ -195,21 +195,11 @@ static int byte_piece(const char *t, size_t n)
     return v;
 }
 
-static int valid_utf8(const char *t, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        i += zt_utf8_next(t + i, n - i, &cp);
-        if (cp == ZT_UNI_INVALID) return 0;
-    }
-    return 1;
-}
-
 /* ByteFallback: a run of byte pieces becomes its bytes when they are UTF-8, else one U+FFFD per byte. */
 static zt_status flush_bytes(zt_buf *bytes, zt_pieces *out)
 {
     zt_status st = ZT_OK;
-    if (bytes->n && valid_utf8(bytes->p, bytes->n)) st = zt_pieces_push(out, bytes->p, bytes->n);
+    if (bytes->n && zt_utf8_valid_len(bytes->p, bytes->n) == bytes->n) st = zt_pieces_push(out, bytes->p, bytes->n);
     else
         for (size_t i = 0; i < bytes->n && !st; i++) st = zt_pieces_push(out, "\xEF\xBF\xBD", 3);
     bytes->n = 0;

@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lib/core/utf8.h"
+
 void zt_st_convert(void *dst, zt_dtype dt, const void *src, zt_dtype st, size_t n)
 {
     enum { CHUNK = 4096 }; /* elements per step; an unaligned step is staged on the stack */
@@ -28,25 +30,11 @@ size_t zt_st_utf8_check(const unsigned char *s, size_t len)
 {
     size_t i = 0;
     while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return i;
-            i++;
-            continue;
-        }
-        size_t more;
-        uint32_t cp, min;
-        if (c >= 0xc2 && c <= 0xdf) more = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) more = 2, cp = c & 0x0f, min = 0x800;
-        else if (c >= 0xf0 && c <= 0xf4) more = 3, cp = c & 0x07, min = 0x10000;
-        else return i; /* a continuation byte, or a lead byte no code point uses */
-        if (len - i <= more) return i;
-        for (size_t k = 1; k <= more; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i; /* overlong, too big, surrogate */
-        i += more + 1;
+        if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return i;
+        uint32_t cp;
+        size_t k = zt_utf8_next((const char *)s + i, len - i, &cp);
+        if (cp == ZT_UNI_INVALID) return i; /* overlong, too big, surrogate, cut short */
+        i += k;
     }
-    return len;
+    return i;
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "lib/core/log.h"
+#include "lib/core/utf8.h"
 
 const char *zt_json_kind(const cJSON *v)
 {
@@ -23,6 +24,14 @@ zt_status zt_jsonl_parse(const char *line, size_t len, cJSON **obj)
 {
     *obj = NULL;
     if (strlen(line) != len) return zt_fail(ZT_EUSER, "not JSON: the line contains a NUL byte");
+    size_t ok = zt_utf8_valid_len(line, len);
+    if (ok < len)
+        return zt_fail(ZT_EUSER, "not UTF-8 text: byte 0x%02X at column %zu", (unsigned char)line[ok], ok + 1);
+    /* a C string ends at U+0000: a string holding one would lose the rest of its text */
+    for (size_t i = 0; i + 1 < len; i++)
+        if (line[i] == '\\' && line[++i] == 'u' && len - i > 4 && !memcmp(line + i + 1, "0000", 4))
+            return zt_fail(ZT_EUSER, "a string holds \"\\u0000\" (U+0000) at column %zu, which zt's text cannot hold",
+                           i);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(line, &end, 1);
     if (!root) return zt_fail(ZT_EUSER, "not JSON (parse error at column %td)", end ? end - line + 1 : 1);

@@ -8,6 +8,7 @@
 #include "lib/data/batch.h"
 #include "lib/data/cache.h"
 #include "lib/data/formats.h"
+#include "lib/data/jsonl.h"
 #include "lib/data/tokens.h"
 #include "lib/generate/generate.h"
 #include "tests/unit/test.h"
@@ -239,6 +240,39 @@ static void test_tokens_bad_files(void)
     fclose(f);
     CHECK(zt_tokens_load(&ds, &nul, 1, 10, 0, &skipped) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), ":1: not JSON: the line contains a NUL byte"), "%s", zt_errmsg());
+}
+
+/* Text that is not UTF-8, or that a C string would cut short, is refused with its column,
+ * not tokenized as <unk> pieces or truncated at the U+0000 */
+static void test_jsonl_text_checks(void)
+{
+    static const struct {
+        const char *line, *error; /* NULL: parses */
+    } cases[] = {
+        {"{\"text\": \"caf\xc3\xa9 \\u00e9 \xf0\x9f\x98\x80\"}", NULL},
+        {"{\"text\": \"a\xff\"}", "not UTF-8 text: byte 0xFF at column 12"},
+        {"{\"text\": \"\xc0\xaf\"}", "not UTF-8 text: byte 0xC0 at column 11"},     /* overlong '/' */
+        {"{\"text\": \"\xed\xa0\x80\"}", "not UTF-8 text: byte 0xED at column 11"}, /* a surrogate */
+        {"{\"text\": \"\xe2\x82\"}", "not UTF-8 text: byte 0xE2 at column 11"},     /* cut short */
+        {"{\"text\": \"a\\u0000b\"}", "a string holds \"\\u0000\" (U+0000) at column 12"},
+        {"{\"a\": \"\\\\\", \"text\": \"x\\u0000\"}", "at column 23"},
+        {"{\"text\": \"\\\\u0000\"}", NULL}, /* an escaped backslash, then the letters u0000 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *o;
+        zt_status st = zt_jsonl_parse(cases[i].line, strlen(cases[i].line), &o);
+        if (!cases[i].error) {
+            CHECK_MSG(st == ZT_OK && o, "case %zu: %s", i, zt_errmsg());
+            cJSON_Delete(o);
+            continue;
+        }
+        CHECK_MSG(st == ZT_EUSER && !o && strstr(zt_errmsg(), cases[i].error), "case %zu: %s", i, zt_errmsg());
+    }
+    cJSON *o;
+    const char *escaped = "{\"text\": \"\\\\u0000\"}";
+    CHECK(zt_jsonl_parse(escaped, strlen(escaped), &o) == ZT_OK);
+    CHECK(!strcmp(cJSON_GetObjectItem(o, "text")->valuestring, "\\u0000"));
+    cJSON_Delete(o);
 }
 
 /* ---- packing and sampling ------------------------------------------------------------- */
@@ -936,6 +970,7 @@ int main(void)
     RUN(test_tokens_long_line);
     RUN(test_tokens_bad_lines);
     RUN(test_tokens_bad_files);
+    RUN(test_jsonl_text_checks);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);
