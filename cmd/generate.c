@@ -1,26 +1,35 @@
 /* zt generate: text from a model, for one prompt, a chat, or a JSONL file of prompts. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/fileio.h"
 #include "lib/core/log.h"
 #include "commands.h"
 #include "lib/generate/generate.h"
 #include "options.h"
 
+/* --input's lines with their completions, to out_path through a temporary file renamed at the
+ * end: a failed run leaves out_path as it was, and out_path may be the input itself */
 static zt_status batch(zt_generator *g, const char *in_path, const char *out_path)
 {
-    FILE *in = fopen(in_path, "r"), *out = !strcmp(out_path, "-") ? stdout : fopen(out_path, "w");
-    if (!in || !out) {
-        if (in) fclose(in);
-        return zt_fail(ZT_EUSER, "cannot open '%s'", in ? out_path : in_path);
+    FILE *in = fopen(in_path, "r");
+    if (!in) return zt_fail(ZT_EUSER, "cannot open '%s': %s", in_path, strerror(errno));
+    int to_stdout = !strcmp(out_path, "-");
+    zt_atomic_file af = {0};
+    zt_status st = to_stdout ? ZT_OK : zt_atomic_open(&af, out_path);
+    if (st) { /* a directory that is not there or not writable: the user's to fix */
+        char msg[4400];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        st = zt_fail(ZT_EUSER, "--output: %s", msg);
     }
+    FILE *out = to_stdout ? stdout : af.f;
     char *line = NULL, where[4200];
     size_t cap = 0;
     long lineno = 0;
-    zt_status st = ZT_OK;
     ssize_t len;
     while (!st && (len = getline(&line, &cap, in)) > 0) {
         lineno++;
@@ -40,9 +49,12 @@ static zt_status batch(zt_generator *g, const char *in_path, const char *out_pat
         free(text);
         zt_generate_request_free(&q);
     }
+    if (!st && ferror(in)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld", in_path, lineno);
     free(line);
     fclose(in);
-    if (out != stdout && fclose(out) && !st) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
+    if (to_stdout || !af.f) return st;
+    if (st) zt_atomic_abort(&af);
+    else st = zt_atomic_commit(&af);
     return st;
 }
 

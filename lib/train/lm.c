@@ -27,7 +27,9 @@ static zt_status lm_open(zt_trainer *t)
     int A = r->train.gradient_accumulation_steps;
     if (s) s->micro = calloc(A, sizeof *s->micro);
     t->ctx = s;
-    if (!s || !s->micro) return zt_fail(ZT_ENOMEM, "out of memory");
+    if (!s || !s->micro)
+        return zt_fail(ZT_ENOMEM,
+                       "out of memory for the %d micro-batches of a step (train.gradient_accumulation_steps)", A);
     t->rows = r->train.micro_batch_size;
     zt_status st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st)

@@ -54,6 +54,23 @@ expect_exit 2 "two objects on one line of --input" "two.jsonl:1: not JSON" \
 printf '{"prompt": "the quick"}\n\n[1, 2]\n' > array.jsonl
 expect_exit 2 "an array as a line of --input" "array.jsonl:3: the line is an array, not a JSON object" \
   "$ZT" generate --model run/final --input array.jsonl
+# the output goes through a temporary file: a failed run leaves --output as it was, and
+# --output may be the input file (it was emptied before its first line was read)
+cp out.jsonl kept.jsonl
+expect_exit 2 "a bad line after a good one" "array.jsonl:3: the line is an array" \
+  "$ZT" generate --model run/final --input array.jsonl --output kept.jsonl --max-new-tokens 2
+cmp -s out.jsonl kept.jsonl && [ -z "$(ls | grep '\.tmp\.')" ] \
+  && say "ok - a failed run leaves --output as it was, no temporary file" || fail "--output after a failed run"
+expect_exit 2 "a missing --input" "cannot open 'nope.jsonl': No such file" \
+  "$ZT" generate --model run/final --input nope.jsonl --output kept.jsonl
+cmp -s out.jsonl kept.jsonl && say "ok - a missing --input leaves --output as it was" || fail "--output emptied"
+expect_exit 2 "--output in a missing directory" "--output: cannot create 'no/dir/out.jsonl" \
+  "$ZT" generate --model run/final --input prompts.jsonl --output no/dir/out.jsonl
+cp prompts.jsonl inplace.jsonl
+expect_ok "--output the input itself" "$ZT" generate --model run/final --input inplace.jsonl --output inplace.jsonl \
+  --max-new-tokens 2
+$PY -c 'import json; r=[json.loads(l) for l in open("inplace.jsonl")]; assert len(r) == 2 and r[0]["id"] == 7 and "completion" in r[1]' \
+  && say "ok - the input file gets its completions in place" || fail "in place: $(cat inplace.jsonl)"
 expect_exit 2 "chat without a template" "chat template" "$ZT" generate --model run/final --input <(echo '{"messages": [{"role": "user", "content": "hi"}]}')
 expect_exit 2 "no prompt" "needs --model and one of" "$ZT" generate --model run/final
 expect_exit 2 "bad temperature" "temperature" "$ZT" generate --model run/final --prompt x --temperature -1
