@@ -20,6 +20,33 @@ const char *zt_json_kind(const cJSON *v)
     return "an object";
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* A key that an object in v holds twice, else NULL (*oom on running out of memory). JSON
+ * readers disagree on which value such a key has: Python's keeps the last, cJSON the first. */
+static const char *duplicate_key(const cJSON *v, int *oom)
+{
+    size_t n = 0;
+    for (const cJSON *c = v->child; c; c = c->next, n++) {
+        const char *d = c->child ? duplicate_key(c, oom) : NULL;
+        if (d || *oom) return d;
+    }
+    if (!cJSON_IsObject(v) || n < 2) return NULL;
+    const cJSON *few[16], **keys = n <= 16 ? few : malloc(n * sizeof *keys);
+    if (!keys) return *oom = 1, NULL;
+    n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) keys[n++] = c;
+    qsort(keys, n, sizeof *keys, by_name);
+    const char *d = NULL;
+    for (size_t i = 1; i < n && !d; i++)
+        if (!strcmp(keys[i - 1]->string, keys[i]->string)) d = keys[i]->string;
+    if (keys != few) free(keys);
+    return d;
+}
+
 zt_status zt_jsonl_parse(const char *line, size_t len, cJSON **obj)
 {
     *obj = NULL;
@@ -38,6 +65,17 @@ zt_status zt_jsonl_parse(const char *line, size_t len, cJSON **obj)
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return zt_fail(ZT_EUSER, "the line is %s, not a JSON object", zt_json_kind(root));
+    }
+    int oom = 0;
+    const char *dup = duplicate_key(root, &oom);
+    if (oom || dup) {
+        zt_status st = oom ? zt_fail(ZT_ENOMEM, "out of memory checking a line's keys")
+                           : zt_fail(ZT_EUSER,
+                                     "key \"%.80s\" appears twice in one object (JSON readers differ on "
+                                     "which value counts)",
+                                     dup);
+        cJSON_Delete(root);
+        return st;
     }
     *obj = root;
     return ZT_OK;

@@ -243,8 +243,9 @@ static void test_tokens_bad_files(void)
 }
 
 /* Text that is not UTF-8, or that a C string would cut short, is refused with its column,
- * not tokenized as <unk> pieces or truncated at the U+0000 */
-static void test_jsonl_text_checks(void)
+ * not tokenized as <unk> pieces or truncated at the U+0000; a key twice in one object too
+ * (Python's json keeps the last value, cJSON the first) */
+static void test_jsonl_line_checks(void)
 {
     static const struct {
         const char *line, *error; /* NULL: parses */
@@ -257,6 +258,10 @@ static void test_jsonl_text_checks(void)
         {"{\"text\": \"a\\u0000b\"}", "a string holds \"\\u0000\" (U+0000) at column 12"},
         {"{\"a\": \"\\\\\", \"text\": \"x\\u0000\"}", "at column 23"},
         {"{\"text\": \"\\\\u0000\"}", NULL}, /* an escaped backslash, then the letters u0000 */
+        {"{\"text\": \"a\", \"text\": \"b\"}", "key \"text\" appears twice in one object"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"role\": \"assistant\"}]}",
+         "key \"role\" appears twice"},
+        {"{\"a\": {\"b\": 1}, \"c\": {\"b\": 2}, \"d\": [{\"b\": 3}, {\"b\": 4}]}", NULL}, /* in other objects */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cJSON *o;
@@ -268,7 +273,16 @@ static void test_jsonl_text_checks(void)
         }
         CHECK_MSG(st == ZT_EUSER && !o && strstr(zt_errmsg(), cases[i].error), "case %zu: %s", i, zt_errmsg());
     }
+    /* an object of more keys than the check sorts on the stack */
+    char many[1024];
+    size_t n = (size_t)snprintf(many, sizeof many, "{");
+    for (int k = 0; k < 40; k++) n += (size_t)snprintf(many + n, sizeof many - n, "\"k%d\": %d, ", k, k);
+    snprintf(many + n, sizeof many - n, "\"k17\": 0}");
     cJSON *o;
+    CHECK(zt_jsonl_parse(many, strlen(many), &o) == ZT_EUSER && strstr(zt_errmsg(), "key \"k17\" appears twice"));
+    snprintf(many + n, sizeof many - n, "\"k40\": 0}");
+    CHECK(zt_jsonl_parse(many, strlen(many), &o) == ZT_OK);
+    cJSON_Delete(o);
     const char *escaped = "{\"text\": \"\\\\u0000\"}";
     CHECK(zt_jsonl_parse(escaped, strlen(escaped), &o) == ZT_OK);
     CHECK(!strcmp(cJSON_GetObjectItem(o, "text")->valuestring, "\\u0000"));
@@ -970,7 +984,7 @@ int main(void)
     RUN(test_tokens_long_line);
     RUN(test_tokens_bad_lines);
     RUN(test_tokens_bad_files);
-    RUN(test_jsonl_text_checks);
+    RUN(test_jsonl_line_checks);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);
