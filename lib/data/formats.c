@@ -366,16 +366,70 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
     return st;
 }
 
+/* The prompt that "chosen" and "rejected" share when a pair has none of its own (or a string
+ * beside conversations), as TRL's extract_prompt finds it: their common start (whole messages,
+ * or characters backed off a space) is the prompt, the rest of each is its answer. Where one is
+ * a start of the other, the prompt stops before the shorter one's last character or message. */
+static zt_status implicit_prompt(const cJSON *c, const cJSON *r, cJSON **prompt, cJSON **chosen, cJSON **rejected)
+{
+    *prompt = *chosen = *rejected = NULL;
+    int conversations = cJSON_IsArray(c) && cJSON_IsArray(r);
+    if (!conversations && !(cJSON_IsString(c) && cJSON_IsString(r)))
+        return zt_fail(ZT_EUSER, "\"chosen\" and \"rejected\" must both be strings or both message lists when the "
+                                 "prompt is taken from them (no \"prompt\")");
+    if (conversations) {
+        int n = cJSON_GetArraySize(c) < cJSON_GetArraySize(r) ? cJSON_GetArraySize(c) : cJSON_GetArraySize(r), i = 0;
+        while (i < n - 1 && cJSON_Compare(cJSON_GetArrayItem(c, i), cJSON_GetArrayItem(r, i), 1)) i++;
+        if (i == 0)
+            return zt_fail(ZT_EUSER, "\"chosen\" and \"rejected\" share no first message to take as the prompt");
+        *prompt = cJSON_CreateArray(), *chosen = cJSON_CreateArray(), *rejected = cJSON_CreateArray();
+        int ok = *prompt && *chosen && *rejected;
+        for (int k = 0; k < cJSON_GetArraySize(c) && ok; k++)
+            ok = cJSON_AddItemReferenceToArray(k < i ? *prompt : *chosen, cJSON_GetArrayItem(c, k));
+        for (int k = i; k < cJSON_GetArraySize(r) && ok; k++)
+            ok = cJSON_AddItemReferenceToArray(*rejected, cJSON_GetArrayItem(r, k));
+        return ok ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    const char *a = c->valuestring, *b = r->valuestring;
+    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb, i = 0;
+    if (n == 0)
+        return zt_fail(ZT_EUSER, "\"chosen\" and \"rejected\" must not be empty when the prompt is taken from them");
+    while (i < n && a[i] == b[i]) i++;
+    int differ = i < n;
+    if (!differ) i = n - 1;                                    /* the shorter one's last character, */
+    while (i > 0 && ((unsigned char)a[i] & 0xC0) == 0x80) i--; /* from its first byte */
+    if (differ && i > 0 && a[i - 1] == ' ') i--;
+    char *text = malloc(i + 1);
+    if (text) {
+        memcpy(text, a, i);
+        text[i] = 0;
+        *prompt = cJSON_CreateString(text);
+        free(text);
+    }
+    *chosen = cJSON_CreateString(a + i);
+    *rejected = cJSON_CreateString(b + i);
+    if (!*prompt || !*chosen || !*rejected) return zt_fail(ZT_ENOMEM, "out of memory");
+    return ZT_OK;
+}
+
 static zt_status preference_example(const zt_format *f, const cJSON *o, seq *chosen, seq *rejected)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"), *c = cJSON_GetObjectItemCaseSensitive(o, "chosen"),
                 *r = cJSON_GetObjectItemCaseSensitive(o, "rejected");
-    if (!cJSON_IsString(p) && !cJSON_IsArray(p))
-        return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
     if (!c || !r) return zt_fail(ZT_EUSER, "needs \"chosen\" and \"rejected\"");
-    if (cJSON_IsArray(p) && !f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
-    zt_status st = preference_side(f, p, c, "chosen", chosen);
-    return st ? st : preference_side(f, p, r, "rejected", rejected);
+    cJSON *ip = NULL, *ic = NULL, *ir = NULL;
+    zt_status st = ZT_OK;
+    if (!p || (cJSON_IsString(p) && cJSON_IsArray(c))) {
+        if (!(st = implicit_prompt(c, r, &ip, &ic, &ir))) p = ip, c = ic, r = ir;
+    } else if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+        st = zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
+    if (!st && cJSON_IsArray(p) && !f->tmpl) st = zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
+    if (!st) st = preference_side(f, p, c, "chosen", chosen);
+    if (!st) st = preference_side(f, p, r, "rejected", rejected);
+    cJSON_Delete(ip);
+    cJSON_Delete(ic);
+    cJSON_Delete(ir);
+    return st;
 }
 
 static zt_status prompt_example(const zt_format *f, const cJSON *o, seq *s)

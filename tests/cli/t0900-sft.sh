@@ -106,6 +106,29 @@ def trained(r):
 assert [trained(r) for r in rows] == ["cba", "abc", "ba", "ab"], [trained(r) for r in rows]
 assert rows[0]["input_ids"][:-4] == rows[1]["input_ids"][:-4]  # the same prompt on both sides
 PY
+# an implicit prompt (no "prompt", or a string beside conversations) is what "chosen" and
+# "rejected" share, as TRL's extract_prompt takes it: the same rows as the explicit pairs
+$PY - <<'PY'
+import json
+u = {"role": "user", "content": "reverse ab"}
+ba, ab = {"role": "assistant", "content": "ba"}, {"role": "assistant", "content": "ab"}
+rows = [({"prompt": "reverse abc", "chosen": " cba", "rejected": " abc"},
+         {"chosen": "reverse abc cba", "rejected": "reverse abc abc"}),
+        ({"prompt": [u], "chosen": [ba], "rejected": [ab]}, {"chosen": [u, ba], "rejected": [u, ab]}),
+        ({"prompt": [u], "chosen": [ba], "rejected": [ab]}, {"prompt": "reverse ab", "chosen": [u, ba], "rejected": [u, ab]}),
+        ({"prompt": "ab", "chosen": "c", "rejected": "cd"}, {"chosen": "abc", "rejected": "abcd"})]
+for name, k in (("explicit.jsonl", 0), ("implicit.jsonl", 1)):
+    with open(name, "w") as f:
+        f.writelines(json.dumps(r[k]) + "\n" for r in rows)
+PY
+expect_ok "explicit pairs" "$ZT" data inspect recipe.toml data.train=explicit.jsonl data.valid=[] data.format=preference --json --n 10
+cp "$TMP/out" explicit.out
+expect_ok "implicit prompts" "$ZT" data inspect recipe.toml data.train=implicit.jsonl data.valid=[] data.format=preference --json --n 10
+[ "$(wc -l < explicit.out)" = 8 ] && cmp -s explicit.out "$TMP/out" \
+  && say "ok - implicit prompts give the explicit pairs' rows" || fail "implicit: $(diff explicit.out "$TMP/out" | head -5)"
+printf '{"chosen": [{"role": "user", "content": "a"}], "rejected": "b"}\n' > mixed.jsonl
+expect_exit 2 "an implicit prompt from a string and a conversation" "mixed.jsonl:1: \"chosen\" and \"rejected\" must both be" \
+  "$ZT" data inspect recipe.toml data.train=mixed.jsonl data.valid=[] data.format=preference
 expect_ok "prompts" "$ZT" data inspect recipe.toml data.train=prompts.jsonl data.valid=[] data.format=prompt --json
 $PY -c "import json; r=json.loads(open('$TMP/out').read()); assert set(r['labels']) == {-100}, r" \
   && say "ok - a prompt has nothing to train" || fail "prompt: $(cat "$TMP/out")"

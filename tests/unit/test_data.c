@@ -18,7 +18,7 @@ static int64_t skipped; /* lines skipped by zt_tokens_load (skip_bad is off here
 #define NO_LOSS ZT_IGNORE_INDEX
 
 static char tmpdir[64];
-static char *tmpfiles[16];
+static char *tmpfiles[32];
 static int ntmp;
 
 /* Writes content to tmpdir/name; returns the path (removed and freed at the end). */
@@ -742,6 +742,69 @@ static void test_text_special_tokens(void)
     zt_tokenizer_free(tok);
 }
 
+/* ---- preference pairs ---------------------------------------------------------------------- */
+
+/* A pair without "prompt" (or with a string beside conversations) takes as its prompt what
+ * "chosen" and "rejected" share, as TRL's extract_prompt does (its results for these lines,
+ * with trl 1.16: the explicit lines): the same rows as the explicit pairs, through a byte-level
+ * tokenizer, so a prompt cut inside a character would show. */
+static void test_preference_implicit_prompt(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
+    char *paths[2] = {
+        write_file("explicit.jsonl",
+                   "{\"prompt\": \"reverse abc\", \"chosen\": \" cba\", \"rejected\": \" abc\"}\n"
+                   "{\"prompt\": \"h\\u00e9llo w\", \"chosen\": \"\\u00f6rld\", \"rejected\": \"\\u00e0rld\"}\n"
+                   "{\"prompt\": \"ab\", \"chosen\": \"c\", \"rejected\": \"cd\"}\n"
+                   "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"chosen\": [{\"role\": \"assistant\", "
+                   "\"content\": \"x\"}], \"rejected\": [{\"role\": \"assistant\", \"content\": \"y\"}]}\n"),
+        write_file(
+            "implicit.jsonl",
+            "{\"chosen\": \"reverse abc cba\", \"rejected\": \"reverse abc abc\"}\n"
+            "{\"chosen\": \"h\\u00e9llo w\\u00f6rld\", \"rejected\": \"h\\u00e9llo w\\u00e0rld\"}\n"
+            "{\"chosen\": \"abc\", \"rejected\": \"abcd\"}\n"
+            "{\"prompt\": \"q\", \"chosen\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+            "\"content\": \"x\"}], \"rejected\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": "
+            "\"assistant\", \"content\": \"y\"}]}\n")};
+    zt_dataset ds[2];
+    for (int k = 0; k < 2; k++) {
+        ds[k] = (zt_dataset){0};
+        zt_format f = {.format = ZT_DATA_PREFERENCE, .max_length = 64, .tok = tok, .tmpl = tmpl, .ds = &ds[k]};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &paths[k], 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+    }
+    CHECK(ds[0].n_examples == 8 && ds[1].n_examples == 8);
+    int64_t n = zt_dataset_tokens(&ds[0]);
+    CHECK(n == zt_dataset_tokens(&ds[1]) && !memcmp(ds[0].offsets, ds[1].offsets, 9 * sizeof *ds[0].offsets) &&
+          !memcmp(ds[0].ids, ds[1].ids, (size_t)n * sizeof *ds[0].ids) &&
+          !memcmp(ds[0].labels, ds[1].labels, (size_t)n * sizeof *ds[0].labels));
+    for (int k = 0; k < 2; k++) zt_dataset_free(&ds[k]);
+
+    static const struct {
+        const char *line, *error;
+    } bad[] = {
+        {"{\"chosen\": [{\"role\": \"user\", \"content\": \"a\"}], \"rejected\": \"b\"}", "must both be strings or"},
+        {"{\"chosen\": \"\", \"rejected\": \"b\"}", "must not be empty"},
+        {"{\"chosen\": [{\"role\": \"user\", \"content\": \"a\"}], \"rejected\": [{\"role\": \"user\", \"content\": "
+         "\"b\"}]}",
+         "share no first message"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *path = write_file("bad.jsonl", bad[i].line);
+        zt_dataset d = {0};
+        zt_format f = {.format = ZT_DATA_PREFERENCE, .max_length = 64, .tok = tok, .tmpl = tmpl, .ds = &d};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_EUSER && strstr(zt_errmsg(), bad[i].error),
+                  "case %zu: %s", i, zt_errmsg());
+        zt_dataset_free(&d);
+    }
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 /* ---- chat spans ---------------------------------------------------------------------------- */
 
 /* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
@@ -985,6 +1048,7 @@ int main(void)
     RUN(test_tokens_bad_lines);
     RUN(test_tokens_bad_files);
     RUN(test_jsonl_line_checks);
+    RUN(test_preference_implicit_prompt);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);
