@@ -453,6 +453,89 @@ static zt_status prompt_example(const zt_format *f, const cJSON *o, seq *s)
     return st;
 }
 
+/* The tokens of a message list rendered by the template (special tokens as their ids, as
+ * transformers' apply_chat_template tokenizes), appended to s. */
+static zt_status rendered(const zt_format *f, const cJSON *const lists[2], int add_generation_prompt, seq *s)
+{
+    zt_message *part[2] = {NULL, NULL}, *all = NULL;
+    int n[2] = {0, 0};
+    zt_status st = ZT_OK;
+    for (int k = 0; k < 2 && lists[k] && !st; k++) st = prompt_messages(lists[k], &part[k], &n[k]);
+    if (!st && !(all = calloc((size_t)(n[0] + n[1]), sizeof *all))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    char *text = NULL;
+    if (!st) {
+        memcpy(all, part[0], (size_t)n[0] * sizeof *all);
+        if (n[1]) memcpy(all + n[0], part[1], (size_t)n[1] * sizeof *all);
+        int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
+        st = zt_template_render(f->tmpl, all, n[0] + n[1], add_generation_prompt,
+                                bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
+                                eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
+    }
+    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, 1);
+    free(text);
+    free(all);
+    free(part[0]);
+    free(part[1]);
+    return st;
+}
+
+/* A text as the tokenizer encodes it with its special tokens (what its template puts before and
+ * after), then EOS when eos_after and the text does not already end with it. */
+static zt_status encoded(const zt_format *f, const char *text, int eos_after, seq *s)
+{
+    const int32_t *around;
+    size_t n = zt_tokenizer_template(f->tok, 0, &around);
+    zt_status st = seq_push(s, around, n, 1);
+    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), !f->split_special, 1);
+    int32_t eos = zt_tokenizer_eos_id(f->tok);
+    if (!st && eos_after && eos >= 0 && (s->n == 0 || s->ids[s->n - 1] != eos)) st = seq_push(s, &eos, 1, 1);
+    n = zt_tokenizer_template(f->tok, 1, &around);
+    return st ? st : seq_push(s, around, n, 1);
+}
+
+/* TRL's prompt-completion data, as its SFT trainer tokenizes it: the prompt alone (a text as the
+ * tokenizer encodes it; messages rendered with the generation prompt) and the whole (the text of
+ * prompt and completion, then EOS; the messages of both rendered), the whole's tokens after the
+ * longest start it shares with the prompt's trained. */
+static zt_status completion_example(const zt_format *f, const cJSON *o, seq *s)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"),
+                *c = cJSON_GetObjectItemCaseSensitive(o, "completion");
+    int messages = cJSON_IsArray(p) && cJSON_IsArray(c);
+    if (!messages && !(cJSON_IsString(p) && cJSON_IsString(c)))
+        return zt_fail(ZT_EUSER,
+                       "\"prompt\" and \"completion\" must both be strings or both message lists (they are "
+                       "%s and %s)",
+                       zt_json_kind(p), zt_json_kind(c));
+    if (messages && !f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
+    seq alone = {0};
+    zt_status st;
+    if (messages) {
+        const cJSON *prompt[2] = {p, NULL}, *both[2] = {p, c};
+        st = rendered(f, prompt, 1, &alone);
+        if (!st) st = rendered(f, both, 0, s);
+    } else {
+        size_t lp = strlen(p->valuestring), lc = strlen(c->valuestring);
+        char *whole = malloc(lp + lc + 1);
+        st = whole ? encoded(f, p->valuestring, 0, &alone) : zt_fail(ZT_ENOMEM, "out of memory");
+        if (!st) {
+            memcpy(whole, p->valuestring, lp);
+            memcpy(whole + lp, c->valuestring, lc + 1);
+            st = encoded(f, whole, 1, s);
+        }
+        free(whole);
+    }
+    size_t k = 0;
+    while (!st && k < alone.n && k < s->n && alone.ids[k] == s->ids[k]) k++;
+    free(alone.ids);
+    free(alone.labels);
+    if (st) return st;
+    for (size_t i = 0; i < k; i++) s->labels[i] = IGNORE;
+    if (s->n > (size_t)f->max_length) s->n = (size_t)f->max_length, s->truncated = 1;
+    s->no_targets = s->n <= k || (k == 0 && s->n < 2); /* the first token is never a target */
+    return ZT_OK;
+}
+
 /* one line to its example (two for a preference pair), or a ZT_EUSER message; runs on many threads at once */
 static zt_status convert(const zt_format *f, const char *text, size_t len, seq s[2])
 {
@@ -462,6 +545,7 @@ static zt_status convert(const zt_format *f, const char *text, size_t len, seq s
     if (f->format == ZT_DATA_TEXT) st = text_example(f, o, &s[0]);
     else if (f->format == ZT_DATA_PREFERENCE) st = preference_example(f, o, &s[0], &s[1]);
     else if (f->format == ZT_DATA_PROMPT) st = prompt_example(f, o, &s[0]);
+    else if (f->format == ZT_DATA_COMPLETION) st = completion_example(f, o, &s[0]);
     else st = chat_example(f, o, &s[0]);
     cJSON_Delete(o);
     return st;
@@ -500,13 +584,15 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
     return st;
 }
 
-const char *const zt_data_format_names[6] = {"text", "chat", "instruct", "preference", "prompt", "tokens"};
+const char *const zt_data_format_names[7] = {"text",   "chat",       "instruct", "preference",
+                                             "prompt", "completion", "tokens"};
 
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
     const char *format = zt_data_format_names[f->format];
     if (f->format == ZT_DATA_TOKENS)
-        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference or prompt", format);
+        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference, prompt or completion",
+                       format);
     if ((f->format == ZT_DATA_CHAT || f->format == ZT_DATA_INSTRUCT) && !f->tmpl)
         return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", format);
     zt_jsonl_lines l;

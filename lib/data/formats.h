@@ -40,10 +40,11 @@ typedef enum zt_data_format {
     ZT_DATA_INSTRUCT,
     ZT_DATA_PREFERENCE,
     ZT_DATA_PROMPT,
+    ZT_DATA_COMPLETION,
     ZT_DATA_TOKENS,
 } zt_data_format;
-/* "text", "chat", "instruct", "preference", "prompt", "tokens": indexed by zt_data_format */
-extern const char *const zt_data_format_names[6];
+/* "text", "chat", "instruct", "preference", "prompt", "completion", "tokens": indexed by zt_data_format */
+extern const char *const zt_data_format_names[7];
 
 enum { ZT_END_IDS = 4 }; /* the most ids that end a turn (zt_format_end_ids) */
 

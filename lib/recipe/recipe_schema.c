@@ -62,7 +62,7 @@ static const zt_recipe_key schema[] = {
     LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL path or a list of them"),
     FLT("data", "valid_split", data.valid_split, DATA, "0", 0, 0.5,
         "fraction of data.train held out for validation, instead of data.valid"),
-    ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 6,
+    ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 7,
          "the JSONL fields: see the data formats in docs"),
     INT("data", "max_length", data.max_length, DATA, "2048", 1, IMAX, "tokens per sequence; longer examples are split or truncated"),
     BOOL("data", "packing", data.packing, DATA, "true", "pack examples into full sequences (never attending across documents)"),

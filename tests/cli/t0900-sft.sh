@@ -84,6 +84,16 @@ make_tiny small vocab_size=16
 cp tok.model small/tokenizer.model
 expect_exit 2 "tokenizer larger than the model" "has [0-9]+ tokens but the model's vocab_size is 16" "$ZT" sft recipe.toml model.path=small output.dir=r5
 
+# the text of a row's trained tokens (zt data inspect --json), markers and spaces left out
+cat > trained.py <<'PY'
+import subprocess
+def trained(r):
+    ids = [i for i, l in zip(r["input_ids"], r["labels"]) if l != -100]
+    out = subprocess.run(["spm_decode", "--model=tok.model", "--input_format=id"], input=" ".join(map(str, ids)),
+                         capture_output=True, text=True).stdout
+    return out.replace(" ", "").replace("</s>", "").replace("<|im_end|>", "").strip()
+PY
+
 # preference pairs (strings and messages) and prompts, as zt rlhf will read them
 $PY - <<'PY'
 import json
@@ -95,14 +105,10 @@ with open("prompts.jsonl", "w") as f:
 PY
 expect_ok "preference pairs" "$ZT" data inspect recipe.toml data.train=pref.jsonl data.valid=[] data.format=preference --json --n 10
 $PY - "$TMP/out" <<'PY' && say "ok - two sequences per pair, only the answers trained" || fail "preference: $(cat "$TMP/out")"
-import json, subprocess, sys
+import json, sys
+from trained import trained
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) == 4, len(rows)
-def trained(r):
-    ids = [i for i, l in zip(r["input_ids"], r["labels"]) if l != -100]
-    out = subprocess.run(["spm_decode", "--model=tok.model", "--input_format=id"], input=" ".join(map(str, ids)),
-                         capture_output=True, text=True).stdout
-    return out.replace(" ", "").replace("</s>", "").replace("<|im_end|>", "").strip()
 assert [trained(r) for r in rows] == ["cba", "abc", "ba", "ab"], [trained(r) for r in rows]
 assert rows[0]["input_ids"][:-4] == rows[1]["input_ids"][:-4]  # the same prompt on both sides
 PY
@@ -129,6 +135,19 @@ expect_ok "implicit prompts" "$ZT" data inspect recipe.toml data.train=implicit.
 printf '{"chosen": [{"role": "user", "content": "a"}], "rejected": "b"}\n' > mixed.jsonl
 expect_exit 2 "an implicit prompt from a string and a conversation" "mixed.jsonl:1: \"chosen\" and \"rejected\" must both be" \
   "$ZT" data inspect recipe.toml data.train=mixed.jsonl data.valid=[] data.format=preference
+# prompt-completion lines (TRL's), text and messages: only the completion and its end trained
+printf '%s\n' '{"prompt": "reverse abc:", "completion": " cba"}' \
+  '{"prompt": [{"role": "user", "content": "reverse ab"}], "completion": [{"role": "assistant", "content": "ba"}]}' \
+  > completion.jsonl
+expect_ok "prompt-completion lines" "$ZT" data inspect recipe.toml data.train=completion.jsonl data.valid=[] \
+  data.format=completion --json --n 10
+$PY - "$TMP/out" <<'PY' && say "ok - the completions are what is trained" || fail "completion: $(cat "$TMP/out")"
+import json, sys
+from trained import trained
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [trained(r) for r in rows] == ["cba", "ba"], [trained(r) for r in rows]
+assert rows[0]["labels"][-1] == rows[0]["input_ids"][-1] == 2, rows[0]  # EOS, trained
+PY
 expect_ok "prompts" "$ZT" data inspect recipe.toml data.train=prompts.jsonl data.valid=[] data.format=prompt --json
 $PY -c "import json; r=json.loads(open('$TMP/out').read()); assert set(r['labels']) == {-100}, r" \
   && say "ok - a prompt has nothing to train" || fail "prompt: $(cat "$TMP/out")"

@@ -805,6 +805,48 @@ static void test_preference_implicit_prompt(void)
     zt_tokenizer_free(tok);
 }
 
+/* ---- prompt-completion lines ------------------------------------------------------------------ */
+
+/* data.format = "completion": every line of tests/fixtures/completion/expected.jsonl gives the
+ * tokens and labels TRL's SFT trainer makes of it (make_expected.py there): text with the
+ * tokenizer's BOS and EOS, a cut that tokens merge across, an EOS already written, an empty
+ * prompt, message lists through Qwen2.5's template. */
+static void test_completion_lines(void)
+{
+    char *text;
+    size_t len;
+    CHECK(zt_read_file("tests/fixtures/completion/expected.jsonl", &text, &len) == ZT_OK);
+    zt_template *tmpl;
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja", NULL) ==
+          ZT_OK);
+    int rows = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), rows++) {
+        cJSON *row = cJSON_Parse(line);
+        char dir[128], *json = cJSON_PrintUnformatted(cJSON_GetObjectItem(row, "line"));
+        snprintf(dir, sizeof dir, "tests/fixtures/tokenizers/%s", cJSON_GetObjectItem(row, "tokenizer")->valuestring);
+        char *path = write_file("completion.jsonl", json);
+        zt_tokenizer *tok;
+        CHECK(zt_tokenizer_open(&tok, dir) == ZT_OK);
+        zt_dataset ds = {0};
+        zt_format f = {.format = ZT_DATA_COMPLETION, .max_length = 256, .tok = tok, .tmpl = tmpl, .ds = &ds};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+        const cJSON *ids = cJSON_GetObjectItem(row, "input_ids"), *labels = cJSON_GetObjectItem(row, "labels");
+        int n = cJSON_GetArraySize(ids), same = ds.n_examples == 1 && zt_dataset_len(&ds, 0) == n;
+        for (int i = 0; i < n && same; i++)
+            same = ds.ids[i] == cJSON_GetArrayItem(ids, i)->valueint &&
+                   ds.labels[i] == cJSON_GetArrayItem(labels, i)->valueint;
+        CHECK_MSG(same, "%s with %s: not TRL's tokens and labels", json, dir);
+        zt_dataset_free(&ds);
+        zt_tokenizer_free(tok);
+        cJSON_free(json);
+        cJSON_Delete(row);
+    }
+    CHECK(rows == 8);
+    zt_template_free(tmpl);
+    free(text);
+}
+
 /* ---- chat spans ---------------------------------------------------------------------------- */
 
 /* One chat line of n turns (user "say N", assistant "ok N") written to name; *len is its length. */
@@ -1049,6 +1091,7 @@ int main(void)
     RUN(test_tokens_bad_files);
     RUN(test_jsonl_line_checks);
     RUN(test_preference_implicit_prompt);
+    RUN(test_completion_lines);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);
