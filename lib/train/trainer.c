@@ -1,12 +1,12 @@
 /* The training loop (trainer.h): an algorithm's gradients each step, reduced over the
  * ranks, clipped and applied by AdamW on the fp32 masters; checkpoints, metrics, final/. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-#include <signal.h>
+#include <unistd.h>
 
 #include "lib/ckpt/safetensors.h"
 #include "lib/ckpt/state.h"
@@ -28,8 +28,22 @@
 #include "lib/optim/schedule.h"
 #include "trainer.h"
 
-static volatile sig_atomic_t stop_requested; /* SIGTERM: checkpoint and exit 0 (Slurm preemption) */
-static void on_sigterm(int sig) { stop_requested = 1; }
+/* SIGTERM: finish the step, checkpoint and exit 0 (Slurm preemption); a second one ends zt at once
+ * (a step can take longer than the wait before SIGKILL, or than a person wants to wait). */
+static volatile sig_atomic_t stop_requested;
+static void on_sigterm(int sig)
+{
+    if (stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_requested = 1;
+    static const char msg[] = "zt: SIGTERM: finishing this step, then a checkpoint and exit (SIGTERM again: stop now, "
+                              "no checkpoint)\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+}
 
 /* The keys that define what a step trains on, with the global batch. */
 static uint64_t data_hash(const zt_trainer *t)

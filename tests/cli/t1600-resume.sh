@@ -88,6 +88,25 @@ $PY -c "import json; s=json.load(open('pre/summary.json')); assert s['status'] =
   && say "ok - summary says preempted" || fail "summary: $(cat pre/summary.json 2>/dev/null)"
 ls pre/checkpoints/*/DONE >/dev/null 2>&1 && say "ok - SIGTERM wrote a checkpoint" || fail "no checkpoint after SIGTERM"
 
+# SIGTERM in a long step: said on stderr, the step goes on; a second SIGTERM ends zt at once
+# (it went on to the step's end, however long that took)
+"$ZT" pretrain recipe.toml output.dir=twice train.gradient_accumulation_steps=100000 >twice.out 2>twice.err &
+pid=$!
+caught=0  # until zt's handler is in place (SigCgt holds SIGTERM, bit 15)
+for i in $(seq 1 100); do
+  mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status 2>/dev/null)
+  [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && caught=1 && break
+  sleep 0.1
+done
+kill -TERM $pid; sleep 0.5
+kill -0 $pid 2>/dev/null && [ $caught = 1 ] && grep -q "SIGTERM: finishing this step" twice.err \
+  && say "ok - a first SIGTERM is acknowledged and the step goes on" || fail "first SIGTERM: $(cat twice.err)"
+kill -TERM $pid
+for i in $(seq 1 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && kill -KILL $pid
+wait $pid; code=$?
+[ $code = 143 ] && say "ok - a second SIGTERM ends zt at once" || fail "second SIGTERM: exit $code"
+
 # SIGKILL before the first checkpoint (and an interrupted save): resume = auto starts the
 # same recipe afresh; another recipe, or a run with a final model, still finds it not empty
 long="train.max_steps=100000 train.save_steps=0"
