@@ -39,7 +39,10 @@ static zt_status batch(zt_generator *g, const char *in_path, const char *out_pat
         zt_generate_request q;
         char *text = NULL;
         st = zt_generate_request_parse(&q, line, (size_t)len, where);
-        if (!st) st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, &text);
+        if (!st) {
+            st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, q.tools, &text);
+            if (st == ZT_EUSER) st = zt_fail_context(st, "%s", where); /* the template's, say */
+        }
         if (!st) {
             cJSON_AddStringToObject(q.obj, "completion", text);
             char *row = cJSON_PrintUnformatted(q.obj);
@@ -75,14 +78,14 @@ static zt_status chat(zt_generator *g)
         if (len <= 0 || line[0] == '\n') break;
         if (line[len - 1] == '\n') line[len - 1] = 0;
         owned[n] = strdup(line);
-        msgs[n] = (zt_message){"user", owned[n]};
+        msgs[n] = (zt_message){"user", owned[n], NULL};
         n++;
         char *answer;
-        if ((st = zt_generate_chat(g, msgs, n, &answer))) break;
+        if ((st = zt_generate_chat(g, msgs, n, NULL, &answer))) break;
         printf("%s\n", answer);
         fflush(stdout);
         owned[n] = answer;
-        msgs[n] = (zt_message){"assistant", answer};
+        msgs[n] = (zt_message){"assistant", answer, NULL};
         n++;
     }
     for (int i = 0; i < n; i++) free(owned[i]);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jsonl.h"
+#include "messages.h"
 #include "lib/core/log.h"
 
 enum { IGNORE = -100, LINES_PER_BATCH = 8192 };
@@ -46,6 +47,13 @@ static zt_status seq_push_text(seq *s, const zt_tokenizer *tok, const char *text
     st = seq_push(s, ids, n, trained);
     free(ids);
     return st;
+}
+
+zt_template_vars zt_format_vars(const zt_tokenizer *tok, const cJSON *tools)
+{
+    int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok);
+    return (zt_template_vars){bos >= 0 ? zt_tokenizer_id_to_piece(tok, bos) : NULL,
+                              eos >= 0 ? zt_tokenizer_id_to_piece(tok, eos) : NULL, tools};
 }
 
 static void add_end_id(int32_t ids[ZT_END_IDS], int32_t id)
@@ -104,20 +112,19 @@ zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, in
 {
     /* two exchanges, so that a template that ends the last turn unlike the others shows both */
     static const char *const contents[] = {"Hello there.", "Goodbye now."};
-    static const zt_message probe[] = {{"user", "Hi"},
-                                       {"assistant", "Hello there."},
-                                       {"user", "Bye"},
-                                       {"assistant", "Goodbye now."}};
+    static const zt_message probe[] = {{"user", "Hi", NULL},
+                                       {"assistant", "Hello there.", NULL},
+                                       {"user", "Bye", NULL},
+                                       {"assistant", "Goodbye now.", NULL}};
     for (int k = 0; k < ZT_END_IDS; k++) ids[k] = -1;
-    int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok);
+    int32_t eos = zt_tokenizer_eos_id(tok);
     if (eos >= 0) add_end_id(ids, eos);
     if (!tmpl) return ZT_OK;
-    const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(tok, bos) : NULL;
-    const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(tok, eos) : NULL;
+    zt_template_vars v = zt_format_vars(tok, NULL);
     char *text;
     zt_span *spans;
     int nspans;
-    zt_status st = zt_template_spans(tmpl, probe, 4, bos_s, eos_s, ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
+    zt_status st = zt_template_spans(tmpl, probe, 4, &v, ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
     /* EOS alone, quietly: a conversation the template refuses fails with its own one-line error
      * where it is rendered, and a trained turn that then lacks its end is refused by name */
     if (st == ZT_EUSER) {
@@ -174,41 +181,9 @@ static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
 /* messages from OpenAI-style "messages" or ShareGPT "conversations" */
 static zt_status read_messages(const cJSON *o, zt_message **out, int *n)
 {
-    static const char *const sharegpt[][2] = {
-        {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"}};
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    int share = !list;
-    if (share) list = cJSON_GetObjectItemCaseSensitive(o, "conversations");
-    if (!cJSON_IsArray(list))
-        return zt_fail(ZT_EUSER, "\"messages\" is %s, not a list of {\"role\", \"content\"}", zt_json_kind(list));
-    int k = cJSON_GetArraySize(list);
-    if (k == 0) return zt_fail(ZT_EUSER, "\"%s\" is empty", share ? "conversations" : "messages");
-    zt_message *m = calloc((size_t)k, sizeof *m);
-    if (!m) return zt_fail(ZT_ENOMEM, "out of memory");
-    int i = 0;
-    for (const cJSON *e = list->child; e; e = e->next, i++) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, share ? "from" : "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, share ? "value" : "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content)) {
-            free(m);
-            return zt_fail(ZT_EUSER, "message %d needs string \"%s\" and \"%s\"", i, share ? "from" : "role",
-                           share ? "value" : "content");
-        }
-        m[i] = (zt_message){role->valuestring, content->valuestring};
-        if (share) {
-            m[i].role = NULL;
-            for (size_t j = 0; j < sizeof sharegpt / sizeof sharegpt[0]; j++)
-                if (!strcmp(role->valuestring, sharegpt[j][0])) m[i].role = sharegpt[j][1];
-            if (!m[i].role) {
-                free(m);
-                return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt or system", i,
-                               role->valuestring);
-            }
-        }
-    }
-    *out = m;
-    *n = k;
-    return ZT_OK;
+    return list ? zt_messages_read(list, 0, out, n)
+                : zt_messages_read(cJSON_GetObjectItemCaseSensitive(o, "conversations"), 1, out, n);
 }
 
 static int has_end_id(const int32_t *ids, size_t n, const int32_t end[ZT_END_IDS])
@@ -246,16 +221,15 @@ static zt_status push_span(void *ctx, const char *text, zt_span span, int *stop)
     return st;
 }
 
-static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, zt_train_on train_on, seq *s)
+static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const cJSON *tools,
+                              zt_train_on train_on, seq *s)
 {
-    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
-    const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL;
-    const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL;
+    zt_template_vars v = zt_format_vars(f->tok, tools);
     char *text;
     size_t len;
     spans_ctx c = {.f = f, .train_on = train_on, .s = s};
     memcpy(c.end, f->end, sizeof c.end);
-    zt_status st = zt_template_each_span(f->tmpl, msgs, n, bos_s, eos_s, train_on, push_span, &c, &text, &len);
+    zt_status st = zt_template_each_span(f->tmpl, msgs, n, &v, train_on, push_span, &c, &text, &len);
     if (st) return st;
     len = strlen(text); /* the text after the last span, up to its first NUL if it has one */
     if (s->n <= (size_t)f->max_length && len > c.at) st = seq_push_text(s, f->tok, text + c.at, len - c.at, 1, 0);
@@ -291,16 +265,19 @@ static zt_status instruct_messages(const cJSON *o, zt_message **out, int *n, cha
         return zt_fail(ZT_ENOMEM, "out of memory");
     }
     snprintf(user, len, "%s%s%s", ins->valuestring, input[0] ? "\n\n" : "", input);
-    m[0] = (zt_message){"user", user};
-    m[1] = (zt_message){"assistant", ans->valuestring};
+    m[0] = (zt_message){"user", user, NULL};
+    m[1] = (zt_message){"assistant", ans->valuestring, NULL};
     *out = m, *n = 2, *user_out = user;
     return ZT_OK;
 }
 
-zt_status zt_format_messages(const cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned)
+zt_status zt_format_messages(const cJSON *o, zt_data_format format, zt_message **msgs, int *n, const cJSON **tools,
+                             char **owned)
 {
-    *owned = NULL;
-    return format == ZT_DATA_INSTRUCT ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
+    *owned = NULL, *tools = NULL;
+    if (format == ZT_DATA_INSTRUCT) return instruct_messages(o, msgs, n, owned);
+    zt_status st = zt_messages_tools(o, tools);
+    return st ? st : read_messages(o, msgs, n);
 }
 
 static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
@@ -308,9 +285,10 @@ static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
     zt_message *m = NULL;
     int n = 0;
     char *owned;
-    zt_status st = zt_format_messages(o, f->format, &m, &n, &owned);
+    const cJSON *tools;
+    zt_status st = zt_format_messages(o, f->format, &m, &n, &tools, &owned);
     if (st) return st;
-    st = conversation(f, m, n, f->train_on, s);
+    st = conversation(f, m, n, tools, f->train_on, s);
     free(m);
     free(owned);
     return st;
@@ -325,19 +303,9 @@ static zt_status text_prompt(const zt_format *f, const char *prompt, seq *s)
     return st ? st : seq_push_text(s, f->tok, prompt, strlen(prompt), !f->split_special, 0);
 }
 
-/* "prompt" as a string or as messages ({"role", "content"} list) */
-static zt_status prompt_messages(const cJSON *p, zt_message **m, int *n)
-{
-    cJSON *wrap = cJSON_CreateObject();
-    if (!wrap) return zt_fail(ZT_ENOMEM, "out of memory");
-    cJSON_AddItemReferenceToObject(wrap, "messages", (cJSON *)p);
-    zt_status st = read_messages(wrap, m, n);
-    cJSON_Delete(wrap);
-    return st;
-}
-
 /* One side of a preference pair: the prompt untrained, the answer trained (with EOS / end of turn). */
-static zt_status preference_side(const zt_format *f, const cJSON *prompt, const cJSON *answer, const char *name, seq *s)
+static zt_status preference_side(const zt_format *f, const cJSON *prompt, const cJSON *answer, const cJSON *tools,
+                                 const char *name, seq *s)
 {
     if (cJSON_IsString(prompt)) {
         if (!cJSON_IsString(answer)) return zt_fail(ZT_EUSER, "\"%s\" must be a string like \"prompt\"", name);
@@ -349,16 +317,16 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
     }
     zt_message *pm, *am = NULL;
     int pn, an = 1;
-    zt_status st = prompt_messages(prompt, &pm, &pn);
+    zt_status st = zt_messages_read(prompt, 0, &pm, &pn);
     if (st) return st;
-    zt_message one = {"assistant", cJSON_IsString(answer) ? answer->valuestring : ""};
-    if (!cJSON_IsString(answer)) st = prompt_messages(answer, &am, &an); /* the answer as a list of messages */
+    zt_message one = {"assistant", cJSON_IsString(answer) ? answer->valuestring : "", NULL};
+    if (!cJSON_IsString(answer)) st = zt_messages_read(answer, 0, &am, &an); /* the answer as a list of messages */
     zt_message *all = st ? NULL : calloc((size_t)(pn + an), sizeof *all);
     if (!st && !all) st = zt_fail(ZT_ENOMEM, "out of memory");
     if (!st) {
         memcpy(all, pm, (size_t)pn * sizeof *all);
         memcpy(all + pn, am ? am : &one, (size_t)an * sizeof *all);
-        st = conversation(f, all, pn + an, ZT_TRAIN_LAST, s);
+        st = conversation(f, all, pn + an, tools, ZT_TRAIN_LAST, s);
     }
     free(all);
     free(pm);
@@ -418,17 +386,45 @@ static zt_status preference_example(const zt_format *f, const cJSON *o, seq *cho
                 *r = cJSON_GetObjectItemCaseSensitive(o, "rejected");
     if (!c || !r) return zt_fail(ZT_EUSER, "needs \"chosen\" and \"rejected\"");
     cJSON *ip = NULL, *ic = NULL, *ir = NULL;
-    zt_status st = ZT_OK;
+    const cJSON *tools;
+    zt_status st = zt_messages_tools(o, &tools);
+    if (st) return st;
     if (!p || (cJSON_IsString(p) && cJSON_IsArray(c))) {
         if (!(st = implicit_prompt(c, r, &ip, &ic, &ir))) p = ip, c = ic, r = ir;
     } else if (!cJSON_IsString(p) && !cJSON_IsArray(p))
         st = zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
     if (!st && cJSON_IsArray(p) && !f->tmpl) st = zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
-    if (!st) st = preference_side(f, p, c, "chosen", chosen);
-    if (!st) st = preference_side(f, p, r, "rejected", rejected);
+    if (!st) st = preference_side(f, p, c, tools, "chosen", chosen);
+    if (!st) st = preference_side(f, p, r, tools, "rejected", rejected);
     cJSON_Delete(ip);
     cJSON_Delete(ic);
     cJSON_Delete(ir);
+    return st;
+}
+
+/* The tokens of a message list rendered by the template with the row's tools (special tokens as
+ * their ids, as transformers' apply_chat_template tokenizes), appended to s. */
+static zt_status rendered(const zt_format *f, const cJSON *o, const cJSON *const lists[2], int add_generation_prompt,
+                          int trained, seq *s)
+{
+    zt_message *part[2] = {NULL, NULL}, *all = NULL;
+    int n[2] = {0, 0};
+    const cJSON *tools;
+    zt_status st = zt_messages_tools(o, &tools);
+    for (int k = 0; k < 2 && lists[k] && !st; k++) st = zt_messages_read(lists[k], 0, &part[k], &n[k]);
+    if (!st && !(all = calloc((size_t)(n[0] + n[1]), sizeof *all))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    char *text = NULL;
+    if (!st) {
+        memcpy(all, part[0], (size_t)n[0] * sizeof *all);
+        if (n[1]) memcpy(all + n[0], part[1], (size_t)n[1] * sizeof *all);
+        zt_template_vars v = zt_format_vars(f->tok, tools);
+        st = zt_template_render(f->tmpl, all, n[0] + n[1], add_generation_prompt, &v, &text);
+    }
+    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, trained);
+    free(text);
+    free(all);
+    free(part[0]);
+    free(part[1]);
     return st;
 }
 
@@ -439,44 +435,8 @@ static zt_status prompt_example(const zt_format *f, const cJSON *o, seq *s)
     if (!cJSON_IsArray(p))
         return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
     if (!f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
-    zt_message *m = NULL;
-    int n;
-    char *text = NULL;
-    int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
-    zt_status st = prompt_messages(p, &m, &n);
-    if (!st)
-        st = zt_template_render(f->tmpl, m, n, 1, bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
-                                eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
-    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, 0);
-    free(text);
-    free(m);
-    return st;
-}
-
-/* The tokens of a message list rendered by the template (special tokens as their ids, as
- * transformers' apply_chat_template tokenizes), appended to s. */
-static zt_status rendered(const zt_format *f, const cJSON *const lists[2], int add_generation_prompt, seq *s)
-{
-    zt_message *part[2] = {NULL, NULL}, *all = NULL;
-    int n[2] = {0, 0};
-    zt_status st = ZT_OK;
-    for (int k = 0; k < 2 && lists[k] && !st; k++) st = prompt_messages(lists[k], &part[k], &n[k]);
-    if (!st && !(all = calloc((size_t)(n[0] + n[1]), sizeof *all))) st = zt_fail(ZT_ENOMEM, "out of memory");
-    char *text = NULL;
-    if (!st) {
-        memcpy(all, part[0], (size_t)n[0] * sizeof *all);
-        if (n[1]) memcpy(all + n[0], part[1], (size_t)n[1] * sizeof *all);
-        int32_t bos = zt_tokenizer_bos_id(f->tok), eos = zt_tokenizer_eos_id(f->tok);
-        st = zt_template_render(f->tmpl, all, n[0] + n[1], add_generation_prompt,
-                                bos >= 0 ? zt_tokenizer_id_to_piece(f->tok, bos) : NULL,
-                                eos >= 0 ? zt_tokenizer_id_to_piece(f->tok, eos) : NULL, &text);
-    }
-    if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, 1);
-    free(text);
-    free(all);
-    free(part[0]);
-    free(part[1]);
-    return st;
+    const cJSON *prompt[2] = {p, NULL};
+    return rendered(f, o, prompt, 1, 0, s);
 }
 
 /* A text as the tokenizer encodes it with its special tokens (what its template puts before and
@@ -512,8 +472,8 @@ static zt_status completion_example(const zt_format *f, const cJSON *o, seq *s)
     zt_status st;
     if (messages) {
         const cJSON *prompt[2] = {p, NULL}, *both[2] = {p, c};
-        st = rendered(f, prompt, 1, &alone);
-        if (!st) st = rendered(f, both, 0, s);
+        st = rendered(f, o, prompt, 1, 1, &alone);
+        if (!st) st = rendered(f, o, both, 0, 1, s);
     } else {
         size_t lp = strlen(p->valuestring), lc = strlen(c->valuestring);
         char *whole = malloc(lp + lc + 1);

@@ -6,7 +6,8 @@
  *             does it when packing, this layer otherwise), nothing dropped. Special
  *             tokens written in it are their ids unless split_special.
  *   chat      {"messages": [{"role", "content"}]} or ShareGPT {"conversations":
- *             [{"from": human|gpt|system, "value"}]}: rendered by the chat template;
+ *             [{"from": human|gpt|system, "value"}]} (read as data/messages.h reads
+ *             them: text parts, tool calls), with the line's "tools": rendered by the chat template;
  *             the template's loss spans (train_on) become the labels, each span
  *             tokenized on its own so its tokens are exactly the trained ones;
  *             too long: truncated and counted (the spans past the cut are not
@@ -64,9 +65,13 @@ typedef struct zt_format {
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped);
 
 /* The conversation of one chat or instruct line: *msgs (free it) points into o and
- * into *owned (free it too; NULL for chat). */
+ * into *owned (free it too; NULL for chat); *tools is the line's "tools" (or NULL). */
 struct cJSON;
-zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
+zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n,
+                             const struct cJSON **tools, char **owned);
+
+/* What the chat template is given beside the messages: tok's BOS and EOS, and tools (or NULL). */
+zt_template_vars zt_format_vars(const zt_tokenizer *tok, const struct cJSON *tools);
 
 /* The ids that end an assistant turn (ZT_END_IDS at most, -1 fills the rest): the tokenizer's EOS
  * and the special tokens (or whole-tag pieces, such as SentencePiece user-defined symbols) the

@@ -288,10 +288,21 @@ uint64_t zt_template_rendered(const zt_template *t)
 
 /* --- rendering -------------------------------------------------------------------------------- */
 
-/* The variables transformers passes: messages, add_generation_prompt, tools and documents (none),
- * and the special tokens that exist. msgs stays owned by the caller. */
-static zt_status render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt, const char *bos,
-                        const char *eos, char **out, size_t *len)
+/* A message's members beside role and content (tool_calls, tool_call_id, name, reasoning_content...),
+ * added to m by reference as the data has them. */
+static int add_members(cJSON *m, const cJSON *json)
+{
+    for (const cJSON *e = json ? json->child : NULL; e; e = e->next)
+        if (e->string && strcmp(e->string, "role") && strcmp(e->string, "content") &&
+            !cJSON_AddItemReferenceToObject(m, e->string, (cJSON *)e))
+            return 0;
+    return 1;
+}
+
+/* The variables transformers passes: messages, add_generation_prompt, tools (or none), documents
+ * (none), and the special tokens that exist. msgs and v stay owned by the caller. */
+static zt_status render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
+                        const zt_template_vars *v, char **out, size_t *len)
 {
     cJSON *vars = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(vars, "messages");
     int ok = vars && list;
@@ -300,12 +311,14 @@ static zt_status render(const zt_template *t, const zt_message *msgs, int n, int
         cJSON *content = msgs[i].content ? cJSON_CreateStringReference(msgs[i].content) : cJSON_CreateNull();
         ok = m && cJSON_AddItemToArray(list, m) &&
              cJSON_AddItemToObject(m, "role", cJSON_CreateStringReference(msgs[i].role)) &&
-             cJSON_AddItemToObject(m, "content", content);
+             cJSON_AddItemToObject(m, "content", content) && add_members(m, msgs[i].json);
     }
     ok = ok && cJSON_AddBoolToObject(vars, "add_generation_prompt", add_generation_prompt) &&
-         cJSON_AddNullToObject(vars, "tools") && cJSON_AddNullToObject(vars, "documents");
-    if (ok && bos) ok = cJSON_AddItemToObject(vars, "bos_token", cJSON_CreateStringReference(bos));
-    if (ok && eos) ok = cJSON_AddItemToObject(vars, "eos_token", cJSON_CreateStringReference(eos));
+         (v->tools ? cJSON_AddItemReferenceToObject(vars, "tools", (cJSON *)v->tools)
+                   : cJSON_AddNullToObject(vars, "tools") != NULL) &&
+         cJSON_AddNullToObject(vars, "documents");
+    if (ok && v->bos) ok = cJSON_AddItemToObject(vars, "bos_token", cJSON_CreateStringReference(v->bos));
+    if (ok && v->eos) ok = cJSON_AddItemToObject(vars, "eos_token", cJSON_CreateStringReference(v->eos));
     zt_status st = ok ? zt_jinja_render(t->jinja, vars, NULL, out, len)
                       : zt_fail(ZT_ENOMEM, "out of memory rendering %s", t->name);
     cJSON_Delete(vars);
@@ -322,33 +335,63 @@ static zt_status check_messages(const zt_template *t, const zt_message *msgs, in
 }
 
 zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
-                             const char *bos, const char *eos, char **out)
+                             const zt_template_vars *v, char **out)
 {
     *out = NULL;
     zt_status st = check_messages(t, msgs, n);
     size_t len;
-    return st ? st : render(t, msgs, n, add_generation_prompt, bos, eos, out, &len);
+    return st ? st : render(t, msgs, n, add_generation_prompt, v, out, &len);
 }
 
 /* --- loss spans: prefix rendering --------------------------------------------------------------- */
 
-static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                              const char *eos, const char *text, size_t len, const char *q, size_t nq, zt_span *span,
-                              int *ok);
+static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const zt_template_vars *v,
+                              const char *text, size_t len, const char *q, size_t nq, zt_span *span, int *ok);
+
+/* Whether the template gets tool calls with the message: its span then holds more than its content. */
+static int has_tool_calls(const zt_message *m)
+{
+    return cJSON_GetArraySize(m->json ? cJSON_GetObjectItemCaseSensitive(m->json, "tool_calls") : NULL) > 0;
+}
+
+/* The span of a turn whose start the template drops when the conversation goes on past it (Qwen3 writes
+ * an empty <think></think> into the last turn only): text and q both start with the generation
+ * prompt's rendering (np bytes); the turn is q's rest, and its span in text the longest end of it
+ * that text has right after np. 0 when there is none. */
+static int dropped_start_span(const char *q, size_t np, size_t nq, const char *text, size_t len, zt_span *span)
+{
+    const char *turn = q + np, *b = text + np; /* the longest end of turn that b starts with (KMP on b) */
+    size_t nt = nq - np, m = len - np < nt ? len - np : nt, k = 0;
+    size_t *fail = m ? malloc(m * sizeof *fail) : NULL;
+    if (!fail) return 0;
+    fail[0] = 0;
+    for (size_t j = 1; j < m; j++) {
+        while (k && b[j] != b[k]) k = fail[k - 1];
+        fail[j] = k += b[j] == b[k];
+    }
+    k = 0;
+    for (size_t j = 0; j < nt; j++) {
+        if (k == m) k = fail[k - 1];
+        while (k && turn[j] != b[k]) k = fail[k - 1];
+        k += turn[j] == b[k];
+    }
+    free(fail);
+    *span = (zt_span){np, np + k};
+    return k > 0;
+}
 
 /* The span of assistant message i: [len(P), len(Q)) where P renders messages [0, i) with the
  * generation prompt and Q messages [0, i] (the text itself when i is the last); text is the whole
  * conversation. Where Q does not start with P or the text with Q, the span is the closing text's
  * (closing_span). *spent counts the bytes rendered. */
-static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                                const char *eos, const char *text, size_t len, zt_span *span, int *closing,
-                                uint64_t *spent)
+static zt_status assistant_span(const zt_template *t, const zt_message *msgs, int n, int i, const zt_template_vars *v,
+                                const char *text, size_t len, zt_span *span, int *closing, uint64_t *spent)
 {
     char *p, *q = NULL;
     size_t np, nq = len;
-    zt_status st = render(t, msgs, i, 1, bos, eos, &p, &np);
+    zt_status st = render(t, msgs, i, 1, v, &p, &np);
     if (st) return st;
-    if (i + 1 < n && (st = render(t, msgs, i + 1, 0, bos, eos, &q, &nq))) {
+    if (i + 1 < n && (st = render(t, msgs, i + 1, 0, v, &q, &nq))) {
         free(p);
         return st;
     }
@@ -358,17 +401,21 @@ static zt_status assistant_span(const zt_template *t, const zt_message *msgs, in
     *closing = !(starts && len >= nq && !memcmp(text, qt, nq));
     if (!*closing) {
         span->begin = np, span->end = nq;
-    } else if (!(st = closing_span(t, msgs, n, i, bos, eos, text, len, qt, nq, span, &closed)) && !closed) {
+    } else if (!(st = has_tool_calls(&msgs[i]) ? ZT_OK
+                                               : closing_span(t, msgs, n, i, v, text, len, qt, nq, span, &closed)) &&
+               !closed &&
+               !(starts && len >= np && !memcmp(text, p, np) &&
+                 (closed = dropped_start_span(qt, np, nq, text, len, span)))) {
         char why[96];
         if (!starts)
             snprintf(why, sizeof why, "messages 1..%d do not start with messages 1..%d and the generation prompt",
                      i + 1, i);
         else snprintf(why, sizeof why, "the whole conversation does not start with its first %d messages", i + 1);
         st = zt_fail(ZT_EUSER,
-                     "%s: the template does not render conversations incrementally (%s) and the content of "
+                     "%s: the template does not render conversations incrementally (%s) and the %s of "
                      "assistant message %d cannot be told apart in its text; use data.train_on = \"all\" or another "
                      "chat template",
-                     t->name, why, i + 1);
+                     t->name, why, has_tool_calls(&msgs[i]) ? "tool calls" : "content", i + 1);
     }
     free(p);
     free(q);
@@ -423,7 +470,8 @@ typedef struct layout {
     const zt_template *t;
     const zt_message *msgs;
     int n;
-    const char *bos, *eos, *text;
+    const zt_template_vars *v;
+    const char *text;
     size_t len;
     occurrence *occ; /* in the order of the text */
     int nocc, cap;
@@ -547,7 +595,7 @@ static zt_status render_cut(layout *l, int k, int agp, size_t *at, int *ok)
     place p;
     *ok = 0;
     if (!find_place(l, k, agp, &p)) return ZT_OK;
-    zt_status st = render(l->t, l->msgs, k, agp, l->bos, l->eos, &r, &nr);
+    zt_status st = render(l->t, l->msgs, k, agp, l->v, &r, &nr);
     if (st) return st == ZT_ENOMEM ? st : ZT_OK;
     *ok = nr <= l->len && !memcmp(r, l->text, nr) && learn(l, &p, nr);
     *at = nr;
@@ -578,9 +626,10 @@ static zt_status render_sentinels(const layout *l, char **s, size_t *ns)
     for (int j = 0; !st && j < l->n; j++) {
         snprintf(names + (size_t)j * SENTINEL_BYTES, SENTINEL_BYTES, "%c" SENTINEL_OPEN "%d" SENTINEL_CLOSE "%c",
                  SENTINEL_PAD, j, SENTINEL_PAD);
-        m[j] = (zt_message){l->msgs[j].role, l->msgs[j].content ? names + (size_t)j * SENTINEL_BYTES : NULL};
+        m[j] = l->msgs[j];
+        if (m[j].content) m[j].content = names + (size_t)j * SENTINEL_BYTES;
     }
-    if (!st) st = render(l->t, m, l->n, 0, l->bos, l->eos, s, ns);
+    if (!st) st = render(l->t, m, l->n, 0, l->v, s, ns);
     free(m);
     free(names);
     return st;
@@ -589,7 +638,7 @@ static zt_status render_sentinels(const layout *l, char **s, size_t *ns)
 /* Whether sentinels can be told from everything else the template writes. */
 static int sentinels_stand_out(const layout *l)
 {
-    if (!l->t->sentinel_free || has_open(l->bos) || has_open(l->eos)) return 0;
+    if (!l->t->sentinel_free || has_open(l->v->bos) || has_open(l->v->eos)) return 0;
     for (int j = 0; j < l->n; j++)
         if (has_open(l->msgs[j].role)) return 0;
     return 1;
@@ -620,10 +669,10 @@ static zt_status lay_out(layout *l, const cut *exact, int nexact, int from, int 
 
 /* The spans of the assistant messages from.. by the sentinel rendering, given the cuts exact[]
  * rendered so far: *spans (indexed by message, malloc'ed) or NULL when a check fails. */
-static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v,
                                 const char *text, size_t len, const cut *exact, int nexact, int from, zt_span **spans)
 {
-    layout l = {.t = t, .msgs = msgs, .n = n, .bos = bos, .eos = eos, .text = text, .len = len};
+    layout l = {.t = t, .msgs = msgs, .n = n, .v = v, .text = text, .len = len};
     int ok;
     *spans = NULL;
     zt_status st = lay_out(&l, exact, nexact, from, &ok);
@@ -645,10 +694,10 @@ static zt_status sentinel_spans(const zt_template *t, const zt_message *msgs, in
 
 /* The last place where text holds message i's content, laid out by the sentinel rendering of
  * msgs[0, n): *ok when the layout holds. */
-static zt_status find_content(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                              const char *eos, const char *text, size_t len, occurrence *found, int *ok)
+static zt_status find_content(const zt_template *t, const zt_message *msgs, int n, int i, const zt_template_vars *v,
+                              const char *text, size_t len, occurrence *found, int *ok)
 {
-    layout l = {.t = t, .msgs = msgs, .n = n, .bos = bos, .eos = eos, .text = text, .len = len};
+    layout l = {.t = t, .msgs = msgs, .n = n, .v = v, .text = text, .len = len};
     char *s;
     size_t ns;
     *ok = 0;
@@ -700,18 +749,17 @@ static size_t through_eos(const char *text, size_t from, size_t end, const char 
  * closing text is what the template writes after the content in q, which renders messages [0, i]:
  * the turn's end as the template writes it when the conversation ends there. *ok when both texts
  * show where the content is. */
-static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const char *bos,
-                              const char *eos, const char *text, size_t len, const char *q, size_t nq, zt_span *span,
-                              int *ok)
+static zt_status closing_span(const zt_template *t, const zt_message *msgs, int n, int i, const zt_template_vars *v,
+                              const char *text, size_t len, const char *q, size_t nq, zt_span *span, int *ok)
 {
     occurrence in_text, in_q;
-    zt_status st = find_content(t, msgs, n, i, bos, eos, text, len, &in_text, ok);
-    if (!st && *ok) st = find_content(t, msgs, i + 1, i, bos, eos, q, nq, &in_q, ok);
+    zt_status st = find_content(t, msgs, n, i, v, text, len, &in_text, ok);
+    if (!st && *ok) st = find_content(t, msgs, i + 1, i, v, q, nq, &in_q, ok);
     if (st || !*ok) return st;
     size_t end = in_text.end, c = in_q.end;
     while (end < len && c < nq && text[end] == q[c]) end++, c++;
     end = partial_tag_start(text, in_text.end, end, c == nq);
-    *span = (zt_span){in_text.begin, through_eos(text, in_text.end, end, eos)};
+    *span = (zt_span){in_text.begin, through_eos(text, in_text.end, end, v->eos)};
     return ZT_OK;
 }
 
@@ -726,13 +774,13 @@ static int time_for_sentinels(uint64_t spent, size_t len, int assistants_left)
     return spent > len / 2 && assistants_left >= 3;
 }
 
-zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v,
                                 zt_train_on train_on, zt_span_fn each, void *ctx, char **text, size_t *len)
 {
     *text = NULL;
     int all = train_on == ZT_TRAIN_ALL, last = train_on == ZT_TRAIN_LAST, stop = 0, first = 0;
     zt_status st;
-    if ((st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, bos, eos, text, len))) return st;
+    if ((st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, v, text, len))) return st;
     if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
     if (last)
         for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {
@@ -747,15 +795,14 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
         if (strcmp(msgs[i].role, "assistant")) continue;
         if (!tried && time_for_sentinels(spent, *len, left)) {
             tried = 1;
-            if ((st = sentinel_spans(t, msgs, n, bos, eos, *text, *len, exact, nexact, i, &placed))) break;
+            if ((st = sentinel_spans(t, msgs, n, v, *text, *len, exact, nexact, i, &placed))) break;
         }
         left--;
         zt_span s;
         int closing = 0;
         if (placed) {
             s = placed[i];
-        } else if (!(st = assistant_span(t, msgs, n, i, bos, eos, *text, *len, &s, &closing, &spent)) && exact &&
-                   !closing) {
+        } else if (!(st = assistant_span(t, msgs, n, i, v, *text, *len, &s, &closing, &spent)) && exact && !closing) {
             exact[nexact++] = (cut){i, 1, s.begin};
             exact[nexact++] = (cut){i + 1, 0, s.end};
         }
@@ -784,14 +831,14 @@ static zt_status collect_span(void *ctx, const char *text, zt_span span, int *st
     return ZT_OK;
 }
 
-zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v,
                             zt_train_on train_on, zt_span **spans, int *nspans, char **text)
 {
     *spans = NULL, *nspans = 0, *text = NULL;
     span_list l = {calloc((size_t)(n > 0 ? n : 1), sizeof *l.items), 0}; /* at most one span a message */
     if (!l.items) return zt_fail(ZT_ENOMEM, "out of memory finding the spans of %s", t->name);
     size_t len;
-    zt_status st = zt_template_each_span(t, msgs, n, bos, eos, train_on, collect_span, &l, text, &len);
+    zt_status st = zt_template_each_span(t, msgs, n, v, train_on, collect_span, &l, text, &len);
     if (st) {
         free(l.items);
         return st;

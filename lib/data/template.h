@@ -40,7 +40,12 @@
  * rendering also takes what the template writes between the generation prompt
  * and the content, such as an empty <think></think>). A turn whose content
  * the template changes beyond stripping it, or whose content is none, cannot
- * be placed so: that is an error naming the turn. Where a template ends the
+ * be placed so, nor can a turn with tool calls (its text is more than its
+ * content). Such a turn's span, where the text starts with P and Q with P, is
+ * the longest end of Q's rest (Q after P) that the text has right after P: the
+ * turn as the template writes it when the conversation ends there, less the
+ * start it drops when the conversation goes on (Qwen3's empty <think></think>).
+ * When there is none either, that is an error naming the turn. Where a template ends the
  * last turn with another token than the others (gpt-oss: <|return|>, <|end|>),
  * the earlier turns' spans are their contents alone, which the data pipeline
  * refuses for lacking an end-of-turn token; the sentinel placement below is
@@ -76,9 +81,10 @@
  *
  *     zt_template *t;
  *     if ((st = zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, "models/llama3"))) return st;
- *     zt_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
+ *     zt_message msgs[] = {{"user", "Hi", NULL}, {"assistant", "Hello!", NULL}};
  *     char *text; zt_span *spans; int nspans;
- *     st = zt_template_spans(t, msgs, 2, "<|begin_of_text|>", "<|eot_id|>", ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
+ *     zt_template_vars v = {"<|begin_of_text|>", "<|eot_id|>", NULL};
+ *     st = zt_template_spans(t, msgs, 2, &v, ZT_TRAIN_ASSISTANT, &spans, &nspans, &text);
  *     // text[spans[0].begin .. spans[0].end) == "Hello!<|eot_id|>"
  *     free(text); free(spans); zt_template_free(t);
  *
@@ -96,10 +102,23 @@
 
 typedef struct zt_template zt_template;
 
+struct cJSON;
+
 typedef struct zt_message {
-    const char *role;    /* system | user | assistant | ... */
-    const char *content; /* NULL renders as none */
+    const char *role;         /* system | user | assistant | tool | ... */
+    const char *content;      /* NULL renders as none */
+    const struct cJSON *json; /* the object it was read from, or NULL: its members beside role and
+                                 content (tool_calls, tool_call_id, name, reasoning_content...) go to
+                                 the template as they are */
 } zt_message;
+
+/* What a render gives the template beside the messages, as apply_chat_template does: the
+ * tokenizer's BOS and EOS (NULL: the variable is undefined) and the tools the model may call (a
+ * JSON list of function schemas; NULL: tools is none). */
+typedef struct zt_template_vars {
+    const char *bos, *eos;
+    const struct cJSON *tools;
+} zt_template_vars;
 
 /* What carries loss (data.train_on). */
 typedef enum zt_train_on { ZT_TRAIN_ASSISTANT, ZT_TRAIN_ALL, ZT_TRAIN_LAST } zt_train_on;
@@ -140,21 +159,21 @@ uint64_t zt_template_rendered(const zt_template *t);
 /* The source of a named template, or NULL. */
 const char *zt_template_builtin(zt_chat_template kind);
 
-/* Renders msgs[0..n); bos and eos may be NULL (the variables are then undefined). *out is malloc'ed. */
+/* Renders msgs[0..n) with v. *out is malloc'ed. */
 zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
-                             const char *bos, const char *eos, char **out);
+                             const zt_template_vars *v, char **out);
 
 /* Renders the conversation into *text (*len bytes; free it; NULL on failure) as
  * zt_template_spans does and calls each(ctx, *text, span, &stop) for its spans in order
  * until one sets stop: the spans after it are never looked for, which saves the prefix
  * renders that would find them. An error of each ends the walk and is returned. */
 typedef zt_status (*zt_span_fn)(void *ctx, const char *text, zt_span span, int *stop);
-zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v,
                                 zt_train_on train_on, zt_span_fn each, void *ctx, char **text, size_t *len);
 
 /* Renders the whole conversation into *text and finds the spans that carry loss
  * (in order, not overlapping, not empty); free(*text), free(*spans). */
-zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
+zt_status zt_template_spans(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v,
                             zt_train_on train_on, zt_span **spans, int *nspans, char **text);
 
 #endif

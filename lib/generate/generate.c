@@ -172,14 +172,12 @@ zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out)
     return st;
 }
 
-zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, char **out)
+zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *tools, char **out)
 {
     if (!g->tmpl) return zt_fail(ZT_EUSER, "the model has no chat template (name one with --chat-template)");
-    int32_t bos = zt_tokenizer_bos_id(g->tok), eos = zt_tokenizer_eos_id(g->tok);
-    const char *bos_s = bos >= 0 ? zt_tokenizer_id_to_piece(g->tok, bos) : NULL;
-    const char *eos_s = eos >= 0 ? zt_tokenizer_id_to_piece(g->tok, eos) : NULL;
+    zt_template_vars v = zt_format_vars(g->tok, tools);
     char *text;
-    zt_status st = zt_template_render(g->tmpl, msgs, n, 1, bos_s, eos_s, &text);
+    zt_status st = zt_template_render(g->tmpl, msgs, n, 1, &v, &text);
     if (st) return st;
     int32_t *ids;
     size_t k;

@@ -7,7 +7,7 @@
  *     g.sampler.temperature = 0;                        // greedy
  *     char *text;
  *     zt_generate_text(&g, "Once upon a time", &text);   // raw text prompt
- *     zt_generate_chat(&g, msgs, n, &text);              // through the chat template
+ *     zt_generate_chat(&g, msgs, n, NULL, &text);        // through the chat template (no tools)
  *     zt_generator_close(&g);
  */
 #ifndef ZT_GENERATE_H
@@ -62,17 +62,19 @@ void zt_generator_close(zt_generator *g);
 /* Continues ids (a prompt already tokenized); the completion's text in *out (malloc'd). */
 zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);
 zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out);
-zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, char **out);
+/* The answer to msgs[0..n) rendered by the chat template with tools (a JSON list, or NULL). */
+zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *tools, char **out);
 
 /* One line of a prompts file (zt generate --input): a JSON object with "prompt" (a string, or
- * messages) or "messages" ([{"role", "content"}]); its other fields are kept in obj, where the
- * completion goes. line[len] is its end (the newline removed); where ("file:line") starts a
- * ZT_EUSER message. */
+ * messages) or "messages" (read as data/messages.h reads them), and "tools" for the template; its
+ * other fields are kept in obj, where the completion goes. line[len] is its end (the newline
+ * removed); where ("file:line") starts a ZT_EUSER message. */
 typedef struct zt_generate_request {
     cJSON *obj;
     const char *prompt; /* a text prompt, or NULL: */
     zt_message *msgs;   /* the conversation, n messages */
     int n;
+    const cJSON *tools; /* its "tools", or NULL */
 } zt_generate_request;
 zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where);
 void zt_generate_request_free(zt_generate_request *q);

@@ -4,6 +4,7 @@
 
 #include "generate.h"
 #include "lib/data/jsonl.h"
+#include "lib/data/messages.h"
 
 static zt_status read_request(zt_generate_request *q)
 {
@@ -15,18 +16,8 @@ static zt_status read_request(zt_generate_request *q)
     }
     if (cJSON_IsArray(p)) msgs = p; /* a prompt given as messages */
     if (!cJSON_IsArray(msgs)) return zt_fail(ZT_EUSER, "needs \"prompt\" (a string or messages) or \"messages\"");
-    int n = cJSON_GetArraySize(msgs);
-    if (!(q->msgs = calloc((size_t)n + 1, sizeof *q->msgs))) return zt_fail(ZT_ENOMEM, "out of memory");
-    int i = 0;
-    for (const cJSON *e = msgs->child; e; e = e->next, i++) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
-                    *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsString(role) || !cJSON_IsString(content))
-            return zt_fail(ZT_EUSER, "message %d needs string \"role\" and \"content\"", i);
-        q->msgs[i] = (zt_message){role->valuestring, content->valuestring};
-    }
-    q->n = n;
-    return ZT_OK;
+    zt_status st = zt_messages_tools(q->obj, &q->tools);
+    return st ? st : zt_messages_read(msgs, 0, &q->msgs, &q->n);
 }
 
 zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where)

@@ -70,11 +70,13 @@ static zt_status accuracy_line(void *ctx, const cJSON *o)
     zt_message *m;
     int n;
     char *owned, *gen = NULL;
-    zt_status st = zt_format_messages(o, a->format, &m, &n, &owned);
+    const cJSON *tools;
+    zt_status st = zt_format_messages(o, a->format, &m, &n, &tools, &owned);
     if (st) return st;
     int last = n - 1;
     while (last >= 0 && strcmp(m[last].role, "assistant")) last--;
-    if (last > 0 && !(st = zt_generate_chat(a->g, m, last, &gen))) {
+    /* a turn of tool calls alone has no text to compare with */
+    if (last > 0 && m[last].content && !(st = zt_generate_chat(a->g, m, last, tools, &gen))) {
         char *want = strdup(m[last].content), *w = want, *got = gen;
         trim(&w), trim(&got);
         a->right += !strcmp(w, got);

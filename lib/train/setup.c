@@ -29,7 +29,7 @@ static zt_status build_entry(void *ctx, zt_dataset *ds)
 static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_tools *d, const zt_strlist *paths)
 {
     char opts[256], side[4096];
-    snprintf(opts, sizeof opts, "zt-tokens-5|%s|%s|%d|%d|%d|%d", zt_data_format_names[r->data.format],
+    snprintf(opts, sizeof opts, "zt-tokens-6|%s|%s|%d|%d|%d|%d", zt_data_format_names[r->data.format],
              zt_train_on_names[r->data.train_on], r->data.max_length, r->data.packing, r->data.skip_bad_lines,
              r->data.split_special_tokens);
     zt_cache_key_init(k);

@@ -72,6 +72,20 @@ expect_ok "--output the input itself" "$ZT" generate --model run/final --input i
 $PY -c 'import json; r=[json.loads(l) for l in open("inplace.jsonl")]; assert len(r) == 2 and r[0]["id"] == 7 and "completion" in r[1]' \
   && say "ok - the input file gets its completions in place" || fail "in place: $(cat inplace.jsonl)"
 expect_exit 2 "chat without a template" "chat template" "$ZT" generate --model run/final --input <(echo '{"messages": [{"role": "user", "content": "hi"}]}')
+# a request's tools and tool calls reach the template, and text parts are joined (the template
+# below refuses to render without tools, and echoes the joined content and the call's name)
+cat > tools.jinja <<'J'
+{% if tools is none %}{{ raise_exception('no tools') }}{% endif %}{% for m in messages %}{{ m.content or '' }}{% for c in m.tool_calls or [] %}[{{ c.function.name }}]{% endfor %}{% endfor %}
+J
+printf '%s\n' '{"tools": [{"type": "function", "function": {"name": "f"}}], "messages": [{"role": "user", "content": [{"type": "text", "text": "the "}, {"type": "text", "text": "forest"}]}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]}, {"role": "tool", "content": "ok"}]}' > tools.jsonl
+expect_ok "tools and text parts" "$ZT" generate --model run/final --chat-template tools.jinja --input tools.jsonl \
+  --output tools.out --max-new-tokens 2
+sed 's/"tools": \[[^]]*\], //' tools.jsonl > notools.jsonl
+expect_exit 2 "a request without the tools its template needs" "notools.jsonl:1: .*no tools" \
+  "$ZT" generate --model run/final --chat-template tools.jinja --input notools.jsonl
+printf '%s\n' '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}]}' > image.jsonl
+expect_exit 2 "an image part" "image.jsonl:1: message 0: content part 0 is of type 'image_url'" \
+  "$ZT" generate --model run/final --chat-template tools.jinja --input image.jsonl
 expect_exit 2 "no prompt" "needs --model and one of" "$ZT" generate --model run/final
 expect_exit 2 "bad temperature" "temperature" "$ZT" generate --model run/final --prompt x --temperature -1
 done_testing

@@ -1,8 +1,8 @@
 /* libFuzzer harness for the prompts file of zt generate --input: each line of the
  * input (its newline removed, as the command reads it) goes through
  * zt_generate_request_parse. A line gives a text prompt or messages with a
- * role and content each, or fails with ZT_EUSER naming "file:line"; never a
- * crash, leak or sanitizer report.
+ * role and content each (none only in a turn with tool calls), or fails with
+ * ZT_EUSER naming "file:line"; never a crash, leak or sanitizer report.
  *
  *   make fuzz-generate FUZZ_SECONDS=600
  */
@@ -29,8 +29,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             fuzz_check_failure(st, ZT_EUSER, where);
         } else {
             if (!cJSON_IsObject(q.obj) || (!q.prompt && !q.msgs)) abort();
-            for (int i = 0; i < q.n; i++)
-                if (!q.msgs[i].role || !q.msgs[i].content) abort();
+            for (int i = 0; i < q.n; i++) /* no content only beside tool calls */
+                if (!q.msgs[i].role ||
+                    (!q.msgs[i].content && cJSON_GetArraySize(cJSON_GetObjectItem(q.msgs[i].json, "tool_calls")) < 1))
+                    abort();
+            if (q.tools && !cJSON_IsArray(q.tools)) abort();
         }
         zt_generate_request_free(&q);
         free(line);

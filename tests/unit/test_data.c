@@ -744,6 +744,26 @@ static void test_text_special_tokens(void)
 
 /* ---- preference pairs ---------------------------------------------------------------------- */
 
+typedef struct bad_line {
+    const char *line, *error;
+} bad_line;
+
+/* Each line alone in a file is refused naming the file, its line and what is wrong with it. */
+static void expect_bad_lines(zt_data_format format, const zt_tokenizer *tok, const zt_template *tmpl,
+                             const bad_line *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *path = write_file("bad.jsonl", bad[i].line);
+        zt_dataset d = {0};
+        zt_format f = {.format = format, .max_length = 64, .tok = tok, .tmpl = tmpl, .ds = &d};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_EUSER && strstr(zt_errmsg(), bad[i].error) &&
+                      strstr(zt_errmsg(), "bad.jsonl:1: "),
+                  "case %zu: %s", i, zt_errmsg());
+        zt_dataset_free(&d);
+    }
+}
+
 /* A pair without "prompt" (or with a string beside conversations) takes as its prompt what
  * "chosen" and "rejected" share, as TRL's extract_prompt does (its results for these lines,
  * with trl 1.16: the explicit lines): the same rows as the explicit pairs, through a byte-level
@@ -783,24 +803,14 @@ static void test_preference_implicit_prompt(void)
           !memcmp(ds[0].labels, ds[1].labels, (size_t)n * sizeof *ds[0].labels));
     for (int k = 0; k < 2; k++) zt_dataset_free(&ds[k]);
 
-    static const struct {
-        const char *line, *error;
-    } bad[] = {
+    static const bad_line bad[] = {
         {"{\"chosen\": [{\"role\": \"user\", \"content\": \"a\"}], \"rejected\": \"b\"}", "must both be strings or"},
         {"{\"chosen\": \"\", \"rejected\": \"b\"}", "must not be empty"},
         {"{\"chosen\": [{\"role\": \"user\", \"content\": \"a\"}], \"rejected\": [{\"role\": \"user\", \"content\": "
          "\"b\"}]}",
          "share no first message"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char *path = write_file("bad.jsonl", bad[i].line);
-        zt_dataset d = {0};
-        zt_format f = {.format = ZT_DATA_PREFERENCE, .max_length = 64, .tok = tok, .tmpl = tmpl, .ds = &d};
-        int64_t skipped;
-        CHECK_MSG(zt_format_load(&f, &path, 1, 0, &skipped) == ZT_EUSER && strstr(zt_errmsg(), bad[i].error),
-                  "case %zu: %s", i, zt_errmsg());
-        zt_dataset_free(&d);
-    }
+    expect_bad_lines(ZT_DATA_PREFERENCE, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
     zt_template_free(tmpl);
     zt_tokenizer_free(tok);
 }
@@ -883,6 +893,105 @@ static void load_chat(const zt_tokenizer *tok, const zt_template *tmpl, char *pa
 /* Truncation keeps exactly the first max_length tokens and labels that the whole
  * conversation gives, wherever the cut falls (inside a turn, between turns), though
  * the spans past the cut are not looked for. */
+/* The trained tokens of a one-line chat file, decoded. */
+static char *trained_text(const zt_tokenizer *tok, const zt_template *tmpl, const char *line)
+{
+    zt_dataset ds;
+    load_chat(tok, tmpl, write_file("tools.jsonl", line), 4096, &ds);
+    int64_t n = zt_dataset_tokens(&ds), k = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++)
+        if (ds.labels[i] != NO_LOSS) ids[k++] = ds.ids[i];
+    char *text = NULL;
+    CHECK(zt_tokenizer_decode(tok, ids, (size_t)k, 0, &text) == ZT_OK);
+    free(ids);
+    zt_dataset_free(&ds);
+    return text;
+}
+
+/* A function-calling conversation: the row's tools and the turn's tool_calls reach the template
+ * (Qwen2.5's and Qwen3's, as published), the tool calls and the answer are trained, the tool's
+ * result is not. The expected texts are what transformers 4.51.3 renders for the spans (P, Q as
+ * template.h defines them; Qwen3 writes an empty <think></think> into the last turn only). */
+static void test_chat_tool_calls(void)
+{
+    static const char line[] =
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The "
+        "weather in a city.\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+        "\"string\"}}, \"required\": [\"city\"]}}}], \"messages\": [{\"role\": \"user\", \"content\": \"Weather in "
+        "Paris?\"}, {\"role\": \"assistant\", \"content\": %s, \"tool_calls\": [{\"type\": \"function\", "
+        "\"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}]}, {\"role\": \"tool\", "
+        "\"content\": \"{\\\"temperature\\\": 22}\"}, {\"role\": \"assistant\", \"content\": \"It is 22 "
+        "\u00b0C.\"}]}\n";
+    static const struct {
+        const char *file, *content, *want;
+    } cases[] = {
+        {"tests/fixtures/templates/qwen2.5-7b-instruct.jinja", "null",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+         "It is 22 \u00b0C.<|im_end|>\n"},
+        {"tests/fixtures/templates/llamacpp/Qwen-Qwen3-0.6B.jinja", "\"\"",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+         "<think>\n\n</think>\n\nIt is 22 \u00b0C.<|im_end|>\n"},
+    };
+    zt_tokenizer *tok;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        zt_template *tmpl;
+        CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, cases[c].file, NULL) == ZT_OK);
+        char text[2048];
+        snprintf(text, sizeof text, line, cases[c].content);
+        char *got = trained_text(tok, tmpl, text);
+        CHECK_MSG(got && !strcmp(got, cases[c].want), "%s: trained %s", cases[c].file, got);
+        free(got);
+        zt_template_free(tmpl);
+    }
+    zt_tokenizer_free(tok);
+}
+
+/* Content as a list of text parts trains as the parts joined; other parts, tools that are not a
+ * list and a turn without content or tool calls are refused by name. */
+static void test_chat_content_parts(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
+    zt_dataset a, b;
+    load_chat(tok, tmpl,
+              write_file("parts.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
+                                        "\"text\": \"What is \"}, {\"type\": \"text\", \"text\": \"2+2?\"}]}, "
+                                        "{\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": "
+                                        "\"4\"}]}]}\n"),
+              64, &a);
+    load_chat(tok, tmpl,
+              write_file("string.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}, "
+                                         "{\"role\": \"assistant\", \"content\": \"4\"}]}\n"),
+              64, &b);
+    int64_t n = zt_dataset_tokens(&a);
+    CHECK(n > 4 && n == zt_dataset_tokens(&b) && !memcmp(a.ids, b.ids, (size_t)n * sizeof *a.ids) &&
+          !memcmp(a.labels, b.labels, (size_t)n * sizeof *a.labels));
+    zt_dataset_free(&a);
+    zt_dataset_free(&b);
+    static const bad_line bad[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": "
+         "\"x.png\"}}]}]}",
+         "message 0: content part 0 is of type 'image_url'; zt trains on text parts only"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
+         "message 0: content part 0 needs a string \"text\""},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [\"hi\"]}]}", "content part 0 needs a string \"type\""},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": null}]}",
+         "message 1: \"content\" is null, not a string or a list of text parts"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\"}]}",
+         "(only a turn with tool_calls may leave it out)"},
+        {"{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": {}}]}", "message 0: \"tool_calls\" is an object"},
+        {"{\"tools\": \"get_weather\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
+         "\"tools\" is a string, not a list of function schemas"},
+    };
+    expect_bad_lines(ZT_DATA_CHAT, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 static void test_chat_truncation_is_a_prefix(void)
 {
     zt_tokenizer *tok;
@@ -1060,9 +1169,9 @@ static void test_generation_stops_at_template_turn_end(void)
                               .max_len = 64};
     CHECK_MSG(zt_generator_open(&g, &o) == ZT_OK, "%s", zt_errmsg());
     g.max_new_tokens = 8;
-    zt_message msgs[] = {{"user", "say"}};
+    zt_message msgs[] = {{"user", "say", NULL}};
     char *out = NULL;
-    CHECK_MSG(zt_generate_chat(&g, msgs, 1, &out) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_generate_chat(&g, msgs, 1, NULL, &out) == ZT_OK, "%s", zt_errmsg());
     CHECK_MSG(g.generated == 1 && out && !out[0], "%lld tokens sampled, completion '%s'", (long long)g.generated,
               out ? out : "");
     free(out);
@@ -1092,6 +1201,8 @@ int main(void)
     RUN(test_jsonl_line_checks);
     RUN(test_preference_implicit_prompt);
     RUN(test_completion_lines);
+    RUN(test_chat_tool_calls);
+    RUN(test_chat_content_parts);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);

@@ -14,6 +14,7 @@
 
 #include "lib/core/fileio.h"
 #include "lib/jinja/jinja.h"
+#include "lib/data/messages.h"
 #include "lib/data/template.h"
 #include "test.h"
 
@@ -74,54 +75,10 @@ static void expect_error(const char *src, const char *vars, const char *want)
 
 /* --- the fixtures: same bytes as jinja2 --------------------------------------------------------- */
 
-static int load_messages(const cJSON *arr, zt_message *msgs, int cap)
-{
-    int n = 0;
-    for (const cJSON *e = arr ? arr->child : NULL; e && n < cap; e = e->next, n++) {
-        msgs[n].role = cJSON_GetObjectItem(e, "role")->valuestring;
-        msgs[n].content = cJSON_GetObjectItem(e, "content")->valuestring;
-    }
-    return n;
-}
-
 static const char *str_or_null(const cJSON *row, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItem(row, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* A row with tools: the template renders the row's messages and tools through the interpreter,
- * with the variables transformers passes. Returns 1 for a text compared. */
-static int expect_jinja_row(const cJSON *row, const char *name)
-{
-    char *src;
-    size_t len;
-    if (zt_read_file(fixture(name), &src, &len)) {
-        CHECK_MSG(0, "%s", zt_errmsg());
-        return 0;
-    }
-    cJSON *vars = cJSON_CreateObject();
-    static const char *const keys[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        const cJSON *v = cJSON_GetObjectItem(row, keys[k]);
-        if (v && !cJSON_IsNull(v)) cJSON_AddItemToObject(vars, keys[k], cJSON_Duplicate(v, 1));
-    }
-    cJSON_AddNullToObject(vars, "documents");
-    zt_jinja *t = NULL;
-    char *got = NULL;
-    size_t n;
-    zt_status st = zt_jinja_parse(&t, src, len, name);
-    if (!st) st = zt_jinja_render(t, vars, NULL, &got, &n);
-    const char *want = str_or_null(row, "text"), *want_err = str_or_null(row, "error");
-    if (want)
-        CHECK_MSG(!st && !strcmp(got, want), "%s with tools, add_generation_prompt=%d:\n    got  %s\n    want %s", name,
-                  cJSON_IsTrue(cJSON_GetObjectItem(row, "add_generation_prompt")), st ? zt_errmsg() : got, want);
-    else CHECK_MSG(st, "%s with tools: transformers fails (%s) but zt renders %s", name, want_err, got);
-    free(got);
-    zt_jinja_free(t);
-    cJSON_Delete(vars);
-    free(src);
-    return want != NULL;
 }
 
 static void test_fixture_renders(void)
@@ -154,20 +111,17 @@ static void test_fixture_renders(void)
             CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
             snprintf(loaded_name, sizeof loaded_name, "%s", name);
         }
-        if (cJSON_GetObjectItem(row, "tools")) { /* tool calls: zt's conversations have none, so the interpreter */
-            texts += expect_jinja_row(row, name);
-            cJSON_Delete(row);
-            rows++;
-            continue;
-        }
-        zt_message msgs[32];
-        int n = load_messages(cJSON_GetObjectItem(row, "messages"), msgs, 32);
+        /* the messages as the data pipeline reads them, with the row's tools */
+        const cJSON *list = cJSON_GetObjectItem(row, "messages"), *tools = cJSON_GetObjectItem(row, "tools");
+        zt_message *msgs = NULL;
+        int n = 0;
+        if (cJSON_GetArraySize(list) && zt_messages_read(list, 0, &msgs, &n)) CHECK_MSG(0, "%s: %s", name, zt_errmsg());
         int agp = cJSON_IsTrue(cJSON_GetObjectItem(row, "add_generation_prompt"));
         int conv = cJSON_GetObjectItem(row, "conversation")->valueint;
         const char *bos = str_or_null(row, "bos_token"), *eos = str_or_null(row, "eos_token");
         const char *want = str_or_null(row, "text"), *want_err = str_or_null(row, "error");
         char *got = NULL;
-        zt_status st = t ? zt_template_render(t, msgs, n, agp, bos, eos, &got) : ZT_EUSER;
+        zt_status st = t ? zt_template_render(t, msgs, n, agp, &(zt_template_vars){bos, eos, tools}, &got) : ZT_EUSER;
         if (want) {
             CHECK_MSG(!st && !strcmp(got, want),
                       "%s, conversation %d, add_generation_prompt=%d:\n    got  %s\n    want %s", name, conv, agp,
@@ -185,7 +139,8 @@ static void test_fixture_renders(void)
             zt_span *sp;
             int ns;
             char *text;
-            st = zt_template_spans(t, msgs, n, bos, eos, ZT_TRAIN_ASSISTANT, &sp, &ns, &text);
+            st = zt_template_spans(t, msgs, n, &(zt_template_vars){bos, eos, tools}, ZT_TRAIN_ASSISTANT, &sp, &ns,
+                                   &text);
             if (!spans) {
                 CHECK_MSG(st, "%s, conversation %d: jinja2 finds no spans but zt does", name, conv);
             } else if (!st) {
@@ -203,6 +158,7 @@ static void test_fixture_renders(void)
                 CHECK_MSG(0, "%s, conversation %d: %s", name, conv, zt_errmsg());
             }
         }
+        free(msgs);
         cJSON_Delete(row);
         rows++;
     }
@@ -247,7 +203,11 @@ static void test_spans(void)
         {"zephyr", "<s>", "</s>", "A1</s>\n", "A2 </s>\n"},
         {"alpaca", "<s>", "</s>", "A1</s>", "A2 </s>"},
     };
-    zt_message msgs[] = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}, {"assistant", "A2 "}};
+    zt_message msgs[] = {{"system", "S", NULL},
+                         {"user", "U1", NULL},
+                         {"assistant", "A1", NULL},
+                         {"user", "U2", NULL},
+                         {"assistant", "A2 ", NULL}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         zt_template *t;
         if (load_named(&t, cases[k].name)) {
@@ -257,7 +217,8 @@ static void test_spans(void)
         zt_span *sp;
         int n;
         char *text;
-        zt_status st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, ZT_TRAIN_ASSISTANT, &sp, &n, &text);
+        zt_status st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL},
+                                         ZT_TRAIN_ASSISTANT, &sp, &n, &text);
         CHECK_MSG(!st && n == 2, "%s: %s", cases[k].name, st ? zt_errmsg() : "not 2 spans");
         if (!st && n == 2) {
             CHECK_MSG(!strncmp(text + sp[0].begin, cases[k].turn1, sp[0].end - sp[0].begin) &&
@@ -271,10 +232,12 @@ static void test_spans(void)
             size_t len = strlen(text);
             free(sp);
             free(text);
-            st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, ZT_TRAIN_LAST, &sp, &n, &text);
+            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_LAST,
+                                   &sp, &n, &text);
             CHECK(!st && n == 1 && sp[0].begin == second.begin && sp[0].end == second.end);
             if (!st) free(sp), free(text);
-            st = zt_template_spans(t, msgs, 5, cases[k].bos, cases[k].eos, ZT_TRAIN_ALL, &sp, &n, &text);
+            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_ALL, &sp,
+                                   &n, &text);
             CHECK(!st && n == 1 && sp[0].begin == 0 && sp[0].end == len);
             if (!st) free(sp), free(text);
             (void)first;
@@ -282,7 +245,8 @@ static void test_spans(void)
             free(sp), free(text);
         }
         /* no assistant turn: no spans */
-        st = zt_template_spans(t, msgs, 2, cases[k].bos, cases[k].eos, ZT_TRAIN_LAST, &sp, &n, &text);
+        st = zt_template_spans(t, msgs, 2, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_LAST, &sp,
+                               &n, &text);
         CHECK(!st && n == 0);
         if (!st) free(sp), free(text);
         zt_template_free(t);
@@ -297,11 +261,12 @@ static void test_spans(void)
     zt_span *sp;
     int n;
     char *text;
-    zt_status st = zt_template_spans(t, msgs + 1, 4, NULL, NULL, ZT_TRAIN_ASSISTANT, &sp, &n, &text);
+    zt_status st =
+        zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){NULL, NULL, NULL}, ZT_TRAIN_ASSISTANT, &sp, &n, &text);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "does not render conversations incrementally") &&
                   strstr(zt_errmsg(), "peek.jinja"),
               "%s", zt_errmsg());
-    st = zt_template_spans(t, msgs + 1, 4, NULL, NULL, ZT_TRAIN_ALL, &sp, &n, &text);
+    st = zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){NULL, NULL, NULL}, ZT_TRAIN_ALL, &sp, &n, &text);
     CHECK(!st && n == 1 && !strcmp(text, "u1a1u2A2 <last>"));
     if (!st) free(sp), free(text);
     zt_template_free(t);
@@ -332,14 +297,15 @@ static int find_once(const char *text, const char *c, size_t *b, size_t *e)
  * [0, i], where the text starts with Q and Q with P; else the closing span: the content where the
  * text has it, then as much of what Q writes after the content as the text has there, found here
  * where the content is in both exactly once. Returns the number of spans (empty ones left out),
- * -1 when a render fails, or -2 when a closing span's content is not in both exactly once;
+ * -1 when a render fails, or -2 when a closing span's content is not in both exactly once or the
+ * turn has tool calls (renders.jsonl checks those spans);
  * *closing tells that a closing span was needed. */
 static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, const char *bos, const char *eos,
                         int last_only, zt_span *spans, int *closing)
 {
     char *text;
     *closing = 0;
-    if (zt_template_render(t, msgs, n, 0, bos, eos, &text)) return -1;
+    if (zt_template_render(t, msgs, n, 0, &(zt_template_vars){bos, eos, NULL}, &text)) return -1;
     size_t len = strlen(text);
     int first = 0, ns = 0;
     if (last_only)
@@ -348,14 +314,16 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
     for (int i = first; ns >= 0 && i >= 0 && i < n; i++) {
         if (strcmp(msgs[i].role, "assistant")) continue;
         char *p = NULL, *q = NULL;
-        if (zt_template_render(t, msgs, i, 1, bos, eos, &p) || zt_template_render(t, msgs, i + 1, 0, bos, eos, &q)) {
+        if (zt_template_render(t, msgs, i, 1, &(zt_template_vars){bos, eos, NULL}, &p) ||
+            zt_template_render(t, msgs, i + 1, 0, &(zt_template_vars){bos, eos, NULL}, &q)) {
             ns = -1;
         } else {
             size_t np = strlen(p), nq = strlen(q), tb, te, qb, qe;
             zt_span s = {np, nq};
             if (nq < np || memcmp(p, q, np) || len < nq || memcmp(text, q, nq)) {
                 *closing = 1;
-                if (!find_once(text, msgs[i].content, &tb, &te) || !find_once(q, msgs[i].content, &qb, &qe)) {
+                if (msgs[i].json || !find_once(text, msgs[i].content, &tb, &te) ||
+                    !find_once(q, msgs[i].content, &qb, &qe)) { /* tool calls: not the content's span */
                     ns = -2;
                 } else {
                     for (s = (zt_span){tb, te}; s.end < len && qe < nq && text[s.end] == q[qe];) s.end++, qe++;
@@ -393,7 +361,7 @@ static int expect_prefix_spans(const zt_template *t, const zt_message *msgs, int
     char want_err[512];
     snprintf(want_err, sizeof want_err, "%s", nwant == -1 ? zt_errmsg() : "");
     before = zt_template_rendered(t);
-    zt_status st = zt_template_spans(t, msgs, n, bos, eos, train_on, &got, &ngot, &text);
+    zt_status st = zt_template_spans(t, msgs, n, &(zt_template_vars){bos, eos, NULL}, train_on, &got, &ngot, &text);
     *cost = zt_template_rendered(t) - before;
     int refused = st == ZT_EUSER && strstr(zt_errmsg(), "cannot be told apart in its text");
     if (nwant >= 0 && !(closing && refused)) {
@@ -499,7 +467,16 @@ static const char *const PIECES[] = {
     "\xEE\x80\x81\v",
 };
 
-static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[96])
+/* Tool calls that random assistant turns make (where the template takes tools): two alike, one not. */
+static const char *const TOOL_CALLS[] = {
+    "{\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}",
+    "{\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}",
+    "{\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\": {}}}]}",
+};
+enum { NTOOL_CALLS = sizeof TOOL_CALLS / sizeof TOOL_CALLS[0] };
+
+static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[96],
+                                cJSON *const calls[NTOOL_CALLS])
 {
     static const char *const any[] = {"user",      "user",      "user",      "user",   "assistant",
                                       "assistant", "assistant", "assistant", "system", "tool"}; /* tool last */
@@ -512,6 +489,7 @@ static void random_conversation(int roles, int tool, int n, zt_message *msgs, ch
         contents[i][0] = 0;
         for (int k = (int)rnd(4); k > 0; k--) strcat(contents[i], PIECES[rnd(sizeof PIECES / sizeof PIECES[0])]);
         msgs[i].content = contents[i];
+        msgs[i].json = tool && !strcmp(msgs[i].role, "assistant") && !rnd(4) ? calls[rnd(NTOOL_CALLS)] : NULL;
     }
 }
 
@@ -520,26 +498,31 @@ static void random_conversation(int roles, int tool, int n, zt_message *msgs, ch
  * not only the fallback. Those that take the fallback: contents the template changes beyond
  * trimming them (llama2 strips its first user message together with the system prompt before it,
  * llama-3.1 writes tool messages through tojson), or whose trimming is ambiguous (a content ending
- * in whitespace before template text that starts with it); tool messages are left out of the count. */
+ * in whitespace before template text that starts with it); conversations with tool messages or
+ * tool calls are left out of the count (a template that writes the calls makes the windows around
+ * turns with other calls texts of other kinds, so a few distinct calls use up the kinds). */
 static void test_spans_match_prefix_rendering(void)
 {
     enum { CONVERSATIONS = 60, MAX_MESSAGES = 48 };
     zt_message msgs[MAX_MESSAGES];
     static char contents[MAX_MESSAGES][96];
+    cJSON *calls[NTOOL_CALLS];
+    for (int k = 0; k < NTOOL_CALLS; k++) calls[k] = cJSON_Parse(TOOL_CALLS[k]);
     for (size_t k = 0; k < sizeof SPAN_TEMPLATES / sizeof SPAN_TEMPLATES[0]; k++) {
         zt_template *t = load_span_template(SPAN_TEMPLATES[k].name);
         if (!t) continue;
         int long_ones = 0, linear = 0;
         for (int c = 0; c < CONVERSATIONS; c++) {
             int n = 1 + (int)rnd(c % 2 ? MAX_MESSAGES : 8);
-            random_conversation(SPAN_TEMPLATES[k].roles, SPAN_TEMPLATES[k].tool, n, msgs, contents);
+            random_conversation(SPAN_TEMPLATES[k].roles, SPAN_TEMPLATES[k].tool, n, msgs, contents, calls);
             zt_train_on train_on = rnd(4) ? ZT_TRAIN_ASSISTANT : ZT_TRAIN_LAST;
             uint64_t cost, prefix_cost;
             int found = expect_prefix_spans(t, msgs, n, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, train_on, &cost,
                                             &prefix_cost);
             int assistants = 0, tools = 0;
             for (int i = 0; i < n; i++)
-                assistants += !strcmp(msgs[i].role, "assistant"), tools += !strcmp(msgs[i].role, "tool");
+                assistants += !strcmp(msgs[i].role, "assistant"),
+                    tools += !strcmp(msgs[i].role, "tool") || msgs[i].json;
             if (found && assistants >= 12 && !tools && train_on == ZT_TRAIN_ASSISTANT) {
                 long_ones++;
                 linear += cost * 2 < prefix_cost;
@@ -549,6 +532,7 @@ static void test_spans_match_prefix_rendering(void)
                   SPAN_TEMPLATES[k].name, linear, long_ones);
         zt_template_free(t);
     }
+    for (int k = 0; k < NTOOL_CALLS; k++) cJSON_Delete(calls[k]);
 }
 
 /* 2000 short messages, no max_length: finding the 1000 spans renders a few times the text, where
@@ -563,7 +547,7 @@ static void test_spans_linear_in_turns(void)
     static char contents[N][32];
     for (int i = 0; i < N; i++) {
         snprintf(contents[i], sizeof contents[i], i % 2 ? "answer %d" : "question %d", i);
-        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i]};
+        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i], NULL};
     }
     for (size_t k = 0; k < 6; k++) {
         zt_template *t = load_span_template(SPAN_TEMPLATES[k].name);
@@ -572,8 +556,9 @@ static void test_spans_linear_in_turns(void)
         int ns;
         char *text;
         uint64_t before = zt_template_rendered(t);
-        zt_status st = zt_template_spans(t, msgs, N, SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, ZT_TRAIN_ASSISTANT,
-                                         &sp, &ns, &text);
+        zt_status st =
+            zt_template_spans(t, msgs, N, &(zt_template_vars){SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, NULL},
+                              ZT_TRAIN_ASSISTANT, &sp, &ns, &text);
         uint64_t cost = zt_template_rendered(t) - before;
         CHECK_MSG(!st && ns == N / 2, "%s: %s", SPAN_TEMPLATES[k].name, st ? zt_errmsg() : "not 1000 spans");
         if (!st) {
@@ -596,7 +581,7 @@ static void test_spans_not_incremental(void)
     char contents[N][32];
     for (int i = 0; i < N; i++) {
         snprintf(contents[i], sizeof contents[i], "turn %d", i);
-        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i]};
+        msgs[i] = (zt_message){i % 2 ? "assistant" : "user", contents[i], NULL};
     }
     test_write_text(tmp_path("last.jinja"),
                     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% if loop.last %}<last>{% endif %}"
@@ -646,10 +631,10 @@ static void test_load_errors(void)
 
     /* a string */
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": \"{{ messages[0].content }}!\"}");
-    zt_message hi = {"user", "hi"};
+    zt_message hi = {"user", "hi", NULL};
     char *out;
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "hi!"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "hi!"));
     free(out);
     CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") &&
           strstr(zt_template_name(t), "tokenizer_config.json"));
@@ -659,7 +644,7 @@ static void test_load_errors(void)
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": "
                                                           "\"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "D"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "D"));
     free(out);
     zt_template_free(t);
     test_write_text(tmp_path("m1/tokenizer_config.json"),
@@ -670,7 +655,7 @@ static void test_load_errors(void)
     /* chat_template.jinja wins over tokenizer_config.json */
     test_write_text(tmp_path("m1/chat_template.jinja"), "J{{ messages | length }}\n");
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, NULL, NULL, &out) && !strcmp(out, "J1"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "J1"));
     free(out);
     zt_template_free(t);
 
@@ -687,15 +672,16 @@ static void test_load_errors(void)
 
     /* raise_exception's message, with the place */
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_MISTRAL, NULL, NULL));
-    zt_message two[] = {{"user", "a"}, {"user", "b"}};
-    st = zt_template_render(t, two, 2, 0, "<s>", "</s>", &out);
+    zt_message two[] = {{"user", "a", NULL}, {"user", "b", NULL}};
+    st = zt_template_render(t, two, 2, 0, &(zt_template_vars){"<s>", "</s>", NULL}, &out);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "chat template 'mistral':10:") &&
                   strstr(zt_errmsg(), "conversation roles must alternate user/assistant/user/assistant/..."),
               "%s", zt_errmsg());
     zt_template_free(t);
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_LLAMA3, NULL, NULL));
-    zt_message norole = {NULL, "x"};
-    CHECK(zt_template_render(t, &norole, 1, 0, NULL, NULL, &out) == ZT_EUSER && strstr(zt_errmsg(), "no role"));
+    zt_message norole = {NULL, "x", NULL};
+    CHECK(zt_template_render(t, &norole, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) == ZT_EUSER &&
+          strstr(zt_errmsg(), "no role"));
     zt_template_free(t);
 }
 

@@ -1,0 +1,114 @@
+#include "messages.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonl.h"
+
+static const char *const SHAREGPT_ROLES[][2] = {
+    {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"}};
+
+/* The bytes a list of text parts joins to (NUL included), or an error naming the part. */
+static zt_status parts_bytes(const cJSON *content, int i, size_t *bytes)
+{
+    *bytes = 1;
+    int k = 0;
+    for (const cJSON *p = content->child; p; p = p->next, k++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type"),
+                    *text = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsString(type))
+            return zt_fail(ZT_EUSER, "message %d: content part %d needs a string \"type\" (it is %s)", i, k,
+                           zt_json_kind(type));
+        if (strcmp(type->valuestring, "text"))
+            return zt_fail(ZT_EUSER, "message %d: content part %d is of type '%.32s'; zt trains on text parts only", i,
+                           k, type->valuestring);
+        if (!cJSON_IsString(text))
+            return zt_fail(ZT_EUSER, "message %d: content part %d needs a string \"text\" (it is %s)", i, k,
+                           zt_json_kind(text));
+        *bytes += strlen(text->valuestring);
+    }
+    return ZT_OK;
+}
+
+/* Message i of an OpenAI-style list; text is where joined parts go (advanced past what they use). */
+static zt_status openai_message(const cJSON *e, int i, zt_message *m, char **text)
+{
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
+                *content = cJSON_GetObjectItemCaseSensitive(e, "content"),
+                *calls = cJSON_GetObjectItemCaseSensitive(e, "tool_calls");
+    if (!cJSON_IsString(role))
+        return zt_fail(ZT_EUSER, "message %d needs a string \"role\" (it is %s)", i, zt_json_kind(role));
+    if (calls && !cJSON_IsArray(calls) && !cJSON_IsNull(calls))
+        return zt_fail(ZT_EUSER, "message %d: \"tool_calls\" is %s, not a list", i, zt_json_kind(calls));
+    *m = (zt_message){role->valuestring, NULL, e};
+    if (cJSON_IsString(content)) {
+        m->content = content->valuestring;
+    } else if (cJSON_IsArray(content)) {
+        m->content = *text;
+        for (const cJSON *p = content->child; p; p = p->next) {
+            const char *s = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+            size_t n = strlen(s);
+            memcpy(*text, s, n);
+            *text += n;
+        }
+        *(*text)++ = 0;
+    } else if (!(cJSON_GetArraySize(calls) > 0 && (!content || cJSON_IsNull(content)))) {
+        return zt_fail(ZT_EUSER, "message %d: \"content\" is %s, not a string or a list of text parts%s", i,
+                       zt_json_kind(content), content ? "" : " (only a turn with tool_calls may leave it out)");
+    }
+    return ZT_OK;
+}
+
+static zt_status sharegpt_message(const cJSON *e, int i, zt_message *m)
+{
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "from"),
+                *value = cJSON_GetObjectItemCaseSensitive(e, "value");
+    if (!cJSON_IsString(from) || !cJSON_IsString(value))
+        return zt_fail(ZT_EUSER, "message %d needs string \"from\" and \"value\"", i);
+    *m = (zt_message){NULL, value->valuestring, NULL};
+    for (size_t j = 0; j < sizeof SHAREGPT_ROLES / sizeof SHAREGPT_ROLES[0]; j++)
+        if (!strcmp(from->valuestring, SHAREGPT_ROLES[j][0])) m->role = SHAREGPT_ROLES[j][1];
+    if (!m->role)
+        return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt or system", i, from->valuestring);
+    return ZT_OK;
+}
+
+zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, int *n)
+{
+    *out = NULL, *n = 0;
+    if (!cJSON_IsArray(list))
+        return zt_fail(ZT_EUSER, "\"%s\" is %s, not a list of %s", sharegpt ? "conversations" : "messages",
+                       zt_json_kind(list), sharegpt ? "{\"from\", \"value\"}" : "{\"role\", \"content\"}");
+    int k = cJSON_GetArraySize(list), i = 0;
+    if (k == 0) return zt_fail(ZT_EUSER, "\"%s\" is empty", sharegpt ? "conversations" : "messages");
+    size_t bytes = 0; /* of the contents joined from parts */
+    for (const cJSON *e = list->child; e && !sharegpt; e = e->next, i++) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        size_t b = 0;
+        zt_status st = cJSON_IsArray(content) ? parts_bytes(content, i, &b) : ZT_OK;
+        if (st) return st;
+        bytes += b;
+    }
+    zt_message *m = malloc((size_t)k * sizeof *m + bytes);
+    if (!m) return zt_fail(ZT_ENOMEM, "out of memory");
+    char *text = (char *)(m + k);
+    i = 0;
+    zt_status st = ZT_OK;
+    for (const cJSON *e = list->child; e && !st; e = e->next, i++)
+        st = sharegpt ? sharegpt_message(e, i, &m[i]) : openai_message(e, i, &m[i], &text);
+    if (st) {
+        free(m);
+        return st;
+    }
+    *out = m, *n = k;
+    return ZT_OK;
+}
+
+zt_status zt_messages_tools(const cJSON *o, const cJSON **tools)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tools");
+    *tools = cJSON_IsArray(t) ? t : NULL;
+    if (t && !cJSON_IsArray(t) && !cJSON_IsNull(t))
+        return zt_fail(ZT_EUSER, "\"tools\" is %s, not a list of function schemas", zt_json_kind(t));
+    return ZT_OK;
+}

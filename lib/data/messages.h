@@ -1,0 +1,33 @@
+/* data/messages: a conversation as JSONL data writes it, read for the chat template.
+ *
+ *   OpenAI style  [{"role", "content", ...}]: content is a string, or a list of text parts
+ *                 ([{"type": "text", "text": ...}], joined in order with nothing between, as the
+ *                 templates that take parts render them; a part of another type, such as an
+ *                 image, is an error: zt trains on text), or none (null or left out) in a turn
+ *                 that has "tool_calls". The message's other members (tool_calls, tool_call_id,
+ *                 name, reasoning_content...) go to the template as they are (zt_message.json).
+ *   ShareGPT      [{"from": human|gpt|system, "value"}]: string values.
+ *
+ * A row's "tools" (a list of function schemas, or null) is what the template gets as tools.
+ *
+ *     zt_message *m; int n;
+ *     st = zt_messages_read(cJSON_GetObjectItem(row, "messages"), 0, &m, &n);   // free(m)
+ *
+ * Errors are ZT_EUSER and name the message and part (0-based, as the list indexes them).
+ */
+#ifndef ZT_DATA_MESSAGES_H
+#define ZT_DATA_MESSAGES_H
+
+#include <cjson/cJSON.h>
+
+#include "lib/core/status.h"
+#include "lib/data/template.h"
+
+/* The messages of list (ShareGPT's from/value when sharegpt): *out points into list and into its
+ * own block (free(*out) frees both), *n of them; an empty list is an error. */
+zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, int *n);
+
+/* The row's "tools": *tools NULL when o has none (or null), else the list. */
+zt_status zt_messages_tools(const cJSON *o, const cJSON **tools);
+
+#endif
