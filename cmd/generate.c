@@ -40,7 +40,7 @@ static zt_status batch(zt_generator *g, const char *in_path, const char *out_pat
         char *text = NULL;
         st = zt_generate_request_parse(&q, line, (size_t)len, where);
         if (!st) {
-            st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, q.tools, &text);
+            st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, q.obj, &text);
             if (st == ZT_EUSER) st = zt_fail_context(st, "%s", where); /* the template's, say */
         }
         if (!st) {
@@ -96,6 +96,7 @@ static zt_status chat(zt_generator *g)
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *adapter = NULL, *prompt = NULL, *input = NULL, *output = "-", *tmpl = NULL;
+    const char *kwargs = NULL;
     const char *device = "auto";
     long max_new = 128, top_k = 0, seed = 0, max_len = 4096;
     double temperature = 0, top_p = 1;
@@ -124,6 +125,8 @@ int cmd_generate(int argc, char **argv)
         {"seed", 'I', &seed, "S", "random seed for sampling (default 0)", 0, LONG_MAX},
         {"chat-template", 'S', &tmpl, "NAME", "chat template: auto (the model's), chatml, llama3, ... or a .jinja file",
          0, 0},
+        {"chat-template-kwargs", 'S', &kwargs, "JSON",
+         "more variables for the chat template, as a JSON object: '{\"enable_thinking\": false}'", 0, 0},
         {"max-length", 'I', &max_len, "N", "context positions to allocate (default 4096)", 16, 1 << 22},
         {"device", 'S', &device, "NAME", "auto (a GPU when one answers, else the CPU; the default), cpu or cuda", 0, 0},
         {0},
@@ -147,6 +150,7 @@ int cmd_generate(int argc, char **argv)
                               .adapter = adapter,
                               .chat_template = kind,
                               .template_path = tmpl,
+                              .template_kwargs = kwargs,
                               .max_len = (int)max_len,
                               .device = (zt_device)dev};
     if ((st = zt_generator_open(&g, &o))) return cmd_fail(st);

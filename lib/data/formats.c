@@ -49,11 +49,12 @@ static zt_status seq_push_text(seq *s, const zt_tokenizer *tok, const char *text
     return st;
 }
 
-zt_template_vars zt_format_vars(const zt_tokenizer *tok, const cJSON *tools)
+zt_status zt_format_vars(const zt_tokenizer *tok, const cJSON *row, zt_template_vars *v)
 {
     int32_t bos = zt_tokenizer_bos_id(tok), eos = zt_tokenizer_eos_id(tok);
-    return (zt_template_vars){bos >= 0 ? zt_tokenizer_id_to_piece(tok, bos) : NULL,
-                              eos >= 0 ? zt_tokenizer_id_to_piece(tok, eos) : NULL, tools};
+    *v = (zt_template_vars){bos >= 0 ? zt_tokenizer_id_to_piece(tok, bos) : NULL,
+                            eos >= 0 ? zt_tokenizer_id_to_piece(tok, eos) : NULL, NULL, NULL};
+    return zt_messages_extras(row, &v->tools, &v->kwargs);
 }
 
 static void add_end_id(int32_t ids[ZT_END_IDS], int32_t id)
@@ -120,7 +121,8 @@ zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, in
     int32_t eos = zt_tokenizer_eos_id(tok);
     if (eos >= 0) add_end_id(ids, eos);
     if (!tmpl) return ZT_OK;
-    zt_template_vars v = zt_format_vars(tok, NULL);
+    zt_template_vars v;
+    zt_format_vars(tok, NULL, &v); /* no row: nothing to refuse */
     char *text;
     zt_span *spans;
     int nspans;
@@ -221,15 +223,17 @@ static zt_status push_span(void *ctx, const char *text, zt_span span, int *stop)
     return st;
 }
 
-static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const cJSON *tools,
-                              zt_train_on train_on, seq *s)
+static zt_status conversation(const zt_format *f, const zt_message *msgs, int n, const cJSON *row, zt_train_on train_on,
+                              seq *s)
 {
-    zt_template_vars v = zt_format_vars(f->tok, tools);
+    zt_template_vars v;
+    zt_status st = zt_format_vars(f->tok, row, &v);
+    if (st) return st;
     char *text;
     size_t len;
     spans_ctx c = {.f = f, .train_on = train_on, .s = s};
     memcpy(c.end, f->end, sizeof c.end);
-    zt_status st = zt_template_each_span(f->tmpl, msgs, n, &v, train_on, push_span, &c, &text, &len);
+    st = zt_template_each_span(f->tmpl, msgs, n, &v, train_on, push_span, &c, &text, &len);
     if (st) return st;
     len = strlen(text); /* the text after the last span, up to its first NUL if it has one */
     if (s->n <= (size_t)f->max_length && len > c.at) st = seq_push_text(s, f->tok, text + c.at, len - c.at, 1, 0);
@@ -271,13 +275,10 @@ static zt_status instruct_messages(const cJSON *o, zt_message **out, int *n, cha
     return ZT_OK;
 }
 
-zt_status zt_format_messages(const cJSON *o, zt_data_format format, zt_message **msgs, int *n, const cJSON **tools,
-                             char **owned)
+zt_status zt_format_messages(const cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned)
 {
-    *owned = NULL, *tools = NULL;
-    if (format == ZT_DATA_INSTRUCT) return instruct_messages(o, msgs, n, owned);
-    zt_status st = zt_messages_tools(o, tools);
-    return st ? st : read_messages(o, msgs, n);
+    *owned = NULL;
+    return format == ZT_DATA_INSTRUCT ? instruct_messages(o, msgs, n, owned) : read_messages(o, msgs, n);
 }
 
 static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
@@ -285,10 +286,9 @@ static zt_status chat_example(const zt_format *f, const cJSON *o, seq *s)
     zt_message *m = NULL;
     int n = 0;
     char *owned;
-    const cJSON *tools;
-    zt_status st = zt_format_messages(o, f->format, &m, &n, &tools, &owned);
+    zt_status st = zt_format_messages(o, f->format, &m, &n, &owned);
     if (st) return st;
-    st = conversation(f, m, n, tools, f->train_on, s);
+    st = conversation(f, m, n, o, f->train_on, s);
     free(m);
     free(owned);
     return st;
@@ -304,7 +304,7 @@ static zt_status text_prompt(const zt_format *f, const char *prompt, seq *s)
 }
 
 /* One side of a preference pair: the prompt untrained, the answer trained (with EOS / end of turn). */
-static zt_status preference_side(const zt_format *f, const cJSON *prompt, const cJSON *answer, const cJSON *tools,
+static zt_status preference_side(const zt_format *f, const cJSON *row, const cJSON *prompt, const cJSON *answer,
                                  const char *name, seq *s)
 {
     if (cJSON_IsString(prompt)) {
@@ -326,7 +326,7 @@ static zt_status preference_side(const zt_format *f, const cJSON *prompt, const 
     if (!st) {
         memcpy(all, pm, (size_t)pn * sizeof *all);
         memcpy(all + pn, am ? am : &one, (size_t)an * sizeof *all);
-        st = conversation(f, all, pn + an, tools, ZT_TRAIN_LAST, s);
+        st = conversation(f, all, pn + an, row, ZT_TRAIN_LAST, s);
     }
     free(all);
     free(pm);
@@ -386,16 +386,14 @@ static zt_status preference_example(const zt_format *f, const cJSON *o, seq *cho
                 *r = cJSON_GetObjectItemCaseSensitive(o, "rejected");
     if (!c || !r) return zt_fail(ZT_EUSER, "needs \"chosen\" and \"rejected\"");
     cJSON *ip = NULL, *ic = NULL, *ir = NULL;
-    const cJSON *tools;
-    zt_status st = zt_messages_tools(o, &tools);
-    if (st) return st;
+    zt_status st = ZT_OK;
     if (!p || (cJSON_IsString(p) && cJSON_IsArray(c))) {
         if (!(st = implicit_prompt(c, r, &ip, &ic, &ir))) p = ip, c = ic, r = ir;
     } else if (!cJSON_IsString(p) && !cJSON_IsArray(p))
         st = zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
     if (!st && cJSON_IsArray(p) && !f->tmpl) st = zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
-    if (!st) st = preference_side(f, p, c, tools, "chosen", chosen);
-    if (!st) st = preference_side(f, p, r, tools, "rejected", rejected);
+    if (!st) st = preference_side(f, o, p, c, "chosen", chosen);
+    if (!st) st = preference_side(f, o, p, r, "rejected", rejected);
     cJSON_Delete(ip);
     cJSON_Delete(ic);
     cJSON_Delete(ir);
@@ -409,15 +407,14 @@ static zt_status rendered(const zt_format *f, const cJSON *o, const cJSON *const
 {
     zt_message *part[2] = {NULL, NULL}, *all = NULL;
     int n[2] = {0, 0};
-    const cJSON *tools;
-    zt_status st = zt_messages_tools(o, &tools);
+    zt_template_vars v;
+    zt_status st = zt_format_vars(f->tok, o, &v);
     for (int k = 0; k < 2 && lists[k] && !st; k++) st = zt_messages_read(lists[k], 0, &part[k], &n[k]);
     if (!st && !(all = calloc((size_t)(n[0] + n[1]), sizeof *all))) st = zt_fail(ZT_ENOMEM, "out of memory");
     char *text = NULL;
     if (!st) {
         memcpy(all, part[0], (size_t)n[0] * sizeof *all);
         if (n[1]) memcpy(all + n[0], part[1], (size_t)n[1] * sizeof *all);
-        zt_template_vars v = zt_format_vars(f->tok, tools);
         st = zt_template_render(f->tmpl, all, n[0] + n[1], add_generation_prompt, &v, &text);
     }
     if (!st) st = seq_push_text(s, f->tok, text, strlen(text), 1, trained);

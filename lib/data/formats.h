@@ -7,7 +7,8 @@
  *             tokens written in it are their ids unless split_special.
  *   chat      {"messages": [{"role", "content"}]} or ShareGPT {"conversations":
  *             [{"from": human|gpt|system, "value"}]} (read as data/messages.h reads
- *             them: text parts, tool calls), with the line's "tools": rendered by the chat template;
+ *             them: text parts, tool calls), with the line's "tools" and
+ *             "chat_template_kwargs": rendered by the chat template;
  *             the template's loss spans (train_on) become the labels, each span
  *             tokenized on its own so its tokens are exactly the trained ones;
  *             too long: truncated and counted (the spans past the cut are not
@@ -65,13 +66,13 @@ typedef struct zt_format {
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped);
 
 /* The conversation of one chat or instruct line: *msgs (free it) points into o and
- * into *owned (free it too; NULL for chat); *tools is the line's "tools" (or NULL). */
+ * into *owned (free it too; NULL for chat). */
 struct cJSON;
-zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n,
-                             const struct cJSON **tools, char **owned);
+zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
 
-/* What the chat template is given beside the messages: tok's BOS and EOS, and tools (or NULL). */
-zt_template_vars zt_format_vars(const zt_tokenizer *tok, const struct cJSON *tools);
+/* What the chat template is given beside the messages: tok's BOS and EOS, and the line's "tools"
+ * and "chat_template_kwargs" (data/messages.h; row NULL: none). */
+zt_status zt_format_vars(const zt_tokenizer *tok, const struct cJSON *row, zt_template_vars *v);
 
 /* The ids that end an assistant turn (ZT_END_IDS at most, -1 fills the rest): the tokenizer's EOS
  * and the special tokens (or whole-tag pieces, such as SentencePiece user-defined symbols) the

@@ -104,11 +104,15 @@ zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, in
     return ZT_OK;
 }
 
-zt_status zt_messages_tools(const cJSON *o, const cJSON **tools)
+zt_status zt_messages_extras(const cJSON *o, const cJSON **tools, const cJSON **kwargs)
 {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tools");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tools"),
+                *k = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
     *tools = cJSON_IsArray(t) ? t : NULL;
+    *kwargs = cJSON_IsObject(k) ? k : NULL;
     if (t && !cJSON_IsArray(t) && !cJSON_IsNull(t))
         return zt_fail(ZT_EUSER, "\"tools\" is %s, not a list of function schemas", zt_json_kind(t));
+    if (k && !cJSON_IsObject(k) && !cJSON_IsNull(k))
+        return zt_fail(ZT_EUSER, "\"chat_template_kwargs\" is %s, not an object", zt_json_kind(k));
     return ZT_OK;
 }

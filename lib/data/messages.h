@@ -8,7 +8,8 @@
  *                 name, reasoning_content...) go to the template as they are (zt_message.json).
  *   ShareGPT      [{"from": human|gpt|system, "value"}]: string values.
  *
- * A row's "tools" (a list of function schemas, or null) is what the template gets as tools.
+ * A row's "tools" (a list of function schemas, or null) is what the template gets as tools, and
+ * its "chat_template_kwargs" (an object, or null) more variables for the template.
  *
  *     zt_message *m; int n;
  *     st = zt_messages_read(cJSON_GetObjectItem(row, "messages"), 0, &m, &n);   // free(m)
@@ -27,7 +28,8 @@
  * own block (free(*out) frees both), *n of them; an empty list is an error. */
 zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, int *n);
 
-/* The row's "tools": *tools NULL when o has none (or null), else the list. */
-zt_status zt_messages_tools(const cJSON *o, const cJSON **tools);
+/* The row's "tools" (a list) and "chat_template_kwargs" (an object); NULL when o (which may be
+ * NULL) has none, or null. */
+zt_status zt_messages_extras(const cJSON *o, const cJSON **tools, const cJSON **kwargs);
 
 #endif

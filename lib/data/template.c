@@ -18,6 +18,7 @@ struct zt_template {
     zt_jinja *jinja;
     _Atomic uint64_t rendered; /* bytes rendered so far, from every thread: a statistic, not state */
     int sentinel_free;         /* the source does not hold the bytes sentinels start with */
+    cJSON *kwargs;             /* more variables for every render (zt_template_set_kwargs), or NULL */
 };
 
 /* A sentinel stands for message j's content: U+E000, j in decimal, U+E001, padded with a vertical
@@ -274,6 +275,7 @@ void zt_template_free(zt_template *t)
 {
     if (!t) return;
     zt_jinja_free(t->jinja);
+    cJSON_Delete(t->kwargs);
     free(t->name);
     free(t->source);
     free(t);
@@ -299,8 +301,50 @@ static int add_members(cJSON *m, const cJSON *json)
     return 1;
 }
 
+/* kwargs may not set what a render passes itself. */
+static zt_status check_kwargs(const zt_template *t, const cJSON *kwargs)
+{
+    static const char *const own[] = {"messages", "add_generation_prompt", "tools", "documents", "bos_token",
+                                      "eos_token"};
+    for (const cJSON *e = kwargs ? kwargs->child : NULL; e; e = e->next)
+        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+            if (!strcmp(e->string, own[i]))
+                return zt_fail(ZT_EUSER, "%s: chat_template_kwargs may not set '%s', which zt passes itself", t->name,
+                               own[i]);
+    return ZT_OK;
+}
+
+zt_status zt_template_set_kwargs(zt_template *t, const char *json)
+{
+    cJSON *k = cJSON_Parse(json);
+    if (!cJSON_IsObject(k)) {
+        cJSON_Delete(k);
+        return zt_fail(ZT_EUSER, "%s: chat_template_kwargs '%.64s' is not a JSON object", t->name, json);
+    }
+    zt_status st = check_kwargs(t, k);
+    if (st) {
+        cJSON_Delete(k);
+        return st;
+    }
+    cJSON_Delete(t->kwargs);
+    t->kwargs = k;
+    return ZT_OK;
+}
+
+/* The kwargs of the template and of v (v's over the template's), by reference. */
+static int add_kwargs(cJSON *vars, const zt_template *t, const zt_template_vars *v)
+{
+    for (const cJSON *e = t->kwargs ? t->kwargs->child : NULL; e; e = e->next)
+        if (!cJSON_GetObjectItemCaseSensitive(v->kwargs, e->string) &&
+            !cJSON_AddItemReferenceToObject(vars, e->string, (cJSON *)e))
+            return 0;
+    for (const cJSON *e = v->kwargs ? v->kwargs->child : NULL; e; e = e->next)
+        if (!cJSON_AddItemReferenceToObject(vars, e->string, (cJSON *)e)) return 0;
+    return 1;
+}
+
 /* The variables transformers passes: messages, add_generation_prompt, tools (or none), documents
- * (none), and the special tokens that exist. msgs and v stay owned by the caller. */
+ * (none), the special tokens that exist, and the kwargs. msgs and v stay owned by the caller. */
 static zt_status render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
                         const zt_template_vars *v, char **out, size_t *len)
 {
@@ -319,6 +363,7 @@ static zt_status render(const zt_template *t, const zt_message *msgs, int n, int
          cJSON_AddNullToObject(vars, "documents");
     if (ok && v->bos) ok = cJSON_AddItemToObject(vars, "bos_token", cJSON_CreateStringReference(v->bos));
     if (ok && v->eos) ok = cJSON_AddItemToObject(vars, "eos_token", cJSON_CreateStringReference(v->eos));
+    ok = ok && add_kwargs(vars, t, v);
     zt_status st = ok ? zt_jinja_render(t->jinja, vars, NULL, out, len)
                       : zt_fail(ZT_ENOMEM, "out of memory rendering %s", t->name);
     cJSON_Delete(vars);
@@ -326,19 +371,19 @@ static zt_status render(const zt_template *t, const zt_message *msgs, int n, int
     return st;
 }
 
-static zt_status check_messages(const zt_template *t, const zt_message *msgs, int n)
+static zt_status check_input(const zt_template *t, const zt_message *msgs, int n, const zt_template_vars *v)
 {
     if (n < 0) return zt_fail(ZT_EUSER, "%s: negative message count %d", t->name, n);
     for (int i = 0; i < n; i++)
         if (!msgs[i].role) return zt_fail(ZT_EUSER, "%s: message %d has no role", t->name, i + 1);
-    return ZT_OK;
+    return check_kwargs(t, v->kwargs);
 }
 
 zt_status zt_template_render(const zt_template *t, const zt_message *msgs, int n, int add_generation_prompt,
                              const zt_template_vars *v, char **out)
 {
     *out = NULL;
-    zt_status st = check_messages(t, msgs, n);
+    zt_status st = check_input(t, msgs, n, v);
     size_t len;
     return st ? st : render(t, msgs, n, add_generation_prompt, v, out, &len);
 }
@@ -780,7 +825,7 @@ zt_status zt_template_each_span(const zt_template *t, const zt_message *msgs, in
     *text = NULL;
     int all = train_on == ZT_TRAIN_ALL, last = train_on == ZT_TRAIN_LAST, stop = 0, first = 0;
     zt_status st;
-    if ((st = check_messages(t, msgs, n)) || (st = render(t, msgs, n, 0, v, text, len))) return st;
+    if ((st = check_input(t, msgs, n, v)) || (st = render(t, msgs, n, 0, v, text, len))) return st;
     if (all && *len) st = each(ctx, *text, (zt_span){0, *len}, &stop);
     if (last)
         for (first = n - 1; first >= 0 && strcmp(msgs[first].role, "assistant"); first--) {

@@ -113,11 +113,12 @@ typedef struct zt_message {
 } zt_message;
 
 /* What a render gives the template beside the messages, as apply_chat_template does: the
- * tokenizer's BOS and EOS (NULL: the variable is undefined) and the tools the model may call (a
- * JSON list of function schemas; NULL: tools is none). */
+ * tokenizer's BOS and EOS (NULL: the variable is undefined), the tools the model may call (a
+ * JSON list of function schemas; NULL: tools is none) and more variables (a JSON object, over
+ * the template's own kwargs; NULL: none). */
 typedef struct zt_template_vars {
     const char *bos, *eos;
-    const struct cJSON *tools;
+    const struct cJSON *tools, *kwargs;
 } zt_template_vars;
 
 /* What carries loss (data.train_on). */
@@ -150,6 +151,11 @@ zt_status zt_template_load(zt_template **t, zt_chat_template kind, const char *f
  * or a path ending in .jinja (ZT_TEMPLATE_FILE, the text is the path). */
 zt_status zt_template_kind(const char *text, zt_chat_template *kind);
 void zt_template_free(zt_template *t);
+
+/* More variables for every render of t (tokenizer.chat_template_kwargs: enable_thinking...), a
+ * JSON object's text; a render's own kwargs (zt_template_vars) go over them. Names a render
+ * passes itself (messages, tools, bos_token...) are refused. Call it before rendering. */
+zt_status zt_template_set_kwargs(zt_template *t, const char *json);
 
 /* The Jinja source (to write into an exported tokenizer_config.json) and what it is called in messages. */
 const char *zt_template_source(const zt_template *t);

@@ -65,6 +65,9 @@ zt_status zt_generator_open(zt_generator *g, const zt_generator_options *o)
     zt_chat_template kind = o->chat_template;
     if (kind != ZT_TEMPLATE_AUTO) st = zt_template_load(&g->tmpl, kind, o->template_path, tok_dir);
     else if (zt_template_load(&g->tmpl, kind, NULL, tok_dir)) g->tmpl = NULL; /* no template: raw prompts only */
+    if (!st && o->template_kwargs)
+        st = g->tmpl ? zt_template_set_kwargs(g->tmpl, o->template_kwargs)
+                     : zt_fail(ZT_EUSER, "chat template kwargs, but '%s' has no chat template", tok_dir);
     if (st) goto fail;
     /* the turn's end as training taught it, and config.json's EOS */
     if ((st = zt_format_end_ids(g->tok, g->tmpl, g->stop_ids))) goto fail;
@@ -172,12 +175,13 @@ zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out)
     return st;
 }
 
-zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *tools, char **out)
+zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *row, char **out)
 {
     if (!g->tmpl) return zt_fail(ZT_EUSER, "the model has no chat template (name one with --chat-template)");
-    zt_template_vars v = zt_format_vars(g->tok, tools);
+    zt_template_vars v;
     char *text;
-    zt_status st = zt_template_render(g->tmpl, msgs, n, 1, &v, &text);
+    zt_status st = zt_format_vars(g->tok, row, &v);
+    if (!st) st = zt_template_render(g->tmpl, msgs, n, 1, &v, &text);
     if (st) return st;
     int32_t *ids;
     size_t k;

@@ -7,7 +7,7 @@
  *     g.sampler.temperature = 0;                        // greedy
  *     char *text;
  *     zt_generate_text(&g, "Once upon a time", &text);   // raw text prompt
- *     zt_generate_chat(&g, msgs, n, NULL, &text);        // through the chat template (no tools)
+ *     zt_generate_chat(&g, msgs, n, NULL, &text);        // through the chat template
  *     zt_generator_close(&g);
  */
 #ifndef ZT_GENERATE_H
@@ -51,6 +51,7 @@ typedef struct zt_generator_options {
      * model's own when it has one (optional here), any other must load */
     zt_chat_template chat_template;
     const char *template_path;
+    const char *template_kwargs; /* NULL, or a JSON object: more variables for it (zt_template_set_kwargs) */
     int max_len;      /* positions of the KV cache */
     zt_device device; /* where the model and its cache live (auto: a GPU when one answers) */
 } zt_generator_options;
@@ -62,11 +63,13 @@ void zt_generator_close(zt_generator *g);
 /* Continues ids (a prompt already tokenized); the completion's text in *out (malloc'd). */
 zt_status zt_generate_ids(zt_generator *g, const int32_t *ids, size_t n, char **out);
 zt_status zt_generate_text(zt_generator *g, const char *prompt, char **out);
-/* The answer to msgs[0..n) rendered by the chat template with tools (a JSON list, or NULL). */
-zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *tools, char **out);
+/* The answer to msgs[0..n) rendered by the chat template with row's "tools" and
+ * "chat_template_kwargs" (row: the request or data line, or NULL). */
+zt_status zt_generate_chat(zt_generator *g, const zt_message *msgs, int n, const cJSON *row, char **out);
 
 /* One line of a prompts file (zt generate --input): a JSON object with "prompt" (a string, or
- * messages) or "messages" (read as data/messages.h reads them), and "tools" for the template; its
+ * messages) or "messages" (read as data/messages.h reads them), and "tools" and
+ * "chat_template_kwargs" for the template (taken by zt_generate_chat from obj); its
  * other fields are kept in obj, where the completion goes. line[len] is its end (the newline
  * removed); where ("file:line") starts a ZT_EUSER message. */
 typedef struct zt_generate_request {
@@ -74,7 +77,6 @@ typedef struct zt_generate_request {
     const char *prompt; /* a text prompt, or NULL: */
     zt_message *msgs;   /* the conversation, n messages */
     int n;
-    const cJSON *tools; /* its "tools", or NULL */
 } zt_generate_request;
 zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where);
 void zt_generate_request_free(zt_generate_request *q);

@@ -1,6 +1,7 @@
 /* Loading a recipe: defaults, the TOML file, overrides, paths, checks between keys. */
 #include "lib/recipe/recipe.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -112,6 +113,7 @@ static const char *expected(const zt_recipe_key *k)
     case ZT_RECIPE_INT64: return "an integer";
     case ZT_RECIPE_FLOAT: return "a number";
     case ZT_RECIPE_BOOL: return "true or false";
+    case ZT_RECIPE_TABLE: return "a table";
     }
     return "a value";
 }
@@ -211,6 +213,39 @@ static zt_status range_fail(const source *src, const zt_recipe_key *k, const cha
     return src_fail(src, k, "must be %s%s, got %s", range[0] == '>' ? "" : "in ", range, got);
 }
 
+/* A table of strings, numbers and booleans as a JSON object's text (malloc'd). */
+static zt_status table_value(const source *src, const zt_recipe_key *k, const zt_toml *t, char **out)
+{
+    cJSON *o = cJSON_CreateObject();
+    zt_status st = o ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < t->n; i++) {
+        const zt_toml_item *it = &t->items[i];
+        const zt_toml *v = it->value;
+        source at = *src; /* errors point at the item */
+        at.line = it->line, at.col = it->col;
+        if (strlen(it->key) != it->keylen || (v->kind == ZT_TOML_STRING && strlen(v->str) != v->len)) {
+            st = src_fail(&at, k, "a key or string holding a NUL character");
+        } else if (v->kind != ZT_TOML_STRING && v->kind != ZT_TOML_INT && v->kind != ZT_TOML_BOOL &&
+                   !(v->kind == ZT_TOML_FLOAT && isfinite(v->f))) {
+            st = src_fail(&at, k, "'%.64s' must be a string, a finite number or a boolean, got %s", it->key,
+                          v->kind == ZT_TOML_FLOAT ? "an infinity or NaN" : zt_toml_kind_name(v->kind));
+        } else {
+            cJSON *j = v->kind == ZT_TOML_STRING ? cJSON_CreateString(v->str)
+                       : v->kind == ZT_TOML_INT  ? cJSON_CreateNumber((double)v->i)
+                       : v->kind == ZT_TOML_BOOL ? cJSON_CreateBool(v->b)
+                                                 : cJSON_CreateNumber(v->f);
+            if (!j || !cJSON_AddItemToObject(o, it->key, j)) {
+                cJSON_Delete(j);
+                st = zt_fail(ZT_ENOMEM, "out of memory");
+            }
+        }
+    }
+    *out = st ? NULL : cJSON_PrintUnformatted(o);
+    if (!st && !*out) st = zt_fail(ZT_ENOMEM, "out of memory");
+    cJSON_Delete(o);
+    return st;
+}
+
 /* Stores the TOML value v as key k of r. */
 static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v, const source *src)
 {
@@ -221,6 +256,7 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
               : k->type == ZT_RECIPE_LIST  ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY
               : k->type == ZT_RECIPE_FLOAT ? number
               : k->type == ZT_RECIPE_BOOL  ? v->kind == ZT_TOML_BOOL
+              : k->type == ZT_RECIPE_TABLE ? v->kind == ZT_TOML_TABLE
                                            : v->kind == ZT_TOML_INT;
     if (!ok) return src_fail(src, k, "expected %s, got %s", expected(k), zt_toml_kind_name(v->kind));
     if ((k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) && strlen(v->str) != v->len)
@@ -260,6 +296,14 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
         return ZT_OK;
     }
     case ZT_RECIPE_BOOL: *(bool *)dst = v->b; return ZT_OK;
+    case ZT_RECIPE_TABLE: {
+        char *s;
+        zt_status st = table_value(src, k, v, &s);
+        if (st) return st;
+        free(*(char **)dst);
+        *(char **)dst = s;
+        return ZT_OK;
+    }
     }
     return ZT_OK;
 }
@@ -799,7 +843,7 @@ void zt_recipe_free(zt_recipe *r)
     const zt_recipe_key *s = zt_recipe_schema(&n);
     for (int i = 0; i < n; i++) {
         void *p = (char *)r + s[i].offset;
-        if (s[i].type == ZT_RECIPE_STRING) free(*(char **)p);
+        if (s[i].type == ZT_RECIPE_STRING || s[i].type == ZT_RECIPE_TABLE) free(*(char **)p);
         if (s[i].type == ZT_RECIPE_ENUM && s[i].path_suffix) free(*(char **)((char *)r + s[i].path_offset));
         if (s[i].type == ZT_RECIPE_LIST) list_free(p);
         if (r->origin) free(r->origin[i].override);

@@ -78,6 +78,7 @@ typedef struct zt_recipe {
         char *path; /* tokenizer directory or file (model.path when not given) */
         zt_chat_template chat_template;
         char *chat_template_path; /* the .jinja file (ZT_TEMPLATE_FILE), else NULL */
+        char *chat_template_kwargs; /* a JSON object: variables every render gets (enable_thinking...) */
     } tokenizer;
     struct {
         zt_strlist train, valid; /* JSONL paths */
@@ -184,6 +185,7 @@ typedef enum zt_recipe_type {
     ZT_RECIPE_INT64,  /* int64_t */
     ZT_RECIPE_FLOAT,  /* double; integers are accepted */
     ZT_RECIPE_BOOL,   /* bool */
+    ZT_RECIPE_TABLE,  /* char *: a table of strings, numbers and booleans, kept as a JSON object's text */
 } zt_recipe_type;
 
 enum {

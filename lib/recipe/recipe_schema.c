@@ -28,6 +28,8 @@
 #define FLT(sec, key, field, flags, def, lo, hi, doc) \
     {sec, key, ZT_RECIPE_FLOAT, flags, def, lo, hi, NULL, 0, NULL, doc, AT(field, double), 0}
 #define BOOL(sec, key, field, flags, def, doc) {sec, key, ZT_RECIPE_BOOL, flags, def, 0, 0, NULL, 0, NULL, doc, AT(field, bool), 0}
+#define TABLE(sec, key, field, flags, def, doc) \
+    {sec, key, ZT_RECIPE_TABLE, flags, def, 0, 0, NULL, 0, NULL, doc, AT(field, char *), 0}
 
 #define PATH ZT_RECIPE_PATH
 #define DATA ZT_RECIPE_DATA
@@ -57,6 +59,10 @@ static const zt_recipe_key schema[] = {
     ENUM_OR_PATH("tokenizer", "chat_template", tokenizer.chat_template, zt_chat_template, tokenizer.chat_template_path,
                  PATH | DATA, "auto", zt_chat_template_names, ".jinja",
                  "chat template; auto takes the one in tokenizer_config.json (an error if it has none)"),
+    TABLE("tokenizer", "chat_template_kwargs", tokenizer.chat_template_kwargs, DATA, "{}",
+          "more variables for the chat template, as apply_chat_template(**kwargs) passes them: "
+          "{enable_thinking = false} for Qwen3's answers without reasoning; a line's own \"chat_template_kwargs\" "
+          "object adds to them"),
 
     LIST("data", "train", data.train, PATH | DATA, "[]", "training data: a JSONL path or a list of them; required for training"),
     LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL path or a list of them"),
@@ -245,7 +251,7 @@ static void write_cell(FILE *f, const char *s)
 
 static void write_key_row(FILE *f, const zt_recipe_key *k)
 {
-    static const char *type_names[] = {"string", "string", "list of strings", "int", "int", "float", "bool"};
+    static const char *type_names[] = {"string", "string", "list of strings", "int", "int", "float", "bool", "table"};
     const char *type = type_names[k->type];
     if (k->flags & ZT_RECIPE_PATH) type = k->type == ZT_RECIPE_LIST ? "path or list of paths" : "path";
     if (k->type == ZT_RECIPE_ENUM) type = "string";

@@ -1,6 +1,8 @@
 /* Writing a recipe: values as TOML, the resolved recipe file, the data hash. */
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <locale.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +23,28 @@ static void write_float(FILE *f, double x)
         if (*c == dp) *c = '.';
     fputs(b, f);
     if (!strpbrk(b, ".e")) fputs(".0", f);
+}
+
+/* A JSON object of strings, numbers and booleans (a table key's value) as a TOML inline table. */
+static void write_table(FILE *f, const char *json)
+{
+    cJSON *o = cJSON_Parse(json);
+    fputc('{', f);
+    for (const cJSON *e = o ? o->child : NULL; e; e = e->next) {
+        if (e != o->child) fputs(", ", f);
+        if (e->string[strspn(e->string, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")] ||
+            !e->string[0])
+            zt_toml_write_string(f, e->string, strlen(e->string));
+        else fputs(e->string, f);
+        fputs(" = ", f);
+        if (cJSON_IsString(e)) zt_toml_write_string(f, e->valuestring, strlen(e->valuestring));
+        else if (cJSON_IsBool(e)) fputs(cJSON_IsTrue(e) ? "true" : "false", f);
+        else if (fabs(e->valuedouble) < 9e18 && e->valuedouble == (double)(int64_t)e->valuedouble)
+            fprintf(f, "%" PRId64, (int64_t)e->valuedouble);
+        else write_float(f, e->valuedouble);
+    }
+    fputc('}', f);
+    cJSON_Delete(o);
 }
 
 void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k)
@@ -48,6 +72,7 @@ void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k)
     case ZT_RECIPE_INT64: fprintf(f, "%" PRId64, *(const int64_t *)p); break;
     case ZT_RECIPE_FLOAT: write_float(f, *(const double *)p); break;
     case ZT_RECIPE_BOOL: fputs(*(const bool *)p ? "true" : "false", f); break;
+    case ZT_RECIPE_TABLE: write_table(f, *(char *const *)p); break;
     }
 }
 

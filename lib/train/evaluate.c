@@ -70,13 +70,12 @@ static zt_status accuracy_line(void *ctx, const cJSON *o)
     zt_message *m;
     int n;
     char *owned, *gen = NULL;
-    const cJSON *tools;
-    zt_status st = zt_format_messages(o, a->format, &m, &n, &tools, &owned);
+    zt_status st = zt_format_messages(o, a->format, &m, &n, &owned);
     if (st) return st;
     int last = n - 1;
     while (last >= 0 && strcmp(m[last].role, "assistant")) last--;
     /* a turn of tool calls alone has no text to compare with */
-    if (last > 0 && m[last].content && !(st = zt_generate_chat(a->g, m, last, tools, &gen))) {
+    if (last > 0 && m[last].content && !(st = zt_generate_chat(a->g, m, last, o, &gen))) {
         char *want = strdup(m[last].content), *w = want, *got = gen;
         trim(&w), trim(&got);
         a->right += !strcmp(w, got);
@@ -100,6 +99,7 @@ static zt_status eval_accuracy(const zt_recipe *r, const char *model_dir, const 
                               .double_quant = r->lora.double_quant,
                               .chat_template = r->tokenizer.chat_template,
                               .template_path = r->tokenizer.chat_template_path,
+                              .template_kwargs = r->tokenizer.chat_template_kwargs,
                               .max_len = r->data.max_length + r->eval.max_new_tokens};
     zt_status st = zt_generator_open(&g, &o);
     if (st) return st;

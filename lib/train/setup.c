@@ -34,6 +34,7 @@ static zt_status cache_key(zt_cache_key *k, const zt_recipe *r, const zt_data_to
              r->data.split_special_tokens);
     zt_cache_key_init(k);
     zt_cache_key_add_str(k, opts);
+    zt_cache_key_add_str(k, r->tokenizer.chat_template_kwargs);
     zt_status st = zt_cache_key_add_file(k, zt_tokenizer_path(d->tok));
     static const char *const sidecars[] = {"tokenizer_config.json", "special_tokens_map.json"};
     for (size_t i = 0; i < 2 && !st; i++) {

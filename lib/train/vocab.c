@@ -30,6 +30,7 @@ zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
         st = zt_template_load(&d->tmpl, r->tokenizer.chat_template, r->tokenizer.chat_template_path, r->tokenizer.path);
         /* preference, prompt and completion data need a template only for message lists: else they stay text */
         if (st && may && r->tokenizer.chat_template == ZT_TEMPLATE_AUTO) st = ZT_OK, d->tmpl = NULL;
+        if (!st && d->tmpl) st = zt_template_set_kwargs(d->tmpl, r->tokenizer.chat_template_kwargs);
     }
     if (st) zt_data_tools_close(d);
     return st;

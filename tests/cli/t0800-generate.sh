@@ -86,6 +86,20 @@ expect_exit 2 "a request without the tools its template needs" "notools.jsonl:1:
 printf '%s\n' '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.png"}}]}]}' > image.jsonl
 expect_exit 2 "an image part" "image.jsonl:1: message 0: content part 0 is of type 'image_url'" \
   "$ZT" generate --model run/final --chat-template tools.jinja --input image.jsonl
+# --chat-template-kwargs, and a request's own "chat_template_kwargs" over them
+cat > think.jinja <<'J'
+{% if enable_thinking is not defined or enable_thinking %}{{ raise_exception('thinking') }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}
+J
+echo '{"messages": [{"role": "user", "content": "the forest"}]}' > ask.jsonl
+expect_ok "--chat-template-kwargs" "$ZT" generate --model run/final --chat-template think.jinja --input ask.jsonl \
+  --chat-template-kwargs '{"enable_thinking": false}' --max-new-tokens 2
+expect_exit 2 "a template variable not given" "ask.jsonl:1: .*thinking" \
+  "$ZT" generate --model run/final --chat-template think.jinja --input ask.jsonl --max-new-tokens 2
+echo '{"chat_template_kwargs": {"enable_thinking": true}, "prompt": [{"role": "user", "content": "x"}]}' > on.jsonl
+expect_exit 2 "a request's kwargs over the command's" "on.jsonl:1: .*thinking" "$ZT" generate --model run/final \
+  --chat-template think.jinja --input on.jsonl --chat-template-kwargs '{"enable_thinking": false}'
+expect_exit 2 "kwargs that are no object" "chat_template_kwargs '\\[1\\]' is not a JSON object" \
+  "$ZT" generate --model run/final --chat-template think.jinja --input ask.jsonl --chat-template-kwargs '[1]'
 expect_exit 2 "no prompt" "needs --model and one of" "$ZT" generate --model run/final
 expect_exit 2 "bad temperature" "temperature" "$ZT" generate --model run/final --prompt x --temperature -1
 done_testing

@@ -148,6 +148,29 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [trained(r) for r in rows] == ["cba", "ba"], [trained(r) for r in rows]
 assert rows[0]["labels"][-1] == rows[0]["input_ids"][-1] == 2, rows[0]  # EOS, trained
 PY
+# the recipe's tokenizer.chat_template_kwargs reach the template, and a line's own go over them:
+# this template refuses to render without `who` and writes it into the user turn
+cat > kw.jinja <<'J'
+{% if who is not defined %}{{ raise_exception('who?') }}{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}
+{{ who if m.role == 'user' else '' }}{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}
+J
+printf '%s\n' '{"messages": [{"role": "user", "content": "b"}, {"role": "assistant", "content": "ba"}]}' \
+  '{"chat_template_kwargs": {"who": "c"}, "messages": [{"role": "user", "content": "b"}, {"role": "assistant", "content": "ba"}]}' \
+  > kw.jsonl
+expect_exit 2 "a template variable the recipe does not give" "kw.jsonl:1: .*who\\?" \
+  "$ZT" data inspect recipe.toml data.train=kw.jsonl data.valid=[] tokenizer.chat_template=kw.jinja
+expect_ok "tokenizer.chat_template_kwargs" "$ZT" data inspect recipe.toml data.train=kw.jsonl data.valid=[] \
+  tokenizer.chat_template=kw.jinja 'tokenizer.chat_template_kwargs={who = "a"}' --json --n 10
+$PY - "$TMP/out" <<'PY' && say "ok - the recipe's kwargs and a line's own reach the template" || fail "kwargs: $(cat "$TMP/out")"
+import json, subprocess, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def text(r):
+    return subprocess.run(["spm_decode", "--model=tok.model", "--input_format=id"], input=" ".join(map(str, r["input_ids"])),
+                          capture_output=True, text=True).stdout.replace(" ", "")
+assert "serab<" in text(rows[0]) and "sercb<" in text(rows[1]), [text(r) for r in rows]  # (no "u" in the vocabulary)
+PY
 expect_ok "prompts" "$ZT" data inspect recipe.toml data.train=prompts.jsonl data.valid=[] data.format=prompt --json
 $PY -c "import json; r=json.loads(open('$TMP/out').read()); assert set(r['labels']) == {-100}, r" \
   && say "ok - a prompt has nothing to train" || fail "prompt: $(cat "$TMP/out")"

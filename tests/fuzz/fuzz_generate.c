@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/data/messages.h"
 #include "lib/generate/generate.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -33,7 +34,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
                 if (!q.msgs[i].role ||
                     (!q.msgs[i].content && cJSON_GetArraySize(cJSON_GetObjectItem(q.msgs[i].json, "tool_calls")) < 1))
                     abort();
-            if (q.tools && !cJSON_IsArray(q.tools)) abort();
+            const cJSON *tools, *kwargs; /* a request that parses has what the template takes checked */
+            if (q.msgs && zt_messages_extras(q.obj, &tools, &kwargs)) abort();
         }
         zt_generate_request_free(&q);
         free(line);

@@ -948,6 +948,53 @@ static void test_chat_tool_calls(void)
     zt_tokenizer_free(tok);
 }
 
+/* Qwen3 with enable_thinking = false (the recipe's tokenizer.chat_template_kwargs, or a line's
+ * "chat_template_kwargs", which goes over it) writes the empty <think></think> into the generation
+ * prompt, so the answer is trained without it; by default the empty block is trained too. The
+ * expected texts are transformers 4.51.3's spans for apply_chat_template(..., **kwargs). */
+static void test_chat_template_kwargs(void)
+{
+    static const char line[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}, "
+                               "{\"role\": \"assistant\", \"content\": \"4\"}]%s}\n";
+    static const struct {
+        const char *recipe, *row, *want;
+    } cases[] = {
+        {NULL, "", "<think>\n\n</think>\n\n4<|im_end|>\n"},
+        {"{\"enable_thinking\": false}", "", "4<|im_end|>\n"},
+        {NULL, ", \"chat_template_kwargs\": {\"enable_thinking\": false}", "4<|im_end|>\n"},
+        {"{\"enable_thinking\": false}", ", \"chat_template_kwargs\": {\"enable_thinking\": true}",
+         "<think>\n\n</think>\n\n4<|im_end|>\n"},
+    };
+    zt_tokenizer *tok;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        zt_template *tmpl;
+        CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/llamacpp/Qwen-Qwen3-0.6B.jinja",
+                               NULL) == ZT_OK);
+        if (cases[c].recipe) CHECK(zt_template_set_kwargs(tmpl, cases[c].recipe) == ZT_OK);
+        char text[512];
+        snprintf(text, sizeof text, line, cases[c].row);
+        char *got = trained_text(tok, tmpl, text);
+        CHECK_MSG(got && !strcmp(got, cases[c].want), "case %zu: trained %s", c, got);
+        free(got);
+        zt_template_free(tmpl);
+    }
+    zt_template *tmpl;
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
+    CHECK(zt_template_set_kwargs(tmpl, "[1]") == ZT_EUSER && strstr(zt_errmsg(), "is not a JSON object"));
+    CHECK(zt_template_set_kwargs(tmpl, "{\"tools\": []}") == ZT_EUSER &&
+          strstr(zt_errmsg(), "chat_template_kwargs may not set 'tools', which zt passes itself"));
+    static const bad_line bad[] = {
+        {"{\"chat_template_kwargs\": [], \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
+         "\"chat_template_kwargs\" is an array, not an object"},
+        {"{\"chat_template_kwargs\": {\"messages\": 1}, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
+         "chat_template_kwargs may not set 'messages'"},
+    };
+    expect_bad_lines(ZT_DATA_CHAT, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 /* Content as a list of text parts trains as the parts joined; other parts, tools that are not a
  * list and a turn without content or tool calls are refused by name. */
 static void test_chat_content_parts(void)
@@ -1203,6 +1250,7 @@ int main(void)
     RUN(test_completion_lines);
     RUN(test_chat_tool_calls);
     RUN(test_chat_content_parts);
+    RUN(test_chat_template_kwargs);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);

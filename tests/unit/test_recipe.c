@@ -123,6 +123,7 @@ static const char *full_recipe =
     "\n"
     "[tokenizer]\n"
     "chat_template = \"templates/chat.jinja\"\n"
+    "chat_template_kwargs = {enable_thinking = false, \"odd key\" = \"a \\\"b\\\"\", n = -3, f = 0.25}\n"
     "\n"
     "[data]\n"
     "train = [\"a.jsonl\", \"../b.jsonl\", \"/abs/c.jsonl\", \"~/d.jsonl\", \"./e/./f.jsonl\"]\n"
@@ -222,6 +223,9 @@ static void test_full_recipe(void)
     CHECK(!strcmp(r.tokenizer.path, r.model.path)); /* empty: the model's */
     CHECK(r.tokenizer.chat_template == ZT_TEMPLATE_FILE &&
           !strcmp(r.tokenizer.chat_template_path, joined(dir, "templates/chat.jinja")));
+    CHECK_MSG(!strcmp(r.tokenizer.chat_template_kwargs,
+                      "{\"enable_thinking\":false,\"odd key\":\"a \\\"b\\\"\",\"n\":-3,\"f\":0.25}"),
+              "%s", r.tokenizer.chat_template_kwargs);
     CHECK(r.data.train.n == 5);
     if (r.data.train.n == 5) {
         CHECK(!strcmp(r.data.train.items[0], joined(dir, "a.jsonl")));
@@ -288,6 +292,16 @@ static void test_other_forms(void)
 
     st = load_text(&r, "[offload]\naio.block_size = 4096\n", 0, NULL);
     CHECK_MSG(st == ZT_OK && r.offload.aio.block_size == 4096, "%s", zt_errmsg());
+    if (!st) zt_recipe_free(&r);
+
+    /* a table key as a section of its own, and as dotted keys */
+    st = load_text(&r, "[tokenizer.chat_template_kwargs]\nenable_thinking = false\nlevel = 2\n", 0, NULL);
+    CHECK_MSG(st == ZT_OK && !strcmp(r.tokenizer.chat_template_kwargs, "{\"enable_thinking\":false,\"level\":2}"), "%s",
+              st ? zt_errmsg() : r.tokenizer.chat_template_kwargs);
+    if (!st) zt_recipe_free(&r);
+    st = load_text(&r, "tokenizer.chat_template_kwargs.x = \"y\"\n", 0, NULL);
+    CHECK_MSG(st == ZT_OK && !strcmp(r.tokenizer.chat_template_kwargs, "{\"x\":\"y\"}"), "%s",
+              st ? zt_errmsg() : r.tokenizer.chat_template_kwargs);
     if (!st) zt_recipe_free(&r);
 
     /* a recipe named without a directory resolves against the current one */
@@ -361,6 +375,18 @@ static void test_file_errors(void)
     EXPECT_ERROR("[model]\ndtype = \"fp8\"\n", 0, NULL, "@:2:9: model.dtype: 'fp8' is not one of fp32, bf16, fp16");
     EXPECT_ERROR("[offload]\nparam = \"gpu\"\n", 0, NULL,
                  "@:2:9: offload.param: 'gpu' is not one of none, cpu, nvme, auto");
+    /* a table of strings, numbers and booleans, as an inline table or a section of its own */
+    EXPECT_ERROR("[tokenizer]\nchat_template_kwargs = {a = [1]}\n", 0, NULL,
+                 "@:2:25: tokenizer.chat_template_kwargs: 'a' must be a string, a finite number or a boolean, got an "
+                 "array");
+    EXPECT_ERROR("[tokenizer.chat_template_kwargs]\nx = {y = 1}\n", 0, NULL,
+                 "@:2:1: tokenizer.chat_template_kwargs: 'x' must be a string, a finite number or a boolean, got a "
+                 "table");
+    EXPECT_ERROR("[tokenizer]\nchat_template_kwargs = {f = nan}\n", 0, NULL,
+                 "@:2:25: tokenizer.chat_template_kwargs: 'f' must be a string, a finite number or a boolean, got an "
+                 "infinity or NaN");
+    EXPECT_ERROR("[tokenizer]\nchat_template_kwargs = \"enable_thinking\"\n", 0, NULL,
+                 "@:2:24: tokenizer.chat_template_kwargs: expected a table, got a string");
     EXPECT_ERROR(
         "[tokenizer]\nchat_template = \"vicuna\"\n", 0, NULL,
         "@:2:17: tokenizer.chat_template: 'vicuna' is not one of auto, chatml, llama2, llama3, mistral, zephyr, alpaca "
@@ -412,6 +438,7 @@ static void test_overrides(void)
         " train.seed = 7 ",
         "tokenizer.chat_template=my template.jinja",
         "data.cache_dir=/tmp//c/./d/",
+        "tokenizer.chat_template_kwargs={enable_thinking = true}",
     };
     zt_recipe r;
     zt_status st = load_text(&r, "[train]\nlearning_rate = 1e-3\nseed = 1\n", (int)(sizeof ov / sizeof ov[0]), ov);
@@ -430,6 +457,7 @@ static void test_overrides(void)
     CHECK(r.tokenizer.chat_template == ZT_TEMPLATE_FILE &&
           !strcmp(r.tokenizer.chat_template_path, joined(cwd, "my template.jinja")));
     CHECK(!strcmp(r.data.cache_dir, "/tmp/c/d"));
+    CHECK(!strcmp(r.tokenizer.chat_template_kwargs, "{\"enable_thinking\":true}"));
     zt_recipe_free(&r);
 
     char *empty[] = {"data.valid=[]", "data.train=[]", "data.train=[ ]"};
@@ -471,6 +499,8 @@ static void test_overrides(void)
     EXPECT_ERROR("", 1, e14, "override 'model.path=\xff': not valid UTF-8");
     char *e15[] = {"=1"};
     EXPECT_ERROR("", 1, e15, "override '=1': expected section.key=value");
+    char *e16[] = {"tokenizer.chat_template_kwargs=enable_thinking"};
+    EXPECT_ERROR("", 1, e16, "override 'tokenizer.chat_template_kwargs=enable_thinking': expected a table");
 }
 
 static void test_home(void)
@@ -604,10 +634,17 @@ static void test_data_hash(void)
                           "zero.stage=1",          "train.max_steps=9",        "offload.optimizer=cpu",
                           "train.resume=never",    "train.micro_batch_size=2", "train.gradient_accumulation_steps=2"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) CHECK_MSG(hash_with(same[i]) == base, "%s", same[i]);
-    const char *differ[] = {
-        "data.train=x.jsonl",       "train.seed=1",       "model.path=/m",        "tokenizer.chat_template=chatml",
-        "data.max_length=100",      "data.shuffle=false", "data.valid_split=0.1", "data.format=text",
-        "data.skip_bad_lines=true", "tokenizer.path=/t"};
+    const char *differ[] = {"data.train=x.jsonl",
+                            "train.seed=1",
+                            "model.path=/m",
+                            "tokenizer.chat_template=chatml",
+                            "data.max_length=100",
+                            "data.shuffle=false",
+                            "data.valid_split=0.1",
+                            "data.format=text",
+                            "data.skip_bad_lines=true",
+                            "tokenizer.path=/t",
+                            "tokenizer.chat_template_kwargs={enable_thinking=false}"};
     for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++)
         CHECK_MSG(hash_with(differ[i]) != base, "%s", differ[i]);
 }

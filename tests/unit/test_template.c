@@ -121,7 +121,9 @@ static void test_fixture_renders(void)
         const char *bos = str_or_null(row, "bos_token"), *eos = str_or_null(row, "eos_token");
         const char *want = str_or_null(row, "text"), *want_err = str_or_null(row, "error");
         char *got = NULL;
-        zt_status st = t ? zt_template_render(t, msgs, n, agp, &(zt_template_vars){bos, eos, tools}, &got) : ZT_EUSER;
+        zt_status st =
+            t ? zt_template_render(t, msgs, n, agp, &(zt_template_vars){.bos = bos, .eos = eos, .tools = tools}, &got)
+              : ZT_EUSER;
         if (want) {
             CHECK_MSG(!st && !strcmp(got, want),
                       "%s, conversation %d, add_generation_prompt=%d:\n    got  %s\n    want %s", name, conv, agp,
@@ -139,8 +141,8 @@ static void test_fixture_renders(void)
             zt_span *sp;
             int ns;
             char *text;
-            st = zt_template_spans(t, msgs, n, &(zt_template_vars){bos, eos, tools}, ZT_TRAIN_ASSISTANT, &sp, &ns,
-                                   &text);
+            st = zt_template_spans(t, msgs, n, &(zt_template_vars){.bos = bos, .eos = eos, .tools = tools},
+                                   ZT_TRAIN_ASSISTANT, &sp, &ns, &text);
             if (!spans) {
                 CHECK_MSG(st, "%s, conversation %d: jinja2 finds no spans but zt does", name, conv);
             } else if (!st) {
@@ -217,7 +219,7 @@ static void test_spans(void)
         zt_span *sp;
         int n;
         char *text;
-        zt_status st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL},
+        zt_status st = zt_template_spans(t, msgs, 5, &(zt_template_vars){.bos = cases[k].bos, .eos = cases[k].eos},
                                          ZT_TRAIN_ASSISTANT, &sp, &n, &text);
         CHECK_MSG(!st && n == 2, "%s: %s", cases[k].name, st ? zt_errmsg() : "not 2 spans");
         if (!st && n == 2) {
@@ -232,12 +234,12 @@ static void test_spans(void)
             size_t len = strlen(text);
             free(sp);
             free(text);
-            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_LAST,
-                                   &sp, &n, &text);
+            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){.bos = cases[k].bos, .eos = cases[k].eos},
+                                   ZT_TRAIN_LAST, &sp, &n, &text);
             CHECK(!st && n == 1 && sp[0].begin == second.begin && sp[0].end == second.end);
             if (!st) free(sp), free(text);
-            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_ALL, &sp,
-                                   &n, &text);
+            st = zt_template_spans(t, msgs, 5, &(zt_template_vars){.bos = cases[k].bos, .eos = cases[k].eos},
+                                   ZT_TRAIN_ALL, &sp, &n, &text);
             CHECK(!st && n == 1 && sp[0].begin == 0 && sp[0].end == len);
             if (!st) free(sp), free(text);
             (void)first;
@@ -245,8 +247,8 @@ static void test_spans(void)
             free(sp), free(text);
         }
         /* no assistant turn: no spans */
-        st = zt_template_spans(t, msgs, 2, &(zt_template_vars){cases[k].bos, cases[k].eos, NULL}, ZT_TRAIN_LAST, &sp,
-                               &n, &text);
+        st = zt_template_spans(t, msgs, 2, &(zt_template_vars){.bos = cases[k].bos, .eos = cases[k].eos}, ZT_TRAIN_LAST,
+                               &sp, &n, &text);
         CHECK(!st && n == 0);
         if (!st) free(sp), free(text);
         zt_template_free(t);
@@ -261,12 +263,11 @@ static void test_spans(void)
     zt_span *sp;
     int n;
     char *text;
-    zt_status st =
-        zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){NULL, NULL, NULL}, ZT_TRAIN_ASSISTANT, &sp, &n, &text);
+    zt_status st = zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){0}, ZT_TRAIN_ASSISTANT, &sp, &n, &text);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "does not render conversations incrementally") &&
                   strstr(zt_errmsg(), "peek.jinja"),
               "%s", zt_errmsg());
-    st = zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){NULL, NULL, NULL}, ZT_TRAIN_ALL, &sp, &n, &text);
+    st = zt_template_spans(t, msgs + 1, 4, &(zt_template_vars){0}, ZT_TRAIN_ALL, &sp, &n, &text);
     CHECK(!st && n == 1 && !strcmp(text, "u1a1u2A2 <last>"));
     if (!st) free(sp), free(text);
     zt_template_free(t);
@@ -305,7 +306,7 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
 {
     char *text;
     *closing = 0;
-    if (zt_template_render(t, msgs, n, 0, &(zt_template_vars){bos, eos, NULL}, &text)) return -1;
+    if (zt_template_render(t, msgs, n, 0, &(zt_template_vars){.bos = bos, .eos = eos}, &text)) return -1;
     size_t len = strlen(text);
     int first = 0, ns = 0;
     if (last_only)
@@ -314,8 +315,8 @@ static int prefix_spans(const zt_template *t, const zt_message *msgs, int n, con
     for (int i = first; ns >= 0 && i >= 0 && i < n; i++) {
         if (strcmp(msgs[i].role, "assistant")) continue;
         char *p = NULL, *q = NULL;
-        if (zt_template_render(t, msgs, i, 1, &(zt_template_vars){bos, eos, NULL}, &p) ||
-            zt_template_render(t, msgs, i + 1, 0, &(zt_template_vars){bos, eos, NULL}, &q)) {
+        if (zt_template_render(t, msgs, i, 1, &(zt_template_vars){.bos = bos, .eos = eos}, &p) ||
+            zt_template_render(t, msgs, i + 1, 0, &(zt_template_vars){.bos = bos, .eos = eos}, &q)) {
             ns = -1;
         } else {
             size_t np = strlen(p), nq = strlen(q), tb, te, qb, qe;
@@ -361,7 +362,8 @@ static int expect_prefix_spans(const zt_template *t, const zt_message *msgs, int
     char want_err[512];
     snprintf(want_err, sizeof want_err, "%s", nwant == -1 ? zt_errmsg() : "");
     before = zt_template_rendered(t);
-    zt_status st = zt_template_spans(t, msgs, n, &(zt_template_vars){bos, eos, NULL}, train_on, &got, &ngot, &text);
+    zt_status st =
+        zt_template_spans(t, msgs, n, &(zt_template_vars){.bos = bos, .eos = eos}, train_on, &got, &ngot, &text);
     *cost = zt_template_rendered(t) - before;
     int refused = st == ZT_EUSER && strstr(zt_errmsg(), "cannot be told apart in its text");
     if (nwant >= 0 && !(closing && refused)) {
@@ -557,7 +559,8 @@ static void test_spans_linear_in_turns(void)
         char *text;
         uint64_t before = zt_template_rendered(t);
         zt_status st =
-            zt_template_spans(t, msgs, N, &(zt_template_vars){SPAN_TEMPLATES[k].bos, SPAN_TEMPLATES[k].eos, NULL},
+            zt_template_spans(t, msgs, N,
+                              &(zt_template_vars){.bos = SPAN_TEMPLATES[k].bos, .eos = SPAN_TEMPLATES[k].eos},
                               ZT_TRAIN_ASSISTANT, &sp, &ns, &text);
         uint64_t cost = zt_template_rendered(t) - before;
         CHECK_MSG(!st && ns == N / 2, "%s: %s", SPAN_TEMPLATES[k].name, st ? zt_errmsg() : "not 1000 spans");
@@ -634,7 +637,7 @@ static void test_load_errors(void)
     zt_message hi = {"user", "hi", NULL};
     char *out;
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "hi!"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){0}, &out) && !strcmp(out, "hi!"));
     free(out);
     CHECK(!strcmp(zt_template_source(t), "{{ messages[0].content }}!") &&
           strstr(zt_template_name(t), "tokenizer_config.json"));
@@ -644,7 +647,7 @@ static void test_load_errors(void)
     test_write_text(tmp_path("m1/tokenizer_config.json"), "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": "
                                                           "\"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}");
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "D"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){0}, &out) && !strcmp(out, "D"));
     free(out);
     zt_template_free(t);
     test_write_text(tmp_path("m1/tokenizer_config.json"),
@@ -655,7 +658,7 @@ static void test_load_errors(void)
     /* chat_template.jinja wins over tokenizer_config.json */
     test_write_text(tmp_path("m1/chat_template.jinja"), "J{{ messages | length }}\n");
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
-    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) && !strcmp(out, "J1"));
+    CHECK(!zt_template_render(t, &hi, 1, 0, &(zt_template_vars){0}, &out) && !strcmp(out, "J1"));
     free(out);
     zt_template_free(t);
 
@@ -673,14 +676,14 @@ static void test_load_errors(void)
     /* raise_exception's message, with the place */
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_MISTRAL, NULL, NULL));
     zt_message two[] = {{"user", "a", NULL}, {"user", "b", NULL}};
-    st = zt_template_render(t, two, 2, 0, &(zt_template_vars){"<s>", "</s>", NULL}, &out);
+    st = zt_template_render(t, two, 2, 0, &(zt_template_vars){.bos = "<s>", .eos = "</s>"}, &out);
     CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), "chat template 'mistral':10:") &&
                   strstr(zt_errmsg(), "conversation roles must alternate user/assistant/user/assistant/..."),
               "%s", zt_errmsg());
     zt_template_free(t);
     CHECK(!zt_template_load(&t, ZT_TEMPLATE_LLAMA3, NULL, NULL));
     zt_message norole = {NULL, "x", NULL};
-    CHECK(zt_template_render(t, &norole, 1, 0, &(zt_template_vars){NULL, NULL, NULL}, &out) == ZT_EUSER &&
+    CHECK(zt_template_render(t, &norole, 1, 0, &(zt_template_vars){0}, &out) == ZT_EUSER &&
           strstr(zt_errmsg(), "no role"));
     zt_template_free(t);
 }
