@@ -123,6 +123,32 @@ static void clear_batch(zt_jsonl_lines *l)
     l->n = 0;
 }
 
+/* How an open file is read: line by line, or as a JSON array expecting its first element (or its
+ * end), a next one, or past its end. */
+enum { LINES, ARRAY_FIRST, ARRAY_NEXT, ARRAY_DONE };
+
+static int is_space(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* A file whose first byte past a byte order mark and whitespace is '[' is a JSON array of
+ * examples, read from past the '['; any other is read line by line from its start. */
+static zt_status detect_array(zt_jsonl_lines *l, FILE *f)
+{
+    unsigned char bom[3];
+    size_t k = fread(bom, 1, 3, f);
+    if (k < 3 || memcmp(bom, "\xef\xbb\xbf", 3)) rewind(f);
+    int c;
+    long lines = 0;
+    while ((c = getc(f)) != EOF && is_space(c)) lines += c == '\n';
+    if (c == '[') {
+        l->array = ARRAY_FIRST, l->line = lines;
+        return ZT_OK;
+    }
+    l->array = LINES, l->line = 0;
+    if (fseek(f, 0, SEEK_SET))
+        return zt_fail(ZT_EUSER, "'%s': cannot read it from its start again: %s", l->paths[l->at], strerror(errno));
+    return ZT_OK;
+}
+
 /* opens the next file when none is open; 0 at the end */
 static zt_status next_file(zt_jsonl_lines *l, int *more)
 {
@@ -137,8 +163,90 @@ static zt_status next_file(zt_jsonl_lines *l, int *more)
         fclose(f);
         return zt_fail(ZT_EUSER, "'%s': is a directory, not a JSONL file", path);
     }
-    l->fp = f, l->line = 0;
+    zt_status st = detect_array(l, f);
+    if (st) {
+        fclose(f);
+        return st;
+    }
+    l->fp = f;
     return *more = 1, ZT_OK;
+}
+
+static zt_status end_file(zt_jsonl_lines *l)
+{
+    FILE *f = l->fp;
+    zt_status st = ferror(f) ? zt_fail(ZT_EIO, "'%s': read error after line %ld", l->paths[l->at], l->line) : ZT_OK;
+    fclose(f);
+    l->fp = NULL, l->at++;
+    return st;
+}
+
+/* The next line of a JSONL file into the batch (none when blank); the file is closed at its end. */
+static zt_status next_line(zt_jsonl_lines *l, char **line, size_t *cap)
+{
+    ssize_t len = getline(line, cap, l->fp);
+    if (len < 0) return end_file(l);
+    char *p = *line;
+    if (++l->line == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
+        p += 3;
+        len -= 3;
+    }
+    while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
+    return is_blank(p) ? ZT_OK : push_line(l, p, (size_t)len, l->at, l->line);
+}
+
+/* The next element of a JSON array file into the batch, with the line it starts on: its text up to
+ * the ',' or ']' that ends it outside strings and brackets. Past the array's end only whitespace
+ * may follow; the file is closed there. */
+static zt_status next_element(zt_jsonl_lines *l, char **buf, size_t *cap)
+{
+    FILE *f = l->fp;
+    const char *path = l->paths[l->at];
+    int c;
+    while ((c = getc(f)) != EOF && is_space(c)) l->line += c == '\n';
+    if (l->array == ARRAY_DONE || (l->array == ARRAY_FIRST && c == ']')) {
+        while (c != EOF && (is_space(c) || (c == ']' && l->array == ARRAY_FIRST))) {
+            l->line += c == '\n', l->array = ARRAY_DONE;
+            c = getc(f);
+        }
+        if (c != EOF) return zt_fail(ZT_EUSER, "%s:%ld: text after the end of the JSON array", path, l->line + 1);
+        return end_file(l);
+    }
+    long first = l->line + 1;
+    size_t n = 0;
+    int depth = 0, in_string = 0, escaped = 0;
+    for (; c != EOF; c = getc(f)) {
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        } else if (depth == 0 && (c == ',' || c == ']')) {
+            break;
+        }
+        l->line += c == '\n';
+        if (n + 2 > *cap) {
+            size_t grown = *cap ? 2 * *cap : 4096;
+            char *b = realloc(*buf, grown);
+            if (!b) return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", path);
+            *buf = b, *cap = grown;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF) {
+        if (ferror(f)) return end_file(l);
+        return zt_fail(ZT_EUSER, "%s:%ld: the JSON array that the file starts with is not closed", path, first);
+    }
+    while (n > 0 && is_space((unsigned char)(*buf)[n - 1])) n--;
+    if (n == 0) return zt_fail(ZT_EUSER, "%s:%ld: an empty element in the JSON array (a comma too many?)", path, first);
+    (*buf)[n] = 0;
+    l->array = c == ']' ? ARRAY_DONE : ARRAY_NEXT;
+    return push_line(l, *buf, n, l->at, first);
 }
 
 zt_status zt_jsonl_next(zt_jsonl_lines *l, int64_t max)
@@ -148,23 +256,8 @@ zt_status zt_jsonl_next(zt_jsonl_lines *l, int64_t max)
     size_t cap = 0;
     zt_status st = ZT_OK;
     int more;
-    while (!st && l->n < max && !(st = next_file(l, &more)) && more) {
-        FILE *f = l->fp;
-        ssize_t len = getline(&line, &cap, f);
-        if (len < 0) {
-            if (ferror(f)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld", l->paths[l->at], l->line);
-            fclose(f);
-            l->fp = NULL, l->at++;
-            continue;
-        }
-        char *p = line;
-        if (++l->line == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
-            p += 3;
-            len -= 3;
-        }
-        while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
-        if (!is_blank(p)) st = push_line(l, p, (size_t)len, l->at, l->line);
-    }
+    while (!st && l->n < max && !(st = next_file(l, &more)) && more)
+        st = l->array == LINES ? next_line(l, &line, &cap) : next_element(l, &line, &cap);
     free(line);
     return st;
 }

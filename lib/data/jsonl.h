@@ -18,7 +18,10 @@ typedef zt_status (*zt_jsonl_fn)(void *ctx, const cJSON *obj);
 
 /* The non-blank lines of the files, in order, a batch at a time (memory stays
  * bounded), for callers that work on a batch's lines in parallel; zt_jsonl_parse
- * turns one line into an object (or a ZT_EUSER message). */
+ * turns one line into an object (or a ZT_EUSER message). A file whose first byte
+ * past a byte order mark and whitespace is '[' is a JSON array of examples
+ * (alpaca_data.json, ShareGPT dumps, what datasets' "json" loader takes): each
+ * element is a "line", numbered by the line it starts on. */
 typedef struct zt_jsonl_lines {
     char **text; /* NUL-terminated, without the newline */
     size_t *len;
@@ -30,6 +33,7 @@ typedef struct zt_jsonl_lines {
     int npaths, at;
     void *fp;
     long line;
+    int array; /* how the open file is read: line by line, or as a JSON array (jsonl.c) */
 } zt_jsonl_lines;
 
 zt_status zt_jsonl_open(zt_jsonl_lines *l, char *const *paths, int npaths);

@@ -64,8 +64,9 @@ static const zt_recipe_key schema[] = {
           "{enable_thinking = false} for Qwen3's answers without reasoning; a line's own \"chat_template_kwargs\" "
           "object adds to them"),
 
-    LIST("data", "train", data.train, PATH | DATA, "[]", "training data: a JSONL path or a list of them; required for training"),
-    LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL path or a list of them"),
+    LIST("data", "train", data.train, PATH | DATA, "[]",
+         "training data: a JSONL (or JSON array) file or a list of them; required for training"),
+    LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL (or JSON array) file or a list of them"),
     FLT("data", "valid_split", data.valid_split, DATA, "0", 0, 0.5,
         "fraction of data.train held out for validation, instead of data.valid"),
     ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 7,

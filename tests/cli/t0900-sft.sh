@@ -69,6 +69,12 @@ $PY -c "import json; r=json.loads(open('$TMP/out').read()); assert 0 <= r['accur
   && say "ok - eval reports accuracy: $(cat "$TMP/out")" || fail "eval: $(cat "$TMP/out")"
 expect_ok "ShareGPT conversations" "$ZT" data inspect recipe.toml data.train=share.jsonl data.valid=[] --json
 expect_ok "instruct" "$ZT" data inspect recipe.toml data.train=instruct.jsonl data.valid=[] data.format=instruct --json
+cp "$TMP/out" instruct.out
+# the same data as a JSON array, pretty-printed as alpaca_data.json is: the same rows
+$PY -c "import json; json.dump([json.loads(l) for l in open('instruct.jsonl')], open('instruct.json', 'w'), indent=4)"
+expect_ok "instruct as a JSON array" "$ZT" data inspect recipe.toml data.train=instruct.json data.valid=[] \
+  data.format=instruct --json
+cmp -s instruct.out "$TMP/out" && say "ok - a JSON array file gives the JSONL file's rows" || fail "JSON array: $(cat "$TMP/out")"
 expect_ok "text" "$ZT" data inspect recipe.toml data.train=text.jsonl data.valid=[] data.format=text --json
 $PY -c "import json; r=json.loads(open('$TMP/out').read()); assert r['labels'] == r['input_ids'] and r['input_ids'][-1] == 2, r" \
   && say "ok - text: every token trained, EOS last" || fail "text: $(cat "$TMP/out")"

@@ -213,6 +213,54 @@ static void test_tokens_bad_lines(void)
     }
 }
 
+/* A file that starts with '[' is a JSON array of examples, pretty-printed or not: the same
+ * examples as the JSONL file with one per line (brackets, commas and quotes inside strings are
+ * text); errors name the line an element starts on, and a bad element is skipped like a bad line. */
+static void test_json_array_files(void)
+{
+    char *lines =
+        write_file("lines.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3], \"s\": \"[,]}\\\"{\"}\n"
+                                  "{\"input_ids\": [4, 5]}\n"
+                                  "{\"input_ids\": [6]}\n");
+    char *array = write_file("array.json", "\xef\xbb\xbf\n  [\n    {\n        \"input_ids\": [1, 2, 3],\n"
+                                           "        \"labels\": [-100, 2, 3], \"s\": \"[,]}\\\"{\"\n    },\n"
+                                           "    {\"input_ids\": [4, 5]}\n    ,{\"input_ids\":[6]}]\n\n");
+    zt_dataset a, b;
+    CHECK_MSG(zt_tokens_load(&a, &lines, 1, 10, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_tokens_load(&b, &array, 1, 10, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+    CHECK(a.n_examples == 3 && b.n_examples == 3 && !memcmp(a.offsets, b.offsets, 4 * sizeof *a.offsets) &&
+          !memcmp(a.ids, b.ids, 6 * sizeof *a.ids) && !memcmp(a.labels, b.labels, 6 * sizeof *a.labels));
+    zt_dataset_free(&a);
+    zt_dataset_free(&b);
+
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"[\n{\"input_ids\": [1]},\n{\"input_ids\": [2]}\n",
+         ":3: the JSON array that the file starts with is not closed"},
+        {"[{\"input_ids\": [1]},\n]", ":2: an empty element in the JSON array (a comma too many?)"},
+        {"[{\"input_ids\": [1]}]\n{\"input_ids\": [2]}\n", ":2: text after the end of the JSON array"},
+        {"[]]", ":1: text after the end of the JSON array"},
+        {"[{\"input_ids\": [1]},\n\n  7]", ":3: the line is a number, not a JSON object"},
+        {"[{\"input_ids\": [1]}, {\"input_ids\": [1\n, \"x\"]}]", ":1: input_ids[1] is a string, not an integer"},
+        {"[{\"input_ids\": \"]\"}]", ":1: \"input_ids\" is a string"},
+        {"[\"{\\\"input_ids\\\": [1]}\"]", ":1: the line is a string, not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *path = write_file("bad.json", bad[i].text);
+        zt_status st = zt_tokens_load(&a, &path, 1, 10, 0, &skipped);
+        CHECK_MSG(st == ZT_EUSER && strstr(zt_errmsg(), bad[i].want) && strstr(zt_errmsg(), "bad.json:"),
+                  "case %zu: %s", i, st ? zt_errmsg() : "loaded");
+        if (!st) zt_dataset_free(&a);
+    }
+    char *empty = write_file("empty.json", " [ ] ");
+    CHECK(zt_tokens_load(&a, &empty, 1, 10, 0, &skipped) == ZT_EUSER && strstr(zt_errmsg(), "no examples"));
+    char *one_bad =
+        write_file("one_bad.json", "[{\"input_ids\": [1]},\n {\"input_ids\": [99]},\n {\"input_ids\": [2]}]");
+    CHECK(zt_tokens_load(&a, &one_bad, 1, 10, 1, &skipped) == ZT_OK && a.n_examples == 2 && skipped == 1);
+    zt_dataset_free(&a);
+}
+
 static void test_tokens_bad_files(void)
 {
     zt_dataset ds;
@@ -1245,6 +1293,7 @@ int main(void)
     RUN(test_tokens_long_line);
     RUN(test_tokens_bad_lines);
     RUN(test_tokens_bad_files);
+    RUN(test_json_array_files);
     RUN(test_jsonl_line_checks);
     RUN(test_preference_implicit_prompt);
     RUN(test_completion_lines);
