@@ -8,16 +8,39 @@
 
 #include "lib/core/fileio.h"
 #include "lib/core/log.h"
+#include "lib/data/jsonl.h"
 #include "commands.h"
 #include "lib/generate/generate.h"
 #include "options.h"
 
-/* --input's lines with their completions, to out_path through a temporary file renamed at the
- * end: a failed run leaves out_path as it was, and out_path may be the input itself */
+/* One request of --input (where: "file:line") answered, the line written back to out with its "completion". */
+static zt_status answer(zt_generator *g, const char *line, size_t len, const char *where, FILE *out,
+                        const char *out_path)
+{
+    zt_generate_request q;
+    char *text = NULL;
+    zt_status st = zt_generate_request_parse(&q, line, len, where);
+    if (!st) {
+        st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, q.obj, &text);
+        if (st == ZT_EUSER) st = zt_fail_context(st, "%s", where); /* the template's, say */
+    }
+    if (!st) {
+        cJSON_AddStringToObject(q.obj, "completion", text);
+        char *row = cJSON_PrintUnformatted(q.obj);
+        if (!row || fprintf(out, "%s\n", row) < 0) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
+        free(row);
+    }
+    free(text);
+    zt_generate_request_free(&q);
+    return st;
+}
+
+/* --input's requests (JSONL, or a JSON array, as data files are read) with their completions, to
+ * out_path through a temporary file renamed at the end: a failed run leaves out_path as it was,
+ * and out_path may be the input itself */
 static zt_status batch(zt_generator *g, const char *in_path, const char *out_path)
 {
-    FILE *in = fopen(in_path, "r");
-    if (!in) return zt_fail(ZT_EUSER, "cannot open '%s': %s", in_path, strerror(errno));
+    char *paths[] = {(char *)in_path}; /* read only */
     int to_stdout = !strcmp(out_path, "-");
     zt_atomic_file af = {0};
     zt_status st = to_stdout ? ZT_OK : zt_atomic_open(&af, out_path);
@@ -27,34 +50,15 @@ static zt_status batch(zt_generator *g, const char *in_path, const char *out_pat
         st = zt_fail(ZT_EUSER, "--output: %s", msg);
     }
     FILE *out = to_stdout ? stdout : af.f;
-    char *line = NULL, where[4200];
-    size_t cap = 0;
-    long lineno = 0;
-    ssize_t len;
-    while (!st && (len = getline(&line, &cap, in)) > 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (strspn(line, " \t") == (size_t)len) continue;
-        snprintf(where, sizeof where, "%s:%ld", in_path, lineno);
-        zt_generate_request q;
-        char *text = NULL;
-        st = zt_generate_request_parse(&q, line, (size_t)len, where);
-        if (!st) {
-            st = q.prompt ? zt_generate_text(g, q.prompt, &text) : zt_generate_chat(g, q.msgs, q.n, q.obj, &text);
-            if (st == ZT_EUSER) st = zt_fail_context(st, "%s", where); /* the template's, say */
+    zt_jsonl_lines l = {0};
+    if (!st) st = zt_jsonl_open(&l, paths, 1);
+    while (!st && !(st = zt_jsonl_next(&l, 64)) && l.n > 0)
+        for (int64_t i = 0; i < l.n && !st; i++) {
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%ld", in_path, l.lineno[i]);
+            st = answer(g, l.text[i], l.len[i], where, out, out_path);
         }
-        if (!st) {
-            cJSON_AddStringToObject(q.obj, "completion", text);
-            char *row = cJSON_PrintUnformatted(q.obj);
-            if (!row || fprintf(out, "%s\n", row) < 0) st = zt_fail(ZT_EIO, "cannot write '%s'", out_path);
-            free(row);
-        }
-        free(text);
-        zt_generate_request_free(&q);
-    }
-    if (!st && ferror(in)) st = zt_fail(ZT_EIO, "'%s': read error after line %ld", in_path, lineno);
-    free(line);
-    fclose(in);
+    zt_jsonl_close(&l);
     if (to_stdout || !af.f) return st;
     if (st) zt_atomic_abort(&af);
     else st = zt_atomic_commit(&af);
@@ -115,7 +119,7 @@ int cmd_generate(int argc, char **argv)
         {"adapter", 'S', &adapter, "DIR", "a PEFT adapter directory (LoRA, QLoRA, DoRA) on --model", 0, 0},
         {"prompt", 'S', &prompt, "TEXT", "continue this text", 0, 0},
         {"chat", 'F', &chat_mode, "", "talk with the model (chat template) on the terminal", 0, 0},
-        {"input", 'S', &input, "FILE", "JSONL file of prompts", 0, 0},
+        {"input", 'S', &input, "FILE", "JSONL file (or JSON array) of prompts", 0, 0},
         {"output", 'S', &output, "FILE", "where --input's results go (default: standard output)", 0, 0},
         {"max-new-tokens", 'I', &max_new, "N", "tokens to generate at most (default 128)", 1, 1 << 20},
         {"temperature", 'D', &temperature, "T", "0 = greedy (default); higher = more random", 0, 100},

@@ -130,22 +130,18 @@ enum { LINES, ARRAY_FIRST, ARRAY_NEXT, ARRAY_DONE };
 static int is_space(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 /* A file whose first byte past a byte order mark and whitespace is '[' is a JSON array of
- * examples, read from past the '['; any other is read line by line from its start. */
+ * examples, read from past the '['; any other is read line by line from that byte on (put back:
+ * the file need not be seekable, --input may be a pipe). */
 static zt_status detect_array(zt_jsonl_lines *l, FILE *f)
 {
-    unsigned char bom[3];
-    size_t k = fread(bom, 1, 3, f);
-    if (k < 3 || memcmp(bom, "\xef\xbb\xbf", 3)) rewind(f);
-    int c;
+    int c = getc(f);
+    if (c == 0xEF && (getc(f) != 0xBB || getc(f) != 0xBF)) /* not a byte order mark: no JSON starts so */
+        return zt_fail(ZT_EUSER, "%s:1: not JSON (parse error at column 1)", l->paths[l->at]);
+    if (c == 0xEF) c = getc(f);
     long lines = 0;
-    while ((c = getc(f)) != EOF && is_space(c)) lines += c == '\n';
-    if (c == '[') {
-        l->array = ARRAY_FIRST, l->line = lines;
-        return ZT_OK;
-    }
-    l->array = LINES, l->line = 0;
-    if (fseek(f, 0, SEEK_SET))
-        return zt_fail(ZT_EUSER, "'%s': cannot read it from its start again: %s", l->paths[l->at], strerror(errno));
+    for (; c != EOF && is_space(c); c = getc(f)) lines += c == '\n';
+    l->array = c == '[' ? ARRAY_FIRST : LINES, l->line = lines;
+    if (c != '[' && c != EOF) ungetc(c, f);
     return ZT_OK;
 }
 
@@ -187,10 +183,7 @@ static zt_status next_line(zt_jsonl_lines *l, char **line, size_t *cap)
     ssize_t len = getline(line, cap, l->fp);
     if (len < 0) return end_file(l);
     char *p = *line;
-    if (++l->line == 1 && len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) { /* UTF-8 byte order mark */
-        p += 3;
-        len -= 3;
-    }
+    l->line++;
     while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = 0;
     return is_blank(p) ? ZT_OK : push_line(l, p, (size_t)len, l->at, l->line);
 }

@@ -48,6 +48,10 @@ assert rows[0]["completion"].strip().startswith("jumps over the lazy dog")
 assert rows[0]["completion"].rstrip().endswith("into the green"), rows[0]  # cut at the stop string
 assert rows[1]["completion"].strip().startswith("dog and then")
 PY
+printf '[\n  {"prompt": "the quick brown fox",\n   "id": 7},\n  {"prompt": "jumps over the lazy"}\n]\n' > prompts.json
+expect_ok "a JSON array of requests" "$ZT" generate --model run/final --input prompts.json --output array.jsonl --stop forest
+cmp -s out.jsonl array.jsonl && say "ok - a JSON array of requests answers as the JSONL file" \
+  || fail "array: $(diff out.jsonl array.jsonl | head -3)"
 printf '{"prompt": "the quick"} {"prompt": "brown fox"}\n\n[1, 2]\n' > two.jsonl
 expect_exit 2 "two objects on one line of --input" "two.jsonl:1: not JSON" \
   "$ZT" generate --model run/final --input two.jsonl
@@ -61,7 +65,7 @@ expect_exit 2 "a bad line after a good one" "array.jsonl:3: the line is an array
   "$ZT" generate --model run/final --input array.jsonl --output kept.jsonl --max-new-tokens 2
 cmp -s out.jsonl kept.jsonl && [ -z "$(ls | grep '\.tmp\.')" ] \
   && say "ok - a failed run leaves --output as it was, no temporary file" || fail "--output after a failed run"
-expect_exit 2 "a missing --input" "cannot open 'nope.jsonl': No such file" \
+expect_exit 2 "a missing --input" "'nope.jsonl': cannot open: No such file" \
   "$ZT" generate --model run/final --input nope.jsonl --output kept.jsonl
 cmp -s out.jsonl kept.jsonl && say "ok - a missing --input leaves --output as it was" || fail "--output emptied"
 expect_exit 2 "--output in a missing directory" "--output: cannot create 'no/dir/out.jsonl" \

@@ -245,6 +245,7 @@ static void test_json_array_files(void)
         {"[{\"input_ids\": [1]}, {\"input_ids\": [1\n, \"x\"]}]", ":1: input_ids[1] is a string, not an integer"},
         {"[{\"input_ids\": \"]\"}]", ":1: \"input_ids\" is a string"},
         {"[\"{\\\"input_ids\\\": [1]}\"]", ":1: the line is a string, not a JSON object"},
+        {"\xef\x80\x80{\"input_ids\": [1]}\n", ":1: not JSON (parse error at column 1)"}, /* U+E000, no BOM */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *path = write_file("bad.json", bad[i].text);
