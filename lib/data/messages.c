@@ -5,8 +5,10 @@
 
 #include "jsonl.h"
 
-static const char *const SHAREGPT_ROLES[][2] = {
-    {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"}};
+/* ShareGPT's speakers; a tool's answer is "tool" (Hermes' function-calling data) or "observation" */
+static const char *const SHAREGPT_ROLES[][2] = {{"human", "user"},          {"user", "user"},     {"gpt", "assistant"},
+                                                {"assistant", "assistant"}, {"system", "system"}, {"tool", "tool"},
+                                                {"observation", "tool"}};
 
 /* The bytes a list of text parts joins to (NUL included), or an error naming the part. */
 static zt_status parts_bytes(const cJSON *content, int i, size_t *bytes)
@@ -69,7 +71,8 @@ static zt_status sharegpt_message(const cJSON *e, int i, zt_message *m)
     for (size_t j = 0; j < sizeof SHAREGPT_ROLES / sizeof SHAREGPT_ROLES[0]; j++)
         if (!strcmp(from->valuestring, SHAREGPT_ROLES[j][0])) m->role = SHAREGPT_ROLES[j][1];
     if (!m->role)
-        return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt or system", i, from->valuestring);
+        return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt, system or tool", i,
+                       from->valuestring);
     return ZT_OK;
 }
 

@@ -6,7 +6,8 @@
  *                 image, is an error: zt trains on text), or none (null or left out) in a turn
  *                 that has "tool_calls". The message's other members (tool_calls, tool_call_id,
  *                 name, reasoning_content...) go to the template as they are (zt_message.json).
- *   ShareGPT      [{"from": human|gpt|system, "value"}]: string values.
+ *   ShareGPT      [{"from": human|gpt|system|tool, "value"}]: string values (observation is
+ *                 tool, as LLaMA-Factory writes it).
  *
  * A row's "tools" (a list of function schemas, or null) is what the template gets as tools, and
  * its "chat_template_kwargs" (an object, or null) more variables for the template.

@@ -1044,6 +1044,38 @@ static void test_chat_template_kwargs(void)
     zt_tokenizer_free(tok);
 }
 
+/* ShareGPT's tool turns (Hermes' "tool", LLaMA-Factory's "observation") are the template's tool role. */
+static void test_sharegpt_tool_turns(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja", NULL) ==
+          ZT_OK);
+    static const char *const files[][2] = {
+        {"openai.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                         "\"content\": \"<tool_call>f</tool_call>\"}, {\"role\": \"tool\", \"content\": \"22\"}, "
+                         "{\"role\": \"assistant\", \"content\": \"a\"}]}\n"},
+        {"hermes.jsonl", "{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", "
+                         "\"value\": \"<tool_call>f</tool_call>\"}, {\"from\": \"tool\", \"value\": \"22\"}, "
+                         "{\"from\": \"gpt\", \"value\": \"a\"}]}\n"},
+        {"factory.jsonl", "{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", "
+                          "\"value\": \"<tool_call>f</tool_call>\"}, {\"from\": \"observation\", \"value\": \"22\"}, "
+                          "{\"from\": \"gpt\", \"value\": \"a\"}]}\n"},
+    };
+    zt_dataset ds[3];
+    for (int k = 0; k < 3; k++) load_chat(tok, tmpl, write_file(files[k][0], files[k][1]), 256, &ds[k]);
+    int64_t n = zt_dataset_tokens(&ds[0]);
+    for (int k = 1; k < 3; k++)
+        CHECK_MSG(n > 10 && zt_dataset_tokens(&ds[k]) == n &&
+                      !memcmp(ds[k].ids, ds[0].ids, (size_t)n * sizeof(int32_t)) &&
+                      !memcmp(ds[k].labels, ds[0].labels, (size_t)n * sizeof(int32_t)),
+                  "%s", files[k][0]);
+    for (int k = 0; k < 3; k++) zt_dataset_free(&ds[k]);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 /* Content as a list of text parts trains as the parts joined; other parts, tools that are not a
  * list and a turn without content or tool calls are refused by name. */
 static void test_chat_content_parts(void)
@@ -1301,6 +1333,7 @@ int main(void)
     RUN(test_chat_tool_calls);
     RUN(test_chat_content_parts);
     RUN(test_chat_template_kwargs);
+    RUN(test_sharegpt_tool_turns);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);
