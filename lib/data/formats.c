@@ -494,16 +494,23 @@ static zt_status completion_example(const zt_format *f, const cJSON *o, seq *s)
 }
 
 /* one line to its example (two for a preference pair), or a ZT_EUSER message; runs on many threads at once */
+static zt_status example(const zt_format *f, const cJSON *o, seq s[2])
+{
+    switch (f->format) {
+    case ZT_DATA_TEXT: return text_example(f, o, &s[0]);
+    case ZT_DATA_PREFERENCE: return preference_example(f, o, &s[0], &s[1]);
+    case ZT_DATA_PROMPT: return prompt_example(f, o, &s[0]);
+    case ZT_DATA_COMPLETION: return completion_example(f, o, &s[0]);
+    default: return chat_example(f, o, &s[0]);
+    }
+}
+
 static zt_status convert(const zt_format *f, const char *text, size_t len, seq s[2])
 {
     cJSON *o;
     zt_status st = zt_jsonl_parse(text, len, &o);
     if (st) return st;
-    if (f->format == ZT_DATA_TEXT) st = text_example(f, o, &s[0]);
-    else if (f->format == ZT_DATA_PREFERENCE) st = preference_example(f, o, &s[0], &s[1]);
-    else if (f->format == ZT_DATA_PROMPT) st = prompt_example(f, o, &s[0]);
-    else if (f->format == ZT_DATA_COMPLETION) st = completion_example(f, o, &s[0]);
-    else st = chat_example(f, o, &s[0]);
+    if (!(st = zt_messages_normalize(o))) st = example(f, o, s);
     cJSON_Delete(o);
     return st;
 }

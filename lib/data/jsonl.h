@@ -14,7 +14,8 @@
 
 #include "lib/core/status.h"
 
-typedef zt_status (*zt_jsonl_fn)(void *ctx, const cJSON *obj);
+/* One line's object; fn may change it (it is freed after). */
+typedef zt_status (*zt_jsonl_fn)(void *ctx, cJSON *obj);
 
 /* The non-blank lines of the files, in order, a batch at a time (memory stays
  * bounded), for callers that work on a batch's lines in parallel; zt_jsonl_parse

@@ -107,6 +107,49 @@ zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, in
     return ZT_OK;
 }
 
+/* Replaces o's member key, a string, by the JSON it holds when that is of kind want (cJSON_IsArray,
+ * cJSON_IsObject); 0 when it does not hold such JSON, -1 out of memory. */
+static int parse_member(cJSON *o, const char *key, cJSON_bool (*want)(const cJSON *))
+{
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(s)) return 1;
+    cJSON *v = cJSON_Parse(s->valuestring);
+    if (!want(v)) {
+        cJSON_Delete(v);
+        return 0;
+    }
+    return cJSON_ReplaceItemInObjectCaseSensitive(o, key, v) ? 1 : (cJSON_Delete(v), -1);
+}
+
+static zt_status normalize_calls(cJSON *list, const char *name)
+{
+    int i = 0;
+    for (cJSON *m = cJSON_IsArray(list) ? list->child : NULL; m; m = m->next, i++) {
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        int k = 0;
+        for (cJSON *c = cJSON_IsArray(calls) ? calls->child : NULL; c; c = c->next, k++) {
+            int ok = parse_member(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments", cJSON_IsObject);
+            if (ok < 0) return zt_fail(ZT_ENOMEM, "out of memory");
+            if (!ok)
+                return zt_fail(ZT_EUSER, "%s[%d]: tool call %d's \"arguments\" is a string that holds no JSON object",
+                               name, i, k);
+        }
+    }
+    return ZT_OK;
+}
+
+zt_status zt_messages_normalize(cJSON *row)
+{
+    int ok = parse_member(row, "tools", cJSON_IsArray);
+    if (ok < 0) return zt_fail(ZT_ENOMEM, "out of memory");
+    if (!ok) return zt_fail(ZT_EUSER, "\"tools\" is a string that holds no JSON list of function schemas");
+    static const char *const lists[] = {"messages", "prompt", "completion", "chosen", "rejected"};
+    zt_status st = ZT_OK;
+    for (size_t j = 0; !st && j < sizeof lists / sizeof lists[0]; j++)
+        st = normalize_calls(cJSON_GetObjectItemCaseSensitive(row, lists[j]), lists[j]);
+    return st;
+}
+
 zt_status zt_messages_extras(const cJSON *o, const cJSON **tools, const cJSON **kwargs)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tools"),

@@ -12,6 +12,11 @@
  * A row's "tools" (a list of function schemas, or null) is what the template gets as tools, and
  * its "chat_template_kwargs" (an object, or null) more variables for the template.
  *
+ * JSON written as a string where the templates want its value is read first (zt_messages_normalize):
+ * "tools" as a string (Hermes' and xLAM's function-calling data), and a tool call's "arguments"
+ * as OpenAI's API writes them (a string holding an object), which transformers' docs require as
+ * the object and vLLM's server turns into it before the template renders them.
+ *
  *     zt_message *m; int n;
  *     st = zt_messages_read(cJSON_GetObjectItem(row, "messages"), 0, &m, &n);   // free(m)
  *
@@ -28,6 +33,11 @@
 /* The messages of list (ShareGPT's from/value when sharegpt): *out points into list and into its
  * own block (free(*out) frees both), *n of them; an empty list is an error. */
 zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, int *n);
+
+/* Replaces, in row, JSON written as strings by the values they hold (above): "tools", and the
+ * "arguments" of the tool calls in its message lists (messages, prompt, completion, chosen,
+ * rejected). A string that does not hold what it should is an error naming it. */
+zt_status zt_messages_normalize(cJSON *row);
 
 /* The row's "tools" (a list) and "chat_template_kwargs" (an object); NULL when o (which may be
  * NULL) has none, or null. */

@@ -78,7 +78,7 @@ typedef struct tokens_ctx {
     int vocab_size;
 } tokens_ctx;
 
-static zt_status one_line(void *ctx, const cJSON *root)
+static zt_status one_line(void *ctx, cJSON *root)
 {
     tokens_ctx *c = ctx;
     return add_example(c->ds, &c->s, root, c->vocab_size);

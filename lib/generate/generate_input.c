@@ -8,6 +8,8 @@
 
 static zt_status read_request(zt_generate_request *q)
 {
+    zt_status st = zt_messages_normalize(q->obj);
+    if (st) return st;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(q->obj, "prompt"),
                 *msgs = cJSON_GetObjectItemCaseSensitive(q->obj, "messages");
     if (cJSON_IsString(p)) {
@@ -17,7 +19,7 @@ static zt_status read_request(zt_generate_request *q)
     if (cJSON_IsArray(p)) msgs = p; /* a prompt given as messages */
     if (!cJSON_IsArray(msgs)) return zt_fail(ZT_EUSER, "needs \"prompt\" (a string or messages) or \"messages\"");
     const cJSON *tools, *kwargs; /* checked here, so that a bad one names the line before any generation */
-    zt_status st = zt_messages_extras(q->obj, &tools, &kwargs);
+    st = zt_messages_extras(q->obj, &tools, &kwargs);
     return st ? st : zt_messages_read(msgs, 0, &q->msgs, &q->n);
 }
 

@@ -8,6 +8,7 @@
 #include "lib/data/batch.h"
 #include "lib/data/formats.h"
 #include "lib/data/jsonl.h"
+#include "lib/data/messages.h"
 #include "lib/core/fileio.h"
 #include "lib/model/lora.h"
 #include "train.h"
@@ -63,14 +64,15 @@ static void trim(char **s)
 }
 
 /* greedy answer to the conversation up to its last assistant turn, compared with that turn */
-static zt_status accuracy_line(void *ctx, const cJSON *o)
+static zt_status accuracy_line(void *ctx, cJSON *o)
 {
     accuracy_ctx *a = ctx;
     if (a->max && a->seen >= a->max) return ZT_OK;
     zt_message *m;
     int n;
     char *owned, *gen = NULL;
-    zt_status st = zt_format_messages(o, a->format, &m, &n, &owned);
+    zt_status st = zt_messages_normalize(o);
+    if (!st) st = zt_format_messages(o, a->format, &m, &n, &owned);
     if (st) return st;
     int last = n - 1;
     while (last >= 0 && strcmp(m[last].role, "assistant")) last--;

@@ -1044,6 +1044,45 @@ static void test_chat_template_kwargs(void)
     zt_tokenizer_free(tok);
 }
 
+/* JSON written as strings: "tools" (Hermes', xLAM's data) and a tool call's "arguments" (OpenAI's
+ * API) train as the values they hold; a string that holds no such value is refused by name. */
+static void test_tool_json_strings(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja", NULL) ==
+          ZT_OK);
+    static const char *const files[][2] = {
+        {"values.jsonl",
+         "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"messages\": [{\"role\": "
+         "\"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", "
+         "\"function\": {\"name\": \"f\", \"arguments\": {\"x\": [1, \"]\"]}}}]}]}\n"},
+        {"strings.jsonl",
+         "{\"tools\": \"[{\\\"type\\\": \\\"function\\\", \\\"function\\\": {\\\"name\\\": \\\"f\\\"}}]\", "
+         "\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"tool_calls\": "
+         "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": [1, "
+         "\\\"]\\\"]}\"}}]}]}\n"},
+    };
+    zt_dataset ds[2];
+    for (int k = 0; k < 2; k++) load_chat(tok, tmpl, write_file(files[k][0], files[k][1]), 512, &ds[k]);
+    int64_t n = zt_dataset_tokens(&ds[0]);
+    CHECK(n > 20 && zt_dataset_tokens(&ds[1]) == n && !memcmp(ds[1].ids, ds[0].ids, (size_t)n * sizeof(int32_t)) &&
+          !memcmp(ds[1].labels, ds[0].labels, (size_t)n * sizeof(int32_t)));
+    for (int k = 0; k < 2; k++) zt_dataset_free(&ds[k]);
+    static const bad_line bad[] = {
+        {"{\"tools\": \"get_weather\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
+         "\"tools\" is a string that holds no JSON list of function schemas"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"tool_calls\": "
+         "[{\"function\": {\"name\": \"f\", \"arguments\": {}}}, {\"function\": {\"name\": \"f\", "
+         "\"arguments\": \"x=1\"}}]}]}",
+         "messages[1]: tool call 1's \"arguments\" is a string that holds no JSON object"},
+    };
+    expect_bad_lines(ZT_DATA_CHAT, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 /* ShareGPT's tool turns (Hermes' "tool", LLaMA-Factory's "observation") are the template's tool role. */
 static void test_sharegpt_tool_turns(void)
 {
@@ -1112,8 +1151,8 @@ static void test_chat_content_parts(void)
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\"}]}",
          "(only a turn with tool_calls may leave it out)"},
         {"{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": {}}]}", "message 0: \"tool_calls\" is an object"},
-        {"{\"tools\": \"get_weather\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
-         "\"tools\" is a string, not a list of function schemas"},
+        {"{\"tools\": {}, \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
+         "\"tools\" is an object, not a list of function schemas"},
     };
     expect_bad_lines(ZT_DATA_CHAT, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
     zt_template_free(tmpl);
@@ -1334,6 +1373,7 @@ int main(void)
     RUN(test_chat_content_parts);
     RUN(test_chat_template_kwargs);
     RUN(test_sharegpt_tool_turns);
+    RUN(test_tool_json_strings);
     RUN(test_packing_layout);
     RUN(test_packing_split);
     RUN(test_no_packing);

@@ -20,7 +20,7 @@ typedef struct objects {
     int64_t n, cap;
 } objects;
 
-static zt_status keep_object(void *ctx, const cJSON *o)
+static zt_status keep_object(void *ctx, cJSON *o)
 {
     objects *s = ctx;
     if (s->n == s->cap) {
