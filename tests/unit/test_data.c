@@ -1044,6 +1044,23 @@ static void test_chat_template_kwargs(void)
     zt_tokenizer_free(tok);
 }
 
+/* Each chat file (a name and its text) gives the first one's tokens and labels, which are not few. */
+static void expect_same_rows(const zt_tokenizer *tok, const zt_template *tmpl, const char *const (*files)[2], int n)
+{
+    zt_dataset first, ds;
+    load_chat(tok, tmpl, write_file(files[0][0], files[0][1]), 512, &first);
+    int64_t len = zt_dataset_tokens(&first);
+    CHECK(len > 10);
+    for (int k = 1; k < n; k++) {
+        load_chat(tok, tmpl, write_file(files[k][0], files[k][1]), 512, &ds);
+        CHECK_MSG(zt_dataset_tokens(&ds) == len && !memcmp(ds.ids, first.ids, (size_t)len * sizeof(int32_t)) &&
+                      !memcmp(ds.labels, first.labels, (size_t)len * sizeof(int32_t)),
+                  "%s differs from %s", files[k][0], files[0][0]);
+        zt_dataset_free(&ds);
+    }
+    zt_dataset_free(&first);
+}
+
 /* JSON written as strings: "tools" (Hermes', xLAM's data) and a tool call's "arguments" (OpenAI's
  * API) train as the values they hold; a string that holds no such value is refused by name. */
 static void test_tool_json_strings(void)
@@ -1064,12 +1081,7 @@ static void test_tool_json_strings(void)
          "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": [1, "
          "\\\"]\\\"]}\"}}]}]}\n"},
     };
-    zt_dataset ds[2];
-    for (int k = 0; k < 2; k++) load_chat(tok, tmpl, write_file(files[k][0], files[k][1]), 512, &ds[k]);
-    int64_t n = zt_dataset_tokens(&ds[0]);
-    CHECK(n > 20 && zt_dataset_tokens(&ds[1]) == n && !memcmp(ds[1].ids, ds[0].ids, (size_t)n * sizeof(int32_t)) &&
-          !memcmp(ds[1].labels, ds[0].labels, (size_t)n * sizeof(int32_t)));
-    for (int k = 0; k < 2; k++) zt_dataset_free(&ds[k]);
+    expect_same_rows(tok, tmpl, files, 2);
     static const bad_line bad[] = {
         {"{\"tools\": \"get_weather\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}",
          "\"tools\" is a string that holds no JSON list of function schemas"},
@@ -1102,15 +1114,7 @@ static void test_sharegpt_tool_turns(void)
                           "\"value\": \"<tool_call>f</tool_call>\"}, {\"from\": \"observation\", \"value\": \"22\"}, "
                           "{\"from\": \"gpt\", \"value\": \"a\"}]}\n"},
     };
-    zt_dataset ds[3];
-    for (int k = 0; k < 3; k++) load_chat(tok, tmpl, write_file(files[k][0], files[k][1]), 256, &ds[k]);
-    int64_t n = zt_dataset_tokens(&ds[0]);
-    for (int k = 1; k < 3; k++)
-        CHECK_MSG(n > 10 && zt_dataset_tokens(&ds[k]) == n &&
-                      !memcmp(ds[k].ids, ds[0].ids, (size_t)n * sizeof(int32_t)) &&
-                      !memcmp(ds[k].labels, ds[0].labels, (size_t)n * sizeof(int32_t)),
-                  "%s", files[k][0]);
-    for (int k = 0; k < 3; k++) zt_dataset_free(&ds[k]);
+    expect_same_rows(tok, tmpl, files, 3);
     zt_template_free(tmpl);
     zt_tokenizer_free(tok);
 }
