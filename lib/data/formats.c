@@ -180,12 +180,10 @@ static zt_status text_example(const zt_format *f, const cJSON *o, seq *s)
     return st;
 }
 
-/* messages from OpenAI-style "messages" or ShareGPT "conversations" */
+/* messages from "messages" (ShareGPT's "conversations" made so by zt_messages_normalize) */
 static zt_status read_messages(const cJSON *o, zt_message **out, int *n)
 {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    return list ? zt_messages_read(list, 0, out, n)
-                : zt_messages_read(cJSON_GetObjectItemCaseSensitive(o, "conversations"), 1, out, n);
+    return zt_messages_read(cJSON_GetObjectItemCaseSensitive(o, "messages"), out, n);
 }
 
 static int has_end_id(const int32_t *ids, size_t n, const int32_t end[ZT_END_IDS])
@@ -317,10 +315,10 @@ static zt_status preference_side(const zt_format *f, const cJSON *row, const cJS
     }
     zt_message *pm, *am = NULL;
     int pn, an = 1;
-    zt_status st = zt_messages_read(prompt, 0, &pm, &pn);
+    zt_status st = zt_messages_read(prompt, &pm, &pn);
     if (st) return st;
     zt_message one = {"assistant", cJSON_IsString(answer) ? answer->valuestring : "", NULL};
-    if (!cJSON_IsString(answer)) st = zt_messages_read(answer, 0, &am, &an); /* the answer as a list of messages */
+    if (!cJSON_IsString(answer)) st = zt_messages_read(answer, &am, &an); /* the answer as a list of messages */
     zt_message *all = st ? NULL : calloc((size_t)(pn + an), sizeof *all);
     if (!st && !all) st = zt_fail(ZT_ENOMEM, "out of memory");
     if (!st) {
@@ -409,7 +407,7 @@ static zt_status rendered(const zt_format *f, const cJSON *o, const cJSON *const
     int n[2] = {0, 0};
     zt_template_vars v;
     zt_status st = zt_format_vars(f->tok, o, &v);
-    for (int k = 0; k < 2 && lists[k] && !st; k++) st = zt_messages_read(lists[k], 0, &part[k], &n[k]);
+    for (int k = 0; k < 2 && lists[k] && !st; k++) st = zt_messages_read(lists[k], &part[k], &n[k]);
     if (!st && !(all = calloc((size_t)(n[0] + n[1]), sizeof *all))) st = zt_fail(ZT_ENOMEM, "out of memory");
     char *text = NULL;
     if (!st) {

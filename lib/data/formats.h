@@ -65,8 +65,8 @@ typedef struct zt_format {
 
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped);
 
-/* The conversation of one chat or instruct line: *msgs (free it) points into o and
- * into *owned (free it too; NULL for chat). */
+/* The conversation of one chat or instruct line (o as zt_messages_normalize left it): *msgs (free
+ * it) points into o and into *owned (free it too; NULL for chat). */
 struct cJSON;
 zt_status zt_format_messages(const struct cJSON *o, zt_data_format format, zt_message **msgs, int *n, char **owned);
 

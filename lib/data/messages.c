@@ -5,10 +5,12 @@
 
 #include "jsonl.h"
 
-/* ShareGPT's speakers; a tool's answer is "tool" (Hermes' function-calling data) or "observation" */
-static const char *const SHAREGPT_ROLES[][2] = {{"human", "user"},          {"user", "user"},     {"gpt", "assistant"},
-                                                {"assistant", "assistant"}, {"system", "system"}, {"tool", "tool"},
-                                                {"observation", "tool"}};
+/* ShareGPT's speakers; a tool's answer is "tool" (Hermes' function-calling data) or "observation",
+ * and "function_call" a turn of tool calls (LLaMA-Factory's) */
+static const char *const SHAREGPT_ROLES[][2] = {{"human", "user"},       {"user", "user"},
+                                                {"gpt", "assistant"},    {"assistant", "assistant"},
+                                                {"system", "system"},    {"tool", "tool"},
+                                                {"observation", "tool"}, {"function_call", "assistant"}};
 
 /* The bytes a list of text parts joins to (NUL included), or an error naming the part. */
 static zt_status parts_bytes(const cJSON *content, int i, size_t *bytes)
@@ -61,31 +63,15 @@ static zt_status openai_message(const cJSON *e, int i, zt_message *m, char **tex
     return ZT_OK;
 }
 
-static zt_status sharegpt_message(const cJSON *e, int i, zt_message *m)
-{
-    const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "from"),
-                *value = cJSON_GetObjectItemCaseSensitive(e, "value");
-    if (!cJSON_IsString(from) || !cJSON_IsString(value))
-        return zt_fail(ZT_EUSER, "message %d needs string \"from\" and \"value\"", i);
-    *m = (zt_message){NULL, value->valuestring, NULL};
-    for (size_t j = 0; j < sizeof SHAREGPT_ROLES / sizeof SHAREGPT_ROLES[0]; j++)
-        if (!strcmp(from->valuestring, SHAREGPT_ROLES[j][0])) m->role = SHAREGPT_ROLES[j][1];
-    if (!m->role)
-        return zt_fail(ZT_EUSER, "message %d: \"from\" is '%.32s', not human, gpt, system or tool", i,
-                       from->valuestring);
-    return ZT_OK;
-}
-
-zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, int *n)
+zt_status zt_messages_read(const cJSON *list, zt_message **out, int *n)
 {
     *out = NULL, *n = 0;
     if (!cJSON_IsArray(list))
-        return zt_fail(ZT_EUSER, "\"%s\" is %s, not a list of %s", sharegpt ? "conversations" : "messages",
-                       zt_json_kind(list), sharegpt ? "{\"from\", \"value\"}" : "{\"role\", \"content\"}");
+        return zt_fail(ZT_EUSER, "\"messages\" is %s, not a list of {\"role\", \"content\"}", zt_json_kind(list));
     int k = cJSON_GetArraySize(list), i = 0;
-    if (k == 0) return zt_fail(ZT_EUSER, "\"%s\" is empty", sharegpt ? "conversations" : "messages");
+    if (k == 0) return zt_fail(ZT_EUSER, "\"messages\" is empty");
     size_t bytes = 0; /* of the contents joined from parts */
-    for (const cJSON *e = list->child; e && !sharegpt; e = e->next, i++) {
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
         size_t b = 0;
         zt_status st = cJSON_IsArray(content) ? parts_bytes(content, i, &b) : ZT_OK;
@@ -97,8 +83,7 @@ zt_status zt_messages_read(const cJSON *list, int sharegpt, zt_message **out, in
     char *text = (char *)(m + k);
     i = 0;
     zt_status st = ZT_OK;
-    for (const cJSON *e = list->child; e && !st; e = e->next, i++)
-        st = sharegpt ? sharegpt_message(e, i, &m[i]) : openai_message(e, i, &m[i], &text);
+    for (const cJSON *e = list->child; e && !st; e = e->next, i++) st = openai_message(e, i, &m[i], &text);
     if (st) {
         free(m);
         return st;
@@ -138,13 +123,105 @@ static zt_status normalize_calls(cJSON *list, const char *name)
     return ZT_OK;
 }
 
+/* A call {"name", "arguments"} as a tool call; NULL out of memory. */
+static cJSON *tool_call(const cJSON *c)
+{
+    cJSON *call = cJSON_CreateObject(), *fn = cJSON_Duplicate(c, 1);
+    if (call && fn && cJSON_AddStringToObject(call, "type", "function") && cJSON_AddItemToObject(call, "function", fn))
+        return call;
+    cJSON_Delete(call);
+    cJSON_Delete(fn);
+    return NULL;
+}
+
+/* A function_call turn's value, a call or a list of calls, as tool_calls; *bad when it holds neither. */
+static cJSON *function_calls(const char *value, int *bad)
+{
+    cJSON *v = cJSON_Parse(value), *calls = cJSON_CreateArray();
+    int one = cJSON_IsObject(v);
+    *bad = !one && cJSON_GetArraySize(v) < 1;
+    for (const cJSON *c = one ? v : cJSON_IsArray(v) ? v->child : NULL; calls && c && !*bad; c = one ? NULL : c->next) {
+        cJSON *call = NULL;
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "name"))) *bad = 1;
+        else if (!(call = tool_call(c)) || !cJSON_AddItemToArray(calls, call)) {
+            cJSON_Delete(call);
+            cJSON_Delete(calls);
+            calls = NULL;
+        }
+    }
+    cJSON_Delete(v);
+    if (*bad) cJSON_Delete(calls);
+    return *bad ? NULL : calls;
+}
+
+/* ShareGPT's turn i as an OpenAI message, added to list. */
+static zt_status sharegpt_turn(const cJSON *e, int i, cJSON *list)
+{
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "from"),
+                *value = cJSON_GetObjectItemCaseSensitive(e, "value");
+    if (!cJSON_IsString(from) || !cJSON_IsString(value))
+        return zt_fail(ZT_EUSER, "conversations[%d] needs string \"from\" and \"value\"", i);
+    const char *role = NULL;
+    for (size_t j = 0; j < sizeof SHAREGPT_ROLES / sizeof SHAREGPT_ROLES[0]; j++)
+        if (!strcmp(from->valuestring, SHAREGPT_ROLES[j][0])) role = SHAREGPT_ROLES[j][1];
+    if (!role)
+        return zt_fail(ZT_EUSER,
+                       "conversations[%d]: \"from\" is '%.32s', not human, gpt, system, tool or function_call", i,
+                       from->valuestring);
+    int call = !strcmp(from->valuestring, "function_call"), bad = 0;
+    cJSON *calls = call ? function_calls(value->valuestring, &bad) : NULL;
+    if (bad)
+        return zt_fail(ZT_EUSER,
+                       "conversations[%d]: a function_call's value holds no JSON call {\"name\", \"arguments\"} "
+                       "nor a list of them",
+                       i);
+    cJSON *m = cJSON_CreateObject();
+    int ok = m && (!call || calls) && cJSON_AddStringToObject(m, "role", role) &&
+             cJSON_AddStringToObject(m, "content", call ? "" : value->valuestring);
+    int attached = ok && calls && cJSON_AddItemToObject(m, "tool_calls", calls);
+    if (!attached) {
+        cJSON_Delete(calls);
+        ok = ok && !calls;
+    }
+    if (ok) ok = cJSON_AddItemToArray(list, m);
+    if (!ok) cJSON_Delete(m);
+    return ok ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+}
+
+/* A row's ShareGPT "conversations" (and LLaMA-Factory's "system" beside them) as "messages". */
+static zt_status sharegpt_messages(cJSON *row)
+{
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(row, "conversations"),
+                *system = cJSON_GetObjectItemCaseSensitive(row, "system");
+    if (!conv || cJSON_GetObjectItemCaseSensitive(row, "messages")) return ZT_OK;
+    if (!cJSON_IsArray(conv))
+        return zt_fail(ZT_EUSER, "\"conversations\" is %s, not a list of {\"from\", \"value\"}", zt_json_kind(conv));
+    if (!conv->child) return zt_fail(ZT_EUSER, "\"conversations\" is empty");
+    cJSON *list = cJSON_CreateArray();
+    zt_status st = list ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+    const cJSON *first = cJSON_GetObjectItemCaseSensitive(conv->child, "from");
+    if (!st && cJSON_IsString(system) && system->valuestring[0] &&
+        !(cJSON_IsString(first) && !strcmp(first->valuestring, "system"))) {
+        cJSON *m = cJSON_CreateObject();
+        if (!m || !cJSON_AddItemToArray(list, m) || !cJSON_AddStringToObject(m, "role", "system") ||
+            !cJSON_AddStringToObject(m, "content", system->valuestring))
+            st = zt_fail(ZT_ENOMEM, "out of memory");
+    }
+    int i = 0;
+    for (const cJSON *e = conv->child; !st && e; e = e->next, i++) st = sharegpt_turn(e, i, list);
+    if (!st && !cJSON_AddItemToObject(row, "messages", list)) st = zt_fail(ZT_ENOMEM, "out of memory");
+    if (st) cJSON_Delete(list);
+    return st;
+}
+
 zt_status zt_messages_normalize(cJSON *row)
 {
+    zt_status st = sharegpt_messages(row);
+    if (st) return st;
     int ok = parse_member(row, "tools", cJSON_IsArray);
     if (ok < 0) return zt_fail(ZT_ENOMEM, "out of memory");
     if (!ok) return zt_fail(ZT_EUSER, "\"tools\" is a string that holds no JSON list of function schemas");
     static const char *const lists[] = {"messages", "prompt", "completion", "chosen", "rejected"};
-    zt_status st = ZT_OK;
     for (size_t j = 0; !st && j < sizeof lists / sizeof lists[0]; j++)
         st = normalize_calls(cJSON_GetObjectItemCaseSensitive(row, lists[j]), lists[j]);
     return st;

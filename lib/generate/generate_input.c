@@ -20,7 +20,7 @@ static zt_status read_request(zt_generate_request *q)
     if (!cJSON_IsArray(msgs)) return zt_fail(ZT_EUSER, "needs \"prompt\" (a string or messages) or \"messages\"");
     const cJSON *tools, *kwargs; /* checked here, so that a bad one names the line before any generation */
     st = zt_messages_extras(q->obj, &tools, &kwargs);
-    return st ? st : zt_messages_read(msgs, 0, &q->msgs, &q->n);
+    return st ? st : zt_messages_read(msgs, &q->msgs, &q->n);
 }
 
 zt_status zt_generate_request_parse(zt_generate_request *q, const char *line, size_t len, const char *where)

@@ -18,7 +18,7 @@ static int64_t skipped; /* lines skipped by zt_tokens_load (skip_bad is off here
 #define NO_LOSS ZT_IGNORE_INDEX
 
 static char tmpdir[64];
-static char *tmpfiles[32];
+static char *tmpfiles[64];
 static int ntmp;
 
 /* Writes content to tmpdir/name; returns the path (removed and freed at the end). */
@@ -1095,7 +1095,8 @@ static void test_tool_json_strings(void)
     zt_tokenizer_free(tok);
 }
 
-/* ShareGPT's tool turns (Hermes' "tool", LLaMA-Factory's "observation") are the template's tool role. */
+/* ShareGPT's tool turns (Hermes' "tool", LLaMA-Factory's "observation") are the template's tool
+ * role, and LLaMA-Factory's function_call turns its tool calls. */
 static void test_sharegpt_tool_turns(void)
 {
     zt_tokenizer *tok;
@@ -1115,6 +1116,40 @@ static void test_sharegpt_tool_turns(void)
                           "{\"from\": \"gpt\", \"value\": \"a\"}]}\n"},
     };
     expect_same_rows(tok, tmpl, files, 3);
+    /* LLaMA-Factory's function calling: a "system" beside the turns, function_call turns (a call or
+     * a list of them), "tools" as a string */
+    static const char *const calls[][2] = {
+        {"calls.jsonl",
+         "{\"tools\": [{\"name\": \"f\"}], \"messages\": [{\"role\": \"system\", \"content\": \"S\"}, "
+         "{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": "
+         "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}, {\"role\": "
+         "\"tool\", \"content\": \"22\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": "
+         "\"function\", \"function\": {\"name\": \"f\", \"arguments\": {}}}, {\"type\": \"function\", "
+         "\"function\": {\"name\": \"g\", \"arguments\": {}}}]}, {\"role\": \"tool\", \"content\": \"1\"}, "
+         "{\"role\": \"assistant\", \"content\": \"a\"}]}\n"},
+        {"factory-calls.jsonl",
+         "{\"system\": \"S\", \"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"conversations\": [{\"from\": "
+         "\"human\", \"value\": \"q\"}, {\"from\": \"function_call\", \"value\": \"{\\\"name\\\": \\\"f\\\", "
+         "\\\"arguments\\\": {\\\"x\\\": 1}}\"}, {\"from\": \"observation\", \"value\": \"22\"}, {\"from\": "
+         "\"function_call\", \"value\": \"[{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": {}}, {\\\"name\\\": "
+         "\\\"g\\\", \\\"arguments\\\": \\\"{}\\\"}]\"}, {\"from\": \"observation\", \"value\": \"1\"}, "
+         "{\"from\": \"gpt\", \"value\": \"a\"}]}\n"},
+    };
+    expect_same_rows(tok, tmpl, calls, 2);
+    static const bad_line bad[] = {
+        {"{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"function_call\", "
+         "\"value\": \"f(x=1)\"}]}",
+         "conversations[1]: a function_call's value holds no JSON call {\"name\", \"arguments\"} nor a list of them"},
+        {"{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"function_call\", "
+         "\"value\": \"[{\\\"arguments\\\": {}}]\"}]}",
+         "conversations[1]: a function_call's value holds no JSON call"},
+        {"{\"conversations\": [{\"from\": \"bot\", \"value\": \"q\"}]}",
+         "conversations[0]: \"from\" is 'bot', not human, gpt, system, tool or function_call"},
+        {"{\"conversations\": [{\"from\": \"human\"}]}", "conversations[0] needs string \"from\" and \"value\""},
+        {"{\"conversations\": []}", "\"conversations\" is empty"},
+        {"{\"conversations\": {}}", "\"conversations\" is an object, not a list of {\"from\", \"value\"}"},
+    };
+    expect_bad_lines(ZT_DATA_CHAT, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
     zt_template_free(tmpl);
     zt_tokenizer_free(tok);
 }

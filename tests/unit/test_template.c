@@ -115,7 +115,7 @@ static void test_fixture_renders(void)
         const cJSON *list = cJSON_GetObjectItem(row, "messages"), *tools = cJSON_GetObjectItem(row, "tools");
         zt_message *msgs = NULL;
         int n = 0;
-        if (cJSON_GetArraySize(list) && zt_messages_read(list, 0, &msgs, &n)) CHECK_MSG(0, "%s: %s", name, zt_errmsg());
+        if (cJSON_GetArraySize(list) && zt_messages_read(list, &msgs, &n)) CHECK_MSG(0, "%s: %s", name, zt_errmsg());
         int agp = cJSON_IsTrue(cJSON_GetObjectItem(row, "add_generation_prompt"));
         int conv = cJSON_GetObjectItem(row, "conversation")->valueint;
         const char *bos = str_or_null(row, "bos_token"), *eos = str_or_null(row, "eos_token");
