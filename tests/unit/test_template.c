@@ -435,6 +435,8 @@ static zt_template *load_span_template(const char *name)
 
 /* Contents are made of these: empty, whitespace at either end, text like the templates' markup,
  * sentinels' bytes (template.c), non-ASCII. */
+enum { CONTENT_BYTES = 3 * 47 + 1 }; /* a random content: up to three pieces of at most 47 bytes */
+
 static const char *const PIECES[] = {
     "",
     "a",
@@ -477,7 +479,7 @@ static const char *const TOOL_CALLS[] = {
 };
 enum { NTOOL_CALLS = sizeof TOOL_CALLS / sizeof TOOL_CALLS[0] };
 
-static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[96],
+static void random_conversation(int roles, int tool, int n, zt_message *msgs, char (*contents)[CONTENT_BYTES],
                                 cJSON *const calls[NTOOL_CALLS])
 {
     static const char *const any[] = {"user",      "user",      "user",      "user",   "assistant",
@@ -489,7 +491,11 @@ static void random_conversation(int roles, int tool, int n, zt_message *msgs, ch
         else if (roles == SYSTEM_FIRST) msgs[i].role = any[rnd(8)];
         else msgs[i].role = any[rnd(tools ? 10 : 9)];
         contents[i][0] = 0;
-        for (int k = (int)rnd(4); k > 0; k--) strcat(contents[i], PIECES[rnd(sizeof PIECES / sizeof PIECES[0])]);
+        for (int k = (int)rnd(4); k > 0; k--) {
+            const char *piece = PIECES[rnd(sizeof PIECES / sizeof PIECES[0])];
+            if (strlen(contents[i]) + strlen(piece) >= CONTENT_BYTES) abort(); /* CONTENT_BYTES is too small */
+            strcat(contents[i], piece);
+        }
         msgs[i].content = contents[i];
         msgs[i].json = tool && !strcmp(msgs[i].role, "assistant") && !rnd(4) ? calls[rnd(NTOOL_CALLS)] : NULL;
     }
@@ -507,7 +513,7 @@ static void test_spans_match_prefix_rendering(void)
 {
     enum { CONVERSATIONS = 60, MAX_MESSAGES = 48 };
     zt_message msgs[MAX_MESSAGES];
-    static char contents[MAX_MESSAGES][96];
+    static char contents[MAX_MESSAGES][CONTENT_BYTES];
     cJSON *calls[NTOOL_CALLS];
     for (int k = 0; k < NTOOL_CALLS; k++) calls[k] = cJSON_Parse(TOOL_CALLS[k]);
     for (size_t k = 0; k < sizeof SPAN_TEMPLATES / sizeof SPAN_TEMPLATES[0]; k++) {
