@@ -123,7 +123,8 @@ static int enum_index(const zt_recipe_key *k, const char *s)
 {
     for (int i = 0; i < k->nnames; i++)
         if (!strcmp(k->names[i], s)) return i;
-    return -1;
+    const char *value = zt_recipe_enum_alias(k, s);
+    return value ? enum_index(k, value) : -1;
 }
 
 static bool ends_with(const char *s, const char *suffix)

@@ -234,6 +234,9 @@ uint64_t zt_recipe_data_hash(const zt_recipe *r);
 const zt_recipe_key *zt_recipe_schema(int *n);
 /* The schema entry of section.key; NULL when there is none. */
 const zt_recipe_key *zt_recipe_find(const char *section, const char *key);
+/* The value an enum key reads s as when s is another name of it (Hugging Face's scheduler
+ * names: constant_with_warmup is constant); NULL when it is none. */
+const char *zt_recipe_enum_alias(const zt_recipe_key *k, const char *s);
 
 /* The allowed range of a numeric key as text: "[0, 1)", ">= 1", "" when unbounded. */
 const char *zt_recipe_range_text(const zt_recipe_key *k, char *buf, size_t cap);

@@ -89,7 +89,9 @@ static const zt_recipe_key schema[] = {
         "micro-batches per optimizer step"),
     FLT("train", "learning_rate", train.learning_rate, 0, "2e-5", 0, NOMAX, "peak learning rate"),
     ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, zt_schedule_type, 0, "cosine", zt_schedule_names, 4,
-         "learning rate schedule after warmup (wsd: warmup, stable, decay)"),
+         "learning rate schedule after warmup (wsd: warmup, stable, decay); Hugging Face's names in "
+         "parentheses read as the schedule named after them (constant keeps a warmup that is set, as "
+         "constant_with_warmup; Hugging Face's plain constant has none)"),
     I64("train", "warmup_steps", train.warmup_steps, 0, "0", 0, NOMAX, "linear warmup steps (or warmup_ratio, not both)"),
     FLT("train", "warmup_ratio", train.warmup_ratio, 0, "0", 0, 1, "warmup as a fraction of all steps (or warmup_steps, not both)"),
     FLT("train", "decay_ratio", train.decay_ratio, 0, "0.1", 0, 1, "wsd: fraction of steps spent decaying"),
@@ -205,6 +207,23 @@ const zt_recipe_key *zt_recipe_schema(int *n)
     return schema;
 }
 
+/* Other names of enum values, Hugging Face's: read as the value they stand for (which is written back). */
+static const struct {
+    const char *section, *key, *alias, *value;
+} aliases[] = {
+    {"train", "lr_scheduler_type", "constant_with_warmup", "constant"},
+    {"train", "lr_scheduler_type", "cosine_with_min_lr", "cosine"},
+    {"train", "lr_scheduler_type", "warmup_stable_decay", "wsd"},
+};
+
+const char *zt_recipe_enum_alias(const zt_recipe_key *k, const char *s)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(aliases[i].section, k->section) && !strcmp(aliases[i].key, k->key) && !strcmp(aliases[i].alias, s))
+            return aliases[i].value;
+    return NULL;
+}
+
 const zt_recipe_key *zt_recipe_find(const char *section, const char *key)
 {
     for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++)
@@ -262,6 +281,9 @@ static void write_key_row(FILE *f, const zt_recipe_key *k)
     fputs("` | ", f);
     if (k->type == ZT_RECIPE_ENUM) {
         for (int i = 0; i < k->nnames; i++) fprintf(f, "%s`%s`", i ? ", " : "", k->names[i]);
+        for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+            if (!strcmp(aliases[i].section, k->section) && !strcmp(aliases[i].key, k->key))
+                fprintf(f, " (`%s`: `%s`)", aliases[i].alias, aliases[i].value);
         if (k->path_suffix) fprintf(f, k->path_suffix[0] ? ", or a `%s` file" : ", or a path%s", k->path_suffix);
     } else {
         char range[64];

@@ -733,6 +733,25 @@ static void test_enum_values(void)
             zt_recipe_free(&r);
         }
     }
+    /* Hugging Face's scheduler names are read as the schedules they are, and written as zt names them */
+    static const char *const hf[][2] = {{"constant_with_warmup", "constant"},
+                                        {"cosine_with_min_lr", "cosine"},
+                                        {"warmup_stable_decay", "wsd"}};
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+        char value[96];
+        snprintf(value, sizeof value, "train.lr_scheduler_type=%s", hf[i][0]);
+        char *ov[] = {value};
+        zt_recipe r;
+        CHECK_MSG(zt_recipe_load(&r, NULL, 1, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
+        CHECK_MSG(!strcmp(zt_recipe_enum_text(&r, zt_recipe_find("train", "lr_scheduler_type")), hf[i][1]), "%s",
+                  value);
+        zt_recipe_free(&r);
+    }
+    char *bad[] = {"train.lr_scheduler_type=cosine_with_restarts"};
+    EXPECT_ERROR(
+        "", 1, bad,
+        "override 'train.lr_scheduler_type=cosine_with_restarts': 'cosine_with_restarts' is not one of cosine, "
+        "linear, constant, wsd");
 }
 
 static void test_docs(void)
