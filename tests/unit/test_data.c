@@ -1044,6 +1044,13 @@ static void test_chat_template_kwargs(void)
     zt_tokenizer_free(tok);
 }
 
+/* The Qwen2 fixture tokenizer and a chat template: the .jinja file, or ChatML when NULL. */
+static void open_qwen2(zt_tokenizer **tok, zt_template **tmpl, const char *template_file)
+{
+    CHECK(zt_tokenizer_open(tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(tmpl, template_file ? ZT_TEMPLATE_FILE : ZT_TEMPLATE_CHATML, template_file, NULL) == ZT_OK);
+}
+
 /* Each chat file (a name and its text) gives the first one's tokens and labels, which are not few. */
 static void expect_same_rows(const zt_tokenizer *tok, const zt_template *tmpl, const char *const (*files)[2], int n)
 {
@@ -1067,9 +1074,7 @@ static void test_tool_json_strings(void)
 {
     zt_tokenizer *tok;
     zt_template *tmpl;
-    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
-    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja", NULL) ==
-          ZT_OK);
+    open_qwen2(&tok, &tmpl, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja");
     static const char *const files[][2] = {
         {"values.jsonl",
          "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"messages\": [{\"role\": "
@@ -1101,9 +1106,7 @@ static void test_sharegpt_tool_turns(void)
 {
     zt_tokenizer *tok;
     zt_template *tmpl;
-    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
-    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_FILE, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja", NULL) ==
-          ZT_OK);
+    open_qwen2(&tok, &tmpl, "tests/fixtures/templates/qwen2.5-7b-instruct.jinja");
     static const char *const files[][2] = {
         {"openai.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
                          "\"content\": \"<tool_call>f</tool_call>\"}, {\"role\": \"tool\", \"content\": \"22\"}, "
@@ -1160,24 +1163,15 @@ static void test_chat_content_parts(void)
 {
     zt_tokenizer *tok;
     zt_template *tmpl;
-    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
-    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
-    zt_dataset a, b;
-    load_chat(tok, tmpl,
-              write_file("parts.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
-                                        "\"text\": \"What is \"}, {\"type\": \"text\", \"text\": \"2+2?\"}]}, "
-                                        "{\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": "
-                                        "\"4\"}]}]}\n"),
-              64, &a);
-    load_chat(tok, tmpl,
-              write_file("string.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}, "
-                                         "{\"role\": \"assistant\", \"content\": \"4\"}]}\n"),
-              64, &b);
-    int64_t n = zt_dataset_tokens(&a);
-    CHECK(n > 4 && n == zt_dataset_tokens(&b) && !memcmp(a.ids, b.ids, (size_t)n * sizeof *a.ids) &&
-          !memcmp(a.labels, b.labels, (size_t)n * sizeof *a.labels));
-    zt_dataset_free(&a);
-    zt_dataset_free(&b);
+    open_qwen2(&tok, &tmpl, NULL);
+    static const char *const files[][2] = {
+        {"parts.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+                        "\"What is \"}, {\"type\": \"text\", \"text\": \"2+2?\"}]}, {\"role\": \"assistant\", "
+                        "\"content\": [{\"type\": \"text\", \"text\": \"4\"}]}]}\n"},
+        {"string.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}, {\"role\": "
+                         "\"assistant\", \"content\": \"4\"}]}\n"},
+    };
+    expect_same_rows(tok, tmpl, files, 2);
     static const bad_line bad[] = {
         {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": "
          "\"x.png\"}}]}]}",
