@@ -188,6 +188,14 @@ static zt_status next_line(zt_jsonl_lines *l, char **line, size_t *cap)
     return is_blank(p) ? ZT_OK : push_line(l, p, (size_t)len, l->at, l->line);
 }
 
+/* The open file's next byte past whitespace (lines counted). */
+static int skip_space(zt_jsonl_lines *l)
+{
+    int c;
+    while ((c = getc(l->fp)) != EOF && is_space(c)) l->line += c == '\n';
+    return c;
+}
+
 /* The next element of a JSON array file into the batch, with the line it starts on: its text up to
  * the ',' or ']' that ends it outside strings and brackets. Past the array's end only whitespace
  * may follow; the file is closed there. */
@@ -195,16 +203,14 @@ static zt_status next_element(zt_jsonl_lines *l, char **buf, size_t *cap)
 {
     FILE *f = l->fp;
     const char *path = l->paths[l->at];
-    int c;
-    while ((c = getc(f)) != EOF && is_space(c)) l->line += c == '\n';
-    if (l->array == ARRAY_DONE || (l->array == ARRAY_FIRST && c == ']')) {
-        while (c != EOF && (is_space(c) || (c == ']' && l->array == ARRAY_FIRST))) {
-            l->line += c == '\n', l->array = ARRAY_DONE;
-            c = getc(f);
-        }
-        if (c != EOF) return zt_fail(ZT_EUSER, "%s:%ld: text after the end of the JSON array", path, l->line + 1);
-        return end_file(l);
+    int c = skip_space(l);
+    if (l->array == ARRAY_FIRST && c == ']') { /* an empty array */
+        l->array = ARRAY_DONE;
+        c = skip_space(l);
     }
+    if (l->array == ARRAY_DONE)
+        return c == EOF ? end_file(l)
+                        : zt_fail(ZT_EUSER, "%s:%ld: text after the end of the JSON array", path, l->line + 1);
     long first = l->line + 1;
     size_t n = 0;
     int depth = 0, in_string = 0, escaped = 0;

@@ -175,16 +175,18 @@ static zt_status sharegpt_turn(const cJSON *e, int i, cJSON *list)
                        "conversations[%d]: a function_call's value holds no JSON call {\"name\", \"arguments\"} "
                        "nor a list of them",
                        i);
-    cJSON *m = cJSON_CreateObject();
-    int ok = m && (!call || calls) && cJSON_AddStringToObject(m, "role", role) &&
-             cJSON_AddStringToObject(m, "content", call ? "" : value->valuestring);
-    int attached = ok && calls && cJSON_AddItemToObject(m, "tool_calls", calls);
-    if (!attached) {
+    cJSON *m = call && !calls ? NULL : cJSON_CreateObject();
+    if (!m || !cJSON_AddItemToArray(list, m)) { /* list owns m from here on */
+        cJSON_Delete(m);
         cJSON_Delete(calls);
-        ok = ok && !calls;
+        return zt_fail(ZT_ENOMEM, "out of memory");
     }
-    if (ok) ok = cJSON_AddItemToArray(list, m);
-    if (!ok) cJSON_Delete(m);
+    int ok = cJSON_AddStringToObject(m, "role", role) &&
+             cJSON_AddStringToObject(m, "content", call ? "" : value->valuestring);
+    if (calls && !(ok && cJSON_AddItemToObject(m, "tool_calls", calls))) {
+        cJSON_Delete(calls);
+        ok = 0;
+    }
     return ok ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
 }
 
