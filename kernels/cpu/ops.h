@@ -100,6 +100,9 @@ void zt_cpu_softcap_backward(zt_real *dx, const zt_real *y, size_t n, double cap
 /* x *= alpha over n elements; y += x over n elements */
 void zt_cpu_scale(zt_real *x, size_t n, zt_real alpha);
 void zt_cpu_add(zt_real *y, const zt_real *x, size_t n);
+/* x[i] += magnitude·u, u = zt_hash_uniform_pm1(key + i) (lib/core/rng.h): uniform in [-1, 1), a
+ * function of the index alone (noise.c); the CUDA twin adds the same bits */
+void zt_cpu_add_uniform_noise(zt_real *x, size_t n, uint64_t key, zt_real magnitude);
 
 /* y[n,:] += b; backward: db += Σ_n dy[n,:] */
 void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);

@@ -1,5 +1,6 @@
 /* kernels/cuda/device: helpers shared by the .cu files: API error checks (check.h), grid sizes
- * for grid-stride loops, block sums and the bf16 rounding of lib/core/dtype.h. */
+ * for grid-stride loops, block sums, the bf16 rounding of lib/core/dtype.h and the hash of
+ * lib/core/rng.h. */
 #ifndef ZT_KERNELS_CUDA_DEVICE_CUH
 #define ZT_KERNELS_CUDA_DEVICE_CUH
 
@@ -40,6 +41,14 @@ template <class T> __device__ T zt_block_sum(T v)
     __syncthreads();
     v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : T(0);
     return zt_warp_sum(v);
+}
+
+/* lib/core/rng.h's zt_mix64 (splitmix64's output function), bit for bit */
+__device__ __forceinline__ uint64_t zt_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 /* zt_f32_to_bf16, bit for bit: quiet NaNs, round to nearest even on the integer bits. */

@@ -68,6 +68,7 @@ void zt_cuda_softcap_forward(cudaStream_t s, float *x, size_t n, double cap);
 void zt_cuda_softcap_backward(cudaStream_t s, float *dx, const float *y, size_t n, double cap);
 void zt_cuda_scale(cudaStream_t s, float *x, size_t n, float alpha);
 void zt_cuda_add(cudaStream_t s, float *y, const float *x, size_t n);
+void zt_cuda_add_uniform_noise(cudaStream_t s, float *x, size_t n, uint64_t key, float magnitude); /* noise.cu */
 void zt_cuda_bias_forward(cudaStream_t s, float *y, const float *b, int N, int M);
 void zt_cuda_bias_backward(cudaStream_t s, float *db, const float *dy, int N, int M);
 

@@ -111,6 +111,8 @@ struct zt_backend {
     void (*softcap_backward)(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap);
     void (*scale)(zt_backend *be, zt_real *x, size_t n, zt_real alpha);  /* x *= alpha */
     void (*add)(zt_backend *be, zt_real *y, const zt_real *x, size_t n); /* y += x */
+    /* x[i] += magnitude·u(key + i), u uniform in [-1, 1) (kernels/cpu/ops.h): the same bits everywhere */
+    void (*add_uniform_noise)(zt_backend *be, zt_real *x, size_t n, uint64_t key, zt_real magnitude);
     void (*bias_forward)(zt_backend *be, zt_real *y, const zt_real *b, int N, int M);
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,

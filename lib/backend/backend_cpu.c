@@ -155,6 +155,10 @@ static void cpu_softcap_backward(zt_backend *be, zt_real *dx, const zt_real *y, 
 }
 static void cpu_scale(zt_backend *be, zt_real *x, size_t n, zt_real alpha) { zt_cpu_scale(x, n, alpha); }
 static void cpu_add(zt_backend *be, zt_real *y, const zt_real *x, size_t n) { zt_cpu_add(y, x, n); }
+static void cpu_add_uniform_noise(zt_backend *be, zt_real *x, size_t n, uint64_t key, zt_real magnitude)
+{
+    zt_cpu_add_uniform_noise(x, n, key, magnitude);
+}
 static void cpu_bias_forward(zt_backend *be, zt_real *y, const zt_real *b, int N, int M)
 {
     zt_cpu_bias_forward(y, b, N, M);
@@ -226,6 +230,7 @@ static zt_backend cpu_backend = {
     .softcap_backward = cpu_softcap_backward,
     .scale = cpu_scale,
     .add = cpu_add,
+    .add_uniform_noise = cpu_add_uniform_noise,
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,

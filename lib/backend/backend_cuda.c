@@ -477,6 +477,12 @@ static void cuda_add(zt_backend *be, float *y, const float *x, size_t n)
     zt_cuda_add(stream, y, x, n);
 }
 
+static void cuda_add_uniform_noise(zt_backend *be, float *x, size_t n, uint64_t key, float magnitude)
+{
+    MARK();
+    zt_cuda_add_uniform_noise(stream, x, n, key, magnitude);
+}
+
 static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
 {
     MARK();
@@ -596,6 +602,7 @@ static zt_backend cuda_backend = {
     .softcap_backward = cuda_softcap_backward,
     .scale = cuda_scale,
     .add = cuda_add,
+    .add_uniform_noise = cuda_add_uniform_noise,
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,

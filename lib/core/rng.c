@@ -5,23 +5,15 @@
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 
-/* splitmix64's output function: a bijective 64-bit mixer */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 void zt_rng_seed(zt_rng *r, uint64_t seed, uint64_t stream)
 {
     /* Mixing the stream before combining keeps (seed, stream) and
      * (seed', stream + 1) from landing on shifted copies of one splitmix walk. */
-    uint64_t x = mix64(seed) ^ mix64(mix64(stream) + GOLDEN);
+    uint64_t x = zt_mix64(seed) ^ zt_mix64(zt_mix64(stream) + GOLDEN);
     /* Four consecutive splitmix64 outputs: never all zero, since mix64 is a bijection. */
     for (int i = 0; i < 4; i++) {
         x += GOLDEN;
-        r->s[i] = mix64(x);
+        r->s[i] = zt_mix64(x);
     }
 }
 

@@ -32,4 +32,18 @@ double zt_rng_normal_ziggurat(zt_rng *r);
 /* Permutes a[n] in place (Fisher-Yates) with the stream (seed, stream). */
 void zt_rng_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream);
 
+/* Counter-based draws, for random values that are a function of an element's index (dropout
+ * masks, noise) and so come out the same on any thread count, backend or recomputation. */
+
+/* splitmix64's output function: a bijection that scrambles every bit */
+static inline uint64_t zt_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1) on the grid of 2^-23 (24 random bits, exact in a float): counter k's draw. */
+static inline float zt_hash_uniform_pm1(uint64_t k) { return (float)(zt_mix64(k) >> 40) * 0x1p-23f - 1.0f; }
+
 #endif

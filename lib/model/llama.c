@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/rng.h"
 #include "llama.h"
 #include "lora.h"
 #include "qbase.h"
@@ -731,6 +732,9 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         be->embedding_forward(be, m->x[0], m->input, embed_weight(m) + (size_t)v0 * m->C, v0, nv, N, m->C);
         zt_llama_release(m, j, ZT_LLAMA_FORWARD);
     }
+    if (grad && m->neftune_alpha > 0) /* on the embedding's output, before Gemma's scale, as transformers */
+        be->add_uniform_noise(be, m->x[0], (size_t)N * m->C, zt_mix64(m->draw_seed ^ 0x7e5e) ^ zt_mix64(m->pass),
+                              (zt_real)(m->neftune_alpha / sqrt((double)m->T * m->C)));
     if (m->cfg.gemma) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
     const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
     size_t x_bytes = (size_t)N * m->C * sizeof(zt_real);
@@ -763,7 +767,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         }
     }
     if (m->hooks) m->hooks->finish(m->hooks->ctx, grad);
-    if (m->lora && grad) m->lora->pass++; /* the next gradient pass draws new dropout masks */
+    if (grad) m->pass++; /* the next gradient pass draws new dropout masks and noise */
     return loss;
 }
 

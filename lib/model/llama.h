@@ -191,6 +191,12 @@ typedef struct zt_llama {
     struct zt_lora *lora;                /* NULL, or LoRA adapters (lora.h): the base is frozen and grads is NULL */
     struct zt_qbase *qbase;              /* NULL, or the frozen base's linear weights quantized (qbase.h) */
     const zt_llama_act_hooks *act_store; /* NULL: the layer inputs stay */
+    /* What gradient passes draw (LoRA dropout, NEFTune's noise) is a function of (draw_seed,
+     * pass) and the element, so a recomputed layer draws it again; pass counts gradient passes. */
+    uint64_t draw_seed, pass;
+    /* NEFTune: > 0 adds uniform noise in [-a, a), a = neftune_alpha / sqrt(T·C), to the embedding
+     * output of every gradient pass (not to evaluation or generation) */
+    double neftune_alpha;
 } zt_llama;
 
 /* Rows of the head's weight: the vocabulary, or num_labels for a score head. */

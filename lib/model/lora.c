@@ -411,34 +411,29 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
 
 /* ---- dropout ---------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t z) /* splitmix64's finaliser: a bijection that scrambles every bit */
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* dst[i] = keep(i) ? src[i] / (1 - p) : 0, or with accumulate dst[i] += that, over n
- * elements; keep(i) is a function of (seed, pass, layer, module, i) alone. */
-static void dropout(const zt_lora *a, int l, zt_lora_module mod, const zt_real *src, zt_real *dst, size_t n,
+ * elements; keep(i) is a function of (m->draw_seed, m->pass, layer, module, i) alone. */
+static void dropout(const zt_llama *m, int l, zt_lora_module mod, const zt_real *src, zt_real *dst, size_t n,
                     int accumulate)
 {
-    double p = a->cfg.dropout;
-    uint64_t key = mix64(mix64(a->seed ^ 0xd50f) ^ mix64(a->pass) ^ mix64((uint64_t)l * ZT_LORA_NMODULES + mod + 1));
+    double p = m->lora->cfg.dropout;
+    uint64_t key = zt_mix64(zt_mix64(m->draw_seed ^ 0xd50f) ^ zt_mix64(m->pass) ^
+                            zt_mix64((uint64_t)l * ZT_LORA_NMODULES + mod + 1));
     uint64_t drop_below = (uint64_t)(p * 9007199254740992.0); /* p·2⁵³ */
     zt_real keep_scale = (zt_real)(1 / (1 - p));
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        zt_real v = (mix64(key + i) >> 11) < drop_below ? 0 : src[i] * keep_scale;
+        zt_real v = (zt_mix64(key + i) >> 11) < drop_below ? 0 : src[i] * keep_scale;
         dst[i] = accumulate ? dst[i] + v : v;
     }
 }
 
 /* The adapter's input: x, or x with dropout in a->xd (training passes with p > 0). */
-static const zt_real *dropped(zt_lora *a, int l, zt_lora_module mod, const zt_real *x, size_t n)
+static const zt_real *dropped(const zt_llama *m, int l, zt_lora_module mod, const zt_real *x, size_t n)
 {
+    zt_lora *a = m->lora;
     if (!a->training || a->cfg.dropout == 0) return x;
-    dropout(a, l, mod, x, a->xd, n, 0);
+    dropout(m, l, mod, x, a->xd, n, 0);
     return a->xd;
 }
 
@@ -556,7 +551,7 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, c
     int N = m->B * m->T, r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
-    const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+    const zt_real *xd = dropped(m, l, mod, x, (size_t)N * in);
 #ifndef ZT_REAL_DOUBLE
     if (x16 && a->scratch16) {
         forward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), y, ldy);
@@ -614,11 +609,11 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
     zt_real *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
-    const zt_real *xd = dropped(a, l, mod, x, (size_t)N * in);
+    const zt_real *xd = dropped(m, l, mod, x, (size_t)N * in);
 #ifndef ZT_REAL_DOUBLE
     if (x16 && dy16 && a->scratch16) { /* without dropout straight into dx, as below */
         backward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), dy16, ldy, xd == x ? dx : a->dxd, xd == x);
-        if (xd != x) dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1);
+        if (xd != x) dropout(m, l, mod, a->dxd, dx, (size_t)N * in, 1);
         return;
     }
 #endif
@@ -634,7 +629,7 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, xd == x, dxd, in); /* dxd (+)= du·A */
     if (is_dora(a))                                                     /* dxd += (g - 1)·dy·W */
         be->gemm(be, 0, 0, N, in, out, 1, a->dv, out, m->params + base_weight(m, l, mod), in, 1, dxd, in);
-    if (xd != x) dropout(a, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
+    if (xd != x) dropout(m, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
 }
 
 zt_real *zt_lora_score(const zt_llama *m, int grad)

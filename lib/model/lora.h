@@ -25,7 +25,7 @@
  *     zt_lora_save(&m, "final", "base/model");
  *
  * Dropout (training passes only) keeps each element of a module's input with probability
- * 1 - p from a hash of (seed, pass, layer, module, element): the recompute of a checkpointed
+ * 1 - p from a hash of (m->draw_seed, m->pass, layer, module, element): the recompute of a checkpointed
  * layer draws the same mask, and a resumed run the same masks as an uninterrupted one.
  */
 #ifndef ZT_MODEL_LORA_H
@@ -88,7 +88,6 @@ typedef struct zt_lora {
     size_t off[ZT_LORA_NMODULES];          /* A's offset in a layer's adapter block (B follows A) */
     size_t layer_numel;                    /* elements of one layer's adapters */
     zt_llama view;                         /* the adapters as flat parameters (never zt_llama_free'd) */
-    uint64_t seed, pass;                   /* dropout: the seed, and the training pass it draws for */
     int training;                          /* this pass drops (forward and backward of a gradient pass) */
     int disabled;                          /* the adapters are switched off: the passes are the base's */
     size_t score_off, embed_off, head_off; /* the copies of the score head, embedding and LM head */

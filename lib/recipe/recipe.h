@@ -106,6 +106,7 @@ typedef struct zt_recipe {
         double weight_decay;
         double adam_beta1, adam_beta2, adam_epsilon;
         double max_grad_norm;
+        double neftune_noise_alpha;
         int64_t seed;
         int64_t logging_steps, eval_steps, save_steps;
         int save_total_limit;

@@ -101,6 +101,7 @@ static const zt_recipe_key schema[] = {
     FLT("train", "adam_beta2", train.adam_beta2, HI_OPEN, "0.95", 0, 1, "AdamW beta2"),
     FLT("train", "adam_epsilon", train.adam_epsilon, LO_OPEN, "1e-8", 0, NOMAX, "AdamW epsilon"),
     FLT("train", "max_grad_norm", train.max_grad_norm, 0, "1.0", 0, NOMAX, "clip the global gradient norm to this; 0: no clipping"),
+    FLT("train", "neftune_noise_alpha", train.neftune_noise_alpha, 0, "0", 0, NOMAX, "NEFTune: uniform noise in [-a, a), a = alpha / sqrt(row length * hidden size), added to the embeddings in training passes (the paper uses 5); 0: off"),
     I64("train", "seed", train.seed, DATA, "42", 0, NOMAX, "seed for initialization, shuffling, dropout and sampling"),
     I64("train", "logging_steps", train.logging_steps, 0, "10", 1, NOMAX, "log metrics every N optimizer steps"),
     I64("train", "eval_steps", train.eval_steps, 0, "0", 0, NOMAX, "evaluate every N optimizer steps; 0: never during training"),

@@ -288,8 +288,6 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_opti
                      zt_qbase_kind_names[t->m.qbase->kind], r->lora.adapter);
     if (!st) st = zt_lora_attach(&t->m, &c);
     if (st) return st;
-    /* every rank starts from the same adapters; each draws its own dropout masks */
-    t->m.lora->seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
     /* the hash of the weights as read, before any quantization; streamed, as they load (load_unit) */
     t->base_hash = base->load ? zt_lora_base_hash_start(&t->m) : zt_lora_base_hash(&t->m);
     if (sharded && (st = zt_zero_init(&t->base, t->comm, base, &t->m))) return st;
@@ -317,6 +315,9 @@ static zt_status open_model(zt_trainer *t)
     else st = zt_model_open_head(&t->m, r->model.path, r->model.dtype, r->model.device, t->algo->score_head);
     if (st) return st;
     V = t->m.V;
+    /* every rank starts from the same weights; each draws its own dropout masks and noise */
+    t->m.draw_seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
+    t->m.neftune_alpha = r->train.neftune_noise_alpha;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;
     if (r->zero.head_tiles > 1 && (t->m.cfg.tie_word_embeddings || t->m.cfg.num_labels))
         return zt_fail(ZT_EUSER, "zero.head_tiles = %d: the model's head is %s, not an LM head of its own",
@@ -430,7 +431,7 @@ zt_status zt_optimizer_step(const zt_recipe *r, zt_zero *z, zt_optstate *opt, do
 /* One optimizer step: the algorithm's gradients, reduced, clipped and applied. */
 static zt_status train_step(zt_trainer *t, long step, zt_step_result *res, float *gnorm_out)
 {
-    if (t->m.lora) t->m.lora->pass = (uint64_t)step << 24; /* dropout masks follow the step: a resume draws the same */
+    t->m.pass = (uint64_t)step << 24; /* dropout masks and noise follow the step: a resume draws the same */
     zt_zero_zero_grads(&t->zero);
     zt_status st = t->algo->grads(t, step, res);
     if (!st && t->base.m) st = zt_zero_reduce_grads(&t->base); /* a frozen base: a gather that failed */

@@ -506,8 +506,8 @@ static void check_glu(int geglu)
 static void test_swiglu(void) { check_glu(0); }
 static void test_geglu(void) { check_glu(1); }
 
-/* soft-capping (values up to 40 against a cap of 30), scaling and adding: elementwise, the
- * same fp32 operations but for tanhf's last bit */
+/* soft-capping (values up to 40 against a cap of 30), scaling, adding and adding noise:
+ * elementwise, the same fp32 operations but for tanhf's last bit */
 static void test_elementwise(void)
 {
     const size_t n = 100003;
@@ -522,6 +522,8 @@ static void test_elementwise(void)
     expect("scale", y, AS_BYTES, 0);
     BOTH(add, S(y), S(dx), n);
     expect("add", y, AS_BYTES, 0);
+    BOTH(add_uniform_noise, S(y), n, 0x9e3779b97f4a7c15ull, 0.0123f); /* NEFTune's noise: the same draws */
+    expect("add_uniform_noise", y, AS_BYTES, 0);
     case_end();
 }
 

@@ -50,7 +50,7 @@ static zt_llama_config tiny_config(const char *model_type)
 static double loss_of(zt_llama *m)
 {
     double loss = 0;
-    m->lora->pass = 0;
+    m->pass = 0;
     zt_llama_forward_backward(m, input, target, pos, 1e-300, &loss);
     return loss;
 }
@@ -108,7 +108,7 @@ static void open_model(zt_llama *m, const char *model_type, int checkpointing, d
     for (size_t i = 0; i < v->numel; i++)
         if (v->params[i] == 0) v->params[i] = 0.4 * sin(0.7 * (double)i + 1);
     scale_magnitudes(v);
-    m->lora->seed = 42;
+    m->draw_seed = 42;
     if (with_base) { /* freed by zt_llama_free */
         m->grads = m->be->alloc(m->be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
         ZT_ASSERT(m->grads != NULL);
@@ -123,7 +123,7 @@ static void gradients(zt_llama *m, zt_real **adapter, zt_real **base)
     double loss = 0;
     memset(v->grads, 0, v->numel * sizeof(zt_real));
     if (m->grads) memset(m->grads, 0, m->numel * sizeof(zt_real));
-    m->lora->pass = 0;
+    m->pass = 0;
     zt_llama_forward_backward(m, input, target, pos, 1, &loss);
     CHECK_MSG(loss > 0 && isfinite(loss), "loss %g", loss);
     *adapter = malloc(v->numel * sizeof(zt_real));
@@ -225,7 +225,7 @@ static void test_dora_dropout_forward(void)
     static zt_real x[N * IN], y[N * OUT], want[N * OUT];
     for (int i = 0; i < N * IN; i++) x[i] = cos(0.37 * i);
     for (int i = 0; i < N * OUT; i++) y[i] = want[i] = sin(0.21 * i);
-    a->training = 1, a->pass = 3;
+    a->training = 1, m.pass = 3;
     zt_lora_forward(&m, 1, ZT_LORA_GATE, x, NULL, y, OUT);
     const zt_real *xd = a->xd;
     int dropped = 0;

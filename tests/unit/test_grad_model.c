@@ -1,6 +1,7 @@
 /* Whole-model gradient check: the CPU kernels and the model compiled with
  * zt_real = double; every parameter's gradient against central finite
- * differences of the summed cross-entropy, on a packed batch of 3 documents. */
+ * differences of the summed cross-entropy, on a packed batch of 3 documents (and with
+ * NEFTune's noise on the embeddings). */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,10 +37,16 @@ static zt_llama_config tiny_config(void)
     return c;
 }
 
+/* NEFTune's alpha for check_model: its noise is drawn in gradient passes only, so with it on
+ * the differences are of gradient passes that draw pass 0's noise (the gradient pass of the
+ * analytic gradients), each with a gradient scale of 1e-300 that adds nothing measurable. */
+static double neftune;
+
 static double loss_of(zt_llama *m)
 {
     double loss = 0;
-    zt_llama_forward_backward(m, input, target, pos, 0, &loss);
+    m->pass = 0;
+    zt_llama_forward_backward(m, input, target, pos, neftune > 0 ? 1e-300 : 0, &loss);
     return loss;
 }
 
@@ -58,6 +65,7 @@ static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, c
     m.embed_tiles = tiles[0], m.mlp_tiles = tiles[1], m.head_tiles = tiles[2];
     ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(&m, seed, 0.5);
+    m.neftune_alpha = neftune, m.draw_seed = seed;
     /* norm weights and biases away from their init values, so their gradients are generic */
     for (int i = 0; i < m.n_tensors; i++)
         if (m.tensors[i].ndim == 1)
@@ -66,6 +74,7 @@ static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, c
     make_batch(c.vocab_size);
     double loss = 0;
     memset(m.grads, 0, m.numel * sizeof(double));
+    m.pass = 0;
     zt_llama_forward_backward(&m, input, target, pos, 1, &loss);
     double worst = 0;
     const double eps = 1e-6;
@@ -143,6 +152,21 @@ static void test_qwen3(void)
     c.tie_word_embeddings = 1;
     e = check_model(c, 1, 10, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing) %g", e);
+}
+
+/* NEFTune's noise on the embedding's output (before Gemma's scale): the gradient is that of the
+ * loss at the noised embeddings, the same noise in every pass that draws for pass 0. An alpha of
+ * 20 against T·C = 80 moves embeddings of 0.5 by up to 2.2. */
+static void test_neftune(void)
+{
+    zt_llama_config c = tiny_config();
+    neftune = 20;
+    double e = check_model(c, 1, 19, (int[3]){2, 1, 1});
+    CHECK_MSG(e < 1e-5, "worst relative error (checkpointing, embedding tiles) %g", e);
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma2") == ZT_OK);
+    e = check_model(c, 0, 20, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (Gemma 2) %g", e);
+    neftune = 0;
 }
 
 /* Gemma 2: its four (1 + w) norms a layer, scaled embeddings, GeGLU, a window of 3 on layer 0
@@ -257,5 +281,6 @@ int main(void)
     RUN(test_olmo2);
     RUN(test_phi3);
     RUN(test_smollm3);
+    RUN(test_neftune);
     return test_summary();
 }

@@ -137,7 +137,7 @@ static zt_status ppo_grads(zt_trainer *t, long step, zt_step_result *out)
             return st;
         s->csched_ready = 1;
     }
-    if (s->critic.lora) s->critic.lora->pass = (uint64_t)step << 24; /* the actor's rule (trainer.c) */
+    s->critic.pass = (uint64_t)step << 24; /* the actor's rule (trainer.c) */
     if ((step - 1) % r->rlhf.ppo_epochs == 0) {
         int rows = ro->A * ro->B;
         if ((st = zt_rollout_step(ro, t, 1, step))) return st;
@@ -237,7 +237,7 @@ static zt_status critic_lora(zt_trainer *t, ppo *s)
     zt_lora_config c = zt_plan_critic_lora(t->m.lora->cfg);
     zt_status st = zt_lora_attach(&s->critic, &c);
     if (st) return st;
-    s->critic.lora->seed = ~t->m.lora->seed; /* dropout masks of its own */
+    s->critic.draw_seed = ~t->m.draw_seed; /* dropout masks of its own */
     return zt_lora_init_weights(&s->critic, (uint64_t)t->r->train.seed + 1);
 }
 
