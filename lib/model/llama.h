@@ -97,7 +97,8 @@ typedef struct zt_llama_tensor {
     size_t offset; /* elements from the start of the parameter array */
     int ndim;
     int64_t shape[2];
-    int decay; /* weight decay applies (matrices yes; norm weights and biases no) */
+    int decay;       /* weight decay applies (matrices yes; norm weights and biases no) */
+    double lr_scale; /* its learning rate is the schedule's times this (LoRA+: the B matrices') */
 } zt_llama_tensor;
 
 /* Offsets of one layer's pieces, in elements from the layer block's start. */

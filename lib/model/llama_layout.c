@@ -18,6 +18,7 @@ static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int 
     t->shape[0] = rows;
     t->shape[1] = cols;
     t->decay = decay;
+    t->lr_scale = 1;
 }
 
 /* Elements a linear weight [rows, cols] takes in the flat array: its values, or in a quantized

@@ -107,19 +107,23 @@ static zt_status resolve_targets(const zt_llama *m, unsigned targets, const int 
     return ZT_OK;
 }
 
-static void add_tensor(zt_llama *v, size_t off, int rows, int cols, const char *path, char ab)
+/* LoRA+ gives B (ab 'B') the learning rate times the ratio, A the learning rate */
+static void add_tensor(zt_llama *v, const zt_lora_config *c, size_t off, int rows, int cols, const char *path, char ab)
 {
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
     snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_%c.weight", path, ab);
     t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = cols, t->decay = 1;
+    t->lr_scale = ab == 'B' && c->loraplus_lr_ratio > 0 ? c->loraplus_lr_ratio : 1;
 }
 
-/* DoRA's magnitude [out], decayed as PEFT's trainer decays it (it is not a norm's weight) */
-static void add_magnitude(zt_llama *v, size_t off, int out, const char *path)
+/* DoRA's magnitude [out], decayed as PEFT's trainer decays it (it is not a norm's weight); LoRA+
+ * trains it with B's learning rate, as PEFT's create_loraplus_optimizer does every 1-D adapter */
+static void add_magnitude(zt_llama *v, const zt_lora_config *c, size_t off, int out, const char *path)
 {
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
     snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_magnitude_vector", path);
     t->offset = off, t->ndim = 1, t->shape[0] = out, t->decay = 1;
+    t->lr_scale = c->loraplus_lr_ratio > 0 ? c->loraplus_lr_ratio : 1;
 }
 
 static zt_status check_config(const zt_lora_config *c)
@@ -128,6 +132,8 @@ static zt_status check_config(const zt_lora_config *c)
     if (!(c->alpha > 0)) return zt_fail(ZT_EUSER, "lora: alpha = %g must be above 0", c->alpha);
     if (!(c->dropout >= 0 && c->dropout < 1))
         return zt_fail(ZT_EUSER, "lora: dropout = %g is not in [0, 1)", c->dropout);
+    if (!(c->loraplus_lr_ratio >= 0))
+        return zt_fail(ZT_EUSER, "lora: loraplus_lr_ratio = %g is below 0", c->loraplus_lr_ratio);
     if (!(c->targets & ZT_LORA_ALL)) return zt_fail(ZT_EUSER, "lora: no target modules");
     return ZT_OK;
 }
@@ -140,7 +146,7 @@ static void add_copy(zt_llama *m, zt_lora *a, const char *name, size_t off, int 
     zt_llama *v = &a->view;
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = m->C, t->decay = 1;
+    t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = m->C, t->decay = 1, t->lr_scale = 1;
     m->be->copy(m->be, v->params + off, m->params + base_off, (size_t)rows * m->C * sizeof(zt_real));
 }
 
@@ -268,9 +274,9 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             dims(m, mod, &in, &out);
             module_path(path, sizeof path, l, mod);
             size_t A = a->layer_numel * l + a->off[mod];
-            add_tensor(v, A, c->r, in, path, 'A');
-            add_tensor(v, A + (size_t)c->r * in, out, c->r, path, 'B');
-            if (is_dora(a)) add_magnitude(v, A + (size_t)c->r * (in + out), out, path);
+            add_tensor(v, c, A, c->r, in, path, 'A');
+            add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
+            if (is_dora(a)) add_magnitude(v, c, A + (size_t)c->r * (in + out), out, path);
         }
     if (c->score) add_copy(m, a, "base_model.model.score.weight", a->score_off, m->cfg.num_labels, m->head_off);
     if (c->save & ZT_LORA_SAVE_EMBED)

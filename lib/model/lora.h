@@ -72,6 +72,7 @@ typedef struct zt_lora_config {
      * layers_named[i] - 1 (0: named alone, in every layer) */
     int layers_named[ZT_LORA_NMODULES];
     int rslora;
+    double loraplus_lr_ratio; /* LoRA+: B (and DoRA's magnitudes) at the learning rate times this; 0: off */
     zt_lora_init init;
     zt_lora_method method;
     int score;     /* the score head trained too (PEFT's SEQ_CLS task: modules_to_save = ["classifier", "score"]) */

@@ -66,7 +66,9 @@ zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c)
                           .method = r->lora.method,
                           .score = score,
                           .save = zt_recipe_lora_saved(r)};
-    return r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
+    zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
+    c->loraplus_lr_ratio = r->lora.loraplus_lr_ratio; /* the optimizer's setting: no adapter file holds it */
+    return st;
 }
 
 const char *zt_plan_reference_dir(const zt_recipe *r)

@@ -149,6 +149,7 @@ typedef struct zt_recipe {
         zt_strlist target_modules;  /* module names, or "all-linear" */
         zt_strlist modules_to_save; /* "embed_tokens", "lm_head" */
         bool use_rslora;
+        double loraplus_lr_ratio; /* LoRA+; 0: off */
         zt_lora_init init_lora_weights;
         zt_lora_method method;
         char *adapter; /* a PEFT adapter directory to start from, "" none */

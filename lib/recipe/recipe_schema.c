@@ -162,6 +162,7 @@ static const zt_recipe_key schema[] = {
          "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head; both for a chat "
          "template whose tokens the vocabulary lacks (their new rows train)"),
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
+    FLT("lora", "loraplus_lr_ratio", lora.loraplus_lr_ratio, 0, "0", 0, NOMAX, "LoRA+: B (and DoRA's magnitudes) learn at learning_rate times this, A at learning_rate (the paper suggests 16); 0: off"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
          "A starts Kaiming-uniform (default, PEFT's true) or N(0, 1/r²) (gaussian); B starts at 0"),
     ENUM("lora", "method", lora.method, zt_lora_method, 0, "lora", zt_lora_method_names, 2,

@@ -101,7 +101,9 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
             size_t j = g->local + (a - g->lo);
             float *wt = in_file ? arrays[ZT_SWAP_MASTER] + (j - w0) : z->master + j;
             float *gr = in_file ? arrays[ZT_SWAP_GRAD] + (j - w0) : z->grad + j;
-            z->be->adamw(z->be, w->h, wt, gr, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
+            zt_adamw h = *w->h;
+            h.lr *= t->lr_scale;
+            z->be->adamw(z->be, &h, wt, gr, mm + (j - w0), vv + (j - w0), b - a, w->coef, t->decay,
                          z->params16 ? z->params16 + a : NULL);
         }
     }

@@ -51,16 +51,13 @@ parity "rsLoRA on k, o and down" 3 5 true k_proj o_proj down_proj
 # a tiny Phi-3 (phi3/: qkv_proj and gate_up_proj adapted as one module each; measured: 1.3e-5
 # at step 10, 2.9e-6 before it: 1e-4 is 7 times that)
 F=$ROOT/tests/fixtures/lora
-peft_steps() { # peft_steps NAME BASE ADAPTER KEY: the 10 losses from ADAPTER on BASE against expected.json's KEY
-  printf '[model]\npath = "%s"\ndtype = "fp32"\n[data]\ntrain = "%s/data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\nshuffle = false\n[train]\nmax_steps = 10\nmicro_batch_size = 2\nlogging_steps = 1\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\nweight_decay = 0.01\nadam_beta1 = 0.9\nadam_beta2 = 0.999\nadam_epsilon = 1e-8\nmax_grad_norm = 1.0\n[lora]\nadapter = "%s"\n' "$2" "$F" "$3" > peft.toml
-  expect_ok "$1: 10 steps from PEFT's adapter" "$ZT" pretrain peft.toml output.dir=peft-$1
-  sed -n "/\"$4\"/,/]/p" "$F/expected.json" | sed 1d | grep -oE '[0-9][0-9.e+-]*' > want.txt
-  grep -oE '"loss":[0-9.e+-]+' peft-$1/metrics.jsonl | cut -d: -f2 > got.txt
-  if [ "$(wc -l < want.txt)" = 10 ] && paste got.txt want.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) bad = 1 }
-      END { exit bad || NR != 10 }'; then say "ok - $1: the 10 losses are PEFT's"; else fail "$1: losses: $(paste got.txt want.txt | tr '\n\t' '; ')"; fi
-}
 peft_steps llama "$F/base" "$F/adapter" train_losses
 peft_steps phi3 "$F/phi3/base" "$F/phi3/adapter" phi3_train_losses
+# LoRA+ (lora.loraplus_lr_ratio = 16: B at 16 times A's learning rate of 1e-2, PEFT's
+# create_loraplus_optimizer): steps of 0.16 make the run chaotic, so only the first 5 losses are
+# compared (measured: 1.8e-6 at step 5, 1.2e-5 at step 6, 5e-4 at step 9); without the ratio step 2 is
+# already 1.3e-2 off
+peft_steps loraplus "$F/base" "$F/adapter" loraplus_train_losses 5 "loraplus_lr_ratio = 16"
 
 # training: final/ is a PEFT adapter directory
 random_tokens train.jsonl 7 80
