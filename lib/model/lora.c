@@ -51,8 +51,7 @@ static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
 
 static int in_attention(zt_lora_module mod) { return mod <= ZT_LORA_O || mod == ZT_LORA_QKV; }
 
-/* The Hugging Face path of module mod in layer l, after "model." */
-static void module_path(char *buf, size_t cap, int l, zt_lora_module mod)
+void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod)
 {
     snprintf(buf, cap, "layers.%d.%s.%s", l, in_attention(mod) ? "self_attn" : "mlp", zt_lora_module_names[mod]);
 }
@@ -85,10 +84,13 @@ static unsigned model_targets(const zt_llama *m, unsigned targets)
 /* The targets m has: all-linear its family's modules; named ones it lacks left out, as PEFT
  * leaves them (a Llama adapter's list names no module of Phi-3's but o_proj and down_proj),
  * unless none is left; a module given by layer paths must be in every layer */
-static zt_status resolve_targets(const zt_llama *m, unsigned targets, const int *layers_named, unsigned *out)
+static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, unsigned *out)
 {
-    unsigned has = model_modules(m);
+    unsigned has = model_modules(m), targets = c->targets;
+    const int *layers_named = c->layers_named;
     char names[128], known[128];
+    zt_status st = c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, m->L, &targets) : ZT_OK;
+    if (st) return st;
     *out = model_targets(m, targets);
     if (!*out)
         return zt_fail(ZT_EUSER, "lora: target_modules (%s) name no module of a %s model (it has %s)",
@@ -245,7 +247,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
         return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
                        m->be->name);
     unsigned targets;
-    if ((st = resolve_targets(m, c->targets, c->layers_named, &targets))) return st;
+    if ((st = resolve_targets(m, c, &targets))) return st;
     zt_lora *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");
     a->cfg = *c;
@@ -272,7 +274,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
             int in, out;
             char path[48]; /* layers.N.mlp.gate_up_proj: the tensor name fits in 96 */
             dims(m, mod, &in, &out);
-            module_path(path, sizeof path, l, mod);
+            zt_lora_module_path(path, sizeof path, l, mod);
             size_t A = a->layer_numel * l + a->off[mod];
             add_tensor(v, c, A, c->r, in, path, 'A');
             add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
@@ -702,8 +704,9 @@ static int target_of(const cJSON *e, int *layer)
     return mod;
 }
 
-/* target_modules: a list of module names or of layers' module paths, or "all-linear". A module
- * given by paths must be in layers 0 to k - 1, each once (c->layers_named: k). */
+/* target_modules: a list of module names or of layers' module paths, "all-linear", or another
+ * string: a regular expression (zt_lora_pattern_targets). A module given by paths must be in
+ * layers 0 to k - 1, each once (c->layers_named: k). */
 static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config *c)
 {
     c->targets = 0;
@@ -711,8 +714,16 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
         c->targets = ZT_LORA_ALL;
         return ZT_OK;
     }
+    if (cJSON_IsString(t)) {
+        char where[4096 + 8];
+        snprintf(where, sizeof where, "'%s'", path);
+        if (strlen(t->valuestring) >= sizeof c->target_pattern)
+            return bad_config(path, "target_modules", "is a pattern longer than 2047 bytes");
+        snprintf(c->target_pattern, sizeof c->target_pattern, "%s", t->valuestring);
+        return zt_lora_pattern_targets(where, c->target_pattern, 1, &c->targets);
+    }
     if (!cJSON_IsArray(t) || !cJSON_GetArraySize(t))
-        return bad_config(path, "target_modules", "must be \"all-linear\" or a list of module names");
+        return bad_config(path, "target_modules", "must be \"all-linear\", a list of module names or a pattern");
     const cJSON *e;
     unsigned every = 0; /* modules named alone: in every layer */
     int layer, mod;

@@ -71,6 +71,9 @@ typedef struct zt_lora_config {
     /* adapter_config.json's target_modules as PEFT's layer paths: module i in layers 0 to
      * layers_named[i] - 1 (0: named alone, in every layer) */
     int layers_named[ZT_LORA_NMODULES];
+    /* or adapter_config.json's target_modules as one regular expression (zt_lora_pattern_targets;
+     * targets: what it names in layer 0), "" none */
+    char target_pattern[2048];
     int rslora;
     double loraplus_lr_ratio; /* LoRA+: B (and DoRA's magnitudes) at the learning rate times this; 0: off */
     zt_lora_init init;
@@ -82,6 +85,14 @@ enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embe
 
 /* The module named name (q_proj, ...), or -1. */
 int zt_lora_module_of(const char *name);
+/* The Hugging Face path of module mod in layer l after "model." ("layers.3.mlp.down_proj") */
+void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod);
+/* target_modules as a regular expression that each module's whole name must match, as PEFT
+ * reads a string (lora_pattern.c): the modules it names in layer 0 into *targets. ZT_EUSER,
+ * naming `where`, for a pattern PCRE2 cannot read, one that names none of layer 0's linear
+ * modules, other ones in another of `layers` layers (adapters on part of the layers), or the
+ * LM head or the embedding. */
+zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int layers, unsigned *targets);
 
 typedef struct zt_lora {
     zt_lora_config cfg;

@@ -5,7 +5,8 @@
  * gate_up_proj, o_proj and down_proj, token ids, the losses PEFT computed and the weights of
  * PEFT's merges of the DoRA and the Phi-3 adapters. zt's loss with each adapter must be PEFT's, its merge PEFT's, and an
  * adapter zt writes must be PEFT's files: the same tensor names, shapes and values, and the
- * adapter_config.json keys PEFT reads. */
+ * adapter_config.json keys PEFT reads. target_modules may be a regular expression, as Unsloth
+ * saves it. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -254,6 +255,17 @@ static const char *module_name(const char *entry)
     return dot ? dot + 1 : entry;
 }
 
+/* removes an adapter directory made here */
+static void remove_adapter(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* zt_lora_save of the loaded adapter in src on base (n_tensors of them, on n_modules modules):
  * PEFT's tensors back, bit for bit, and its config's keys (target_modules as module names, which
  * PEFT matches in every layer, where PEFT may have saved each layer's module path) */
@@ -302,11 +314,7 @@ static void check_saved_adapter_is_peft(const char *base, const char *src, int n
     CHECK(!strcmp(cJSON_GetObjectItem(ours, "base_model_name_or_path")->valuestring, base));
     cJSON_Delete(ours);
     cJSON_Delete(peft);
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    unlink(path);
-    rmdir(dir);
+    remove_adapter(dir);
 }
 
 static void test_saved_adapter_is_peft(void)
@@ -329,6 +337,70 @@ static void test_saved_modules_adapter_is_peft(void)
     check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/saved/adapter", 2 * 7 * 2 + 2, 7);
 }
 
+/* A copy of the fixture's LoRA adapter in dir (mkdtemp'd) whose adapter_config.json gives
+ * target_modules as the pattern, the weights a link to the fixture's */
+static void pattern_adapter(char *dir, const char *pattern)
+{
+    char path[4096], real[4096];
+    CHECK(mkdtemp(dir) != NULL);
+    cJSON *c = read_json(FIXTURE "/adapter/adapter_config.json");
+    ZT_ASSERT(c != NULL);
+    cJSON_ReplaceItemInObject(c, "target_modules", cJSON_CreateString(pattern));
+    char *text = cJSON_Print(c);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    CHECK(zt_write_file_atomic(path, text, strlen(text)) == ZT_OK);
+    free(text);
+    cJSON_Delete(c);
+    ZT_ASSERT(realpath(FIXTURE "/adapter/adapter_model.safetensors", real) != NULL);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    CHECK(symlink(real, path) == 0);
+}
+
+/* target_modules as one regular expression, as PEFT matches a string against each module's
+ * whole name and Unsloth saves adapters: the pattern Unsloth writes for a text model names every
+ * linear module, so the adapter is the fixture's and gives PEFT's loss; a pattern names modules
+ * in every layer or is refused, naming why (part of the layers, the LM head, not a pattern) */
+static void test_pattern_targets(void)
+{
+    static const char unsloth[] =
+        "(?:.*?(?:language|text).*?(?:self_attn|attention|attn|mlp|feed_forward|ffn|dense).*?(?:q_proj|k_proj|v_"
+        "proj|o_proj|gate_proj|up_proj|down_proj).*?)|(?:\\bmodel\\.layers\\.[\\d]{1,}\\.(?:self_attn|attention|"
+        "attn|mlp|feed_forward|ffn|dense)\\.(?:(?:q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)))";
+    char dir[] = "/tmp/zt_test_pattern_XXXXXX";
+    pattern_adapter(dir, unsloth);
+    check_loss_matches_peft(FIXTURE "/base", dir, FIXTURE, "loss", "base_loss");
+    remove_adapter(dir);
+
+    zt_lora_config c;
+    strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
+    pattern_adapter(dir, "model\\.layers\\.\\d+\\.self_attn\\.(q|v)_proj");
+    CHECK_MSG(zt_lora_read_config(dir, &c) == ZT_OK, "%s", zt_errmsg());
+    CHECK(c.targets == (1u << ZT_LORA_Q | 1u << ZT_LORA_V));
+    remove_adapter(dir);
+
+    static const char *const refused[][2] = {
+        {"model\\.layers\\.1\\..*", "matches no linear module of layer 0"},
+        {".*_proj|lm_head", "matches lm_head"},
+        {"model\\.layers\\.(", "is not a regular expression: missing closing parenthesis"},
+    };
+    for (int i = 0; i < 3; i++) {
+        strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
+        pattern_adapter(dir, refused[i][0]);
+        CHECK(zt_lora_read_config(dir, &c) == ZT_EUSER);
+        CHECK_MSG(strstr(zt_errmsg(), refused[i][1]) && strstr(zt_errmsg(), "adapter_config.json"), "%s", zt_errmsg());
+        remove_adapter(dir);
+    }
+    /* layer 0's modules alone: known once the model's layers are */
+    zt_llama m;
+    strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
+    pattern_adapter(dir, "model\\.layers\\.0\\..*");
+    CHECK(zt_lora_read_config(dir, &c) == ZT_OK);
+    CHECK(open_adapted(&m, FIXTURE "/base", dir) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "other modules in layer 1 than in layer 0"), "%s", zt_errmsg());
+    zt_llama_free(&m);
+    remove_adapter(dir);
+}
+
 int main(void)
 {
     RUN(test_loss_matches_peft);
@@ -343,5 +415,6 @@ int main(void)
     RUN(test_decode_matches_merge);
     RUN(test_saved_modules_loss_matches_peft);
     RUN(test_saved_modules_adapter_is_peft);
+    RUN(test_pattern_targets);
     return test_summary();
 }

@@ -1,0 +1,63 @@
+/* target_modules written as one regular expression (lora.h: zt_lora_pattern_targets). PEFT takes
+ * a string other than "all-linear" as a pattern that a module's whole name must match
+ * (re.fullmatch), the name as the transformers model calls it ("model.layers.3.mlp.down_proj");
+ * Unsloth saves its adapters that way. PCRE2 reads Python's syntax for what such patterns use. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lora.h"
+
+static int full_match(pcre2_code *code, pcre2_match_data *md, const char *name)
+{
+    return pcre2_match(code, (PCRE2_SPTR)name, strlen(name), 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL) >= 0;
+}
+
+/* The modules of layer l whose names the pattern matches */
+static unsigned layer_matches(pcre2_code *code, pcre2_match_data *md, int l)
+{
+    unsigned mods = 0;
+    char name[64];
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        memcpy(name, "model.", 6);
+        zt_lora_module_path(name + 6, sizeof name - 6, l, mod);
+        if (full_match(code, md, name)) mods |= 1u << mod;
+    }
+    return mods;
+}
+
+zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int layers, unsigned *targets)
+{
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, 0, &err, &at, NULL);
+    if (!code) {
+        PCRE2_UCHAR why[160];
+        pcre2_get_error_message(err, why, sizeof why);
+        return zt_fail(ZT_EUSER, "%s: target_modules '%.200s' is not a regular expression: %s at offset %zu", where,
+                       pattern, (const char *)why, (size_t)at);
+    }
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
+    zt_status st = md ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory matching target_modules");
+    static const char *const whole[] = {"lm_head", "model.embed_tokens"};
+    for (int i = 0; i < 2 && !st; i++)
+        if (full_match(code, md, whole[i]))
+            st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' matches %s: adapters on it are not supported", where,
+                         pattern, whole[i]);
+    *targets = st ? 0 : layer_matches(code, md, 0);
+    if (!st && !*targets)
+        st = zt_fail(ZT_EUSER,
+                     "%s: target_modules '%.200s' matches no linear module of layer 0 (model.layers.0.self_attn.q_proj "
+                     "and the like): adapters on part of the layers are not supported yet",
+                     where, pattern);
+    for (int l = 1; l < layers && !st; l++)
+        if (layer_matches(code, md, l) != *targets)
+            st = zt_fail(ZT_EUSER,
+                         "%s: target_modules '%.200s' matches other modules in layer %d than in layer 0: adapters on "
+                         "part of the layers are not supported yet",
+                         where, pattern, l);
+    pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    return st;
+}
