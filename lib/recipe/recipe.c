@@ -726,9 +726,63 @@ static zt_status check_lora(const zt_recipe *r)
     return ZT_OK;
 }
 
-static zt_status check_keys(const zt_recipe *r)
+/* train.lr_scheduler_kwargs into r->train.lr_kwargs: the keywords the schedule takes, as numbers
+ * in their ranges (Hugging Face's get_scheduler passes them to the schedule's function) */
+static zt_status check_schedule_kwargs(zt_recipe *r)
+{
+    static const char *const taken[] = {
+        [ZT_SCHEDULE_COSINE] = " num_cycles min_lr_rate min_lr ",
+        [ZT_SCHEDULE_COSINE_RESTARTS] = " num_cycles ",
+        [ZT_SCHEDULE_POLYNOMIAL] = " power lr_end ",
+    };
+    const zt_recipe_key *k = schema_key("train", "lr_scheduler_kwargs");
+    zt_schedule_type type = r->train.lr_scheduler_type;
+    zt_schedule_kwargs *kw = &r->train.lr_kwargs;
+    *kw = zt_schedule_kwargs_default(type);
+    cJSON *o = cJSON_Parse(r->train.lr_scheduler_kwargs), *e;
+    zt_status st = o ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory reading train.lr_scheduler_kwargs");
+    cJSON_ArrayForEach(e, o)
+    {
+        char word[64];
+        snprintf(word, sizeof word, " %.60s ", e->string);
+        const char *keys = type < sizeof taken / sizeof *taken && taken[type] ? taken[type] : " ";
+        double v = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+        if (!strstr(keys, word) || strlen(e->string) > 60)
+            st = key_fail(r, k, "train.lr_scheduler_kwargs: the %s schedule takes no '%.60s' (it takes:%s)",
+                          zt_schedule_names[type], e->string, keys[1] ? keys : " nothing ");
+        else if (!strcmp(e->string, "min_lr_rate")                              ? !(v >= 0 && v <= 1)
+                 : !strcmp(e->string, "lr_end") || !strcmp(e->string, "min_lr") ? !(v >= 0 && isfinite(v))
+                                                                                : !(v > 0 && isfinite(v)))
+            st = key_fail(r, k, "train.lr_scheduler_kwargs: '%s' is out of range (%s)", e->string,
+                          !strcmp(e->string, "min_lr_rate")                              ? "a number in [0, 1]"
+                          : !strcmp(e->string, "lr_end") || !strcmp(e->string, "min_lr") ? "a number >= 0"
+                                                                                         : "a number above 0");
+        if (st) break;
+        if (!strcmp(e->string, "num_cycles")) kw->num_cycles = v;
+        else if (!strcmp(e->string, "power")) kw->power = v;
+        else if (!strcmp(e->string, "lr_end")) kw->lr_end = v;
+        else if (!strcmp(e->string, "min_lr_rate")) kw->min_lr_rate = v;
+        else kw->min_lr = v;
+    }
+    cJSON_Delete(o);
+    if (!st && type == ZT_SCHEDULE_POLYNOMIAL && !(kw->lr_end < r->train.learning_rate))
+        st = key_fail(r, later(r, k, schema_key("train", "learning_rate")),
+                      "train.lr_scheduler_kwargs: the polynomial schedule's lr_end %g (1e-7 unless set) must be below "
+                      "train.learning_rate %g",
+                      kw->lr_end, r->train.learning_rate);
+    if (!st && kw->min_lr_rate >= 0 && kw->min_lr >= 0)
+        st = key_fail(r, k, "train.lr_scheduler_kwargs: min_lr_rate and min_lr are both set; use one");
+    if (!st && (kw->min_lr_rate >= 0 || kw->min_lr >= 0) && r->train.min_lr_ratio > 0)
+        st = key_fail(r, later(r, k, schema_key("train", "min_lr_ratio")),
+                      "train.lr_scheduler_kwargs' %s and train.min_lr_ratio are both set; use one",
+                      kw->min_lr_rate >= 0 ? "min_lr_rate" : "min_lr");
+    return st;
+}
+
+static zt_status check_keys(zt_recipe *r)
 {
     zt_status st = check_lora(r);
+    if (!st) st = check_schedule_kwargs(r);
     if (st) return st;
     if (r->train.warmup_steps > 0 && r->train.warmup_ratio > 0)
         return key_fail(r, later(r, schema_key("train", "warmup_steps"), schema_key("train", "warmup_ratio")),

@@ -99,6 +99,8 @@ typedef struct zt_recipe {
         int gradient_accumulation_steps;
         double learning_rate;
         zt_schedule_type lr_scheduler_type;
+        char *lr_scheduler_kwargs;    /* a JSON object: Hugging Face's lr_scheduler_kwargs */
+        zt_schedule_kwargs lr_kwargs; /* what it sets, with HF's defaults (zt_recipe_load fills it) */
         int64_t warmup_steps;
         double warmup_ratio;
         double decay_ratio;

@@ -88,10 +88,14 @@ static const zt_recipe_key schema[] = {
     INT("train", "gradient_accumulation_steps", train.gradient_accumulation_steps, 0, "1", 1, IMAX,
         "micro-batches per optimizer step"),
     FLT("train", "learning_rate", train.learning_rate, 0, "2e-5", 0, NOMAX, "peak learning rate"),
-    ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, zt_schedule_type, 0, "cosine", zt_schedule_names, 4,
+    ENUM("train", "lr_scheduler_type", train.lr_scheduler_type, zt_schedule_type, 0, "cosine", zt_schedule_names, 7,
          "learning rate schedule after warmup (wsd: warmup, stable, decay); Hugging Face's names in "
          "parentheses read as the schedule named after them (constant keeps a warmup that is set, as "
          "constant_with_warmup; Hugging Face's plain constant has none)"),
+    TABLE("train", "lr_scheduler_kwargs", train.lr_scheduler_kwargs, 0, "{}",
+          "Hugging Face's lr_scheduler_kwargs: num_cycles (cosine: 0.5, cosine_with_restarts: 1), power and "
+          "lr_end (polynomial: 1 and 1e-7), min_lr_rate or min_lr (cosine, for min_lr_ratio); inverse_sqrt takes none "
+          "(its timescale is the warmup steps, or 10000 without, as get_scheduler passes it none)"),
     I64("train", "warmup_steps", train.warmup_steps, 0, "0", 0, NOMAX, "linear warmup steps (or warmup_ratio, not both)"),
     FLT("train", "warmup_ratio", train.warmup_ratio, 0, "0", 0, 1, "warmup as a fraction of all steps (or warmup_steps, not both)"),
     FLT("train", "decay_ratio", train.decay_ratio, 0, "0.1", 0, 1, "wsd: fraction of steps spent decaying"),

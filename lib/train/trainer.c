@@ -392,8 +392,9 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
     if (t->total_steps <= 0 && (st = t->algo->plan(t, &t->total_steps))) return st;
     if (t->total_steps < 1) t->total_steps = 1;
     long warmup = r->train.warmup_steps;
-    if ((st = zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
-                               r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
+    if ((st =
+             zt_schedule_init(&t->sched, r->train.lr_scheduler_type, r->train.learning_rate, t->total_steps, warmup,
+                              r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio, &r->train.lr_kwargs)))
         return st;
     zt_offload_io io = zt_recipe_offload_io(r);
     if ((st = zt_optstate_open(&t->opt, r->offload.optimizer, &io, &t->zero, "optim"))) return st;

@@ -369,7 +369,7 @@ static void test_clip_coef(void)
 static double lr_of(zt_schedule_type type, long S, long W, double ratio, double r, double d, long step)
 {
     zt_schedule s;
-    zt_status st = zt_schedule_init(&s, type, 1e-3, S, W, ratio, r, d);
+    zt_status st = zt_schedule_init(&s, type, 1e-3, S, W, ratio, r, d, NULL);
     ZT_ASSERT(st == ZT_OK);
     return zt_schedule_lr(&s, step);
 }
@@ -440,30 +440,30 @@ static void test_schedule_wsd(void)
 static void test_schedule_warmup_ratio(void)
 {
     zt_schedule s;
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 100, 0, 0.1, 0, 0) == ZT_OK && s.warmup_steps == 10);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 100, 0, 0.1, 0, 0, NULL) == ZT_OK && s.warmup_steps == 10);
     CHECK_LR(zt_schedule_lr(&s, 6), 0.5e-3);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 0, 0.05, 0, 0) == ZT_OK &&
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 0, 0.05, 0, 0, NULL) == ZT_OK &&
           s.warmup_steps == 2); /* ceil 1.5 */
     CHECK_LR(zt_schedule_lr(&s, 2), 0.5e-3);
     CHECK_LR(zt_schedule_lr(&s, 3), 1e-3);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 5, 0.5, 0, 0) == ZT_OK &&
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_LINEAR, 1e-3, 30, 5, 0.5, 0, 0, NULL) == ZT_OK &&
           s.warmup_steps == 5); /* steps win */
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_CONSTANT, 1e-3, 7, 0, 1.0, 0, 0) == ZT_OK && s.warmup_steps == 7);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_CONSTANT, 1e-3, 7, 0, 1.0, 0, 0, NULL) == ZT_OK && s.warmup_steps == 7);
     CHECK_LR(zt_schedule_lr(&s, 7), 1e-3 * 6 / 7);
 }
 
 static void test_schedule_errors(void)
 {
     zt_schedule s;
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 0, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, -1e-3, 10, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, NAN, 10, 0, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, -1, 0, 0, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 1.5, 0, 0) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 0, 0, 0, 0, 0, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, -1e-3, 10, 0, 0, 0, 0, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, NAN, 10, 0, 0, 0, 0, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, -1, 0, 0, 0, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 1.5, 0, 0, NULL) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "warmup_ratio 1.5"), "%s", zt_errmsg());
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, NAN, 0) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_WSD, 1e-3, 10, 0, 0, 0, -0.1) == ZT_EUSER);
-    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, 0, -0.1) == ZT_OK); /* decay_ratio is wsd's */
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, NAN, 0, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_WSD, 1e-3, 10, 0, 0, 0, -0.1, NULL) == ZT_EUSER);
+    CHECK(zt_schedule_init(&s, ZT_SCHEDULE_COSINE, 1e-3, 10, 0, 0, 0, -0.1, NULL) == ZT_OK); /* decay_ratio is wsd's */
 }
 
 /* ---- bandwidth (printed, not asserted) --------------------------------------------- */

@@ -5,6 +5,7 @@
  * rewrites that file instead. */
 #include "lib/recipe/recipe.h"
 
+#include <cjson/cJSON.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/core/fileio.h"
 #include "lib/toml/toml.h"
 #include "tests/unit/test.h"
 
@@ -747,11 +749,90 @@ static void test_enum_values(void)
                   value);
         zt_recipe_free(&r);
     }
-    char *bad[] = {"train.lr_scheduler_type=cosine_with_restarts"};
+    char *bad[] = {"train.lr_scheduler_type=cosine_with_hard_restarts"};
+    EXPECT_ERROR("", 1, bad,
+                 "override 'train.lr_scheduler_type=cosine_with_hard_restarts': 'cosine_with_hard_restarts' is not "
+                 "one of cosine, linear, constant, wsd, cosine_with_restarts, polynomial, inverse_sqrt");
+}
+
+/* Every case of tests/fixtures/schedules/expected.json (transformers' get_scheduler, by Hugging
+ * Face's scheduler names and lr_scheduler_kwargs): the recipe reads the name and the kwargs, and
+ * the schedule gives the lr HF gave every step. The same double operations in the same order,
+ * cos, pow and sqrt from the C library as Python's math takes them: within 1e-13 relative (a few
+ * roundings of 2⁻⁵³ are 1e-15). zt's cosine stays at its floor past the end where HF's rises
+ * again (schedule.h): those steps are not compared. */
+static void test_hf_schedules(void)
+{
+    char *text;
+    size_t len;
+    ZT_ASSERT(zt_read_file("tests/fixtures/schedules/expected.json", &text, &len) == ZT_OK);
+    cJSON *doc = cJSON_ParseWithLength(text, len), *c, *kv;
+    free(text);
+    int compared = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases"))
+    {
+        const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+        double lr = cJSON_GetObjectItem(c, "lr")->valuedouble;
+        long W = (long)cJSON_GetObjectItem(c, "warmup_steps")->valuedouble;
+        long S = (long)cJSON_GetObjectItem(c, "total_steps")->valuedouble;
+        char recipe[512];
+        int n = snprintf(recipe, sizeof recipe,
+                         "[train]\nlr_scheduler_type = \"%s\"\nlearning_rate = %.17g\nwarmup_steps = %ld\n"
+                         "lr_scheduler_kwargs = {",
+                         name, lr, W);
+        cJSON_ArrayForEach(kv, cJSON_GetObjectItem(c, "kwargs"))
+        {
+            n += snprintf(recipe + n, sizeof recipe - n, "%s%s = %.17g",
+                          kv == cJSON_GetObjectItem(c, "kwargs")->child ? "" : ", ", kv->string, kv->valuedouble);
+        }
+        snprintf(recipe + n, sizeof recipe - n, "}\n");
+        zt_recipe r;
+        CHECK_MSG(load_text(&r, recipe, 0, NULL) == ZT_OK, "%s: %s", recipe, zt_errmsg());
+        zt_schedule s;
+        CHECK_MSG(zt_schedule_init(&s, r.train.lr_scheduler_type, r.train.learning_rate, S, r.train.warmup_steps,
+                                   r.train.warmup_ratio, r.train.min_lr_ratio, r.train.decay_ratio,
+                                   &r.train.lr_kwargs) == ZT_OK,
+                  "%s", zt_errmsg());
+        zt_recipe_free(&r);
+        int cosine = strstr(name, "cosine") && !strstr(name, "restarts");
+        long k = 1;
+        cJSON_ArrayForEach(kv, cJSON_GetObjectItem(c, "lrs"))
+        {
+            double want = kv->valuedouble, got = zt_schedule_lr(&s, k);
+            if (!cosine || k <= S + 1) {
+                CHECK_MSG(fabs(got - want) <= 1e-13 * fabs(want), "%s %s, step %ld: zt %.17g, HF %.17g", name, recipe,
+                          k, got, want);
+                compared++;
+            }
+            k++;
+        }
+    }
+    CHECK_MSG(compared > 500, "%d learning rates compared", compared);
+    cJSON_Delete(doc);
+}
+
+/* lr_scheduler_kwargs the schedule does not take, or out of range, name the key */
+static void test_schedule_kwargs_errors(void)
+{
+    EXPECT_ERROR("[train]\nlr_scheduler_kwargs = {power = 2}\n", 0, NULL,
+                 "@:2:1: train.lr_scheduler_kwargs: the cosine schedule takes no 'power' (it takes: num_cycles "
+                 "min_lr_rate min_lr )");
+    EXPECT_ERROR("[train]\nlr_scheduler_type = \"linear\"\nlr_scheduler_kwargs = {num_cycles = 2}\n", 0, NULL,
+                 "@:3:1: train.lr_scheduler_kwargs: the linear schedule takes no 'num_cycles' (it takes: nothing )");
     EXPECT_ERROR(
-        "", 1, bad,
-        "override 'train.lr_scheduler_type=cosine_with_restarts': 'cosine_with_restarts' is not one of cosine, "
-        "linear, constant, wsd");
+        "[train]\nlr_scheduler_type = \"inverse_sqrt\"\nlr_scheduler_kwargs = {timescale = 20}\n", 0, NULL,
+        "@:3:1: train.lr_scheduler_kwargs: the inverse_sqrt schedule takes no 'timescale' (it takes: nothing )");
+    EXPECT_ERROR("[train]\nlr_scheduler_type = \"polynomial\"\nlr_scheduler_kwargs = {lr_end = -1}\n", 0, NULL,
+                 "@:3:1: train.lr_scheduler_kwargs: 'lr_end' is out of range (a number >= 0)");
+    EXPECT_ERROR("[train]\nlr_scheduler_type = \"cosine_with_restarts\"\nlr_scheduler_kwargs = {num_cycles = \"2\"}\n",
+                 0, NULL, "@:3:1: train.lr_scheduler_kwargs: 'num_cycles' is out of range (a number above 0)");
+    EXPECT_ERROR("[train]\nlr_scheduler_type = \"polynomial\"\nlearning_rate = 1e-8\n", 0, NULL,
+                 "@:3:1: train.lr_scheduler_kwargs: the polynomial schedule's lr_end 1e-07 (1e-7 unless set) must be "
+                 "below train.learning_rate 1e-08");
+    EXPECT_ERROR("[train]\nmin_lr_ratio = 0.1\nlr_scheduler_kwargs = {min_lr_rate = 0.2}\n", 0, NULL,
+                 "@:3:1: train.lr_scheduler_kwargs' min_lr_rate and train.min_lr_ratio are both set; use one");
+    EXPECT_ERROR("[train]\nlr_scheduler_kwargs = {min_lr_rate = 0.2, min_lr = 1e-6}\n", 0, NULL,
+                 "@:2:1: train.lr_scheduler_kwargs: min_lr_rate and min_lr are both set; use one");
 }
 
 static void test_docs(void)
@@ -850,6 +931,8 @@ int main(void)
     RUN(test_check_world);
     RUN(test_schema);
     RUN(test_enum_values);
+    RUN(test_hf_schedules);
+    RUN(test_schedule_kwargs_errors);
     RUN(test_docs);
     RUN(test_lora);
     char cmd[PATH_MAX + 16];

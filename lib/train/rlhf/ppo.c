@@ -133,7 +133,8 @@ static zt_status ppo_grads(zt_trainer *t, long step, zt_step_result *out)
     if (!s->csched_ready) { /* the run's steps are known now */
         double lr = r->rlhf.critic_learning_rate > 0 ? r->rlhf.critic_learning_rate : r->train.learning_rate;
         if ((st = zt_schedule_init(&s->csched, r->train.lr_scheduler_type, lr, t->total_steps, r->train.warmup_steps,
-                                   r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio)))
+                                   r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio,
+                                   &r->train.lr_kwargs)))
             return st;
         s->csched_ready = 1;
     }
