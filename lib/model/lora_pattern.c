@@ -9,20 +9,31 @@
 
 #include "lora.h"
 
-static int full_match(pcre2_code *code, pcre2_match_data *md, const char *name)
+/* A pattern and what matching it needs. A pattern that backtracks without end ((a+)+b) meets
+ * PCRE2's match limit, set low here: names are short, so a real pattern never comes near it. */
+typedef struct matcher {
+    pcre2_code *code;
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    int too_complex;
+} matcher;
+
+static int full_match(matcher *x, const char *name)
 {
-    return pcre2_match(code, (PCRE2_SPTR)name, strlen(name), 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, NULL) >= 0;
+    int rc = pcre2_match(x->code, (PCRE2_SPTR)name, strlen(name), 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, x->md, x->mc);
+    x->too_complex |= rc < 0 && rc != PCRE2_ERROR_NOMATCH;
+    return rc >= 0;
 }
 
 /* The modules of layer l whose names the pattern matches */
-static unsigned layer_matches(pcre2_code *code, pcre2_match_data *md, int l)
+static unsigned layer_matches(matcher *x, int l)
 {
     unsigned mods = 0;
     char name[64];
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
         memcpy(name, "model.", 6);
         zt_lora_module_path(name + 6, sizeof name - 6, l, mod);
-        if (full_match(code, md, name)) mods |= 1u << mod;
+        if (full_match(x, name)) mods |= 1u << mod;
     }
     return mods;
 }
@@ -38,26 +49,31 @@ zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int la
         return zt_fail(ZT_EUSER, "%s: target_modules '%.200s' is not a regular expression: %s at offset %zu", where,
                        pattern, (const char *)why, (size_t)at);
     }
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
-    zt_status st = md ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory matching target_modules");
+    matcher x = {code, pcre2_match_data_create_from_pattern(code, NULL), pcre2_match_context_create(NULL), 0};
+    zt_status st = x.md && x.mc ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory matching target_modules");
+    if (!st) pcre2_set_match_limit(x.mc, 100000);
     static const char *const whole[] = {"lm_head", "model.embed_tokens"};
     for (int i = 0; i < 2 && !st; i++)
-        if (full_match(code, md, whole[i]))
+        if (full_match(&x, whole[i]))
             st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' matches %s: adapters on it are not supported", where,
                          pattern, whole[i]);
-    *targets = st ? 0 : layer_matches(code, md, 0);
+    *targets = st ? 0 : layer_matches(&x, 0);
     if (!st && !*targets)
         st = zt_fail(ZT_EUSER,
                      "%s: target_modules '%.200s' matches no linear module of layer 0 (model.layers.0.self_attn.q_proj "
                      "and the like): adapters on part of the layers are not supported yet",
                      where, pattern);
-    for (int l = 1; l < layers && !st; l++)
-        if (layer_matches(code, md, l) != *targets)
+    for (int l = 1; l < layers && !st && !x.too_complex; l++)
+        if (layer_matches(&x, l) != *targets)
             st = zt_fail(ZT_EUSER,
                          "%s: target_modules '%.200s' matches other modules in layer %d than in layer 0: adapters on "
                          "part of the layers are not supported yet",
                          where, pattern, l);
-    pcre2_match_data_free(md);
+    if (x.too_complex)
+        st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' takes too long to match (it backtracks without end)", where,
+                     pattern);
+    pcre2_match_context_free(x.mc);
+    pcre2_match_data_free(x.md);
     pcre2_code_free(code);
     return st;
 }

@@ -382,8 +382,9 @@ static void test_pattern_targets(void)
         {"model\\.layers\\.1\\..*", "matches no linear module of layer 0"},
         {".*_proj|lm_head", "matches lm_head"},
         {"model\\.layers\\.(", "is not a regular expression: missing closing parenthesis"},
+        {"(?:.|[a-z_])+(?:.|[a-z_])+\\d", "takes too long to match"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
         pattern_adapter(dir, refused[i][0]);
         CHECK(zt_lora_read_config(dir, &c) == ZT_EUSER);
