@@ -779,6 +779,26 @@ static zt_status check_schedule_kwargs(zt_recipe *r)
     return st;
 }
 
+/* rlhf keys that only one algorithm reads, set for another */
+static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
+{
+    zt_rlhf_algorithm a = r->rlhf.algorithm;
+    zt_rlhf_loss l = r->rlhf.loss_type;
+    const char *algo = zt_rlhf_algorithm_names[a];
+    if (l != ZT_RLHF_LOSS_AUTO && (l == ZT_RLHF_SIGMOID || l == ZT_RLHF_IPO ? a != ZT_RLHF_DPO : a != ZT_RLHF_GRPO))
+        return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "algorithm")),
+                        "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l],
+                        l == ZT_RLHF_SIGMOID || l == ZT_RLHF_IPO ? "DPO" : "GRPO", algo);
+    static const char *const grpo_only[] = {"scale_rewards", "mask_truncated_completions", "cliprange_high"};
+    const int set[] = {r->rlhf.scale_rewards != ZT_RLHF_SCALE_GROUP, r->rlhf.mask_truncated_completions,
+                       r->rlhf.cliprange_high > 0};
+    for (int i = 0; i < 3; i++)
+        if (set[i] && a != ZT_RLHF_GRPO)
+            return key_fail(r, later(r, schema_key("rlhf", grpo_only[i]), schema_key("rlhf", "algorithm")),
+                            "rlhf.%s is GRPO's, not %s's", grpo_only[i], algo);
+    return ZT_OK;
+}
+
 static zt_status check_keys(zt_recipe *r)
 {
     zt_status st = check_lora(r);
@@ -793,6 +813,7 @@ static zt_status check_keys(zt_recipe *r)
     if (r->data.valid.n > 0 && r->data.valid_split > 0)
         return key_fail(r, later(r, schema_key("data", "valid"), schema_key("data", "valid_split")),
                         "data.valid and data.valid_split are both set; use one");
+    if ((st = check_rlhf_algorithm_keys(r))) return st;
     if (r->rlhf.reward_model[0] && r->rlhf.reward_command[0])
         return key_fail(r, later(r, schema_key("rlhf", "reward_model"), schema_key("rlhf", "reward_command")),
                         "rlhf.reward_model and rlhf.reward_command are both set; use one");

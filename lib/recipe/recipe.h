@@ -58,9 +58,21 @@ extern const char *const zt_resume_names[ZT_RESUME_PATH];
 typedef enum zt_rlhf_algorithm { ZT_RLHF_DPO, ZT_RLHF_REWARD, ZT_RLHF_PPO, ZT_RLHF_GRPO } zt_rlhf_algorithm;
 extern const char *const zt_rlhf_algorithm_names[4];
 
-/* rlhf.loss_type (DPO) */
-typedef enum zt_rlhf_loss { ZT_RLHF_SIGMOID, ZT_RLHF_IPO } zt_rlhf_loss;
-extern const char *const zt_rlhf_loss_names[2];
+/* rlhf.loss_type: DPO's (sigmoid, ipo) or how GRPO averages its token losses (TRL's grpo, bnpo,
+ * dr_grpo, dapo); auto: sigmoid for DPO, grpo for GRPO */
+typedef enum zt_rlhf_loss {
+    ZT_RLHF_LOSS_AUTO,
+    ZT_RLHF_SIGMOID,
+    ZT_RLHF_IPO,
+    ZT_RLHF_LOSS_GRPO,
+    ZT_RLHF_LOSS_BNPO,
+    ZT_RLHF_LOSS_DR_GRPO,
+    ZT_RLHF_LOSS_DAPO,
+} zt_rlhf_loss;
+extern const char *const zt_rlhf_loss_names[7];
+/* rlhf.scale_rewards (GRPO): advantages divided by the group's reward std, the step's, or not */
+typedef enum zt_rlhf_scale { ZT_RLHF_SCALE_GROUP, ZT_RLHF_SCALE_BATCH, ZT_RLHF_SCALE_NONE } zt_rlhf_scale;
+extern const char *const zt_rlhf_scale_names[3];
 
 typedef struct zt_strlist {
     char **items;
@@ -166,7 +178,9 @@ typedef struct zt_recipe {
     struct {
         zt_rlhf_algorithm algorithm;
         double beta;
-        zt_rlhf_loss loss_type; /* DPO */
+        zt_rlhf_loss loss_type;
+        zt_rlhf_scale scale_rewards;     /* GRPO */
+        bool mask_truncated_completions; /* GRPO */
         double label_smoothing;
         int ppo_epochs;
         char *reference, *reward_model, *reward_command;
@@ -174,7 +188,7 @@ typedef struct zt_recipe {
         int num_generations;
         int max_new_tokens;
         double temperature, top_p;
-        double kl_coef, gamma, lam, cliprange, cliprange_value, reward_clip, critic_learning_rate;
+        double kl_coef, gamma, lam, cliprange, cliprange_high, cliprange_value, reward_clip, critic_learning_rate;
     } rlhf;
 
     char *file;                      /* the recipe file as given; NULL without one */

@@ -42,7 +42,8 @@
  * take the names of the modules they configure. */
 const char *const zt_resume_names[ZT_RESUME_PATH] = {"auto", "never"};
 const char *const zt_rlhf_algorithm_names[4] = {"dpo", "reward", "ppo", "grpo"};
-const char *const zt_rlhf_loss_names[2] = {"sigmoid", "ipo"};
+const char *const zt_rlhf_loss_names[7] = {"auto", "sigmoid", "ipo", "grpo", "bnpo", "dr_grpo", "dapo"};
+const char *const zt_rlhf_scale_names[3] = {"group", "batch", "none"};
 
 static const zt_recipe_key schema[] = {
     STR("model", "path", model.path, PATH | DATA, "",
@@ -184,7 +185,15 @@ static const zt_recipe_key schema[] = {
 
     ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 4, "preference or reinforcement learning algorithm"),
     FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
-    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "sigmoid", zt_rlhf_loss_names, 2, "DPO loss: sigmoid (DPO) or ipo (IPO)"),
+    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 7,
+         "DPO: sigmoid (DPO, auto) or ipo (IPO); GRPO, how the token losses are averaged, as TRL's: grpo (auto: each "
+         "completion's mean, then over completions), bnpo (over each micro-batch's tokens), dr_grpo (over completions "
+         "times max_new_tokens), dapo (over the step's tokens)"),
+    ENUM("rlhf", "scale_rewards", rlhf.scale_rewards, zt_rlhf_scale, 0, "group", zt_rlhf_scale_names, 3,
+         "GRPO: advantages (reward - group mean) divided by the group's reward std (group), the step's (batch), or "
+         "not (none, Dr. GRPO)"),
+    BOOL("rlhf", "mask_truncated_completions", rlhf.mask_truncated_completions, 0, "false",
+         "GRPO: completions cut off by max_new_tokens (no end-of-turn token) add nothing to the loss (DAPO)"),
     FLT("rlhf", "label_smoothing", rlhf.label_smoothing, HI_OPEN, "0.0", 0, 0.5, "DPO: assumed fraction of flipped preference labels (sigmoid loss)"),
     INT("rlhf", "ppo_epochs", rlhf.ppo_epochs, 0, "1", 1, IMAX, "PPO / GRPO: optimizer passes over each batch of generations"),
     STR("rlhf", "reference", rlhf.reference, PATH, "", "reference model directory; empty: the starting model"),
@@ -200,6 +209,8 @@ static const zt_recipe_key schema[] = {
     FLT("rlhf", "gamma", rlhf.gamma, 0, "1.0", 0, 1, "PPO: discount factor"),
     FLT("rlhf", "lam", rlhf.lam, 0, "0.95", 0, 1, "PPO: GAE lambda"),
     FLT("rlhf", "cliprange", rlhf.cliprange, 0, "0.2", 0, NOMAX, "PPO / GRPO: policy ratio clip"),
+    FLT("rlhf", "cliprange_high", rlhf.cliprange_high, 0, "0", 0, NOMAX,
+        "GRPO: the ratio's upper clip, 1 + this (TRL's epsilon_high; DAPO's clip-higher uses 0.28); 0: cliprange"),
     FLT("rlhf", "cliprange_value", rlhf.cliprange_value, 0, "0.2", 0, NOMAX, "PPO: value function clip"),
     FLT("rlhf", "reward_clip", rlhf.reward_clip, 0, "5.0", 0, NOMAX, "PPO: rewards clipped to [-reward_clip, reward_clip]; 0: off"),
     FLT("rlhf", "critic_learning_rate", rlhf.critic_learning_rate, 0, "0", 0, NOMAX,

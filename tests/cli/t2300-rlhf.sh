@@ -292,6 +292,13 @@ $PY compare.py --steps 2 grpo1 grpo2 loss reward_mean kl completion_length grad_
   fail "GRPO 2 ranks vs 1"
 $PY reach.py grpo1 grpo2 && say "ok - GRPO: the 2-rank model's weights within AdamW's reach of the 1-rank model's" ||
   fail "GRPO: the 2-rank model's weights"
+# TRL's DAPO settings sum over the ranks (the step's tokens, the step's reward std); with
+# clip-higher and the cut-off completions left out: 2 ranks against 1, the bounds above
+DAPO="rlhf.loss_type=dapo rlhf.scale_rewards=batch rlhf.cliprange_high=0.28 rlhf.mask_truncated_completions=true"
+expect_ok "GRPO as DAPO, 1 rank (micro-batch 8)" "$ZT" rlhf grpo.toml train.micro_batch_size=8 output.dir=dapo1 $DAPO
+expect_ok "GRPO as DAPO, ZeRO-3 on 2 ranks" timeout 300 $MPI -np 2 "$ZT" rlhf grpo.toml output.dir=dapo2 $DAPO
+$PY compare.py --steps 2 dapo1 dapo2 loss reward_mean kl completion_length grad_norm truncated_fraction &&
+  say "ok - GRPO as DAPO: 2 ranks under ZeRO-3 match 1 rank" || fail "GRPO as DAPO: 2 ranks vs 1"
 
 # --- PPO: actor and critic; ZeRO-3 on 2 ranks against 1; resume --------------------------------
 expect_ok "PPO, 1 rank (a checkpoint at step 2)" "$ZT" rlhf grpo.toml rlhf.algorithm=ppo train.micro_batch_size=8 \

@@ -87,7 +87,7 @@ static double grpo(void *ctx, const double *out, double *coef, int N)
             int i = r * T + t;
             if (target[i] < 0) continue;
             double d, dk;
-            double loss = zt_clipped_policy_loss(out[i], fixed[i], r ? -0.7 : 1.3, 0.2, &d);
+            double loss = zt_clipped_policy_loss(out[i], fixed[i], r ? -0.7 : 1.3, 0.2, 0.28, &d);
             loss += 0.2 * zt_kl_k3(out[i], fixed[i] - 0.3, &dk);
             total += loss / n;
             if (coef) coef[i] = (d + 0.2 * dk) / n;
@@ -209,8 +209,9 @@ static void test_loss_derivatives(void)
     double xs[] = {-0.9, -0.3, 0.1, 0.6};
     for (int i = 0; i < 4; i++) {
         double x = xs[i], d, d2, lp, lm;
-        zt_clipped_policy_loss(x, 0, 1.5, 0.2, &d);
-        lp = zt_clipped_policy_loss(x + h, 0, 1.5, 0.2, &d2), lm = zt_clipped_policy_loss(x - h, 0, 1.5, 0.2, &d2);
+        zt_clipped_policy_loss(x, 0, 1.5, 0.2, 0.2, &d);
+        lp = zt_clipped_policy_loss(x + h, 0, 1.5, 0.2, 0.2, &d2),
+        lm = zt_clipped_policy_loss(x - h, 0, 1.5, 0.2, 0.2, &d2);
         CHECK_MSG(fabs((lp - lm) / (2 * h) - d) < 1e-6, "policy at %g: %g vs %g", x, (lp - lm) / (2 * h), d);
         zt_clipped_value_loss(x, 0, 1, 0.2, &d);
         lp = zt_clipped_value_loss(x + h, 0, 1, 0.2, &d2), lm = zt_clipped_value_loss(x - h, 0, 1, 0.2, &d2);

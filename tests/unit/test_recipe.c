@@ -718,8 +718,13 @@ static void test_enum_values(void)
             char value[200], *text = NULL;
             snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key,
                      v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
-            /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base LoRA */
-            char *ov[] = {strcmp(s[i].section, "lora") ? "offload.optimizer=nvme" : "lora.r=8", value};
+            /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base
+             * LoRA, GRPO's loss types and reward scalings GRPO */
+            int grpo = !strcmp(s[i].key, "scale_rewards") || (!strcmp(s[i].key, "loss_type") && v >= ZT_RLHF_LOSS_GRPO);
+            char *ov[] = {!strcmp(s[i].section, "lora") ? "lora.r=8"
+                          : grpo                        ? "rlhf.algorithm=grpo"
+                                                        : "offload.optimizer=nvme",
+                          value};
             zt_recipe r;
             CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
             CHECK_MSG(*(const int *)((const char *)&r + s[i].offset) == v, "%s", value);
@@ -912,6 +917,26 @@ static void test_lora(void)
                  "reduced exactly");
 }
 
+/* rlhf keys of one algorithm set for another name both keys' place */
+static void test_algorithm_keys(void)
+{
+    static const char *const refused[][2] = {
+        {"[rlhf]\nloss_type = \"dapo\"\n", "@:2:1: rlhf.loss_type = \"dapo\" is GRPO's, not dpo's"},
+        {"[rlhf]\nalgorithm = \"grpo\"\nloss_type = \"ipo\"\n", "@:3:1: rlhf.loss_type = \"ipo\" is DPO's, not grpo's"},
+        {"[rlhf]\nscale_rewards = \"none\"\nalgorithm = \"ppo\"\n", "@:3:1: rlhf.scale_rewards is GRPO's, not ppo's"},
+        {"[rlhf]\ncliprange_high = 0.28\n", "@:2:1: rlhf.cliprange_high is GRPO's, not dpo's"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) EXPECT_ERROR(refused[i][0], 0, NULL, refused[i][1]);
+    zt_recipe r;
+    CHECK(load_text(&r,
+                    "[rlhf]\nalgorithm = \"grpo\"\nloss_type = \"dr_grpo\"\nscale_rewards = \"batch\"\n"
+                    "mask_truncated_completions = true\ncliprange_high = 0.28\n",
+                    0, NULL) == ZT_OK);
+    CHECK(r.rlhf.loss_type == ZT_RLHF_LOSS_DR_GRPO && r.rlhf.scale_rewards == ZT_RLHF_SCALE_BATCH &&
+          r.rlhf.mask_truncated_completions && r.rlhf.cliprange_high == 0.28);
+    zt_recipe_free(&r);
+}
+
 int main(void)
 {
     if (!getcwd(cwd, sizeof cwd)) return 1;
@@ -933,6 +958,7 @@ int main(void)
     RUN(test_enum_values);
     RUN(test_hf_schedules);
     RUN(test_schedule_kwargs_errors);
+    RUN(test_algorithm_keys);
     RUN(test_docs);
     RUN(test_lora);
     char cmd[PATH_MAX + 16];

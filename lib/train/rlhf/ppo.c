@@ -101,7 +101,7 @@ static double ppo_objective(void *ctx, const double *out, double *coef, int N)
             if (coef) s->value_loss += loss, s->value_clipped += fabs(out[i] - s->values[at]) > r->rlhf.cliprange_value;
         } else {
             double ratio = exp(out[i] - s->old[at]), eps = r->rlhf.cliprange;
-            loss = zt_clipped_policy_loss(out[i], s->old[at], s->adv[at], eps, &d);
+            loss = zt_clipped_policy_loss(out[i], s->old[at], s->adv[at], eps, eps, &d);
             if (coef) s->trained++, s->clipped += ratio < 1 - eps || ratio > 1 + eps;
         }
         if (coef) coef[i] = d * s->scale;

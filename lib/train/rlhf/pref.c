@@ -264,7 +264,7 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     t->ctx = p;
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory");
     p->dpo = dpo, p->r = r, p->T = t->T, p->pairs = r->train.micro_batch_size;
-    p->kind = r->rlhf.loss_type == ZT_RLHF_IPO ? ZT_DPO_IPO : ZT_DPO_SIGMOID;
+    p->kind = r->rlhf.loss_type == ZT_RLHF_IPO ? ZT_DPO_IPO : ZT_DPO_SIGMOID; /* auto: sigmoid */
     t->rows = 2 * p->pairs;
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);

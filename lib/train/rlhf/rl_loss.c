@@ -29,9 +29,9 @@ double zt_pairwise_loss(double rc, double rr, double *drc, double *drr)
     return -zt_log_sigmoid(rc - rr);
 }
 
-double zt_clipped_policy_loss(double logp, double old, double adv, double clip, double *dlogp)
+double zt_clipped_policy_loss(double logp, double old, double adv, double clip, double clip_high, double *dlogp)
 {
-    double ratio = exp(logp - old), clipped = fmin(fmax(ratio, 1 - clip), 1 + clip);
+    double ratio = exp(logp - old), clipped = fmin(fmax(ratio, 1 - clip), 1 + clip_high);
     double a = ratio * adv, b = clipped * adv;
     /* the unclipped term is the smaller one: its derivative; else the clipped constant's, 0 */
     *dlogp = a <= b ? -a : 0;

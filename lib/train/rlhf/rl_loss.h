@@ -18,8 +18,9 @@ double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, d
                    double *dpc, double *dpr);
 /* Reward model on one pair: -log σ(r_chosen - r_rejected). */
 double zt_pairwise_loss(double rc, double rr, double *drc, double *drr);
-/* One token of the clipped surrogate: -min(ρ·A, clip(ρ, 1-ε, 1+ε)·A), ρ = exp(logp - old). */
-double zt_clipped_policy_loss(double logp, double old, double adv, double clip, double *dlogp);
+/* One token of the clipped surrogate: -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A), ρ = exp(logp - old)
+ * (ε_high = ε but for DAPO's clip-higher). */
+double zt_clipped_policy_loss(double logp, double old, double adv, double clip, double clip_high, double *dlogp);
 /* One token of the KL estimate to the reference, exp(ref - logp) - (ref - logp) - 1 (≥ 0, unbiased). */
 double zt_kl_k3(double logp, double ref, double *dlogp);
 /* One token of the clipped value loss: ½·max((v - R)², (old + clip(v - old, ±ε) - R)²). */

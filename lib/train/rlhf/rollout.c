@@ -199,6 +199,7 @@ static zt_status fill_generated(zt_rollout *s, zt_trainer *t, const cJSON *line,
         zt_rlhf_fill_row(ids, labels, len, s->T, s->input + at, s->target + at, s->pos + at);
         s->ntok[row] = 0;
         for (int i = 0; i < s->T; i++) s->ntok[row] += s->target[at + i] >= 0;
+        s->truncated[row] = len == np + ngen; /* a stop token would follow the ngen tokens */
         if (!(*obj = reward_object(line, text))) st = zt_fail(ZT_ENOMEM, "out of memory");
     }
     free(text);
@@ -209,7 +210,7 @@ static void empty_row(zt_rollout *s, int row)
 {
     size_t at = (size_t)row * s->T;
     zt_rlhf_fill_row(NULL, NULL, 0, s->T, s->input + at, s->target + at, s->pos + at);
-    s->ntok[row] = 0;
+    s->ntok[row] = 0, s->truncated[row] = 0;
 }
 
 static double store_outputs(void *ctx, const double *out, double *coef, int N)
@@ -331,7 +332,7 @@ zt_status zt_rollout_step(zt_rollout *s, zt_trainer *t, int G, long step)
     for (int i = 0; i < s->A * s->B; i++) {
         if (!s->ntok[i]) continue;
         s->acc.completions++, s->acc.reward += s->rewards[i], s->acc.reward_sq += s->rewards[i] * s->rewards[i];
-        s->acc.tokens += s->ntok[i];
+        s->acc.tokens += s->ntok[i], s->acc.truncated += s->truncated[i];
     }
     if (s->ref && s->ref_model.numel) {
         zt_rollout_outputs(s, &s->ref_model, s->A * s->B, s->ref);
@@ -355,6 +356,7 @@ zt_status zt_rollout_metrics(zt_rollout *s, zt_trainer *t, cJSON *row)
     zt_json_number(row, "reward_mean", mean);
     zt_json_number(row, "reward_std", sqrt(fmax(a.reward_sq / n - mean * mean, 0)));
     zt_json_number(row, "completion_length", a.tokens / n);
+    zt_json_number(row, "truncated_fraction", a.truncated / n);
     cJSON_AddNumberToObject(row, "completions", a.completions);
     /* all ranks' tokens over one rank's mean time: the job's sampling speed */
     zt_json_number(row, "generate_tokens_per_s", a.generated / (a.generate_s / t->zero.world));
@@ -428,6 +430,7 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     size_t rows = (size_t)s->A * s->B, N = rows * s->T;
     s->input = malloc(3 * N * sizeof *s->input);
     s->ntok = calloc(rows, sizeof *s->ntok);
+    s->truncated = calloc(rows, sizeof *s->truncated);
     s->rewards = calloc(rows, sizeof *s->rewards);
     s->streams = zt_plan_rollout_streams(r, t->zero.world), s->lockstep = s->streams && t->zero.world > 1;
     int slots = zt_plan_rollout_slots(r, t->zero.world);
@@ -437,8 +440,8 @@ zt_status zt_rollout_open(zt_rollout *s, zt_trainer *t, int with_reference)
     s->next = calloc((size_t)slots, sizeof *s->next);
     s->scratch = zt_calloc_aligned(zt_sample_scratch_bytes(t->m.V));
     if (with_reference) s->ref = malloc(N * sizeof *s->ref);
-    if (!s->input || !s->ntok || !s->rewards || !s->logits || !s->scratch || !s->smp || !s->slot || !s->next ||
-        (with_reference && !s->ref))
+    if (!s->input || !s->ntok || !s->truncated || !s->rewards || !s->logits || !s->scratch || !s->smp || !s->slot ||
+        !s->next || (with_reference && !s->ref))
         return zt_fail(ZT_ENOMEM, "out of memory");
     s->target = s->input + N, s->pos = s->target + N, s->prompt_logits = s->logits + (size_t)slots * t->m.V;
     s->vocab = zt_tokenizer_vocab_size(t->tools.tok) < t->m.V ? zt_tokenizer_vocab_size(t->tools.tok) : t->m.V;
@@ -477,6 +480,7 @@ void zt_rollout_close(zt_rollout *s)
     zt_dataset_free(&s->valid);
     free(s->input);
     free(s->ntok);
+    free(s->truncated);
     free(s->rewards);
     free(s->ref);
     free(s->logits);

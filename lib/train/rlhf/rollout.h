@@ -34,6 +34,7 @@
 /* Sums since the last metrics row. */
 typedef struct zt_rollout_stats {
     double completions, reward, reward_sq, tokens; /* new generations: rewards and trained tokens */
+    double truncated;                              /* completions cut off before a stop token */
     double generated, generate_s; /* tokens sampled (prompts' not counted), the seconds it took (gathers included) */
 } zt_rollout_stats;
 
@@ -45,6 +46,7 @@ typedef struct zt_rollout {
     zt_items order;
     int32_t *input, *target, *pos; /* the step's A × B rows */
     int *ntok;                     /* trained tokens per row; 0: no completion */
+    unsigned char *truncated;      /* per row: the completion was cut off, no stop token came */
     double *rewards;               /* per row */
     double *ref;                   /* the reference's log-probabilities per position (with a reference) */
     double *store;                 /* where zt_rollout_outputs writes */
