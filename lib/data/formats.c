@@ -109,6 +109,38 @@ static zt_status add_closing_ids(const zt_tokenizer *tok, const char *text, cons
     return st;
 }
 
+static int is_stop(const int32_t *stop, int nstop, int32_t id)
+{
+    for (int i = 0; i < nstop; i++)
+        if (stop[i] >= 0 && stop[i] == id) return 1;
+    return 0;
+}
+
+zt_status zt_format_answer(const zt_tokenizer *tok, const zt_template *tmpl, const zt_message *msgs, int n,
+                           const cJSON *row, const int32_t *stop, int nstop, char **out)
+{
+    *out = NULL;
+    zt_template_vars v;
+    char *text = NULL;
+    zt_span *spans = NULL;
+    int nspans = 0;
+    int32_t *ids = NULL;
+    size_t k = 0, cut = 0;
+    zt_status st = zt_format_vars(tok, row, &v);
+    if (!st) st = zt_template_spans(tmpl, msgs, n, &v, ZT_TRAIN_LAST, &spans, &nspans, &text);
+    if (!st && !nspans) st = zt_fail(ZT_EUSER, "the chat template renders no trained span for the last assistant turn");
+    if (!st) {
+        zt_span last = spans[nspans - 1];
+        st = zt_tokenizer_encode(tok, text + last.begin, last.end - last.begin, 1, &ids, &k);
+    }
+    while (!st && cut < k && !is_stop(stop, nstop, ids[cut])) cut++;
+    if (!st) st = zt_tokenizer_decode(tok, ids, cut, 1, out);
+    free(ids);
+    free(spans);
+    free(text);
+    return st;
+}
+
 zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, int32_t ids[ZT_END_IDS])
 {
     /* two exchanges, so that a template that ends the last turn unlike the others shows both */

@@ -85,4 +85,12 @@ zt_status zt_format_vars(const zt_tokenizer *tok, const struct cJSON *row, zt_te
  * eos_token_ids and zt generate's stop set all are this set. */
 zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, int32_t ids[ZT_END_IDS]);
 
+/* The last assistant turn of msgs[0..n) (row: the line, for its tools and kwargs) as a generation
+ * that answers the messages before it gives it back: the turn's trained span as tmpl renders the
+ * whole conversation (its tool calls and any text the template puts around its content, such
+ * as Qwen3's empty <think></think>), cut at its first token in stop[0..nstop) (ids < 0 unused)
+ * and decoded without special tokens, as zt_generate_chat decodes. *out is malloc'ed. */
+zt_status zt_format_answer(const zt_tokenizer *tok, const zt_template *tmpl, const zt_message *msgs, int n,
+                           const struct cJSON *row, const int32_t *stop, int nstop, char **out);
+
 #endif

@@ -63,27 +63,29 @@ static void trim(char **s)
     while (n && isspace((unsigned char)(*s)[n - 1])) (*s)[--n] = 0;
 }
 
-/* greedy answer to the conversation up to its last assistant turn, compared with that turn */
+/* greedy answer to the conversation up to its last assistant turn, compared with that turn as the
+ * model was trained to write it (zt_format_answer: tool calls, and a template's text around the
+ * content, such as Qwen3's empty think block, included) */
 static zt_status accuracy_line(void *ctx, cJSON *o)
 {
     accuracy_ctx *a = ctx;
     if (a->max && a->seen >= a->max) return ZT_OK;
     zt_message *m;
     int n;
-    char *owned, *gen = NULL;
+    char *owned, *gen = NULL, *want = NULL;
     zt_status st = zt_messages_normalize(o);
     if (!st) st = zt_format_messages(o, a->format, &m, &n, &owned);
     if (st) return st;
     int last = n - 1;
     while (last >= 0 && strcmp(m[last].role, "assistant")) last--;
-    /* a turn of tool calls alone has no text to compare with */
-    if (last > 0 && m[last].content && !(st = zt_generate_chat(a->g, m, last, o, &gen))) {
-        char *want = strdup(m[last].content), *w = want, *got = gen;
+    if (last > 0 && !(st = zt_generate_chat(a->g, m, last, o, &gen)) &&
+        !(st = zt_format_answer(a->g->tok, a->g->tmpl, m, n, o, a->g->stop_ids, ZT_END_IDS + 1, &want))) {
+        char *w = want, *got = gen;
         trim(&w), trim(&got);
         a->right += !strcmp(w, got);
         a->seen++;
-        free(want);
     }
+    free(want);
     free(gen);
     free(m);
     free(owned);

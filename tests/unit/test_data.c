@@ -9,6 +9,7 @@
 #include "lib/data/cache.h"
 #include "lib/data/formats.h"
 #include "lib/data/jsonl.h"
+#include "lib/data/messages.h"
 #include "lib/data/tokens.h"
 #include "lib/generate/generate.h"
 #include "tests/unit/test.h"
@@ -958,6 +959,28 @@ static char *trained_text(const zt_tokenizer *tok, const zt_template *tmpl, cons
     return text;
 }
 
+/* What eval.generate compares a generation with (zt_format_answer): the last assistant turn as
+ * trained, cut at the end of the turn; want[0] for the line cut after its tool-call turn (which
+ * is then the last one), want[1] for the whole line */
+static void check_answers(const zt_tokenizer *tok, const zt_template *tmpl, const char *line, const char *const want[2])
+{
+    int32_t end[ZT_END_IDS];
+    CHECK(zt_format_end_ids(tok, tmpl, end) == ZT_OK);
+    cJSON *o = cJSON_Parse(line);
+    zt_message *m;
+    int n;
+    char *owned, *got;
+    CHECK(o && zt_messages_normalize(o) == ZT_OK && zt_format_messages(o, ZT_DATA_CHAT, &m, &n, &owned) == ZT_OK);
+    for (int k = 0; k < 2; k++) {
+        CHECK_MSG(zt_format_answer(tok, tmpl, m, k ? n : 2, o, end, ZT_END_IDS, &got) == ZT_OK, "%s", zt_errmsg());
+        CHECK_MSG(!strcmp(got, want[k]), "answer %d: %s", k, got);
+        free(got);
+    }
+    free(m);
+    free(owned);
+    cJSON_Delete(o);
+}
+
 /* A function-calling conversation: the row's tools and the turn's tool_calls reach the template
  * (Qwen2.5's and Qwen3's, as published), the tool calls and the answer are trained, the tool's
  * result is not. The expected texts are what transformers 4.51.3 renders for the spans (P, Q as
@@ -973,14 +996,21 @@ static void test_chat_tool_calls(void)
         "\"content\": \"{\\\"temperature\\\": 22}\"}, {\"role\": \"assistant\", \"content\": \"It is 22 "
         "\u00b0C.\"}]}\n";
     static const struct {
-        const char *file, *content, *want;
+        const char *file, *content, *want, *answers[2];
     } cases[] = {
-        {"tests/fixtures/templates/qwen2.5-7b-instruct.jinja", "null",
+        {"tests/fixtures/templates/qwen2.5-7b-instruct.jinja",
+         "null",
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
-         "It is 22 \u00b0C.<|im_end|>\n"},
-        {"tests/fixtures/templates/llamacpp/Qwen-Qwen3-0.6B.jinja", "\"\"",
+         "It is 22 \u00b0C.<|im_end|>\n",
+         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+          "It is 22 \u00b0C."}},
+        {"tests/fixtures/templates/llamacpp/Qwen-Qwen3-0.6B.jinja",
+         "\"\"",
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
-         "<think>\n\n</think>\n\nIt is 22 \u00b0C.<|im_end|>\n"},
+         "<think>\n\n</think>\n\nIt is 22 \u00b0C.<|im_end|>\n",
+         {"<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+          "</tool_call>",
+          "<think>\n\n</think>\n\nIt is 22 \u00b0C."}},
     };
     zt_tokenizer *tok;
     CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
@@ -992,6 +1022,7 @@ static void test_chat_tool_calls(void)
         char *got = trained_text(tok, tmpl, text);
         CHECK_MSG(got && !strcmp(got, cases[c].want), "%s: trained %s", cases[c].file, got);
         free(got);
+        check_answers(tok, tmpl, text, cases[c].answers);
         zt_template_free(tmpl);
     }
     zt_tokenizer_free(tok);
