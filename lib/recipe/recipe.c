@@ -785,10 +785,14 @@ static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
     zt_rlhf_algorithm a = r->rlhf.algorithm;
     zt_rlhf_loss l = r->rlhf.loss_type;
     const char *algo = zt_rlhf_algorithm_names[a];
-    if (l != ZT_RLHF_LOSS_AUTO && (l == ZT_RLHF_SIGMOID || l == ZT_RLHF_IPO ? a != ZT_RLHF_DPO : a != ZT_RLHF_GRPO))
+    int dpo = l >= ZT_RLHF_SIGMOID;
+    if (l != ZT_RLHF_LOSS_AUTO && (dpo ? a != ZT_RLHF_DPO : a != ZT_RLHF_GRPO))
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "algorithm")),
-                        "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l],
-                        l == ZT_RLHF_SIGMOID || l == ZT_RLHF_IPO ? "DPO" : "GRPO", algo);
+                        "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l], dpo ? "DPO" : "GRPO", algo);
+    if (l == ZT_RLHF_EXO_PAIR && !(r->rlhf.label_smoothing > 0))
+        return key_fail(
+            r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "label_smoothing")),
+            "rlhf.loss_type = \"exo_pair\" needs rlhf.label_smoothing above 0 (EXO's ε; 1e-3 in its paper)");
     static const char *const grpo_only[] = {"scale_rewards", "mask_truncated_completions", "cliprange_high"};
     const int set[] = {r->rlhf.scale_rewards != ZT_RLHF_SCALE_GROUP, r->rlhf.mask_truncated_completions,
                        r->rlhf.cliprange_high > 0};

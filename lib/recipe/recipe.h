@@ -58,18 +58,27 @@ extern const char *const zt_resume_names[ZT_RESUME_PATH];
 typedef enum zt_rlhf_algorithm { ZT_RLHF_DPO, ZT_RLHF_REWARD, ZT_RLHF_PPO, ZT_RLHF_GRPO } zt_rlhf_algorithm;
 extern const char *const zt_rlhf_algorithm_names[4];
 
-/* rlhf.loss_type: DPO's (sigmoid, ipo) or how GRPO averages its token losses (TRL's grpo, bnpo,
- * dr_grpo, dapo); auto: sigmoid for DPO, grpo for GRPO */
+/* rlhf.loss_type: how GRPO averages its token losses (TRL's grpo, bnpo, dr_grpo, dapo), or DPO's
+ * loss (TRL's sigmoid ... apo_down, in the order of zt_dpo_kind from ZT_RLHF_SIGMOID on); auto:
+ * grpo for GRPO, sigmoid for DPO */
 typedef enum zt_rlhf_loss {
     ZT_RLHF_LOSS_AUTO,
-    ZT_RLHF_SIGMOID,
-    ZT_RLHF_IPO,
     ZT_RLHF_LOSS_GRPO,
     ZT_RLHF_LOSS_BNPO,
     ZT_RLHF_LOSS_DR_GRPO,
     ZT_RLHF_LOSS_DAPO,
+    ZT_RLHF_SIGMOID, /* DPO's from here on */
+    ZT_RLHF_IPO,
+    ZT_RLHF_HINGE,
+    ZT_RLHF_ROBUST,
+    ZT_RLHF_EXO_PAIR,
+    ZT_RLHF_NCA_PAIR,
+    ZT_RLHF_BCO_PAIR,
+    ZT_RLHF_SPPO_HARD,
+    ZT_RLHF_APO_ZERO,
+    ZT_RLHF_APO_DOWN,
 } zt_rlhf_loss;
-extern const char *const zt_rlhf_loss_names[7];
+extern const char *const zt_rlhf_loss_names[15];
 /* rlhf.scale_rewards (GRPO): advantages divided by the group's reward std, the step's, or not */
 typedef enum zt_rlhf_scale { ZT_RLHF_SCALE_GROUP, ZT_RLHF_SCALE_BATCH, ZT_RLHF_SCALE_NONE } zt_rlhf_scale;
 extern const char *const zt_rlhf_scale_names[3];

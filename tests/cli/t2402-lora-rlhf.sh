@@ -83,6 +83,20 @@ assert sum(r["loss"] for r in train[-5:]) / 5 < 0.9 * math.log(2), [r["loss"] fo
 assert after["preference_accuracy"] >= 0.9 and before["preference_accuracy"] < 0.5, (before, after)
 assert after["reward_accuracy"] >= 0.9, after
 PY
+# TRL's other DPO losses: at the first step the policy is the reference (c = r = 0 exactly, as
+# above), so each loss is its value at 0 (β 0.1; EXO's ε 1e-3); the second step's differs
+for want in hinge=1 robust=ln2 exo_pair=exo nca_pair=2ln2 bco_pair=2ln2 sppo_hard=50 apo_zero=1 apo_down=1; do
+  lt=${want%%=*}
+  expect_ok "DPO with LoRA, loss_type $lt" "$ZT" rlhf dpo.toml output.dir=dpo-$lt train.max_steps=2 train.eval_steps=0 \
+    rlhf.loss_type=$lt rlhf.label_smoothing=$([ $lt = exo_pair ] && echo 0.001 || echo 0)
+  $PY - dpo-$lt "${want#*=}" <<'PY' && say "ok - $lt: the first loss is its value at 0, then it trains" || fail "$lt: $(head -c 300 dpo-$lt/metrics.jsonl)"
+import json, math, sys
+rows = [r for r in map(json.loads, open(sys.argv[1] + "/metrics.jsonl")) if "split" not in r]
+want = {"1": 1.0, "ln2": math.log(2), "2ln2": 2 * math.log(2), "50": 2 * (0.5 / 0.1) ** 2,
+        "exo": -math.log(2) - 0.5 * math.log(0.999 * 0.001)}[sys.argv[2]]
+assert abs(rows[0]["loss"] - want) <= 1e-12 * want and rows[1]["loss"] != rows[0]["loss"], (rows[0]["loss"], want)
+PY
+done
 $PY - <<'PY' && say "ok - final/ is a PEFT adapter directory (CAUSAL_LM), no base weights" || fail "DPO final/"
 import json, os
 exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])

@@ -3,10 +3,13 @@
  * differences of the loss, for DPO (sigmoid with label smoothing, IPO), the reward
  * model's pairwise loss, GRPO's clipped objective with its KL penalty (PPO's policy loss
  * is the same clipped objective on GAE advantages) and PPO's clipped value loss. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "lib/core/fileio.h"
 #include "lib/model/llama.h"
 #include "lib/train/rlhf/rl_loss.h"
 #include "test.h"
@@ -170,11 +173,51 @@ static double check(int num_labels, double (*fn)(void *, const double *, double 
     return worst;
 }
 
-static void test_dpo_sigmoid(void)
+/* every DPO loss but IPO, on summed log-probabilities (label smoothing 0.1) */
+static void test_dpo_losses(void)
 {
-    dpo_kind = ZT_DPO_SIGMOID;
-    double e = check(0, dpo, 0);
-    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    static const zt_dpo_kind kinds[] = {ZT_DPO_SIGMOID,   ZT_DPO_HINGE,    ZT_DPO_ROBUST,
+                                        ZT_DPO_EXO_PAIR,  ZT_DPO_NCA_PAIR, ZT_DPO_BCO_PAIR,
+                                        ZT_DPO_SPPO_HARD, ZT_DPO_APO_ZERO, ZT_DPO_APO_DOWN};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        dpo_kind = kinds[i];
+        double e = check(0, dpo, 0);
+        CHECK_MSG(e < 1e-5, "loss %d: worst relative error %g", (int)kinds[i], e);
+    }
+}
+
+/* The losses and their derivatives against tests/fixtures/dpo_losses (TRL's formulas evaluated by
+ * torch in float64, derivatives by autograd) on a grid of log-ratios: the same functions written
+ * with other operations (log1p against log, sigmoid by cases against torch's), so within a few
+ * roundings of values of order 1 to 60: 1e-12 relative, or 1e-13 absolute near 0. */
+static void test_dpo_losses_are_trl(void)
+{
+    static const char *const names[] = {"sigmoid",  "ipo",      "hinge",     "robust",   "exo_pair",
+                                        "nca_pair", "bco_pair", "sppo_hard", "apo_zero", "apo_down"};
+    char *text;
+    size_t len;
+    ZT_ASSERT(zt_read_file("tests/fixtures/dpo_losses/expected.json", &text, &len) == ZT_OK);
+    cJSON *doc = cJSON_ParseWithLength(text, len), *c;
+    free(text);
+    int n = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases"))
+    {
+        const char *name = cJSON_GetObjectItem(c, "kind")->valuestring;
+        int kind = 0;
+        while (strcmp(names[kind], name)) kind++;
+        double beta = cJSON_GetObjectItem(c, "beta")->valuedouble, eps = cJSON_GetObjectItem(c, "eps")->valuedouble;
+        double cv = cJSON_GetObjectItem(c, "c")->valuedouble, rv = cJSON_GetObjectItem(c, "r")->valuedouble, dc, dr;
+        double loss = zt_dpo_loss((zt_dpo_kind)kind, beta, eps, cv + 1, rv - 2, 1, -2, &dc, &dr); /* c = pc - rc */
+        double want[3] = {cJSON_GetObjectItem(c, "loss")->valuedouble, cJSON_GetObjectItem(c, "dc")->valuedouble,
+                          cJSON_GetObjectItem(c, "dr")->valuedouble},
+               got[3] = {loss, dc, dr};
+        for (int k = 0; k < 3; k++)
+            CHECK_MSG(fabs(got[k] - want[k]) <= 1e-12 * fabs(want[k]) + 1e-13,
+                      "%s beta %g eps %g c %g r %g: %d: %.17g, TRL %.17g", name, beta, eps, cv, rv, k, got[k], want[k]);
+        n++;
+    }
+    CHECK_MSG(n == 432, "%d cases", n);
+    cJSON_Delete(doc);
 }
 
 static void test_dpo_ipo(void)
@@ -229,7 +272,8 @@ static void test_loss_derivatives(void)
 int main(void)
 {
     omp_set_num_threads(1);
-    RUN(test_dpo_sigmoid);
+    RUN(test_dpo_losses);
+    RUN(test_dpo_losses_are_trl);
     RUN(test_dpo_ipo);
     RUN(test_reward_pairwise);
     RUN(test_grpo_clipped_kl);

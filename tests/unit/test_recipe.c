@@ -720,10 +720,12 @@ static void test_enum_values(void)
                      v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
             /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base
              * LoRA, GRPO's loss types and reward scalings GRPO */
-            int grpo = !strcmp(s[i].key, "scale_rewards") || (!strcmp(s[i].key, "loss_type") && v >= ZT_RLHF_LOSS_GRPO);
-            char *ov[] = {!strcmp(s[i].section, "lora") ? "lora.r=8"
-                          : grpo                        ? "rlhf.algorithm=grpo"
-                                                        : "offload.optimizer=nvme",
+            int loss = !strcmp(s[i].key, "loss_type"),
+                grpo = !strcmp(s[i].key, "scale_rewards") || (loss && v >= ZT_RLHF_LOSS_GRPO && v <= ZT_RLHF_LOSS_DAPO);
+            char *ov[] = {!strcmp(s[i].section, "lora")   ? "lora.r=8"
+                          : grpo                          ? "rlhf.algorithm=grpo"
+                          : loss && v == ZT_RLHF_EXO_PAIR ? "rlhf.label_smoothing=0.001"
+                                                          : "offload.optimizer=nvme",
                           value};
             zt_recipe r;
             CHECK_MSG(zt_recipe_load(&r, NULL, 2, ov) == ZT_OK, "%s: %s", value, zt_errmsg());

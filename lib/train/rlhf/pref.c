@@ -264,7 +264,10 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     t->ctx = p;
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory");
     p->dpo = dpo, p->r = r, p->T = t->T, p->pairs = r->train.micro_batch_size;
-    p->kind = r->rlhf.loss_type == ZT_RLHF_IPO ? ZT_DPO_IPO : ZT_DPO_SIGMOID; /* auto: sigmoid */
+    /* zt_rlhf_loss lists DPO's losses in zt_dpo_kind's order; auto: sigmoid */
+    _Static_assert(ZT_RLHF_APO_DOWN - ZT_RLHF_SIGMOID == ZT_DPO_APO_DOWN, "zt_rlhf_loss follows zt_dpo_kind");
+    p->kind =
+        r->rlhf.loss_type >= ZT_RLHF_SIGMOID ? (zt_dpo_kind)(r->rlhf.loss_type - ZT_RLHF_SIGMOID) : ZT_DPO_SIGMOID;
     t->rows = 2 * p->pairs;
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);

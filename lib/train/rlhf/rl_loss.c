@@ -10,16 +10,50 @@ static double sigmoid(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (
 double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, double pr, double rc, double rr,
                    double *dpc, double *dpr)
 {
-    double margin = (pc - rc) - (pr - rr);
-    if (kind == ZT_DPO_IPO) {
+    double c = pc - rc, r = pr - rr, margin = c - r, h = beta * margin, a = beta * c, b = beta * r, e = smoothing;
+    double loss, dh = 0, da = 0, db = 0; /* the loss's derivatives in h, βc and βr */
+    switch (kind) {
+    case ZT_DPO_IPO: {
         double d = margin - 1 / (2 * beta);
         *dpc = 2 * d, *dpr = -2 * d;
         return d * d;
     }
-    double h = beta * margin;
-    double dh = -(1 - smoothing) * sigmoid(-h) + smoothing * sigmoid(h);
-    *dpc = dh * beta, *dpr = -dh * beta;
-    return -(1 - smoothing) * zt_log_sigmoid(h) - smoothing * zt_log_sigmoid(-h);
+    case ZT_DPO_SPPO_HARD: {
+        double w = c - 0.5 / beta, l = r + 0.5 / beta;
+        *dpc = 2 * w, *dpr = 2 * l;
+        return w * w + l * l;
+    }
+    case ZT_DPO_HINGE: loss = fmax(0, 1 - h), dh = h < 1 ? -1 : 0; break;
+    case ZT_DPO_ROBUST:
+        loss = (-(1 - e) * zt_log_sigmoid(h) + e * zt_log_sigmoid(-h)) / (1 - 2 * e);
+        dh = (-(1 - e) * sigmoid(-h) - e * sigmoid(h)) / (1 - 2 * e);
+        break;
+    case ZT_DPO_EXO_PAIR: /* the derivative: σ(h)·σ(-h)·(h - log((1-ε)/ε)) */
+        loss = sigmoid(h) * (zt_log_sigmoid(h) - log1p(-e)) + sigmoid(-h) * (zt_log_sigmoid(-h) - log(e));
+        dh = sigmoid(h) * sigmoid(-h) * (h - log1p(-e) + log(e));
+        break;
+    case ZT_DPO_NCA_PAIR:
+        loss = -zt_log_sigmoid(a) - 0.5 * zt_log_sigmoid(-a) - 0.5 * zt_log_sigmoid(-b);
+        da = -sigmoid(-a) + 0.5 * sigmoid(a), db = 0.5 * sigmoid(b);
+        break;
+    case ZT_DPO_BCO_PAIR:
+        loss = -zt_log_sigmoid(a) - zt_log_sigmoid(-b);
+        da = -sigmoid(-a), db = sigmoid(b);
+        break;
+    case ZT_DPO_APO_ZERO:
+        loss = 1 - sigmoid(a) + sigmoid(b);
+        da = -sigmoid(a) * sigmoid(-a), db = sigmoid(b) * sigmoid(-b);
+        break;
+    case ZT_DPO_APO_DOWN:
+        loss = sigmoid(a) + 1 - sigmoid(h);
+        da = sigmoid(a) * sigmoid(-a), dh = -sigmoid(h) * sigmoid(-h);
+        break;
+    default: /* sigmoid */
+        loss = -(1 - e) * zt_log_sigmoid(h) - e * zt_log_sigmoid(-h);
+        dh = -(1 - e) * sigmoid(-h) + e * sigmoid(h);
+    }
+    *dpc = beta * (dh + da), *dpr = beta * (db - dh);
+    return loss;
 }
 
 double zt_pairwise_loss(double rc, double rr, double *drc, double *drr)

@@ -8,12 +8,34 @@
 #ifndef ZT_TRAIN_RLHF_RL_LOSS_H
 #define ZT_TRAIN_RLHF_RL_LOSS_H
 
-typedef enum { ZT_DPO_SIGMOID, ZT_DPO_IPO } zt_dpo_kind;
+/* TRL's DPO loss types (rlhf.loss_type) */
+typedef enum {
+    ZT_DPO_SIGMOID,
+    ZT_DPO_IPO,
+    ZT_DPO_HINGE,
+    ZT_DPO_ROBUST,
+    ZT_DPO_EXO_PAIR,
+    ZT_DPO_NCA_PAIR,
+    ZT_DPO_BCO_PAIR,
+    ZT_DPO_SPPO_HARD,
+    ZT_DPO_APO_ZERO,
+    ZT_DPO_APO_DOWN,
+} zt_dpo_kind;
 
 /* DPO on one pair: policy log-probabilities of the chosen and rejected answers (pc, pr)
- * and the reference's (rc, rr). sigmoid: -(1-ε)·log σ(h) - ε·log σ(-h), h = β·((pc-rc) - (pr-rr));
- * ipo: ((pc-rc) - (pr-rr) - 1/(2β))², on log-probabilities averaged over the answer's tokens
- * (the caller divides). */
+ * and the reference's (rc, rr); with c = pc - rc, r = pr - rr, h = β·(c - r), ε = smoothing,
+ * TRL's formulas:
+ *   sigmoid   -(1-ε)·log σ(h) - ε·log σ(-h)  (ε > 0: cDPO)
+ *   ipo       (c - r - 1/(2β))², on log-probabilities averaged over the answer's tokens (the
+ *             caller divides)
+ *   hinge     max(0, 1 - h)
+ *   robust    (-(1-ε)·log σ(h) + ε·log σ(-h)) / (1 - 2ε)
+ *   exo_pair  σ(h)·(log σ(h) - log(1-ε)) + σ(-h)·(log σ(-h) - log ε)  (ε > 0)
+ *   nca_pair  -log σ(βc) - ½·log σ(-βc) - ½·log σ(-βr)
+ *   bco_pair  -log σ(βc) - log σ(-βr)
+ *   sppo_hard (c - 1/(2β))² + (r + 1/(2β))²
+ *   apo_zero  1 - σ(βc) + σ(βr)
+ *   apo_down  σ(βc) + 1 - σ(h) */
 double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, double pr, double rc, double rr,
                    double *dpc, double *dpr);
 /* Reward model on one pair: -log σ(r_chosen - r_rejected). */
