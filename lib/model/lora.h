@@ -85,6 +85,8 @@ enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embe
 
 /* The module named name (q_proj, ...), or -1. */
 int zt_lora_module_of(const char *name);
+/* Whether mod is a projection of the attention (self_attn), not of the MLP */
+int zt_lora_in_attention(zt_lora_module mod);
 /* The Hugging Face path of module mod in layer l after "model." ("layers.3.mlp.down_proj") */
 void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod);
 /* target_modules as a regular expression that each module's whole name must match, as PEFT
