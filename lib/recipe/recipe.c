@@ -789,6 +789,12 @@ static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
     if (l != ZT_RLHF_LOSS_AUTO && (dpo ? a != ZT_RLHF_DPO : a != ZT_RLHF_GRPO))
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "algorithm")),
                         "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l], dpo ? "DPO" : "GRPO", algo);
+    if (l == ZT_RLHF_SIMPO && !(r->rlhf.beta > 0))
+        return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "beta")),
+                        "rlhf.loss_type = \"simpo\" needs rlhf.beta above 0 (SimPO's paper uses 2 to 2.5)");
+    if (l == ZT_RLHF_SIMPO && r->rlhf.reference[0])
+        return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "reference")),
+                        "rlhf.loss_type = \"simpo\" has no reference model: leave rlhf.reference unset");
     if (l == ZT_RLHF_EXO_PAIR && !(r->rlhf.label_smoothing > 0))
         return key_fail(
             r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "label_smoothing")),

@@ -77,8 +77,9 @@ typedef enum zt_rlhf_loss {
     ZT_RLHF_SPPO_HARD,
     ZT_RLHF_APO_ZERO,
     ZT_RLHF_APO_DOWN,
+    ZT_RLHF_SIMPO, /* reference-free: sigmoid on averaged log-probabilities, margin rlhf.simpo_gamma */
 } zt_rlhf_loss;
-extern const char *const zt_rlhf_loss_names[15];
+extern const char *const zt_rlhf_loss_names[16];
 /* rlhf.scale_rewards (GRPO): advantages divided by the group's reward std, the step's, or not */
 typedef enum zt_rlhf_scale { ZT_RLHF_SCALE_GROUP, ZT_RLHF_SCALE_BATCH, ZT_RLHF_SCALE_NONE } zt_rlhf_scale;
 extern const char *const zt_rlhf_scale_names[3];
@@ -191,6 +192,7 @@ typedef struct zt_recipe {
         zt_rlhf_scale scale_rewards;     /* GRPO */
         bool mask_truncated_completions; /* GRPO */
         double label_smoothing;
+        double simpo_gamma;
         int ppo_epochs;
         char *reference, *reward_model, *reward_command;
         double reward_timeout_s;

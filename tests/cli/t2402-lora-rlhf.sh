@@ -97,6 +97,21 @@ want = {"1": 1.0, "ln2": math.log(2), "2ln2": 2 * math.log(2), "50": 2 * (0.5 / 
 assert abs(rows[0]["loss"] - want) <= 1e-12 * want and rows[1]["loss"] != rows[0]["loss"], (rows[0]["loss"], want)
 PY
 done
+# SimPO: no reference model; one pair a step, so its logged rewards are that pair's β times the
+# average log-probabilities, and the loss is -log σ(their difference - γ)
+expect_ok "SimPO with LoRA" "$ZT" rlhf dpo.toml output.dir=simpo train.max_steps=3 train.micro_batch_size=1 \
+  train.gradient_accumulation_steps=1 train.eval_steps=0 rlhf.loss_type=simpo rlhf.beta=2 rlhf.simpo_gamma=0.5
+grep -q "reference log-probabilities" "$TMP/err" && fail "SimPO computed reference log-probabilities" \
+  || say "ok - SimPO computes no reference log-probabilities"
+$PY <<'PY' && say "ok - SimPO: each step's loss is -log σ(β·(c̄ - r̄) - γ)" || fail "SimPO"
+import json, math
+rows = [r for r in map(json.loads, open("simpo/metrics.jsonl")) if "split" not in r]
+for r in rows:
+    x = r["rewards_chosen"] - r["rewards_rejected"] - 0.5
+    want = math.log1p(math.exp(-x)) if x > 0 else -x + math.log1p(math.exp(x))
+    assert abs(r["loss"] - want) <= 1e-9 * want, (r, want)
+assert rows[0]["rewards_chosen"] < 0 and len(rows) == 3
+PY
 $PY - <<'PY' && say "ok - final/ is a PEFT adapter directory (CAUSAL_LM), no base weights" || fail "DPO final/"
 import json, os
 exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])

@@ -26,6 +26,7 @@ typedef struct pair_stats {
 typedef struct pref {
     int dpo; /* else a reward model */
     zt_dpo_kind kind;
+    int simpo; /* SimPO: sigmoid, no reference */
     zt_dataset train, valid;
     zt_items order;
     int pairs;                     /* per micro-batch */
@@ -97,12 +98,16 @@ static double pref_objective(void *ctx, const double *out, double *coef, int N)
             continue;
         }
         if (p->dpo) {
-            double ref_c = p->ref[2 * k], ref_w = p->ref[2 * k + 1];
-            int ipo = p->kind == ZT_DPO_IPO; /* IPO compares per-token averages */
-            int kc = ipo ? nc : 1, kw = ipo ? nw : 1;
+            /* SimPO: the sigmoid loss of β·(chosen - rejected average) - γ, its γ/β in the chosen's
+             * reference place; its rewards are β times the averages */
+            double ref_c = p->simpo ? r->rlhf.simpo_gamma / r->rlhf.beta * nc : p->ref[2 * k];
+            double ref_w = p->simpo ? 0 : p->ref[2 * k + 1];
+            int avg = p->kind == ZT_DPO_IPO || p->simpo; /* IPO and SimPO compare per-token averages */
+            int kc = avg ? nc : 1, kw = avg ? nw : 1;
             loss = zt_dpo_loss(p->kind, r->rlhf.beta, r->rlhf.label_smoothing, pc / kc, pw / kw, ref_c / kc, ref_w / kw,
                                &dc, &dw);
-            rc = r->rlhf.beta * (pc - ref_c), rw = r->rlhf.beta * (pw - ref_w);
+            rc = r->rlhf.beta * (p->simpo ? pc / nc : pc - ref_c),
+            rw = r->rlhf.beta * (p->simpo ? pw / nw : pw - ref_w);
             if (coef) put_coef(p, coef, c, dc * p->scale, kc), put_coef(p, coef, w, dw * p->scale, kw);
         } else {
             int lc = row_last(p, c), lw = row_last(p, w);
@@ -264,10 +269,11 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     t->ctx = p;
     if (!p) return zt_fail(ZT_ENOMEM, "out of memory");
     p->dpo = dpo, p->r = r, p->T = t->T, p->pairs = r->train.micro_batch_size;
-    /* zt_rlhf_loss lists DPO's losses in zt_dpo_kind's order; auto: sigmoid */
+    /* zt_rlhf_loss lists DPO's losses in zt_dpo_kind's order, then SimPO's (sigmoid); auto: sigmoid */
     _Static_assert(ZT_RLHF_APO_DOWN - ZT_RLHF_SIGMOID == ZT_DPO_APO_DOWN, "zt_rlhf_loss follows zt_dpo_kind");
-    p->kind =
-        r->rlhf.loss_type >= ZT_RLHF_SIGMOID ? (zt_dpo_kind)(r->rlhf.loss_type - ZT_RLHF_SIGMOID) : ZT_DPO_SIGMOID;
+    zt_rlhf_loss l = r->rlhf.loss_type;
+    p->simpo = l == ZT_RLHF_SIMPO;
+    p->kind = l >= ZT_RLHF_SIGMOID && !p->simpo ? (zt_dpo_kind)(l - ZT_RLHF_SIGMOID) : ZT_DPO_SIGMOID;
     t->rows = 2 * p->pairs;
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);
@@ -278,7 +284,7 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     if (!st)
         st = zt_items_init(&p->order, p->train.n_examples / 2, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
                            t->zero.world);
-    if (!st && dpo) st = reference_logps(t);
+    if (!st && dpo && !p->simpo) st = reference_logps(t);
     if (!st)
         zt_log_info("data: %lld preference pairs to train on, %lld held out", (long long)p->train.n_examples / 2,
                     (long long)p->valid.n_examples / 2);
