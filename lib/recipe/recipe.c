@@ -792,9 +792,10 @@ static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
     if (l == ZT_RLHF_SIMPO && !(r->rlhf.beta > 0))
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "beta")),
                         "rlhf.loss_type = \"simpo\" needs rlhf.beta above 0 (SimPO's paper uses 2 to 2.5)");
-    if (l == ZT_RLHF_SIMPO && r->rlhf.reference[0])
+    if ((l == ZT_RLHF_SIMPO || l == ZT_RLHF_ORPO) && r->rlhf.reference[0])
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "reference")),
-                        "rlhf.loss_type = \"simpo\" has no reference model: leave rlhf.reference unset");
+                        "rlhf.loss_type = \"%s\" has no reference model: leave rlhf.reference unset",
+                        zt_rlhf_loss_names[l]);
     if (l == ZT_RLHF_EXO_PAIR && !(r->rlhf.label_smoothing > 0))
         return key_fail(
             r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "label_smoothing")),

@@ -78,8 +78,9 @@ typedef enum zt_rlhf_loss {
     ZT_RLHF_APO_ZERO,
     ZT_RLHF_APO_DOWN,
     ZT_RLHF_SIMPO, /* reference-free: sigmoid on averaged log-probabilities, margin rlhf.simpo_gamma */
+    ZT_RLHF_ORPO,  /* reference-free: the chosen answer's NLL plus the odds-ratio term */
 } zt_rlhf_loss;
-extern const char *const zt_rlhf_loss_names[16];
+extern const char *const zt_rlhf_loss_names[17];
 /* rlhf.scale_rewards (GRPO): advantages divided by the group's reward std, the step's, or not */
 typedef enum zt_rlhf_scale { ZT_RLHF_SCALE_GROUP, ZT_RLHF_SCALE_BATCH, ZT_RLHF_SCALE_NONE } zt_rlhf_scale;
 extern const char *const zt_rlhf_scale_names[3];

@@ -42,9 +42,9 @@
  * take the names of the modules they configure. */
 const char *const zt_resume_names[ZT_RESUME_PATH] = {"auto", "never"};
 const char *const zt_rlhf_algorithm_names[4] = {"dpo", "reward", "ppo", "grpo"};
-const char *const zt_rlhf_loss_names[16] = {"auto",     "grpo",     "bnpo",      "dr_grpo",  "dapo",     "sigmoid",
+const char *const zt_rlhf_loss_names[17] = {"auto",     "grpo",     "bnpo",      "dr_grpo",  "dapo",     "sigmoid",
                                             "ipo",      "hinge",    "robust",    "exo_pair", "nca_pair", "bco_pair",
-                                            "sppo_hard", "apo_zero", "apo_down", "simpo"};
+                                            "sppo_hard", "apo_zero", "apo_down", "simpo",    "orpo"};
 const char *const zt_rlhf_scale_names[3] = {"group", "batch", "none"};
 
 static const zt_recipe_key schema[] = {
@@ -187,12 +187,13 @@ static const zt_recipe_key schema[] = {
 
     ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 4, "preference or reinforcement learning algorithm"),
     FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
-    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 16,
+    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 17,
          "GRPO, how the token losses are averaged, as TRL's: grpo (auto: each completion's mean, then over completions), "
          "bnpo (over each micro-batch's tokens), dr_grpo (over completions times max_new_tokens), dapo (over the step's "
          "tokens); DPO, TRL's loss of a pair: sigmoid (DPO, auto), ipo, hinge, robust, exo_pair, nca_pair, bco_pair, "
          "sppo_hard, apo_zero, apo_down (docs/rlhf.md); simpo (SimPO: no reference model, averaged log-probabilities, "
-         "margin simpo_gamma; beta about 2)"),
+         "margin simpo_gamma; beta about 2), orpo (ORPO: no reference model, the chosen answers' NLL plus beta times "
+         "the odds-ratio term)"),
     FLT("rlhf", "simpo_gamma", rlhf.simpo_gamma, 0, "0.5", 0, NOMAX, "SimPO: the target reward margin γ (loss_type = \"simpo\")"),
     ENUM("rlhf", "scale_rewards", rlhf.scale_rewards, zt_rlhf_scale, 0, "group", zt_rlhf_scale_names, 3,
          "GRPO: advantages (reward - group mean) divided by the group's reward std (group), the step's (batch), or "

@@ -112,6 +112,22 @@ for r in rows:
     assert abs(r["loss"] - want) <= 1e-9 * want, (r, want)
 assert rows[0]["rewards_chosen"] < 0 and len(rows) == 3
 PY
+# ORPO: no reference model; one pair a step, so its rewards give the pair's average
+# log-probabilities c̄ = rewards_chosen/β, r̄ likewise, and the loss is the chosen answer's mean NLL
+# -c̄ plus -β·log σ(log odds(c̄) - log odds(r̄)), log odds(x) = x - log(1 - e^x)
+expect_ok "ORPO with LoRA" "$ZT" rlhf dpo.toml output.dir=orpo train.max_steps=3 train.micro_batch_size=1 \
+  train.gradient_accumulation_steps=1 train.eval_steps=0 rlhf.loss_type=orpo
+$PY <<'PY' && say "ok - ORPO: each step's loss is the chosen answer's NLL plus the odds-ratio term" || fail "ORPO"
+import json, math
+rows = [r for r in map(json.loads, open("orpo/metrics.jsonl")) if "split" not in r]
+beta = 0.1
+for r in rows:
+    c, w = r["rewards_chosen"] / beta, r["rewards_rejected"] / beta
+    odds = (c - w) - (math.log(-math.expm1(c)) - math.log(-math.expm1(w)))
+    want = -c + beta * (math.log1p(math.exp(-odds)) if odds > 0 else -odds + math.log1p(math.exp(odds)))
+    assert abs(r["loss"] - want) <= 1e-9 * want, (r, want)
+assert len(rows) == 3, rows
+PY
 $PY - <<'PY' && say "ok - final/ is a PEFT adapter directory (CAUSAL_LM), no base weights" || fail "DPO final/"
 import json, os
 exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])

@@ -68,6 +68,19 @@ static double dpo(void *ctx, const double *out, double *coef, int N)
     return loss;
 }
 
+/* ORPO as pref.c builds it for one pair: the odds-ratio term on the rows' average
+ * log-probabilities, plus the chosen answer's NLL over its tokens */
+static double orpo(void *ctx, const double *out, double *coef, int N)
+{
+    int kc = row_count(0), kr = row_count(1);
+    double pc = row_sum(out, 0), dc, dr, loss = zt_orpo_loss(0.5, pc / kc, row_sum(out, 1) / kr, &dc, &dr) - pc / kc;
+    if (coef) {
+        memset(coef, 0, N * sizeof *coef);
+        row_coef(coef, 0, (dc - 1) / kc), row_coef(coef, 1, dr / kr);
+    }
+    return loss;
+}
+
 static double reward(void *ctx, const double *out, double *coef, int N)
 {
     double dc, dr, loss = zt_pairwise_loss(out[len[0] - 1], out[T + len[1] - 1], &dc, &dr);
@@ -192,8 +205,8 @@ static void test_dpo_losses(void)
  * roundings of values of order 1 to 60: 1e-12 relative, or 1e-13 absolute near 0. */
 static void test_dpo_losses_are_trl(void)
 {
-    static const char *const names[] = {"sigmoid",  "ipo",      "hinge",     "robust",   "exo_pair",
-                                        "nca_pair", "bco_pair", "sppo_hard", "apo_zero", "apo_down"};
+    static const char *const names[] = {"sigmoid",  "ipo",       "hinge",    "robust",   "exo_pair", "nca_pair",
+                                        "bco_pair", "sppo_hard", "apo_zero", "apo_down", "orpo"};
     char *text;
     size_t len;
     ZT_ASSERT(zt_read_file("tests/fixtures/dpo_losses/expected.json", &text, &len) == ZT_OK);
@@ -207,7 +220,9 @@ static void test_dpo_losses_are_trl(void)
         while (strcmp(names[kind], name)) kind++;
         double beta = cJSON_GetObjectItem(c, "beta")->valuedouble, eps = cJSON_GetObjectItem(c, "eps")->valuedouble;
         double cv = cJSON_GetObjectItem(c, "c")->valuedouble, rv = cJSON_GetObjectItem(c, "r")->valuedouble, dc, dr;
-        double loss = zt_dpo_loss((zt_dpo_kind)kind, beta, eps, cv + 1, rv - 2, 1, -2, &dc, &dr); /* c = pc - rc */
+        double loss =
+            kind == 10 ? zt_orpo_loss(beta, cv, rv, &dc, &dr) /* on average log-probabilities */
+                       : zt_dpo_loss((zt_dpo_kind)kind, beta, eps, cv + 1, rv - 2, 1, -2, &dc, &dr); /* c = pc - rc */
         double want[3] = {cJSON_GetObjectItem(c, "loss")->valuedouble, cJSON_GetObjectItem(c, "dc")->valuedouble,
                           cJSON_GetObjectItem(c, "dr")->valuedouble},
                got[3] = {loss, dc, dr};
@@ -216,8 +231,14 @@ static void test_dpo_losses_are_trl(void)
                       "%s beta %g eps %g c %g r %g: %d: %.17g, TRL %.17g", name, beta, eps, cv, rv, k, got[k], want[k]);
         n++;
     }
-    CHECK_MSG(n == 432, "%d cases", n);
+    CHECK_MSG(n == 480, "%d cases", n);
     cJSON_Delete(doc);
+}
+
+static void test_orpo(void)
+{
+    double e = check(0, orpo, 0);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
 }
 
 static void test_dpo_ipo(void)
@@ -274,6 +295,7 @@ int main(void)
     omp_set_num_threads(1);
     RUN(test_dpo_losses);
     RUN(test_dpo_losses_are_trl);
+    RUN(test_orpo);
     RUN(test_dpo_ipo);
     RUN(test_reward_pairwise);
     RUN(test_grpo_clipped_kl);

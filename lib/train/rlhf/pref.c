@@ -27,6 +27,7 @@ typedef struct pref {
     int dpo; /* else a reward model */
     zt_dpo_kind kind;
     int simpo; /* SimPO: sigmoid, no reference */
+    int orpo;  /* ORPO: no reference, its odds-ratio term and the chosen answers' NLL */
     zt_dataset train, valid;
     zt_items order;
     int pairs;                     /* per micro-batch */
@@ -37,6 +38,9 @@ typedef struct pref {
     double *ref_train, *ref_valid;
     double *store;  /* computing references: each example's log-probability goes here */
     double scale;   /* 1 / pairs of the step (all ranks) */
+    /* ORPO: a pair's loss holds its chosen answer's NLL times this, pairs / chosen answer tokens
+     * of the step (or pass), so that the mean over pairs is the mean over those tokens */
+    double nll_weight;
     pair_stats acc; /* since the last metrics row */
     const zt_recipe *r;
     int T;
@@ -97,7 +101,14 @@ static double pref_objective(void *ctx, const double *out, double *coef, int N)
             p->store[2 * k] = pc, p->store[2 * k + 1] = pw;
             continue;
         }
-        if (p->dpo) {
+        if (p->orpo) {
+            double dcm, dwm;
+            loss = zt_orpo_loss(r->rlhf.beta, pc / nc, pw / nw, &dcm, &dwm) - p->nll_weight * pc;
+            rc = r->rlhf.beta * pc / nc, rw = r->rlhf.beta * pw / nw;
+            if (coef)
+                put_coef(p, coef, c, (dcm - p->nll_weight * nc) * p->scale, nc),
+                    put_coef(p, coef, w, dwm * p->scale, nw);
+        } else if (p->dpo) {
             /* SimPO: the sigmoid loss of β·(chosen - rejected average) - γ, its γ/β in the chosen's
              * reference place; its rewards are β times the averages */
             double ref_c = p->simpo ? r->rlhf.simpo_gamma / r->rlhf.beta * nc : p->ref[2 * k];
@@ -124,6 +135,25 @@ static double pref_objective(void *ctx, const double *out, double *coef, int N)
     return total;
 }
 
+/* The targets of example e of ds in its row (zt_rlhf_fill_row: labels 1 to T - 1) */
+static double answer_tokens(const pref *p, const zt_dataset *ds, int64_t e)
+{
+    int64_t n = zt_dataset_len(ds, e) < p->T ? zt_dataset_len(ds, e) : p->T, k = 0;
+    for (int64_t i = 1; i < n; i++) k += ds->labels[ds->offsets[e] + i] != ZT_IGNORE_INDEX;
+    return (double)k;
+}
+
+/* ORPO's NLL weight over the chosen answers of pairs items[0..n) (-1: none) of ds, all ranks' */
+static zt_status set_nll_weight(zt_trainer *t, pref *p, const zt_dataset *ds, const int64_t *items, int64_t n)
+{
+    double sums[2] = {0, 0}; /* pairs, their chosen answers' tokens */
+    for (int64_t j = 0; j < n && p->orpo; j++)
+        if (items ? items[j] >= 0 : 1) sums[0]++, sums[1] += answer_tokens(p, ds, 2 * (items ? items[j] : j));
+    zt_status st = p->orpo && items ? zt_zero_sum(&t->zero, sums, 2) : ZT_OK;
+    p->nll_weight = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    return st;
+}
+
 /* One pass over every pair of ds, spread over the ranks (all run the same number of
  * micro-batches: stage 3's forward passes are collectives); the statistics summed. */
 static zt_status pass_over(zt_trainer *t, zt_llama *m, const zt_dataset *ds, pair_stats *sums)
@@ -137,6 +167,7 @@ static zt_status pass_over(zt_trainer *t, zt_llama *m, const zt_dataset *ds, pai
     pair_stats keep = p->acc;
     p->acc = (pair_stats){0};
     p->ds = ds;
+    set_nll_weight(t, p, ds, NULL, ds->n_examples / 2); /* the whole set: every rank counts it all */
     for (int64_t b = 0; b < batches; b++) {
         zt_items_next(&s, p->items, p->pairs);
         fill_batch(p);
@@ -272,8 +303,8 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     /* zt_rlhf_loss lists DPO's losses in zt_dpo_kind's order, then SimPO's (sigmoid); auto: sigmoid */
     _Static_assert(ZT_RLHF_APO_DOWN - ZT_RLHF_SIGMOID == ZT_DPO_APO_DOWN, "zt_rlhf_loss follows zt_dpo_kind");
     zt_rlhf_loss l = r->rlhf.loss_type;
-    p->simpo = l == ZT_RLHF_SIMPO;
-    p->kind = l >= ZT_RLHF_SIGMOID && !p->simpo ? (zt_dpo_kind)(l - ZT_RLHF_SIGMOID) : ZT_DPO_SIGMOID;
+    p->simpo = l == ZT_RLHF_SIMPO, p->orpo = l == ZT_RLHF_ORPO;
+    p->kind = l >= ZT_RLHF_SIGMOID && l <= ZT_RLHF_APO_DOWN ? (zt_dpo_kind)(l - ZT_RLHF_SIGMOID) : ZT_DPO_SIGMOID;
     t->rows = 2 * p->pairs;
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);
@@ -284,7 +315,7 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     if (!st)
         st = zt_items_init(&p->order, p->train.n_examples / 2, r->data.shuffle, (uint64_t)r->train.seed, t->zero.rank,
                            t->zero.world);
-    if (!st && dpo && !p->simpo) st = reference_logps(t);
+    if (!st && dpo && !p->simpo && !p->orpo) st = reference_logps(t);
     if (!st)
         zt_log_info("data: %lld preference pairs to train on, %lld held out", (long long)p->train.n_examples / 2,
                     (long long)p->valid.n_examples / 2);
@@ -319,6 +350,7 @@ static zt_status pref_grads(zt_trainer *t, long step, zt_step_result *out)
         }
     }
     zt_status st = zt_zero_sum(&t->zero, sums, 2);
+    if (!st) st = set_nll_weight(t, p, &p->train, items, (int64_t)A * p->pairs);
     p->scale = sums[0] > 0 ? 1 / sums[0] : 0;
     p->ds = &p->train, p->ref = p->ref_train;
     zt_llama_objective obj = {p, pref_objective};

@@ -56,6 +56,15 @@ double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, d
     return loss;
 }
 
+double zt_orpo_loss(double beta, double c, double r, double *dc, double *dr)
+{
+    c = fmin(c, -1e-9), r = fmin(r, -1e-9);
+    double odds = (c - r) - (log(-expm1(c)) - log(-expm1(r))), s = sigmoid(-odds);
+    *dc = -beta * s / -expm1(c); /* d odds / dc = 1 + e^c / (1 - e^c) = 1 / (1 - e^c) */
+    *dr = beta * s / -expm1(r);
+    return -beta * zt_log_sigmoid(odds);
+}
+
 double zt_pairwise_loss(double rc, double rr, double *drc, double *drr)
 {
     double d = -sigmoid(rr - rc);

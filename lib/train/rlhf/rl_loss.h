@@ -38,6 +38,11 @@ typedef enum {
  *   apo_down  σ(βc) + 1 - σ(h) */
 double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, double pr, double rc, double rr,
                    double *dpc, double *dpr);
+/* ORPO's odds-ratio term of one pair, on the answers' average log-probabilities c and r (below 0;
+ * taken at -1e-9 at most, where log(1 - e^x) is finite): -β·log σ(odds), odds = (c - r) -
+ * (log(1 - e^c) - log(1 - e^r)). The negative log-likelihood of the chosen answer is the
+ * caller's. */
+double zt_orpo_loss(double beta, double c, double r, double *dc, double *dr);
 /* Reward model on one pair: -log σ(r_chosen - r_rejected). */
 double zt_pairwise_loss(double rc, double rr, double *drc, double *drr);
 /* One token of the clipped surrogate: -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A), ρ = exp(logp - old)
