@@ -821,25 +821,27 @@ static void test_hf_schedules(void)
 /* lr_scheduler_kwargs the schedule does not take, or out of range, name the key */
 static void test_schedule_kwargs_errors(void)
 {
-    EXPECT_ERROR("[train]\nlr_scheduler_kwargs = {power = 2}\n", 0, NULL,
-                 "@:2:1: train.lr_scheduler_kwargs: the cosine schedule takes no 'power' (it takes: num_cycles "
-                 "min_lr_rate min_lr )");
-    EXPECT_ERROR("[train]\nlr_scheduler_type = \"linear\"\nlr_scheduler_kwargs = {num_cycles = 2}\n", 0, NULL,
-                 "@:3:1: train.lr_scheduler_kwargs: the linear schedule takes no 'num_cycles' (it takes: nothing )");
-    EXPECT_ERROR(
-        "[train]\nlr_scheduler_type = \"inverse_sqrt\"\nlr_scheduler_kwargs = {timescale = 20}\n", 0, NULL,
-        "@:3:1: train.lr_scheduler_kwargs: the inverse_sqrt schedule takes no 'timescale' (it takes: nothing )");
-    EXPECT_ERROR("[train]\nlr_scheduler_type = \"polynomial\"\nlr_scheduler_kwargs = {lr_end = -1}\n", 0, NULL,
-                 "@:3:1: train.lr_scheduler_kwargs: 'lr_end' is out of range (a number >= 0)");
-    EXPECT_ERROR("[train]\nlr_scheduler_type = \"cosine_with_restarts\"\nlr_scheduler_kwargs = {num_cycles = \"2\"}\n",
-                 0, NULL, "@:3:1: train.lr_scheduler_kwargs: 'num_cycles' is out of range (a number above 0)");
-    EXPECT_ERROR("[train]\nlr_scheduler_type = \"polynomial\"\nlearning_rate = 1e-8\n", 0, NULL,
-                 "@:3:1: train.lr_scheduler_kwargs: the polynomial schedule's lr_end 1e-07 (1e-7 unless set) must be "
-                 "below train.learning_rate 1e-08");
-    EXPECT_ERROR("[train]\nmin_lr_ratio = 0.1\nlr_scheduler_kwargs = {min_lr_rate = 0.2}\n", 0, NULL,
-                 "@:3:1: train.lr_scheduler_kwargs' min_lr_rate and train.min_lr_ratio are both set; use one");
-    EXPECT_ERROR("[train]\nlr_scheduler_kwargs = {min_lr_rate = 0.2, min_lr = 1e-6}\n", 0, NULL,
-                 "@:2:1: train.lr_scheduler_kwargs: min_lr_rate and min_lr are both set; use one");
+    static const char *const refused[][2] = {
+        {"[train]\nlr_scheduler_kwargs = {power = 2}\n",
+         "@:2:1: train.lr_scheduler_kwargs: the cosine schedule takes no 'power' (it takes: num_cycles min_lr_rate "
+         "min_lr )"},
+        {"[train]\nlr_scheduler_type = \"linear\"\nlr_scheduler_kwargs = {num_cycles = 2}\n",
+         "@:3:1: train.lr_scheduler_kwargs: the linear schedule takes no 'num_cycles' (it takes: nothing )"},
+        {"[train]\nlr_scheduler_type = \"inverse_sqrt\"\nlr_scheduler_kwargs = {timescale = 20}\n",
+         "@:3:1: train.lr_scheduler_kwargs: the inverse_sqrt schedule takes no 'timescale' (it takes: nothing )"},
+        {"[train]\nlr_scheduler_type = \"polynomial\"\nlr_scheduler_kwargs = {lr_end = -1}\n",
+         "@:3:1: train.lr_scheduler_kwargs: 'lr_end' is out of range (a number >= 0)"},
+        {"[train]\nlr_scheduler_type = \"cosine_with_restarts\"\nlr_scheduler_kwargs = {num_cycles = \"2\"}\n",
+         "@:3:1: train.lr_scheduler_kwargs: 'num_cycles' is out of range (a number above 0)"},
+        {"[train]\nlr_scheduler_type = \"polynomial\"\nlearning_rate = 1e-8\n",
+         "@:3:1: train.lr_scheduler_kwargs: the polynomial schedule's lr_end 1e-07 (1e-7 unless set) must be below "
+         "train.learning_rate 1e-08"},
+        {"[train]\nmin_lr_ratio = 0.1\nlr_scheduler_kwargs = {min_lr_rate = 0.2}\n",
+         "@:3:1: train.lr_scheduler_kwargs' min_lr_rate and train.min_lr_ratio are both set; use one"},
+        {"[train]\nlr_scheduler_kwargs = {min_lr_rate = 0.2, min_lr = 1e-6}\n",
+         "@:2:1: train.lr_scheduler_kwargs: min_lr_rate and min_lr are both set; use one"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) EXPECT_ERROR(refused[i][0], 0, NULL, refused[i][1]);
 }
 
 static void test_docs(void)
