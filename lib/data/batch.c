@@ -18,7 +18,8 @@ zt_status zt_batch_alloc(zt_batch *b, int B, int T)
     b->input = malloc(n * sizeof *b->input);
     b->target = malloc(n * sizeof *b->target);
     b->pos = malloc(n * sizeof *b->pos);
-    if (!b->input || !b->target || !b->pos) {
+    b->lens = malloc((size_t)B * sizeof *b->lens);
+    if (!b->input || !b->target || !b->pos || !b->lens) {
         zt_batch_free(b);
         return zt_fail(ZT_ENOMEM, "out of memory allocating a batch of %d x %d tokens", B, T);
     }
@@ -31,6 +32,7 @@ void zt_batch_free(zt_batch *b)
 {
     free(b->input);
     free(b->target);
+    free(b->lens);
     free(b->pos);
     memset(b, 0, sizeof *b);
 }
@@ -148,7 +150,8 @@ void zt_loader_free(zt_loader *l)
 /* ---- serving -------------------------------------------------------------------------- */
 
 /* Writes global row g of the planned epoch (g < 0: a row of padding) into T columns; returns its targets. */
-static int64_t fill_row(const zt_loader *l, int64_t g, int T, int32_t *input, int32_t *target, int32_t *pos)
+static int64_t fill_row(const zt_loader *l, int64_t g, int T, int32_t *input, int32_t *target, int32_t *pos,
+                        int32_t *len)
 {
     const zt_dataset *ds = l->ds;
     int64_t t = 0, n_targets = 0;
@@ -163,6 +166,7 @@ static int64_t fill_row(const zt_loader *l, int64_t g, int T, int32_t *input, in
             n_targets += target[t] != ZT_IGNORE_INDEX;
         }
     }
+    *len = (int32_t)t;
     for (int64_t p = 0; t < T; t++, p++) {
         input[t] = 0;
         target[t] = ZT_IGNORE_INDEX;
@@ -178,8 +182,8 @@ zt_status zt_loader_next(zt_loader *l, zt_batch *out)
     out->n_targets = 0;
     for (int64_t k = 0; k < l->B; k++) {
         int64_t g = l->state.row + l->rank + k * l->world;
-        out->n_targets +=
-            fill_row(l, g < l->n_rows ? g : -1, out->T, out->input + k * T, out->target + k * T, out->pos + k * T);
+        out->n_targets += fill_row(l, g < l->n_rows ? g : -1, out->T, out->input + k * T, out->target + k * T,
+                                   out->pos + k * T, out->lens + k);
     }
     l->state.row += group;
     /* Move on as soon as the epoch is served, so a saved state always points at a real row. */

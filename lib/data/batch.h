@@ -46,6 +46,7 @@ typedef struct zt_batch {
     int32_t *input;    /* [B*T] token ids */
     int32_t *target;   /* [B*T] label that position t predicts (already shifted); -100: none */
     int32_t *pos;      /* [B*T] position within its document */
+    int32_t *lens;     /* [B] tokens of each row before its padding */
     int64_t n_targets; /* targets != -100 in the batch */
 } zt_batch;
 

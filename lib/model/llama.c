@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "lib/core/rng.h"
-#include "llama.h"
+#include "llama_internal.h"
 #include "lora.h"
 #include "qbase.h"
 
@@ -29,6 +29,11 @@ static void acts_plan(const zt_llama *m, int B, int T, int *chunk, size_t *stage
     if (m->cfg.num_labels) *chunk = 0;
     size_t widest = C > (size_t)m->S3 ? C : (size_t)m->S3;
     if (widest < 2 * (size_t)m->F) widest = 2 * (size_t)m->F;
+    if (m->cfg.n_experts) { /* the experts' rows (k a token) and the router's logits */
+        size_t k = (size_t)m->cfg.experts_per_tok, pairs = k * (C > 2 * (size_t)m->F ? C : 2 * (size_t)m->F);
+        if (widest < pairs) widest = pairs;
+        if (widest < (size_t)m->cfg.n_experts) widest = (size_t)m->cfg.n_experts;
+    }
     *stage = N * widest; /* the widest activation, or a chunk of logits */
     if (*stage < (size_t)*chunk * m->V) *stage = (size_t)*chunk * m->V;
 }
@@ -62,7 +67,7 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
         extra_buffers += nsets * 4 + 1;
     }
     return reals * sizeof(zt_real) + N * sizeof(double) + 3 * N * sizeof(int32_t) + bf16 * sizeof(uint16_t) + 64 * 64 +
-           extra_buffers * 64;
+           extra_buffers * 64 + zt_llama_moe_bytes(m, (int)N, (int)nsets, 1);
 }
 
 zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
@@ -73,6 +78,8 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     free(m->la);
     free(m->loss_host);
     free(m->out_host);
+    zt_llama_moe_release(m, m->moe);
+    m->moe = NULL;
     size_t N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L, stage;
     m->B = B, m->T = m->T_alloc = T, m->checkpointing = checkpointing;
     acts_plan(m, B, T, &m->chunk, &stage);
@@ -159,7 +166,9 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
     m->out_host = malloc(N * (2 * sizeof(double) + sizeof(zt_real)));
     if (m->out_host) m->coef_host = m->out_host + N, m->real_host = (zt_real *)(m->coef_host + N);
     if (!m->loss_host || !m->out_host) return zt_fail(ZT_ENOMEM, "out of memory for activations");
-    zt_status st = zt_llama_rope_tables_upload(m, T, 0, m->cos_t, m->sin_t);
+    zt_status st = m->cfg.n_experts ? zt_llama_moe_alloc(m, (int)N, (int)nsets, 1, &m->moe) : ZT_OK;
+    if (st) return st;
+    st = zt_llama_rope_tables_upload(m, T, 0, m->cos_t, m->sin_t);
     if (!st && local_rope(m)) st = zt_llama_rope_tables_upload(m, T, 1, m->cos_l, m->sin_l);
     if (st) return st;
     return m->lora ? zt_lora_alloc_scratch(m, N) : ZT_OK;
@@ -174,10 +183,8 @@ static const uint16_t *to_bf16(zt_llama *m, uint16_t *x16, const zt_real *x, siz
     return x16;
 }
 
-/* y[N,O] (rows ldy apart) = x[N,I]·Wᵀ + beta·y, W [O,I] at offset w in the parameter array;
- * x16: x's bf16 copy, or NULL (a bf16 model then converts x here) */
-static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, const uint16_t *x16, size_t w, int N,
-                           int O, int I, zt_real beta)
+void zt_llama_linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, const uint16_t *x16, size_t w, int N,
+                             int O, int I, zt_real beta)
 {
     zt_backend *be = m->be;
     if (zt_qbase_forward(m, y, ldy, x, w, N, O, I, beta)) return;
@@ -191,11 +198,10 @@ static void linear_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, c
     be->gemm(be, 0, 1, N, O, I, 1, x, I, m->params + w, I, beta, y, ldy);
 }
 
-/* dx[N,I] = dy[N,O]·W + dx_beta·dx (skipped when dx is NULL), dy's rows ldy apart; dW += dyᵀ·x
- * (skipped when the base is frozen, as a quantized one always is). dy16 and x16: bf16 copies
- * already made (dy16 with dy's row stride), or NULL (a bf16 model then converts here). */
-static void linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, const uint16_t *dy16, int ldy,
-                            const zt_real *x, const uint16_t *x16, size_t w, int N, int O, int I)
+/* (llama_internal.h) a quantized base's products dequantize its tiles (qbase.h); a frozen base
+ * (LoRA's, a quantized one) adds no weight gradient; dy16 has dy's row stride */
+void zt_llama_linear_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *dy, const uint16_t *dy16,
+                              int ldy, const zt_real *x, const uint16_t *x16, size_t w, int N, int O, int I)
 {
     zt_backend *be = m->be;
     if (m->qbase && (!dx || zt_qbase_backward(m, dx, dx_beta, dy, ldy, w, N, O, I))) return;
@@ -331,10 +337,14 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
     /* ln2's bf16 copy: made by the pre norm, else (the MLP takes xmid) here */
     const uint16_t *ln2_16 = m->cfg.no_pre_norms ? to_bf16(m, a->ln2_16, a->ln2, (size_t)N * C) : a->ln2_16;
+    if (m->cfg.n_experts) {
+        zt_llama_moe_forward(m, m->moe, m->checkpointing ? 0 : l, l, a->ln2, ln2_16, N, out, beta, 0);
+        return;
+    }
     for (int j = 0; j < K; j++) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + j, use);
-        linear_forward(m, a->gateup + r0, 2 * F, a->ln2, ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
+        zt_llama_linear_forward(m, a->gateup + r0, 2 * F, a->ln2, ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C, 0);
         zt_llama_release_tile(m, K, u + 1 + j, use);
     }
     const uint16_t *lora16 = K == 1 ? ln2_16 : NULL; /* the adapters of tiled products: fp32 (dy16_of) */
@@ -346,7 +356,7 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + K + j, use);
-        linear_forward(m, out + r0, C, a->h, h16, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
+        zt_llama_linear_forward(m, out + r0, C, a->h, h16, base + y->wd + (size_t)r0 * F, N, nr, F, beta);
         zt_llama_release_tile(m, K, u + 1 + K + j, use);
     }
     zt_lora_forward(m, l, ZT_LORA_DOWN, a->h, K == 1 ? h16 : NULL, out, C);
@@ -361,10 +371,15 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), r0, nr;
+    if (m->cfg.n_experts) {
+        zt_llama_moe_backward(m, m->checkpointing ? 0 : l, l, a->ln2, a->ln2_16, dout);
+        return;
+    }
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(C, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dh, j < K - 1, dout + r0, NULL, C, a->h, a->h16, base + y->wd + (size_t)r0 * F, N, nr, F);
+        zt_llama_linear_backward(m, m->dh, j < K - 1, dout + r0, NULL, C, a->h, a->h16, base + y->wd + (size_t)r0 * F,
+                                 N, nr, F);
         zt_llama_release_tile(m, K, u + 1 + K + j, ZT_LLAMA_BACKWARD);
     }
     zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, a->h16, dout, dy16_of(m, K), C, m->dh);
@@ -375,8 +390,8 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
-        linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, dgateup16 ? dgateup16 + r0 : NULL, 2 * F, a->ln2,
-                        a->ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C);
+        zt_llama_linear_backward(m, m->dln, j < K - 1, m->dgateup + r0, dgateup16 ? dgateup16 + r0 : NULL, 2 * F,
+                                 a->ln2, a->ln2_16, base + y->wgu + (size_t)r0 * C, N, nr, C);
         zt_llama_release_tile(m, K, u + 1 + j, ZT_LLAMA_BACKWARD);
     }
     const uint16_t *d16 = dy16_of(m, K);
@@ -423,7 +438,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     if (use == ZT_LLAMA_FORWARD) zt_llama_acquire(m, u, use);
     if (pre) be->rmsnorm_forward(be, a->ln1, a->in16, a->rstd1, x, w + y->ln1, off, N, C, eps);
     const uint16_t *in16 = pre ? a->in16 : to_bf16(m, a->in16, in, (size_t)N * C); /* the norm's copy */
-    linear_forward(m, a->qkv, m->S3, in, in16, base + y->wqkv, N, m->S3, C, 0);
+    zt_llama_linear_forward(m, a->qkv, m->S3, in, in16, base + y->wqkv, N, m->S3, C, 0);
     lora_qkv_forward(m, l, in, in16, a->qkv);
     if (m->cfg.qkv_bias) be->bias_forward(be, a->qkv, w + y->bqkv, N, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
@@ -437,7 +452,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     zt_real *attn_out = post ? a->attn_out : a->xmid;
     if (!post) be->copy(be, a->xmid, x, bytes);
     const uint16_t *att16 = to_bf16(m, a->att16, a->att, (size_t)N * m->HD);
-    linear_forward(m, attn_out, C, a->att, att16, base + y->wo, N, C, m->HD, post ? 0 : 1);
+    zt_llama_linear_forward(m, attn_out, C, a->att, att16, base + y->wo, N, C, m->HD, post ? 0 : 1);
     zt_lora_forward(m, l, ZT_LORA_O, a->att, att16, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
     if (post) {
@@ -503,7 +518,7 @@ static void layer_backward(zt_llama *m, int l)
     if (post) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
     const zt_real *dattn_out = post ? m->dpost : m->dres;
     if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
-    linear_backward(m, m->datt, 0, dattn_out, NULL, C, a->att, a->att16, base + y->wo, N, C, m->HD);
+    zt_llama_linear_backward(m, m->datt, 0, dattn_out, NULL, C, a->att, a->att16, base + y->wo, N, C, m->HD);
     zt_lora_backward(m, l, ZT_LORA_O, a->att, a->att16, dattn_out, dy16_of(m, 1), C, m->datt);
     if (bf16_attention(m))
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
@@ -515,7 +530,7 @@ static void layer_backward(zt_llama *m, int l)
     if (m->cfg.qk_norm)
         zt_llama_qk_norm_backward(m, m->dqkv, norm_grad(m, base + y->qkn), a->qkin, w + y->qkn, a->rstdqk, N);
     if (m->cfg.qkv_bias && m->grads) be->bias_backward(be, m->grads + base + y->bqkv, m->dqkv, N, m->S3);
-    linear_backward(m, m->dln, 0, m->dqkv, NULL, m->S3, in, a->in16, base + y->wqkv, N, m->S3, C);
+    zt_llama_linear_backward(m, m->dln, 0, m->dqkv, NULL, m->S3, in, a->in16, base + y->wqkv, N, m->S3, C);
     lora_qkv_backward(m, l, in, a->in16, m->dqkv, dy16_of(m, 1), m->dln);
     pre_norm_backward(m, base + y->ln1, m->x[l], a->rstd1);
     zt_llama_release(m, u, ZT_LLAMA_BACKWARD);
@@ -552,7 +567,7 @@ static void head_forward(zt_llama *m, zt_real *logits, const zt_real *x, const u
     const zt_real *w = zt_lora_head(m, 0);
     size_t C = m->C;
     if (w) m->be->gemm(m->be, 0, 1, n, nv, m->C, 1, x, m->C, w + v0 * C, m->C, 0, logits, m->V);
-    else linear_forward(m, logits, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C, 0);
+    else zt_llama_linear_forward(m, logits, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C, 0);
 }
 
 /* ∂loss/∂x (dx, + dx_beta·dx) from the logits' gradient dlogits, and the head's weight gradient */
@@ -563,7 +578,7 @@ static void head_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_re
     const zt_real *w = zt_lora_head(m, 0);
     size_t C = m->C;
     if (!w) {
-        linear_backward(m, dx, dx_beta, dlogits, dlogits16, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C);
+        zt_llama_linear_backward(m, dx, dx_beta, dlogits, dlogits16, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C);
         return;
     }
     be->gemm(be, 0, 0, n, m->C, nv, 1, dlogits, m->V, w + v0 * C, m->C, dx_beta, dx, m->C);
@@ -742,6 +757,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         layer_forward(m, l, ZT_LLAMA_FORWARD);
         if (store) store->put(store->ctx, l, m->x[l], x_bytes);
     }
+    if (m->moe) zt_llama_moe_aux(m);
     zt_llama_acquire(m, head, ZT_LLAMA_FORWARD);
     if (tied) zt_llama_acquire(m, 0, ZT_LLAMA_FORWARD);
     if (grad) zt_llama_acquire(m, head, ZT_LLAMA_BACKWARD);

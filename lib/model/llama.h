@@ -1,5 +1,5 @@
 /* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3,
- * smollm3): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
+ * smollm3, and the mixtures of experts mixtral, qwen3_moe, olmoe): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
  * final norm (+ LM head when untied)], each layer one contiguous block whose
@@ -30,7 +30,8 @@ enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotar
 enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    char model_type[16]; /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 */
+    /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | mixtral | qwen3_moe | olmoe */
+    char model_type[16];
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
@@ -66,6 +67,13 @@ typedef struct zt_llama_config {
     unsigned char no_rope_layers[ZT_LLAMA_MAX_LISTED_LAYERS];
     int bos_token_id, eos_token_id; /* -1 = unset */
     int pad_token_id; /* -1 = unset; else its embedding row gets no gradient from the lookup (padding_idx) */
+    /* A mixture of experts (mixtral, qwen3_moe, olmoe) where n_experts > 0: every layer's MLP is
+       n_experts SwiGLU experts of moe_intermediate_size and a router, which takes the softmax of its
+       logits over all experts and sends each token to the experts_per_tok most likely, their outputs
+       weighted by those probabilities (norm_topk_prob: divided by their sum). output_router_logits:
+       the training loss adds router_aux_loss_coef times the load-balancing loss (llama_moe.c). */
+    int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits;
+    double router_aux_loss_coef;
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
     char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
@@ -86,6 +94,8 @@ int zt_llama_layer_local(const zt_llama_config *c, int l);
 int zt_llama_layer_window(const zt_llama_config *c, int l);
 /* Whether layer l has the rotary embedding (all but SmolLM3's no-rope layers). */
 int zt_llama_layer_rope(const zt_llama_config *c, int l);
+/* An expert's intermediate size: Qwen3-MoE's moe_intermediate_size, else intermediate_size. */
+int zt_llama_expert_size(const zt_llama_config *c);
 /* Phi-3: checkpoints name q, k, v as one qkv_proj and gate, up as one gate_up_proj. */
 int zt_llama_fused_names(const zt_llama_config *c);
 /* The rotary elements of a head: int(head_dim · partial_rotary_factor), as transformers. */
@@ -107,6 +117,9 @@ typedef struct zt_llama_layer_layout {
        ZT_QK_NORM_WHOLE); post_attn, post_mlp: the norms of the attention's and the MLP's outputs;
        ln1, ln2 take no room without pre norms */
     size_t ln1, wqkv, bqkv, qkn, wo, bo, post_attn, ln2, post_mlp, wgu, wd, numel;
+    /* a mixture of experts: the router's weight [n_experts, C] at router, wgu and wd expert 0's
+       gate/up and down weights, expert e's `expert` elements further on (0 in a dense layer) */
+    size_t router, expert;
 } zt_llama_layer_layout;
 
 typedef struct zt_llama_layer_acts {
@@ -198,6 +211,14 @@ typedef struct zt_llama {
     /* NEFTune: > 0 adds uniform noise in [-a, a), a = neftune_alpha / sqrt(T·C), to the embedding
      * output of every gradient pass (not to evaluation or generation) */
     double neftune_alpha;
+    /* A mixture of experts (cfg.n_experts > 0): the routing of every activation set and its
+     * scratch (llama_moe.c); the load-balancing loss of the last pass over all layers, and its
+     * weight in the gradient (zt_llama_init: router_aux_loss_coef with output_router_logits, else
+     * 0; a trainer divides it by the passes of a step); row_lens, when set, the tokens of each of
+     * the B rows before their padding, which the loss leaves out (NULL: every position counts). */
+    struct zt_llama_moe *moe;
+    double router_aux, router_aux_weight;
+    const int32_t *row_lens;
 } zt_llama;
 
 /* Rows of the head's weight: the vocabulary, or num_labels for a score head. */
@@ -246,7 +267,8 @@ void zt_llama_free(zt_llama *m);
  * parameter arrays, for reading a checkpoint layer by layer; free(*tensors). */
 zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n);
 const zt_llama_tensor *zt_llama_find_tensor(const zt_llama *m, const char *name);
-/* Parameters used in matrix products (LM head included, embedding lookup excluded). */
+/* Parameters used in a token's matrix products (LM head included, embedding lookup excluded; of a
+ * mixture of experts the router and the experts_per_tok experts a token passes through). */
 size_t zt_llama_matmul_params(const zt_llama *m);
 /* Training FLOPs per token as docs/architecture.md defines them, at sequence length T. */
 double zt_llama_flops_per_token(const zt_llama *m, int T);
@@ -373,6 +395,7 @@ typedef struct zt_llama_cache {
     int32_t *tokens;
     zt_real *logits;
     int32_t *row_slot, *row_pos; /* [chunk] each, host memory: a call's rows, slot and position */
+    struct zt_llama_moe *moe;    /* a mixture of experts' routing of a call's rows, else NULL */
 } zt_llama_cache;
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk, int slots);

@@ -1,5 +1,5 @@
 /* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2,
- * phi3, smollm3); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
+ * phi3, smollm3, mixtral, qwen3_moe, olmoe); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
 #include <stdio.h>
 
 #include "lib/core/json.h"
@@ -25,9 +25,12 @@ void zt_llama_config_default(zt_llama_config *c)
 }
 
 /* model_type → the architecture's class-name prefix */
-static const char *const model_types[][2] = {{"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
-                                             {"qwen3", "Qwen3"}, {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"},
-                                             {"olmo2", "Olmo2"}, {"phi3", "Phi3"},       {"smollm3", "SmolLM3"}};
+static const char *const model_types[][2] = {{"llama", "Llama"},        {"mistral", "Mistral"},
+                                             {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
+                                             {"gemma2", "Gemma2"},      {"gemma3_text", "Gemma3"},
+                                             {"olmo2", "Olmo2"},        {"phi3", "Phi3"},
+                                             {"smollm3", "SmolLM3"},    {"mixtral", "Mixtral"},
+                                             {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 const char *zt_llama_arch_prefix(const char *model_type)
@@ -39,7 +42,12 @@ const char *zt_llama_arch_prefix(const char *model_type)
 
 const char *zt_llama_model_types(void)
 {
-    return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3 or smollm3";
+    return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3, smollm3, mixtral, qwen3_moe or olmoe";
+}
+
+int zt_llama_expert_size(const zt_llama_config *c)
+{
+    return zt_llama_is(c, "qwen3_moe") ? c->moe_intermediate_size : c->intermediate_size;
 }
 
 int zt_llama_fused_names(const zt_llama_config *c) { return zt_llama_is(c, "phi3"); }
@@ -97,7 +105,8 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
         return zt_cfg_bad(path, "hidden_act", "must be \"silu\"");
     /* Qwen2 and Qwen3 window only the layers from max_window_layers on; Qwen3 has q/k norms and
        (without the key) a head_dim of 128 */
-    int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3"), qwen = qwen2 || qwen3;
+    int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3");
+    int qwen = qwen2 || qwen3 || zt_llama_is(c, "qwen3_moe");
     int mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
     double attention_dropout = 0;
     zt_status st;
@@ -195,6 +204,8 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
                           "must be null for gemma3_text (transformers' Gemma 3 ignores it)");
     if (c->final_softcap < 0) return zt_cfg_bad(where, "final_logit_softcapping", "must be positive or null");
     if (c->rope_local_theta < 0) return zt_cfg_bad(where, "rope_local_base_freq", "must be positive");
+    zt_status st = zt_llama_check_experts(c, where);
+    if (st) return st;
     if ((double)c->vocab_size * c->hidden_size > 4e12) return zt_cfg_bad(where, "vocab_size", "is too large");
     return ZT_OK;
 }

@@ -60,6 +60,7 @@ void zt_llama_family_defaults(zt_llama_config *c)
         c->max_position_embeddings = c->rope_scaling.original_max_position_embeddings = 4096;
     }
     if (zt_llama_is(c, "smollm3")) smollm3_defaults(c);
+    zt_llama_moe_defaults(c);
 }
 
 /* longrope's rope_scaling.short_factor or .long_factor: positive numbers (their count checked
@@ -236,7 +237,7 @@ zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *
     if (c->gemma) return parse_gemma(c, o, path);
     if (zt_llama_is(c, "phi3")) return parse_phi3(c, o, path);
     if (zt_llama_is(c, "smollm3")) return parse_smollm3(c, o, path);
-    return ZT_OK;
+    return zt_llama_parse_experts(c, o, path);
 }
 
 static void add_softcap(cJSON *o, const char *key, double cap)
@@ -307,4 +308,5 @@ void zt_llama_add_family_keys(cJSON *o, const zt_llama_config *c)
     else add_rope_scaling(o, c);
     if (c->gemma) add_gemma_keys(o, c);
     if (zt_llama_is(c, "smollm3")) add_smollm3_keys(o, c);
+    zt_llama_add_expert_keys(o, c);
 }

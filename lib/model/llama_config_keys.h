@@ -33,6 +33,14 @@ void zt_llama_family_defaults(zt_llama_config *c);
 /* rope_scaling, and the keys only some families have (c holds the common keys). */
 zt_status zt_llama_parse_rope_scaling(zt_llama_config *c, const cJSON *o, const char *path);
 zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *path);
+/* Mixtures of experts (llama_config_experts.c): whether c's family is one, its *Config's
+ * defaults (zt_llama_family_defaults calls it), its keys read, checked (none in a dense family,
+ * sizes and counts in range) and written. */
+int zt_llama_moe_family(const zt_llama_config *c);
+void zt_llama_moe_defaults(zt_llama_config *c);
+zt_status zt_llama_parse_experts(zt_llama_config *c, const cJSON *o, const char *path);
+zt_status zt_llama_check_experts(const zt_llama_config *c, const char *where);
+void zt_llama_add_expert_keys(cJSON *o, const zt_llama_config *c);
 /* The family's own keys and rope_scaling into a config.json being written. */
 void zt_llama_add_family_keys(cJSON *o, const zt_llama_config *c);
 

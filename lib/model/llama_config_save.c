@@ -48,7 +48,8 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
     zt_json_add_float(o, "rope_theta", c->rope_theta);
     zt_llama_add_family_keys(o, c);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    int qwen2 = !strcmp(c->model_type, "qwen2"), qwen = qwen2 || !strcmp(c->model_type, "qwen3");
+    int qwen2 = !strcmp(c->model_type, "qwen2");
+    int qwen = qwen2 || !strcmp(c->model_type, "qwen3") || !strcmp(c->model_type, "qwen3_moe");
     if (qwen) {
         cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
         cJSON_AddNumberToObject(o, "max_window_layers", 0);
@@ -142,6 +143,10 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"bos_token_id", &c->bos_token_id},
         {"eos_token_id", &c->eos_token_id},
         {"pad_token_id", &c->pad_token_id},
+        {"num_experts", &c->n_experts},
+        {"num_local_experts", &c->n_experts},
+        {"num_experts_per_tok", &c->experts_per_tok},
+        {"moe_intermediate_size", &c->moe_intermediate_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].key)) return parse_int_value(key, value, ints[i].p);
@@ -156,6 +161,7 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"final_logit_softcapping", &c->final_softcap},
         {"rope_local_base_freq", &c->rope_local_theta},
         {"partial_rotary_factor", &c->partial_rotary_factor},
+        {"router_aux_loss_coef", &c->router_aux_loss_coef},
     };
     double *num = NULL;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
@@ -168,6 +174,8 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         return ZT_OK;
     }
     if (!strcmp(key, "tie_word_embeddings")) return parse_bool_value(key, value, &c->tie_word_embeddings);
+    if (!strcmp(key, "norm_topk_prob")) return parse_bool_value(key, value, &c->norm_topk_prob);
+    if (!strcmp(key, "output_router_logits")) return parse_bool_value(key, value, &c->output_router_logits);
     if (!strcmp(key, "attention_bias")) {
         zt_status st = parse_bool_value(key, value, &c->qkv_bias);
         c->o_bias = c->qkv_bias;

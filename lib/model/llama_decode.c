@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llama.h"
+#include "llama_internal.h"
 #include "lora.h"
 #include "qbase.h"
 
@@ -16,7 +16,8 @@ size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk, int slot
                    n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) + 2 * (size_t)capacity * half;
     reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
              (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)slots * m->V : 0);
-    return reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64;
+    return reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64 +
+           zt_llama_moe_bytes(m, chunk, 1, 0);
 }
 
 zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity, int chunk, int slots)
@@ -69,7 +70,8 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
     }
 #undef TAKE
     ZT_ASSERT((size_t)(p - (char *)c->mem) <= bytes);
-    zt_status st = zt_llama_rope_tables_upload(m, capacity, 0, c->cos_t, c->sin_t);
+    zt_status st = m->cfg.n_experts ? zt_llama_moe_alloc(m, chunk, 1, 0, &c->moe) : ZT_OK;
+    if (!st) st = zt_llama_rope_tables_upload(m, capacity, 0, c->cos_t, c->sin_t);
     if (!st && c->cos_l) st = zt_llama_rope_tables_upload(m, capacity, 1, c->cos_l, c->sin_l);
     if (st) zt_llama_cache_free(c, m);
     return st;
@@ -78,6 +80,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
 void zt_llama_cache_free(zt_llama_cache *c, const zt_llama *m)
 {
     if (c->mem) m->be->free(m->be, c->mem);
+    zt_llama_moe_release(m, c->moe);
     free(c->lens);
     free(c->row_slot);
     memset(c, 0, sizeof *c);
@@ -219,6 +222,14 @@ static void mlp_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
     const zt_real *in = m->cfg.no_pre_norms ? c->x : c->ln;
     zt_real *out = post ? c->post : c->x;
     size_t base = m->layer0_off + y->numel * l;
+    if (c->moe) { /* group by group, as every product */
+        for (int i = 0, j; i < n; i = j) {
+            j = group_end(c, i, n);
+            zt_llama_moe_forward(m, c->moe, 0, l, in + (size_t)i * C, NULL, j - i, out + (size_t)i * C, post ? 0 : 1,
+                                 1);
+        }
+        return;
+    }
     for (int j = 0; j < K; j++) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + j, ZT_LLAMA_FORWARD);

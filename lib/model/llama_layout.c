@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "lib/core/rng.h"
-#include "llama.h"
+#include "llama_internal.h"
 #include "lora.h"
 #include "qbase.h"
 
@@ -44,8 +44,12 @@ static void layout(zt_llama *m)
     y->post_attn = o, o += post;
     y->ln2 = o, o += pre;
     y->post_mlp = o, o += post; /* before the MLP's matrices: in the layer's first unit */
+    size_t experts = c->n_experts ? (size_t)c->n_experts : 1;
+    y->router = o, o += c->n_experts ? (size_t)c->n_experts * C : 0;
     y->wgu = o, o += fused ? linear_elems(m, 2 * F, C) : 2 * linear_elems(m, F, C);
     y->wd = o, o += linear_elems(m, C, F);
+    y->expert = c->n_experts ? o - y->wgu : 0;
+    o += (experts - 1) * y->expert; /* experts 1 .. n-1, as expert 0 */
     y->numel = o;
 
     m->embed_off = 0;
@@ -63,6 +67,30 @@ static void add_linear(zt_llama *m, size_t *off, int64_t rows, int64_t cols, con
     if (m->qbase) add_tensor(m, *off, (int64_t)n, 0, 0, fmt, layer);
     else add_tensor(m, *off, rows, cols, 1, fmt, layer);
     *off += n;
+}
+
+/* A mixture of experts' router and experts, named as the family's checkpoints name them (Mixtral's
+ * block_sparse_moe with w1, w3, w2; Qwen3-MoE's and OLMoE's mlp with gate_proj, up_proj, down_proj) */
+static void name_experts(zt_llama *m, int l)
+{
+    const zt_llama_layer_layout *y = &m->lay;
+    int C = m->C, F = m->F, mixtral = !strcmp(m->cfg.model_type, "mixtral");
+    const char *block = mixtral ? "block_sparse_moe" : "mlp";
+    const char *gate = mixtral ? "w1" : "gate_proj", *up = mixtral ? "w3" : "up_proj",
+               *down = mixtral ? "w2" : "down_proj";
+    size_t b = m->layer0_off + y->numel * l;
+    char fmt[96];
+    snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.gate.weight", block);
+    add_tensor(m, b + y->router, m->cfg.n_experts, C, 1, fmt, l);
+    for (int e = 0; e < m->cfg.n_experts; e++) {
+        size_t w = b + y->wgu + y->expert * e;
+        snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, gate);
+        add_linear(m, &w, F, C, fmt, l);
+        snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, up);
+        add_linear(m, &w, F, C, fmt, l);
+        snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, down);
+        add_linear(m, &w, C, F, fmt, l);
+    }
 }
 
 static void name_tensors(zt_llama *m)
@@ -101,6 +129,10 @@ static void name_tensors(zt_llama *m)
         } else {
             add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
         }
+        if (m->cfg.n_experts) {
+            name_experts(m, l);
+            continue;
+        }
         w = b + y->wgu;
         if (fused) { /* and gate over up */
             add_linear(m, &w, 2 * (int64_t)m->F, C, "model.layers.%d.mlp.gate_up_proj.weight", l);
@@ -124,6 +156,10 @@ static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt
     m->qbase = q;
     zt_status st = zt_llama_config_check(c, "model config");
     if (st) return st;
+    if (q && c->n_experts)
+        return zt_fail(ZT_EUSER,
+                       "a quantized base (lora.quantize_base) of a mixture of experts (%s) is not supported yet",
+                       c->model_type);
     if (dtype == ZT_F16)
         return zt_fail(ZT_EUSER, "model.dtype = \"fp16\" is not supported on the %s backend (use bf16 or fp32)",
                        be->name);
@@ -134,7 +170,8 @@ static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt
     /* on every backend: the kernels that make the products' inputs write their bf16 copies too,
        and the weight gradients read them again instead of converting a second time */
     m->bf16_inputs = m->dtype_bf16;
-    m->C = c->hidden_size, m->F = c->intermediate_size, m->H = c->num_attention_heads;
+    m->C = c->hidden_size, m->F = c->n_experts ? zt_llama_expert_size(c) : c->intermediate_size,
+    m->H = c->num_attention_heads;
     m->KV = c->num_key_value_heads, m->D = c->head_dim, m->L = c->num_hidden_layers, m->V = c->vocab_size;
     m->S3 = (m->H + 2 * m->KV) * m->D;
     m->HD = m->H * m->D;
@@ -157,10 +194,10 @@ zt_status zt_llama_shape_quantized(zt_llama *m, const zt_llama_config *c, zt_bac
 }
 
 /* room for the most tensors a layer (17 with every bias, the q/k norms and Gemma's two more
- * norms) and the rest can have */
+ * norms; a mixture of experts' router and three a expert more) and the rest can have */
 static zt_llama_tensor *alloc_tensors(const zt_llama *m)
 {
-    return calloc((size_t)m->L * 17 + 4, sizeof(zt_llama_tensor));
+    return calloc((size_t)m->L * (18 + 3 * (size_t)m->cfg.n_experts) + 4, sizeof(zt_llama_tensor));
 }
 
 zt_status zt_llama_tensors(const zt_llama_config *c, zt_llama_tensor **tensors, int *n)
@@ -187,6 +224,7 @@ static zt_status init(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt_
         return st;
     }
     m->tensors = alloc_tensors(m);
+    m->router_aux_weight = c->output_router_logits ? c->router_aux_loss_coef : 0;
     /* room past the end so that ZeRO's equal shards (numel rounded up to the world size) fit */
     m->params = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     if (!q) m->grads = be->alloc(be, (m->numel + ZT_LLAMA_PAD) * sizeof(zt_real)); /* a quantized base is frozen */
@@ -225,6 +263,7 @@ void zt_llama_free(zt_llama *m)
     free(m->la);
     free(m->loss_host);
     free(m->out_host);
+    zt_llama_moe_release(m, m->moe);
     memset(m, 0, sizeof *m);
 }
 
@@ -242,7 +281,11 @@ int zt_llama_embed_tiles(const zt_llama *m)
     return m->cfg.tie_word_embeddings ? 1 : clamp_tiles(m->embed_tiles, m->V);
 }
 
-int zt_llama_mlp_tiles(const zt_llama *m) { return clamp_tiles(m->mlp_tiles, m->C < m->F ? m->C : m->F); }
+/* a mixture of experts' MLP is one piece of its layer's unit */
+int zt_llama_mlp_tiles(const zt_llama *m)
+{
+    return m->cfg.n_experts ? 1 : clamp_tiles(m->mlp_tiles, m->C < m->F ? m->C : m->F);
+}
 
 int zt_llama_head_tiles(const zt_llama *m)
 {
@@ -311,7 +354,10 @@ void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *co
 
 size_t zt_llama_matmul_params(const zt_llama *m)
 {
-    size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * (size_t)m->F * m->C;
+    /* a mixture of experts: the router and the experts a token passes through */
+    size_t mlps = m->cfg.n_experts ? (size_t)m->cfg.experts_per_tok : 1;
+    size_t router = (size_t)m->cfg.n_experts * m->C;
+    size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * mlps * m->F * m->C + router;
     return per_layer * m->L + (size_t)zt_llama_head_rows(m) * m->C;
 }
 
@@ -414,6 +460,7 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V)
     zt_llama_params_unmap(m, from, 0);
     zt_llama_params_unmap(&n, to, 1);
     n.embed_tiles = m->embed_tiles, n.mlp_tiles = m->mlp_tiles, n.head_tiles = m->head_tiles;
+    n.router_aux_weight = m->router_aux_weight;
     zt_llama_free(m);
     *m = n;
     return ZT_OK;

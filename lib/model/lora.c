@@ -84,6 +84,13 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
     char names[128], known[128];
     zt_status st = c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, m->L, &targets) : ZT_OK;
     if (st) return st;
+    unsigned mlp = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_GATE_UP;
+    if (m->cfg.n_experts && (targets == ZT_LORA_ALL || (targets & mlp)))
+        return zt_fail(ZT_EUSER,
+                       "lora: target_modules (%s) take in the experts of a mixture of experts (%s), which adapters "
+                       "do not support yet: name the attention's (q_proj, k_proj, v_proj, o_proj)",
+                       targets == ZT_LORA_ALL ? "all-linear" : module_list(targets & mlp, names, sizeof names),
+                       m->cfg.model_type);
     *out = model_targets(m, targets);
     if (!*out)
         return zt_fail(ZT_EUSER, "lora: target_modules (%s) name no module of a %s model (it has %s)",
@@ -239,7 +246,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
                        m->be->name);
-    unsigned targets;
+    unsigned targets = 0;
     if ((st = resolve_targets(m, c, &targets))) return st;
     zt_lora *a = calloc(1, sizeof *a);
     if (!a) return zt_fail(ZT_ENOMEM, "out of memory for the adapters");

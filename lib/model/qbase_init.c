@@ -119,6 +119,8 @@ zt_status zt_qbase_bnb_write_init(const zt_llama_config *c, const char *dir, zt_
     zt_st_writer *w = zt_st_writer_new();
     zt_qbase_bnb_writer *b = NULL;
     zt_status st = w ? zt_llama_shape(&x.m, c, zt_backend_cpu(), ZT_F32) : zt_fail(ZT_ENOMEM, "out of memory");
+    if (!st && c->n_experts)
+        st = zt_fail(ZT_EUSER, "zt init --quantize: a mixture of experts (%s) is not supported yet", c->model_type);
     if (!st) st = zt_llama_tensors(c, &x.m.tensors, &x.m.n_tensors);
     if (!st && !(x.t = calloc((size_t)x.m.n_tensors, sizeof *x.t))) st = zt_fail(ZT_ENOMEM, "out of memory");
     if (!st) st = zt_qbase_bnb_writer_new(&b, &x.q, w, encode, &x);

@@ -11,6 +11,7 @@ typedef struct lm {
     zt_dataset train, valid;
     zt_loader loader;
     zt_batch *micro; /* gradient_accumulation_steps batches of one step */
+    double router_aux; /* a mixture of experts: the step's load-balancing loss, the mean of its passes' */
 } lm;
 
 static zt_status lm_check(const zt_recipe *r)
@@ -31,6 +32,9 @@ static zt_status lm_open(zt_trainer *t)
         return zt_fail(ZT_ENOMEM,
                        "out of memory for the %d micro-batches of a step (train.gradient_accumulation_steps)", A);
     t->rows = r->train.micro_batch_size;
+    /* the load-balancing loss of a step: the mean over its passes (every micro-batch of every rank) */
+    const zt_llama_config *c = &t->m.cfg;
+    t->m.router_aux_weight = c->output_router_logits ? c->router_aux_loss_coef / (A * t->zero.world) : 0;
     zt_status st = zt_data_open(r, &t->tools, t->m.V, &s->train, &s->valid);
     if (!st)
         st = zt_loader_init(&s->loader, &s->train, t->T, t->rows, r->data.packing, r->data.shuffle, r->train.seed,
@@ -65,7 +69,7 @@ static zt_status lm_grads(zt_trainer *t, long step, zt_step_result *out)
 {
     lm *s = t->ctx;
     int A = t->r->train.gradient_accumulation_steps;
-    double sums[2] = {0, 0}; /* target tokens, then the loss: over all ranks and micro-batches */
+    double sums[3] = {0, 0, 0}; /* target tokens, then the loss, the load-balancing loss: over all ranks and passes */
     zt_status st;
     for (int i = 0; i < A; i++) {
         if ((st = zt_loader_next(&s->loader, &s->micro[i]))) return st;
@@ -74,12 +78,24 @@ static zt_status lm_grads(zt_trainer *t, long step, zt_step_result *out)
     if ((st = zt_zero_sum(&t->zero, sums, 1))) return st;
     /* the loss of a step is a mean over all its target tokens, not over micro-batches or ranks */
     float scale = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
-    for (int i = 0; i < A; i++)
+    for (int i = 0; i < A; i++) {
+        t->m.row_lens = s->micro[i].lens;
         zt_llama_forward_backward(&t->m, s->micro[i].input, s->micro[i].target, s->micro[i].pos, scale, &sums[1]);
-    if ((st = zt_zero_sum(&t->zero, &sums[1], 1))) return st;
-    out->loss = sums[0] > 0 ? sums[1] / sums[0] : 0;
+        sums[2] += t->m.router_aux;
+    }
+    t->m.row_lens = NULL;
+    if ((st = zt_zero_sum(&t->zero, &sums[1], 2))) return st;
+    s->router_aux = sums[2] / (A * t->zero.world);
+    out->loss = (sums[0] > 0 ? sums[1] / sums[0] : 0) + t->m.router_aux_weight * sums[2];
     out->items = out->tokens = (int64_t)sums[0];
     out->input_tokens = (int64_t)A * t->rows * t->T;
+    return ZT_OK;
+}
+
+/* a mixture of experts' load-balancing loss (in the loss with output_router_logits) */
+static zt_status lm_metrics(zt_trainer *t, cJSON *row)
+{
+    if (row && t->m.cfg.n_experts) zt_json_number(row, "router_aux_loss", ((lm *)t->ctx)->router_aux);
     return ZT_OK;
 }
 
@@ -124,6 +140,7 @@ static const zt_algo lm_algo = {
     .open = lm_open,
     .plan = lm_plan,
     .grads = lm_grads,
+    .metrics = lm_metrics,
     .evaluate = lm_evaluate,
     .get_state = lm_get_state,
     .set_state = lm_set_state,

@@ -316,6 +316,7 @@ static zt_status open_model(zt_trainer *t)
     if (st) return st;
     V = t->m.V;
     /* every rank starts from the same weights; each draws its own dropout masks and noise */
+    t->m.router_aux_weight = 0; /* the load-balancing loss: zt pretrain and sft set it (lm.c) */
     t->m.draw_seed = (uint64_t)r->train.seed * 0x9e3779b97f4a7c15ull + (uint64_t)(t->comm ? zt_comm_rank(t->comm) : 0);
     t->m.neftune_alpha = r->train.neftune_noise_alpha;
     if ((st = zt_data_tools_open(&t->tools, r)) || (st = zt_vocab_prepare(&t->tools, &t->m))) return st;

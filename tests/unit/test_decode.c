@@ -1,7 +1,8 @@
 /* Generation with a KV cache computes what the training forward computes: the
  * summed next-token loss of a sequence fed one token at a time (or in chunks)
  * equals the loss of the full forward pass; with LoRA adapters too (Phi-3's on its fused
- * qkv_proj and gate_up_proj). Sequences decoded side by side (zt_llama_decode_slots) give
+ * qkv_proj and gate_up_proj), and with a mixture of experts' routing decided row by row.
+ * Sequences decoded side by side (zt_llama_decode_slots) give
  * each the logits it gets decoded alone. */
 #include <math.h>
 #include <stdlib.h>
@@ -73,6 +74,8 @@ static void check(const char *model_type, int window, int chunk, int lora)
         c.rope_scaling.n_short = c.rope_scaling.n_long = 3;
         for (int j = 0; j < 3; j++) c.rope_scaling.short_factor[j] = 1 + j, c.rope_scaling.long_factor[j] = 2 + 3 * j;
     }
+    if (c.n_experts) /* 4 experts of 24, 2 a token */
+        c.n_experts = 4, c.experts_per_tok = 2, c.moe_intermediate_size = 24, c.intermediate_size = 24;
     if (!strcmp(model_type, "smollm3")) /* layer 1 without rotary embedding */
         ZT_ASSERT(zt_llama_config_set(&c, "no_rope_layer_interval", "2") == ZT_OK);
     zt_llama m;
@@ -132,6 +135,12 @@ static void test_olmo2_norms(void) { check("olmo2", 0, 3, 0); } /* post norms on
 static void test_phi3(void) { check("phi3", 5, 4, 0); }         /* partial rotary, longrope, a window */
 static void test_smollm3(void) { check("smollm3", 0, 4, 0); }   /* a layer without rotary embedding */
 static void test_lora(void) { check("llama", 0, 4, 1); }
+static void test_experts(void)
+{
+    check("qwen3_moe", 0, 4, 0);
+    check("mixtral", 3, 5, 0);
+    check("olmoe", 0, 16, 0);
+}
 static void test_lora_phi3(void) { check("phi3", 5, 4, 1); }
 
 int main(void)
@@ -143,6 +152,7 @@ int main(void)
     RUN(test_phi3);
     RUN(test_smollm3);
     RUN(test_lora);
+    RUN(test_experts);
     RUN(test_lora_phi3);
     return test_summary();
 }

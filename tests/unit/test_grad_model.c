@@ -1,7 +1,7 @@
 /* Whole-model gradient check: the CPU kernels and the model compiled with
  * zt_real = double; every parameter's gradient against central finite
  * differences of the summed cross-entropy, on a packed batch of 3 documents (and with
- * NEFTune's noise on the embeddings). */
+ * NEFTune's noise on the embeddings; a mixture of experts' load-balancing loss added). */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +13,7 @@ enum { B = 2, T = 10 };
 
 /* row 0: documents of 4 and 6 tokens; row 1: a document of 7 tokens and 3 of padding */
 static int32_t input[B * T], target[B * T], pos[B * T];
+static const int32_t row_lens[B] = {T, 7}; /* the tokens before the padding */
 
 static void make_batch(int vocab)
 {
@@ -47,7 +48,7 @@ static double loss_of(zt_llama *m)
     double loss = 0;
     m->pass = 0;
     zt_llama_forward_backward(m, input, target, pos, neftune > 0 ? 1e-300 : 0, &loss);
-    return loss;
+    return loss + m->router_aux_weight * m->router_aux;
 }
 
 /* Returns the worst error relative to max(1e-2, |gradient|) over all parameters; tiles: the
@@ -66,6 +67,7 @@ static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, c
     ZT_ASSERT(zt_llama_alloc_acts(&m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(&m, seed, 0.5);
     m.neftune_alpha = neftune, m.draw_seed = seed;
+    m.row_lens = row_lens;
     /* norm weights and biases away from their init values, so their gradients are generic */
     for (int i = 0; i < m.n_tensors; i++)
         if (m.tensors[i].ndim == 1)
@@ -266,6 +268,29 @@ static void test_smollm3(void)
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles) %g", e);
 }
 
+/* Mixtures of experts: the router's softmax, top-k and (qwen3_moe) the chosen weights' division by
+ * their sum, the experts' products on their rows, and the load-balancing loss (weight 0.3, the
+ * padding left out) — through OLMoE's whole-projection q/k norms, with and without checkpointing.
+ * A choice flips only where a token's k-th and next probabilities come within the step's effect,
+ * 1e-6 of a weight: the random weights put none of the 20 tokens there. Mixtral with one expert
+ * a token: its renormalised weight is 1, so its router learns from the load-balancing loss alone. */
+static void test_experts(void)
+{
+    const char *family[] = {"qwen3_moe", "olmoe", "mixtral"};
+    int experts[] = {4, 3, 4}, per_token[] = {2, 2, 1};
+    for (int f = 0; f < 3; f++) {
+        zt_llama_config c = tiny_config();
+        ZT_ASSERT(zt_llama_config_set(&c, "model_type", family[f]) == ZT_OK);
+        c.n_experts = experts[f], c.experts_per_tok = per_token[f], c.moe_intermediate_size = 6;
+        c.intermediate_size = 6, c.head_dim = 2, c.output_router_logits = 1, c.router_aux_loss_coef = 0.3;
+        c.norm_topk_prob = f != 1, c.pad_token_id = -1; /* OLMoE's default 1 takes no embedding gradient */
+        for (int ckpt = 0; ckpt < 2; ckpt++) {
+            double e = check_model(c, ckpt, 20 + f, untiled);
+            CHECK_MSG(e < 1e-5, "%s (checkpointing %d): worst relative error %g", family[f], ckpt, e);
+        }
+    }
+}
+
 int main(void)
 {
     RUN(test_untied); /* with the default threads; the rest on one (thousands of tiny passes) */
@@ -282,5 +307,6 @@ int main(void)
     RUN(test_phi3);
     RUN(test_smollm3);
     RUN(test_neftune);
+    RUN(test_experts);
     return test_summary();
 }
