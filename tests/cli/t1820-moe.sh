@@ -3,7 +3,7 @@
 # pretrain trains them with the load-balancing loss (output_router_logits) logged and in the
 # loss; on 2 ranks under ZeRO stage 3 like one rank; with activation checkpointing bitwise as
 # without; in bf16 near fp32; zt generate and zt export take them; LoRA adapts their attention
-# and refuses their experts; bad expert keys are refused by name. (Their parity with
+# and refuses their experts; DPO adds the load-balancing loss; bad expert keys are refused by name. (Their parity with
 # transformers: test_parity and t0510-saved-parity.sh; their gradients: test_grad_model.)
 . "$(dirname "$0")/lib.sh"
 need_mpi
@@ -137,6 +137,27 @@ open('story.jsonl', 'w').write(json.dumps({'input_ids': ids}) + '\n')
   "$ZT" generate --model story-run/final --prompt "the quick brown fox" --max-new-tokens 40 >gen.txt 2>gen.err
   grep -q "jumps over the lazy dog and then runs far away into the green forest" gen.txt &&
     say "ok - zt generate continues the story: $(head -c 120 gen.txt)" || { fail "zt generate: $(cat gen.txt)"; cat gen.err >&2; }
+  # DPO on it with output_router_logits: at step 1 the policy is its reference, so the sigmoid
+  # loss is log 2 exactly, and the step's loss that plus the coefficient times the logged
+  # load-balancing loss (TRL's DPO trainer adds it so)
+  cp -r story-run/final story-aux && $PY - <<'PY' || fail "story-aux"
+import json
+c = json.load(open("story-aux/config.json")); c["output_router_logits"] = True; c["router_aux_loss_coef"] = 0.02
+json.dump(c, open("story-aux/config.json", "w"))
+with open("pairs.jsonl", "w") as f:
+    for i in range(8):
+        f.write(json.dumps({"prompt": "the quick brown", "chosen": " fox jumps over the lazy dog",
+                            "rejected": " cat sleeps on the warm mat %d" % i}) + "\n")
+PY
+  printf '[model]\npath = "story-aux"\ndtype = "fp32"\n[data]\ntrain = "pairs.jsonl"\nformat = "preference"\nmax_length = 32\n[train]\nmax_steps = 2\nmicro_batch_size = 2\ngradient_accumulation_steps = 2\nlearning_rate = 1e-3\nlogging_steps = 1\n[rlhf]\nalgorithm = "dpo"\n[output]\ndir = "dpo"\n' >dpo.toml
+  expect_ok "qwen3_moe: DPO with the load-balancing loss" "$ZT" rlhf dpo.toml
+  $PY - <<'PY' && say "ok - $(cat msg)" || fail "DPO's load-balancing loss"
+import json, math
+r = [json.loads(l) for l in open("dpo/metrics.jsonl") if '"loss"' in l][0]
+want = math.log(2) + 0.02 * r["router_aux_loss"]
+assert abs(r["loss"] - want) <= 1e-6, (r, want)
+open("msg", "w").write(f"DPO step 1: loss {r['loss']:.7f} = log 2 + 0.02 x {r['router_aux_loss']:.5f}")
+PY
 else
   fail "spm_train (sentencepiece-tools) is missing"
 fi

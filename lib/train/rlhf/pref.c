@@ -33,6 +33,8 @@ typedef struct pref {
     int pairs;                     /* per micro-batch */
     int64_t *items;                /* the micro-batch's pair numbers, -1: none */
     int32_t *input, *target, *pos; /* the micro-batch's rows */
+    int32_t *lens;                 /* each row's tokens before its padding */
+    double router_aux;             /* a mixture of experts: the step's load-balancing loss (the mean of its passes') */
     const zt_dataset *ds;          /* what items number */
     const double *ref;             /* DPO: the reference log-probability of each of ds's examples */
     double *ref_train, *ref_valid;
@@ -58,6 +60,7 @@ static void fill_batch(pref *p)
             const int32_t *labels = e < 0 ? NULL : p->ds->labels + p->ds->offsets[e];
             int n = e < 0 ? 0 : (int)zt_dataset_len(p->ds, e);
             zt_rlhf_fill_row(ids, labels, n, T, p->input + row, p->target + row, p->pos + row);
+            p->lens[2 * j + side] = n < T ? n : T;
         }
 }
 
@@ -309,7 +312,13 @@ static zt_status pref_open(zt_trainer *t, int dpo)
     size_t N = (size_t)t->rows * t->T;
     p->items = malloc((size_t)p->pairs * sizeof *p->items);
     p->input = malloc(3 * N * sizeof *p->input);
-    if (!p->items || !p->input) return zt_fail(ZT_ENOMEM, "out of memory");
+    p->lens = malloc((size_t)t->rows * sizeof *p->lens);
+    if (!p->items || !p->input || !p->lens) return zt_fail(ZT_ENOMEM, "out of memory");
+    /* a mixture of experts' load-balancing loss, as TRL's DPO, CPO and ORPO trainers add it with
+       output_router_logits: the mean over the step's passes (reward models: none) */
+    const zt_llama_config *c = &t->m.cfg;
+    int A = r->train.gradient_accumulation_steps;
+    t->m.router_aux_weight = dpo && c->output_router_logits ? c->router_aux_loss_coef / (A * t->zero.world) : 0;
     p->target = p->input + N, p->pos = p->target + N;
     zt_status st = zt_data_open(r, &t->tools, t->m.V, &p->train, &p->valid);
     if (!st)
@@ -339,7 +348,7 @@ static zt_status pref_grads(zt_trainer *t, long step, zt_step_result *out)
     int A = t->r->train.gradient_accumulation_steps;
     int64_t *items = malloc((size_t)A * p->pairs * sizeof *items);
     if (!items) return zt_fail(ZT_ENOMEM, "out of memory");
-    double sums[3] = {0, 0, 0}; /* pairs, target tokens, loss */
+    double sums[4] = {0, 0, 0, 0}; /* pairs, target tokens, loss, load-balancing loss */
     for (int i = 0; i < A; i++) {
         zt_items_next(&p->order, items + (size_t)i * p->pairs, p->pairs);
         for (int j = 0; j < p->pairs; j++) {
@@ -357,11 +366,15 @@ static zt_status pref_grads(zt_trainer *t, long step, zt_step_result *out)
     for (int i = 0; i < A && !st; i++) {
         memcpy(p->items, items + (size_t)i * p->pairs, (size_t)p->pairs * sizeof *items);
         fill_batch(p);
+        t->m.row_lens = p->lens;
         sums[2] += zt_llama_forward_objective(&t->m, p->input, p->target, p->pos, &obj, 1);
+        sums[3] += t->m.router_aux;
     }
+    t->m.row_lens = NULL;
     free(items);
-    if (!st) st = zt_zero_sum(&t->zero, &sums[2], 1);
-    out->loss = sums[0] > 0 ? sums[2] / sums[0] : 0;
+    if (!st) st = zt_zero_sum(&t->zero, &sums[2], 2);
+    p->router_aux = sums[3] / (A * t->zero.world);
+    out->loss = (sums[0] > 0 ? sums[2] / sums[0] : 0) + t->m.router_aux_weight * sums[3];
     out->items = (int64_t)sums[0];
     out->tokens = (int64_t)sums[1];
     out->input_tokens = (int64_t)A * t->rows * t->T;
@@ -385,6 +398,7 @@ static zt_status pref_metrics(zt_trainer *t, cJSON *row)
     p->acc = (pair_stats){0};
     zt_status st = zt_zero_sum(&t->zero, (double *)&s, sizeof s / sizeof(double));
     if (!st && row) add_pair_stats(row, &s);
+    if (row && t->m.cfg.n_experts) zt_json_number(row, "router_aux_loss", p->router_aux);
     return st;
 }
 
@@ -424,6 +438,7 @@ static void pref_close(zt_trainer *t)
     zt_dataset_free(&p->valid);
     free(p->items);
     free(p->input);
+    free(p->lens);
     free(p->ref_train);
     free(p);
     t->ctx = NULL;
