@@ -103,7 +103,7 @@ int zt_llama_rotary_dim(const zt_llama_config *c);
 
 /* One named tensor inside the flat parameter array. */
 typedef struct zt_llama_tensor {
-    char name[96]; /* Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight */
+    char name[128]; /* Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight */
     size_t offset; /* elements from the start of the parameter array */
     int ndim;
     int64_t shape[2];

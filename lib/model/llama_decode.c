@@ -140,7 +140,7 @@ static void adapters(zt_llama *m, const zt_llama_cache *c, int l, zt_lora_module
 {
     for (int i = 0, j; i < n; i = j) {
         j = group_end(c, i, n);
-        zt_lora_decode(m, l, mod, x + (size_t)i * I, y + (size_t)i * ldy, ldy, j - i);
+        zt_lora_decode(m, l, 0, mod, x + (size_t)i * I, y + (size_t)i * ldy, ldy, j - i);
     }
 }
 

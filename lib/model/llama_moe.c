@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "llama_internal.h"
+#include "lora.h"
 
 typedef struct moe_set {
     /* backend memory: the router's logits [n, E]; per (token, expert) pair, in expert order, the
@@ -159,6 +160,15 @@ static void product(zt_llama *m, int decode, zt_real *y, int ldy, const zt_real 
     else zt_llama_linear_forward(m, y, ldy, x, x16, w, N, O, I, 0);
 }
 
+/* module mod's adapter (of expert e) on n rows of x added to y, if it has one: the decoder's, or a
+ * training pass's (fp32 products: the backward pass has no bf16 copies of its gradients here) */
+static void adapter(zt_llama *m, int decode, int l, int e, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy,
+                    int n)
+{
+    if (decode) zt_lora_decode(m, l, e, mod, x, y, ldy, n);
+    else zt_lora_forward_rows(m, l, e, mod, x, NULL, y, ldy, n);
+}
+
 /* s's routing of n rows from their router logits lg [n, E]: the softmax, each row's k largest
  * probabilities (the lower expert first among equals), the pairs in expert order */
 static void route(const zt_llama *m, moe_set *s, const zt_real *lg, int n)
@@ -229,6 +239,7 @@ void zt_llama_moe_forward(zt_llama *m, struct zt_llama_moe *moe, int set, int l,
     int E = m->cfg.n_experts, k = m->cfg.experts_per_tok, C = m->C, F = m->F, nk = n * k;
     size_t base = m->layer0_off + y->numel * l;
     product(m, decode, s->logits, E, in, in16, base + y->router, n, E, C);
+    adapter(m, decode, l, 0, ZT_LORA_ROUTER, in, s->logits, E, n);
     route(m, s, host_view(m, s->logits, moe->logits_host, (size_t)n * E), n);
     if (moe->backward && !decode) count_rows(m, moe, s, l, n);
     be->upload(be, s->tok, s->tok_host, (size_t)nk * sizeof *s->tok);
@@ -236,16 +247,20 @@ void zt_llama_moe_forward(zt_llama *m, struct zt_llama_moe *moe, int set, int l,
     be->embedding_forward(be, s->x, s->tok, in, 0, n, nk, C);
     for (int e = 0; e < E; e++) {
         int r0 = s->start[e], nr = s->start[e + 1] - r0;
-        if (nr)
-            product(m, decode, s->gateup + (size_t)r0 * 2 * F, 2 * F, s->x + (size_t)r0 * C, NULL,
-                    base + y->wgu + y->expert * e, nr, 2 * F, C);
+        if (!nr) continue;
+        zt_real *gu = s->gateup + (size_t)r0 * 2 * F;
+        const zt_real *x = s->x + (size_t)r0 * C;
+        product(m, decode, gu, 2 * F, x, NULL, base + y->wgu + y->expert * e, nr, 2 * F, C);
+        adapter(m, decode, l, e, ZT_LORA_GATE, x, gu, 2 * F, nr);
+        adapter(m, decode, l, e, ZT_LORA_UP, x, gu + F, 2 * F, nr);
     }
     zt_llama_mlp_act_forward(m, s->h, NULL, s->gateup, nk);
     for (int e = 0; e < E; e++) {
         int r0 = s->start[e], nr = s->start[e + 1] - r0;
-        if (nr)
-            product(m, decode, s->y + (size_t)r0 * C, C, s->h + (size_t)r0 * F, NULL, base + y->wd + y->expert * e, nr,
-                    C, F);
+        if (!nr) continue;
+        product(m, decode, s->y + (size_t)r0 * C, C, s->h + (size_t)r0 * F, NULL, base + y->wd + y->expert * e, nr, C,
+                F);
+        adapter(m, decode, l, e, ZT_LORA_DOWN, s->h + (size_t)r0 * F, s->y + (size_t)r0 * C, C, nr);
     }
     /* each pair's output times its weight, added to its row in pair order */
     be->copy(be, moe->tmp, s->y, (size_t)nk * C * sizeof(zt_real));
@@ -317,20 +332,24 @@ void zt_llama_moe_backward(zt_llama *m, int set, int l, const zt_real *in, const
     }
     router_grad(m, moe, s, n);
     zt_llama_linear_backward(m, m->dln, 0, moe->dlogits, NULL, E, in, in16, base + y->router, n, E, C);
+    zt_lora_backward_rows(m, l, 0, ZT_LORA_ROUTER, in, NULL, moe->dlogits, NULL, E, m->dln, n);
     /* the experts: ∂ pair output = weight · ∂ row output; their inputs' gradients added to their rows */
     be->scale_rows(be, moe->tmp, s->w, nk, C);
     for (int e = 0; e < E; e++) {
         int r0 = s->start[e], nr = s->start[e + 1] - r0;
-        if (nr)
-            zt_llama_linear_backward(m, moe->dh + (size_t)r0 * F, 0, moe->tmp + (size_t)r0 * C, NULL, C,
-                                     s->h + (size_t)r0 * F, NULL, base + y->wd + y->expert * e, nr, C, F);
+        if (!nr) continue;
+        zt_real *dh = moe->dh + (size_t)r0 * F, *dy = moe->tmp + (size_t)r0 * C, *h = s->h + (size_t)r0 * F;
+        zt_llama_linear_backward(m, dh, 0, dy, NULL, C, h, NULL, base + y->wd + y->expert * e, nr, C, F);
+        zt_lora_backward_rows(m, l, e, ZT_LORA_DOWN, h, NULL, dy, NULL, C, dh, nr);
     }
     be->swiglu_backward(be, moe->dgateup, NULL, moe->dh, s->gateup, nk, F);
     for (int e = 0; e < E; e++) {
         int r0 = s->start[e], nr = s->start[e + 1] - r0;
-        if (nr)
-            zt_llama_linear_backward(m, moe->tmp + (size_t)r0 * C, 0, moe->dgateup + (size_t)r0 * 2 * F, NULL, 2 * F,
-                                     s->x + (size_t)r0 * C, NULL, base + y->wgu + y->expert * e, nr, 2 * F, C);
+        if (!nr) continue;
+        zt_real *dx = moe->tmp + (size_t)r0 * C, *dgu = moe->dgateup + (size_t)r0 * 2 * F, *x = s->x + (size_t)r0 * C;
+        zt_llama_linear_backward(m, dx, 0, dgu, NULL, 2 * F, x, NULL, base + y->wgu + y->expert * e, nr, 2 * F, C);
+        zt_lora_backward_rows(m, l, e, ZT_LORA_GATE, x, NULL, dgu, NULL, 2 * F, dx, nr);
+        zt_lora_backward_rows(m, l, e, ZT_LORA_UP, x, NULL, dgu + F, NULL, 2 * F, dx, nr);
     }
     be->embedding_backward(be, m->dln, moe->tmp, s->tok, 0, n, nk, C);
 }

@@ -24,9 +24,38 @@ static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
     case ZT_LORA_GATE:
     case ZT_LORA_UP: *in = m->C, *out = m->F; return;
     case ZT_LORA_GATE_UP: *in = m->C, *out = 2 * m->F; return;
+    case ZT_LORA_ROUTER: *in = m->C, *out = m->cfg.n_experts; return;
     default: *in = m->F, *out = m->C; /* down */
     }
 }
+
+/* Whether mod has an adapter per expert (a mixture of experts' gate, up and down) */
+static int per_expert(const zt_llama *m, zt_lora_module mod)
+{
+    return m->cfg.n_experts && mod >= ZT_LORA_GATE && mod <= ZT_LORA_DOWN;
+}
+
+static int mixtral(const zt_llama *m) { return !strcmp(m->cfg.model_type, "mixtral"); }
+
+/* mod's name as the model's checkpoints and PEFT's target_modules name it (Mixtral's experts:
+ * w1, w3, w2) */
+static const char *module_name(const zt_llama *m, zt_lora_module mod)
+{
+    static const char *const w[] = {"w1", "w3", "w2"}; /* gate, up, down */
+    return mixtral(m) && per_expert(m, mod) ? w[mod - ZT_LORA_GATE] : zt_lora_module_names[mod];
+}
+
+/* The path of module mod (of expert e) in layer l after "model.", as the model names it */
+static void module_path(const zt_llama *m, char *buf, size_t cap, int l, int e, zt_lora_module mod)
+{
+    const char *block = mixtral(m) ? "block_sparse_moe" : "mlp";
+    if (mod == ZT_LORA_ROUTER) snprintf(buf, cap, "layers.%d.%s.gate", l, block);
+    else if (per_expert(m, mod)) snprintf(buf, cap, "layers.%d.%s.experts.%d.%s", l, block, e, module_name(m, mod));
+    else zt_lora_module_path(buf, cap, l, mod);
+}
+
+/* The experts a module has adapters for: the model's with per_expert, else one */
+static int experts_of(const zt_llama *m, zt_lora_module mod) { return per_expert(m, mod) ? m->cfg.n_experts : 1; }
 
 static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targets >> mod) & 1; }
 
@@ -47,12 +76,13 @@ static size_t widest_of(const zt_llama *m, unsigned targets)
 
 static size_t widest(const zt_llama *m) { return widest_of(m, m->lora->cfg.targets); }
 
-static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod);
+static size_t base_weight(const zt_llama *m, int l, int e, zt_lora_module mod);
 
-/* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj, else each projection */
+/* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj, else each projection
+ * (and a mixture of experts' router) */
 static unsigned model_modules(const zt_llama *m)
 {
-    unsigned common = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN;
+    unsigned common = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN | (m->cfg.n_experts ? 1u << ZT_LORA_ROUTER : 0);
     if (zt_llama_fused_names(&m->cfg)) return common | 1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP;
     return common | 1u << ZT_LORA_Q | 1u << ZT_LORA_K | 1u << ZT_LORA_V | 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP;
 }
@@ -84,12 +114,11 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
     char names[128], known[128];
     zt_status st = c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, m->L, &targets) : ZT_OK;
     if (st) return st;
-    unsigned mlp = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_GATE_UP;
-    if (m->cfg.n_experts && (targets == ZT_LORA_ALL || (targets & mlp)))
+    unsigned moe = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_ROUTER;
+    if (m->cfg.n_experts && c->method == ZT_LORA_METHOD_DORA && (targets == ZT_LORA_ALL || (targets & moe)))
         return zt_fail(ZT_EUSER,
-                       "lora: target_modules (%s) take in the experts of a mixture of experts (%s), which adapters "
-                       "do not support yet: name the attention's (q_proj, k_proj, v_proj, o_proj)",
-                       targets == ZT_LORA_ALL ? "all-linear" : module_list(targets & mlp, names, sizeof names),
+                       "lora: DoRA (use_dora) on the experts and the router of a mixture of experts (%s) is not "
+                       "supported yet: target the attention's modules (q_proj, k_proj, v_proj, o_proj)",
                        m->cfg.model_type);
     *out = model_targets(m, targets);
     if (!*out)
@@ -173,8 +202,9 @@ static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
 static size_t lay_out(const zt_llama *m, zt_lora *a)
 {
     const zt_lora_config *c = &a->cfg;
+    int in, out;
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        int in, out;
+        if (per_expert(m, mod)) continue; /* below */
         dims(m, mod, &in, &out);
         a->off[mod] = a->layer_numel;
         a->norm_off[mod] = a->layer_outputs;
@@ -182,6 +212,12 @@ static size_t lay_out(const zt_llama *m, zt_lora *a)
         a->layer_numel += (size_t)c->r * (in + out) + (is_dora(a) ? out : 0);
         a->layer_outputs += out;
     }
+    for (int mod = ZT_LORA_GATE; m->cfg.n_experts && mod <= ZT_LORA_DOWN; mod++) { /* no DoRA on experts */
+        dims(m, mod, &in, &out);
+        a->off[mod] = a->layer_numel + a->expert_numel;
+        if (targeted(a, mod)) a->expert_numel += (size_t)c->r * (in + out);
+    }
+    a->layer_numel += (size_t)m->cfg.n_experts * a->expert_numel;
     size_t vocab = (size_t)m->V * m->C;
     a->score_off = a->layer_numel * m->L;
     a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
@@ -256,7 +292,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
     v->numel = lay_out(m, a);
-    v->tensors = calloc((size_t)m->L * ZT_LORA_NMODULES * 3 + 3, sizeof *v->tensors);
+    v->tensors = calloc((size_t)m->L * (ZT_LORA_NMODULES + 3 * (size_t)m->cfg.n_experts) * 3 + 3, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     a->norm_sink = m->be->alloc(m->be, sink_elems(m) * sizeof(zt_real));
@@ -269,17 +305,17 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     m->be->memset0(m->be, v->params, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     m->be->memset0(m->be, v->grads, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     for (int l = 0; l < m->L; l++)
-        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-            if (!targeted(a, mod)) continue;
-            int in, out;
-            char path[48]; /* layers.N.mlp.gate_up_proj: the tensor name fits in 96 */
-            dims(m, mod, &in, &out);
-            zt_lora_module_path(path, sizeof path, l, mod);
-            size_t A = a->layer_numel * l + a->off[mod];
-            add_tensor(v, c, A, c->r, in, path, 'A');
-            add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
-            if (is_dora(a)) add_magnitude(v, c, A + (size_t)c->r * (in + out), out, path);
-        }
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+            for (int e = 0; targeted(a, mod) && e < experts_of(m, mod); e++) {
+                int in, out;
+                char path[64]; /* layers.N.block_sparse_moe.experts.E.w1: the tensor name fits in 128 */
+                dims(m, mod, &in, &out);
+                module_path(m, path, sizeof path, l, e, mod);
+                size_t A = a->layer_numel * l + a->off[mod] + a->expert_numel * e;
+                add_tensor(v, c, A, c->r, in, path, 'A');
+                add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
+                if (is_dora(a)) add_magnitude(v, c, A + (size_t)c->r * (in + out), out, path);
+            }
     if (c->score) add_copy(m, a, "base_model.model.score.weight", a->score_off, m->cfg.num_labels, m->head_off);
     if (c->save & ZT_LORA_SAVE_EMBED)
         add_copy(m, a, "base_model.model.model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
@@ -325,9 +361,10 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
     return ZT_OK;
 }
 
-static zt_real *adapter_a(const zt_lora *a, zt_real *base, int l, zt_lora_module mod)
+/* A of module mod (of expert e: 0 but for per_expert modules) in layer l, in the adapters' array base */
+static zt_real *adapter_a(const zt_lora *a, zt_real *base, int l, int e, zt_lora_module mod)
 {
-    return base + a->layer_numel * l + a->off[mod];
+    return base + a->layer_numel * l + a->off[mod] + a->expert_numel * e;
 }
 
 /* DoRA's magnitude of module mod in layer l in the adapters p (it follows B) */
@@ -335,7 +372,7 @@ static zt_real *magnitude(const zt_llama *m, zt_real *p, int l, zt_lora_module m
 {
     int in, out;
     dims(m, mod, &in, &out);
-    return adapter_a(m->lora, p, l, mod) + (size_t)m->lora->cfg.r * (in + out);
+    return adapter_a(m->lora, p, l, 0, mod) + (size_t)m->lora->cfg.r * (in + out);
 }
 
 /* DoRA: norm[j] = ||W_j + s·(B·A)_j|| over the outputs j of module mod in layer l, W from the
@@ -348,7 +385,7 @@ static void weight_norms(const zt_llama *m, const zt_real *w, zt_real *p, int l,
     zt_backend *cpu = zt_backend_cpu();
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *A = adapter_a(a, p, l, mod), *B = A + (size_t)r * in, *W = w + base_weight(m, l, mod);
+    const zt_real *A = adapter_a(a, p, l, 0, mod), *B = A + (size_t)r * in, *W = w + base_weight(m, l, 0, mod);
     int rows = cap / in < (size_t)out ? (int)(cap / in) : out;
     for (int j0 = 0; j0 < out; j0 += rows) {
         int n = out - j0 < rows ? out - j0 : rows;
@@ -420,13 +457,16 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
 /* ---- dropout ---------------------------------------------------------------------------- */
 
 /* dst[i] = keep(i) ? src[i] / (1 - p) : 0, or with accumulate dst[i] += that, over n
- * elements; keep(i) is a function of (m->draw_seed, m->pass, layer, module, i) alone. */
-static void dropout(const zt_llama *m, int l, zt_lora_module mod, const zt_real *src, zt_real *dst, size_t n,
+ * elements; keep(i) is a function of (m->draw_seed, m->pass, layer, module, expert, i) alone. */
+static void dropout(const zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *src, zt_real *dst, size_t n,
                     int accumulate)
 {
     double p = m->lora->cfg.dropout;
-    uint64_t key = zt_mix64(zt_mix64(m->draw_seed ^ 0xd50f) ^ zt_mix64(m->pass) ^
-                            zt_mix64((uint64_t)l * ZT_LORA_NMODULES + mod + 1));
+    /* the modules before the router keyed as when they were all there were (the same masks) */
+    uint64_t module =
+        mod == ZT_LORA_ROUTER ? zt_mix64(0x7e7e0000u + (uint64_t)l) : zt_mix64((uint64_t)l * ZT_LORA_ROUTER + mod + 1);
+    if (e) module ^= zt_mix64(0xe7e70000u + (uint64_t)e);
+    uint64_t key = zt_mix64(zt_mix64(m->draw_seed ^ 0xd50f) ^ zt_mix64(m->pass) ^ module);
     uint64_t drop_below = (uint64_t)(p * 9007199254740992.0); /* p·2⁵³ */
     zt_real keep_scale = (zt_real)(1 / (1 - p));
 #pragma omp parallel for schedule(static)
@@ -437,11 +477,11 @@ static void dropout(const zt_llama *m, int l, zt_lora_module mod, const zt_real 
 }
 
 /* The adapter's input: x, or x with dropout in a->xd (training passes with p > 0). */
-static const zt_real *dropped(const zt_llama *m, int l, zt_lora_module mod, const zt_real *x, size_t n)
+static const zt_real *dropped(const zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, size_t n)
 {
     zt_lora *a = m->lora;
     if (!a->training || a->cfg.dropout == 0) return x;
-    dropout(m, l, mod, x, a->xd, n, 0);
+    dropout(m, l, e, mod, x, a->xd, n, 0);
     return a->xd;
 }
 
@@ -461,10 +501,11 @@ static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *
     zt_backend *be = m->be;
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
+    const zt_real *B = adapter_a(a, a->view.params, l, 0, mod) + (size_t)r * in,
+                  *M = magnitude(m, a->view.params, l, mod);
     const zt_real *norm = layer_norms(a, l, mod);
     zt_real *v = a->dv, *bu = a->de;
-    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, v, out); /* W·xd */
+    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, 0, mod), in, 0, v, out); /* W·xd */
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 0, bu, out);                  /* s·u·Bᵀ */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
@@ -477,16 +518,17 @@ static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *
 /* DoRA's backward, u = xd·Aᵀ given: ∂M += Σₙ dy·(W·xd + s·u·Bᵀ) / ||W + s·B·A|| (the norm a
  * constant, as PEFT detaches it); g·dy into a->de, what B and A see, and (g - 1)·dy into
  * a->dv, what W·xd sees. */
-static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, const zt_real *dy, int ldy)
+static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *xd, const zt_real *dy, int ldy, int N)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *B = adapter_a(a, a->view.params, l, mod) + (size_t)r * in, *M = magnitude(m, a->view.params, l, mod);
+    const zt_real *B = adapter_a(a, a->view.params, l, 0, mod) + (size_t)r * in,
+                  *M = magnitude(m, a->view.params, l, mod);
     const zt_real *norm = layer_norms(a, l, mod);
     zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
-    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, mod), in, 0, t, out);
+    be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, 0, mod), in, 0, t, out);
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, t, out); /* t = W·xd + s·u·Bᵀ */
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < out; j++) {
@@ -517,13 +559,14 @@ static const uint16_t *input16(zt_llama *m, const float *x, const uint16_t *x16,
     return xd == x ? x16 : to16(m, m->lora->xd16, xd, n);
 }
 
-static void forward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t *xd16, zt_real *y, int ldy)
+static void forward_bf16(zt_llama *m, int l, int e, zt_lora_module mod, const uint16_t *xd16, zt_real *y, int ldy,
+                         int N)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const float *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    const float *A = adapter_a(a, a->view.params, l, e, mod), *B = A + (size_t)r * in;
     be->gemm_bf16(be, 0, 1, N, r, in, 1, xd16, in, to16(m, a->w16, A, (size_t)r * in), in, 0, a->u, r);
     be->gemm(be, 0, 1, N, out, r, (float)a->scale, a->u, r, B, r, 1, y, ldy);
 }
@@ -531,17 +574,17 @@ static void forward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t 
 /* zt_lora_backward's products with the long inner dimensions (the input's or the output's width,
  * the tokens) on bf16 operands; those of inner dimension r add a rank-r product to y or dxd,
  * bound by reading and writing them in fp32 either way, and stay fp32. dxd as there. */
-static void backward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t *xd16, const uint16_t *dy16, int ldy,
-                          zt_real *dxd, float dxd_beta)
+static void backward_bf16(zt_llama *m, int l, int e, zt_lora_module mod, const uint16_t *xd16, const uint16_t *dy16,
+                          int ldy, zt_real *dxd, float dxd_beta, int N)
 {
     zt_lora *a = m->lora;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     float s = (float)a->scale;
     dims(m, mod, &in, &out);
-    const float *A = adapter_a(a, a->view.params, l, mod);
+    const float *A = adapter_a(a, a->view.params, l, e, mod);
     const uint16_t *A16 = to16(m, a->w16, A, (size_t)r * (in + out)), *B16 = A16 + (size_t)r * in;
-    float *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
+    float *gA = adapter_a(a, a->view.grads, l, e, mod), *gB = gA + (size_t)r * in;
     be->gemm_bf16(be, 0, 1, N, r, in, 1, xd16, in, A16, in, 0, a->u, r); /* u = xd·Aᵀ, again */
     be->gemm_bf16(be, 1, 0, out, r, N, s, dy16, ldy, to16(m, a->u16, a->u, (size_t)N * r), r, 1, gB, r);
     be->gemm_bf16(be, 0, 0, N, r, out, s, dy16, ldy, B16, r, 0, a->du, r);
@@ -553,16 +596,22 @@ static void backward_bf16(zt_llama *m, int l, zt_lora_module mod, const uint16_t
 
 void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, zt_real *y, int ldy)
 {
+    zt_lora_forward_rows(m, l, 0, mod, x, x16, y, ldy, m->B * m->T);
+}
+
+void zt_lora_forward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, const uint16_t *x16,
+                          zt_real *y, int ldy, int N)
+{
     zt_lora *a = m->lora;
     if (!a || a->disabled || !targeted(a, mod)) return;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
-    const zt_real *xd = dropped(m, l, mod, x, (size_t)N * in);
+    const zt_real *A = adapter_a(a, a->view.params, l, e, mod), *B = A + (size_t)r * in;
+    const zt_real *xd = dropped(m, l, e, mod, x, (size_t)N * in);
 #ifndef ZT_REAL_DOUBLE
     if (x16 && a->scratch16) {
-        forward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), y, ldy);
+        forward_bf16(m, l, e, mod, input16(m, x, x16, xd, (size_t)N * in), y, ldy, N);
         return;
     }
 #endif
@@ -574,14 +623,14 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, c
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
-void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n)
+void zt_lora_decode(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n)
 {
     zt_lora *a = m->lora;
     if (!a || a->disabled || !targeted(a, mod)) return;
     zt_backend *be = m->be;
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
-    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
+    const zt_real *A = adapter_a(a, a->view.params, l, e, mod), *B = A + (size_t)r * in;
     be->gemm(be, 0, 1, n, r, in, 1, x, in, A, in, 0, a->u, r);
     if (is_dora(a)) dora_forward(m, l, mod, x, y, ldy, n);
     else be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
@@ -609,25 +658,32 @@ zt_status zt_lora_prepare_decode(zt_llama *m)
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, const zt_real *dy,
                       const uint16_t *dy16, int ldy, zt_real *dx)
 {
+    zt_lora_backward_rows(m, l, 0, mod, x, x16, dy, dy16, ldy, dx, m->B * m->T);
+}
+
+void zt_lora_backward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, const uint16_t *x16,
+                           const zt_real *dy, const uint16_t *dy16, int ldy, zt_real *dx, int N)
+{
     zt_lora *a = m->lora;
     if (!a || a->disabled || !targeted(a, mod)) return;
     zt_backend *be = m->be;
-    int N = m->B * m->T, r = a->cfg.r, in, out;
+    int r = a->cfg.r, in, out;
     zt_real s = (zt_real)a->scale;
     dims(m, mod, &in, &out);
-    const zt_real *A = adapter_a(a, a->view.params, l, mod), *B = A + (size_t)r * in;
-    zt_real *gA = adapter_a(a, a->view.grads, l, mod), *gB = gA + (size_t)r * in;
-    const zt_real *xd = dropped(m, l, mod, x, (size_t)N * in);
+    const zt_real *A = adapter_a(a, a->view.params, l, e, mod), *B = A + (size_t)r * in;
+    zt_real *gA = adapter_a(a, a->view.grads, l, e, mod), *gB = gA + (size_t)r * in;
+    const zt_real *xd = dropped(m, l, e, mod, x, (size_t)N * in);
 #ifndef ZT_REAL_DOUBLE
     if (x16 && dy16 && a->scratch16) { /* without dropout straight into dx, as below */
-        backward_bf16(m, l, mod, input16(m, x, x16, xd, (size_t)N * in), dy16, ldy, xd == x ? dx : a->dxd, xd == x);
-        if (xd != x) dropout(m, l, mod, a->dxd, dx, (size_t)N * in, 1);
+        backward_bf16(m, l, e, mod, input16(m, x, x16, xd, (size_t)N * in), dy16, ldy, xd == x ? dx : a->dxd, xd == x,
+                      N);
+        if (xd != x) dropout(m, l, e, mod, a->dxd, dx, (size_t)N * in, 1);
         return;
     }
 #endif
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r); /* u = xd·Aᵀ, again */
     if (is_dora(a)) {                                           /* B and A see g·dy */
-        dora_backward(m, l, mod, xd, dy, ldy);
+        dora_backward(m, l, mod, xd, dy, ldy, N);
         dy = a->de, ldy = out;
     }
     be->gemm(be, 1, 0, out, r, N, s, dy, ldy, a->u, r, 1, gB, r);       /* ∂B += s·dyᵀ·u */
@@ -636,8 +692,8 @@ void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, 
     zt_real *dxd = xd == x ? dx : a->dxd;                               /* without dropout straight into dx */
     be->gemm(be, 0, 0, N, in, r, 1, a->du, r, A, in, xd == x, dxd, in); /* dxd (+)= du·A */
     if (is_dora(a))                                                     /* dxd += (g - 1)·dy·W */
-        be->gemm(be, 0, 0, N, in, out, 1, a->dv, out, m->params + base_weight(m, l, mod), in, 1, dxd, in);
-    if (xd != x) dropout(m, l, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
+        be->gemm(be, 0, 0, N, in, out, 1, a->dv, out, m->params + base_weight(m, l, 0, mod), in, 1, dxd, in);
+    if (xd != x) dropout(m, l, e, mod, a->dxd, dx, (size_t)N * in, 1); /* through the same mask */
 }
 
 zt_real *zt_lora_score(const zt_llama *m, int grad)
@@ -727,8 +783,9 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     return st;
 }
 
-static zt_status save_config(const zt_lora *a, const char *dir, const char *base)
+static zt_status save_config(const zt_llama *m, const char *dir, const char *base)
 {
+    const zt_lora *a = m->lora;
     char path[4096];
     cJSON *o = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(o, "target_modules");
     cJSON_AddStringToObject(o, "peft_type", "LORA");
@@ -738,7 +795,7 @@ static zt_status save_config(const zt_lora *a, const char *dir, const char *base
     cJSON_AddNumberToObject(o, "lora_alpha", a->cfg.alpha);
     cJSON_AddNumberToObject(o, "lora_dropout", a->cfg.dropout);
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(zt_lora_module_names[mod]));
+        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(module_name(m, mod)));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));
@@ -779,7 +836,7 @@ zt_status zt_lora_save(const zt_llama *m, const char *dir, const char *base)
     if (!st) st = zt_st_writer_finish_file(w, dir, "adapter_model.safetensors");
     zt_st_writer_free(w);
     if (p) zt_llama_params_unmap(v, p, 0);
-    return st ? st : save_config(m->lora, dir, base);
+    return st ? st : save_config(m, dir, base);
 }
 
 uint32_t zt_lora_base_hash_start(const zt_llama *m) { return zt_crc32c(0, &m->numel, sizeof m->numel); }
@@ -795,12 +852,13 @@ uint32_t zt_lora_base_hash(const zt_llama *m)
     return h;
 }
 
-/* The base weight of module mod in layer l: its offset in the flat array */
-static size_t base_weight(const zt_llama *m, int l, zt_lora_module mod)
+/* The base weight of module mod (of expert e) in layer l: its offset in the flat array */
+static size_t base_weight(const zt_llama *m, int l, int e, zt_lora_module mod)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    size_t b = m->layer0_off + y->numel * l, C = m->C;
+    size_t b = m->layer0_off + y->numel * l + (per_expert(m, mod) ? y->expert * e : 0), C = m->C;
     switch (mod) {
+    case ZT_LORA_ROUTER: return b + y->router;
     case ZT_LORA_Q:
     case ZT_LORA_QKV: return b + y->wqkv;
     case ZT_LORA_K: return b + y->wqkv + (size_t)m->HD * C;
@@ -820,7 +878,7 @@ static void scale_rows(const zt_llama *m, zt_real *w, zt_real *p, int l, zt_lora
     int in, out;
     dims(m, mod, &in, &out);
     const zt_real *M = magnitude(m, p, l, mod);
-    zt_real *W = w + base_weight(m, l, mod);
+    zt_real *W = w + base_weight(m, l, 0, mod);
     for (int j = 0; j < out; j++)
         for (int i = 0; i < in; i++) W[(size_t)j * in + i] *= M[j] / norm[j];
 }
@@ -841,15 +899,15 @@ zt_status zt_lora_merge(zt_llama *m)
     zt_backend *cpu = zt_backend_cpu();
     int r = a->cfg.r;
     for (int l = 0; l < m->L; l++)
-        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-            if (!targeted(a, mod)) continue;
-            int in, out;
-            dims(m, mod, &in, &out);
-            const zt_real *A = adapter_a(a, p, l, mod), *B = A + (size_t)r * in;
-            if (is_dora(a)) weight_norms(m, w, p, l, mod, norm, buf, cap);
-            cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, mod), in);
-            if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
-        }
+        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
+            for (int e = 0; targeted(a, mod) && e < experts_of(m, mod); e++) {
+                int in, out;
+                dims(m, mod, &in, &out);
+                const zt_real *A = adapter_a(a, p, l, e, mod), *B = A + (size_t)r * in;
+                if (is_dora(a)) weight_norms(m, w, p, l, mod, norm, buf, cap);
+                cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, e, mod), in);
+                if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
+            }
     size_t vocab = (size_t)m->V * m->C;
     if (a->cfg.score) memcpy(w + m->head_off, p + a->score_off, (size_t)m->C * sizeof *w);
     if (a->cfg.save & ZT_LORA_SAVE_EMBED) memcpy(w + m->embed_off, p + a->embed_off, vocab * sizeof *w);

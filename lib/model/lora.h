@@ -38,7 +38,10 @@
 
 /* The linear layers an adapter can sit on, with their Hugging Face module names. A family has
  * either q, k, v, gate and up, or (Phi-3) the fused qkv_proj and gate_up_proj, which PEFT adapts
- * as one module each: one A [r, hidden] and one B [q + k + v outputs, r] over the fused output. */
+ * as one module each: one A [r, hidden] and one B [q + k + v outputs, r] over the fused output.
+ * In a mixture of experts gate, up and down are every expert's (Mixtral's w1, w3, w2: adapters of
+ * their own, expert by expert, as PEFT puts them on each expert's nn.Linear) and the router is
+ * "gate" (its [experts, hidden] weight). */
 typedef enum zt_lora_module {
     ZT_LORA_Q,
     ZT_LORA_K,
@@ -49,9 +52,10 @@ typedef enum zt_lora_module {
     ZT_LORA_DOWN,
     ZT_LORA_QKV,
     ZT_LORA_GATE_UP,
+    ZT_LORA_ROUTER,
     ZT_LORA_NMODULES
 } zt_lora_module;
-extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., down_proj, qkv_proj, gate_up_proj */
+extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., qkv_proj, gate_up_proj, gate */
 /* "all-linear": every linear module the model's family has (zt_lora_attach picks them) */
 #define ZT_LORA_ALL ((1u << ZT_LORA_NMODULES) - 1)
 
@@ -83,7 +87,7 @@ typedef struct zt_lora_config {
 } zt_lora_config;
 enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embed_tokens", "lm_head" */
 
-/* The module named name (q_proj, ...), or -1. */
+/* The module named name (q_proj, ...; Mixtral's w1, w3, w2 are gate_proj, up_proj, down_proj), or -1. */
 int zt_lora_module_of(const char *name);
 /* Whether mod is a projection of the attention (self_attn), not of the MLP */
 int zt_lora_in_attention(zt_lora_module mod);
@@ -101,6 +105,9 @@ typedef struct zt_lora {
     double scale;                          /* s */
     size_t off[ZT_LORA_NMODULES];          /* A's offset in a layer's adapter block (B follows A) */
     size_t layer_numel;                    /* elements of one layer's adapters */
+    /* a mixture of experts: each expert's gate, up and down adapters (their off[] in expert 0's)
+       take expert_numel elements, one expert after the other, after the layer's other adapters */
+    size_t expert_numel;
     zt_llama view;                         /* the adapters as flat parameters (never zt_llama_free'd) */
     int training;                          /* this pass drops (forward and backward of a gradient pass) */
     int disabled;                          /* the adapters are switched off: the passes are the base's */
@@ -192,9 +199,15 @@ void zt_lora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, c
                      int ldy);
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, const zt_real *dy,
                       const uint16_t *dy16, int ldy, zt_real *dx);
-/* The decoder's (llama_decode.c): y[n, O] += s·B·A·x[n, I] (DoRA: its part of y, as in the
- * forward pass), no dropout; n at most the scratch's tokens. */
-void zt_lora_decode(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
+/* The same on n rows (at most the micro-batch's), for expert e's gate, up or down adapter (e 0
+ * otherwise): a mixture of experts' rows routed to the expert, or its router's (llama_moe.c). */
+void zt_lora_forward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, const uint16_t *x16,
+                          zt_real *y, int ldy, int n);
+void zt_lora_backward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, const uint16_t *x16,
+                           const zt_real *dy, const uint16_t *dy16, int ldy, zt_real *dx, int n);
+/* The decoder's (llama_decode.c, llama_moe.c: e the expert, as above): y[n, O] += s·B·A·x[n, I]
+ * (DoRA: its part of y, as in the forward pass), no dropout; n at most the scratch's tokens. */
+void zt_lora_decode(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n);
 /* DoRA: the norms ||W + s·B·A|| the decoder uses, from the weights as they are now (the decoder
  * refuses a DoRA model without them; again after the weights change). Nothing to do for LoRA. */
 zt_status zt_lora_prepare_decode(zt_llama *m);

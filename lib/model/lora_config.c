@@ -57,11 +57,12 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
     cJSON_ArrayForEach(e, t)
     {
         if ((mod = target_of(e, &layer)) < 0)
-            return zt_fail(ZT_EUSER,
-                           "'%s': 'target_modules': '%.200s' is not one of q_proj, k_proj, v_proj, o_proj, "
-                           "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj (or such a module's path "
-                           "model.layers.N.self_attn|mlp.NAME)",
-                           path, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+            return zt_fail(
+                ZT_EUSER,
+                "'%s': 'target_modules': '%.200s' is not one of q_proj, k_proj, v_proj, o_proj, "
+                "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3 (or such a module's path "
+                "model.layers.N.self_attn|mlp.NAME)",
+                path, cJSON_IsString(e) ? e->valuestring : "(not a string)");
         c->targets |= 1u << mod;
         every |= (layer < 0) << mod;
         c->layers_named[mod] += layer >= 0;

@@ -121,16 +121,17 @@ kill_resume() {
     || fail "the resumed run's $file differs"
 }
 
-# peft_steps NAME BASE ADAPTER KEY [STEPS [LORA_LINE]]: STEPS (10) AdamW steps from the PEFT adapter
-# ADAPTER on BASE with the settings of tests/fixtures/lora/make_fixture.py (LORA_LINE: one more key
-# of [lora]) log the first STEPS losses of that fixture's expected.json KEY, each within 1e-4
-# relative (the tests that call it say why that bound)
+# peft_steps NAME BASE ADAPTER KEY [STEPS [LORA_LINE [EXPECTED]]]: STEPS (10) AdamW steps from the PEFT
+# adapter ADAPTER on BASE with the settings of tests/fixtures/lora/make_fixture.py (LORA_LINE: one
+# more key of [lora]) log the first STEPS losses of KEY in that fixture's expected.json (or in
+# EXPECTED), each within 1e-4 relative (the tests that call it say why that bound)
 peft_steps() {
   local name=$1 base=$2 adapter=$3 key=$4 steps=${5:-10} extra=${6:-} F=$ROOT/tests/fixtures/lora
+  local expected=${7:-$ROOT/tests/fixtures/lora/expected.json}
   printf '[model]\npath = "%s"\ndtype = "fp32"\n[data]\ntrain = "%s/data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\nshuffle = false\n[train]\nmax_steps = %s\nmicro_batch_size = 2\nlogging_steps = 1\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\nweight_decay = 0.01\nadam_beta1 = 0.9\nadam_beta2 = 0.999\nadam_epsilon = 1e-8\nmax_grad_norm = 1.0\n[lora]\nadapter = "%s"\n%s\n' \
     "$base" "$F" "$steps" "$adapter" "$extra" > peft.toml
   expect_ok "$name: $steps steps from PEFT's adapter" "$ZT" pretrain peft.toml output.dir=peft-$name
-  sed -n "/\"$key\"/,/]/p" "$F/expected.json" | sed 1d | grep -oE '[0-9][0-9.e+-]*' | head -n "$steps" > want.txt
+  sed -n "/\"$key\"/,/]/p" "$expected" | sed 1d | grep -oE '[0-9][0-9.e+-]*' | head -n "$steps" > want.txt
   grep -oE '"loss":[0-9.e+-]+' peft-$name/metrics.jsonl | cut -d: -f2 > got.txt
   if [ "$(wc -l < want.txt)" = "$steps" ] && paste got.txt want.txt | awk -v n="$steps" '
       { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) bad = 1 } END { exit bad || NR != n }'; then

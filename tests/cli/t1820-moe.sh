@@ -2,8 +2,9 @@
 # Mixtures of experts through the CLI: zt init makes Qwen3-MoE, Mixtral and OLMoE models; zt
 # pretrain trains them with the load-balancing loss (output_router_logits) logged and in the
 # loss; on 2 ranks under ZeRO stage 3 like one rank; with activation checkpointing bitwise as
-# without; in bf16 near fp32; zt generate and zt export take them; LoRA adapts their attention
-# and refuses their experts; DPO adds the load-balancing loss; bad expert keys are refused by name. (Their parity with
+# without; in bf16 near fp32; zt generate and zt export take them; LoRA adapters on their
+# attention, router and experts train as PEFT's; DPO adds the load-balancing loss; bad expert keys
+# are refused by name. (Their parity with
 # transformers: test_parity and t0510-saved-parity.sh; their gradients: test_grad_model.)
 . "$(dirname "$0")/lib.sh"
 need_mpi
@@ -89,14 +90,37 @@ for l in range(2):
             assert f"model.layers.{l}.mlp.experts.{e}.{p}.weight" in names, (l, e, p)
 PY
 
-# LoRA: the attention adapted; the experts refused by name
-printf '[lora]\nr = 4\nalpha = 8\ntarget_modules = ["q_proj", "v_proj"]\n' > lora.toml
+# LoRA: PEFT's all-linear adapters of a Qwen3-MoE and a Mixtral model (the attention, the router and
+# every expert: tests/fixtures/lora/make_moe_fixture.py) train 10 steps to PEFT's losses, within
+# t2400-lora.sh's bound (the same products, each expert's on its rows); on 2 ranks under ZeRO stage 3
+# like one rank; DoRA on the experts and a quantized base of a mixture are refused
+F=$ROOT/tests/fixtures/lora/moe
+for fam in qwen3_moe mixtral; do
+  peft_steps "$fam" "$F/$fam/base" "$F/$fam/adapter" ${fam}_train_losses 10 "" "$F/expected.json"
+done
+printf '[lora]\nr = 4\nalpha = 8\ntarget_modules = "all-linear"\n' > lora.toml
 cat recipe.toml lora.toml > lora_recipe.toml
-expect_ok "qwen3_moe: LoRA on q_proj, v_proj" "$ZT" sft lora_recipe.toml model.path=qwen3_moe output.dir=lora
-expect_exit 2 "qwen3_moe: LoRA on the experts refused" "target_modules \(gate_proj.*mixture of experts" \
-  "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora2 'lora.target_modules=["gate_proj", "q_proj"]'
-expect_exit 2 "qwen3_moe: LoRA all-linear refused" "all-linear.*mixture of experts" \
-  "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora3 'lora.target_modules="all-linear"'
+expect_ok "qwen3_moe: LoRA all-linear, one rank" "$ZT" sft lora_recipe.toml model.path=qwen3_moe output.dir=lora1 \
+  train.gradient_accumulation_steps=2
+expect_ok "qwen3_moe: LoRA all-linear, 2 ranks" $MPI -np 2 "$ZT" sft lora_recipe.toml model.path=qwen3_moe \
+  output.dir=lora2 train.gradient_accumulation_steps=1
+$PY - <<'PY' && say "ok - $(cat msg)" || fail "LoRA on a mixture of experts: 2 ranks against one"
+import json
+a = [json.loads(l)["loss"] for l in open("lora1/metrics.jsonl") if '"loss"' in l]
+b = [json.loads(l)["loss"] for l in open("lora2/metrics.jsonl") if '"loss"' in l]
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 4 and worst <= 1e-5, (a, b)
+cfg = json.load(open("lora1/final/adapter_config.json"))
+assert sorted(cfg["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate", "gate_proj", "up_proj", "down_proj"]), cfg
+open("msg", "w").write(f"LoRA on 2 ranks within {worst:.2g} of one rank; target_modules {cfg['target_modules']}")
+PY
+# dropout on the experts' rows (its masks keyed by expert, rank and pass: t2400-lora.sh checks resuming)
+expect_ok "qwen3_moe: LoRA all-linear with dropout" "$ZT" sft lora_recipe.toml model.path=qwen3_moe \
+  output.dir=lora-drop lora.dropout=0.1
+cmp -s lora1/final/adapter_model.safetensors lora-drop/final/adapter_model.safetensors &&
+  fail "dropout changes nothing" || say "ok - dropout changes the trained adapters"
+expect_exit 2 "qwen3_moe: DoRA on the experts refused" "DoRA.*experts" \
+  "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora3 lora.method=dora lora.dropout=0
 expect_exit 2 "qwen3_moe: QLoRA refused" "quantized base.*mixture of experts" \
   "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora4 lora.quantize_base=nf4
 

@@ -4,7 +4,7 @@
  * each adapter), against central finite differences of the summed cross-entropy on a packed
  * batch of 3 documents, with and without activation checkpointing and dropout. DoRA likewise:
  * A, B, the magnitudes and the layers' inputs. The same for Phi-3's fused qkv_proj and
- * gate_up_proj adapters. */
+ * gate_up_proj adapters, and for mixtures of experts' adapters on every expert and the router. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +42,10 @@ static zt_llama_config tiny_config(const char *model_type)
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", model_type) == ZT_OK);
     c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
+    if (c.n_experts) { /* 3 experts of 6, 2 a token, the load-balancing loss at 0.3 */
+        c.n_experts = 3, c.experts_per_tok = 2, c.moe_intermediate_size = c.intermediate_size = 6;
+        c.output_router_logits = 1, c.router_aux_loss_coef = 0.3, c.pad_token_id = -1;
+    }
     return c;
 }
 
@@ -52,7 +56,7 @@ static double loss_of(zt_llama *m)
     double loss = 0;
     m->pass = 0;
     zt_llama_forward_backward(m, input, target, pos, 1e-300, &loss);
-    return loss;
+    return loss + m->router_aux_weight * m->router_aux;
 }
 
 /* Worst error relative to max(1e-2, |gradient|) over n parameters at p with analytic
@@ -309,6 +313,27 @@ static void test_lora_phi3(void)
 }
 static void test_dora_phi3(void) { check_dora("phi3", 1, 0.3); }
 
+/* Mixtures of experts: all-linear is the attention's projections, the router ("gate") and every
+ * expert's gate, up and down (Mixtral's w1, w3, w2), each expert's adapters on the rows routed to
+ * it; with dropout (its masks keyed by the expert too) and checkpointing. */
+static void test_lora_experts(void)
+{
+    zt_llama m;
+    open_model(&m, "mixtral", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, 0);
+    unsigned want = ZT_LORA_ALL & ~(1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP);
+    CHECK_MSG(m.lora->cfg.targets == want, "targets %#x", m.lora->cfg.targets);
+    const zt_llama_tensor
+        *a = zt_llama_find_tensor(&m.lora->view,
+                                  "base_model.model.model.layers.1.block_sparse_moe.experts.2.w3.lora_B.weight"),
+        *r = zt_llama_find_tensor(&m.lora->view, "base_model.model.model.layers.0.block_sparse_moe.gate.lora_B.weight");
+    CHECK(a && a->shape[0] == 6 && a->shape[1] == 2 && r && r->shape[0] == 3 && r->shape[1] == 2);
+    CHECK(m.lora->view.n_tensors == 2 * (5 + 3 * 3) * 2);
+    zt_llama_free(&m);
+    check_lora("qwen3_moe", 0, 0, 0, 0);
+    check_lora("mixtral", 1, 0.3, 0, 0);
+    check_lora("olmoe", 0, 0.3, 1, 0);
+}
+
 /* A frozen base (no gradient array) gives the adapters the same gradients, bit for bit: the
  * same products run, only those of the base's gradients are left out. */
 static void test_frozen_base_same_adapter_grads(void)
@@ -341,6 +366,7 @@ int main(void)
     RUN(test_dora_dropout_checkpointing);
     RUN(test_lora_phi3);
     RUN(test_dora_phi3);
+    RUN(test_lora_experts);
     RUN(test_dora_starts_at_base);
     RUN(test_dora_dropout_forward);
     return test_summary();

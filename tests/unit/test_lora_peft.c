@@ -6,7 +6,8 @@
  * PEFT's merges of the DoRA and the Phi-3 adapters. zt's loss with each adapter must be PEFT's, its merge PEFT's, and an
  * adapter zt writes must be PEFT's files: the same tensor names, shapes and values, and the
  * adapter_config.json keys PEFT reads. target_modules may be a regular expression, as Unsloth
- * saves it. */
+ * saves it. Mixtures of experts (tests/fixtures/lora/moe: Qwen3-MoE and Mixtral with PEFT's
+ * "all-linear" adapter, which takes in the router and every expert) likewise. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -242,6 +243,8 @@ static void check_decode_matches_merge(const char *base, const char *dir)
 
 static void test_decode_matches_merge(void)
 {
+    check_decode_matches_merge(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter");
+    check_decode_matches_merge(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/dora");
     check_decode_matches_merge(FIXTURE "/phi3/base", FIXTURE "/phi3/adapter");
@@ -337,6 +340,32 @@ static void test_saved_modules_adapter_is_peft(void)
     check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/saved/adapter", 2 * 7 * 2 + 2, 7);
 }
 
+/* Mixtures of experts: PEFT's "all-linear" takes in the attention's projections, the router
+ * (gate) and each expert's gate, up and down projections (Mixtral's w1, w3, w2), an adapter on
+ * every one of the 4 experts: 17 modules a layer. The same products as the Llama adapter's, each
+ * expert's on the rows routed to it (the routing the same on both sides: no probability of a
+ * token's two choices comes near another's in these models), the same bound. */
+static void test_moe_loss_matches_peft(void)
+{
+    check_loss_matches_peft(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter", FIXTURE "/moe",
+                            "qwen3_moe_loss", "qwen3_moe_base_loss");
+    check_loss_matches_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter", FIXTURE "/moe", "mixtral_loss",
+                            "mixtral_base_loss");
+}
+static void test_moe_merge_is_peft(void)
+{
+    check_merge_is_peft(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter",
+                        FIXTURE "/moe/qwen3_moe/merged.safetensors", 2 * 17);
+    check_merge_is_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter",
+                        FIXTURE "/moe/mixtral/merged.safetensors", 2 * 17);
+}
+/* target_modules back as PEFT named them: the router "gate", Mixtral's experts w1, w3, w2 */
+static void test_saved_moe_adapter_is_peft(void)
+{
+    check_saved_adapter_is_peft(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter", 2 * 17 * 2, 8);
+    check_saved_adapter_is_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter", 2 * 17 * 2, 8);
+}
+
 /* A copy of the fixture's LoRA adapter in dir (mkdtemp'd) whose adapter_config.json gives
  * target_modules as the pattern, the weights a link to the fixture's */
 static void pattern_adapter(char *dir, const char *pattern)
@@ -417,5 +446,8 @@ int main(void)
     RUN(test_saved_modules_loss_matches_peft);
     RUN(test_saved_modules_adapter_is_peft);
     RUN(test_pattern_targets);
+    RUN(test_moe_loss_matches_peft);
+    RUN(test_moe_merge_is_peft);
+    RUN(test_saved_moe_adapter_is_peft);
     return test_summary();
 }
