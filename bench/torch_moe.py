@@ -10,7 +10,7 @@ needs torch and transformers >= 4.51 (Qwen3-MoE). The model is read from MODEL_D
 zt init wrote), so both train the same weights; config.json's output_router_logits puts the
 load-balancing loss in the loss, as in zt. Micro-batches of 4 x 256 tokens, AdamW (lr 1e-4) with
 gradient clipping at 1; bf16 is fp32 weights under bf16 autocast. Prints one JSON line:
-tokens_per_s, the mean of steps 3..10 (the first two warm up), and the last loss.
+tokens_per_s, the mean over the steps after --warmup (2: steps 3..10), and the last loss.
 """
 import argparse
 import contextlib
@@ -25,6 +25,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2, help="steps not timed")
     p.add_argument("--batch", type=int, default=4)
     a = p.parse_args()
     import torch
@@ -49,7 +50,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
         loss = float(out.loss)
-    steady = times[2:] if len(times) > 2 else times
+    steady = times[a.warmup:] if len(times) > a.warmup else times
     tps = a.batch * ids.shape[1] / (sum(steady) / len(steady))
     print(json.dumps({"tokens_per_s": tps, "loss": loss, "dtype": a.dtype, "threads": a.threads,
                       "torch": torch.__version__, "transformers": transformers.__version__}))
