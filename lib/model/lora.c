@@ -29,30 +29,7 @@ static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
     }
 }
 
-/* Whether mod has an adapter per expert (a mixture of experts' gate, up and down) */
-static int per_expert(const zt_llama *m, zt_lora_module mod)
-{
-    return m->cfg.n_experts && mod >= ZT_LORA_GATE && mod <= ZT_LORA_DOWN;
-}
-
-static int mixtral(const zt_llama *m) { return !strcmp(m->cfg.model_type, "mixtral"); }
-
-/* mod's name as the model's checkpoints and PEFT's target_modules name it (Mixtral's experts:
- * w1, w3, w2) */
-static const char *module_name(const zt_llama *m, zt_lora_module mod)
-{
-    static const char *const w[] = {"w1", "w3", "w2"}; /* gate, up, down */
-    return mixtral(m) && per_expert(m, mod) ? w[mod - ZT_LORA_GATE] : zt_lora_module_names[mod];
-}
-
-/* The path of module mod (of expert e) in layer l after "model.", as the model names it */
-static void module_path(const zt_llama *m, char *buf, size_t cap, int l, int e, zt_lora_module mod)
-{
-    const char *block = mixtral(m) ? "block_sparse_moe" : "mlp";
-    if (mod == ZT_LORA_ROUTER) snprintf(buf, cap, "layers.%d.%s.gate", l, block);
-    else if (per_expert(m, mod)) snprintf(buf, cap, "layers.%d.%s.experts.%d.%s", l, block, e, module_name(m, mod));
-    else zt_lora_module_path(buf, cap, l, mod);
-}
+static int per_expert(const zt_llama *m, zt_lora_module mod) { return zt_lora_per_expert(&m->cfg, mod); }
 
 /* The experts a module has adapters for: the model's with per_expert, else one */
 static int experts_of(const zt_llama *m, zt_lora_module mod) { return per_expert(m, mod) ? m->cfg.n_experts : 1; }
@@ -112,7 +89,8 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
     unsigned has = model_modules(m), targets = c->targets;
     const int *layers_named = c->layers_named;
     char names[128], known[128];
-    zt_status st = c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, m->L, &targets) : ZT_OK;
+    zt_status st =
+        c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, &m->cfg, m->L, &targets) : ZT_OK;
     if (st) return st;
     unsigned moe = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_ROUTER;
     if (m->cfg.n_experts && c->method == ZT_LORA_METHOD_DORA && (targets == ZT_LORA_ALL || (targets & moe)))
@@ -310,7 +288,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
                 int in, out;
                 char path[64]; /* layers.N.block_sparse_moe.experts.E.w1: the tensor name fits in 128 */
                 dims(m, mod, &in, &out);
-                module_path(m, path, sizeof path, l, e, mod);
+                zt_lora_model_path(&m->cfg, path, sizeof path, l, e, mod);
                 size_t A = a->layer_numel * l + a->off[mod] + a->expert_numel * e;
                 add_tensor(v, c, A, c->r, in, path, 'A');
                 add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
@@ -795,7 +773,7 @@ static zt_status save_config(const zt_llama *m, const char *dir, const char *bas
     cJSON_AddNumberToObject(o, "lora_alpha", a->cfg.alpha);
     cJSON_AddNumberToObject(o, "lora_dropout", a->cfg.dropout);
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(module_name(m, mod)));
+        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(zt_lora_model_module_name(&m->cfg, mod)));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));

@@ -93,12 +93,22 @@ int zt_lora_module_of(const char *name);
 int zt_lora_in_attention(zt_lora_module mod);
 /* The Hugging Face path of module mod in layer l after "model." ("layers.3.mlp.down_proj") */
 void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod);
+/* The same in a model of config c (NULL: a dense one's names): a mixture of experts' gate, up and
+ * down are expert e's ("layers.3.mlp.experts.5.down_proj", Mixtral's
+ * "layers.3.block_sparse_moe.experts.5.w2"), its router "layers.3.mlp.gate". */
+void zt_lora_model_path(const zt_llama_config *c, char *buf, size_t cap, int l, int e, zt_lora_module mod);
+/* mod's name in c's checkpoints and PEFT's target_modules (Mixtral's experts: w1, w3, w2) */
+const char *zt_lora_model_module_name(const zt_llama_config *c, zt_lora_module mod);
+/* Whether c has an adapter of mod per expert (a mixture of experts' gate, up and down) */
+int zt_lora_per_expert(const zt_llama_config *c, zt_lora_module mod);
 /* target_modules as a regular expression that each module's whole name must match, as PEFT
- * reads a string (lora_pattern.c): the modules it names in layer 0 into *targets. ZT_EUSER,
+ * reads a string (lora_pattern.c): the modules it names in layer 0 of a model of config c (NULL:
+ * a dense one's names; a mixture of experts' experts by their own paths) into *targets. ZT_EUSER,
  * naming `where`, for a pattern PCRE2 cannot read, one that names none of layer 0's linear
- * modules, other ones in another of `layers` layers (adapters on part of the layers), or the
- * LM head or the embedding. */
-zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int layers, unsigned *targets);
+ * modules, other ones in another of `layers` layers (adapters on part of the layers) or some of
+ * a module's experts, or the LM head or the embedding. */
+zt_status zt_lora_pattern_targets(const char *where, const char *pattern, const zt_llama_config *c, int layers,
+                                  unsigned *targets);
 
 typedef struct zt_lora {
     zt_lora_config cfg;

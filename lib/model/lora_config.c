@@ -47,7 +47,7 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
         if (strlen(t->valuestring) >= sizeof c->target_pattern)
             return bad_config(path, "target_modules", "is a pattern longer than 2047 bytes");
         snprintf(c->target_pattern, sizeof c->target_pattern, "%s", t->valuestring);
-        return zt_lora_pattern_targets(where, c->target_pattern, 1, &c->targets);
+        return zt_lora_pattern_targets(where, c->target_pattern, NULL, 1, &c->targets);
     }
     if (!cJSON_IsArray(t) || !cJSON_GetArraySize(t))
         return bad_config(path, "target_modules", "must be \"all-linear\", a list of module names or a pattern");

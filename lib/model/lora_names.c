@@ -21,6 +21,28 @@ void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod)
              zt_lora_module_names[mod]);
 }
 
+int zt_lora_per_expert(const zt_llama_config *c, zt_lora_module mod)
+{
+    return c && c->n_experts && mod >= ZT_LORA_GATE && mod <= ZT_LORA_DOWN;
+}
+
+static int mixtral(const zt_llama_config *c) { return c && !strcmp(c->model_type, "mixtral"); }
+
+const char *zt_lora_model_module_name(const zt_llama_config *c, zt_lora_module mod)
+{
+    static const char *const w[] = {"w1", "w3", "w2"}; /* gate, up, down */
+    return mixtral(c) && zt_lora_per_expert(c, mod) ? w[mod - ZT_LORA_GATE] : zt_lora_module_names[mod];
+}
+
+void zt_lora_model_path(const zt_llama_config *c, char *buf, size_t cap, int l, int e, zt_lora_module mod)
+{
+    const char *block = mixtral(c) ? "block_sparse_moe" : "mlp";
+    if (mod == ZT_LORA_ROUTER) snprintf(buf, cap, "layers.%d.%s.gate", l, block);
+    else if (zt_lora_per_expert(c, mod))
+        snprintf(buf, cap, "layers.%d.%s.experts.%d.%s", l, block, e, zt_lora_model_module_name(c, mod));
+    else zt_lora_module_path(buf, cap, l, mod);
+}
+
 int zt_lora_module_of(const char *name)
 {
     for (int i = 0; i < ZT_LORA_NMODULES; i++)

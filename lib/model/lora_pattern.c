@@ -25,20 +25,27 @@ static int full_match(matcher *x, const char *name)
     return rc >= 0;
 }
 
-/* The modules of layer l whose names the pattern matches */
-static unsigned layer_matches(matcher *x, int l)
+/* The modules of layer l of a model of config c whose names the pattern matches; a module with
+ * an adapter per expert where it matches every expert's; *some: where it matches some alone */
+static unsigned layer_matches(matcher *x, const zt_llama_config *c, int l, int *some)
 {
     unsigned mods = 0;
-    char name[64];
+    char name[96];
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        memcpy(name, "model.", 6);
-        zt_lora_module_path(name + 6, sizeof name - 6, l, mod);
-        if (full_match(x, name)) mods |= 1u << mod;
+        int experts = zt_lora_per_expert(c, mod) ? c->n_experts : 1, matched = 0;
+        for (int e = 0; e < experts; e++) {
+            memcpy(name, "model.", 6);
+            zt_lora_model_path(c, name + 6, sizeof name - 6, l, e, mod);
+            matched += full_match(x, name);
+        }
+        if (matched == experts) mods |= 1u << mod;
+        else if (matched) *some = 1;
     }
     return mods;
 }
 
-zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int layers, unsigned *targets)
+zt_status zt_lora_pattern_targets(const char *where, const char *pattern, const zt_llama_config *c, int layers,
+                                  unsigned *targets)
 {
     int err;
     PCRE2_SIZE at;
@@ -57,18 +64,24 @@ zt_status zt_lora_pattern_targets(const char *where, const char *pattern, int la
         if (full_match(&x, whole[i]))
             st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' matches %s: adapters on it are not supported", where,
                          pattern, whole[i]);
-    *targets = st ? 0 : layer_matches(&x, 0);
+    int some = 0;
+    *targets = st ? 0 : layer_matches(&x, c, 0, &some);
     if (!st && !*targets)
         st = zt_fail(ZT_EUSER,
                      "%s: target_modules '%.200s' matches no linear module of layer 0 (model.layers.0.self_attn.q_proj "
                      "and the like): adapters on part of the layers are not supported yet",
                      where, pattern);
     for (int l = 1; l < layers && !st && !x.too_complex; l++)
-        if (layer_matches(&x, l) != *targets)
+        if (layer_matches(&x, c, l, &some) != *targets)
             st = zt_fail(ZT_EUSER,
                          "%s: target_modules '%.200s' matches other modules in layer %d than in layer 0: adapters on "
                          "part of the layers are not supported yet",
                          where, pattern, l);
+    if (!st && some)
+        st = zt_fail(ZT_EUSER,
+                     "%s: target_modules '%.200s' matches some of a module's experts and not the others: adapters on "
+                     "part of the experts are not supported",
+                     where, pattern);
     if (x.too_complex)
         st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' takes too long to match (it backtracks without end)", where,
                      pattern);

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (c.r < 1 || !(c.alpha > 0) || !(c.dropout >= 0 && c.dropout < 1) || !c.targets) abort();
     if (c.target_pattern[0]) {
         unsigned every;
-        st = zt_lora_pattern_targets("fuzz", c.target_pattern, 40, &every);
+        st = zt_lora_pattern_targets("fuzz", c.target_pattern, NULL, 40, &every);
         if (st) fuzz_check_failure(st, ZT_EUSER, "target_modules");
         else if (every != c.targets) abort();
     }

@@ -368,11 +368,12 @@ static void test_saved_moe_adapter_is_peft(void)
 
 /* A copy of the fixture's LoRA adapter in dir (mkdtemp'd) whose adapter_config.json gives
  * target_modules as the pattern, the weights a link to the fixture's */
-static void pattern_adapter(char *dir, const char *pattern)
+static void pattern_adapter(char *dir, const char *src, const char *pattern)
 {
     char path[4096], real[4096];
     CHECK(mkdtemp(dir) != NULL);
-    cJSON *c = read_json(FIXTURE "/adapter/adapter_config.json");
+    snprintf(path, sizeof path, "%s/adapter_config.json", src);
+    cJSON *c = read_json(path);
     ZT_ASSERT(c != NULL);
     cJSON_ReplaceItemInObject(c, "target_modules", cJSON_CreateString(pattern));
     char *text = cJSON_Print(c);
@@ -380,7 +381,8 @@ static void pattern_adapter(char *dir, const char *pattern)
     CHECK(zt_write_file_atomic(path, text, strlen(text)) == ZT_OK);
     free(text);
     cJSON_Delete(c);
-    ZT_ASSERT(realpath(FIXTURE "/adapter/adapter_model.safetensors", real) != NULL);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", src);
+    ZT_ASSERT(realpath(path, real) != NULL);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     CHECK(symlink(real, path) == 0);
 }
@@ -396,13 +398,13 @@ static void test_pattern_targets(void)
         "proj|o_proj|gate_proj|up_proj|down_proj).*?)|(?:\\bmodel\\.layers\\.[\\d]{1,}\\.(?:self_attn|attention|"
         "attn|mlp|feed_forward|ffn|dense)\\.(?:(?:q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)))";
     char dir[] = "/tmp/zt_test_pattern_XXXXXX";
-    pattern_adapter(dir, unsloth);
+    pattern_adapter(dir, FIXTURE "/adapter", unsloth);
     check_loss_matches_peft(FIXTURE "/base", dir, FIXTURE, "loss", "base_loss");
     remove_adapter(dir);
 
     zt_lora_config c;
     strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
-    pattern_adapter(dir, "model\\.layers\\.\\d+\\.self_attn\\.(q|v)_proj");
+    pattern_adapter(dir, FIXTURE "/adapter", "model\\.layers\\.\\d+\\.self_attn\\.(q|v)_proj");
     CHECK_MSG(zt_lora_read_config(dir, &c) == ZT_OK, "%s", zt_errmsg());
     CHECK(c.targets == (1u << ZT_LORA_Q | 1u << ZT_LORA_V));
     remove_adapter(dir);
@@ -415,7 +417,7 @@ static void test_pattern_targets(void)
     };
     for (int i = 0; i < 4; i++) {
         strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
-        pattern_adapter(dir, refused[i][0]);
+        pattern_adapter(dir, FIXTURE "/adapter", refused[i][0]);
         CHECK(zt_lora_read_config(dir, &c) == ZT_EUSER);
         CHECK_MSG(strstr(zt_errmsg(), refused[i][1]) && strstr(zt_errmsg(), "adapter_config.json"), "%s", zt_errmsg());
         remove_adapter(dir);
@@ -423,12 +425,44 @@ static void test_pattern_targets(void)
     /* layer 0's modules alone: known once the model's layers are */
     zt_llama m;
     strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
-    pattern_adapter(dir, "model\\.layers\\.0\\..*");
+    pattern_adapter(dir, FIXTURE "/adapter", "model\\.layers\\.0\\..*");
     CHECK(zt_lora_read_config(dir, &c) == ZT_OK);
     CHECK(open_adapted(&m, FIXTURE "/base", dir) == ZT_EUSER);
     CHECK_MSG(strstr(zt_errmsg(), "other modules in layer 1 than in layer 0"), "%s", zt_errmsg());
     zt_llama_free(&m);
     remove_adapter(dir);
+}
+
+/* A mixture of experts' modules matched by their own paths (model.layers.0.mlp.experts.3.gate_proj,
+ * model.layers.0.mlp.gate), as PEFT matches a pattern: one naming every module is the all-linear
+ * adapter (PEFT's loss); Unsloth's names the experts' projections right after "mlp." and so none
+ * of them (the adapter's expert tensors are then refused); one naming some experts is refused */
+static void test_moe_pattern_targets(void)
+{
+    char dir[] = "/tmp/zt_test_pattern_XXXXXX";
+    pattern_adapter(dir, FIXTURE "/moe/qwen3_moe/adapter",
+                    ".*\\.(q_proj|k_proj|v_proj|o_proj|gate|gate_proj|up_proj|down_proj)");
+    check_loss_matches_peft(FIXTURE "/moe/qwen3_moe/base", dir, FIXTURE "/moe", "qwen3_moe_loss",
+                            "qwen3_moe_base_loss");
+    remove_adapter(dir);
+    strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
+    pattern_adapter(dir, FIXTURE "/moe/mixtral/adapter", ".*\\.(q_proj|k_proj|v_proj|o_proj|gate|w1|w2|w3)");
+    check_loss_matches_peft(FIXTURE "/moe/mixtral/base", dir, FIXTURE "/moe", "mixtral_loss", "mixtral_base_loss");
+    remove_adapter(dir);
+    static const char *const refused[][2] = {
+        {"model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(q_proj|k_proj|v_proj|o_proj|gate|gate_proj|up_proj|down_proj)",
+         "is not an adapter of this model"},
+        {".*(q_proj|experts\\.[01]\\.gate_proj)", "some of a module's experts"},
+    };
+    for (int i = 0; i < 2; i++) {
+        zt_llama m;
+        strcpy(dir, "/tmp/zt_test_pattern_XXXXXX");
+        pattern_adapter(dir, FIXTURE "/moe/qwen3_moe/adapter", refused[i][0]);
+        CHECK(open_adapted(&m, FIXTURE "/moe/qwen3_moe/base", dir) == ZT_EUSER);
+        CHECK_MSG(strstr(zt_errmsg(), refused[i][1]), "%s", zt_errmsg());
+        zt_llama_free(&m);
+        remove_adapter(dir);
+    }
 }
 
 int main(void)
@@ -449,5 +483,6 @@ int main(void)
     RUN(test_moe_loss_matches_peft);
     RUN(test_moe_merge_is_peft);
     RUN(test_saved_moe_adapter_is_peft);
+    RUN(test_moe_pattern_targets);
     return test_summary();
 }
