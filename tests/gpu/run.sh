@@ -150,6 +150,8 @@ variants() {
         num_experts=4 num_experts_per_tok=2 output_router_logits=true num_hidden_layers=2 num_attention_heads=4 \
         num_key_value_heads=2 head_dim=64 vocab_size=512 max_position_embeddings=128 > /dev/null || return 1
     pair qwen3_moe 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" || failed+=" qwen3_moe"
+    pair qwen3_moe-lora 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" lora.r=8 lora.alpha=16 \
+        lora.target_modules=all-linear || failed+=" qwen3_moe-lora"
     pair lora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear || failed+=" lora"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
@@ -157,7 +159,7 @@ variants() {
     pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
         offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, qwen3_moe, LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, qwen3_moe (and its experts' LoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {
@@ -284,7 +286,7 @@ part test_cuda_attention_bf16 60 gpu_test test_cuda_attention_bf16
 part "tiny model" 20 tiny_model
 part "cuda vs cpu fp32" 40 cuda_vs_cpu fp32 1e-3
 part "cuda vs cpu bf16" 40 cuda_vs_cpu bf16 2e-2
-part "families, LoRA" 130 variants
+part "families, LoRA" 150 variants
 part generation 60 generation
 part offload 120 offload
 part "zero 2 ranks vs 1" 110 zero3
