@@ -45,7 +45,7 @@ static void layout(zt_llama *m)
     y->ln2 = o, o += pre;
     y->post_mlp = o, o += post; /* before the MLP's matrices: in the layer's first unit */
     size_t experts = c->n_experts ? (size_t)c->n_experts : 1;
-    y->router = o, o += c->n_experts ? (size_t)c->n_experts * C : 0;
+    y->router = o, o += c->n_experts ? linear_elems(m, (size_t)c->n_experts, C) : 0;
     y->wgu = o, o += fused ? linear_elems(m, 2 * F, C) : 2 * linear_elems(m, F, C);
     y->wd = o, o += linear_elems(m, C, F);
     y->expert = c->n_experts ? o - y->wgu : 0;
@@ -80,10 +80,11 @@ static void name_experts(zt_llama *m, int l)
                *down = mixtral ? "w2" : "down_proj";
     size_t b = m->layer0_off + y->numel * l;
     char fmt[96];
+    size_t w = b + y->router;
     snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.gate.weight", block);
-    add_tensor(m, b + y->router, m->cfg.n_experts, C, 1, fmt, l);
+    add_linear(m, &w, m->cfg.n_experts, C, fmt, l);
     for (int e = 0; e < m->cfg.n_experts; e++) {
-        size_t w = b + y->wgu + y->expert * e;
+        w = b + y->wgu + y->expert * e;
         snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, gate);
         add_linear(m, &w, F, C, fmt, l);
         snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, up);
@@ -156,10 +157,6 @@ static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt
     m->qbase = q;
     zt_status st = zt_llama_config_check(c, "model config");
     if (st) return st;
-    if (q && c->n_experts)
-        return zt_fail(ZT_EUSER,
-                       "a quantized base (lora.quantize_base) of a mixture of experts (%s) is not supported yet",
-                       c->model_type);
     if (dtype == ZT_F16)
         return zt_fail(ZT_EUSER, "model.dtype = \"fp16\" is not supported on the %s backend (use bf16 or fp32)",
                        be->name);

@@ -18,6 +18,7 @@
 
 #include "llama_internal.h"
 #include "lora.h"
+#include "qbase.h"
 
 typedef struct moe_set {
     /* backend memory: the router's logits [n, E]; per (token, expert) pair, in expert order, the
@@ -152,12 +153,13 @@ static const zt_real *host_view(const zt_llama *m, const zt_real *x, zt_real *st
 }
 
 /* The product a layer's weights take: the model's own (training), or fp32 on the master weights
- * (generation, as llama_decode.c) */
+ * (generation, as llama_decode.c; a quantized base's tiles dequantized as training does) */
 static void product(zt_llama *m, int decode, zt_real *y, int ldy, const zt_real *x, const uint16_t *x16, size_t w,
                     int N, int O, int I)
 {
-    if (decode) m->be->gemm(m->be, 0, 1, N, O, I, 1, x, I, m->params + w, I, 0, y, ldy);
-    else zt_llama_linear_forward(m, y, ldy, x, x16, w, N, O, I, 0);
+    if (!decode) zt_llama_linear_forward(m, y, ldy, x, x16, w, N, O, I, 0);
+    else if (!zt_qbase_forward(m, y, ldy, x, w, N, O, I, 0))
+        m->be->gemm(m->be, 0, 1, N, O, I, 1, x, I, m->params + w, I, 0, y, ldy);
 }
 
 /* module mod's adapter (of expert e) on n rows of x added to y, if it has one: the decoder's, or a

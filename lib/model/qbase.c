@@ -56,22 +56,39 @@ size_t zt_qbase_params(const zt_llama *m)
     return m->qbase && !zt_llama_shape(&plain, &m->cfg, m->be, ZT_F32) ? plain.numel : m->numel;
 }
 
+/* name past "model.layers.N." or past "E." in "experts.E.": the rest, or NULL */
+static const char *past_number(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) || name[n] < '0' || name[n] > '9') return NULL;
+    name += n;
+    while (*name >= '0' && *name <= '9') name++;
+    return *name == '.' ? name + 1 : NULL;
+}
+
+static int named(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, list[i])) return 1;
+    return 0;
+}
+
 int zt_qbase_is_linear(const char *name)
 {
-    static const char *const linear[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                         "self_attn.v_proj.weight", "self_attn.qkv_proj.weight",
-                                         "self_attn.o_proj.weight", "mlp.gate_proj.weight",
-                                         "mlp.up_proj.weight",      "mlp.gate_up_proj.weight",
-                                         "mlp.down_proj.weight"};
-    const char *p = "model.layers.";
-    if (strncmp(name, p, strlen(p))) return 0;
-    name += strlen(p);
-    if (*name < '0' || *name > '9') return 0;
-    while (*name >= '0' && *name <= '9') name++;
-    if (*name++ != '.') return 0;
-    for (size_t i = 0; i < sizeof linear / sizeof *linear; i++)
-        if (!strcmp(name, linear[i])) return 1;
-    return 0;
+    static const char *const linear[] = {"self_attn.q_proj.weight",     "self_attn.k_proj.weight",
+                                         "self_attn.v_proj.weight",     "self_attn.qkv_proj.weight",
+                                         "self_attn.o_proj.weight",     "mlp.gate_proj.weight",
+                                         "mlp.up_proj.weight",          "mlp.gate_up_proj.weight",
+                                         "mlp.down_proj.weight",        "mlp.gate.weight",
+                                         "block_sparse_moe.gate.weight"};
+    /* an expert's: Qwen3-MoE's and OLMoE's mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1 */
+    static const char *const expert[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight",
+                                         "w1.weight",        "w3.weight",      "w2.weight"};
+    if (!(name = past_number(name, "model.layers."))) return 0;
+    if (named(name, linear, sizeof linear / sizeof *linear)) return 1;
+    const char *e = past_number(name, "mlp.experts.");
+    if (!e) e = past_number(name, "block_sparse_moe.experts.");
+    return e && named(e, expert, sizeof expert / sizeof *expert);
 }
 
 void zt_qbase_write_header(const zt_qbase *q, void *part, size_t rows, size_t cols, float offset)
@@ -187,9 +204,10 @@ static void dequantize_here(const zt_qbase *q, const unsigned char *part, size_t
 
 /* ---- the quantized base -------------------------------------------------------------------- */
 
-/* The encoded tensors of a layer: matrix k's parts (rows × cols each, stacked) from its offset on. */
-static void add_parts(zt_qbase *q, int k, size_t off, int n, const int *rows, int cols)
+/* The encoded tensors of a layer: the next matrix's parts (rows × cols each, stacked) from its offset on. */
+static void add_parts(zt_qbase *q, size_t off, int n, const int *rows, int cols)
 {
+    int k = q->nmats++;
     q->first[k] = q->nparts;
     for (int i = 0, row0 = 0; i < n; i++) {
         zt_qbase_part *a = &q->part[q->nparts++];
@@ -201,15 +219,24 @@ static void add_parts(zt_qbase *q, int k, size_t off, int n, const int *rows, in
     q->first[k + 1] = q->nparts;
 }
 
-static void layer_parts(const zt_llama *m, zt_qbase *q)
+/* A layer's matrices: q/k/v, o, then the MLP's gate/up and down, or a mixture's router and each
+ * expert's gate/up and down. */
+static zt_status layer_parts(const zt_llama *m, zt_qbase *q)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    int fused = zt_llama_fused_names(&m->cfg), kd = m->KV * m->D;
+    int fused = zt_llama_fused_names(&m->cfg), kd = m->KV * m->D, E = m->cfg.n_experts, mlps = E ? E : 1;
     const int qkv[3] = {m->HD, kd, kd}, s3 = m->S3, gu[2] = {m->F, m->F}, f2 = 2 * m->F, c = m->C;
-    add_parts(q, 0, y->wqkv, fused ? 1 : 3, fused ? &s3 : qkv, m->C);
-    add_parts(q, 1, y->wo, 1, &c, m->HD);
-    add_parts(q, 2, y->wgu, fused ? 1 : 2, fused ? &f2 : gu, m->C);
-    add_parts(q, 3, y->wd, 1, &c, m->F);
+    q->part = malloc((size_t)(5 + 3 * mlps) * sizeof *q->part);   /* q, k, v, o, the router, 3 an MLP */
+    q->first = malloc((size_t)(4 + 2 * mlps) * sizeof *q->first); /* 3 matrices, 2 an MLP, the end */
+    if (!q->part || !q->first) return zt_fail(ZT_ENOMEM, "out of memory for the quantized base's layout");
+    add_parts(q, y->wqkv, fused ? 1 : 3, fused ? &s3 : qkv, m->C);
+    add_parts(q, y->wo, 1, &c, m->HD);
+    if (E) add_parts(q, y->router, 1, &E, m->C);
+    for (int e = 0; e < mlps; e++) {
+        add_parts(q, y->wgu + y->expert * (size_t)e, fused ? 1 : 2, fused ? &f2 : gu, m->C);
+        add_parts(q, y->wd + y->expert * (size_t)e, 1, &c, m->F);
+    }
+    return ZT_OK;
 }
 
 /* The tile buffers on the model's backend: tile_elems elements, or the widest row; the offsets. */
@@ -241,8 +268,7 @@ zt_status zt_qbase_init(zt_llama *m, const zt_llama_config *c, zt_backend *be, z
     q->kind = kind, q->double_quant = kind == ZT_QBASE_NF4 && double_quant;
     zt_status st = zt_llama_init_quantized(m, c, be, dtype, q); /* m owns q from here */
     if (st) return st;
-    layer_parts(m, q);
-    if ((st = alloc_tile(q, be, m->L))) zt_llama_free(m);
+    if ((st = layer_parts(m, q)) || (st = alloc_tile(q, be, m->L))) zt_llama_free(m);
     return st;
 }
 
@@ -259,6 +285,8 @@ void zt_qbase_free(zt_llama *m)
     }
     free(q->offsets);
     free(q->tile_real);
+    free(q->part);
+    free(q->first);
     free(q);
     m->qbase = NULL;
 }
@@ -308,7 +336,7 @@ static int find(const zt_llama *m, size_t w, int O, int I, size_t *base)
     const zt_qbase *q = m->qbase;
     if (!q || w < m->layer0_off || w >= m->layer0_off + m->lay.numel * m->L) return -1;
     *base = m->layer0_off + (w - m->layer0_off) / m->lay.numel * m->lay.numel;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < q->nmats; k++) {
         const zt_qbase_part *a = &q->part[q->first[k]], *z = &q->part[q->first[k + 1] - 1];
         if (*base + a->off != w) continue;
         ZT_ASSERT(a->cols == (uint32_t)I && z->row0 + z->rows == (uint32_t)O); /* a whole matrix (no MLP tiles) */

@@ -3,8 +3,9 @@
  *
  * A quantized base is a model of its own layout (zt_qbase_init): in its flat array each Hugging
  * Face linear weight of a layer (q, k, v, o, gate, up, down; Phi-3's fused qkv and gate_up as one
- * each), the tensors bitsandbytes quantizes, is its encoding in place of its values; the
- * embedding, the norms, the biases and the LM head stay fp32. So a layer is still one contiguous
+ * each; a mixture of experts' router and every expert's gate, up and down), the tensors
+ * bitsandbytes quantizes, is its encoding in place of its values; the embedding, the norms, the
+ * biases and the LM head stay fp32. So a layer is still one contiguous
  * block of the flat array, and ZeRO stage 3 shards, gathers and streams the base (offload.param)
  * as any model's, the encodings travelling with the norms beside them: nothing of the base is
  * ever whole in fp32. An encoding (kernels/cpu/nf4.h): a 64-byte header (its kind, shape and,
@@ -40,14 +41,14 @@ typedef struct zt_qbase_part {
                                       their 8-bit codes), double_quant's absmax of those */
 } zt_qbase_part;
 
-enum { ZT_QBASE_MAX_PARTS = 7 };
-
 typedef struct zt_qbase {
     zt_qbase_kind kind;
     int double_quant;
-    int nparts;
-    zt_qbase_part part[ZT_QBASE_MAX_PARTS]; /* in layout order */
-    int first[5];         /* a layer's matrix k (q/k/v, o, gate/up, down): parts [first[k], first[k + 1]) */
+    int nparts, nmats;
+    zt_qbase_part *part; /* a layer's encoded tensors, in layout order */
+    /* a layer's matrix k: parts [first[k], first[k + 1]); the matrices are q/k/v, o, then gate/up
+       and down, or a mixture's router, then each expert's gate/up and down */
+    int *first;
     size_t cap;           /* elements of a tile: whole rows of any matrix fit */
     float *tile, *absmax; /* a tile of dequantized rows, and its blocks' absmax values (the model's backend's memory) */
     zt_real *tile_real;   /* the tile in zt_real (the double-precision build only) */

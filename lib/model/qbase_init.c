@@ -21,8 +21,8 @@ typedef struct init_ctx {
     double std;
     init_tensor *t;
     int layer; /* whose linear weights' encodings part holds, or -1 */
-    int nparts, part_of[ZT_QBASE_MAX_PARTS];
-    unsigned char *part[ZT_QBASE_MAX_PARTS];
+    int nparts, *part_of; /* that layer's linear weights (tensor indices) */
+    unsigned char **part; /* and their encodings: room for a layer's (q, k, v, o, a router, 3 an MLP) */
 } init_ctx;
 
 static size_t numel(const zt_llama_tensor *t) { return (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1); }
@@ -119,10 +119,11 @@ zt_status zt_qbase_bnb_write_init(const zt_llama_config *c, const char *dir, zt_
     zt_st_writer *w = zt_st_writer_new();
     zt_qbase_bnb_writer *b = NULL;
     zt_status st = w ? zt_llama_shape(&x.m, c, zt_backend_cpu(), ZT_F32) : zt_fail(ZT_ENOMEM, "out of memory");
-    if (!st && c->n_experts)
-        st = zt_fail(ZT_EUSER, "zt init --quantize: a mixture of experts (%s) is not supported yet", c->model_type);
+    size_t most = 5 + 3 * (size_t)(c->n_experts ? c->n_experts : 1);
     if (!st) st = zt_llama_tensors(c, &x.m.tensors, &x.m.n_tensors);
-    if (!st && !(x.t = calloc((size_t)x.m.n_tensors, sizeof *x.t))) st = zt_fail(ZT_ENOMEM, "out of memory");
+    if (!st && (!(x.t = calloc((size_t)x.m.n_tensors, sizeof *x.t)) || !(x.part_of = calloc(most, sizeof *x.part_of)) ||
+                !(x.part = calloc(most, sizeof *x.part))))
+        st = zt_fail(ZT_ENOMEM, "out of memory");
     if (!st) st = zt_qbase_bnb_writer_new(&b, &x.q, w, encode, &x);
     for (int i = 0; i < x.m.n_tensors && !st; i++) {
         const zt_llama_tensor *t = &x.m.tensors[i];
@@ -142,7 +143,9 @@ zt_status zt_qbase_bnb_write_init(const zt_llama_config *c, const char *dir, zt_
     if (!st) st = zt_qbase_bnb_write_config(path, double_quant);
     zt_qbase_bnb_writer_free(b);
     zt_st_writer_free(w);
-    for (int k = 0; k < ZT_QBASE_MAX_PARTS; k++) free(x.part[k]);
+    for (size_t k = 0; x.part && k < most; k++) free(x.part[k]);
+    free(x.part);
+    free(x.part_of);
     free(x.t);
     free(x.m.tensors);
     return st;

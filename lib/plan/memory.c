@@ -192,7 +192,8 @@ static void lora_io_and_flops(const zt_recipe *r, const zt_llama *m, int world, 
     /* with checkpointing one more forward: 6 FLOPs a weight instead of 4, attention's 4/3 */
     e->flops = tokens * (matrices * (ckpt ? 6 : 4) + attention * (ckpt ? 4.0 / 3 : 1));
     if (m->qbase) {
-        double layers = (double)m->L * ((double)m->S3 * m->C + (double)m->C * m->HD + 3.0 * m->F * m->C);
+        /* the layers' products (a mixture: the router and the experts a token passes through) */
+        double layers = matrices - (double)zt_llama_head_rows(m) * m->C;
         e->flops_quantized = tokens * layers * (ckpt ? 6 : 4);
         e->qbase_kind = m->qbase->kind, e->qbase_double_quant = m->qbase->double_quant;
     }
@@ -236,7 +237,7 @@ static zt_status train_estimate(const zt_recipe *r, zt_llama *m, const zt_lora_c
     int stage = zt_zero_effective_stage(&zo, world);
     int B = micro_rows(r), T = r->data.max_length, A = r->train.gradient_accumulation_steps, nseg;
     size_t P = m->numel, local = zt_zero_segments(m, stage, world, 0, NULL, &nseg); /* what rank 0 updates */
-    e->numel = P;
+    e->numel = zt_qbase_params(m); /* a quantized base's weights, not its encodings' elements */
     e->stage = stage;
     /* stage 3 keeps its slices of the fp32 weights and of the gradient, and the units gathered
      * for compute with their gradients (lib/zero/zero3.c). zt's stage 2 still keeps the whole

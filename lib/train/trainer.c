@@ -239,13 +239,13 @@ static zt_status load_quantized(zt_trainer *t)
     zt_status st = zt_qbase_load(&t->m, t->qweights, r->data.cache_dir[0] ? r->data.cache_dir : NULL, &hit);
     if (st || !t->lead) return st;
     const zt_llama *m = &t->m;
-    size_t linear = zt_llama_matmul_params(m) - (size_t)zt_llama_head_rows(m) * m->C;
-    zt_log_info("base: linear weights %s %s%s, the layers %.2f MiB for %.2f MiB of fp32 weights (%.2f s)",
+    size_t layers = m->norm_off - m->layer0_off, fp32_layers = zt_qbase_params(m) - (m->numel - layers);
+    zt_log_info("base: linear weights %s %s%s, the layers %.2f MiB for %.2f MiB in fp32 (%.2f s)",
                 hit                                         ? "read from the cache in"
                 : zt_qbase_reader_prequantized(t->qweights) ? "read as stored in"
                                                             : "quantized to",
                 zt_qbase_kind_names[r->lora.quantize_base], r->lora.double_quant ? " with double_quant" : "",
-                (m->norm_off - m->layer0_off) * sizeof(zt_real) / 1048576.0, linear * 4 / 1048576.0, zt_now_s() - t0);
+                layers * sizeof(zt_real) / 1048576.0, fp32_layers * 4 / 1048576.0, zt_now_s() - t0);
     return ZT_OK;
 }
 

@@ -93,7 +93,7 @@ PY
 # LoRA: PEFT's all-linear adapters of a Qwen3-MoE and a Mixtral model (the attention, the router and
 # every expert: tests/fixtures/lora/make_moe_fixture.py) train 10 steps to PEFT's losses, within
 # t2400-lora.sh's bound (the same products, each expert's on its rows); on 2 ranks under ZeRO stage 3
-# like one rank; DoRA on the experts and a quantized base of a mixture are refused
+# like one rank; DoRA on the experts is refused
 F=$ROOT/tests/fixtures/lora/moe
 for fam in qwen3_moe mixtral; do
   peft_steps "$fam" "$F/$fam/base" "$F/$fam/adapter" ${fam}_train_losses 10 "" "$F/expected.json"
@@ -121,8 +121,57 @@ cmp -s lora1/final/adapter_model.safetensors lora-drop/final/adapter_model.safet
   fail "dropout changes nothing" || say "ok - dropout changes the trained adapters"
 expect_exit 2 "qwen3_moe: DoRA on the experts refused" "DoRA.*experts" \
   "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora3 lora.method=dora lora.dropout=0
-expect_exit 2 "qwen3_moe: QLoRA refused" "quantized base.*mixture of experts" \
-  "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora4 lora.quantize_base=nf4
+
+# QLoRA: the router and every expert's weights quantized as bitsandbytes quantizes a mixture
+# (test_qbase, test_qbase_bnb: the products, bitsandbytes' checkpoints); 2 ranks under ZeRO stage 3
+# (the encodings gathered with their layer) train like one; zt eval of the adapter is zt eval of
+# zt export --merge (the dequantized base plus s·B·A, t2410-qlora.sh's bound); zt init --quantize
+# writes a mixture in bitsandbytes' format (its router and experts encoded), which QLoRA reads as
+# stored (zt generate with a mixture's QLoRA adapter: t2430-lora-generate.sh)
+q="lora.quantize_base=nf4 lora.double_quant=true"
+expect_ok "qwen3_moe: QLoRA, one rank" "$ZT" sft lora_recipe.toml model.path=qwen3_moe output.dir=qlora1 $q \
+  train.gradient_accumulation_steps=2
+expect_ok "qwen3_moe: QLoRA, 2 ranks" $MPI -np 2 "$ZT" sft lora_recipe.toml model.path=qwen3_moe \
+  output.dir=qlora2 $q train.gradient_accumulation_steps=1
+$PY - <<'PY' && say "ok - $(cat msg)" || fail "QLoRA on a mixture of experts: 2 ranks against one"
+import json
+loss = lambda d: [json.loads(l)["loss"] for l in open(d + "/metrics.jsonl") if '"loss"' in l]
+a, b, plain = loss("qlora1"), loss("qlora2"), loss("lora1")
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 4 and worst <= 1e-5, (a, b)
+assert a[0] != plain[0], (a, plain)  # the quantized base computes another loss
+open("msg", "w").write(f"QLoRA on 2 ranks within {worst:.2g} of one rank; step 1 {a[0]:.6f} against {plain[0]:.6f} unquantized")
+PY
+# on a device (the CPU posing as one, t2410-qlora.sh): the encodings there, the tiles dequantized by
+# the backend's decoders, the routing staged through host memory; bitwise the CPU
+expect_ok "qwen3_moe: QLoRA as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" sft lora_recipe.toml model.path=qwen3_moe \
+  output.dir=qlora-dev $q train.gradient_accumulation_steps=2
+cmp -s qlora1/final/adapter_model.safetensors qlora-dev/final/adapter_model.safetensors &&
+  say "ok - QLoRA of a mixture on a device trains bitwise as on the CPU" || fail "QLoRA of a mixture: the device path differs"
+printf '[model]\npath = "qwen3_moe"\ndtype = "fp32"\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\n' > e.toml
+expect_ok "qwen3_moe: QLoRA export --merge" "$ZT" export qlora1 --merge --out qmerged
+adapted=$("$ZT" eval e.toml --checkpoint qlora1/final) && merged=$("$ZT" eval e.toml --checkpoint qmerged) &&
+  $PY -c "
+import json; a, m = json.loads('$adapted'), json.loads('$merged')
+assert abs(a['loss'] - m['loss']) < 1e-5 * a['loss'], (a, m)" &&
+  say "ok - zt eval of the QLoRA adapter is zt eval of its merge" || fail "eval: adapter $adapted, merged $merged"
+make_tiny qinit model_type=qwen3_moe num_experts=4 num_experts_per_tok=2 moe_intermediate_size=64 head_dim=8 \
+  hidden_size=64 max_position_embeddings=64 --quantize nf4 --double-quant || fail "zt init --quantize of qwen3_moe"
+$PY - <<'PY' && say "ok - zt init --quantize encodes the router and every expert" || fail "zt init --quantize: $(cat msg)"
+import json
+raw = open("qinit/model.safetensors", "rb").read()
+head = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+states = {k[: -len(".quant_state.bitsandbytes__nf4")] for k in head if k.endswith(".quant_state.bitsandbytes__nf4")}
+want = {f"model.layers.{l}.{n}.weight" for l in range(2) for n in ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+        "self_attn.o_proj", "mlp.gate"] + [f"mlp.experts.{e}.{p}" for e in range(4) for p in ("gate_proj", "up_proj", "down_proj")]}
+open("msg", "w").write(str(sorted(states ^ want)))
+assert states == want
+PY
+export ZT_LOG=info
+expect_ok "qwen3_moe: QLoRA on zt init --quantize's model" "$ZT" sft lora_recipe.toml model.path=qinit output.dir=qlora3 $q
+grep -q "base: linear weights read as stored in nf4 with double_quant" "$TMP/err" &&
+  say "ok - the bitsandbytes mixture was read as stored" || fail "not read as stored: $(cat "$TMP/err")"
+export ZT_LOG=warn
 
 # bad expert keys, by file and key
 cp -r mixtral bad && $PY - <<'PY'

@@ -4,7 +4,8 @@
 # completions equal those of the merged model (zt export --merge) for PEFT's LoRA and DoRA adapters
 # of tests/fixtures/lora, for a QLoRA adapter (the base quantized and dequantized as its
 # zt_quantization.json says, which changes the completion) and for a LoRA run's final/ on an NF4
-# base (its own tokenizer); zt eval's eval.generate answers with an adapter as with its merged
+# base (its own tokenizer), and for a QLoRA adapter of a mixture of experts (tests/fixtures/lora/moe:
+# its router and experts quantized and adapted); zt eval's eval.generate answers with an adapter as with its merged
 # model; bad adapters exit 2 with one line naming the file.
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
@@ -23,10 +24,11 @@ gen() {
   "$ZT" generate "$@" --prompt "the quick brown fox" --max-new-tokens 24 >"$name.txt" 2>"$TMP/err" \
     || { fail "generate $name (exit $?)"; cat "$TMP/err" >&2; }
 }
-# same NAME: the adapter's completion is the merged model's, and not the base's
+# same NAME [BASE]: the adapter's completion is the merged model's, and not the base's (plain)
 same() {
-  if cmp -s "$1.txt" "merged-$1.txt" && ! cmp -s "$1.txt" plain.txt; then say "ok - $1: $(cat "$1.txt")"
-  else fail "$1: adapter '$(cat "$1.txt")', merged '$(cat "merged-$1.txt")', base '$(cat plain.txt)'"; fi
+  local base=${2:-plain}
+  if cmp -s "$1.txt" "merged-$1.txt" && ! cmp -s "$1.txt" $base.txt; then say "ok - $1: $(cat "$1.txt")"
+  else fail "$1: adapter '$(cat "$1.txt")', merged '$(cat "merged-$1.txt")', base '$(cat $base.txt)'"; fi
 }
 gen plain --model base
 for a in adapter dora qlora; do
@@ -39,6 +41,15 @@ for a in adapter dora qlora; do
 done
 cmp -s qlora.txt adapter.txt && fail "the QLoRA adapter's completion is the unquantized base's" \
   || say "ok - the QLoRA adapter ran on the quantized base"
+# a mixture of experts: the KV-cache decoder routes each token through the quantized router and experts
+cp -r "$F/moe/qwen3_moe/base" moe && cp tok.model moe/tokenizer.model
+cp -r "$F/moe/qwen3_moe/adapter" qlora-moe && cp qlora/zt_quantization.json qlora-moe/
+gen plain-moe --model moe
+expect_ok "export --merge of qlora-moe" "$ZT" export qlora-moe --merge --base moe --out merged-qlora-moe
+cp tok.model merged-qlora-moe/tokenizer.model
+gen qlora-moe --model moe --adapter qlora-moe
+gen merged-qlora-moe --model merged-qlora-moe
+same qlora-moe plain-moe
 
 # --model ADAPTER: the base from base_model_name_or_path
 cp -r "$F/adapter" own && $PY -c "

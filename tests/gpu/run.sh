@@ -152,6 +152,8 @@ variants() {
     pair qwen3_moe 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" || failed+=" qwen3_moe"
     pair qwen3_moe-lora 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" lora.r=8 lora.alpha=16 \
         lora.target_modules=all-linear || failed+=" qwen3_moe-lora"
+    pair qwen3_moe-qlora 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" lora.r=8 lora.alpha=16 \
+        lora.target_modules=all-linear lora.quantize_base=nf4 lora.double_quant=true || failed+=" qwen3_moe-qlora"
     pair lora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear || failed+=" lora"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
@@ -159,7 +161,7 @@ variants() {
     pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
         offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, qwen3_moe (and its experts' LoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, qwen3_moe (and its experts' LoRA and QLoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {

@@ -19,6 +19,9 @@
 #include "test.h"
 
 #define FIXTURE "tests/fixtures/lora"
+/* mixtures of experts with PEFT adapters on every expert and the router (hidden 32, 4 experts of 16) */
+#define QWEN3_MOE FIXTURE "/moe/qwen3_moe"
+#define MIXTRAL FIXTURE "/moe/mixtral"
 enum { ROWS = 2, T = 32, N = ROWS * T };
 
 static int32_t input[N], target[N], pos[N];
@@ -33,35 +36,48 @@ static void make_batch(void)
     for (int i = 0; i < N; i++) target[i] = i % T < T - 1 ? input[i + 1] : -100, n_targets += target[i] >= 0;
 }
 
-/* The fixture's adapter on m (with adapter), and its activations. */
-static zt_status finish_open(zt_llama *m, int adapter)
+enum { PATH = 256 };
+
+/* Fixture fx's base or adapter directory, in path. */
+static const char *path_of(char *path, const char *fx, const char *what)
+{
+    snprintf(path, PATH, "%s/%s", fx, what);
+    return path;
+}
+
+/* Fixture fx's adapter on m (with adapter), and its activations. */
+static zt_status finish_open(zt_llama *m, const char *fx, int adapter)
 {
     zt_lora_config c;
     zt_status st = ZT_OK;
-    if (adapter) st = zt_lora_read_config(FIXTURE "/adapter", &c);
+    char path[PATH];
+    if (adapter) st = zt_lora_read_config(path_of(path, fx, "adapter"), &c);
     if (!st && adapter) st = zt_lora_attach(m, &c);
-    if (!st && adapter) st = zt_lora_load(m, FIXTURE "/adapter");
+    if (!st && adapter) st = zt_lora_load(m, path);
     if (!st) st = zt_llama_alloc_acts(m, ROWS, T, 0);
     return st;
 }
 
-/* The base, optionally quantized and dequantized again, with the fixture's adapter. */
-static zt_status open_model(zt_llama *m, zt_qbase_kind round_trip, int dq, int adapter)
+/* Fixture fx's base, optionally quantized and dequantized again, with its adapter. */
+static zt_status open_model(zt_llama *m, const char *fx, zt_qbase_kind round_trip, int dq, int adapter)
 {
-    zt_status st = zt_model_open(m, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU);
+    char path[PATH];
+    zt_status st = zt_model_open(m, path_of(path, fx, "base"), ZT_F32, ZT_DEVICE_CPU);
     if (!st && round_trip != ZT_QBASE_NONE) st = zt_qbase_round_trip(m, round_trip, dq);
-    return st ? st : finish_open(m, adapter);
+    return st ? st : finish_open(m, fx, adapter);
 }
 
-/* The quantized base in memory (through the cache in dir, or none), with the fixture's adapter. */
-static zt_status open_quantized(zt_llama *m, zt_qbase_kind kind, int dq, zt_dtype dtype, const char *dir, int *hit)
+/* Fixture fx's base quantized in memory (through the cache in dir, or none), with its adapter. */
+static zt_status open_quantized(zt_llama *m, const char *fx, zt_qbase_kind kind, int dq, zt_dtype dtype,
+                                const char *dir, int *hit)
 {
     zt_qbase_reader *r;
-    zt_status st = zt_model_open_quantized(m, FIXTURE "/base", dtype, ZT_DEVICE_CPU, 0, kind, dq, &r);
+    char path[PATH];
+    zt_status st = zt_model_open_quantized(m, path_of(path, fx, "base"), dtype, ZT_DEVICE_CPU, 0, kind, dq, &r);
     if (st) return st;
     st = zt_qbase_load(m, r, dir, hit);
     zt_qbase_reader_close(r);
-    return st ? st : finish_open(m, 1);
+    return st ? st : finish_open(m, fx, 1);
 }
 
 /* The mean loss, and with grad the gradients (of the adapters, or of the whole model without them). */
@@ -79,26 +95,28 @@ static double loss_of(zt_llama *m, int grad)
  * sums the tiles' products one after the other, which reorders sums of at most 128 terms (2F =
  * 128 rows): each within 128·2⁻²⁴ ≈ 8e-6 of its terms' magnitudes, through two layers: 1e-5
  * relative for the adapters' gradients (against the largest), 1e-6 for the loss (measured: 1.4e-6
- * and 3e-8). */
-static void check_product(zt_qbase_kind kind, int dq)
+ * and 3e-8). The mixtures' experts (32 rows of gate and up, 32 of 16 columns down) and their
+ * routers (4 rows) are tiled alike; their routing assumes no token's two experts' probabilities
+ * within rounding of each other in these fixed weights (else the test fails rather than passes). */
+static void check_product(const char *fx, zt_qbase_kind kind, int dq)
 {
     zt_llama q, d;
     zt_qbase_set_tile_elems(300);
     int hit;
-    CHECK_MSG(open_quantized(&q, kind, dq, ZT_F32, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
-    CHECK_MSG(open_model(&d, kind, dq, 1) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&q, fx, kind, dq, ZT_F32, NULL, &hit) == ZT_OK && !hit, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&d, fx, kind, dq, 1) == ZT_OK, "%s", zt_errmsg());
     double lq = loss_of(&q, 1), ld = loss_of(&d, 1);
-    CHECK_MSG(fabs(lq - ld) <= 1e-6 * ld, "%s%s: quantized %.9g, dequantized %.9g", zt_qbase_kind_names[kind],
+    CHECK_MSG(fabs(lq - ld) <= 1e-6 * ld, "%s %s%s: quantized %.9g, dequantized %.9g", fx, zt_qbase_kind_names[kind],
               dq ? " dq" : "", lq, ld);
     double gmax = 0, diff = 0;
     for (size_t i = 0; i < d.lora->view.numel; i++) {
         gmax = fmax(gmax, fabs(d.lora->view.grads[i]));
         diff = fmax(diff, fabs(d.lora->view.grads[i] - q.lora->view.grads[i]));
     }
-    fprintf(stderr, "  %s%s: loss %.3g relative, gradients %.3g of the largest\n", zt_qbase_kind_names[kind],
+    fprintf(stderr, "  %s %s%s: loss %.3g relative, gradients %.3g of the largest\n", fx, zt_qbase_kind_names[kind],
             dq ? " dq" : "", fabs(lq - ld) / ld, diff / gmax);
-    CHECK_MSG(gmax > 0 && diff <= 1e-5 * gmax, "%s: gradients differ by %g of %g", zt_qbase_kind_names[kind], diff,
-              gmax);
+    CHECK_MSG(gmax > 0 && diff <= 1e-5 * gmax, "%s %s: gradients differ by %g of %g", fx, zt_qbase_kind_names[kind],
+              diff, gmax);
     /* the layers hold the encodings (at most 8 bits a weight, with headers) in place of fp32 weights, and the
        base has no gradient */
     CHECK(q.norm_off - q.layer0_off < (d.norm_off - d.layer0_off) / 2 && q.grads == NULL &&
@@ -110,9 +128,12 @@ static void check_product(zt_qbase_kind kind, int dq)
 
 static void test_products_are_the_dequantized_models(void)
 {
-    check_product(ZT_QBASE_NF4, 0);
-    check_product(ZT_QBASE_NF4, 1);
-    check_product(ZT_QBASE_INT8, 0);
+    static const char *const fixtures[] = {FIXTURE, QWEN3_MOE, MIXTRAL};
+    for (int i = 0; i < 3; i++) {
+        check_product(fixtures[i], ZT_QBASE_NF4, 0);
+        check_product(fixtures[i], ZT_QBASE_NF4, 1);
+        check_product(fixtures[i], ZT_QBASE_INT8, 0);
+    }
 }
 
 /* The quantized base's loss L_q against the fp32 base's L (no adapter): to first order
@@ -120,25 +141,23 @@ static void test_products_are_the_dequantized_models(void)
  * |L_q - L| <= Σ |g|·|ΔW| =: E, the error's worst case. The remainder is of second order in ΔW,
  * whose elements are at most 0.152·absmax (NF4) and absmax/254 (int8), against E's first: it must
  * stay a small part of E, 2% (measured: 0.6% for NF4, whose large weights here, std 0.2, make it a
- * third of Σ g·ΔW; 0.01% for int8); and the quantization must move the loss. */
-static void check_loss_bound(zt_qbase_kind kind, int dq)
+ * third of Σ g·ΔW; 0.01% for int8); and the quantization must move the loss. (Not for a mixture of
+ * experts: a token whose router's choice the quantization flips moves the loss by a step.) */
+static void check_loss_bound(const char *fx, zt_qbase_kind kind, int dq)
 {
     zt_llama f, q;
-    CHECK_MSG(open_model(&f, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
-    CHECK_MSG(open_model(&q, kind, dq, 0) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&f, fx, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&q, fx, kind, dq, 0) == ZT_OK, "%s", zt_errmsg());
     double l = loss_of(&f, 1), lq = loss_of(&q, 0), first = 0, e = 0;
-    for (int l0 = 0; l0 < f.L; l0++) {
-        const zt_llama_layer_layout *y = &f.lay;
-        size_t b = f.layer0_off + y->numel * l0;
-        const size_t lo[4] = {b + y->wqkv, b + y->wo, b + y->wgu, b + y->wd};
-        const size_t n[4] = {(size_t)f.S3 * f.C, (size_t)f.C * f.HD, (size_t)2 * f.F * f.C, (size_t)f.C * f.F};
-        for (int k = 0; k < 4; k++)
-            for (size_t i = lo[k]; i < lo[k] + n[k]; i++) {
-                double g = f.grads[i], dw = q.params[i] - f.params[i];
-                first += g * dw, e += fabs(g) * fabs(dw);
-            }
+    for (int k = 0; k < f.n_tensors; k++) {
+        const zt_llama_tensor *t = &f.tensors[k];
+        if (!zt_qbase_is_linear(t->name)) continue;
+        for (size_t i = t->offset; i < t->offset + (size_t)t->shape[0] * (size_t)t->shape[1]; i++) {
+            double g = f.grads[i], dw = q.params[i] - f.params[i];
+            first += g * dw, e += fabs(g) * fabs(dw);
+        }
     }
-    fprintf(stderr, "  %s%s: L = %.6f, L_q - L = %.3g, first order %.3g, E = %.3g\n", zt_qbase_kind_names[kind],
+    fprintf(stderr, "  %s %s%s: L = %.6f, L_q - L = %.3g, first order %.3g, E = %.3g\n", fx, zt_qbase_kind_names[kind],
             dq ? " dq" : "", l, lq - l, first, e);
     CHECK(e > 0 && fabs(lq - l) > 0);
     CHECK_MSG(fabs(lq - l - first) <= 0.02 * e, "remainder %g of E = %g", lq - l - first, e);
@@ -149,22 +168,22 @@ static void check_loss_bound(zt_qbase_kind kind, int dq)
 
 static void test_loss_within_quantization_error(void)
 {
-    check_loss_bound(ZT_QBASE_NF4, 0);
-    check_loss_bound(ZT_QBASE_NF4, 1);
-    check_loss_bound(ZT_QBASE_INT8, 0);
+    check_loss_bound(FIXTURE, ZT_QBASE_NF4, 0);
+    check_loss_bound(FIXTURE, ZT_QBASE_NF4, 1);
+    check_loss_bound(FIXTURE, ZT_QBASE_INT8, 0);
 }
 
 /* Read in pieces of 64 elements (NF4; one row for int8) while the source is read tensor by
  * tensor, each linear weight's encoding is the bytes of the whole loaded weight quantized at once;
  * the rest of the array is the fp32 model's. */
-static void check_read_in_pieces(zt_qbase_kind kind, int dq)
+static void check_read_in_pieces(const char *fx, zt_qbase_kind kind, int dq, int linear_a_layer)
 {
     zt_llama f, q;
     zt_qbase_reader *r;
+    char path[PATH];
     zt_qbase_set_tile_elems(100);
-    CHECK(zt_model_open(&f, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU) == ZT_OK);
-    CHECK_MSG(zt_model_open_quantized(&q, FIXTURE "/base", ZT_F32, ZT_DEVICE_CPU, 0, kind, dq, &r) == ZT_OK, "%s",
-              zt_errmsg());
+    CHECK(zt_model_open(&f, path_of(path, fx, "base"), ZT_F32, ZT_DEVICE_CPU) == ZT_OK);
+    CHECK_MSG(zt_model_open_quantized(&q, path, ZT_F32, ZT_DEVICE_CPU, 0, kind, dq, &r) == ZT_OK, "%s", zt_errmsg());
     size_t half = q.layer0_off + q.lay.numel; /* two reads: the embedding and layer 0, then the rest */
     CHECK(zt_qbase_read(r, 0, half, q.params) == ZT_OK && zt_qbase_read(r, half, q.numel - half, q.params + half) == 0);
     zt_qbase_reader_close(r);
@@ -192,7 +211,7 @@ static void check_read_in_pieces(zt_qbase_kind kind, int dq)
         free(part);
         free(w);
     }
-    CHECK(linear == 7 * f.L && same);
+    CHECK(linear == linear_a_layer * f.L && same);
     zt_llama_free(&f);
     zt_llama_free(&q);
     zt_qbase_set_tile_elems((size_t)1 << 20);
@@ -200,9 +219,11 @@ static void check_read_in_pieces(zt_qbase_kind kind, int dq)
 
 static void test_read_in_pieces_is_quantizing_the_loaded_model(void)
 {
-    check_read_in_pieces(ZT_QBASE_NF4, 0);
-    check_read_in_pieces(ZT_QBASE_NF4, 1);
-    check_read_in_pieces(ZT_QBASE_INT8, 0);
+    check_read_in_pieces(FIXTURE, ZT_QBASE_NF4, 0, 7);
+    check_read_in_pieces(FIXTURE, ZT_QBASE_NF4, 1, 7);
+    check_read_in_pieces(FIXTURE, ZT_QBASE_INT8, 0, 7);
+    check_read_in_pieces(QWEN3_MOE, ZT_QBASE_NF4, 1, 4 + 1 + 3 * 4); /* q, k, v, o, the router, 4 experts' 3 */
+    check_read_in_pieces(MIXTRAL, ZT_QBASE_INT8, 0, 4 + 1 + 3 * 4);
 }
 
 /* The one cache file in dir (its path into path), or 0 when there is not exactly one. */
@@ -223,7 +244,7 @@ static int open_cached(const char *dir, double *loss)
 {
     zt_llama m;
     int hit = -1;
-    CHECK_MSG(open_quantized(&m, ZT_QBASE_NF4, 1, ZT_F32, dir, &hit) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&m, FIXTURE, ZT_QBASE_NF4, 1, ZT_F32, dir, &hit) == ZT_OK, "%s", zt_errmsg());
     *loss = loss_of(&m, 0);
     zt_llama_free(&m);
     return hit;
@@ -256,8 +277,9 @@ static void test_bf16_model(void)
 {
     zt_llama f, b;
     int hit;
-    CHECK_MSG(open_quantized(&f, ZT_QBASE_NF4, 0, ZT_F32, NULL, &hit) == ZT_OK, "%s", zt_errmsg());
-    CHECK_MSG(open_quantized(&b, ZT_QBASE_NF4, 0, ZT_BF16, NULL, &hit) == ZT_OK && b.params16, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&f, FIXTURE, ZT_QBASE_NF4, 0, ZT_F32, NULL, &hit) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_quantized(&b, FIXTURE, ZT_QBASE_NF4, 0, ZT_BF16, NULL, &hit) == ZT_OK && b.params16, "%s",
+              zt_errmsg());
     double lf = loss_of(&f, 0), lb = loss_of(&b, 0);
     fprintf(stderr, "  fp32 %.9g, bf16 %.9g\n", lf, lb);
     CHECK_MSG(fabs(lf - lb) <= 1e-2 * lf && lf != lb, "fp32 %.9g, bf16 %.9g", lf, lb);
@@ -271,7 +293,7 @@ static void test_refusals(void)
     zt_qbase_reader *r;
     zt_llama_config c;
     CHECK(zt_llama_config_load(&c, FIXTURE "/base/config.json") == ZT_OK);
-    CHECK_MSG(open_model(&m, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(open_model(&m, FIXTURE, ZT_QBASE_NONE, 0, 0) == ZT_OK, "%s", zt_errmsg());
     m.params[m.layer0_off + m.lay.numel + m.lay.wd + 3] = NAN;
     CHECK(zt_qbase_round_trip(&m, ZT_QBASE_NF4, 0) == ZT_EUSER &&
           strstr(zt_errmsg(), "model.layers.1.mlp.down_proj.weight: 1 weights are NaN"));

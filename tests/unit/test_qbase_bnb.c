@@ -1,7 +1,8 @@
-/* Reading the bitsandbytes 4-bit serialization (lib/model/qbase_bnb.h): tiny Llamas quantized by
- * bitsandbytes and saved by transformers (tests/fixtures/bnb/make_fixture.py: NF4 with and
- * without double quantization) load into a quantized base whose dequantized weights are
- * bitsandbytes' own dequantization bit for bit, and whose loss is near transformers'. */
+/* Reading the bitsandbytes 4-bit serialization (lib/model/qbase_bnb.h): tiny Llamas and mixtures
+ * of experts (Qwen3-MoE, Mixtral) quantized by bitsandbytes and saved by transformers
+ * (tests/fixtures/bnb/make_fixture.py: NF4 with and without double quantization) load into a
+ * quantized base whose dequantized weights are bitsandbytes' own dequantization bit for bit, and
+ * whose loss is transformers'. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,22 +49,48 @@ static void check_weight(const cJSON *weights, const char *name, const float *w,
               name, sum, want_sum, w[0], cJSON_GetArrayItem(first, 0)->valuedouble);
 }
 
-/* Its weights against bitsandbytes' dequantization, and its loss against transformers': their
- * products run in bf16 (inputs, dequantized weights and outputs of every product rounded to bf16,
- * 2⁻⁹ relative each) where zt's run in fp32, over one layer and the head: logits of magnitude about
- * 1 off by about 1e-2 at most, the loss of 4.18 within 1% (measured 4.2e-5 and 2.3e-5). */
-static void check_model(const char *dir, const char *key, int dq, const cJSON *expected)
+/* FIXTURE/dir, bitsandbytes' checkpoint, loaded as stored into a quantized base. */
+static void open_bnb(zt_llama *m, const char *dir, int dq)
 {
-    zt_llama m;
     zt_qbase_reader *r;
     int hit;
     char path[256];
     snprintf(path, sizeof path, FIXTURE "/%s", dir);
-    CHECK_MSG(zt_model_open_quantized(&m, path, ZT_F32, ZT_DEVICE_CPU, 0, ZT_QBASE_NF4, dq, &r) == ZT_OK, "%s",
+    CHECK_MSG(zt_model_open_quantized(m, path, ZT_F32, ZT_DEVICE_CPU, 0, ZT_QBASE_NF4, dq, &r) == ZT_OK, "%s",
               zt_errmsg());
-    CHECK_MSG(zt_qbase_load(&m, r, "/nonexistent/never/used", &hit) == ZT_OK && !hit, "%s", zt_errmsg());
+    CHECK_MSG(zt_qbase_load(m, r, "/nonexistent/never/used", &hit) == ZT_OK && !hit, "%s", zt_errmsg());
     CHECK(zt_qbase_reader_prequantized(r));
     zt_qbase_reader_close(r);
+}
+
+/* m's mean loss on the script's ids (expected.json): each next token's, as transformers' */
+static double loss_of(zt_llama *m, const cJSON *expected)
+{
+    const cJSON *ids = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(expected, "ids"), 0);
+    int n = cJSON_GetArraySize(ids) - 1;
+    int32_t input[64], target[64], pos[64];
+    for (int i = 0; i < n; i++)
+        input[i] = cJSON_GetArrayItem(ids, i)->valueint, target[i] = cJSON_GetArrayItem(ids, i + 1)->valueint,
+        pos[i] = i;
+    double sum = 0;
+    CHECK(zt_llama_alloc_acts(m, 1, n, 0) == ZT_OK);
+    zt_llama_forward_backward(m, input, target, pos, 0, &sum);
+    return sum / n;
+}
+
+static double loss_in(const cJSON *expected, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "loss")->valuedouble;
+}
+
+/* Its weights against bitsandbytes' dequantization, and its loss against transformers': their
+ * products run in bf16 (inputs, dequantized weights and outputs of every product rounded to bf16,
+ * 2⁻⁹ relative each) where zt's run in fp32, over one layer and the head: logits of magnitude about
+ * 1 off by about 1e-2 at most, the loss of 4.18 within 1% (measured 1.3e-5 and 1.4e-5). */
+static void check_model(const char *dir, const char *key, int dq, const cJSON *expected)
+{
+    zt_llama m;
+    open_bnb(&m, dir, dq);
     const cJSON *want = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "weights");
     int C = m.C, F = m.F, kd = m.KV * m.D;
     float *w = malloc((size_t)2 * F * C * sizeof *w);
@@ -79,41 +106,63 @@ static void check_model(const char *dir, const char *key, int dq, const cJSON *e
     dequantized(&m, 3, C, F, w);
     check_weight(want, "model.layers.0.mlp.down_proj.weight", w, (size_t)C, (size_t)F);
     free(w);
-    /* the loss on the script's ids: each next token's */
-    const cJSON *ids = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(expected, "ids"), 0);
-    int n = cJSON_GetArraySize(ids) - 1;
-    int32_t input[64], target[64], pos[64];
-    for (int i = 0; i < n; i++)
-        input[i] = cJSON_GetArrayItem(ids, i)->valueint, target[i] = cJSON_GetArrayItem(ids, i + 1)->valueint,
-        pos[i] = i;
-    double sum = 0,
-           loss =
-               cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "loss")->valuedouble;
-    CHECK(zt_llama_alloc_acts(&m, 1, n, 0) == ZT_OK);
-    zt_llama_forward_backward(&m, input, target, pos, 0, &sum);
-    fprintf(stderr, "  %s: loss %.7g, transformers (bf16 products) %.7g: %.2g relative\n", dir, sum / n, loss,
-            fabs(sum / n - loss) / loss);
-    CHECK_MSG(fabs(sum / n - loss) <= 1e-2 * loss, "%s: loss %.9g, transformers %.9g", dir, sum / n, loss);
+    double got = loss_of(&m, expected), want_loss = loss_in(expected, key);
+    fprintf(stderr, "  %s: loss %.7g, transformers (bf16 products) %.7g: %.2g relative\n", dir, got, want_loss,
+            fabs(got - want_loss) / want_loss);
+    CHECK_MSG(fabs(got - want_loss) <= 1e-2 * want_loss, "%s: loss %.9g, transformers %.9g", dir, got, want_loss);
     zt_llama_free(&m);
 }
 
 /* The checkpoint opened as an unquantized model (zt eval, zt generate, a full fine-tune): every
- * linear weight of layer 0 decoded as bitsandbytes dequantizes it, bit for bit. */
+ * weight bitsandbytes quantized (expected.json names them) decoded as bitsandbytes dequantizes it,
+ * bit for bit. */
 static void check_decoded(const char *dir, const char *key, const cJSON *expected)
 {
-    static const char *const names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                        "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
     zt_llama m;
-    char path[256], name[96];
+    char path[256];
     snprintf(path, sizeof path, FIXTURE "/%s", dir);
     CHECK_MSG(zt_model_open(&m, path, ZT_F32, ZT_DEVICE_CPU) == ZT_OK, "%s", zt_errmsg());
-    const cJSON *want = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "weights");
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        snprintf(name, sizeof name, "model.layers.0.%s.weight", names[i]);
-        const zt_llama_tensor *t = zt_llama_find_tensor(&m, name);
-        CHECK_MSG(t != NULL, "%s", name);
-        if (t) check_weight(want, name, m.params + t->offset, (size_t)t->shape[0], (size_t)t->shape[1]);
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, key), "weights"),
+                *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, want)
+    {
+        const zt_llama_tensor *t = zt_llama_find_tensor(&m, e->string);
+        CHECK_MSG(t != NULL && zt_qbase_is_linear(e->string), "%s", e->string);
+        if (t) check_weight(want, e->string, m.params + t->offset, (size_t)t->shape[0], (size_t)t->shape[1]), n++;
     }
+    CHECK_MSG(n >= 7, "%s: %d weights", dir, n);
+    zt_llama_free(&m);
+}
+
+/* A mixture of experts quantized by bitsandbytes (its router and every expert's weights too): the
+ * encodings zt loads decode to bitsandbytes' dequantization bit for bit, and the loss is
+ * transformers' in fp32 on those weights (the script computes it so): the same products in another
+ * order, sums of at most 96 terms within 96·2⁻²⁴ ≈ 6e-6 relative each, through one layer and the
+ * head: 1e-5 relative. The routing assumes no near-tie of two experts in these fixed weights. */
+static void check_experts(const char *dir, int dq, const cJSON *expected)
+{
+    zt_llama m, plain;
+    open_bnb(&m, dir, dq);
+    CHECK(m.cfg.n_experts == 4 && zt_llama_tensors(&m.cfg, &plain.tensors, &plain.n_tensors) == ZT_OK);
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(expected, dir), "weights");
+    int n = 0;
+    for (int i = 0; i < plain.n_tensors; i++) {
+        const zt_llama_tensor *t = &plain.tensors[i], *q = zt_llama_find_tensor(&m, t->name);
+        if (!zt_qbase_is_linear(t->name)) continue;
+        size_t rows = (size_t)t->shape[0], cols = (size_t)t->shape[1];
+        float *w = malloc(rows * cols * sizeof *w);
+        CHECK(q && zt_qbase_decode_tensor(m.qbase, m.params + q->offset, rows, cols, w) == ZT_OK);
+        check_weight(want, t->name, w, rows, cols);
+        free(w);
+        n++;
+    }
+    CHECK_MSG(n == 4 + 1 + 3 * 4 && n == cJSON_GetArraySize(want), "%s: %d linear weights", dir, n);
+    free(plain.tensors);
+    double got = loss_of(&m, expected), want_loss = loss_in(expected, dir);
+    fprintf(stderr, "  %s: loss %.9g, transformers (fp32) %.9g: %.2g relative\n", dir, got, want_loss,
+            fabs(got - want_loss) / want_loss);
+    CHECK_MSG(fabs(got - want_loss) <= 1e-5 * want_loss, "%s: loss %.9g, transformers %.9g", dir, got, want_loss);
     zt_llama_free(&m);
 }
 
@@ -125,6 +174,13 @@ static void test_decoded(void)
 {
     check_decoded("nf4", "nf4", expected);
     check_decoded("nf4_nodq", "nf4_nodq", expected);
+    check_decoded("qwen3_moe", "qwen3_moe", expected);
+    check_decoded("mixtral", "mixtral", expected);
+}
+static void test_experts(void)
+{
+    check_experts("qwen3_moe", 1, expected);
+    check_experts("mixtral", 0, expected);
 }
 
 int main(void)
@@ -137,6 +193,7 @@ int main(void)
     RUN(test_double_quantized);
     RUN(test_fp32_absmax);
     RUN(test_decoded);
+    RUN(test_experts);
     cJSON_Delete(expected);
     return test_summary();
 }
