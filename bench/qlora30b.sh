@@ -4,6 +4,9 @@
 # 32000, untied) whose base is NF4 with double quantization, streamed from NVMe
 # (offload.param = "nvme"), one process on 2 cores and 24 GiB. The base in fp32 is 130 GB, in
 # bf16 65 GB: neither fits the memory, nor the disk beside the run.
+# BENCH_QLORA_MODEL=qwen3-30b-a3b runs the same on Qwen3-30B-A3B's shape instead (a mixture of
+# experts of 30.5 billion parameters: hidden 2048, 48 layers, 32 heads / 4 KV of 128, 128 experts
+# of 768 a layer, 8 a token, vocab 151936), under build/bench/qlora-qwen3-30b-a3b.
 #
 # Makes the model once with zt init --quantize nf4 --double-quant (random weights, the linear ones
 # written in the bitsandbytes 4-bit format tensor by tensor, the embedding, norms and LM head in
@@ -18,12 +21,24 @@
 # the swap file (the base's units: 18 GB), 40 GB in all.
 set -u
 cd "$(dirname "$0")/.."
-OUT=${BENCH_QLORA_DIR:-$PWD/build/bench/qlora30b} # absolute: the recipe's paths are read relative to its directory
+MODEL=${BENCH_QLORA_MODEL:-llama-30b}
+case $MODEL in
+llama-30b)
+    ARCH=llama DIR=qlora30b
+    SHAPE="hidden_size=6656 intermediate_size=17920 num_hidden_layers=60 num_attention_heads=52
+           num_key_value_heads=52 vocab_size=32000 max_position_embeddings=2048 tie_word_embeddings=false" ;;
+qwen3-30b-a3b)
+    ARCH=qwen3_moe DIR=qlora-qwen3-30b-a3b
+    SHAPE="hidden_size=2048 moe_intermediate_size=768 num_experts=128 num_experts_per_tok=8 norm_topk_prob=true
+           num_hidden_layers=48 num_attention_heads=32 num_key_value_heads=4 head_dim=128 vocab_size=151936
+           max_position_embeddings=2048 rms_norm_eps=1e-6 tie_word_embeddings=false" ;;
+*) echo "BENCH_QLORA_MODEL: llama-30b or qwen3-30b-a3b, not '$MODEL'" >&2; exit 2 ;;
+esac
+OUT=${BENCH_QLORA_DIR:-$PWD/build/bench/$DIR} # absolute: the recipe's paths are read relative to its directory
 PY=/usr/bin/python3
 STEPS=${BENCH_QLORA_STEPS:-2}
 SEQ=${BENCH_QLORA_SEQ:-64}
-SHAPE=${BENCH_QLORA_SHAPE:-"hidden_size=6656 intermediate_size=17920 num_hidden_layers=60 num_attention_heads=52
-       num_key_value_heads=52 vocab_size=32000 max_position_embeddings=2048 tie_word_embeddings=false"}
+SHAPE=${BENCH_QLORA_SHAPE:-$SHAPE}
 . bench/lib.sh
 
 have_model=$([ -f "$OUT/model/config.json" ] && echo 1)
@@ -31,7 +46,7 @@ rm -rf "$OUT/run" "$OUT/swap"
 [ -n "${BENCH_QLORA_SHAPE:-}" ] || need_disk $((have_model ? 22 : 40)) "the model and the swap file"
 if [ -z "$have_model" ]; then
     log "zt init: the model, its linear weights NF4 with double quantization"
-    /usr/bin/time -f "%e %M" -o "$OUT/init.time" ./zt init --arch llama --out "$OUT/model" --seed 1 --dtype bf16 \
+    /usr/bin/time -f "%e %M" -o "$OUT/init.time" ./zt init --arch $ARCH --out "$OUT/model" --seed 1 --dtype bf16 \
         --quantize nf4 --double-quant $SHAPE || { rm -rf "$OUT/model"; exit 1; }
 fi
 { cat <<TOML
@@ -77,19 +92,23 @@ out, wall, before, after = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[
 rows = [json.loads(l) for l in open(out + "/run/metrics.jsonl")]
 summary = json.load(open(out + "/run/summary.json"))
 log = open(out + "/train.log").read()
-params = re.search(r"model '.*': \d+ parameters \((\d+) trained\), (\d+) layers", log)
+params = re.search(r"model '.*': (\d+) parameters \((\d+) trained\), (\d+) layers", log)
 cfg = json.load(open(out + "/model/config.json"))
-C, F, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-kv = cfg["num_key_value_heads"] * C // cfg["num_attention_heads"]
-n = L * (2 * C * C + 2 * C * kv + 3 * C * F + 2 * C) + 2 * V * C + C
+C, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+n = int(params.group(1)) if params else 0
+if cfg.get("num_experts"):
+    shape = (f"a {n / 1e9:.1f}B mixture of experts ({cfg['model_type']})",
+             f"{cfg['num_experts']} experts of {cfg['moe_intermediate_size']} a layer, {cfg['num_experts_per_tok']} a token")
+else:
+    shape = (f"a {n / 1e9:.1f}B Llama shape", f"intermediate {cfg['intermediate_size']}")
 init = open(out + "/init.time").read().split() if os.path.exists(out + "/init.time") else None
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 env = open(out + "/env.txt").read().strip()
-print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · QLoRA on a {n / 1e9:.1f}B Llama shape, NF4 base with double quantization streamed from NVMe (bench/qlora30b.sh)")
-print(f"- hidden {C}, {L} layers, intermediate {F}, vocab {V}: {n / 1e9:.2f}B parameters ({n * 4 / 1e9:.0f} GB in fp32); "
+print(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · QLoRA on {shape[0]}, NF4 base with double quantization streamed from NVMe (bench/qlora30b.sh)")
+print(f"- hidden {C}, {L} layers, {shape[1]}, vocab {V}: {n / 1e9:.2f}B parameters ({n * 4 / 1e9:.0f} GB in fp32); "
       f"the model as zt init wrote it {int(open(out + '/model.bytes').read()) / 1e9:.1f} GB"
       + (f" in {float(init[0]) / 60:.1f} min, peak RSS {int(init[1]) / 2**20:.2f} GiB" if init else ""))
-print(f"- LoRA r = 16 on q_proj and v_proj: {params.group(1) if params else '?'} trained parameters; 1 × {rows[0]['target_tokens']} target tokens a step; "
+print(f"- LoRA r = 16 on q_proj and v_proj: {params.group(2) if params else '?'} trained parameters; 1 × {rows[0]['target_tokens']} target tokens a step; "
       f"no activation checkpointing; one process, {os.environ.get('OMP_NUM_THREADS', '2')} threads; {cpu}, {env}")
 print(f"- conditions: before the run {before}; after it {after} (the machine is shared: other workers' jobs ran beside it)")
 print(f"- peak RSS {int(open(out + '/maxrss').read()) / 2**20:.2f} GiB for the whole process (the start: the base read, "

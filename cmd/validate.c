@@ -34,10 +34,14 @@ static void print_io(const zt_recipe *r, const zt_mem_estimate *e)
                    in[i] / rd + out[i] / wr, when[i]);
     zt_step_time t;
     if (zt_step_time_estimate(e, rd, wr, &t)) return;
-    char quantized[160] = "";
+    char quantized[320] = "";
     if (e->flops_quantized > 0)
         snprintf(quantized, sizeof quantized, "; of them %.1f GFLOP through the quantized base at %.1f GFLOP/s",
-                 e->flops_quantized * 1e-9, t.qbase_gflops);
+                 (e->flops_quantized - e->flops_quantized_experts) * 1e-9, t.qbase_gflops);
+    if (e->flops_quantized_experts > 0)
+        snprintf(quantized + strlen(quantized), sizeof quantized - strlen(quantized),
+                 " and %.1f GFLOP through its experts at %.1f GFLOP/s (%d rows an expert)",
+                 e->flops_quantized_experts * 1e-9, t.qbase_experts_gflops, e->gemm_m_experts);
     printf("# step time, predicted: %.1f s = forward and backward %.1f s (%.1f GFLOP at %.1f GFLOP/s, measured on a "
            "%dx%dx%d product%s) + their I/O not hidden %.1f s (of %.1f s) + the optimizer step's I/O %.1f s\n",
            t.total_s, t.compute_s, e->flops * 1e-9, t.gflops, e->gemm_m, e->gemm_n, e->gemm_k, quantized, t.exposed_s,

@@ -195,6 +195,11 @@ static void lora_io_and_flops(const zt_recipe *r, const zt_llama *m, int world, 
         /* the layers' products (a mixture: the router and the experts a token passes through) */
         double layers = matrices - (double)zt_llama_head_rows(m) * m->C;
         e->flops_quantized = tokens * layers * (ckpt ? 6 : 4);
+        if (m->cfg.n_experts) {
+            int k = m->cfg.experts_per_tok, rows = micro_rows(r) * T * k / m->cfg.n_experts;
+            e->flops_quantized_experts = tokens * (double)m->L * 3.0 * k * m->F * m->C * (ckpt ? 6 : 4);
+            e->gemm_m_experts = rows > 1 ? rows : 1;
+        }
         e->qbase_kind = m->qbase->kind, e->qbase_double_quant = m->qbase->double_quant;
     }
 }

@@ -58,6 +58,10 @@ typedef struct zt_mem_estimate {
      * dequantized a tile at a time, then multiplied), whose rate steptime measures on their own */
     double flops_quantized;
     int qbase_kind, qbase_double_quant;
+    /* of flops_quantized, a mixture's experts' products: each expert's weights dequantized whole for
+     * the rows routed to it, gemm_m_experts on average (a micro-batch's tokens · k / experts) */
+    double flops_quantized_experts;
+    int gemm_m_experts;
     size_t io_buffers; /* the staging buffers of that I/O (in the total) */
     /* LoRA (lora.r or lora.adapter): the frozen base as training holds it (in params; at stage 3
      * its slices and gathered units, the encodings' with lora.quantize_base), the elements trained

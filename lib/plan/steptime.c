@@ -39,7 +39,12 @@ zt_status zt_step_time_estimate(const zt_mem_estimate *e, double rd, double wr, 
     if (e->flops_quantized > 0) { /* a quantized base's products: dequantizing tiles, then fp32 GEMMs */
         t->qbase_gflops = zt_qbase_gflops(e->qbase_kind, e->qbase_double_quant, e->gemm_m, e->gemm_k);
         if (!(t->qbase_gflops > 0)) return zt_fail(ZT_ENOMEM, "out of memory timing a quantized product");
-        t->compute_s += e->flops_quantized / (t->qbase_gflops * 1e9);
+        t->compute_s += (e->flops_quantized - e->flops_quantized_experts) / (t->qbase_gflops * 1e9);
+    }
+    if (e->flops_quantized_experts > 0) { /* a few rows an expert: its dequantization dominates */
+        t->qbase_experts_gflops = zt_qbase_gflops(e->qbase_kind, e->qbase_double_quant, e->gemm_m_experts, e->gemm_k);
+        if (!(t->qbase_experts_gflops > 0)) return zt_fail(ZT_ENOMEM, "out of memory timing a quantized product");
+        t->compute_s += e->flops_quantized_experts / (t->qbase_experts_gflops * 1e9);
     }
     t->passes_io_s = (double)(e->io_read - e->io_step_read) / rd + (double)(e->io_write - e->io_step_write) / wr;
     t->step_io_s = (double)e->io_step_read / rd + (double)e->io_step_write / wr;

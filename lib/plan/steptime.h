@@ -16,6 +16,7 @@
 typedef struct zt_step_time {
     double gflops;                 /* measured: the MLP product of a micro-batch, in the model's compute dtype */
     double qbase_gflops;           /* measured likewise through a quantized base's tiles (0: none) */
+    double qbase_experts_gflops;   /* and on a mixture's experts' rows (0: none) */
     double compute_s;              /* forward and backward at that rate */
     double passes_io_s, step_io_s; /* I/O at the disk's speed: beside the passes, in the optimizer step */
     double exposed_s;              /* of the passes' I/O, what their computation does not cover */
