@@ -377,8 +377,8 @@ int zt_qbase_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *
 }
 
 /* The rate of zt_qbase_forward's tiled product for an [O, I] weight, O four tiles' rows of random
- * values encoded as kind says, x [M, I]: GFLOP/s, the best of three after a warm-up; 0 when out of
- * memory. (zt validate's step time: the base's products are these, not plain GEMMs.) */
+ * values encoded as kind says, x [M, I]: GFLOP/s, the best of the repetitions after a warm-up; 0
+ * when out of memory. (zt validate's step time: the base's products are these, not plain GEMMs.) */
 double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
 {
     zt_qbase q = {.kind = kind, .double_quant = kind == ZT_QBASE_NF4 && double_quant};
@@ -402,7 +402,10 @@ double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
     int ok = w && tile && absmax && x && y && part && !zt_qbase_encode_begin(&e, &q, O, (size_t)I, part);
     if (ok) zt_qbase_encode_piece(&e, w, n);
     if (ok && !zt_qbase_encode_end(&e, "timing")) {
-        for (int rep = 0; rep < 4; rep++) {
+        /* repeated for a quarter of a second at least: a few milliseconds' products time the
+           threads' and the clock's warm-up more than the product (measured: up to 1.4x slower) */
+        double start = zt_now_s();
+        for (int rep = 0; rep < 4 || zt_now_s() - start < 0.25; rep++) {
             double t0 = zt_now_s();
             for (size_t t = 0; t < O; t += rows) {
                 dequantize_here(&q, part, O, (size_t)I, t, rows, absmax, tile);

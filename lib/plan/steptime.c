@@ -9,7 +9,8 @@
 #include "lib/model/qbase.h"
 
 /* GFLOP/s of the M × N × K product y = x·Wᵀ as the CPU backend runs it for a layer (bf16
- * weights and inputs, or fp32): the best of three after a warm-up. */
+ * weights and inputs, or fp32): the best of the repetitions after a warm-up, for a quarter of a
+ * second at least (a few milliseconds' products time the threads' and the clock's warm-up). */
 static double gemm_rate(int M, int N, int K, int bf16)
 {
     zt_backend *be = zt_backend_cpu();
@@ -18,7 +19,8 @@ static double gemm_rate(int M, int N, int K, int bf16)
     void *a = zt_calloc_aligned(in * (bf16 ? 2 : sizeof(zt_real))),
          *b = zt_calloc_aligned(w * (bf16 ? 2 : sizeof(zt_real)));
     double best = 0;
-    for (int i = 0; a && b && y && i < 4; i++) {
+    double start = zt_now_s();
+    for (int i = 0; a && b && y && (i < 4 || zt_now_s() - start < 0.25); i++) {
         double t0 = zt_now_s();
         if (bf16) be->gemm_bf16(be, 0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
         else be->gemm(be, 0, 1, M, N, K, 1, a, K, b, K, 0, (zt_real *)y, N);
