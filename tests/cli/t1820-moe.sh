@@ -142,6 +142,12 @@ assert len(a) == len(b) == 4 and worst <= 1e-5, (a, b)
 assert a[0] != plain[0], (a, plain)  # the quantized base computes another loss
 open("msg", "w").write(f"QLoRA on 2 ranks within {worst:.2g} of one rank; step 1 {a[0]:.6f} against {plain[0]:.6f} unquantized")
 PY
+# streamed from NVMe a layer at a time (the router's and experts' encodings with the layer's
+# norms), bitwise the base held whole (t2411-qlora-zero3.sh)
+expect_ok "qwen3_moe: QLoRA streamed from NVMe" "$ZT" sft lora_recipe.toml model.path=qwen3_moe output.dir=qlora-nvme \
+  $q train.gradient_accumulation_steps=2 offload.param=nvme offload.nvme_path=swap
+cmp -s qlora1/final/adapter_model.safetensors qlora-nvme/final/adapter_model.safetensors &&
+  say "ok - QLoRA of a mixture streamed from NVMe trains bitwise as held" || fail "QLoRA of a mixture: NVMe differs"
 # on a device (the CPU posing as one, t2410-qlora.sh): the encodings there, the tiles dequantized by
 # the backend's decoders, the routing staged through host memory; bitwise the CPU
 expect_ok "qwen3_moe: QLoRA as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" sft lora_recipe.toml model.path=qwen3_moe \
