@@ -7,6 +7,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "lib/core/cpu.h"
+#include "nf4_kernel.h"
+
 /* The quantiles of N(0, 1) that make NF4 (QLoRA, appendix E), as the reference implementation
  * rounds them to float. */
 const float zt_nf4_code[16] = {-1.0f,
@@ -131,21 +134,34 @@ size_t zt_nf4_quantize(const float *x, size_t n, uint8_t *q, float *absmax)
     return bad;
 }
 
+/* Elements [i, e) of block b (within the range that starts at first) into y, a byte at a time. */
+static void dequantize_part(const uint8_t *q, float s, size_t i, size_t e, size_t first, float *y)
+{
+    if (i < e && i % 2) y[i - first] = zt_nf4_code[q[i / 2] & 0xf] * s, i++;
+    for (; i + 1 < e; i += 2) {
+        uint8_t byte = q[i / 2];
+        y[i - first] = zt_nf4_code[byte >> 4] * s;
+        y[i + 1 - first] = zt_nf4_code[byte & 0xf] * s;
+    }
+    if (i < e) y[i - first] = zt_nf4_code[q[i / 2] >> 4] * s;
+}
+
 void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
 {
     size_t end = first + n, b0 = first / ZT_NF4_BLOCK, b1 = end ? (end - 1) / ZT_NF4_BLOCK + 1 : 0;
+    /* the whole blocks inside [first, end) through the level's decoder, the ends here */
+    size_t w0 = (first + ZT_NF4_BLOCK - 1) / ZT_NF4_BLOCK, w1 = end / ZT_NF4_BLOCK;
+    if (w0 < w1 && zt_cpu_has(ZT_CPU_AVX2)) {
+        zt_nf4_dequantize_blocks_avx2(q, absmax, w0, w1, y + (w0 * ZT_NF4_BLOCK - first));
+        if (first < w0 * ZT_NF4_BLOCK) dequantize_part(q, absmax[b0], first, w0 * ZT_NF4_BLOCK, first, y);
+        if (w1 * ZT_NF4_BLOCK < end) dequantize_part(q, absmax[w1], w1 * ZT_NF4_BLOCK, end, first, y);
+        return;
+    }
 #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (size_t b = b0; b < b1; b++) { /* the block's elements in [first, end), a byte at a time */
+    for (size_t b = b0; b < b1; b++) { /* the block's elements in [first, end) */
         size_t i = b * ZT_NF4_BLOCK > first ? b * ZT_NF4_BLOCK : first;
         size_t e = (b + 1) * ZT_NF4_BLOCK < end ? (b + 1) * ZT_NF4_BLOCK : end;
-        float s = absmax[b];
-        if (i < e && i % 2) y[i - first] = zt_nf4_code[q[i / 2] & 0xf] * s, i++;
-        for (; i + 1 < e; i += 2) {
-            uint8_t byte = q[i / 2];
-            y[i - first] = zt_nf4_code[byte >> 4] * s;
-            y[i + 1 - first] = zt_nf4_code[byte & 0xf] * s;
-        }
-        if (i < e) y[i - first] = zt_nf4_code[q[i / 2] >> 4] * s;
+        dequantize_part(q, absmax[b], i, e, first, y);
     }
 }
 

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "kernels/cpu/nf4.h"
+#include "kernels/cpu/nf4_kernel.h"
 #include "lib/ckpt/safetensors.h"
+#include "lib/core/cpu.h"
 #include "test.h"
 
 static zt_st_reader *fixture;
@@ -45,6 +47,38 @@ static void test_nf4_matches_reference(void)
     /* a piece that starts inside a byte and a block */
     zt_nf4_dequantize(q, absmax, 77, 100, y);
     CHECK(same_bits((const float *)tensor("w1.deq", N, 4) + 77, y, 100 * sizeof *y));
+}
+
+/* Every range of a tensor decodes to code[q] · absmax, bit for bit, whatever the CPU level decodes
+ * its whole blocks with: ranges that start and end inside a byte or a block, inside one block,
+ * and large enough for the parallel loop; random codes and absmax values of both signs. */
+static void test_dequantize_ranges(void)
+{
+    enum { NB = 1200, N = NB * ZT_NF4_BLOCK };
+    uint8_t *q = malloc(N / 2);
+    float *absmax = malloc(NB * sizeof *absmax), *y = malloc(N * sizeof *y), *want = malloc(N * sizeof *want);
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < N / 2; i++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, q[i] = (uint8_t)(s >> 32);
+    for (size_t b = 0; b < NB; b++)
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17, absmax[b] = (float)((int64_t)s >> 11) * 1e-15f;
+    for (size_t i = 0; i < N; i++)
+        want[i] = zt_nf4_code[i % 2 ? q[i / 2] & 0xf : q[i / 2] >> 4] * absmax[i / ZT_NF4_BLOCK];
+    const size_t ranges[][2] = {{0, N}, {1, N - 1},   {77, 100},   {64, 64},     {63, 2}, {130, 3},
+                                {5, 1}, {640, 70000}, {33, 65600}, {N - 65, 65}, {128, 0}};
+    int bad = 0;
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        size_t first = ranges[r][0], n = ranges[r][1];
+        memset(y, 0xff, N * sizeof *y);
+        zt_nf4_dequantize(q, absmax, first, n, y);
+        if (!same_bits(want + first, y, n * sizeof *y)) bad++, fprintf(stderr, "  [%zu, +%zu) differs\n", first, n);
+    }
+    if (zt_cpu_has(ZT_CPU_AVX2)) { /* the AVX2 blocks alone */
+        zt_nf4_dequantize_blocks_avx2(q, absmax, 3, NB, y);
+        bad += !same_bits(want + 3 * ZT_NF4_BLOCK, y, (size_t)(NB - 3) * ZT_NF4_BLOCK * sizeof *y);
+    }
+    fprintf(stderr, "  CPU level %s\n", zt_cpu_has(ZT_CPU_AVX2) ? "with AVX2" : "without AVX2");
+    CHECK(bad == 0);
+    free(q), free(absmax), free(y), free(want);
 }
 
 static void test_double_quant_matches_reference(void)
@@ -119,6 +153,7 @@ int main(void)
     }
     RUN(test_tables);
     RUN(test_nf4_matches_reference);
+    RUN(test_dequantize_ranges);
     RUN(test_double_quant_matches_reference);
     RUN(test_nf4_error_bound);
     RUN(test_int8_rows);
