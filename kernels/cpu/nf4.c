@@ -146,10 +146,11 @@ static void dequantize_part(const uint8_t *q, float s, size_t i, size_t e, size_
     if (i < e) y[i - first] = zt_nf4_code[q[i / 2] >> 4] * s;
 }
 
-void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
+/* zt_nf4_dequantize on one thread: the whole blocks inside [first, end) through the level's
+ * decoder, the ends (or all of it) a byte at a time */
+static void dequantize_range(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
 {
     size_t end = first + n, b0 = first / ZT_NF4_BLOCK, b1 = end ? (end - 1) / ZT_NF4_BLOCK + 1 : 0;
-    /* the whole blocks inside [first, end) through the level's decoder, the ends here */
     size_t w0 = (first + ZT_NF4_BLOCK - 1) / ZT_NF4_BLOCK, w1 = end / ZT_NF4_BLOCK;
     if (w0 < w1 && zt_cpu_has(ZT_CPU_AVX2)) {
         zt_nf4_dequantize_blocks_avx2(q, absmax, w0, w1, y + (w0 * ZT_NF4_BLOCK - first));
@@ -157,11 +158,25 @@ void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size
         if (w1 * ZT_NF4_BLOCK < end) dequantize_part(q, absmax[w1], w1 * ZT_NF4_BLOCK, end, first, y);
         return;
     }
-#pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t b = b0; b < b1; b++) { /* the block's elements in [first, end) */
         size_t i = b * ZT_NF4_BLOCK > first ? b * ZT_NF4_BLOCK : first;
         size_t e = (b + 1) * ZT_NF4_BLOCK < end ? (b + 1) * ZT_NF4_BLOCK : end;
         dequantize_part(q, absmax[b], i, e, first, y);
+    }
+}
+
+void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
+{
+    enum { PIECE = 1 << 15 }; /* whole blocks */
+    if (n < 2 * PIECE) {      /* no parallel region: nf4_product.c calls this for pieces of rows */
+        dequantize_range(q, absmax, first, n, y);
+        return;
+    }
+    size_t pieces = (n + PIECE - 1) / PIECE;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < pieces; k++) {
+        size_t at = k * PIECE, len = n - at < PIECE ? n - at : PIECE;
+        dequantize_range(q, absmax, first + at, len, y + at);
     }
 }
 

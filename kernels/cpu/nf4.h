@@ -37,6 +37,16 @@ static inline size_t zt_nf4_dq_blocks(size_t nb) { return (nb + ZT_NF4_DQ_BLOCK 
 /* n elements into (n + 1) / 2 bytes q and zt_nf4_blocks(n) absmax values; returns how many inputs
  * were NaN or ±Inf (their encoding is then meaningless). An odd n leaves the last low nibble 0. */
 size_t zt_nf4_quantize(const float *x, size_t n, uint8_t *q, float *absmax);
+/* The products of x with rows of an NF4 weight without decoding it whole (nf4_product.c), for at
+ * most ZT_NF4_FEW_ROWS rows of x: the weight's rows [0, nr) of K elements are elements [first,
+ * first + nr·K) of the encoded tensor (codes q, absmax values absmax, as zt_nf4_dequantize takes
+ * them). y[M, nr] (rows ldy apart) = x[M, K]·Wᵀ + beta·y; dx[M, K] = dy[M, nr]·W + beta·dx (dy's
+ * rows ldy apart). */
+enum { ZT_NF4_FEW_ROWS = 8 };
+void zt_nf4_product(const uint8_t *q, const float *absmax, size_t first, int nr, int K, const float *x, int M, float *y,
+                    int ldy, float beta);
+void zt_nf4_product_t(const uint8_t *q, const float *absmax, size_t first, int nr, int K, const float *dy, int ldy,
+                      int M, float *dx, float beta);
 /* Elements [first, first + n) of the encoded tensor into y[0..n). */
 void zt_nf4_dequantize(const uint8_t *q, const float *absmax, size_t first, size_t n, float *y);
 

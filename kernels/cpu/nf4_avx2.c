@@ -22,7 +22,6 @@ static inline void decode16(const uint8_t *q, __m256 lo, __m256 hi, __m256 s, fl
 void zt_nf4_dequantize_blocks_avx2(const uint8_t *q, const float *absmax, size_t b0, size_t b1, float *y)
 {
     __m256 lo = _mm256_loadu_ps(zt_nf4_code), hi = _mm256_loadu_ps(zt_nf4_code + 8);
-#pragma omp parallel for schedule(static) if ((b1 - b0) * ZT_NF4_BLOCK >= 65536)
     for (size_t b = b0; b < b1; b++) {
         __m256 s = _mm256_set1_ps(absmax[b]);
         const uint8_t *qb = q + b * (ZT_NF4_BLOCK / 2);

@@ -132,6 +132,13 @@ struct zt_backend {
                               float *a);
     void (*int8_rows_dequantize)(zt_backend *be, const int8_t *q, const float *absmax, size_t cols, size_t row0,
                                  size_t nrows, float *y);
+    /* Products of at most ZT_NF4_FEW_ROWS rows with NF4 weight rows decoded a piece at a time, in
+     * nf4_dequantize's terms (kernels/cpu/nf4.h: zt_nf4_product, zt_nf4_product_t); NULL where
+     * the backend has none (the products then decode tiles for the GEMM). */
+    void (*nf4_product)(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, int nr, int K,
+                        const float *x, int M, float *y, int ldy, float beta);
+    void (*nf4_product_t)(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, int nr, int K,
+                          const float *dy, int ldy, int M, float *dx, float beta);
 
     /* Collectives between the ranks' devices on device buffers (NCCL on CUDA), NULL where the
      * backend has none (lib/comm/comm_device.h goes through host memory then). coll_load says

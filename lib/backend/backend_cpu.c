@@ -43,6 +43,16 @@ static void cpu_nf4_dq_dequantize(zt_backend *be, const uint8_t *q, const float 
 {
     zt_nf4_dq_dequantize(q, b, offset, first, n, a);
 }
+static void cpu_nf4_product(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, int nr, int K,
+                            const float *x, int M, float *y, int ldy, float beta)
+{
+    zt_nf4_product(q, absmax, first, nr, K, x, M, y, ldy, beta);
+}
+static void cpu_nf4_product_t(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, int nr, int K,
+                              const float *dy, int ldy, int M, float *dx, float beta)
+{
+    zt_nf4_product_t(q, absmax, first, nr, K, dy, ldy, M, dx, beta);
+}
 static void cpu_int8_rows_dequantize(zt_backend *be, const int8_t *q, const float *absmax, size_t cols, size_t row0,
                                      size_t nrows, float *y)
 {
@@ -241,6 +251,8 @@ static zt_backend cpu_backend = {
     .nf4_dequantize = cpu_nf4_dequantize,
     .nf4_dq_dequantize = cpu_nf4_dq_dequantize,
     .int8_rows_dequantize = cpu_int8_rows_dequantize,
+    .nf4_product = cpu_nf4_product,
+    .nf4_product_t = cpu_nf4_product_t,
     .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
 };

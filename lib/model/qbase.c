@@ -177,22 +177,38 @@ zt_status zt_qbase_encode_end(zt_qbase_encoder *e, const char *name)
 
 /* ---- dequantization ------------------------------------------------------------------------ */
 
+/* Rows [r0, r0 + nr) of the [rows, cols] NF4 tensor encoded at part as nf4_dequantize takes them:
+ * its codes, its absmax values (with double_quant decoded into absmax, which has room for the rows'
+ * blocks and two more) and the rows' first element in those terms. */
+static const float *nf4_rows(zt_backend *be, const zt_qbase *q, const unsigned char *part, size_t rows, size_t cols,
+                             size_t r0, size_t nr, float offset, float *absmax, const uint8_t **codes_at,
+                             size_t *first_at)
+{
+    size_t codes, scales, scales2, first = r0 * cols, n = nr * cols;
+    zt_qbase_part_layout(q, rows, cols, &codes, &scales, &scales2);
+    *codes_at = part + codes, *first_at = first;
+    if (!q->double_quant) return (const float *)(part + scales);
+    size_t b0 = first / ZT_NF4_BLOCK, nb = (first + n - 1) / ZT_NF4_BLOCK - b0 + 1; /* the rows' blocks */
+    be->nf4_dq_dequantize(be, part + scales, (const float *)(part + scales2), offset, b0, nb, absmax);
+    *codes_at = part + codes + b0 * ZT_NF4_BLOCK / 2, *first_at = first - b0 * ZT_NF4_BLOCK;
+    return absmax;
+}
+
 /* Rows [r0, r0 + nr) of the [rows, cols] tensor encoded at part into y; absmax: room for the
  * rows' blocks and two more (double_quant). */
 static void dequantize(zt_backend *be, const zt_qbase *q, const unsigned char *part, size_t rows, size_t cols,
                        size_t r0, size_t nr, float offset, float *absmax, float *y)
 {
-    size_t codes, scales, scales2, first = r0 * cols, n = nr * cols;
-    zt_qbase_part_layout(q, rows, cols, &codes, &scales, &scales2);
     if (q->kind == ZT_QBASE_INT8) {
+        size_t codes, scales, scales2;
+        zt_qbase_part_layout(q, rows, cols, &codes, &scales, &scales2);
         be->int8_rows_dequantize(be, (const int8_t *)(part + codes), (const float *)(part + scales), cols, r0, nr, y);
-    } else if (!q->double_quant) {
-        be->nf4_dequantize(be, part + codes, (const float *)(part + scales), first, n, y);
-    } else { /* the absmax values of the rows' blocks first */
-        size_t b0 = first / ZT_NF4_BLOCK, nb = (first + n - 1) / ZT_NF4_BLOCK - b0 + 1;
-        be->nf4_dq_dequantize(be, part + scales, (const float *)(part + scales2), offset, b0, nb, absmax);
-        be->nf4_dequantize(be, part + codes + b0 * ZT_NF4_BLOCK / 2, absmax, first - b0 * ZT_NF4_BLOCK, n, y);
+        return;
     }
+    const uint8_t *codes;
+    size_t first;
+    const float *a = nf4_rows(be, q, part, rows, cols, r0, nr, offset, absmax, &codes, &first);
+    be->nf4_dequantize(be, codes, a, first, nr * cols, y);
 }
 
 /* In host memory: the header is there to read. */
@@ -345,15 +361,55 @@ static int find(const zt_llama *m, size_t w, int O, int I, size_t *base)
     return -1;
 }
 
+/* Whether N rows multiply as the weights are decoded (the backend's nf4_product), not through
+ * decoded tiles and the GEMM, whose few-row path is slow: an NF4 base, at most ZT_NF4_FEW_ROWS
+ * rows (a mixture's expert, a decoding step), fp32 (the double-precision build decodes tiles) */
+static int few_rows(const zt_llama *m, int N)
+{
+#ifdef ZT_REAL_DOUBLE
+    return 0;
+#else
+    return m->qbase->kind == ZT_QBASE_NF4 && N <= ZT_NF4_FEW_ROWS && m->be->nf4_product && m->be->nf4_product_t;
+#endif
+}
+
+/* Rows [r0, r0 + nr) of matrix k of the layer at base times N rows as they are decoded, part by
+ * part: forward y[:, r0 ..] = x·Wᵀ + beta·y, or (dx) dx = y[:, r0 ..]·W + beta·dx with y as dy. */
+static void product_rows(zt_llama *m, size_t base, int k, size_t r0, size_t nr, int N, const zt_real *x, zt_real *y,
+                         int ldy, zt_real *dx, zt_real beta)
+{
+#ifndef ZT_REAL_DOUBLE
+    zt_qbase *q = m->qbase;
+    size_t cols = q->part[q->first[k]].cols;
+    for (int p = q->first[k]; p < q->first[k + 1]; p++) {
+        const zt_qbase_part *a = &q->part[p];
+        size_t lo = r0 > a->row0 ? r0 : a->row0, hi = r0 + nr < a->row0 + a->rows ? r0 + nr : a->row0 + a->rows;
+        if (lo >= hi) continue;
+        const unsigned char *part = (const unsigned char *)(m->params + base + a->off);
+        const uint8_t *codes;
+        size_t first;
+        const float *am = nf4_rows(m->be, q, part, a->rows, cols, lo - a->row0, hi - lo, part_offset(m, base, p, part),
+                                   q->absmax, &codes, &first);
+        if (dx) m->be->nf4_product_t(m->be, codes, am, first, (int)(hi - lo), (int)cols, y + lo, ldy, N, dx, beta);
+        else m->be->nf4_product(m->be, codes, am, first, (int)(hi - lo), (int)cols, x, N, y + lo, ldy, beta);
+        beta = dx ? 1 : beta; /* dx sums the parts */
+    }
+#endif
+}
+
 int zt_qbase_forward(zt_llama *m, zt_real *y, int ldy, const zt_real *x, size_t w, int N, int O, int I, zt_real beta)
 {
     size_t base;
     int k = find(m, w, O, I, &base);
     if (k < 0) return 0;
     zt_backend *be = m->be;
-    int rows = (int)(m->qbase->cap / (size_t)I);
+    int rows = (int)(m->qbase->cap / (size_t)I), few = few_rows(m, N);
     for (int t = 0; t < O; t += rows) {
         int nr = O - t < rows ? O - t : rows;
+        if (few) {
+            product_rows(m, base, k, (size_t)t, (size_t)nr, N, x, y, ldy, NULL, beta);
+            continue;
+        }
         const zt_real *W = dequantize_rows(m, base, k, (size_t)t, (size_t)nr);
         be->gemm(be, 0, 1, N, nr, I, 1, x, I, W, I, beta, y + t, ldy);
     }
@@ -367,9 +423,13 @@ int zt_qbase_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_real *
     int k = find(m, w, O, I, &base);
     if (k < 0) return 0;
     zt_backend *be = m->be;
-    int rows = (int)(m->qbase->cap / (size_t)I);
+    int rows = (int)(m->qbase->cap / (size_t)I), few = few_rows(m, N);
     for (int t = 0; t < O; t += rows) { /* dx = Σ over row tiles of dy[:, tile]·W[tile, :] */
         int nr = O - t < rows ? O - t : rows;
+        if (few) {
+            product_rows(m, base, k, (size_t)t, (size_t)nr, N, NULL, (zt_real *)dy, ldy, dx, t ? 1 : dx_beta);
+            continue;
+        }
         const zt_real *W = dequantize_rows(m, base, k, (size_t)t, (size_t)nr);
         be->gemm(be, 0, 0, N, I, nr, 1, dy + t, ldy, W, I, t ? 1 : dx_beta, dx, I);
     }
@@ -399,6 +459,9 @@ double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
         w[i] = (float)((double)(seed >> 11) / 9007199254740992.0 - 0.5);
     }
     zt_backend *be = zt_backend_cpu();
+#ifndef ZT_REAL_DOUBLE
+    int few = kind == ZT_QBASE_NF4 && M <= ZT_NF4_FEW_ROWS;
+#endif
     int ok = w && tile && absmax && x && y && part && !zt_qbase_encode_begin(&e, &q, O, (size_t)I, part);
     if (ok) zt_qbase_encode_piece(&e, w, n);
     if (ok && !zt_qbase_encode_end(&e, "timing")) {
@@ -408,6 +471,16 @@ double zt_qbase_gflops(zt_qbase_kind kind, int double_quant, int M, int I)
         for (int rep = 0; rep < 4 || zt_now_s() - start < 0.25; rep++) {
             double t0 = zt_now_s();
             for (size_t t = 0; t < O; t += rows) {
+#ifndef ZT_REAL_DOUBLE
+                if (few) { /* as zt_qbase_forward multiplies few rows: as they are decoded */
+                    const uint8_t *codes;
+                    size_t first;
+                    const float *a = nf4_rows(be, &q, part, O, (size_t)I, t, rows, zt_qbase_part_offset(part), absmax,
+                                              &codes, &first);
+                    be->nf4_product(be, codes, a, first, (int)rows, I, x, M, y + t, (int)O, 0);
+                    continue;
+                }
+#endif
                 dequantize_here(&q, part, O, (size_t)I, t, rows, absmax, tile);
 #ifdef ZT_REAL_DOUBLE
                 for (size_t i = 0; i < rows * (size_t)I; i++) tr[i] = tile[i];

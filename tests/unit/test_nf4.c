@@ -2,6 +2,7 @@
  * bitsandbytes' CPU backend; nothing of it is needed here) holds weights and the bytes, absmax values,
  * double-quantized absmax values and dequantized weights the reference made of them. zt's must be
  * the same bit for bit. Then the error bounds of NF4 and of int8 rows, which follow from the formats. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,67 @@ static void test_dequantize_ranges(void)
     free(q), free(absmax), free(y), free(want);
 }
 
+/* The few-row products on the weights as they are decoded (zt_nf4_product, zt_nf4_product_t)
+ * against the decoded weights' products in double: rows of 64 (whole blocks), 96 and 1000
+ * elements (rows that start inside blocks; 1000 also spans two of the kernel's pieces of 512),
+ * starting at row 3 of the tensor, 1, 3 and 8 rows of input, beta 0 over NaN (overwritten) and
+ * 0.5. Each output is an fp32 sum of n products (n = the row length forward, the rows backward):
+ * within (n + 2)·2⁻²⁴ of Σ|terms|, the beta term within 2⁻²³ of itself. */
+static void test_few_row_products(void)
+{
+    enum { O = 37, R0 = 3, MAXK = 1000, MAXM = 8 };
+    const int Ks[] = {64, 96, 1000}, Ms[] = {1, 3, 8};
+    size_t n = (size_t)(O + R0) * MAXK;
+    uint8_t *q = malloc(n / 2 + 1);
+    float *absmax = malloc(zt_nf4_blocks(n) * sizeof *absmax), *w = malloc(n * sizeof *w);
+    float *x = malloc((size_t)MAXM * MAXK * sizeof *x), *y = malloc((size_t)MAXM * O * sizeof *y),
+          *y0 = malloc((size_t)MAXM * O * sizeof *y0), *dx = malloc((size_t)MAXM * MAXK * sizeof *dx),
+          *dx0 = malloc((size_t)MAXM * MAXK * sizeof *dx0);
+    uint64_t s = 2463534242ull;
+#define NEXT() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, (float)((double)(s >> 11) / 9007199254740992.0 * 2 - 1))
+    for (size_t i = 0; i < n; i++) w[i] = 0.1f * NEXT();
+    CHECK(zt_nf4_quantize(w, n, q, absmax) == 0);
+    double worst = 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 2; c++) {
+                int K = Ks[a], M = Ms[b];
+                float beta = c ? 0.5f : 0.0f;
+                size_t first = (size_t)R0 * K;
+                zt_nf4_dequantize(q, absmax, first, (size_t)O * K, w); /* W [O, K] */
+                for (int i = 0; i < M * K; i++) x[i] = NEXT(), dx[i] = dx0[i] = c ? NEXT() : NAN;
+                for (int i = 0; i < M * O; i++) y[i] = y0[i] = c ? NEXT() : NAN;
+                zt_nf4_product(q, absmax, first, O, K, x, M, y, O, beta);
+                zt_nf4_product_t(q, absmax, first, O, K, y0, O, M, dx, beta); /* dy: y's values before */
+                for (int r = 0; r < M; r++) {
+                    for (int o = 0; o < O; o++) {
+                        double ref = c ? beta * (double)y0[r * O + o] : 0, mag = fabs(ref) * 0x1p-23 + 1e-30;
+                        double sum = 0, abs = 0;
+                        for (int i = 0; i < K; i++) {
+                            double t = (double)x[r * K + i] * w[(size_t)o * K + i];
+                            sum += t, abs += fabs(t);
+                        }
+                        double err = fabs(y[r * O + o] - (ref + sum)), bound = (K + 2) * 0x1p-24 * abs + mag;
+                        worst = fmax(worst, err / bound);
+                    }
+                    for (int i = 0; i < K; i++) {
+                        double ref = c ? beta * (double)dx0[r * K + i] : 0, mag = fabs(ref) * 0x1p-23 + 1e-30;
+                        double sum = 0, abs = 0;
+                        for (int o = 0; o < O; o++) {
+                            double t = (double)y0[r * O + o] * w[(size_t)o * K + i];
+                            sum += t, abs += fabs(t);
+                        }
+                        double err = fabs(dx[r * K + i] - (ref + sum)), bound = (O + 2) * 0x1p-24 * abs + mag;
+                        worst = fmax(worst, err / bound);
+                    }
+                }
+            }
+#undef NEXT
+    fprintf(stderr, "  worst error %.3g of its bound\n", worst);
+    CHECK(worst <= 1);
+    free(q), free(absmax), free(w), free(x), free(y), free(y0), free(dx), free(dx0);
+}
+
 static void test_double_quant_matches_reference(void)
 {
     enum { N = 300 * 64, NB = 300, NB2 = 2 };
@@ -154,6 +216,7 @@ int main(void)
     RUN(test_tables);
     RUN(test_nf4_matches_reference);
     RUN(test_dequantize_ranges);
+    RUN(test_few_row_products);
     RUN(test_double_quant_matches_reference);
     RUN(test_nf4_error_bound);
     RUN(test_int8_rows);
