@@ -325,6 +325,13 @@ static float part_offset(zt_llama *m, size_t base, int p, const unsigned char *p
     return *at;
 }
 
+/* The rows [lo, hi) of the matrix's [r0, r0 + nr) that part a holds; whether there are any. */
+static int rows_in(const zt_qbase_part *a, size_t r0, size_t nr, size_t *lo, size_t *hi)
+{
+    *lo = r0 > a->row0 ? r0 : a->row0, *hi = r0 + nr < a->row0 + a->rows ? r0 + nr : a->row0 + a->rows;
+    return *lo < *hi;
+}
+
 /* Rows [r0, r0 + nr) of matrix k of the layer whose block starts at element base, into the tile. */
 static const zt_real *dequantize_rows(zt_llama *m, size_t base, int k, size_t r0, size_t nr)
 {
@@ -332,8 +339,8 @@ static const zt_real *dequantize_rows(zt_llama *m, size_t base, int k, size_t r0
     size_t cols = q->part[q->first[k]].cols;
     for (int p = q->first[k]; p < q->first[k + 1]; p++) {
         const zt_qbase_part *a = &q->part[p];
-        size_t lo = r0 > a->row0 ? r0 : a->row0, hi = r0 + nr < a->row0 + a->rows ? r0 + nr : a->row0 + a->rows;
-        if (lo >= hi) continue;
+        size_t lo, hi;
+        if (!rows_in(a, r0, nr, &lo, &hi)) continue;
         const unsigned char *part = (const unsigned char *)(m->params + base + a->off);
         dequantize(m->be, q, part, a->rows, cols, lo - a->row0, hi - lo, part_offset(m, base, p, part), q->absmax,
                    q->tile + (lo - r0) * cols);
@@ -383,8 +390,8 @@ static void product_rows(zt_llama *m, size_t base, int k, size_t r0, size_t nr, 
     size_t cols = q->part[q->first[k]].cols;
     for (int p = q->first[k]; p < q->first[k + 1]; p++) {
         const zt_qbase_part *a = &q->part[p];
-        size_t lo = r0 > a->row0 ? r0 : a->row0, hi = r0 + nr < a->row0 + a->rows ? r0 + nr : a->row0 + a->rows;
-        if (lo >= hi) continue;
+        size_t lo, hi;
+        if (!rows_in(a, r0, nr, &lo, &hi)) continue;
         const unsigned char *part = (const unsigned char *)(m->params + base + a->off);
         const uint8_t *codes;
         size_t first;

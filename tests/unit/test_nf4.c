@@ -82,12 +82,31 @@ static void test_dequantize_ranges(void)
     free(q), free(absmax), free(y), free(want);
 }
 
+/* got against ref + Σ a[i·as]·b[i·bs] (n terms) in double, as a fraction of its bound: an fp32
+ * sum of n products within (n + 2)·2⁻²⁴ of Σ|terms|, the ref term (beta's) within 2⁻²³ of itself */
+static double sum_error(float got, double ref, const float *a, int as, const float *b, int bs, int n)
+{
+    double sum = 0, abs = 0;
+    for (int i = 0; i < n; i++) {
+        double t = (double)a[(size_t)i * as] * b[(size_t)i * bs];
+        sum += t, abs += fabs(t);
+    }
+    return fabs(got - (ref + sum)) / ((n + 2) * 0x1p-24 * abs + fabs(ref) * 0x1p-23 + 1e-30);
+}
+
+/* *worst raised to e, or to NaN for good (which then fails the check) */
+static void worse(double *worst, double e)
+{
+    if (!isnan(*worst) && !(e <= *worst)) *worst = e;
+}
+
 /* The few-row products on the weights as they are decoded (zt_nf4_product, zt_nf4_product_t)
  * against the decoded weights' products in double: rows of 64 (whole blocks), 96 and 1000
  * elements (rows that start inside blocks; 1000 also spans two of the kernel's pieces of 512),
- * starting at row 3 of the tensor, 1, 3 and 8 rows of input, beta 0 over NaN (overwritten) and
- * 0.5. Each output is an fp32 sum of n products (n = the row length forward, the rows backward):
- * within (n + 2)·2⁻²⁴ of Σ|terms|, the beta term within 2⁻²³ of itself. */
+ * starting at row 3 of the tensor, 1, 3 and 8 rows of input (y's starting values the
+ * backward's dy), beta 0 over NaN (overwritten) and 0.5. Each output is an fp32 sum of n
+ * products (n = the row length forward, the rows backward): within (n + 2)·2⁻²⁴ of Σ|terms|, the
+ * beta term within 2⁻²³ of itself (sum_error). */
 static void test_few_row_products(void)
 {
     enum { O = 37, R0 = 3, MAXK = 1000, MAXM = 8 };
@@ -111,30 +130,16 @@ static void test_few_row_products(void)
                 size_t first = (size_t)R0 * K;
                 zt_nf4_dequantize(q, absmax, first, (size_t)O * K, w); /* W [O, K] */
                 for (int i = 0; i < M * K; i++) x[i] = NEXT(), dx[i] = dx0[i] = c ? NEXT() : NAN;
-                for (int i = 0; i < M * O; i++) y[i] = y0[i] = c ? NEXT() : NAN;
+                for (int i = 0; i < M * O; i++) y0[i] = NEXT(), y[i] = c ? y0[i] : NAN;
                 zt_nf4_product(q, absmax, first, O, K, x, M, y, O, beta);
                 zt_nf4_product_t(q, absmax, first, O, K, y0, O, M, dx, beta); /* dy: y's values before */
                 for (int r = 0; r < M; r++) {
-                    for (int o = 0; o < O; o++) {
-                        double ref = c ? beta * (double)y0[r * O + o] : 0, mag = fabs(ref) * 0x1p-23 + 1e-30;
-                        double sum = 0, abs = 0;
-                        for (int i = 0; i < K; i++) {
-                            double t = (double)x[r * K + i] * w[(size_t)o * K + i];
-                            sum += t, abs += fabs(t);
-                        }
-                        double err = fabs(y[r * O + o] - (ref + sum)), bound = (K + 2) * 0x1p-24 * abs + mag;
-                        worst = fmax(worst, err / bound);
-                    }
-                    for (int i = 0; i < K; i++) {
-                        double ref = c ? beta * (double)dx0[r * K + i] : 0, mag = fabs(ref) * 0x1p-23 + 1e-30;
-                        double sum = 0, abs = 0;
-                        for (int o = 0; o < O; o++) {
-                            double t = (double)y0[r * O + o] * w[(size_t)o * K + i];
-                            sum += t, abs += fabs(t);
-                        }
-                        double err = fabs(dx[r * K + i] - (ref + sum)), bound = (O + 2) * 0x1p-24 * abs + mag;
-                        worst = fmax(worst, err / bound);
-                    }
+                    for (int o = 0; o < O; o++)
+                        worse(&worst, sum_error(y[r * O + o], c ? beta * (double)y0[r * O + o] : 0, x + r * K, 1,
+                                                w + (size_t)o * K, 1, K));
+                    for (int i = 0; i < K; i++)
+                        worse(&worst, sum_error(dx[r * K + i], c ? beta * (double)dx0[r * K + i] : 0, y0 + r * O, 1,
+                                                w + i, K, O));
                 }
             }
 #undef NEXT
