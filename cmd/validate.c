@@ -75,9 +75,10 @@ static void print_rlhf(const zt_recipe *r, const zt_mem_estimate *e, int device)
     const zt_mem_rlhf *h = device ? &e->device.rlhf : &e->rlhf;
     if (h->reference)
         row("reference model", h->reference,
-            r->rlhf.algorithm == ZT_RLHF_DPO ? "(at the start only: the pass of its log-probabilities)"
-            : device                         ? "(frozen: weights, their unused gradient array, a forward pass)"
-                                             : "(frozen: weights, a micro-batch's forward pass)");
+            r->rlhf.algorithm == ZT_RLHF_DPO || r->rlhf.algorithm == ZT_RLHF_KTO
+                ? "(at the start only: the pass of its log-probabilities)"
+            : device ? "(frozen: weights, their unused gradient array, a forward pass)"
+                     : "(frozen: weights, a micro-batch's forward pass)");
     if (h->reward_model)
         row("reward model", h->reward_model,
             device ? "(rlhf.reward_model: weights, their unused gradient array, a forward pass)"
@@ -96,7 +97,7 @@ static void print_rlhf(const zt_recipe *r, const zt_mem_estimate *e, int device)
 /* What the total's larger part, the start, holds */
 static const char *start_note(const zt_recipe *r, const zt_mem_estimate *e)
 {
-    if (e->start == e->reference_pass) return "(DPO's reference pass, before the training's buffers)";
+    if (e->start == e->reference_pass) return "(the reference log-probabilities' pass, before the training's buffers)";
     return r->lora.quantize_base != ZT_QBASE_NONE ? "(the base encoded as it is read, before the training's buffers)"
                                                   : "(the base read whole, before the training's buffers)";
 }

@@ -17,6 +17,7 @@ typedef struct seq {
     int split;      /* text: may be cut into max_length pieces */
     int truncated;  /* chat: cut to max_length */
     int no_targets; /* chat: nothing left to train on (left out) */
+    int placeholder; /* unpaired: the missing side of a pair, one untrained token, not counted */
 } seq;
 
 static zt_status seq_push(seq *s, const int32_t *ids, size_t n, int trained)
@@ -175,6 +176,7 @@ zt_status zt_format_end_ids(const zt_tokenizer *tok, const zt_template *tmpl, in
 /* appends the example (text split into max_length pieces when not packing) and counts it */
 static zt_status emit(zt_format *f, const seq *s)
 {
+    if (s->placeholder) return s->no_targets ? ZT_OK : zt_dataset_append(f->ds, s->ids, s->labels, 1);
     f->examples++;
     f->truncated += s->truncated;
     f->no_targets += s->no_targets;
@@ -430,6 +432,25 @@ static zt_status preference_example(const zt_format *f, const cJSON *o, seq *cho
     return st;
 }
 
+/* TRL's unpaired preference data: a completion of a prompt, desirable or not, tokenized as a side
+ * of a preference pair and stored as one: in the chosen place when "label" is true, in the
+ * rejected place otherwise, the other place a placeholder (one untrained token). */
+static zt_status unpaired_example(const zt_format *f, const cJSON *o, seq s[2])
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt"),
+                *c = cJSON_GetObjectItemCaseSensitive(o, "completion"),
+                *label = cJSON_GetObjectItemCaseSensitive(o, "label");
+    if (!p || !c || !label) return zt_fail(ZT_EUSER, "needs \"prompt\", \"completion\" and \"label\"");
+    if (!cJSON_IsBool(label)) return zt_fail(ZT_EUSER, "\"label\" is %s, not true or false", zt_json_kind(label));
+    if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+        return zt_fail(ZT_EUSER, "\"prompt\" is %s, not a string or a list of messages", zt_json_kind(p));
+    if (cJSON_IsArray(p) && !f->tmpl) return zt_fail(ZT_EUSER, "a prompt of messages needs a chat template");
+    seq *real = &s[cJSON_IsTrue(label) ? 0 : 1], *none = &s[cJSON_IsTrue(label) ? 1 : 0];
+    zt_status st = preference_side(f, o, p, c, "completion", real);
+    if (!st && real->n) st = seq_push(none, real->ids, 1, 0), none->placeholder = 1;
+    return st;
+}
+
 /* The tokens of a message list rendered by the template with the row's tools (special tokens as
  * their ids, as transformers' apply_chat_template tokenizes), appended to s. */
 static zt_status rendered(const zt_format *f, const cJSON *o, const cJSON *const lists[2], int add_generation_prompt,
@@ -529,6 +550,7 @@ static zt_status example(const zt_format *f, const cJSON *o, seq s[2])
     switch (f->format) {
     case ZT_DATA_TEXT: return text_example(f, o, &s[0]);
     case ZT_DATA_PREFERENCE: return preference_example(f, o, &s[0], &s[1]);
+    case ZT_DATA_UNPAIRED: return unpaired_example(f, o, s);
     case ZT_DATA_PROMPT: return prompt_example(f, o, &s[0]);
     case ZT_DATA_COMPLETION: return completion_example(f, o, &s[0]);
     default: return chat_example(f, o, &s[0]);
@@ -565,10 +587,11 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
             st = zt_jsonl_skip(st, skip_bad, skipped);
             continue;
         }
-        if (out[2 * i + 1].n && (out[2 * i].no_targets || out[2 * i + 1].no_targets))
-            out[2 * i].no_targets = out[2 * i + 1].no_targets = 1; /* a pair stays whole or goes */
-        st = emit(f, &out[2 * i]);
-        if (!st && out[2 * i + 1].n) st = emit(f, &out[2 * i + 1]);
+        seq *pair = &out[2 * i];
+        if (pair[1].n && (pair[0].no_targets || pair[1].no_targets)) /* a pair stays whole or goes */
+            pair[0].no_targets = pair[1].no_targets = 1;
+        st = emit(f, &pair[0]);
+        if (!st && pair[1].n) st = emit(f, &pair[1]);
     }
     for (int64_t i = 0; out && i < 2 * l->n; i++) free(out[i].ids), free(out[i].labels);
     for (int64_t i = 0; msg && i < l->n; i++) free(msg[i]);
@@ -578,14 +601,15 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
     return st;
 }
 
-const char *const zt_data_format_names[7] = {"text",   "chat",       "instruct", "preference",
-                                             "prompt", "completion", "tokens"};
+const char *const zt_data_format_names[8] = {"text",   "chat",       "instruct", "preference",
+                                             "prompt", "completion", "tokens",   "unpaired"};
 
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
     const char *format = zt_data_format_names[f->format];
     if (f->format == ZT_DATA_TOKENS)
-        return zt_fail(ZT_EUSER, "data.format '%s' is not text, chat, instruct, preference, prompt or completion",
+        return zt_fail(ZT_EUSER,
+                       "data.format '%s' is not text, chat, instruct, preference, unpaired, prompt or completion",
                        format);
     if ((f->format == ZT_DATA_CHAT || f->format == ZT_DATA_INSTRUCT) && !f->tmpl)
         return zt_fail(ZT_EUSER, "data.format '%s' needs a chat template", format);

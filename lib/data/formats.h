@@ -19,6 +19,10 @@
  *             rejected (pairs sit at 2i and 2i+1): the prompt untrained, the answer
  *             trained; strings are used as is (BOS + prompt + answer + EOS), message
  *             lists go through the chat template (the answer as the last assistant turn).
+ *   unpaired  {"prompt", "completion", "label"} (TRL's unpaired preference, KTO's): one answer,
+ *             desirable (label true) or not, tokenized as a preference side and stored as a
+ *             pair: in the chosen place or the rejected one, the other a placeholder of one
+ *             untrained token.
  *   prompt    {"prompt": text or messages}: the prompt alone (messages rendered with the
  *             generation prompt), nothing trained: what RL generation starts from.
  *
@@ -44,9 +48,11 @@ typedef enum zt_data_format {
     ZT_DATA_PROMPT,
     ZT_DATA_COMPLETION,
     ZT_DATA_TOKENS,
+    ZT_DATA_UNPAIRED,
 } zt_data_format;
-/* "text", "chat", "instruct", "preference", "prompt", "completion", "tokens": indexed by zt_data_format */
-extern const char *const zt_data_format_names[7];
+/* "text", "chat", "instruct", "preference", "prompt", "completion", "tokens", "unpaired": indexed by
+ * zt_data_format */
+extern const char *const zt_data_format_names[8];
 
 enum { ZT_END_IDS = 4 }; /* the most ids that end a turn (zt_format_end_ids) */
 

@@ -27,19 +27,28 @@ static size_t shard(size_t bytes, int world) { return (bytes + world - 1) / worl
 static size_t blocks(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
 /* zt rlhf's algorithm where the recipe is one of its runs (the data format it takes: pretrain
- * and sft refuse "preference" and "prompt", and leave rlhf.algorithm at "dpo"), else -1 */
+ * and sft refuse "preference", "unpaired" and "prompt", and leave rlhf.algorithm at "dpo"), else -1 */
 static int rlhf_algorithm(const zt_recipe *r)
 {
     zt_rlhf_algorithm a = r->rlhf.algorithm;
+    zt_data_format f = r->data.format;
+    if (a == ZT_RLHF_KTO) return f == ZT_DATA_PREFERENCE || f == ZT_DATA_UNPAIRED ? (int)a : -1;
     int pairs = a == ZT_RLHF_DPO || a == ZT_RLHF_REWARD;
-    return r->data.format == (pairs ? ZT_DATA_PREFERENCE : ZT_DATA_PROMPT) ? (int)a : -1;
+    return f == (pairs ? ZT_DATA_PREFERENCE : ZT_DATA_PROMPT) ? (int)a : -1;
 }
 
-/* A micro-batch's rows: two a preference pair (lib/train/rlhf/pref.c), else micro_batch_size */
+/* A micro-batch's rows: two a preference pair (lib/train/rlhf/pref.c), else micro_batch_size (KTO:
+ * its mismatched rows are a pass of their own) */
 static int micro_rows(const zt_recipe *r)
 {
     int a = rlhf_algorithm(r);
     return r->train.micro_batch_size * (a == ZT_RLHF_DPO || a == ZT_RLHF_REWARD ? 2 : 1);
+}
+
+/* KTO's mismatched rows (pref.c): each micro-batch passes them forward once more, no backward */
+static int kto_kl_pass(const zt_recipe *r)
+{
+    return rlhf_algorithm(r) == ZT_RLHF_KTO && r->rlhf.loss_type != ZT_RLHF_LOSS_APO_ZERO_UNPAIRED;
 }
 
 /* The model in directory dir as a run opens it (lib/model/open.c), shaped without its weights:
@@ -187,17 +196,19 @@ static void lora_io_and_flops(const zt_recipe *r, const zt_llama *m, int world, 
     e->io_read = e->io_activations + e->io_params_read;
     e->io_write = e->io_activations + e->io_params_write;
     int T = r->data.max_length, ckpt = r->model.activation_checkpointing;
-    double tokens = (double)r->train.micro_batch_size * T * r->train.gradient_accumulation_steps;
+    double tokens = (double)micro_rows(r) * T * r->train.gradient_accumulation_steps;
     double attention = 12.0 * m->L * m->C * T, matrices = (double)zt_llama_matmul_params(m);
-    /* with checkpointing one more forward: 6 FLOPs a weight instead of 4, attention's 4/3 */
-    e->flops = tokens * (matrices * (ckpt ? 6 : 4) + attention * (ckpt ? 4.0 / 3 : 1));
+    /* with checkpointing one more forward: 6 FLOPs a weight instead of 4, attention's 4/3; KTO's
+       mismatched rows one more forward (2 a weight, attention's 1/3) */
+    int weight_flops = (ckpt ? 6 : 4) + (kto_kl_pass(r) ? 2 : 0);
+    e->flops = tokens * (matrices * weight_flops + attention * ((ckpt ? 4.0 / 3 : 1) + (kto_kl_pass(r) ? 1.0 / 3 : 0)));
     if (m->qbase) {
         /* the layers' products (a mixture: the router and the experts a token passes through) */
         double layers = matrices - (double)zt_llama_head_rows(m) * m->C;
-        e->flops_quantized = tokens * layers * (ckpt ? 6 : 4);
+        e->flops_quantized = tokens * layers * weight_flops;
         if (m->cfg.n_experts) {
             int k = m->cfg.experts_per_tok, rows = micro_rows(r) * T * k / m->cfg.n_experts;
-            e->flops_quantized_experts = tokens * (double)m->L * 3.0 * k * m->F * m->C * (ckpt ? 6 : 4);
+            e->flops_quantized_experts = tokens * (double)m->L * 3.0 * k * m->F * m->C * weight_flops;
             e->gemm_m_experts = rows > 1 ? rows : 1;
         }
         e->qbase_kind = m->qbase->kind, e->qbase_double_quant = m->qbase->double_quant;
@@ -280,7 +291,8 @@ static zt_status train_estimate(const zt_recipe *r, zt_llama *m, const zt_lora_c
     e->io_write = e->io_optimizer + e->io_activations + e->io_params_write;
     e->io_step_read += e->io_optimizer, e->io_step_write += e->io_optimizer;
     double tokens = (double)B * T * r->train.gradient_accumulation_steps;
-    e->flops = zt_llama_flops_per_token(m, T) * tokens * (ckpt ? 4.0 / 3 : 1); /* recompute: one more forward */
+    /* recomputation and KTO's mismatched rows: one more forward each */
+    e->flops = zt_llama_flops_per_token(m, T) * tokens * (1 + (ckpt ? 1.0 / 3 : 0) + (kto_kl_pass(r) ? 1.0 / 3 : 0));
     e->gemm_m = B * T, e->gemm_n = m->F, e->gemm_k = m->C, e->bf16 = m->dtype_bf16;
     e->training = e->params + e->grads + e->optimizer + e->activations + e->runtime + e->io_buffers;
     e->total = e->training;
@@ -355,7 +367,7 @@ static void generation_estimate(const zt_recipe *r, const zt_llama *m, int world
         e->device.rlhf.generation = cache + ((size_t)slots * m->V + chunk) * sizeof(zt_real) + gathered;
 }
 
-/* DPO's reference log-probabilities (pref.c) are computed before the training's buffers: the
+/* DPO's and KTO's reference log-probabilities (pref.c) are computed before the training's buffers: the
  * policy's weights (its gradient untouched until the first step) beside a forward pass of each
  * micro-batch without checkpointing, on rlhf.reference's model (held for that pass only) or on
  * the policy itself. A run that finds them in data.cache_dir skips the pass. */
@@ -367,7 +379,7 @@ static void reference_pass(const zt_recipe *r, zt_mem_estimate *e)
 }
 
 /* zt rlhf's models beside the policy m (lora: its adapters' config), into training and total, or
- * DPO's into start (zt_mem_rlhf) */
+ * DPO's and KTO's into start (zt_mem_rlhf) */
 static zt_status rlhf_estimate(const zt_recipe *r, zt_rlhf_algorithm algo, const zt_llama *m,
                                const zt_lora_config *lora, int world, zt_mem_estimate *e)
 {
@@ -380,7 +392,7 @@ static zt_status rlhf_estimate(const zt_recipe *r, zt_rlhf_algorithm algo, const
         st = frozen_model(r, r->rlhf.reward_model, 1, &h->reward_model, &d->reward_model);
     if (!st && algo == ZT_RLHF_PPO) st = critic_estimate(r, m, lora, world, e);
     if (st) return st;
-    if (algo == ZT_RLHF_DPO) reference_pass(r, e);
+    if (algo == ZT_RLHF_DPO || algo == ZT_RLHF_KTO) reference_pass(r, e);
     if (rollout) generation_estimate(r, m, world, e);
     e->training += (rollout ? h->reference : 0) + h->reward_model + h->critic + h->generation;
     e->total = e->training > e->start ? e->training : e->start;

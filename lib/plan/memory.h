@@ -69,7 +69,7 @@ typedef struct zt_mem_estimate {
      * the model up, before the training's buffers: the base read whole (a quantized one is
      * encoded as it is read) (total is the larger of that and the training's, training) */
     size_t base, trained, start, training;
-    /* zt rlhf: the models beside the policy (in training and total); DPO's reference pass, before
+    /* zt rlhf: the models beside the policy (in training and total); DPO's and KTO's reference pass, before
      * the training's buffers: the policy's weights and a forward pass of a micro-batch without
      * checkpointing, on rlhf.reference's model or the policy itself (start is the larger of it and
      * LoRA's start) */

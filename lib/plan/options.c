@@ -76,7 +76,7 @@ const char *zt_plan_reference_dir(const zt_recipe *r)
     zt_rlhf_algorithm a = r->rlhf.algorithm;
     if (a == ZT_RLHF_REWARD || (a == ZT_RLHF_GRPO && !(r->rlhf.beta > 0))) return NULL;
     if (r->rlhf.reference[0]) return r->rlhf.reference;
-    return a == ZT_RLHF_DPO || zt_recipe_lora_on(r) ? NULL : r->model.path;
+    return a == ZT_RLHF_DPO || a == ZT_RLHF_KTO || zt_recipe_lora_on(r) ? NULL : r->model.path;
 }
 
 const char *zt_plan_critic_dir(const zt_recipe *r)

@@ -785,10 +785,11 @@ static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
     zt_rlhf_algorithm a = r->rlhf.algorithm;
     zt_rlhf_loss l = r->rlhf.loss_type;
     const char *algo = zt_rlhf_algorithm_names[a];
-    int dpo = l >= ZT_RLHF_SIGMOID;
-    if (l != ZT_RLHF_LOSS_AUTO && (dpo ? a != ZT_RLHF_DPO : a != ZT_RLHF_GRPO))
+    zt_rlhf_algorithm owner = l >= ZT_RLHF_LOSS_KTO ? ZT_RLHF_KTO : l >= ZT_RLHF_SIGMOID ? ZT_RLHF_DPO : ZT_RLHF_GRPO;
+    static const char *const owner_names[] = {[ZT_RLHF_DPO] = "DPO", [ZT_RLHF_GRPO] = "GRPO", [ZT_RLHF_KTO] = "KTO"};
+    if (l != ZT_RLHF_LOSS_AUTO && a != owner)
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "algorithm")),
-                        "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l], dpo ? "DPO" : "GRPO", algo);
+                        "rlhf.loss_type = \"%s\" is %s's, not %s's", zt_rlhf_loss_names[l], owner_names[owner], algo);
     if (l == ZT_RLHF_SIMPO && !(r->rlhf.beta > 0))
         return key_fail(r, later(r, schema_key("rlhf", "loss_type"), schema_key("rlhf", "beta")),
                         "rlhf.loss_type = \"simpo\" needs rlhf.beta above 0 (SimPO's paper uses 2 to 2.5)");
@@ -807,6 +808,12 @@ static zt_status check_rlhf_algorithm_keys(const zt_recipe *r)
         if (set[i] && a != ZT_RLHF_GRPO)
             return key_fail(r, later(r, schema_key("rlhf", grpo_only[i]), schema_key("rlhf", "algorithm")),
                             "rlhf.%s is GRPO's, not %s's", grpo_only[i], algo);
+    static const char *const kto_only[] = {"desirable_weight", "undesirable_weight"};
+    const int weighted[] = {r->rlhf.desirable_weight != 1, r->rlhf.undesirable_weight != 1};
+    for (int i = 0; i < 2; i++)
+        if (weighted[i] && a != ZT_RLHF_KTO)
+            return key_fail(r, later(r, schema_key("rlhf", kto_only[i]), schema_key("rlhf", "algorithm")),
+                            "rlhf.%s is KTO's, not %s's", kto_only[i], algo);
     return ZT_OK;
 }
 

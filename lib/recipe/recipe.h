@@ -55,12 +55,18 @@ typedef enum zt_resume {
 extern const char *const zt_resume_names[ZT_RESUME_PATH];
 
 /* rlhf.algorithm */
-typedef enum zt_rlhf_algorithm { ZT_RLHF_DPO, ZT_RLHF_REWARD, ZT_RLHF_PPO, ZT_RLHF_GRPO } zt_rlhf_algorithm;
-extern const char *const zt_rlhf_algorithm_names[4];
+typedef enum zt_rlhf_algorithm {
+    ZT_RLHF_DPO,
+    ZT_RLHF_REWARD,
+    ZT_RLHF_PPO,
+    ZT_RLHF_GRPO,
+    ZT_RLHF_KTO
+} zt_rlhf_algorithm;
+extern const char *const zt_rlhf_algorithm_names[5];
 
 /* rlhf.loss_type: how GRPO averages its token losses (TRL's grpo, bnpo, dr_grpo, dapo), or DPO's
- * loss (TRL's sigmoid ... apo_down, in the order of zt_dpo_kind from ZT_RLHF_SIGMOID on); auto:
- * grpo for GRPO, sigmoid for DPO */
+ * loss (TRL's sigmoid ... apo_down, in the order of zt_dpo_kind from ZT_RLHF_SIGMOID on), or
+ * KTO's (TRL's kto, apo_zero_unpaired); auto: grpo for GRPO, sigmoid for DPO, kto for KTO */
 typedef enum zt_rlhf_loss {
     ZT_RLHF_LOSS_AUTO,
     ZT_RLHF_LOSS_GRPO,
@@ -77,10 +83,12 @@ typedef enum zt_rlhf_loss {
     ZT_RLHF_SPPO_HARD,
     ZT_RLHF_APO_ZERO,
     ZT_RLHF_APO_DOWN,
-    ZT_RLHF_SIMPO, /* reference-free: sigmoid on averaged log-probabilities, margin rlhf.simpo_gamma */
-    ZT_RLHF_ORPO,  /* reference-free: the chosen answer's NLL plus the odds-ratio term */
+    ZT_RLHF_SIMPO,    /* reference-free: sigmoid on averaged log-probabilities, margin rlhf.simpo_gamma */
+    ZT_RLHF_ORPO,     /* reference-free: the chosen answer's NLL plus the odds-ratio term */
+    ZT_RLHF_LOSS_KTO, /* KTO's from here on */
+    ZT_RLHF_LOSS_APO_ZERO_UNPAIRED,
 } zt_rlhf_loss;
-extern const char *const zt_rlhf_loss_names[17];
+extern const char *const zt_rlhf_loss_names[19];
 /* rlhf.scale_rewards (GRPO): advantages divided by the group's reward std, the step's, or not */
 typedef enum zt_rlhf_scale { ZT_RLHF_SCALE_GROUP, ZT_RLHF_SCALE_BATCH, ZT_RLHF_SCALE_NONE } zt_rlhf_scale;
 extern const char *const zt_rlhf_scale_names[3];
@@ -194,6 +202,7 @@ typedef struct zt_recipe {
         bool mask_truncated_completions; /* GRPO */
         double label_smoothing;
         double simpo_gamma;
+        double desirable_weight, undesirable_weight; /* KTO */
         int ppo_epochs;
         char *reference, *reward_model, *reward_command;
         double reward_timeout_s;

@@ -41,10 +41,11 @@
 /* The values of the keys only the recipe's readers know (recipe.h); the other enum keys
  * take the names of the modules they configure. */
 const char *const zt_resume_names[ZT_RESUME_PATH] = {"auto", "never"};
-const char *const zt_rlhf_algorithm_names[4] = {"dpo", "reward", "ppo", "grpo"};
-const char *const zt_rlhf_loss_names[17] = {"auto",     "grpo",     "bnpo",      "dr_grpo",  "dapo",     "sigmoid",
-                                            "ipo",      "hinge",    "robust",    "exo_pair", "nca_pair", "bco_pair",
-                                            "sppo_hard", "apo_zero", "apo_down", "simpo",    "orpo"};
+const char *const zt_rlhf_algorithm_names[5] = {"dpo", "reward", "ppo", "grpo", "kto"};
+const char *const zt_rlhf_loss_names[19] = {"auto",     "grpo",      "bnpo",     "dr_grpo",  "dapo",     "sigmoid",
+                                            "ipo",      "hinge",     "robust",   "exo_pair", "nca_pair", "bco_pair",
+                                            "sppo_hard", "apo_zero", "apo_down", "simpo",    "orpo",     "kto",
+                                            "apo_zero_unpaired"};
 const char *const zt_rlhf_scale_names[3] = {"group", "batch", "none"};
 
 static const zt_recipe_key schema[] = {
@@ -72,7 +73,7 @@ static const zt_recipe_key schema[] = {
     LIST("data", "valid", data.valid, PATH | DATA, "[]", "validation data: a JSONL (or JSON array) file or a list of them"),
     FLT("data", "valid_split", data.valid_split, DATA, "0", 0, 0.5,
         "fraction of data.train held out for validation, instead of data.valid"),
-    ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 7,
+    ENUM("data", "format", data.format, zt_data_format, DATA, "chat", zt_data_format_names, 8,
          "the JSONL fields: see the data formats in docs"),
     INT("data", "max_length", data.max_length, DATA, "2048", 1, IMAX, "tokens per sequence; longer examples are split or truncated"),
     BOOL("data", "packing", data.packing, DATA, "true", "pack examples into full sequences (never attending across documents)"),
@@ -186,15 +187,17 @@ static const zt_recipe_key schema[] = {
     BOOL("output", "overwrite", output.overwrite, 0, "false", "allow resume = \"never\" into a non-empty directory"),
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
 
-    ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 4, "preference or reinforcement learning algorithm"),
+    ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 5, "preference or reinforcement learning algorithm"),
     FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
-    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 17,
+    ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 19,
          "GRPO, how the token losses are averaged, as TRL's: grpo (auto: each completion's mean, then over completions), "
          "bnpo (over each micro-batch's tokens), dr_grpo (over completions times max_new_tokens), dapo (over the step's "
          "tokens); DPO, TRL's loss of a pair: sigmoid (DPO, auto), ipo, hinge, robust, exo_pair, nca_pair, bco_pair, "
          "sppo_hard, apo_zero, apo_down (docs/rlhf.md); simpo (SimPO: no reference model, averaged log-probabilities, "
          "margin simpo_gamma; beta about 2), orpo (ORPO: no reference model, the chosen answers' NLL plus beta times "
-         "the odds-ratio term)"),
+         "the odds-ratio term); KTO: kto (auto), apo_zero_unpaired (no KL term)"),
+    FLT("rlhf", "desirable_weight", rlhf.desirable_weight, LO_OPEN, "1.0", 0, NOMAX, "KTO: the weight of a desirable example's loss"),
+    FLT("rlhf", "undesirable_weight", rlhf.undesirable_weight, LO_OPEN, "1.0", 0, NOMAX, "KTO: the weight of an undesirable example's loss"),
     FLT("rlhf", "simpo_gamma", rlhf.simpo_gamma, 0, "0.5", 0, NOMAX, "SimPO: the target reward margin γ (loss_type = \"simpo\")"),
     ENUM("rlhf", "scale_rewards", rlhf.scale_rewards, zt_rlhf_scale, 0, "group", zt_rlhf_scale_names, 3,
          "GRPO: advantages (reward - group mean) divided by the group's reward std (group), the step's (batch), or "

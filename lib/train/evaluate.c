@@ -138,7 +138,7 @@ zt_status zt_evaluate(const zt_recipe *r, const char *checkpoint_dir, zt_eval_re
     if (adapter == checkpoint_dir) checkpoint_dir = NULL;
     out->accuracy = NAN;
     out->answered = 0;
-    if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
+    if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_UNPAIRED || r->data.format == ZT_DATA_PROMPT)
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", zt_data_format_names[r->data.format]);
     zt_llama m;
     zt_dataset train, valid;

@@ -16,7 +16,7 @@ typedef struct lm {
 
 static zt_status lm_check(const zt_recipe *r)
 {
-    if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_PROMPT)
+    if (r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_UNPAIRED || r->data.format == ZT_DATA_PROMPT)
         return zt_fail(ZT_EUSER, "data.format '%s' is for zt rlhf", zt_data_format_names[r->data.format]);
     return ZT_OK;
 }

@@ -111,7 +111,8 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
         *train = (zt_dataset){0}; /* all owns the examples now: freed once, whatever the split returns */
-        int group = r->data.format == ZT_DATA_PREFERENCE ? 2 : 1; /* pairs stay whole */
+        int pairs = r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_UNPAIRED;
+        int group = pairs ? 2 : 1; /* pairs stay whole (an unpaired answer is stored as one) */
         st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
         zt_dataset_free(&all);
     }

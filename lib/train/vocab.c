@@ -25,10 +25,11 @@ zt_status zt_data_tools_open(zt_data_tools *d, const zt_recipe *r)
     if (f == ZT_DATA_TOKENS) return ZT_OK;
     zt_status st = zt_tokenizer_open(&d->tok, r->tokenizer.path);
     int needs = f == ZT_DATA_CHAT || f == ZT_DATA_INSTRUCT,
-        may = f == ZT_DATA_PREFERENCE || f == ZT_DATA_PROMPT || f == ZT_DATA_COMPLETION;
+        may = f == ZT_DATA_PREFERENCE || f == ZT_DATA_UNPAIRED || f == ZT_DATA_PROMPT || f == ZT_DATA_COMPLETION;
     if (!st && (needs || may)) {
         st = zt_template_load(&d->tmpl, r->tokenizer.chat_template, r->tokenizer.chat_template_path, r->tokenizer.path);
-        /* preference, prompt and completion data need a template only for message lists: else they stay text */
+        /* preference, unpaired, prompt and completion data need a template only for message lists: else they
+           stay text */
         if (st && may && r->tokenizer.chat_template == ZT_TEMPLATE_AUTO) st = ZT_OK, d->tmpl = NULL;
         if (!st && d->tmpl) st = zt_template_set_kwargs(d->tmpl, r->tokenizer.chat_template_kwargs);
     }

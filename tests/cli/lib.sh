@@ -49,6 +49,73 @@ make_tiny() {
     num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
 }
 
+# zt rlhf's starting point (t2300, t2304): the demo task's data (reverse a word; scripts/demo_data.py
+# and demo_rl_data.py, pref_small.jsonl its first 2000 pairs), a character SentencePiece tokenizer,
+# a 4-layer model and sft.toml, which trains it 150 steps into sft/ (under-trained on purpose)
+rlhf_demo_sft() {
+  need_cmd spm_train sentencepiece
+  $PY "$ROOT/scripts/demo_data.py" .
+  $PY "$ROOT/scripts/demo_rl_data.py" .
+  head -2000 pref_train.jsonl > pref_small.jsonl
+  spm_train --input=corpus.txt --model_prefix=tok --vocab_size=60 --model_type=char --minloglevel=2 \
+    --user_defined_symbols='<|im_start|>,<|im_end|>' --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+  "$ZT" init --arch llama --out model --seed 1 vocab_size=40 hidden_size=128 intermediate_size=352 \
+    num_hidden_layers=4 num_attention_heads=4 num_key_value_heads=2 max_position_embeddings=256 \
+    bos_token_id=1 eos_token_id=2 >/dev/null 2>&1 || fail "zt init"
+  cp tok.model model/tokenizer.model
+  cat > sft.toml <<'TOML'
+[model]
+path = "model"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "train.jsonl"
+format = "chat"
+max_length = 256
+[train]
+max_steps = 150
+micro_batch_size = 8
+learning_rate = 3e-3
+lr_scheduler_type = "cosine"
+warmup_steps = 20
+weight_decay = 0.01
+seed = 1
+[output]
+dir = "sft"
+TOML
+  expect_ok "an under-trained SFT model (150 steps)" "$ZT" sft sft.toml
+}
+
+# rlhf_demo_pairs ALGORITHM DIR: a recipe that trains sft/final 200 steps with ALGORITHM on the demo's
+# preference pairs (pref_small.jsonl, held out: pref_valid.jsonl), output in DIR
+rlhf_demo_pairs() {
+  cat <<TOML
+[model]
+path = "sft/final"
+[tokenizer]
+chat_template = "chatml"
+[data]
+train = "pref_small.jsonl"
+valid = "pref_valid.jsonl"
+format = "preference"
+max_length = 64
+[train]
+max_steps = 200
+micro_batch_size = 8
+learning_rate = 3e-4
+lr_scheduler_type = "constant"
+logging_steps = 10
+eval_steps = 200
+seed = 1
+[rlhf]
+algorithm = "$1"
+beta = 0.1
+[output]
+dir = "$2"
+overwrite = true
+TOML
+}
+
 # skip REASON: this test cannot run here; exit 77, which scripts/run-tests.sh counts as a skip
 # (and CI=true counts as a failure: scripts/install-deps.sh has installed everything there)
 skip() { say "skip: $*"; exit 77; }

@@ -1,6 +1,6 @@
 /* libFuzzer harness for the JSONL data formats: the first byte picks the format
- * (its value mod 7: tokens, text, chat, instruct, preference, prompt, completion; the
- * rest of it data.train_on, packing and skip_bad_lines), the rest is a data file loaded
+ * (its value mod 8: tokens, text, chat, instruct, preference, prompt, completion, unpaired;
+ * the rest of it data.train_on, packing and skip_bad_lines), the rest is a data file loaded
  * as training does, with the Qwen2 fixture tokenizer and the chatml template.
  * A load either gives examples whose ids are in the vocabulary and whose labels
  * are the ids or -100 (any in-vocabulary label for the tokens format), or fails
@@ -16,8 +16,8 @@
 #include "lib/data/tokens.h"
 #include "tests/fuzz/fuzz_util.h"
 
-static const zt_data_format FORMATS[] = {ZT_DATA_TOKENS,     ZT_DATA_TEXT,   ZT_DATA_CHAT,      ZT_DATA_INSTRUCT,
-                                         ZT_DATA_PREFERENCE, ZT_DATA_PROMPT, ZT_DATA_COMPLETION};
+static const zt_data_format FORMATS[] = {ZT_DATA_TOKENS,     ZT_DATA_TEXT,   ZT_DATA_CHAT,       ZT_DATA_INSTRUCT,
+                                         ZT_DATA_PREFERENCE, ZT_DATA_PROMPT, ZT_DATA_COMPLETION, ZT_DATA_UNPAIRED};
 static const zt_train_on TRAIN_ON[] = {ZT_TRAIN_ASSISTANT, ZT_TRAIN_ALL, ZT_TRAIN_LAST};
 
 static void check_dataset(const zt_dataset *ds, int vocab, int any_label)
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         abort();
     }
     if (size < 1) return 0;
-    int format = data[0] % 7, train_on = data[0] / 7 % 3, packing = data[0] / 21 % 2, skip_bad = data[0] / 42 % 2;
+    int format = data[0] % 8, train_on = data[0] / 8 % 3, packing = data[0] / 24 % 2, skip_bad = data[0] / 48 % 2;
     char *paths[] = {(char *)fuzz_write("data.jsonl", data + 1, size - 1)};
     zt_dataset ds = {0};
     int64_t skipped;

@@ -865,6 +865,65 @@ static void test_preference_implicit_prompt(void)
     zt_tokenizer_free(tok);
 }
 
+/* data.format = "unpaired": each answer is the side of a pair its label names, tokenized as that
+ * side of a preference line is, with a placeholder of one untrained token (the answer's first) in
+ * the other place; an answer with nothing to train leaves its line out, placeholder and all. */
+static void test_unpaired_lines(void)
+{
+    zt_tokenizer *tok;
+    zt_template *tmpl;
+    CHECK(zt_tokenizer_open(&tok, "tests/fixtures/tokenizers/bpe_qwen2") == ZT_OK);
+    CHECK(zt_template_load(&tmpl, ZT_TEMPLATE_CHATML, NULL, NULL) == ZT_OK);
+    char *paths[2] = {
+        write_file("pairs.jsonl", "{\"prompt\": \"reverse abc\", \"chosen\": \" cba\", \"rejected\": \" abc\"}\n"
+                                  "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"chosen\": \"x\", "
+                                  "\"rejected\": \"y\"}\n"),
+        write_file("unpaired.jsonl",
+                   "{\"prompt\": \"reverse abc\", \"completion\": \" abc\", \"label\": false}\n"
+                   "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"completion\": \"x\", \"label\": true}\n"
+                   "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"completion\": [{\"role\": "
+                   "\"assistant\", \"content\": \"x\"}], \"label\": true}\n")};
+    zt_dataset ds[2];
+    for (int k = 0; k < 2; k++) {
+        ds[k] = (zt_dataset){0};
+        zt_format f = {.format = k ? ZT_DATA_UNPAIRED : ZT_DATA_PREFERENCE,
+                       .max_length = 64,
+                       .tok = tok,
+                       .tmpl = tmpl,
+                       .ds = &ds[k]};
+        int64_t skipped;
+        CHECK_MSG(zt_format_load(&f, &paths[k], 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
+        CHECK_MSG(f.examples == (k ? 3 : 4), "%d: %lld examples counted", k, (long long)f.examples);
+    }
+    /* unpaired (placeholder, rejected 0), (chosen 1, placeholder), (chosen 1, placeholder) */
+    static const int64_t pair_of[6] = {-1, 1, 2, -1, 2, -1};
+    CHECK(ds[1].n_examples == 6);
+    for (int64_t e = 0; e < 6 && ds[1].n_examples == 6; e++) {
+        const int32_t *ids = ds[1].ids + ds[1].offsets[e], *labels = ds[1].labels + ds[1].offsets[e];
+        int64_t n = zt_dataset_len(&ds[1], e), p = pair_of[e];
+        if (p < 0) {
+            CHECK_MSG(n == 1 && labels[0] == ZT_IGNORE_INDEX && ids[0] == ds[1].ids[ds[1].offsets[e ^ 1]],
+                      "example %lld: not a placeholder", (long long)e);
+            continue;
+        }
+        CHECK_MSG(n == zt_dataset_len(&ds[0], p) &&
+                      !memcmp(ids, ds[0].ids + ds[0].offsets[p], (size_t)n * sizeof *ids) &&
+                      !memcmp(labels, ds[0].labels + ds[0].offsets[p], (size_t)n * sizeof *ids),
+                  "example %lld is not pair side %lld", (long long)e, (long long)p);
+    }
+    for (int k = 0; k < 2; k++) zt_dataset_free(&ds[k]);
+    static const bad_line bad[] = {
+        {"{\"prompt\": \"a\", \"completion\": \"b\", \"label\": 1}", "\"label\" is a number, not true or false"},
+        {"{\"prompt\": \"a\", \"completion\": \"b\"}", "needs \"prompt\", \"completion\" and \"label\""},
+        {"{\"prompt\": \"a\", \"completion\": [{\"role\": \"assistant\", \"content\": \"b\"}], \"label\": true}",
+         "\"completion\" must be a string like \"prompt\""},
+        {"{\"prompt\": 3, \"completion\": \"b\", \"label\": true}", "\"prompt\" is a number"},
+    };
+    expect_bad_lines(ZT_DATA_UNPAIRED, tok, tmpl, bad, sizeof bad / sizeof bad[0]);
+    zt_template_free(tmpl);
+    zt_tokenizer_free(tok);
+}
+
 /* ---- prompt-completion lines ------------------------------------------------------------------ */
 
 /* data.format = "completion": every line of tests/fixtures/completion/expected.jsonl gives the
@@ -1432,6 +1491,7 @@ int main(void)
     RUN(test_json_array_files);
     RUN(test_jsonl_line_checks);
     RUN(test_preference_implicit_prompt);
+    RUN(test_unpaired_lines);
     RUN(test_completion_lines);
     RUN(test_chat_tool_calls);
     RUN(test_chat_content_parts);

@@ -1,6 +1,6 @@
 /* Gradient checks of zt rlhf's losses through the whole model (zt_real = double): the
  * parameters' gradients from zt_llama_forward_objective against central finite
- * differences of the loss, for DPO (sigmoid with label smoothing, IPO), the reward
+ * differences of the loss, for DPO (sigmoid with label smoothing, IPO), KTO, the reward
  * model's pairwise loss, GRPO's clipped objective with its KL penalty (PPO's policy loss
  * is the same clipped objective on GAE advantages) and PPO's clipped value loss. */
 #include <cjson/cJSON.h>
@@ -77,6 +77,20 @@ static double orpo(void *ctx, const double *out, double *coef, int N)
     if (coef) {
         memset(coef, 0, N * sizeof *coef);
         row_coef(coef, 0, (dc - 1) / kc), row_coef(coef, 1, dr / kr);
+    }
+    return loss;
+}
+
+/* KTO as pref.c builds it for two answers: row 0 desirable (weight 1.33), row 1 not (0.75), the
+ * reference's log-probabilities -3 and -4, the batch's KL estimate 0.3 (a constant: no gradient) */
+static double kto(void *ctx, const double *out, double *coef, int N)
+{
+    double d0, d1,
+        loss = zt_kto_loss(0.5, 1.33, 1, row_sum(out, 0) + 3, 0.3, &d0) +
+               zt_kto_loss(0.5, 0.75, 0, row_sum(out, 1) + 4, 0.3, &d1);
+    if (coef) {
+        memset(coef, 0, N * sizeof *coef);
+        row_coef(coef, 0, d0), row_coef(coef, 1, d1);
     }
     return loss;
 }
@@ -235,6 +249,60 @@ static void test_dpo_losses_are_trl(void)
     cJSON_Delete(doc);
 }
 
+static double number(const cJSON *o, const char *key) { return cJSON_GetObjectItem(o, key)->valuedouble; }
+
+/* A micro-batch's KTO losses against tests/fixtures/kto_losses (TRL's KTOTrainer.kto_loss in
+ * float64, derivatives of the mean by autograd): the KL estimate as pref.c takes it, the mean of
+ * the mismatched rows' log-ratios at least 0 (five differences of numbers of order 40 summed in
+ * another order: within 1e-12), then each answer's loss and derivative as the DPO losses above. */
+static void test_kto_losses_are_trl(void)
+{
+    char *text;
+    size_t len;
+    ZT_ASSERT(zt_read_file("tests/fixtures/kto_losses/expected.json", &text, &len) == ZT_OK);
+    cJSON *doc = cJSON_ParseWithLength(text, len), *c;
+    free(text);
+    int cases = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases"))
+    {
+        int n = cJSON_GetArraySize(cJSON_GetObjectItem(c, "policy")), with_kl = 0, i;
+        with_kl = !strcmp(cJSON_GetObjectItem(c, "loss_type")->valuestring, "kto");
+        double beta = number(c, "beta"), kl = 0, mean = 0;
+        for (i = 0; i < n && with_kl; i++)
+            kl += cJSON_GetArrayItem(cJSON_GetObjectItem(c, "kl_policy"), i)->valuedouble -
+                  cJSON_GetArrayItem(cJSON_GetObjectItem(c, "kl_reference"), i)->valuedouble;
+        kl = fmax(kl / n, 0);
+        CHECK_MSG(fabs(kl - number(c, "kl")) <= 1e-12, "kl %.17g, TRL %.17g", kl, number(c, "kl"));
+        int at = 0; /* TRL lists the desirable answers' losses first */
+        for (int good = 1; good >= 0; good--)
+            for (i = 0; i < n; i++) {
+                if (cJSON_IsTrue(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "desirable"), i)) != good) continue;
+                double x = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "policy"), i)->valuedouble -
+                           cJSON_GetArrayItem(cJSON_GetObjectItem(c, "reference"), i)->valuedouble,
+                       dx;
+                double loss =
+                    zt_kto_loss(beta, number(c, good ? "desirable_weight" : "undesirable_weight"), good, x, kl, &dx);
+                double want = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "losses"), at++)->valuedouble;
+                double want_d = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "d_policy"), i)->valuedouble;
+                CHECK_MSG(fabs(loss - want) <= 1e-12 * fabs(want) + 1e-13, "answer %d: loss %.17g, TRL %.17g", i, loss,
+                          want);
+                CHECK_MSG(fabs(dx / n - want_d) <= 1e-12 * fabs(want_d) + 1e-13, "answer %d: d %.17g, TRL %.17g", i,
+                          dx / n, want_d);
+                mean += loss / n;
+            }
+        CHECK_MSG(fabs(mean - number(c, "loss")) <= 1e-12, "mean loss %.17g, TRL %.17g", mean, number(c, "loss"));
+        cases++;
+    }
+    CHECK_MSG(cases == 16, "%d cases", cases);
+    cJSON_Delete(doc);
+}
+
+static void test_kto(void)
+{
+    double e = check(0, kto, 0);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+}
+
 static void test_orpo(void)
 {
     double e = check(0, orpo, 0);
@@ -295,6 +363,8 @@ int main(void)
     omp_set_num_threads(1);
     RUN(test_dpo_losses);
     RUN(test_dpo_losses_are_trl);
+    RUN(test_kto_losses_are_trl);
+    RUN(test_kto);
     RUN(test_orpo);
     RUN(test_dpo_ipo);
     RUN(test_reward_pairwise);

@@ -719,11 +719,12 @@ static void test_enum_values(void)
             snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key,
                      v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
             /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base
-             * LoRA, GRPO's loss types and reward scalings GRPO */
+             * LoRA, GRPO's loss types and reward scalings GRPO, KTO's loss types KTO */
             int loss = !strcmp(s[i].key, "loss_type"),
                 grpo = !strcmp(s[i].key, "scale_rewards") || (loss && v >= ZT_RLHF_LOSS_GRPO && v <= ZT_RLHF_LOSS_DAPO);
             char *ov[] = {!strcmp(s[i].section, "lora")   ? "lora.r=8"
                           : grpo                          ? "rlhf.algorithm=grpo"
+                          : loss && v >= ZT_RLHF_LOSS_KTO ? "rlhf.algorithm=kto"
                           : loss && v == ZT_RLHF_EXO_PAIR ? "rlhf.label_smoothing=0.001"
                                                           : "offload.optimizer=nvme",
                           value};
@@ -929,6 +930,11 @@ static void test_algorithm_keys(void)
         {"[rlhf]\nalgorithm = \"grpo\"\nloss_type = \"ipo\"\n", "@:3:1: rlhf.loss_type = \"ipo\" is DPO's, not grpo's"},
         {"[rlhf]\nscale_rewards = \"none\"\nalgorithm = \"ppo\"\n", "@:3:1: rlhf.scale_rewards is GRPO's, not ppo's"},
         {"[rlhf]\ncliprange_high = 0.28\n", "@:2:1: rlhf.cliprange_high is GRPO's, not dpo's"},
+        {"[rlhf]\nloss_type = \"kto\"\n", "@:2:1: rlhf.loss_type = \"kto\" is KTO's, not dpo's"},
+        {"[rlhf]\nalgorithm = \"kto\"\nloss_type = \"sigmoid\"\n",
+         "@:3:1: rlhf.loss_type = \"sigmoid\" is DPO's, not kto's"},
+        {"[rlhf]\ndesirable_weight = 1.33\nalgorithm = \"grpo\"\n",
+         "@:3:1: rlhf.desirable_weight is KTO's, not grpo's"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) EXPECT_ERROR(refused[i][0], 0, NULL, refused[i][1]);
     zt_recipe r;
@@ -938,6 +944,13 @@ static void test_algorithm_keys(void)
                     0, NULL) == ZT_OK);
     CHECK(r.rlhf.loss_type == ZT_RLHF_LOSS_DR_GRPO && r.rlhf.scale_rewards == ZT_RLHF_SCALE_BATCH &&
           r.rlhf.mask_truncated_completions && r.rlhf.cliprange_high == 0.28);
+    zt_recipe_free(&r);
+    CHECK(load_text(&r,
+                    "[rlhf]\nalgorithm = \"kto\"\nloss_type = \"apo_zero_unpaired\"\ndesirable_weight = 1.33\n"
+                    "undesirable_weight = 0.5\n",
+                    0, NULL) == ZT_OK);
+    CHECK(r.rlhf.loss_type == ZT_RLHF_LOSS_APO_ZERO_UNPAIRED && r.rlhf.desirable_weight == 1.33 &&
+          r.rlhf.undesirable_weight == 0.5);
     zt_recipe_free(&r);
 }
 

@@ -56,6 +56,14 @@ double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, d
     return loss;
 }
 
+double zt_kto_loss(double beta, double w, int desirable, double x, double kl, double *dx)
+{
+    double h = desirable ? beta * (x - kl) : beta * (kl - x);
+    double dh = -w * sigmoid(h) * sigmoid(-h);
+    *dx = desirable ? beta * dh : -beta * dh;
+    return w * sigmoid(-h);
+}
+
 double zt_orpo_loss(double beta, double c, double r, double *dc, double *dr)
 {
     c = fmin(c, -1e-9), r = fmin(r, -1e-9);

@@ -43,6 +43,11 @@ double zt_dpo_loss(zt_dpo_kind kind, double beta, double smoothing, double pc, d
  * (log(1 - e^c) - log(1 - e^r)). The negative log-likelihood of the chosen answer is the
  * caller's. */
 double zt_orpo_loss(double beta, double c, double r, double *dc, double *dr);
+/* KTO on one answer (TRL's KTO trainer): x its log-ratio, the policy's log-probability minus the
+ * reference's, kl the batch's estimate of the policy's KL divergence from the reference (≥ 0, no
+ * gradient), w the weight of its kind: a desirable answer's loss is w·(1 - σ(β·(x - kl))), an
+ * undesirable one's w·(1 - σ(β·(kl - x))). With kl = 0 this is TRL's apo_zero_unpaired. */
+double zt_kto_loss(double beta, double w, int desirable, double x, double kl, double *dx);
 /* Reward model on one pair: -log σ(r_chosen - r_rejected). */
 double zt_pairwise_loss(double rc, double rr, double *drc, double *drr);
 /* One token of the clipped surrogate: -min(ρ·A, clip(ρ, 1-ε, 1+ε_high)·A), ρ = exp(logp - old)

@@ -18,6 +18,7 @@ zt_status zt_rlhf(const zt_recipe *r, int argc, char **argv)
     static const zt_algo *const algos[] = {[ZT_RLHF_DPO] = &zt_algo_dpo,
                                            [ZT_RLHF_REWARD] = &zt_algo_reward,
                                            [ZT_RLHF_GRPO] = &zt_algo_grpo,
-                                           [ZT_RLHF_PPO] = &zt_algo_ppo};
+                                           [ZT_RLHF_PPO] = &zt_algo_ppo,
+                                           [ZT_RLHF_KTO] = &zt_algo_kto};
     return zt_train_with(r, algos[r->rlhf.algorithm], argc, argv);
 }

@@ -1,5 +1,6 @@
 /* train/rlhf: zt rlhf's algorithms on the shared trainer (trainer.h):
  *   dpo, reward  preference pairs (pref.c)
+ *   kto          answers labelled desirable or not (pref.c)
  *   grpo, ppo    generation and rewards (rollout.c), their updates (grpo.c, ppo.c)
  * and what they share: one sequence per row, reference log-probabilities. */
 #ifndef ZT_TRAIN_RLHF_RLHF_H
@@ -7,7 +8,7 @@
 
 #include "lib/train/trainer.h"
 
-extern const zt_algo zt_algo_dpo, zt_algo_reward, zt_algo_grpo, zt_algo_ppo;
+extern const zt_algo zt_algo_dpo, zt_algo_reward, zt_algo_grpo, zt_algo_ppo, zt_algo_kto;
 
 /* `zt rlhf`: the algorithm rlhf.algorithm names. */
 zt_status zt_rlhf(const zt_recipe *r, int argc, char **argv);
