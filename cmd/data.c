@@ -75,9 +75,11 @@ static int inspect(int argc, char **argv)
     }
     int color = !json && isatty(1);
     if (!packed) {
-        for (int64_t i = 0; i < train.n_examples && i < n; i++) {
+        for (int64_t i = 0, shown = 0; i < train.n_examples && shown < n; i++) {
             const int32_t *ids = train.ids + train.offsets[i], *labels = train.labels + train.offsets[i];
             int64_t len = zt_dataset_len(&train, i);
+            if (r.data.format == ZT_DATA_UNPAIRED && len < 2) continue; /* the missing side of a pair */
+            shown++;
             if (json) print_json(ids, labels, len);
             else print_human(tok, ids, labels, len, color);
         }

@@ -86,6 +86,12 @@ expect_ok "KTO on the same answers as unpaired data, 20 steps" "$ZT" rlhf kto.to
   output.dir=unpaired20 data.format=unpaired data.train=unpaired_train.jsonl data.valid=unpaired_valid.jsonl
 cmp -s pairs20/final/model.safetensors unpaired20/final/model.safetensors &&
   say "ok - unpaired data of the pairs' answers trains bit for bit as the pairs" || fail "unpaired against pairs"
+"$ZT" data inspect kto.toml data.format=unpaired data.train=unpaired_train.jsonl data.valid= --n 3 --json > inspect.jsonl 2> inspect.err
+$PY - <<'PY' && say "ok - zt data inspect shows the answers, not the placeholders" || fail "zt data inspect of unpaired data"
+import json
+rows = [json.loads(l) for l in open("inspect.jsonl")]
+assert len(rows) == 3 and all(len(r["input_ids"]) > 1 for r in rows), rows
+PY
 shuf --random-source=<(yes) unpaired_train.jsonl > unpaired_mixed.jsonl
 expect_ok "KTO on unpaired data in any order, 10% held out" "$ZT" rlhf kto.toml train.max_steps=5 output.dir=mixed \
   data.format=unpaired data.train=unpaired_mixed.jsonl data.valid= data.valid_split=0.1 train.eval_steps=5
