@@ -4,11 +4,12 @@
 # micro-batch's forward pass, and generation's KV cache; PPO's critic, trained beside the policy
 # (its weights, gradients, AdamW state, activations; with LoRA its frozen model and adapters);
 # DPO with rlhf.reference holds the reference model at the start only, for the pass that computes
-# its log-probabilities; a reward model trains a score head (no LM head) on two rows a pair. On a
+# its log-probabilities (KTO likewise, one row an answer); a reward model trains a score head (no LM head) on two rows a pair. On a
 # 56M-parameter model (zt init: its 214 MiB of fp32 weights dominate the process) each estimate is
 # within 25% of the peak RSS a one-step run measures (summary.json's peak_rss_train_bytes), as
 # t0600-validate.sh and t0610-validate-lora.sh hold the policy's. Measured on 2 cores: GRPO +0.4%,
-# PPO +0.3%, PPO with LoRA +5.0%, DPO with LoRA and rlhf.reference +4.8%, reward +3.6% (a score
+# PPO +0.3%, PPO with LoRA +5.0%, DPO with LoRA and rlhf.reference +4.8%, reward +3.6%, KTO with
+# rlhf.reference +1.3% (a score
 # head's model allocated a logits chunk it never used before: +2.6%, +3.2%, +13.4%, 4.9%, +8.2%,
 # the buffer's pages never touched on the CPU, a GPU's memory taken); counting the policy
 # alone, as a causal LM, the estimates were 36%, 55%, 54% and 41% below those peaks and 43% above
@@ -99,7 +100,8 @@ PY
 for spec in "grpo|grpo.toml|" "ppo|grpo.toml|rlhf.algorithm=ppo" \
   "ppo-lora|grpo.toml|rlhf.algorithm=ppo lora.r=16 lora.alpha=32 lora.target_modules=all-linear" \
   "dpo-lora|dpo.toml|rlhf.reference=big lora.r=16 lora.alpha=32 lora.target_modules=all-linear" \
-  "reward|dpo.toml|rlhf.algorithm=reward"; do
+  "reward|dpo.toml|rlhf.algorithm=reward" \
+  "kto|dpo.toml|rlhf.algorithm=kto rlhf.reference=big"; do
   IFS='|' read -r name recipe keys <<<"$spec"
   expect_ok "validate, $name" "$ZT" validate $recipe $keys
   sed -n '/^# memory/,$p' "$TMP/out" >&2
