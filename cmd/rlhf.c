@@ -1,4 +1,4 @@
-/* zt rlhf: preference and reinforcement learning (rlhf.algorithm = dpo | reward | grpo | ppo). */
+/* zt rlhf: preference and reinforcement learning (rlhf.algorithm = dpo | kto | reward | grpo | ppo). */
 #include "commands.h"
 #include "lib/train/rlhf/rlhf.h"
 #include "options.h"
@@ -11,6 +11,8 @@ int cmd_rlhf(int argc, char **argv)
                   "Train with preferences or rewards, as rlhf.algorithm says:\n"
                   "  dpo     preference pairs (data.format = preference) against reference log-probabilities\n"
                   "          computed once and cached in data.cache_dir\n"
+                  "  kto     answers labelled desirable or not (data.format = unpaired, or preference pairs\n"
+                  "          taken one answer at a time), against reference log-probabilities as dpo\n"
                   "  reward  a reward model (score head on the last token) on preference pairs\n"
                   "  grpo    groups of rlhf.num_generations completions per prompt (data.format = prompt),\n"
                   "          scored by rlhf.reward_command or rlhf.reward_model\n"

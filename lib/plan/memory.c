@@ -106,7 +106,8 @@ static void param_io(const zt_recipe *r, const zt_llama *m, int world, zt_mem_es
     }
     size_t A = (size_t)r->train.gradient_accumulation_steps;
     e->io_optimizer = 2 * R;
-    e->io_params_read = A * (R + backward) + (A - 1) * R + 2 * R;
+    /* KTO's mismatched rows: one more forward a micro-batch, which reads the weights again */
+    e->io_params_read = A * (R + backward) + (A - 1) * R + 2 * R + (kto_kl_pass(r) ? A * R : 0);
     e->io_params_write = A * R + R;
     e->io_step_read = 2 * R, e->io_step_write = R;
 }
@@ -189,7 +190,7 @@ static void lora_io_and_flops(const zt_recipe *r, const zt_llama *m, int world, 
         }
         size_t A = (size_t)r->train.gradient_accumulation_steps;
         e->offloaded_nvme = R;
-        e->io_params_read = A * (R + backward), e->io_params_write = 0;
+        e->io_params_read = A * (R + backward + (kto_kl_pass(r) ? R : 0)), e->io_params_write = 0;
         e->io_step_read = e->io_step_write = 0;
     }
     e->io_optimizer = 0; /* the adapters' moments: in memory (their offload is not counted) */

@@ -188,7 +188,7 @@ static const zt_recipe_key schema[] = {
     BOOL("output", "tensorboard", output.tensorboard, 0, "true", "write TensorBoard scalars"),
 
     ENUM("rlhf", "algorithm", rlhf.algorithm, zt_rlhf_algorithm, 0, "dpo", zt_rlhf_algorithm_names, 5, "preference or reinforcement learning algorithm"),
-    FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO: strength of the preference (its β); GRPO: KL weight, 0 drops the reference model"),
+    FLT("rlhf", "beta", rlhf.beta, 0, "0.1", 0, NOMAX, "DPO, KTO: strength of the preference (their β); GRPO: KL weight, 0 drops the reference model"),
     ENUM("rlhf", "loss_type", rlhf.loss_type, zt_rlhf_loss, 0, "auto", zt_rlhf_loss_names, 19,
          "GRPO, how the token losses are averaged, as TRL's: grpo (auto: each completion's mean, then over completions), "
          "bnpo (over each micro-batch's tokens), dr_grpo (over completions times max_new_tokens), dapo (over the step's "

@@ -8,12 +8,11 @@
 # 56M-parameter model (zt init: its 214 MiB of fp32 weights dominate the process) each estimate is
 # within 25% of the peak RSS a one-step run measures (summary.json's peak_rss_train_bytes), as
 # t0600-validate.sh and t0610-validate-lora.sh hold the policy's. Measured on 2 cores: GRPO +0.4%,
-# PPO +0.3%, PPO with LoRA +5.0%, DPO with LoRA and rlhf.reference +4.8%, reward +3.6%, KTO with
-# rlhf.reference +1.3% (a score
+# PPO +0.3%, PPO with LoRA +5.0%, DPO with LoRA and rlhf.reference +4.8%, reward +3.6% (a score
 # head's model allocated a logits chunk it never used before: +2.6%, +3.2%, +13.4%, 4.9%, +8.2%,
 # the buffer's pages never touched on the CPU, a GPU's memory taken); counting the policy
 # alone, as a causal LM, the estimates were 36%, 55%, 54% and 41% below those peaks and 43% above
-# the reward model's.
+# the reward model's. KTO with rlhf.reference (added later, Zen 3): +1.3%.
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 

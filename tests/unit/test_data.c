@@ -882,7 +882,10 @@ static void test_unpaired_lines(void)
                    "{\"prompt\": \"reverse abc\", \"completion\": \" abc\", \"label\": false}\n"
                    "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"completion\": \"x\", \"label\": true}\n"
                    "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], \"completion\": [{\"role\": "
-                   "\"assistant\", \"content\": \"x\"}], \"label\": true}\n")};
+                   "\"assistant\", \"content\": \"x\"}], \"label\": true}\n"
+                   "{\"prompt\": [{\"role\": \"user\", \"content\": \"a b c d e f g h i j k l m n o p q r s t u v w x "
+                   "y z a b c d e f g h i j k l m n o p q r s t u v w x y z\"}], \"completion\": \"x\", \"label\": "
+                   "false}\n")};
     zt_dataset ds[2];
     for (int k = 0; k < 2; k++) {
         ds[k] = (zt_dataset){0};
@@ -893,7 +896,9 @@ static void test_unpaired_lines(void)
                        .ds = &ds[k]};
         int64_t skipped;
         CHECK_MSG(zt_format_load(&f, &paths[k], 1, 0, &skipped) == ZT_OK, "%s", zt_errmsg());
-        CHECK_MSG(f.examples == (k ? 3 : 4), "%d: %lld examples counted", k, (long long)f.examples);
+        /* the last unpaired line's answer lies past max_length: counted, without targets, left out */
+        CHECK_MSG(f.examples == 4 && f.no_targets == (k ? 1 : 0), "%d: %lld examples, %lld without targets", k,
+                  (long long)f.examples, (long long)f.no_targets);
     }
     /* unpaired (placeholder, rejected 0), (chosen 1, placeholder), (chosen 1, placeholder) */
     static const int64_t pair_of[6] = {-1, 1, 2, -1, 2, -1};

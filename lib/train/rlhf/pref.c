@@ -174,8 +174,8 @@ static double kto_objective(void *ctx, const double *out, double *coef, int N)
             continue;
         }
         double x = logp - p->ref[2 * k + p->side];
-        if (p->side) {
-            p->kl_sum[0] += x, p->kl_sum[1]++;
+        if (p->side) { /* a row cut before its answer tells nothing */
+            if (n) p->kl_sum[0] += x, p->kl_sum[1]++;
             continue;
         }
         int good = p->desirable[k];
@@ -386,26 +386,32 @@ static int64_t answer_start(const zt_dataset *ds, int64_t e)
     return i;
 }
 
-/* KTO's items from pairs (data.format "preference", or "unpaired" with a placeholder of one token
- * in the place of the side a line lacks): every chosen answer in order, then every rejected one, as
- * TRL unpairs pairs. Item u is example 2u of *out and its mismatched row example 2u + 1: u's prompt
- * with the answer of item u - 1 (item 0: the last one's), as TRL's KL rows pair each prompt with
- * the answer before it (within each micro-batch there; here over all items, so any micro-batch
- * size has mismatched rows). */
-static zt_status kto_examples(const zt_dataset *pairs, zt_dataset *out, uint8_t **desirable)
+/* TRL unpairs preference data with datasets' map in batches of 1000 pairs: each batch's chosen
+ * answers, then its rejected ones */
+enum { TRL_UNPAIR_BATCH = 1000 };
+
+/* KTO's items from pairs: data.format "unpaired" (a placeholder of one token in the place of the
+ * side a line lacks) in the file's order, "preference" in the order TRL unpairs it. Item u is
+ * example 2u of *out and its mismatched row example 2u + 1: u's prompt with the answer of item
+ * u - 1 (item 0: the last one's), as TRL's KL rows pair each prompt with the answer before it
+ * (within each micro-batch there; here over all items, so any micro-batch size has mismatched
+ * rows). */
+static zt_status kto_examples(const zt_dataset *pairs, int unpaired, zt_dataset *out, uint8_t **desirable)
 {
     int64_t np = pairs->n_examples / 2, n = 0, longest = 0;
     int64_t *e = malloc((size_t)(2 * np + 1) * sizeof *e);
     *desirable = malloc((size_t)(2 * np + 1));
     *out = (zt_dataset){0};
     if (!e || !*desirable) return free(e), zt_fail(ZT_ENOMEM, "out of memory");
-    for (int side = 0; side < 2; side++)
-        for (int64_t k = 0; k < np; k++) {
-            int64_t len = zt_dataset_len(pairs, 2 * k + side);
-            if (len < 2) continue; /* a placeholder */
-            e[n] = 2 * k + side, (*desirable)[n++] = !side;
-            if (len > longest) longest = len;
-        }
+    int64_t step = unpaired ? 1 : TRL_UNPAIR_BATCH;
+    for (int64_t from = 0; from < np; from += step)
+        for (int side = 0; side < 2; side++)
+            for (int64_t k = from; k < from + step && k < np; k++) {
+                int64_t len = zt_dataset_len(pairs, 2 * k + side);
+                if (len < 2) continue; /* a placeholder */
+                e[n] = 2 * k + side, (*desirable)[n++] = !side;
+                if (len > longest) longest = len;
+            }
     int32_t *row = malloc((size_t)(4 * longest + 1) * sizeof *row), *labels = row + 2 * longest;
     zt_status st = row ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
     for (int64_t u = 0; u < n && !st; u++) {
@@ -432,7 +438,7 @@ static zt_status kto_open(pref *p)
     zt_status st = ZT_OK;
     for (int i = 0; i < 2 && !st; i++) {
         zt_dataset items;
-        st = kto_examples(sets[i], &items, flags[i]);
+        st = kto_examples(sets[i], p->r->data.format == ZT_DATA_UNPAIRED, &items, flags[i]);
         zt_dataset_free(sets[i]);
         *sets[i] = items;
     }
@@ -579,8 +585,10 @@ static zt_status pref_evaluate(zt_trainer *t, long step)
     if (st || !t->lead) return st;
     double n = s.pairs;
     if (p->kto) {
-        zt_log_info("step %ld | valid loss %.4f | rewards chosen %.3f, rejected %.3f | kl %.4f (%.0f answers)", step,
-                    s.loss / n, s.chosen / s.n_chosen, s.rejected / s.n_rejected, s.kl / s.kl_batches, n);
+        char kl[32] = "";
+        if (p->kl_rows) snprintf(kl, sizeof kl, " | kl %.4f", s.kl / s.kl_batches);
+        zt_log_info("step %ld | valid loss %.4f | rewards chosen %.3f, rejected %.3f%s (%.0f answers)", step,
+                    s.loss / n, s.chosen / s.n_chosen, s.rejected / s.n_rejected, kl, n);
         cJSON *row = zt_trainer_row(t, step, "valid");
         zt_json_number(row, "loss", s.loss / n);
         add_pair_stats(p, row, &s);
