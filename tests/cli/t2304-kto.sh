@@ -2,9 +2,11 @@
 # zt rlhf with KTO on the demo task (reverse a word): an under-trained SFT model, then KTO on the
 # demo's preference pairs taken one answer at a time (held-out pairs: the KTO model's implicit
 # reward prefers the right answer in >= 90% of them, from the SFT model's 0); the same answers
-# as unpaired data (TRL's prompt / completion / label) train bit for bit as the pairs; ZeRO-3 on
-# 2 ranks against 1 with a KL estimate above 0; the device path; apo_zero_unpaired; LoRA; and the
-# errors: labels that are not booleans, the wrong data format, KTO's keys with another algorithm.
+# as unpaired data (TRL's prompt / completion / label) train bit for bit as the pairs; a batch of
+# tests/fixtures/kto as TRL's KTOTrainer computes it; ZeRO-3 on 2 ranks against 1 with a KL
+# estimate above 0; the device path; apo_zero_unpaired; LoRA; NVMe streaming with the I/O zt
+# validate predicts; and the errors: labels that are not booleans, the wrong data format, KTO's
+# keys with another algorithm.
 . "$(dirname "$0")/lib.sh"
 rlhf_demo_sft
 
@@ -163,6 +165,19 @@ PY
 expect_ok "KTO with LoRA" "$ZT" rlhf kto.toml lora.r=8 train.max_steps=10 output.dir=kto-lora
 [ -f kto-lora/final/adapter_config.json ] && [ -f kto-lora/final/adapter_model.safetensors ] &&
   say "ok - KTO with LoRA saves an adapter" || fail "KTO with LoRA: no adapter in final/"
+# streamed from NVMe: the mismatched rows' forward reads the weights once more, as zt validate counts
+mkdir -p nvme
+nv="zero.stage=3 offload.param=nvme offload.optimizer=nvme offload.nvme_path=$TMP/nvme"
+expect_ok "KTO streamed from NVMe" "$ZT" rlhf kto.toml $nv train.max_steps=2 train.logging_steps=1 output.dir=kto-nvme
+"$ZT" validate kto.toml $nv > validate.out 2>&1
+$PY - <<'PY' && say "ok - KTO from NVMe: each step reads and writes the bytes zt validate predicts" || fail "KTO NVMe I/O"
+import json, re
+m = re.search(r"offload I/O per optimizer step: (\d+) bytes read, (\d+) written", open("validate.out").read())
+rows = [json.loads(l) for l in open("kto-nvme/metrics.jsonl") if '"split"' not in l]
+assert m and len(rows) == 2, (m, rows)
+for r in rows:
+    assert (r["io_read_bytes"], r["io_write_bytes"]) == (int(m[1]), int(m[2])), (r["io_read_bytes"], m[1])
+PY
 expect_ok "zt validate of a KTO recipe" "$ZT" validate kto.toml
 
 # --- errors ----------------------------------------------------------------------------------------
