@@ -604,6 +604,13 @@ static zt_status load_batch(zt_format *f, const zt_jsonl_lines *l, int skip_bad,
 const char *const zt_data_format_names[8] = {"text",   "chat",       "instruct", "preference",
                                              "prompt", "completion", "tokens",   "unpaired"};
 
+int zt_format_group(zt_data_format f) { return f == ZT_DATA_PREFERENCE || f == ZT_DATA_UNPAIRED ? 2 : 1; }
+
+const char *zt_format_unit(zt_data_format f)
+{
+    return f == ZT_DATA_PREFERENCE ? "pairs" : f == ZT_DATA_UNPAIRED ? "answers" : "examples";
+}
+
 zt_status zt_format_load(zt_format *f, char *const *paths, int npaths, int skip_bad, int64_t *skipped)
 {
     const char *format = zt_data_format_names[f->format];

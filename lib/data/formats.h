@@ -54,6 +54,11 @@ typedef enum zt_data_format {
  * zt_data_format */
 extern const char *const zt_data_format_names[8];
 
+/* The stored sequences a line of format f becomes (2: a pair, an unpaired answer stored as one with
+ * its placeholder; else 1), and what a line is called in counts: "pairs", "answers", "examples". */
+int zt_format_group(zt_data_format f);
+const char *zt_format_unit(zt_data_format f);
+
 enum { ZT_END_IDS = 4 }; /* the most ids that end a turn (zt_format_end_ids) */
 
 typedef struct zt_format {

@@ -62,8 +62,9 @@ static zt_status load_formatted(zt_dataset *ds, const zt_recipe *r, const zt_dat
     zt_status st = cache_key(&k, r, d, paths);
     if (!st) st = zt_cache_get(r->data.cache_dir, &k, zt_tokenizer_vocab_size(d->tok), build_entry, &b, ds, &hit);
     if (!st)
-        zt_log_info("%s tokenized data: %lld examples (%s)", hit ? "using the cached" : "cached the",
-                    (long long)ds->n_examples, r->data.cache_dir);
+        zt_log_info("%s tokenized data: %lld %s (%s)", hit ? "using the cached" : "cached the",
+                    (long long)ds->n_examples / zt_format_group(r->data.format), zt_format_unit(r->data.format),
+                    r->data.cache_dir);
     return st;
 }
 
@@ -111,9 +112,9 @@ zt_status zt_data_open(const zt_recipe *r, const zt_data_tools *d, int vocab_siz
     } else if (r->data.valid_split > 0) {
         zt_dataset all = *train;
         *train = (zt_dataset){0}; /* all owns the examples now: freed once, whatever the split returns */
-        int pairs = r->data.format == ZT_DATA_PREFERENCE || r->data.format == ZT_DATA_UNPAIRED;
-        int group = pairs ? 2 : 1; /* pairs stay whole (an unpaired answer is stored as one) */
-        st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, group, train, valid);
+        /* pairs stay whole (an unpaired answer is stored as one) */
+        st = zt_dataset_split(&all, r->data.valid_split, (uint64_t)r->train.seed, zt_format_group(r->data.format),
+                              train, valid);
         zt_dataset_free(&all);
     }
     if (st) zt_dataset_free(train);

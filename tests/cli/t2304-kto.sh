@@ -102,8 +102,10 @@ rows = [json.loads(l) for l in open("inspect.jsonl")]
 assert len(rows) == 3 and all(len(r["input_ids"]) > 1 for r in rows), rows
 PY
 shuf --random-source=<(yes) unpaired_train.jsonl | head -400 > unpaired_mixed.jsonl
-expect_ok "KTO on unpaired data in any order, 10% held out" "$ZT" rlhf kto.toml train.max_steps=5 output.dir=mixed \
-  data.format=unpaired data.train=unpaired_mixed.jsonl data.valid= data.valid_split=0.1 train.eval_steps=5
+expect_ok "KTO on unpaired data in any order, 10% held out" env ZT_LOG=info "$ZT" rlhf kto.toml train.max_steps=5 \
+  output.dir=mixed data.format=unpaired data.train=unpaired_mixed.jsonl data.valid= data.valid_split=0.1 train.eval_steps=5
+grep -q "cached the tokenized data: 400 answers" "$TMP/err" && say "ok - the cache counts the file's 400 answers" ||
+  fail "the tokenized data's count: $(grep "tokenized data" "$TMP/err")"
 grep -qE '"answers":40[,}]' mixed/metrics.jsonl && say "ok - data.valid_split holds out 10% of the answers" ||
   fail "valid_split of unpaired data"
 # twice as many desirable answers as undesirable ones: the KTO paper's weights (TRL warns too)
