@@ -14,16 +14,21 @@ cli_globs=("${@:-t[0-9]*.sh}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 export ZT_BIN=$(cd "$(dirname "$zt")" && pwd)/$(basename "$zt")
 export ZT_TEST_TOOL=$(cd "$build" && pwd)/zt-test-tool  # tests/tool: zt's internals for the CLI tests
-# Under the sanitizers, LeakSanitizer ignores what Open MPI's own libraries keep (the file
-# names them, and says why it needs full allocation stacks); zt's leaks are still reported.
+# Under the sanitizers, LeakSanitizer ignores what Open MPI's own libraries keep in zt-san (the
+# file names them, and says why it needs full allocation stacks); zt's leaks are still reported.
+# Only the CLI tests take the suppressions and full stacks: those on every allocation make a unit
+# test up to 13 times slower, and the unit tests that start MPI set both (tests/unit/test_mpi.h).
 # intercept_tls_get_addr=0: up to GCC 13 the runtime's __tls_get_addr hook takes a dynamic TLS
 # block whose address is 16 past a page boundary for one with a pre-2.25 glibc header and reads
 # a bogus range from it; the leak check's tracer then dies on SIGSEGV ("Tracer caught signal
 # 11"), in whichever run the memory layout lands that way (t1500's 2-rank runs, on some
 # machines every time). Without the hook LSan skips only the dynamic TLS of dlopen'ed
 # libraries (Open MPI's components); zt's own TLS is static and still scanned.
+unit_lsan=${LSAN_OPTIONS:-} cli_lsan=${LSAN_OPTIONS:-}
 case "$ZT_BIN" in
-  *-san) export LSAN_OPTIONS="suppressions=$root/tests/lsan-openmpi.supp:fast_unwind_on_malloc=0:intercept_tls_get_addr=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" ;;
+  *-san)
+    unit_lsan="intercept_tls_get_addr=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    cli_lsan="suppressions=$root/tests/lsan-openmpi.supp:fast_unwind_on_malloc=0:$unit_lsan" ;;
 esac
 
 # The CPU this run used: the model, the features the kernels dispatch on, and the level zt picked.
@@ -54,11 +59,11 @@ run_one() {
 }
 
 for t in "$build"/tests/test_*; do
-  [ -x "$t" ] && run_one "$(basename "$t")" "$t"
+  [ -x "$t" ] && run_one "$(basename "$t")" env LSAN_OPTIONS="$unit_lsan" "$t"
 done
 for glob in "${cli_globs[@]}"; do
   for t in tests/cli/$glob; do
-    [ -f "$t" ] && run_one "$(basename "$t")" bash "$t"
+    [ -f "$t" ] && run_one "$(basename "$t")" env LSAN_OPTIONS="$cli_lsan" bash "$t"
   done
 done
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"

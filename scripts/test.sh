@@ -30,5 +30,5 @@ for level in $levels; do
   ZT_CPU=$level make -j2 test CLI="$kernel_cli"
   phase "the suite at ZT_CPU=$level"
 done
-make fuzz FUZZ_SECONDS=20
+make -j2 fuzz FUZZ_SECONDS=20  # two harnesses at a time: each is one process on one core
 phase "fuzzing"

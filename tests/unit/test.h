@@ -12,6 +12,15 @@
 
 static int test_passed, test_failed, test_case_failed;
 
+/* A sweep that repeats one computation many times (finite differences over every parameter)
+ * takes every TEST_SAN_STRIDE-th step under the sanitizers (make SAN=1): they catch a bad access
+ * in the first pass of the code, and the plain build runs the whole sweep. */
+#ifdef __SANITIZE_ADDRESS__
+#define TEST_SAN_STRIDE 16
+#else
+#define TEST_SAN_STRIDE 1
+#endif
+
 #define CHECK(cond)                                                                  \
     do {                                                                             \
         if (!(cond)) {                                                               \
