@@ -54,13 +54,14 @@ size_t zt_llama_acts_bytes(const zt_llama *m, int B, int T, int checkpointing)
     size_t stage, N = (size_t)B * T, C = m->C, L = m->L, nsets = checkpointing ? 1 : L;
     acts_plan(m, B, T, &chunk, &stage);
     int post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms, capped = m->cfg.final_softcap > 0, local = local_rope(m);
+    int dpost = post || zt_llama_scaled_residual(m);
     size_t per_set = N * (C + m->S3 + m->HD + 3 * (size_t)m->F) + (size_t)B * m->H * T +
                      zt_llama_qk_norm_elems(m, (int)N) + (pre ? 2 * N * (C + 1) : 0) + (post ? 2 * N * (C + 1) : 0);
     size_t reals = (L + 1) * N * C + nsets * per_set + N * (C + 4) /* lnf, rstdf, head_out, coef, pad_mask */ +
                    (size_t)chunk * m->V * (capped ? 2 : 1) + N * (2 * C + m->HD + m->S3 + 3 * (size_t)m->F) +
-                   (post ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->R / 2);
+                   (dpost ? N * C : 0) + (local ? 4 : 2) * (size_t)T * (m->R / 2);
     /* the alignment of the buffers only some models have */
-    size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (post ? nsets * 4 + 1 : 0) + capped + 2 * local;
+    size_t extra_buffers = (m->cfg.qk_norm ? nsets * 2 : 0) + (post ? nsets * 4 : 0) + dpost + capped + 2 * local;
     size_t bf16 = m->dtype_bf16 ? 2 * stage : 0;
     if (keeps_bf16_inputs(m)) {
         bf16 += nsets * N * (2 * C + m->HD + (size_t)m->F) + N * C;
@@ -122,7 +123,7 @@ zt_status zt_llama_alloc_acts(zt_llama *m, int B, int T, int checkpointing)
             TAKE(a->rstd4, N);
         }
     }
-    if (m->cfg.post_norms) TAKE(m->dpost, N * C);
+    if (m->cfg.post_norms || zt_llama_scaled_residual(m)) TAKE(m->dpost, N * C);
     if (m->cfg.final_softcap > 0) TAKE(m->capped, (size_t)m->chunk * m->V);
     if (local_rope(m)) {
         TAKE(m->cos_l, (size_t)T * (m->R / 2));
@@ -414,7 +415,24 @@ static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
 static int bf16_attention(const zt_llama *m)
 {
     double q = m->cfg.query_pre_attn_scalar;
-    return m->dtype_bf16 && m->be->attention_forward_bf16 && !(m->cfg.attn_softcap > 0) && (!(q > 0) || q == m->D);
+    return m->dtype_bf16 && m->be->attention_forward_bf16 && !(m->cfg.attn_softcap > 0) && (!(q > 0) || q == m->D) &&
+           !(m->cfg.attention_multiplier > 0);
+}
+
+/* Granite: out = residual + residual_multiplier · out, out holding the block's output */
+static void add_scaled_block(zt_llama *m, zt_real *out, const zt_real *residual)
+{
+    size_t n = (size_t)m->B * m->T * m->C;
+    m->be->scale(m->be, out, n, (zt_real)m->cfg.residual_multiplier);
+    m->be->add(m->be, out, residual, n);
+}
+
+/* Granite: ∂loss/∂(a block's output) = residual_multiplier · ∂loss/∂(the sum), m->dres, into m->dpost */
+static void scaled_block_backward(zt_llama *m)
+{
+    size_t n = (size_t)m->B * m->T * m->C;
+    m->be->copy(m->be, m->dpost, m->dres, n * sizeof(zt_real));
+    m->be->scale(m->be, m->dpost, n, (zt_real)m->cfg.residual_multiplier);
 }
 
 /* Layer l's forward: in the forward pass (use FORWARD) acquiring its units itself, in the
@@ -426,7 +444,7 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
-    int post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
+    int post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms, scaled = zt_llama_scaled_residual(m);
     /* the layer's first unit is let go during the MLP's tiles, unless a post norm (in that
        unit) still follows them */
     int tiled = zt_llama_mlp_tiles(m) > 1 && !post;
@@ -448,26 +466,26 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     else
         be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window, m->attn_scale,
                               m->cfg.attn_softcap);
-    /* the attention's output added to x, or its post norm */
+    /* the attention's output added to x, or its post norm, or (scaled) written into xmid first */
     zt_real *attn_out = post ? a->attn_out : a->xmid;
-    if (!post) be->copy(be, a->xmid, x, bytes);
+    if (!post && !scaled) be->copy(be, a->xmid, x, bytes);
     const uint16_t *att16 = to_bf16(m, a->att16, a->att, (size_t)N * m->HD);
-    zt_llama_linear_forward(m, attn_out, C, a->att, att16, base + y->wo, N, C, m->HD, post ? 0 : 1);
+    zt_llama_linear_forward(m, attn_out, C, a->att, att16, base + y->wo, N, C, m->HD, post || scaled ? 0 : 1);
     zt_lora_forward(m, l, ZT_LORA_O, a->att, att16, attn_out, C);
     if (m->cfg.o_bias) be->bias_forward(be, attn_out, w + y->bo, N, C);
     if (post) {
         be->rmsnorm_forward(be, a->xmid, NULL, a->rstd3, attn_out, w + y->post_attn, off, N, C, eps);
         be->add(be, a->xmid, x, (size_t)N * C);
-    }
+    } else if (scaled) add_scaled_block(m, a->xmid, x);
 
     if (pre) be->rmsnorm_forward(be, a->ln2, a->ln2_16, a->rstd2, a->xmid, w + y->ln2, off, N, C, eps);
-    if (!post) be->copy(be, m->x[l + 1], a->xmid, bytes);
+    if (!post && !scaled) be->copy(be, m->x[l + 1], a->xmid, bytes);
     if (use == ZT_LLAMA_FORWARD && tiled) zt_llama_release(m, u, use); /* the MLP's tiles are units of their own */
-    mlp_forward(m, l, use, post ? a->mlp_out : m->x[l + 1], post ? 0 : 1);
+    mlp_forward(m, l, use, post ? a->mlp_out : m->x[l + 1], post || scaled ? 0 : 1);
     if (post) {
         be->rmsnorm_forward(be, m->x[l + 1], NULL, a->rstd4, a->mlp_out, w + y->post_mlp, off, N, C, eps);
         be->add(be, m->x[l + 1], a->xmid, (size_t)N * C);
-    }
+    } else if (scaled) add_scaled_block(m, m->x[l + 1], a->xmid);
     if (use == ZT_LLAMA_FORWARD && !tiled) zt_llama_release(m, u, use);
 }
 
@@ -502,7 +520,7 @@ static void layer_backward(zt_llama *m, int l)
     zt_llama_layer_acts *a = acts_of(m, l);
     size_t base = m->layer0_off + y->numel * l;
     int N = m->B * m->T, C = m->C, window = zt_llama_layer_window(&m->cfg, l), u = zt_llama_layer_unit(m, l);
-    int post = m->cfg.post_norms;
+    int post = m->cfg.post_norms, scaled = zt_llama_scaled_residual(m);
     const zt_real *w = m->params + base, *in = m->cfg.no_pre_norms ? m->x[l] : a->ln1; /* the attention's input */
     /* the layer's first unit is held from the recompute on, else (tiles) taken after the MLP's,
        except with a post norm, which comes before the MLP */
@@ -511,12 +529,14 @@ static void layer_backward(zt_llama *m, int l)
     if (early) zt_llama_acquire(m, u, ZT_LLAMA_BACKWARD);
     if (m->checkpointing) layer_forward(m, l, ZT_LLAMA_RECOMPUTE);
     if (post) post_norm_backward(m, base + y->post_mlp, a->mlp_out, a->rstd4);
-    mlp_backward(m, l, post ? m->dpost : m->dres);
+    else if (scaled) scaled_block_backward(m);
+    mlp_backward(m, l, post || scaled ? m->dpost : m->dres);
     if (!early) zt_llama_acquire(m, u, ZT_LLAMA_BACKWARD);
     pre_norm_backward(m, base + y->ln2, a->xmid, a->rstd2);
 
     if (post) post_norm_backward(m, base + y->post_attn, a->attn_out, a->rstd3);
-    const zt_real *dattn_out = post ? m->dpost : m->dres;
+    else if (scaled) scaled_block_backward(m);
+    const zt_real *dattn_out = post || scaled ? m->dpost : m->dres;
     if (m->cfg.o_bias && m->grads) be->bias_backward(be, m->grads + base + y->bo, dattn_out, N, C);
     zt_llama_linear_backward(m, m->datt, 0, dattn_out, NULL, C, a->att, a->att16, base + y->wo, N, C, m->HD);
     zt_lora_backward(m, l, ZT_LORA_O, a->att, a->att16, dattn_out, dy16_of(m, 1), C, m->datt);
@@ -597,13 +617,15 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
     zt_backend *be = m->be;
     int N = m->B * m->T, C = m->C, V = m->V, tiles = zt_llama_head_tiles(m), tile0 = zt_llama_head_unit(m) + 1, v0, nv;
     double cap = m->cfg.final_softcap;
+    int scaled = m->cfg.logits_scaling != 1; /* Granite: logits divided by logits_scaling */
+    zt_real inv_scaling = (zt_real)(1 / m->cfg.logits_scaling);
     be->memset0(be, m->loss_rows, (size_t)N * sizeof(double));
     /* lnf in bf16 once (not per chunk and tile), unless the adapters' fp32 head takes it */
     const uint16_t *lnf16 = zt_lora_head(m, 0) ? NULL : to_bf16(m, m->lnf16, m->lnf, (size_t)N * C);
     /* the logits' gradient straight into bf16 where nothing more is done to it in fp32 */
     uint16_t *d16 = NULL;
 #ifndef ZT_REAL_DOUBLE
-    if (lnf16 && be->cross_entropy_bf16 && grad_scale != 0 && !(cap > 0) && !row_scale) d16 = m->b16;
+    if (lnf16 && be->cross_entropy_bf16 && grad_scale != 0 && !(cap > 0) && !scaled && !row_scale) d16 = m->b16;
 #endif
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
@@ -617,6 +639,7 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
             zt_llama_release_tile(m, tiles, tile0 + j, ZT_LLAMA_FORWARD);
         }
         size_t nv_all = (size_t)n * V;
+        if (scaled) be->scale(be, m->logits, nv_all, inv_scaling);
         if (cap > 0) be->softcap_forward(be, m->logits, nv_all, cap);
         if (cap > 0 && grad_scale != 0) be->copy(be, m->capped, m->logits, nv_all * sizeof(zt_real));
 #ifndef ZT_REAL_DOUBLE
@@ -626,6 +649,7 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
             be->cross_entropy(be, m->logits, m->loss_rows + r0, m->target + r0, n, V, grad_scale);
         if (grad_scale == 0) continue;
         if (cap > 0) be->softcap_backward(be, m->logits, m->capped, nv_all, cap);
+        if (scaled) be->scale(be, m->logits, nv_all, inv_scaling);
         if (row_scale) be->scale_rows(be, m->logits, row_scale + r0, n, V);
         for (int j = tiles - 1; j >= 0; j--) {
             zt_llama_tile(V, tiles, j, &v0, &nv);
@@ -750,7 +774,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
     if (grad && m->neftune_alpha > 0) /* on the embedding's output, before Gemma's scale, as transformers */
         be->add_uniform_noise(be, m->x[0], (size_t)N * m->C, zt_mix64(m->draw_seed ^ 0x7e5e) ^ zt_mix64(m->pass),
                               (zt_real)(m->neftune_alpha / sqrt((double)m->T * m->C)));
-    if (m->cfg.gemma) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
+    if (zt_llama_embed_scaled(m)) be->scale(be, m->x[0], (size_t)N * m->C, zt_llama_embed_scale(m));
     const zt_llama_act_hooks *store = grad && m->checkpointing ? m->act_store : NULL;
     size_t x_bytes = (size_t)N * m->C * sizeof(zt_real);
     for (int l = 0; l < m->L; l++) {
@@ -772,7 +796,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
             if (store) store->get(store->ctx, l, m->x[l], x_bytes);
             layer_backward(m, l);
         }
-        if (m->cfg.gemma) be->scale(be, m->dres, (size_t)N * m->C, zt_llama_embed_scale(m));
+        if (zt_llama_embed_scaled(m)) be->scale(be, m->dres, (size_t)N * m->C, zt_llama_embed_scale(m));
         drop_pad_rows(m, input);
         zt_real *dembed = embed_grad(m);
         for (int j = E - 1; j >= 0 && dembed; j--) { /* a frozen embedding has no gradient */

@@ -30,7 +30,8 @@ enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotar
 enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | mixtral | qwen3_moe | olmoe */
+    /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | granite | mixtral |
+       qwen3_moe | olmoe */
     char model_type[16];
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
@@ -60,6 +61,10 @@ typedef struct zt_llama_config {
     double query_pre_attn_scalar;       /* attention scores scaled by its -1/2 power; 0: head_dim's */
     double attn_softcap, final_softcap; /* attention-logit and final-logit soft-capping, 0 = none */
     double rope_local_theta;            /* Gemma 3: the windowed layers' rope theta (no rope_scaling); 0: rope_theta */
+    /* Granite: embeddings times embedding_multiplier, attention scores times attention_multiplier
+       (in place of head_dim^-1/2), each block's output times residual_multiplier before it joins the
+       residual, logits divided by logits_scaling; 1 elsewhere (attention_multiplier 0: unset) */
+    double embedding_multiplier, attention_multiplier, residual_multiplier, logits_scaling;
     /* SmolLM3: layers without the rotary embedding: those whose no_rope_layers entry is 0 (a list of
        n_no_rope_layers, one per layer), else, without the list, those with (l + 1) % interval == 0;
        interval 0: every layer has it */
@@ -189,7 +194,7 @@ typedef struct zt_llama {
     zt_real **x;             /* L+1 residual-stream tensors [N, C]: the input of each layer, x[L] the last output */
     zt_llama_layer_acts *la; /* L sets, or 1 with checkpointing */
     zt_real *lnf, *rstdf, *logits, *dres, *dln, *datt, *dqkv, *dgateup, *dh, *cos_t, *sin_t;
-    zt_real *dpost;                /* post norms: ∂loss/∂ a post norm's input */
+    zt_real *dpost;                /* ∂loss/∂ a post norm's input (Granite: a block's output) */
     zt_real *capped;               /* final-logit soft-capping: a chunk's capped logits */
     zt_real *pad_mask;             /* [N]: 0 where the input is pad_token_id, else 1 */
     zt_real *cos_l, *sin_l;        /* Gemma 3: the windowed layers' rotary tables (else cos_t, sin_t) */
@@ -334,9 +339,15 @@ void zt_llama_rope_tables(const zt_llama *m, int T, int local, zt_real *cos_t, z
 /* The same tables into arrays of the model's backend (device memory on a device) */
 zt_status zt_llama_rope_tables_upload(const zt_llama *m, int T, int local, zt_real *cos_t, zt_real *sin_t);
 /* Gemma: norm scales are 1 + weight; the embeddings are multiplied by sqrt(hidden_size), rounded
- * to the compute type first (as transformers does) */
+ * to the compute type first (as transformers does), Granite's by embedding_multiplier */
 static inline zt_real zt_llama_norm_offset(const zt_llama *m) { return m->cfg.gemma ? 1 : 0; }
-static inline zt_real zt_llama_embed_scale(const zt_llama *m) { return (zt_real)sqrt((double)m->C); }
+static inline int zt_llama_embed_scaled(const zt_llama *m) { return m->cfg.gemma || m->cfg.embedding_multiplier != 1; }
+static inline zt_real zt_llama_embed_scale(const zt_llama *m)
+{
+    return (zt_real)(m->cfg.gemma ? sqrt((double)m->C) : m->cfg.embedding_multiplier);
+}
+/* Granite: a block's output times residual_multiplier joins the residual (written apart first) */
+static inline int zt_llama_scaled_residual(const zt_llama *m) { return m->cfg.residual_multiplier != 1; }
 /* h = act(gate)·up on gateup rows: SwiGLU, or Gemma's GeGLU */
 void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n);
 

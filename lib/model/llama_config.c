@@ -1,5 +1,6 @@
 /* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2,
- * phi3, smollm3, mixtral, qwen3_moe, olmoe); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
+ * phi3, smollm3, granite, mixtral, qwen3_moe, olmoe); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
+#include <math.h>
 #include <stdio.h>
 
 #include "lib/core/json.h"
@@ -19,18 +20,18 @@ void zt_llama_config_default(zt_llama_config *c)
     c->rms_norm_eps = 1e-6;
     c->rope_theta = 10000;
     c->partial_rotary_factor = 1;
+    c->embedding_multiplier = c->residual_multiplier = c->logits_scaling = 1;
     c->bos_token_id = 1;
     c->eos_token_id = 2;
     c->pad_token_id = -1;
 }
 
 /* model_type → the architecture's class-name prefix */
-static const char *const model_types[][2] = {{"llama", "Llama"},        {"mistral", "Mistral"},
-                                             {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
-                                             {"gemma2", "Gemma2"},      {"gemma3_text", "Gemma3"},
-                                             {"olmo2", "Olmo2"},        {"phi3", "Phi3"},
-                                             {"smollm3", "SmolLM3"},    {"mixtral", "Mixtral"},
-                                             {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
+static const char *const model_types[][2] = {{"llama", "Llama"},     {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+                                             {"qwen3", "Qwen3"},     {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"},
+                                             {"olmo2", "Olmo2"},     {"phi3", "Phi3"},       {"smollm3", "SmolLM3"},
+                                             {"granite", "Granite"}, {"mixtral", "Mixtral"}, {"qwen3_moe", "Qwen3Moe"},
+                                             {"olmoe", "Olmoe"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 const char *zt_llama_arch_prefix(const char *model_type)
@@ -204,6 +205,17 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
                           "must be null for gemma3_text (transformers' Gemma 3 ignores it)");
     if (c->final_softcap < 0) return zt_cfg_bad(where, "final_logit_softcapping", "must be positive or null");
     if (c->rope_local_theta < 0) return zt_cfg_bad(where, "rope_local_base_freq", "must be positive");
+    int granite = zt_llama_is(c, "granite");
+    const struct {
+        const char *key;
+        double v, other; /* the value, and the one every family but Granite has */
+    } mults[] = {{"embedding_multiplier", c->embedding_multiplier, 1},
+                 {"attention_multiplier", c->attention_multiplier, 0},
+                 {"residual_multiplier", c->residual_multiplier, 1},
+                 {"logits_scaling", c->logits_scaling, 1}};
+    for (size_t i = 0; i < sizeof mults / sizeof mults[0]; i++)
+        if (granite ? !(mults[i].v > 0) || !isfinite(mults[i].v) : mults[i].v != mults[i].other)
+            return zt_cfg_bad(where, mults[i].key, "must be a positive number, for granite only");
     zt_status st = zt_llama_check_experts(c, where);
     if (st) return st;
     if ((double)c->vocab_size * c->hidden_size > 4e12) return zt_cfg_bad(where, "vocab_size", "is too large");

@@ -1,4 +1,4 @@
-/* The keys of config.json that only some families have (Gemma 2 and 3, OLMo 2, Phi-3, SmolLM3),
+/* The keys of config.json that only some families have (Gemma 2 and 3, OLMo 2, Phi-3, SmolLM3, Granite),
  * their *Config defaults, and rope_scaling. */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +52,8 @@ void zt_llama_family_defaults(zt_llama_config *c)
     c->qk_norm = zt_llama_is(c, "qwen3") ? ZT_QK_NORM_HEADS : 0;
     c->attn_softcap = c->final_softcap = c->rope_local_theta = 0;
     c->partial_rotary_factor = 1;
+    c->embedding_multiplier = c->residual_multiplier = c->logits_scaling = 1;
+    c->attention_multiplier = zt_llama_is(c, "granite") ? 1 : 0; /* GraniteConfig's default: no 1/sqrt(head_dim) */
     c->no_rope_layer_interval = c->n_no_rope_layers = 0;
     if (!strncmp(c->model_type, "gemma", 5)) gemma_defaults(c);
     if (zt_llama_is(c, "olmo2")) olmo2_defaults(c);
@@ -232,9 +234,25 @@ static zt_status parse_smollm3(zt_llama_config *c, const cJSON *o, const char *p
     return ZT_OK;
 }
 
+/* Granite's four multipliers (GraniteConfig defaults each to 1) */
+static zt_status parse_granite(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    struct {
+        const char *key;
+        double *v;
+    } keys[] = {{"embedding_multiplier", &c->embedding_multiplier},
+                {"attention_multiplier", &c->attention_multiplier},
+                {"residual_multiplier", &c->residual_multiplier},
+                {"logits_scaling", &c->logits_scaling}};
+    zt_status st = ZT_OK;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys && !st; i++) st = zt_cfg_num(o, path, keys[i].key, 1, keys[i].v);
+    return st; /* zt_llama_config_check: each positive */
+}
+
 zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *path)
 {
     if (c->gemma) return parse_gemma(c, o, path);
+    if (zt_llama_is(c, "granite")) return parse_granite(c, o, path);
     if (zt_llama_is(c, "phi3")) return parse_phi3(c, o, path);
     if (zt_llama_is(c, "smollm3")) return parse_smollm3(c, o, path);
     return zt_llama_parse_experts(c, o, path);
@@ -308,5 +326,11 @@ void zt_llama_add_family_keys(cJSON *o, const zt_llama_config *c)
     else add_rope_scaling(o, c);
     if (c->gemma) add_gemma_keys(o, c);
     if (zt_llama_is(c, "smollm3")) add_smollm3_keys(o, c);
+    if (zt_llama_is(c, "granite")) {
+        zt_json_add_float(o, "embedding_multiplier", c->embedding_multiplier);
+        zt_json_add_float(o, "attention_multiplier", c->attention_multiplier);
+        zt_json_add_float(o, "residual_multiplier", c->residual_multiplier);
+        zt_json_add_float(o, "logits_scaling", c->logits_scaling);
+    }
     zt_llama_add_expert_keys(o, c);
 }

@@ -162,6 +162,10 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"rope_local_base_freq", &c->rope_local_theta},
         {"partial_rotary_factor", &c->partial_rotary_factor},
         {"router_aux_loss_coef", &c->router_aux_loss_coef},
+        {"embedding_multiplier", &c->embedding_multiplier},
+        {"attention_multiplier", &c->attention_multiplier},
+        {"residual_multiplier", &c->residual_multiplier},
+        {"logits_scaling", &c->logits_scaling},
     };
     double *num = NULL;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)

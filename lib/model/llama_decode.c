@@ -8,13 +8,16 @@
 #include "lora.h"
 #include "qbase.h"
 
+/* Whether the blocks' outputs are written apart (c->post) before they join the residual */
+static int apart(const zt_llama *m) { return m->cfg.post_norms || zt_llama_scaled_residual(m); }
+
 size_t zt_llama_cache_bytes(const zt_llama *m, int capacity, int chunk, int slots)
 {
     int device = !m->be->host_memory;
     size_t n = (size_t)chunk, kv = (size_t)m->KV * m->D, half = (size_t)m->R / 2;
     size_t reals = 2 * (size_t)m->L * slots * capacity * kv +
                    n * (2 * (size_t)m->C + m->S3 + m->HD + 3 * (size_t)m->F + 1) + 2 * (size_t)capacity * half;
-    reals += zt_llama_qk_norm_elems(m, chunk) + (m->cfg.post_norms ? n * m->C : 0) +
+    reals += zt_llama_qk_norm_elems(m, chunk) + (apart(m) ? n * m->C : 0) +
              (m->cfg.rope_local_theta > 0 ? 2 * (size_t)capacity * half : 0) + (device ? (size_t)slots * m->V : 0);
     return reals * sizeof(zt_real) + (device ? 2 : 1) * n * sizeof(int32_t) + 22 * 64 +
            zt_llama_moe_bytes(m, chunk, 1, 0);
@@ -56,7 +59,7 @@ zt_status zt_llama_cache_init(zt_llama_cache *c, const zt_llama *m, int capacity
         TAKE(c->qkin, n * (m->H + m->KV) * m->D);
         TAKE(c->rstdqk, n * (m->H + m->KV));
     }
-    if (m->cfg.post_norms) TAKE(c->post, n * m->C);
+    if (apart(m)) TAKE(c->post, n * m->C);
     TAKE(c->cos_t, (size_t)capacity * half);
     TAKE(c->sin_t, (size_t)capacity * half);
     if (m->cfg.rope_local_theta > 0) {
@@ -145,10 +148,15 @@ static void adapters(zt_llama *m, const zt_llama_cache *c, int l, zt_lora_module
 }
 
 /* c->x += out (the attention's or the MLP's output, written into c->post), through its post
- * norm (weight at offset w) */
-static void add_post_normed(zt_llama *m, zt_llama_cache *c, size_t w, int n)
+ * norm (weight at offset w), or (Granite) times residual_multiplier */
+static void add_block_out(zt_llama *m, zt_llama_cache *c, size_t w, int n)
 {
     zt_backend *be = m->be;
+    if (!m->cfg.post_norms) {
+        be->scale(be, c->post, (size_t)n * m->C, (zt_real)m->cfg.residual_multiplier);
+        be->add(be, c->x, c->post, (size_t)n * m->C);
+        return;
+    }
     be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->post, m->params + w, zt_llama_norm_offset(m), n, m->C,
                         m->cfg.rms_norm_eps);
     be->add(be, c->x, c->ln, (size_t)n * m->C);
@@ -167,7 +175,7 @@ static void embed_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, in
                               n, m->C);
         zt_llama_release(m, j, ZT_LLAMA_FORWARD);
     }
-    if (m->cfg.gemma) be->scale(be, c->x, (size_t)n * m->C, zt_llama_embed_scale(m));
+    if (zt_llama_embed_scaled(m)) be->scale(be, c->x, (size_t)n * m->C, zt_llama_embed_scale(m));
 }
 
 /* Layer l up to its MLP: the attention added to c->x (or through its post norm), and the MLP's
@@ -176,9 +184,9 @@ static void attention_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
 {
     zt_backend *be = m->be;
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, kv = m->KV * m->D, post = m->cfg.post_norms, pre = !m->cfg.no_pre_norms;
+    int C = m->C, kv = m->KV * m->D, sep = apart(m), pre = !m->cfg.no_pre_norms;
     double eps = m->cfg.rms_norm_eps;
-    zt_real off = zt_llama_norm_offset(m), *out = post ? c->post : c->x; /* blocks add into x, or via a post norm */
+    zt_real off = zt_llama_norm_offset(m), *out = sep ? c->post : c->x;  /* blocks add into x, or via c->post */
     const zt_real *in = pre ? c->ln : c->x;                              /* a block's input: its pre norm's, or x */
     size_t base = m->layer0_off + y->numel * l;
     zt_real *w = m->params + base;
@@ -205,10 +213,10 @@ static void attention_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
         be->attention_decode(be, c->att + (size_t)i * m->HD, c->qkv + (size_t)i * m->S3, m->S3, K, V, kv, j - i, p0,
                              m->H, m->KV, m->D, zt_llama_layer_window(&m->cfg, l), m->attn_scale, m->cfg.attn_softcap);
     }
-    linear(m, c, out, C, c->att, base + y->wo, n, C, m->HD, post ? 0 : 1);
+    linear(m, c, out, C, c->att, base + y->wo, n, C, m->HD, sep ? 0 : 1);
     adapters(m, c, l, ZT_LORA_O, c->att, m->HD, out, C, n);
     if (m->cfg.o_bias) be->bias_forward(be, out, w + y->bo, n, C);
-    if (post) add_post_normed(m, c, base + y->post_attn, n);
+    if (sep) add_block_out(m, c, base + y->post_attn, n);
     if (pre) be->rmsnorm_forward(be, c->ln, NULL, c->rstd, c->x, w + y->ln2, off, n, C, eps);
 }
 
@@ -218,15 +226,14 @@ static void attention_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
 static void mlp_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), post = m->cfg.post_norms, r0, nr;
+    int C = m->C, F = m->F, K = zt_llama_mlp_tiles(m), u = zt_llama_layer_unit(m, l), sep = apart(m), r0, nr;
     const zt_real *in = m->cfg.no_pre_norms ? c->x : c->ln;
-    zt_real *out = post ? c->post : c->x;
+    zt_real *out = sep ? c->post : c->x;
     size_t base = m->layer0_off + y->numel * l;
     if (c->moe) { /* group by group, as every product */
         for (int i = 0, j; i < n; i = j) {
             j = group_end(c, i, n);
-            zt_llama_moe_forward(m, c->moe, 0, l, in + (size_t)i * C, NULL, j - i, out + (size_t)i * C, post ? 0 : 1,
-                                 1);
+            zt_llama_moe_forward(m, c->moe, 0, l, in + (size_t)i * C, NULL, j - i, out + (size_t)i * C, sep ? 0 : 1, 1);
         }
         return;
     }
@@ -243,7 +250,7 @@ static void mlp_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_FORWARD);
-        linear(m, c, out + r0, C, c->h, base + y->wd + (size_t)r0 * F, n, nr, F, post ? 0 : 1);
+        linear(m, c, out + r0, C, c->h, base + y->wd + (size_t)r0 * F, n, nr, F, sep ? 0 : 1);
         zt_llama_release_tile(m, K, u + 1 + K + j, ZT_LLAMA_FORWARD);
     }
     adapters(m, c, l, ZT_LORA_DOWN, c->h, F, out, C, n);
@@ -258,7 +265,7 @@ static void layer_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
     attention_rows(m, c, l, n);
     if (tiled) zt_llama_release(m, u, ZT_LLAMA_FORWARD);
     mlp_rows(m, c, l, n);
-    if (post) add_post_normed(m, c, m->layer0_off + m->lay.numel * l + m->lay.post_mlp, n);
+    if (apart(m)) add_block_out(m, c, m->layer0_off + m->lay.numel * l + m->lay.post_mlp, n);
     if (!tiled) zt_llama_release(m, u, ZT_LLAMA_FORWARD);
 }
 
@@ -303,6 +310,7 @@ static void decode_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, i
     zt_real *z = c->logits ? c->logits : logits;
     size_t nv = (size_t)rows * m->V;
     head_rows(m, c, n, rows, z);
+    if (m->cfg.logits_scaling != 1) be->scale(be, z, nv, (zt_real)(1 / m->cfg.logits_scaling));
     if (m->cfg.final_softcap > 0) be->softcap_forward(be, z, nv, m->cfg.final_softcap);
     if (c->logits) be->download(be, logits, c->logits, nv * sizeof *logits);
     if (m->hooks) m->hooks->finish(m->hooks->ctx, 0);

@@ -173,8 +173,9 @@ static zt_status shape(zt_llama *m, const zt_llama_config *c, zt_backend *be, zt
     m->S3 = (m->H + 2 * m->KV) * m->D;
     m->HD = m->H * m->D;
     m->R = zt_llama_rotary_dim(c);
-    m->attn_scale =
-        (zt_real)(c->query_pre_attn_scalar > 0 ? pow(c->query_pre_attn_scalar, -0.5) : 1.0 / sqrt((double)m->D));
+    m->attn_scale = (zt_real)(c->attention_multiplier > 0    ? c->attention_multiplier
+                              : c->query_pre_attn_scalar > 0 ? pow(c->query_pre_attn_scalar, -0.5)
+                                                             : 1.0 / sqrt((double)m->D));
     layout(m);
     return ZT_OK;
 }

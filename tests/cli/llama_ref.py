@@ -1,5 +1,5 @@
 """An independent NumPy reference of the Hugging Face Llama/Mistral/Qwen2/Qwen3, Gemma 2/3,
-OLMo 2, Phi-3 and SmolLM3 forward passes, for checking zt's conventions (rotate-half RoPE,
+OLMo 2, Phi-3, SmolLM3 and Granite forward passes, for checking zt's conventions (rotate-half RoPE,
 rope_scaling, grouped KV heads, biases, sliding windows, tied head, q/k norms, the families'
 norms, activations, soft-capping and rotary variants) on small models, and of PEFT's LoRA
 adapters on them. Used by tests/cli/t0500-reference.sh and t2400-lora.sh. On the 12 models of
@@ -101,7 +101,8 @@ def loss(cfg, W, ids):
     """Summed cross-entropy of one sequence and its target count. Gemma 2/3: (1 + w) norms, four
     a layer, embeddings times sqrt(hidden) in fp32, GeGLU, query_pre_attn_scalar, soft-capping;
     OLMo 2: norms on the blocks' outputs only, q/k norms over the whole projections; Phi-3: fused
-    qkv_proj and gate_up_proj, partial rotary, longrope; SmolLM3: no rotary on no_rope_layers' 0s."""
+    qkv_proj and gate_up_proj, partial rotary, longrope; SmolLM3: no rotary on no_rope_layers' 0s;
+    Granite: embeddings, scores, blocks' outputs and logits scaled by its four multipliers."""
     t = cfg["model_type"]
     gemma, olmo, phi = t in ("gemma2", "gemma3_text"), t == "olmo2", t == "phi3"
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -113,12 +114,18 @@ def loss(cfg, W, ids):
     x = W["model.embed_tokens.weight"][ids]
     if gemma:
         x = x * float(np.float32(math.sqrt(C)))
+    granite = t == "granite"
+    resid = cfg.get("residual_multiplier", 1.0) if granite else 1.0
+    if granite:
+        x = x * cfg.get("embedding_multiplier", 1.0)
     tables = {}
     for local in (False, True):
         inv, factor = inv_freq(cfg, R, T, local)
         ang = np.outer(np.arange(T), inv)
         tables[local] = factor * np.cos(np.concatenate([ang, ang], -1)), factor * np.sin(np.concatenate([ang, ang], -1))
     scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma else 1 / math.sqrt(D)
+    if granite:
+        scale = cfg.get("attention_multiplier", 1.0)
     cap = cfg.get("attn_logit_softcapping")
 
     def lin(name, v):
@@ -169,13 +176,15 @@ def loss(cfg, W, ids):
     for l in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % l
         a = attention(p, x if olmo else norm(p + "input_layernorm", x), l)
-        x = x + (norm(p + "post_attention_layernorm", a) if gemma or olmo else a)
+        x = x + (norm(p + "post_attention_layernorm", a) if gemma or olmo else resid * a)
         h = x if olmo else norm(p + ("pre_feedforward_layernorm" if gemma else "post_attention_layernorm"), x)
         m = mlp(p, h)
-        x = x + (norm(p + "post_feedforward_layernorm", m) if gemma or olmo else m)
+        x = x + (norm(p + "post_feedforward_layernorm", m) if gemma or olmo else resid * m)
     x = norm("model.norm", x)
     head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
     logits = x @ head.T
+    if granite:
+        logits = logits / cfg.get("logits_scaling", 1.0)
     if cfg.get("final_logit_softcapping"):
         logits = cfg["final_logit_softcapping"] * np.tanh(logits / cfg["final_logit_softcapping"])
     m = logits.max(-1, keepdims=True)

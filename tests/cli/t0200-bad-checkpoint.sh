@@ -159,6 +159,8 @@ for edit in '"model_type": "phimoe"|model_type' '"model_type": "olmo2", "sliding
             '"model_type": "smollm3", "no_rope_layer_interval": 0|no_rope_layer_interval' \
             '"model_type": "smollm3", "layer_types": ["full_attention", "chunked_attention"]|layer_types' \
             '"model_type": "smollm3", "no_rope_layer_interval": 1, "use_sliding_window": true, "sliding_window": 4|use_sliding_window' \
+            '"model_type": "granite", "residual_multiplier": 0|residual_multiplier' \
+            '"model_type": "granite", "logits_scaling": "8"|logits_scaling' \
             '"model_type": "phi3", "original_max_position_embeddings": 1, "rope_scaling": {"type": "longrope", "short_factor": [1, 2, 3, 4], "long_factor": [1, 2, 3, 4]}|original_max_position_embeddings'; do
   rm -rf keycfg && cp -r good keycfg
   $PY -c 'import json, sys; p="keycfg/config.json"; c=json.load(open(p)); c.update(json.loads("{" + sys.argv[1] + "}")); json.dump(c, open(p,"w"))' "${edit%|*}"

@@ -37,6 +37,8 @@ expect_exit 2 "line that is not JSON" "broken.jsonl:2:" "$ZT" eval recipe.toml d
 expect_exit 2 "missing data file" "nodata.jsonl" "$ZT" eval recipe.toml data.train=nodata.jsonl
 expect_exit 2 "unknown config key in zt init" "unknown config key 'hiden_size'" "$ZT" init --arch llama --out m3 hiden_size=8
 expect_exit 2 "heads that do not divide" "num_key_value_heads" "$ZT" init --arch llama --out m4 num_attention_heads=4 num_key_value_heads=3
+expect_exit 2 "a Granite multiplier on another family" "residual_multiplier.*for granite only" "$ZT" init --arch llama --out m5 residual_multiplier=0.5
+expect_exit 2 "a Granite multiplier of 0" "logits_scaling.*positive" "$ZT" init --arch granite --out m6 logits_scaling=0
 expect_exit 2 "fp16 on the CPU" "fp16" "$ZT" eval recipe.toml model.dtype=fp16
 # a value with a newline or other control characters still gives one line, the characters escaped
 expect_exit 2 "a newline in a quoted value" 'model directory .*a\\nb\\x1b. has no config.json' \

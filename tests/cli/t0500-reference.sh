@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zt's forward pass against an independent NumPy implementation of the Hugging Face
 # models (tests/cli/llama_ref.py), on small models with every feature zt reads from
-# config.json (Llama, Mistral, Qwen2/3, OLMo 2, Gemma 2/3, Phi-3, SmolLM3); and packed sequences
+# config.json (Llama, Mistral, Qwen2/3, OLMo 2, Gemma 2/3, Phi-3, SmolLM3, Granite); and packed sequences
 # give the same loss as one sequence per row.
 . "$(dirname "$0")/lib.sh"
 
@@ -73,4 +73,6 @@ check "phi3 (fused projections, rotary on 6 of 8, longrope, a window of 8)" mode
   partial_rotary_factor=0.75 sliding_window=8 original_max_position_embeddings=64 max_position_embeddings=128 \
   rope_scaling=longrope
 check "smollm3 (no rotary on layer 1)" model_type=smollm3 no_rope_layer_interval=2
+check "granite (its four multipliers, attention_bias)" model_type=granite embedding_multiplier=3 \
+  attention_multiplier=0.2 residual_multiplier=0.4 logits_scaling=1.5 attention_bias=true
 done_testing

@@ -78,6 +78,8 @@ static void check(const char *model_type, int window, int chunk, int lora)
         c.n_experts = 4, c.experts_per_tok = 2, c.moe_intermediate_size = 24, c.intermediate_size = 24;
     if (!strcmp(model_type, "smollm3")) /* layer 1 without rotary embedding */
         ZT_ASSERT(zt_llama_config_set(&c, "no_rope_layer_interval", "2") == ZT_OK);
+    if (!strcmp(model_type, "granite")) /* every multiplier other than 1 */
+        c.embedding_multiplier = 2, c.attention_multiplier = 0.2, c.residual_multiplier = 0.5, c.logits_scaling = 1.5;
     zt_llama m;
     ZT_ASSERT(zt_llama_init(&m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     zt_llama_init_weights(&m, 3, 0.3);
@@ -134,6 +136,7 @@ static void test_sliding_window(void) { check("mistral", 3, 16, 0); }
 static void test_olmo2_norms(void) { check("olmo2", 0, 3, 0); } /* post norms only, whole-projection q/k norms */
 static void test_phi3(void) { check("phi3", 5, 4, 0); }         /* partial rotary, longrope, a window */
 static void test_smollm3(void) { check("smollm3", 0, 4, 0); }   /* a layer without rotary embedding */
+static void test_granite(void) { check("granite", 0, 4, 1); }   /* scaled blocks, with adapters inside them */
 static void test_lora(void) { check("llama", 0, 4, 1); }
 static void test_experts(void)
 {
@@ -151,6 +154,7 @@ int main(void)
     RUN(test_olmo2_norms);
     RUN(test_phi3);
     RUN(test_smollm3);
+    RUN(test_granite);
     RUN(test_lora);
     RUN(test_experts);
     RUN(test_lora_phi3);

@@ -80,7 +80,7 @@ static double check_model(zt_llama_config c, int checkpointing, uint64_t seed, c
     zt_llama_forward_backward(&m, input, target, pos, 1, &loss);
     double worst = 0;
     const double eps = 1e-6;
-    for (size_t i = 0; i < m.numel; i++) {
+    for (size_t i = 0; i < m.numel; i += TEST_SAN_STRIDE) {
         double keep = m.params[i];
         m.params[i] = keep + eps;
         double lp = loss_of(&m);
@@ -268,6 +268,22 @@ static void test_smollm3(void)
     CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles) %g", e);
 }
 
+/* Granite: embeddings, attention scores, each block's output and the logits scaled by their
+ * multipliers (the attention's output bias inside its block's scale); untied with biases, then
+ * tied with checkpointing and tiles */
+static void test_granite(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "granite") == ZT_OK);
+    c.embedding_multiplier = 1.7, c.attention_multiplier = 0.3, c.residual_multiplier = 0.6, c.logits_scaling = 2.5;
+    c.qkv_bias = c.o_bias = 1;
+    double e = check_model(c, 0, 23, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error %g", e);
+    c.qkv_bias = c.o_bias = 0, c.tie_word_embeddings = 1;
+    e = check_model(c, 1, 24, (int[3]){2, 3, 2});
+    CHECK_MSG(e < 1e-5, "worst relative error (tied, checkpointing, tiles) %g", e);
+}
+
 /* Mixtures of experts: the router's softmax, top-k and (qwen3_moe) the chosen weights' division by
  * their sum, the experts' products on their rows, and the load-balancing loss (weight 0.3, the
  * padding left out) — through OLMoE's whole-projection q/k norms, with and without checkpointing.
@@ -306,6 +322,7 @@ int main(void)
     RUN(test_olmo2);
     RUN(test_phi3);
     RUN(test_smollm3);
+    RUN(test_granite);
     RUN(test_neftune);
     RUN(test_experts);
     return test_summary();

@@ -304,6 +304,19 @@ static void test_smollm3_tied(void)
     remove(out), remove(dir);
 }
 
+/* Granite: embeddings, scores, blocks' outputs and logits scaled by their multipliers, attention_bias */
+static void test_granite(void)
+{
+    check_family("granite");
+    check_config_written("granite");
+}
+/* Granite 3's multipliers, tied, one key/value head */
+static void test_granite_tied(void)
+{
+    check_family("granite-tied");
+    check_config_written("granite-tied");
+}
+
 /* Mixtral: 4 experts, 2 a token renormalised, a window of 8 */
 static void test_mixtral(void)
 {
@@ -341,6 +354,8 @@ int main(void)
     RUN(test_phi3_tied);
     RUN(test_smollm3);
     RUN(test_smollm3_tied);
+    RUN(test_granite);
+    RUN(test_granite_tied);
     RUN(test_mixtral);
     RUN(test_qwen3_moe);
     RUN(test_olmoe);
