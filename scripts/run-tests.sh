@@ -37,6 +37,10 @@ cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|fma|f
 echo "cpu: ${cpu_model:-unknown}; flags: ${cpu_flags:-none of avx2 fma f16c avx512*}; ZT_CPU=${ZT_CPU:-(unset)}"
 "$ZT_BIN" env 2>&1 | grep '^cpu:' | sed 's/^/zt env: /'
 
+# what a CLI test makes that a later one of this run may reuse (tests/cli/lib.sh: rlhf_demo_sft)
+export ZT_TEST_SHARED=$(mktemp -d)
+trap 'rm -rf "$ZT_TEST_SHARED"' EXIT
+
 passed=0 failed=0 skipped=0 failures=() skips=()
 # run_one NAME CMD...: runs one test file and counts it
 run_one() {

@@ -83,7 +83,19 @@ seed = 1
 [output]
 dir = "sft"
 TOML
+  # The SFT run is the same wherever this suite run repeats it (the same zt and kernel level, data,
+  # tokenizer and model): the first test trains it, the others copy its final/ from
+  # ZT_TEST_SHARED (scripts/run-tests.sh), keyed by those inputs.
+  local key shared=""
+  key=$({ cat tok.model train.jsonl sft.toml model/config.json model/model.safetensors; echo "${ZT_CPU:-}"; } |
+    sha256sum | cut -c1-16)
+  [ -n "${ZT_TEST_SHARED:-}" ] && shared=$ZT_TEST_SHARED/rlhf-demo-sft-$key
+  if [ -n "$shared" ] && [ -d "$shared" ]; then
+    mkdir -p sft && cp -r "$shared" sft/final && say "ok - the SFT model an earlier test of this suite run trained"
+    return
+  fi
   expect_ok "an under-trained SFT model (150 steps)" "$ZT" sft sft.toml
+  [ -n "$shared" ] && [ -d sft/final ] && cp -r sft/final "$shared.$$" && mv "$shared.$$" "$shared"
 }
 
 # rlhf_demo_pairs ALGORITHM DIR: a recipe that trains sft/final 200 steps with ALGORITHM on the demo's
