@@ -11,7 +11,7 @@
 #                     within 1e-3 relative
 #   cuda vs cpu bf16  the same in bf16, within 2e-2
 #   families, LoRA    the same in bf16 for tiny Qwen3 (q and k norms), Gemma 2 (GeGLU, soft-capping, sandwich
-#                     norms), Phi-3 (partial rotary) and Qwen3-MoE (4 experts) models, LoRA on every linear, QLoRA (NF4 with
+#                     norms), Phi-3 (partial rotary), Granite (its multipliers) and Qwen3-MoE (4 experts) models, LoRA on every linear, QLoRA (NF4 with
 #                     double_quant), LoRA at stage 3 with offload.param = "cpu", and the MLP in 2 tiles
 #   generation        a tiny model with a real tokenizer (tests/fixtures): zt generate's greedy text on the
 #                     device equals the CPU's, and 2 GRPO steps (completions decoded side by side on the
@@ -137,11 +137,14 @@ cuda_vs_cpu() { pair "$1" "$2" model.dtype="$1"; }
 # bf16 runs of what came after the first GPU runs: model families with kernels of their own, LoRA,
 # a tiled MLP; every one is compared, the part fails if any does
 variants() {
-    local arch failed=""
-    for arch in qwen3 gemma2 phi3; do
+    local arch extra failed=""
+    for arch in qwen3 gemma2 phi3 granite; do
+        extra=() # Granite: multipliers as Granite 3's (the scores' 1/64 is head size 64's 1/sqrt(64)^2)
+        [ $arch = granite ] && extra=(embedding_multiplier=12 attention_multiplier=0.015625 residual_multiplier=0.22
+            logits_scaling=8)
         "$ZT" init --arch $arch --out "$WORK/model-$arch" --seed 1 hidden_size=256 intermediate_size=512 \
             num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 \
-            max_position_embeddings=128 tie_word_embeddings=false > /dev/null || return 1
+            max_position_embeddings=128 tie_word_embeddings=false "${extra[@]}" > /dev/null || return 1
         pair "$arch" 2e-2 model.dtype=bf16 model.path="$WORK/model-$arch" || failed+=" $arch"
     done
     # a mixture of experts: the routing decided on the host, the experts' rows gathered and scattered
@@ -161,7 +164,7 @@ variants() {
     pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
         offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, qwen3_moe (and its experts' LoRA and QLoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, granite, qwen3_moe (and its experts' LoRA and QLoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {
