@@ -1,5 +1,5 @@
 /* Attention for bf16 models: zt_cpu_attention_forward's contract (fp32 in and out, causal,
- * grouped-query, the document mask and window) with scale 1/sqrt(D) and no soft-capping, and
+ * grouped-query, the document mask and window, the scores' scale) with no soft-capping, and
  * q, k, v, dout, the probabilities and the scores' gradients rounded to bf16 for the products,
  * which oneDNN's AMX or AVX-512 BF16 kernels run where zt has them (zt_gemm_bf16 otherwise).
  * The softmax, its backward and every sum stay fp32: what the CUDA backend's attention_bf16.cu
@@ -91,10 +91,10 @@ static int block_keys(const int32_t *pos, int t0, int t1, int window)
 }
 
 void zt_cpu_attention_forward_bf16(float *out, float *lse, const float *qkv, const int32_t *pos, int B, int T, int H,
-                                   int KV, int D, int window)
+                                   int KV, int D, int window, double scale_)
 {
     const dims d = {B, T, H, KV, D, (H + 2 * KV) * D, H * D};
-    const float scale = (float)(1 / sqrt((double)D));
+    const float scale = (float)scale_;
     const uint16_t *hm = rounded_qkv(qkv, &d);
     zt_attn_probs_fn *to_probs = zt_attn_probs_for_cpu();
 #pragma omp parallel
@@ -125,11 +125,11 @@ void zt_cpu_attention_forward_bf16(float *out, float *lse, const float *qkv, con
 
 void zt_cpu_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
                                     const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                                    int window)
+                                    int window, double scale_)
 {
     const dims d = {B, T, H, KV, D, (H + 2 * KV) * D, H * D};
     const int group = H / KV;
-    const float scale = (float)(1 / sqrt((double)D));
+    const float scale = (float)scale_;
     const uint16_t *hm = rounded_qkv(qkv, &d);
     uint16_t *dohm = thread_buffer(1, (size_t)B * H * T * D);
     head_major(dohm, dout, d.HD, H, &d); /* dout [B, H, T, D] */

@@ -70,10 +70,10 @@ void zt_cpu_attention_backward(zt_real *dqkv, const zt_real *dout, const zt_real
  * dout, the probabilities and the scores' gradients rounded to bf16 for the products, the
  * softmax and every sum in fp32. Not in the double-precision build. */
 void zt_cpu_attention_forward_bf16(float *out, float *lse, const float *qkv, const int32_t *pos, int B, int T, int H,
-                                   int KV, int D, int window);
+                                   int KV, int D, int window, double scale);
 void zt_cpu_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
                                     const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                                    int window);
+                                    int window, double scale);
 
 /* Attention of n new queries (q rows of stride q_stride, H heads) at positions
  * p0..p0+n-1 of one sequence over a key/value cache [p0+n, KV*D] (rows of stride

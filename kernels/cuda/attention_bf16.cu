@@ -559,15 +559,15 @@ static bf16 *ab_qkv_bf16(cudaStream_t s, const float *qkv, size_t n)
 }
 
 void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos,
-                                    int B, int T, int H, int KV, int D, int window)
+                                    int B, int T, int H, int KV, int D, int window, double scale)
 {
     if (D != 64 && D != 128) {
-        zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, 1.0 / sqrt((double)D), 0);
+        zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, scale, 0);
         return;
     }
     if (B <= 0 || T <= 0) return;
     bf16 *qkv16 = ab_qkv_bf16(s, qkv, (size_t)B * T * (H + 2 * KV) * D);
-    ab_fwd_args a = {out, lse, qkv16, pos, T, H, KV, window, (float)(AB_LOG2E / sqrt((double)D))};
+    ab_fwd_args a = {out, lse, qkv16, pos, T, H, KV, window, (float)(AB_LOG2E * scale)};
     dim3 grid((unsigned)zt_ceil_div(T, AB_ROWS), H, B);
     ab_with_dim(D, [&](auto d) {
         constexpr int DD = decltype(d)::value;
@@ -578,10 +578,10 @@ void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, cons
 
 void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *dout, const float *qkv,
                                      const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
-                                     int KV, int D, int window)
+                                     int KV, int D, int window, double scale)
 {
     if (D != 64 && D != 128) {
-        zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1.0 / sqrt((double)D), 0);
+        zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, 0);
         return;
     }
     if (B <= 0 || T <= 0) return;
@@ -592,8 +592,7 @@ void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *d
     ZT_CUDA_CHECK(cudaMallocAsync((void **)&delta, sizeof(float) * N * H, s));
     ab_delta_kernel<<<(unsigned)zt_ceil_div(N * H * 32, 256), 256, 0, s>>>(delta, dout16, dout, out, (int)N, T, H, D);
     zt_cuda_check("attention_delta_bf16");
-    ab_bwd_args a = {dqkv, qkv16, dout16, lse, delta, pos, T, H, KV, window, (float)(1.0 / sqrt((double)D)),
-                     (float)(AB_LOG2E / sqrt((double)D))};
+    ab_bwd_args a = {dqkv, qkv16, dout16, lse, delta, pos, T, H, KV, window, (float)scale, (float)(AB_LOG2E * scale)};
     unsigned tiles = (unsigned)zt_ceil_div(T, AB_ROWS);
     ab_with_dim(D, [&](auto d) {
         using C = ab_tile<decltype(d)::value>;

@@ -83,10 +83,10 @@ void zt_cuda_attention_decode(cudaStream_t s, float *out, const float *q, int q_
                               double softcap);
 /* same contract, q/k/v/dout/P rounded to bf16 for the products, fp32 accumulation and softmax (attention_bf16.cu) */
 void zt_cuda_attention_forward_bf16(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B,
-                                    int T, int H, int KV, int D, int window);
+                                    int T, int H, int KV, int D, int window, double scale);
 void zt_cuda_attention_backward_bf16(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
                                      const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D,
-                                     int window);
+                                     int window, double scale);
 
 /* --- loss (crossentropy.cu): loss_rows is device memory too */
 void zt_cuda_cross_entropy(cudaStream_t s, float *logits, double *loss_rows, const int32_t *targets, int n, int V,

@@ -90,13 +90,12 @@ struct zt_backend {
                                const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H, int KV,
                                int D, int window, double scale, double softcap);
     /* optional (NULL: the fp32 entries serve): the same with q, k, v and the probabilities
-     * rounded to bf16 for the products (tensor cores), for bf16 models; scale 1/sqrt(D) and
-     * no soft-capping only */
+     * rounded to bf16 for the products (tensor cores), for bf16 models; no soft-capping */
     void (*attention_forward_bf16)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
-                                   int B, int T, int H, int KV, int D, int window);
+                                   int B, int T, int H, int KV, int D, int window, double scale);
     void (*attention_backward_bf16)(zt_backend *be, zt_real *dqkv, const zt_real *dout, const zt_real *qkv,
                                     const zt_real *out, const zt_real *lse, const int32_t *pos, int B, int T, int H,
-                                    int KV, int D, int window);
+                                    int KV, int D, int window, double scale);
     void (*attention_decode)(zt_backend *be, zt_real *out, const zt_real *q, int q_stride, const zt_real *k,
                              const zt_real *v, int kv_stride, int n, int p0, int H, int KV, int D, int window,
                              double scale, double softcap);

@@ -76,15 +76,15 @@ static void cpu_to_bf16(zt_backend *be, uint16_t *dst, const float *src, size_t 
     zt_f32_to_bf16_array(dst, src, n);
 }
 static void cpu_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
-                                       int B, int T, int H, int KV, int D, int window)
+                                       int B, int T, int H, int KV, int D, int window, double scale)
 {
-    zt_cpu_attention_forward_bf16(out, lse, qkv, pos, B, T, H, KV, D, window);
+    zt_cpu_attention_forward_bf16(out, lse, qkv, pos, B, T, H, KV, D, window, scale);
 }
 static void cpu_attention_backward_bf16(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
                                         const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
-                                        int KV, int D, int window)
+                                        int KV, int D, int window, double scale)
 {
-    zt_cpu_attention_backward_bf16(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+    zt_cpu_attention_backward_bf16(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale);
 }
 #endif
 

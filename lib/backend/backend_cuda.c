@@ -397,18 +397,18 @@ static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const
 }
 
 static void cuda_attention_forward_bf16(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos,
-                                        int B, int T, int H, int KV, int D, int window)
+                                        int B, int T, int H, int KV, int D, int window, double scale)
 {
     MARK();
-    zt_cuda_attention_forward_bf16(stream, out, lse, qkv, pos, B, T, H, KV, D, window);
+    zt_cuda_attention_forward_bf16(stream, out, lse, qkv, pos, B, T, H, KV, D, window, scale);
 }
 
 static void cuda_attention_backward_bf16(zt_backend *be, float *dqkv, const float *dout, const float *qkv,
                                          const float *out, const float *lse, const int32_t *pos, int B, int T, int H,
-                                         int KV, int D, int window)
+                                         int KV, int D, int window, double scale)
 {
     MARK();
-    zt_cuda_attention_backward_bf16(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+    zt_cuda_attention_backward_bf16(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale);
 }
 
 static void cuda_attention_backward(zt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,

@@ -411,12 +411,10 @@ static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
                 local ? m->sin_l : m->sin_t, inverse);
 }
 
-/* The bf16 attention kernels serve bf16 models with the plain 1/sqrt(head_dim) scale, uncapped. */
+/* The bf16 attention kernels serve bf16 models whose scores are not soft-capped. */
 static int bf16_attention(const zt_llama *m)
 {
-    double q = m->cfg.query_pre_attn_scalar;
-    return m->dtype_bf16 && m->be->attention_forward_bf16 && !(m->cfg.attn_softcap > 0) && (!(q > 0) || q == m->D) &&
-           !(m->cfg.attention_multiplier > 0);
+    return m->dtype_bf16 && m->be->attention_forward_bf16 && !(m->cfg.attn_softcap > 0);
 }
 
 /* Granite: out = residual + residual_multiplier · out, out holding the block's output */
@@ -462,7 +460,8 @@ static void layer_forward(zt_llama *m, int l, zt_llama_use use)
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, a->qkv, a->qkin, a->rstdqk, w + y->qkn, N);
     layer_rope(m, l, a->qkv, 0);
     if (bf16_attention(m))
-        be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window);
+        be->attention_forward_bf16(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window,
+                                   m->attn_scale);
     else
         be->attention_forward(be, a->att, a->lse, a->qkv, m->pos, m->B, m->T, m->H, m->KV, m->D, window, m->attn_scale,
                               m->cfg.attn_softcap);
@@ -542,7 +541,7 @@ static void layer_backward(zt_llama *m, int l)
     zt_lora_backward(m, l, ZT_LORA_O, a->att, a->att16, dattn_out, dy16_of(m, 1), C, m->datt);
     if (bf16_attention(m))
         be->attention_backward_bf16(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
-                                    window);
+                                    window, m->attn_scale);
     else
         be->attention_backward(be, m->dqkv, m->datt, a->qkv, a->att, a->lse, m->pos, m->B, m->T, m->H, m->KV, m->D,
                                window, m->attn_scale, m->cfg.attn_softcap);

@@ -140,27 +140,29 @@ static int32_t *doc_positions(int B, int T)
 
 static double worst[3]; /* out, lse, dqkv over the bf16 cases */
 
-static void attention_case(int T, int KV, int D, int window)
+/* scale: the scores' (0: 1/sqrt(D)) */
+static void attention_case(int T, int KV, int D, int window, double scale)
 {
     const int B = 2, H = 4, S3 = (H + 2 * KV) * D;
+    if (scale == 0) scale = 1 / sqrt(D);
     size_t nqkv = (size_t)B * T * S3, nout = (size_t)B * T * H * D, nlse = (size_t)B * H * T;
     int tc = D == 64 || D == 128; /* tensor cores, else the fp32 kernels */
     double tol_out = tc ? 5e-5 : 1e-9, tol_lse = tc ? 1e-4 : 1e-9, tol_dqkv = tc ? 3e-4 : 1e-9;
-    snprintf(case_name, sizeof case_name, "B=%d T=%d H=%d KV=%d D=%d window=%d%s", B, T, H, KV, D, window,
-             tc ? "" : " (fp32)");
+    snprintf(case_name, sizeof case_name, "B=%d T=%d H=%d KV=%d D=%d window=%d scale=%g%s", B, T, H, KV, D, window,
+             scale, tc ? "" : " (fp32)");
     float *qkv = uniforms(nqkv, 1.5), *dout = uniforms(nout, 1);
     int32_t *pos = doc_positions(B, T);
     float *out = xmalloc(nout * sizeof *out), *lse = xmalloc(nlse * sizeof *lse), *dqkv = xmalloc(nqkv * sizeof *dqkv);
-    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
-    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, scale, 0);
+    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, 0);
 
     float *d_qkv = dev_buf(qkv, nqkv * 4), *d_dout = dev_buf(dout, nout * 4);
     int32_t *d_pos = dev_buf(pos, (size_t)B * T * 4);
     float *d_out = dev_buf(NULL, nout * 4), *d_lse = dev_buf(NULL, nlse * 4), *d_dqkv = dev_buf(NULL, nqkv * 4);
     float *d_out_cpu = dev_buf(out, nout * 4), *d_lse_cpu = dev_buf(lse, nlse * 4);
-    zt_cuda_attention_forward_bf16(stream, d_out, d_lse, d_qkv, d_pos, B, T, H, KV, D, window);
-    zt_cuda_attention_backward_bf16(stream, d_dqkv, d_dout, d_qkv, d_out_cpu, d_lse_cpu, d_pos, B, T, H, KV, D,
-                                    window);
+    zt_cuda_attention_forward_bf16(stream, d_out, d_lse, d_qkv, d_pos, B, T, H, KV, D, window, scale);
+    zt_cuda_attention_backward_bf16(stream, d_dqkv, d_dout, d_qkv, d_out_cpu, d_lse_cpu, d_pos, B, T, H, KV, D, window,
+                                    scale);
     cuda_ok(cudaStreamSynchronize(stream), "attention_bf16");
 
     float *got[3] = {download(d_out, nout), download(d_lse, nlse), download(d_dqkv, nqkv)};
@@ -181,27 +183,32 @@ static void test_attention_bf16(void)
     for (int t = 0; t < 5; t++)
         for (int k = 0; k < 3; k++)
             for (int d = 0; d < 3; d++)
-                for (int window = 0; window <= 5; window += 5) attention_case(Ts[t], KVs[k], Ds[d], window);
+                for (int window = 0; window <= 5; window += 5) attention_case(Ts[t], KVs[k], Ds[d], window, 0);
+    /* other scales: Gemma 3 27B's query_pre_attn_scalar^-1/2 on head size 128, Granite's multiplier */
+    attention_case(200, 2, 128, 0, 1 / sqrt(168));
+    attention_case(200, 2, 64, 5, 0.3);
     printf("worst bf16 error: out %.3e  lse %.3e  dqkv %.3e\n", worst[0], worst[1], worst[2]);
 }
 
 /* --- speed: one causal document per row, bf16 against the fp32 kernels on the same inputs --- */
 
-typedef void (*fwd_fn)(cudaStream_t, float *, float *, const float *, const int32_t *, int, int, int, int, int, int);
+typedef void (*fwd_fn)(cudaStream_t, float *, float *, const float *, const int32_t *, int, int, int, int, int, int,
+                       double);
 typedef void (*bwd_fn)(cudaStream_t, float *, const float *, const float *, const float *, const float *,
-                       const int32_t *, int, int, int, int, int, int);
+                       const int32_t *, int, int, int, int, int, int, double);
 
-/* the fp32 kernels under the bf16 kernels' contract: scale 1/sqrt(D), no soft-capping */
+/* the fp32 kernels under the bf16 kernels' contract: no soft-capping */
 static void fp32_forward(cudaStream_t s, float *out, float *lse, const float *qkv, const int32_t *pos, int B, int T,
-                         int H, int KV, int D, int window)
+                         int H, int KV, int D, int window, double scale)
 {
-    zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+    zt_cuda_attention_forward(s, out, lse, qkv, pos, B, T, H, KV, D, window, scale, 0);
 }
 
 static void fp32_backward(cudaStream_t s, float *dqkv, const float *dout, const float *qkv, const float *out,
-                          const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window)
+                          const float *lse, const int32_t *pos, int B, int T, int H, int KV, int D, int window,
+                          double scale)
 {
-    zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+    zt_cuda_attention_backward(s, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, 0);
 }
 
 /* milliseconds per call of fwd (bwd when fwd is NULL) over reps calls, after one warm-up call */
@@ -214,8 +221,8 @@ static double time_calls(int reps, fwd_fn fwd, bwd_fn bwd, float *out, float *ls
     float ms = 0;
     for (int i = -1; i < reps; i++) {
         if (i == 0) cuda_ok(cudaEventRecord(e0, stream), "cudaEventRecord");
-        if (fwd) fwd(stream, out, lse, qkv, pos, B, T, H, KV, D, 0);
-        else bwd(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, 0);
+        if (fwd) fwd(stream, out, lse, qkv, pos, B, T, H, KV, D, 0, 1 / sqrt(D));
+        else bwd(stream, dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, 0, 1 / sqrt(D));
     }
     cuda_ok(cudaEventRecord(e1, stream), "cudaEventRecord");
     cuda_ok(cudaEventSynchronize(e1), "cudaEventSynchronize");
@@ -237,10 +244,11 @@ static void bench_case(int B, int T, int H, int KV, int D)
     float *d_out16 = dev_buf(NULL, nout * 4), *d_lse16 = dev_buf(NULL, nlse * 4), *d_dqkv16 = dev_buf(NULL, nqkv * 4);
 
     /* the fp32 kernels as the reference at this size; both backwards get the fp32 forward's out and lse */
-    fp32_forward(stream, d_out32, d_lse32, d_qkv, d_pos, B, T, H, KV, D, 0);
-    zt_cuda_attention_forward_bf16(stream, d_out16, d_lse16, d_qkv, d_pos, B, T, H, KV, D, 0);
-    fp32_backward(stream, d_dqkv32, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0);
-    zt_cuda_attention_backward_bf16(stream, d_dqkv16, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0);
+    const double scale = 1 / sqrt(D);
+    fp32_forward(stream, d_out32, d_lse32, d_qkv, d_pos, B, T, H, KV, D, 0, scale);
+    zt_cuda_attention_forward_bf16(stream, d_out16, d_lse16, d_qkv, d_pos, B, T, H, KV, D, 0, scale);
+    fp32_backward(stream, d_dqkv32, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0, scale);
+    zt_cuda_attention_backward_bf16(stream, d_dqkv16, d_dout, d_qkv, d_out32, d_lse32, d_pos, B, T, H, KV, D, 0, scale);
     cuda_ok(cudaStreamSynchronize(stream), "bench reference");
     const float *dev[3][2] = {{d_out16, d_out32}, {d_lse16, d_lse32}, {d_dqkv16, d_dqkv32}};
     static const char *names[3] = {"bf16_vs_fp32.out", "bf16_vs_fp32.lse", "bf16_vs_fp32.dqkv"};

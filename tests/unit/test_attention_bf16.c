@@ -64,23 +64,26 @@ static void expect(const char *what, const float *got, const float *want, size_t
     CHECK_MSG(e <= tol && !bad, "%s %s: NMSE %.3e (tol %.1e), %zu of %zu not finite", what, case_name, e, tol, bad, n);
 }
 
-static void attention_case(int T, int KV, int D, int window)
+/* scale: the scores' (0: 1/sqrt(D)) */
+static void attention_case(int T, int KV, int D, int window, double scale)
 {
     const int B = 2, H = 4, S3 = (H + 2 * KV) * D;
+    if (scale == 0) scale = 1 / sqrt(D);
     size_t nqkv = (size_t)B * T * S3, nout = (size_t)B * T * H * D, nlse = (size_t)B * H * T;
-    snprintf(case_name, sizeof case_name, "B=%d T=%d H=%d KV=%d D=%d window=%d", B, T, H, KV, D, window);
+    snprintf(case_name, sizeof case_name, "B=%d T=%d H=%d KV=%d D=%d window=%d scale=%g", B, T, H, KV, D, window,
+             scale);
     float *qkv = uniforms(nqkv, 1.5f), *dout = uniforms(nout, 1);
     int32_t *pos = doc_positions(B, T);
     float *out = malloc(nout * sizeof *out), *lse = malloc(nlse * sizeof *lse), *dqkv = malloc(nqkv * sizeof *dqkv);
-    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
-    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, 1 / sqrt(D), 0);
+    zt_cpu_attention_forward(out, lse, qkv, pos, B, T, H, KV, D, window, scale, 0);
+    zt_cpu_attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale, 0);
 
     float *got[2][3]; /* [threads - 1][out, lse, dqkv] */
     for (int th = 0; th < 2; th++) {
         omp_set_num_threads(th + 1);
         got[th][0] = nans(nout), got[th][1] = nans(nlse), got[th][2] = nans(nqkv);
-        zt_cpu_attention_forward_bf16(got[th][0], got[th][1], qkv, pos, B, T, H, KV, D, window);
-        zt_cpu_attention_backward_bf16(got[th][2], dout, qkv, out, lse, pos, B, T, H, KV, D, window);
+        zt_cpu_attention_forward_bf16(got[th][0], got[th][1], qkv, pos, B, T, H, KV, D, window, scale);
+        zt_cpu_attention_backward_bf16(got[th][2], dout, qkv, out, lse, pos, B, T, H, KV, D, window, scale);
     }
     expect("out", got[1][0], out, nout, 5e-5, 0);
     expect("lse", got[1][1], lse, nlse, 1e-4, 1);
@@ -97,11 +100,14 @@ static void attention_case(int T, int KV, int D, int window)
 static void test_against_fp32(void)
 {
     int saved = omp_get_max_threads();
-    attention_case(150, 2, 64, 0);  /* query blocks 64, 64, 22; two heads a kv head */
-    attention_case(300, 4, 64, 0);  /* key blocks past 256 */
-    attention_case(200, 1, 32, 0);  /* all heads on one kv head; head size 32 */
-    attention_case(130, 2, 64, 17); /* a window, so blocks start inside documents */
-    attention_case(5, 2, 64, 0);    /* one short block */
+    attention_case(150, 2, 64, 0, 0);  /* query blocks 64, 64, 22; two heads a kv head */
+    attention_case(300, 4, 64, 0, 0);  /* key blocks past 256 */
+    attention_case(200, 1, 32, 0, 0);  /* all heads on one kv head; head size 32 */
+    attention_case(130, 2, 64, 17, 0); /* a window, so blocks start inside documents */
+    attention_case(5, 2, 64, 0, 0);    /* one short block */
+    /* other scales: Gemma 3 27B's query_pre_attn_scalar^-1/2 on head size 128, Granite's multiplier */
+    attention_case(150, 2, 128, 0, 1 / sqrt(168));
+    attention_case(130, 2, 64, 17, 0.3);
     omp_set_num_threads(saved);
 }
 
