@@ -12,20 +12,24 @@ int cmd_export(int argc, char **argv)
     int merge = 0;
     unsigned long long max_shard;
     zt_usage u = {"zt export",
-                  "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge [--base DIR]]",
+                  "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge] [--base DIR]",
                   "Write a Hugging Face model directory (config.json, model.safetensors or shards with an\n"
                   "index, tokenizer files, generation_config.json). A run directory exports its newest\n"
                   "complete checkpoint, or its final/ when it has none; a checkpoint directory exports\n"
                   "that one. Tensors are written one at a time: the model never has to fit in memory.\n"
                   "With --merge, a LoRA run (its final/) or a PEFT adapter directory: the base model with\n"
-                  "every adapter merged into its weights (the base read whole into memory)."};
+                  "every adapter merged into its weights (the base read whole into memory).\n"
+                  "A checkpoint of Gemma 3's image-text model holds its language model alone: --base names\n"
+                  "the model it was trained from, whose vision tower the export carries."};
     zt_option opts[] = {
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"dtype", 'S', &dtype, "TYPE", "bf16 or fp32 (default: the source config.json's torch_dtype)", 0, 0},
         {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
         {"merge", 'F', &merge, "", "merge LoRA adapters into their base model", 0, 0},
-        {"base", 'S', &base, "DIR", "with --merge: the base model (default: the adapter's base_model_name_or_path)", 0,
-         0},
+        {"base", 'S', &base, "DIR",
+         "with --merge: the base model (default: the adapter's base_model_name_or_path); with an image-text "
+         "checkpoint: the model it was trained from",
+         0, 0},
         {0},
     };
     if ((argc = zt_options_parse(argc, argv, opts, &u)) < 0) return argc == -2 ? 0 : 2;
@@ -38,12 +42,8 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     zt_export_info info;
-    if (base && !merge) {
-        fprintf(stderr, "zt: error: zt export: --base goes with --merge\n");
-        return 2;
-    }
     zt_status st = merge ? zt_export_merged(argv[1], base, out, dtype, (size_t)max_shard, &info)
-                         : zt_export(argv[1], out, dtype, (size_t)max_shard, &info);
+                         : zt_export(argv[1], base, out, dtype, (size_t)max_shard, &info);
     if (st) return cmd_fail(st);
     if (info.step >= 0)
         zt_log_info("exported step %ld from '%s' (%zu parameters, %s) to '%s'", info.step, info.source, info.numel,

@@ -188,7 +188,10 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* The chat_template of tokenizer_config.json: a string, or [{name, template}, ...] with a "default". */
-static zt_status load_config(zt_template **out, const char *path)
+/* The chat_template of a JSON file at path (tokenizer_config.json); where it has none, that of
+ * `fallback` (NULL: none) if the file is there: an image-text model's processor may keep it alone,
+ * in chat_template.json under the same key. */
+static zt_status load_config(zt_template **out, const char *path, const char *fallback)
 {
     char *text;
     size_t len;
@@ -221,6 +224,7 @@ static zt_status load_config(zt_template **out, const char *path)
     }
     if (!src) {
         cJSON_Delete(doc);
+        if (!ct && fallback && zt_path_exists(fallback)) return load_config(out, fallback, NULL);
         return zt_fail(ZT_EUSER, "'%s' has no chat_template; set tokenizer.chat_template", path);
     }
     char name[4200];
@@ -267,8 +271,11 @@ zt_status zt_template_load(zt_template **t, zt_chat_template kind, const char *f
     zt_status st = zt_path_join(path, sizeof path, model_dir, "chat_template.jinja");
     if (st) return st;
     if (zt_path_exists(path)) return load_file(t, path); /* what newer transformers save */
-    if ((st = zt_path_join(path, sizeof path, model_dir, "tokenizer_config.json"))) return st;
-    return load_config(t, path);
+    char processor[4096];
+    if ((st = zt_path_join(path, sizeof path, model_dir, "tokenizer_config.json")) ||
+        (st = zt_path_join(processor, sizeof processor, model_dir, "chat_template.json")))
+        return st;
+    return load_config(t, path, processor);
 }
 
 void zt_template_free(zt_template *t)

@@ -4,7 +4,8 @@
  * A template is named (tokenizer.chat_template in the recipe):
  *   auto     the model's own: model_dir/chat_template.jinja when present, else
  *            the chat_template of model_dir/tokenizer_config.json (a string, or
- *            a list of {name, template} of which "default" is taken)
+ *            a list of {name, template} of which "default" is taken), else that of
+ *            chat_template.json (an image-text model's processor's)
  *   chatml   <|im_start|>role\n...<|im_end|>\n as Qwen2 writes it, without a default system prompt
  *   llama2   Llama-2-chat's [INST] <<SYS>> format      llama3   Llama-3-Instruct's headers
  *   mistral  Mistral-7B-Instruct-v0.2's [INST] format  zephyr   HuggingFaceH4/zephyr-7b-beta's <|user|> format
@@ -143,7 +144,7 @@ typedef enum zt_chat_template {
 /* "auto", "chatml", ...: indexed by zt_chat_template (a file has no name) */
 extern const char *const zt_chat_template_names[ZT_TEMPLATE_FILE];
 
-/* The template of kind: auto takes the model's (chat_template.jinja or tokenizer_config.json in
+/* The template of kind: auto takes the model's (chat_template.jinja, tokenizer_config.json or chat_template.json in
  * model_dir, needed for auto only), a named one its compiled-in source, ZT_TEMPLATE_FILE the
  * .jinja file `file` (else unused). */
 zt_status zt_template_load(zt_template **t, zt_chat_template kind, const char *file, const char *model_dir);

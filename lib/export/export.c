@@ -252,7 +252,25 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
     return st;
 }
 
-zt_status zt_export(const char *src, const char *out_dir, const char *dtype, size_t max_shard_bytes,
+/* The source of the tensors an image-text model carries through (llama.h: zt_llama_passes_through):
+ * the model directory itself; for a checkpoint, which has the language model alone, base. */
+static zt_status passed_through_source(zt_llama_config *cfg, const char *source, int is_ckpt, const char *base)
+{
+    if (!cfg->image_text || !is_ckpt)
+        return base ? zt_fail(ZT_EUSER, "--base goes with --merge, or with a checkpoint of an image-text model")
+                    : ZT_OK;
+    if (!base)
+        return zt_fail(ZT_EUSER,
+                       "'%s' holds the language model of an image-text model alone: give --base DIR, the model it "
+                       "was trained from, whose vision tower the export carries",
+                       source);
+    if (snprintf(cfg->path, sizeof cfg->path, "%s/config.json", base) >= (int)sizeof cfg->path)
+        return zt_fail(ZT_EUSER, "--base '%s': the path is too long", base);
+    if (!zt_path_exists(cfg->path)) return zt_fail(ZT_EUSER, "--base '%s' has no config.json", base);
+    return ZT_OK;
+}
+
+zt_status zt_export(const char *src, const char *base, const char *out_dir, const char *dtype, size_t max_shard_bytes,
                     zt_export_info *info)
 {
     char config_path[4096];
@@ -265,6 +283,7 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     if (!st) st = refuse_adapters(info->source, is_ckpt);
     if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");
     if (!st) st = zt_llama_config_load(&cfg, config_path);
+    if (!st) st = passed_through_source(&cfg, info->source, is_ckpt, base);
     if (!st) st = parse_dtype(dtype, config_path, &dt);
     if (!st) st = zt_llama_shape(&shape, &cfg, zt_backend_cpu(), ZT_F32);
     if (!st) st = zt_llama_tensors(&cfg, &t, &n);
@@ -276,7 +295,7 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
     fill_ctx *ctx = calloc((size_t)n, sizeof *ctx);
     decoded_tensor *dctx = calloc((size_t)n, sizeof *dctx);
     zt_qbase_decoder *d = NULL;
-    zt_st_reader *r = NULL;
+    zt_st_reader *r = NULL, *vision = NULL;
     int nf4 = 0, double_quant = 0;
     if (!w || !ctx || !dctx) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
     if (!st && is_ckpt) st = add_from_checkpoint(w, info->source, dt, t, n, ctx, shape.numel, &info->step);
@@ -286,10 +305,13 @@ zt_status zt_export(const char *src, const char *out_dir, const char *dtype, siz
         st = add_decoded(w, d, dt, t, n, dctx);
     if (!st && !is_ckpt && !nf4 && !(st = zt_st_open(&r, info->source)))
         st = add_from_model(w, r, info->source, dt, t, n);
+    if (!st) st = zt_llama_add_passed_through(&cfg, w, &vision);
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
+    if (!st && base) st = check_out_dir(base, out_dir);
     if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
     if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
+    if (vision) zt_st_close(vision);
     if (r) zt_st_close(r);
     zt_qbase_decoder_close(d);
     zt_st_writer_free(w);

@@ -4,7 +4,7 @@
  * whole model is never in memory (unlike DeepSpeed's zero_to_fp32).
  *
  *     zt_export_info info;
- *     st = zt_export("runs/x", "out/hf", "bf16", 5000000000ull, &info);
+ *     st = zt_export("runs/x", NULL, "out/hf", "bf16", 5000000000ull, &info);
  *     // info.source: runs/x/checkpoints/step-000300 (its newest complete checkpoint)
  */
 #ifndef ZT_EXPORT_H
@@ -24,8 +24,10 @@ typedef struct zt_export_info {
 /* src: a checkpoint directory (complete: DONE), a run directory (its newest complete
  * checkpoint, else its final/), or a model directory (converted). dtype: "bf16", "fp32",
  * or NULL for the source config.json's torch_dtype (bf16 for "bfloat16", else fp32).
- * max_shard_bytes: 0 for one file. Bad or missing input is ZT_EUSER naming the file. */
-zt_status zt_export(const char *src, const char *out_dir, const char *dtype, size_t max_shard_bytes,
+ * max_shard_bytes: 0 for one file. Bad or missing input is ZT_EUSER naming the file.
+ * base: NULL, but for a checkpoint of Gemma 3's image-text model, which holds the language model
+ * alone: the model it was trained from, whose vision tower the export carries. */
+zt_status zt_export(const char *src, const char *base, const char *out_dir, const char *dtype, size_t max_shard_bytes,
                     zt_export_info *info);
 
 /* --merge: the model of a LoRA run (its final/) or a PEFT adapter directory, W + s·B·A for

@@ -80,8 +80,20 @@ typedef struct zt_llama_config {
     int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits;
     double router_aux_loss_coef;
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
+    /* The language model of a Gemma 3 image-text checkpoint (model_type "gemma3",
+       Gemma3ForConditionalGeneration; model_type here is gemma3_text): its tensors are named under
+       ZT_LLAMA_TEXT_PREFIX, the vision tower's are carried from the source through every save */
+    int image_text;
     char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
+
+/* Where an image-text checkpoint names its language model's tensors: language_model.model.layers.0... */
+#define ZT_LLAMA_TEXT_PREFIX "language_model."
+/* name past ZT_LLAMA_TEXT_PREFIX (the name itself when it has none) */
+const char *zt_llama_text_name(const char *name);
+/* A tensor of c's checkpoints that zt does not train but carries through a save: the vision
+ * tower and its projector in an image-text checkpoint (those outside ZT_LLAMA_TEXT_PREFIX). */
+int zt_llama_passes_through(const zt_llama_config *c, const char *name);
 
 /* Defaults of a small Llama (what `zt init --arch llama` starts from). */
 void zt_llama_config_default(zt_llama_config *c);
@@ -308,6 +320,11 @@ zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*a
                                      struct zt_st_reader **out);
 zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
+/* The tensors an image-text checkpoint carries through (zt_llama_passes_through) into a writer, as
+ * the source beside c->path stores them (its float data checked finite); *src is left open for the
+ * writer to read them (NULL for any other model), to be closed with zt_st_close after it finished. */
+struct zt_st_writer;
+zt_status zt_llama_add_passed_through(const zt_llama_config *c, struct zt_st_writer *w, struct zt_st_reader **src);
 /* config.json of c in dir, its torch_dtype the weights' dtype (what zt_llama_save writes beside them). */
 zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dtype dtype);
 /* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements

@@ -78,18 +78,21 @@ static void take(cJSON *dst, cJSON *src, const char *key)
 /* The source's config.json with what zt changed: the dtype it saves in, the writer, a
  * value/reward head put on a causal LM, a grown vocabulary, and no quantization_config (zt saves
  * floats: a bitsandbytes source was decoded). Every other key stays as the source wrote it,
- * unknown keys and number types included. */
+ * unknown keys, number types and an image-text checkpoint's vision_config included. */
 static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
 {
     cJSON_DeleteItemFromObjectCaseSensitive(src, "quantization_config");
     static const char *head_keys[] = {"architectures", "num_labels", "id2label", "label2id", "pad_token_id"};
-    const cJSON *labels = cJSON_GetObjectItemCaseSensitive(src, "num_labels");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(src, "vocab_size");
+    /* an image-text checkpoint's language model: its text_config (it may leave vocab_size out) */
+    cJSON *lm = c->image_text ? cJSON_GetObjectItemCaseSensitive(src, "text_config") : src;
+    if (!cJSON_IsObject(lm)) lm = src;
+    const cJSON *labels = cJSON_GetObjectItemCaseSensitive(lm, "num_labels");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(lm, "vocab_size");
     take(src, made, "torch_dtype");
     take(src, made, "zt_version");
     if (c->num_labels && !(cJSON_IsNumber(labels) && labels->valueint == c->num_labels))
-        for (size_t i = 0; i < sizeof head_keys / sizeof head_keys[0]; i++) take(src, made, head_keys[i]);
-    if (!cJSON_IsNumber(vocab) || vocab->valuedouble != c->vocab_size) take(src, made, "vocab_size");
+        for (size_t i = 0; i < sizeof head_keys / sizeof head_keys[0]; i++) take(lm, made, head_keys[i]);
+    if (!cJSON_IsNumber(vocab) || vocab->valuedouble != c->vocab_size) take(lm, made, "vocab_size");
 }
 
 zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)

@@ -8,12 +8,14 @@
 #include "lib/core/rng.h"
 #include "llama.h"
 
-/* Tensors a checkpoint may carry that the model does not need. */
+/* Tensors a checkpoint may carry that the model does not need (the vision tower: saves carry it). */
 static int ignorable(const zt_llama *m, const char *name)
 {
     size_t n = strlen(name), k = strlen("rotary_emb.inv_freq");
     if (n >= k && !strcmp(name + n - k, "rotary_emb.inv_freq")) return 1;
-    return (m->cfg.tie_word_embeddings || m->cfg.num_labels) && !strcmp(name, "lm_head.weight");
+    if (zt_llama_passes_through(&m->cfg, name)) return 1;
+    const char *head = m->cfg.image_text ? ZT_LLAMA_TEXT_PREFIX "lm_head.weight" : "lm_head.weight";
+    return (m->cfg.tie_word_embeddings || m->cfg.num_labels) && !strcmp(name, head);
 }
 
 /* A causal LM opened as a reward or value model: its LM head is dropped and the score
@@ -96,18 +98,48 @@ zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dty
     return st ? st : zt_llama_config_save(c, path, torch_names[dtype]);
 }
 
+static zt_status copy_bytes(void *ctx, void *dst, size_t offset, size_t n)
+{
+    const zt_st_tensor *t = ctx;
+    memcpy(dst, (const char *)t->data + offset, n);
+    return ZT_OK;
+}
+
+zt_status zt_llama_add_passed_through(const zt_llama_config *c, zt_st_writer *w, zt_st_reader **src)
+{
+    char dir[sizeof c->path];
+    *src = NULL;
+    if (!c->image_text) return ZT_OK;
+    snprintf(dir, sizeof dir, "%s", c->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    zt_status st = zt_st_open(src, dir);
+    for (int i = 0; !st && i < zt_st_count(*src); i++) {
+        const zt_st_tensor *t = zt_st_get(*src, i);
+        if (!zt_llama_passes_through(c, t->name)) continue;
+        if (!(st = zt_st_check_finite(t)))
+            st = zt_st_writer_add_bytes_fn(w, t->name, t->dtype, t->shape, t->ndim, copy_bytes, (void *)t);
+    }
+    if (st) return zt_fail_context(st, "carrying the vision tower of '%s'", dir);
+    return ZT_OK;
+}
+
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes)
 {
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
     zt_st_writer *w = zt_st_writer_new();
+    zt_st_reader *src = NULL;
     zt_real *params = zt_llama_params_map(m);
     if (!w || !params) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
     for (int i = 0; i < m->n_tensors && !st; i++) {
         const zt_llama_tensor *t = &m->tensors[i];
         st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, params + t->offset, ZT_REAL_DTYPE);
     }
+    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src);
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
+    if (src) zt_st_close(src);
     zt_st_writer_free(w);
     if (params) zt_llama_params_unmap((zt_llama *)m, params, 0);
     return st ? st : zt_llama_save_config(&m->cfg, dir, dtype);
@@ -131,6 +163,7 @@ zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype,
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
     zt_st_writer *w = zt_st_writer_new();
+    zt_st_reader *src = NULL;
     read_ctx *c = calloc((size_t)m->n_tensors, sizeof *c);
     if (!w || !c) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
     for (int i = 0; i < m->n_tensors && !st; i++) {
@@ -138,7 +171,9 @@ zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype,
         c[i] = (read_ctx){read, ctx, t->offset};
         st = zt_st_writer_add_fn(w, t->name, dtype, t->shape, t->ndim, fill_tensor, &c[i]);
     }
+    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src);
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
+    if (src) zt_st_close(src);
     zt_st_writer_free(w);
     free(c);
     return st ? st : zt_llama_save_config(&m->cfg, dir, dtype);

@@ -120,7 +120,7 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
 static void add_tensor(zt_llama *v, const zt_lora_config *c, size_t off, int rows, int cols, const char *path, char ab)
 {
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
-    snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_%c.weight", path, ab);
+    snprintf(t->name, sizeof t->name, "%smodel.%s.lora_%c.weight", zt_lora_peft_prefix(&v->cfg), path, ab);
     t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = cols, t->decay = 1;
     t->lr_scale = ab == 'B' && c->loraplus_lr_ratio > 0 ? c->loraplus_lr_ratio : 1;
 }
@@ -130,7 +130,7 @@ static void add_tensor(zt_llama *v, const zt_lora_config *c, size_t off, int row
 static void add_magnitude(zt_llama *v, const zt_lora_config *c, size_t off, int out, const char *path)
 {
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
-    snprintf(t->name, sizeof t->name, "base_model.model.model.%s.lora_magnitude_vector", path);
+    snprintf(t->name, sizeof t->name, "%smodel.%s.lora_magnitude_vector", zt_lora_peft_prefix(&v->cfg), path);
     t->offset = off, t->ndim = 1, t->shape[0] = out, t->decay = 1;
     t->lr_scale = c->loraplus_lr_ratio > 0 ? c->loraplus_lr_ratio : 1;
 }
@@ -154,7 +154,7 @@ static void add_copy(zt_llama *m, zt_lora *a, const char *name, size_t off, int 
 {
     zt_llama *v = &a->view;
     zt_llama_tensor *t = &v->tensors[v->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->name, sizeof t->name, "%s%s", zt_lora_peft_prefix(&m->cfg), name);
     t->offset = off, t->ndim = 2, t->shape[0] = rows, t->shape[1] = m->C, t->decay = 1, t->lr_scale = 1;
     m->be->copy(m->be, v->params + off, m->params + base_off, (size_t)rows * m->C * sizeof(zt_real));
 }
@@ -294,10 +294,9 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
                 add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
                 if (is_dora(a)) add_magnitude(v, c, A + (size_t)c->r * (in + out), out, path);
             }
-    if (c->score) add_copy(m, a, "base_model.model.score.weight", a->score_off, m->cfg.num_labels, m->head_off);
-    if (c->save & ZT_LORA_SAVE_EMBED)
-        add_copy(m, a, "base_model.model.model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
-    if (c->save & ZT_LORA_SAVE_HEAD) add_copy(m, a, "base_model.model.lm_head.weight", a->head_off, m->V, m->head_off);
+    if (c->score) add_copy(m, a, "score.weight", a->score_off, m->cfg.num_labels, m->head_off);
+    if (c->save & ZT_LORA_SAVE_EMBED) add_copy(m, a, "model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
+    if (c->save & ZT_LORA_SAVE_HEAD) add_copy(m, a, "lm_head.weight", a->head_off, m->V, m->head_off);
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
     return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
@@ -742,9 +741,15 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     zt_status st = zt_path_join(path, sizeof path, dir, "adapter_model.safetensors");
     if (!st) st = zt_st_open(&rd, path);
     if (st) return st;
+    size_t top = strlen("base_model.model.");
     for (int i = 0; !st && i < zt_st_count(rd); i++) {
         const char *name = zt_st_get(rd, i)->name;
-        if (!zt_llama_find_tensor(v, name) && !peft_copy(v, name))
+        if (!strncmp(name, "base_model.model.", top) && zt_llama_passes_through(&m->cfg, name + top))
+            st = zt_fail(ZT_EUSER,
+                         "'%s': tensor '%s' adapts the vision tower, which zt does not run (it trains the language "
+                         "model of an image-text model: target its modules alone)",
+                         path, name);
+        else if (!zt_llama_find_tensor(v, name) && !peft_copy(v, name))
             st = zt_fail(ZT_EUSER, "'%s': tensor '%s' is not an adapter of this model and adapter_config.json", path,
                          name);
     }
@@ -761,19 +766,37 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     return st;
 }
 
+/* The targeted modules' names; in an image-text checkpoint a pattern over the language model's
+ * paths (lora_pattern.c), as Unsloth writes: PEFT would match a list's q_proj, k_proj and v_proj in
+ * the vision tower too, and load the adapter with new, untrained adapters there */
+static cJSON *target_modules(const zt_llama *m)
+{
+    const zt_lora *a = m->lora;
+    char pattern[256] = "language_model\\.model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(";
+    cJSON *t = m->cfg.image_text ? NULL : cJSON_CreateArray();
+    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
+        if (!targeted(a, mod)) continue;
+        const char *name = zt_lora_model_module_name(&m->cfg, mod);
+        if (t) cJSON_AddItemToArray(t, cJSON_CreateString(name));
+        else snprintf(pattern + strlen(pattern), sizeof pattern - strlen(pattern), "%s|", name);
+    }
+    if (t) return t;
+    pattern[strlen(pattern) - 1] = ')'; /* the last '|' */
+    return cJSON_CreateString(pattern);
+}
+
 static zt_status save_config(const zt_llama *m, const char *dir, const char *base)
 {
     const zt_lora *a = m->lora;
     char path[4096];
-    cJSON *o = cJSON_CreateObject(), *t = cJSON_AddArrayToObject(o, "target_modules");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "target_modules", target_modules(m));
     cJSON_AddStringToObject(o, "peft_type", "LORA");
     cJSON_AddStringToObject(o, "task_type", a->cfg.score ? "SEQ_CLS" : "CAUSAL_LM");
     cJSON_AddStringToObject(o, "base_model_name_or_path", base);
     cJSON_AddNumberToObject(o, "r", a->cfg.r);
     cJSON_AddNumberToObject(o, "lora_alpha", a->cfg.alpha);
     cJSON_AddNumberToObject(o, "lora_dropout", a->cfg.dropout);
-    for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-        if (targeted(a, mod)) cJSON_AddItemToArray(t, cJSON_CreateString(zt_lora_model_module_name(&m->cfg, mod)));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "use_rslora", a->cfg.rslora);
     cJSON_AddBoolToObject(o, "use_dora", is_dora(a));

@@ -97,6 +97,10 @@ void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod);
  * down are expert e's ("layers.3.mlp.experts.5.down_proj", Mixtral's
  * "layers.3.block_sparse_moe.experts.5.w2"), its router "layers.3.mlp.gate". */
 void zt_lora_model_path(const zt_llama_config *c, char *buf, size_t cap, int l, int e, zt_lora_module mod);
+/* What PEFT puts before a module's path in the model ("model.layers.3..." or "lm_head") in an
+ * adapter's tensor names: "base_model.model.", an image-text checkpoint's
+ * "base_model.model.language_model." */
+const char *zt_lora_peft_prefix(const zt_llama_config *c);
 /* mod's name in c's checkpoints and PEFT's target_modules (Mixtral's experts: w1, w3, w2) */
 const char *zt_lora_model_module_name(const zt_llama_config *c, zt_lora_module mod);
 /* Whether c has an adapter of mod per expert (a mixture of experts' gate, up and down) */

@@ -15,7 +15,8 @@ static zt_status bad_config(const char *path, const char *key, const char *why)
 }
 
 /* One entry of target_modules: a module name (that module in every layer), or one layer's module
- * by its path, as PEFT saves "all-linear" ("model.layers.3.mlp.down_proj"): the module, its layer
+ * by its path, as PEFT saves "all-linear" ("model.layers.3.mlp.down_proj", in an image-text
+ * checkpoint "language_model.model.layers.3.mlp.down_proj"): the module, its layer
  * in *layer (-1: every layer); -1 for neither. */
 static int target_of(const cJSON *e, int *layer)
 {
@@ -24,6 +25,7 @@ static int target_of(const cJSON *e, int *layer)
     char block[10];
     *layer = -1;
     if (mod >= 0) return mod;
+    s = zt_llama_text_name(s);
     if (sscanf(s, "model.layers.%9d.%9[a-z_].%n", &l, block, &n) != 2 || !n || l < 0) return -1;
     mod = zt_lora_module_of(s + n);
     if (mod < 0 || strcmp(block, zt_lora_in_attention(mod) ? "self_attn" : "mlp")) return -1;

@@ -15,16 +15,16 @@ int zt_lora_is_adapter_dir(const char *dir)
 
 zt_status zt_lora_fit_vocab(zt_llama *m, const char *dir)
 {
-    static const char *const copies[] = {"base_model.model.model.embed_tokens.weight",
-                                         "base_model.model.lm_head.weight"};
-    char path[4096];
+    static const char *const copies[] = {"model.embed_tokens.weight", "lm_head.weight"};
+    char path[4096], name[256];
     zt_st_reader *rd;
     zt_status st = zt_path_join(path, sizeof path, dir, "adapter_model.safetensors");
     if (!st) st = zt_st_open(&rd, path);
     if (st) return st;
     int64_t rows = m->V;
     for (int i = 0; i < 2; i++) {
-        const zt_st_tensor *t = zt_st_find(rd, copies[i]);
+        snprintf(name, sizeof name, "%s%s", zt_lora_peft_prefix(&m->cfg), copies[i]);
+        const zt_st_tensor *t = zt_st_find(rd, name);
         if (t && t->ndim == 2 && t->shape[0] > rows && t->shape[0] <= INT32_MAX) rows = t->shape[0];
     }
     zt_st_close(rd);

@@ -26,6 +26,11 @@ int zt_lora_per_expert(const zt_llama_config *c, zt_lora_module mod)
     return c && c->n_experts && mod >= ZT_LORA_GATE && mod <= ZT_LORA_DOWN;
 }
 
+const char *zt_lora_peft_prefix(const zt_llama_config *c)
+{
+    return c && c->image_text ? "base_model.model." ZT_LLAMA_TEXT_PREFIX : "base_model.model.";
+}
+
 static int mixtral(const zt_llama_config *c) { return c && !strcmp(c->model_type, "mixtral"); }
 
 const char *zt_lora_model_module_name(const zt_llama_config *c, zt_lora_module mod)

@@ -1,7 +1,8 @@
 /* target_modules written as one regular expression (lora.h: zt_lora_pattern_targets). PEFT takes
  * a string other than "all-linear" as a pattern that a module's whole name must match
- * (re.fullmatch), the name as the transformers model calls it ("model.layers.3.mlp.down_proj");
- * Unsloth saves its adapters that way. PCRE2 reads Python's syntax for what such patterns use. */
+ * (re.fullmatch), the name as the transformers model calls it ("model.layers.3.mlp.down_proj",
+ * in Gemma 3's image-text model "language_model.model.layers.3.mlp.down_proj"); Unsloth saves its
+ * adapters that way, and zt those of an image-text model. PCRE2 reads Python's syntax for what such patterns use. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdio.h>
@@ -25,17 +26,18 @@ static int full_match(matcher *x, const char *name)
     return rc >= 0;
 }
 
-/* The modules of layer l of a model of config c whose names the pattern matches; a module with
- * an adapter per expert where it matches every expert's; *some: where it matches some alone */
-static unsigned layer_matches(matcher *x, const zt_llama_config *c, int l, int *some)
+/* The modules of layer l of a model of config c whose names (past top: "", or an image-text
+ * checkpoint's ZT_LLAMA_TEXT_PREFIX) the pattern matches; a module with an adapter per expert
+ * where it matches every expert's; *some: where it matches some alone */
+static unsigned layer_matches(matcher *x, const zt_llama_config *c, const char *top, int l, int *some)
 {
     unsigned mods = 0;
-    char name[96];
+    char name[128];
+    int k = snprintf(name, sizeof name, "%smodel.", top);
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
         int experts = zt_lora_per_expert(c, mod) ? c->n_experts : 1, matched = 0;
         for (int e = 0; e < experts; e++) {
-            memcpy(name, "model.", 6);
-            zt_lora_model_path(c, name + 6, sizeof name - 6, l, e, mod);
+            zt_lora_model_path(c, name + k, sizeof name - (size_t)k, l, e, mod);
             matched += full_match(x, name);
         }
         if (matched == experts) mods |= 1u << mod;
@@ -59,20 +61,26 @@ zt_status zt_lora_pattern_targets(const char *where, const char *pattern, const 
     matcher x = {code, pcre2_match_data_create_from_pattern(code, NULL), pcre2_match_context_create(NULL), 0};
     zt_status st = x.md && x.mc ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory matching target_modules");
     if (!st) pcre2_set_match_limit(x.mc, 100000);
-    static const char *const whole[] = {"lm_head", "model.embed_tokens"};
-    for (int i = 0; i < 2 && !st; i++)
-        if (full_match(&x, whole[i]))
-            st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' matches %s: adapters on it are not supported", where,
-                         pattern, whole[i]);
+    /* read without a model (c NULL): the pattern may name either checkpoint's modules */
+    const char *top = c && c->image_text ? ZT_LLAMA_TEXT_PREFIX : "";
     int some = 0;
-    *targets = st ? 0 : layer_matches(&x, c, 0, &some);
+    *targets = st ? 0 : layer_matches(&x, c, top, 0, &some);
+    if (!st && !c && !*targets) top = ZT_LLAMA_TEXT_PREFIX, *targets = layer_matches(&x, c, top, 0, &some);
+    static const char *const whole[] = {"lm_head", "model.embed_tokens"};
+    for (int i = 0; i < 2 && !st; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", top, whole[i]);
+        if (full_match(&x, name))
+            st = zt_fail(ZT_EUSER, "%s: target_modules '%.200s' matches %s: adapters on it are not supported", where,
+                         pattern, name);
+    }
     if (!st && !*targets)
         st = zt_fail(ZT_EUSER,
                      "%s: target_modules '%.200s' matches no linear module of layer 0 (model.layers.0.self_attn.q_proj "
                      "and the like): adapters on part of the layers are not supported yet",
                      where, pattern);
     for (int l = 1; l < layers && !st && !x.too_complex; l++)
-        if (layer_matches(&x, c, l, &some) != *targets)
+        if (layer_matches(&x, c, top, l, &some) != *targets)
             st = zt_fail(ZT_EUSER,
                          "%s: target_modules '%.200s' matches other modules in layer %d than in layer 0: adapters on "
                          "part of the layers are not supported yet",

@@ -84,7 +84,7 @@ int zt_qbase_is_linear(const char *name)
     /* an expert's: Qwen3-MoE's and OLMoE's mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1 */
     static const char *const expert[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight",
                                          "w1.weight",        "w3.weight",      "w2.weight"};
-    if (!(name = past_number(name, "model.layers."))) return 0;
+    if (!(name = past_number(zt_llama_text_name(name), "model.layers."))) return 0;
     if (named(name, linear, sizeof linear / sizeof *linear)) return 1;
     const char *e = past_number(name, "mlp.experts.");
     if (!e) e = past_number(name, "block_sparse_moe.experts.");

@@ -62,7 +62,7 @@ static const zt_recipe_key schema[] = {
         "tokenizer directory or file (tokenizer.json preferred over tokenizer.model); empty: model.path"),
     ENUM_OR_PATH("tokenizer", "chat_template", tokenizer.chat_template, zt_chat_template, tokenizer.chat_template_path,
                  PATH | DATA, "auto", zt_chat_template_names, ".jinja",
-                 "chat template; auto takes the one in tokenizer_config.json (an error if it has none)"),
+                 "chat template; auto takes the model's: chat_template.jinja, else tokenizer_config.json's, else chat_template.json's (an error if none has one)"),
     TABLE("tokenizer", "chat_template_kwargs", tokenizer.chat_template_kwargs, DATA, "{}",
           "more variables for the chat template, as apply_chat_template(**kwargs) passes them: "
           "{enable_thinking = false} for Qwen3's answers without reasoning; a line's own \"chat_template_kwargs\" "

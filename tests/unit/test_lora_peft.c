@@ -305,9 +305,14 @@ static void check_saved_adapter_is_peft(const char *base, const char *src, int n
     for (size_t i = 0; ours && peft && i < sizeof same / sizeof *same; i++)
         CHECK_MSG(cJSON_Compare(cJSON_GetObjectItem(ours, same[i]), cJSON_GetObjectItem(peft, same[i]), 1), "%s",
                   same[i]);
-    const cJSON *t = cJSON_GetObjectItem(ours, "target_modules"), *e;
-    CHECK(cJSON_GetArraySize(t) == n_modules);
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(peft, "target_modules"))
+    const cJSON *t = cJSON_GetObjectItem(ours, "target_modules"), *e,
+                *pattern = cJSON_GetObjectItem(peft, "target_modules");
+    if (cJSON_IsString(pattern)) /* an image-text model's: the pattern zt writes (lora.c: target_modules) */
+        CHECK_MSG(cJSON_IsString(t) && !strcmp(t->valuestring, pattern->valuestring), "target_modules %s",
+                  cJSON_IsString(t) ? t->valuestring : "(not a string)");
+    else CHECK(cJSON_GetArraySize(t) == n_modules);
+    const cJSON *names = cJSON_IsArray(pattern) ? pattern : NULL;
+    cJSON_ArrayForEach(e, names)
     {
         int found = 0;
         const cJSON *o;
@@ -465,6 +470,22 @@ static void test_moe_pattern_targets(void)
     }
 }
 
+/* Gemma 3's image-text model: the language model's adapters under base_model.model.language_model.,
+ * target_modules a pattern over its modules' paths (lora_pattern.c), the vision tower carried.
+ * The loss, merge and decoding bounds are the Llama fixture's (the same sizes: hidden 32,
+ * intermediate and vocabulary 64). */
+static void test_gemma3_vision_is_peft(void)
+{
+    const char *base = FIXTURE "/gemma3-vision/base", *dir = FIXTURE "/gemma3-vision/adapter";
+    check_loss_matches_peft(base, dir, FIXTURE "/gemma3-vision", "gemma3_vision_loss", "gemma3_vision_base_loss");
+    check_merge_is_peft(base, dir, FIXTURE "/gemma3-vision/merged.safetensors", 2 * 7);
+    check_decode_matches_merge(base, dir);
+    check_saved_adapter_is_peft(base, dir, 2 * 7 * 2, 7);
+    zt_llama m;
+    CHECK(zt_model_open_head(&m, base, ZT_F32, ZT_DEVICE_CPU, 1) == ZT_EUSER); /* no score head on it */
+    CHECK_MSG(strstr(zt_errmsg(), "reward or value model on Gemma 3's image-text"), "%s", zt_errmsg());
+}
+
 int main(void)
 {
     RUN(test_loss_matches_peft);
@@ -484,5 +505,6 @@ int main(void)
     RUN(test_moe_merge_is_peft);
     RUN(test_saved_moe_adapter_is_peft);
     RUN(test_moe_pattern_targets);
+    RUN(test_gemma3_vision_is_peft);
     return test_summary();
 }

@@ -258,6 +258,57 @@ static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tie
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
+/* Gemma 3's image-text model: gemma3's language model under language_model., a vision tower beside it */
+static void test_gemma3_vision(void) { check_family("gemma3-vision"); }
+
+/* config.json of family with text_config's members replaced by text (a JSON object) and the top's
+ * eos_token_id by eos, loaded into c; the status, the message in *why */
+static zt_status load_image_text(zt_llama_config *c, const char *text, const char *eos, char *why, size_t cap)
+{
+    char path[8192], dir[] = "/tmp/zt_test_parity_XXXXXX", out[64];
+    snprintf(path, sizeof path, "%s/gemma3-vision/config.json", fixtures);
+    cJSON *o;
+    ZT_ASSERT(zt_json_read(path, &o) == ZT_OK && mkdtemp(dir));
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "text_config", cJSON_Parse(text));
+    if (eos) cJSON_AddItemToObject(o, "eos_token_id", cJSON_Parse(eos));
+    snprintf(out, sizeof out, "%s/config.json", dir);
+    ZT_ASSERT(zt_json_write(out, o) == ZT_OK);
+    zt_status st = zt_llama_config_load(c, out);
+    snprintf(why, cap, "%s", st ? zt_errmsg() : "");
+    cJSON_Delete(o);
+    remove(out), remove(dir);
+    return st;
+}
+
+/* A text_config that leaves keys out (gemma-3-4b-it's names no vocab_size) takes Gemma3TextConfig's
+ * defaults, as transformers 4.51.3 has them; the token ids may come from the top */
+static void test_gemma3_vision_defaults(void)
+{
+    zt_llama_config c;
+    char why[512];
+    CHECK_MSG(load_image_text(&c, "{\"model_type\": \"gemma3_text\"}", "[1, 106]", why, sizeof why) == ZT_OK, "%s",
+              why);
+    CHECK(c.image_text && !strcmp(c.model_type, "gemma3_text") && c.gemma && c.qk_norm == ZT_QK_NORM_HEADS);
+    CHECK(c.vocab_size == 262208 && c.hidden_size == 2304 && c.intermediate_size == 9216 && c.num_hidden_layers == 26 &&
+          c.num_attention_heads == 8 && c.num_key_value_heads == 4 && c.head_dim == 256);
+    CHECK(c.max_position_embeddings == 131072 && c.rms_norm_eps == 1e-6 && c.rope_theta == 1e6 &&
+          c.query_pre_attn_scalar == 256 && c.sliding_window == 4096 && c.sliding_window_pattern == 6 &&
+          c.rope_local_theta == 10000 && c.tie_word_embeddings && !c.rope_scaling.type[0]);
+    CHECK(c.bos_token_id == 2 && c.eos_token_id == 1 && c.pad_token_id == 0);
+    CHECK(load_image_text(&c, "{\"hidden_size\": 2560, \"eos_token_id\": 7}", "[1, 106]", why, sizeof why) == ZT_OK);
+    CHECK(c.hidden_size == 2560 && c.eos_token_id == 7 && c.num_hidden_layers == 26);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {{"[]", "key 'text_config' must be an object"},
+               {"{\"model_type\": \"siglip\"}", "key 'text_config.model_type' must be \"gemma3_text\""},
+               {"{\"tie_word_embeddings\": false}", "(text_config)': key 'tie_word_embeddings' must be true"},
+               {"{\"hidden_size\": -4}", "(text_config)': key 'hidden_size' must be a positive integer"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(load_image_text(&c, bad[i].text, NULL, why, sizeof why) == ZT_EUSER);
+        CHECK_MSG(strstr(why, bad[i].says), "%s: %s", bad[i].text, why);
+    }
+}
+
 /* norms on the blocks' outputs only, q/k norms over the whole projections, "type": "linear" rope_scaling */
 static void test_olmo2(void) { check_family("olmo2"); }
 /* fused qkv_proj and gate_up_proj, rotary on 12 of 16 elements, longrope's long factors, a window of 8 */
@@ -349,6 +400,8 @@ int main(void)
     RUN(test_qwen2);
     RUN(test_gemma2);
     RUN(test_gemma3);
+    RUN(test_gemma3_vision);
+    RUN(test_gemma3_vision_defaults);
     RUN(test_olmo2);
     RUN(test_phi3);
     RUN(test_phi3_tied);

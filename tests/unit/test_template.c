@@ -629,6 +629,13 @@ static void test_load_errors(void)
     CHECK_MSG(st == ZT_EUSER &&
                   strstr(zt_errmsg(), "m1/tokenizer_config.json' has no chat_template; set tokenizer.chat_template"),
               "%s", zt_errmsg());
+    /* without one there, an image-text model's processor's chat_template.json */
+    test_write_text(tmp_path("m1/chat_template.json"), "{\"chat_template\": \"{{ messages[0].content }}?\"}");
+    CHECK(!zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m1")));
+    CHECK(strstr(zt_template_name(t), "m1/chat_template.json") &&
+          !strcmp(zt_template_source(t), "{{ messages[0].content }}?"));
+    zt_template_free(t);
+    remove(tmp_path("m1/chat_template.json"));
     /* no tokenizer_config.json at all */
     CHECK(!zt_mkdir_p(tmp_path("m0")));
     CHECK(zt_template_load(&t, ZT_TEMPLATE_AUTO, NULL, tmp_path("m0")) == ZT_EUSER &&
