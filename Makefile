@@ -225,9 +225,9 @@ tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN) $(TEST_TOOL)
 # CLI: which tests/cli files make test runs (globs; none: the unit tests alone).
 # ZT_CPU=scalar|avx2|avx512 in the environment runs the tests on that CPU kernel level.
 CLI     ?= t[0-9]*.sh
-# the sanitizer pass (make SAN=1 test-san): unit tests, the bad-input CLI tests and
+# the sanitizer pass (make SAN=1 test-san): unit tests, the bad-input CLI tests, the image-text saves and
 # multi-rank ones (2 to 4 ranks; Open MPI's own allocations suppressed: tests/lsan-openmpi.supp)
-SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1500-zero.sh
+SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1500-zero.sh t2450-image-text.sh
 test: all tests
 	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) $(foreach g,$(CLI),'$(g)')
 
