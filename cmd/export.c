@@ -19,7 +19,7 @@ int cmd_export(int argc, char **argv)
                   "that one. Tensors are written one at a time: the model never has to fit in memory.\n"
                   "With --merge, a LoRA run (its final/) or a PEFT adapter directory: the base model with\n"
                   "every adapter merged into its weights (the base read whole into memory).\n"
-                  "A checkpoint of Gemma 3's image-text model holds its language model alone: --base names\n"
+                  "A checkpoint of an image-text model (Gemma 3's, ...) holds its language model alone: --base names\n"
                   "the model it was trained from, whose vision tower the export carries."};
     zt_option opts[] = {
         {"out", 'S', &out, "DIR", "output directory", 0, 0},

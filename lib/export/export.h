@@ -25,7 +25,7 @@ typedef struct zt_export_info {
  * checkpoint, else its final/), or a model directory (converted). dtype: "bf16", "fp32",
  * or NULL for the source config.json's torch_dtype (bf16 for "bfloat16", else fp32).
  * max_shard_bytes: 0 for one file. Bad or missing input is ZT_EUSER naming the file.
- * base: NULL, but for a checkpoint of Gemma 3's image-text model, which holds the language model
+ * base: NULL, but for a checkpoint of an image-text model (Gemma 3's), which holds the language model
  * alone: the model it was trained from, whose vision tower the export carries. */
 zt_status zt_export(const char *src, const char *base, const char *out_dir, const char *dtype, size_t max_shard_bytes,
                     zt_export_info *info);

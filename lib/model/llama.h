@@ -80,8 +80,8 @@ typedef struct zt_llama_config {
     int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits;
     double router_aux_loss_coef;
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
-    /* The language model of a Gemma 3 image-text checkpoint (model_type "gemma3",
-       Gemma3ForConditionalGeneration; model_type here is gemma3_text): its tensors are named under
+    /* The language model of an image-text checkpoint (model_type gemma3, mistral3 or llava:
+       *ForConditionalGeneration; model_type here is its text_config's): its tensors are named under
        ZT_LLAMA_TEXT_PREFIX, the vision tower's are carried from the source through every save */
     int image_text;
     char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */

@@ -1,5 +1,6 @@
-/* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma2, gemma3_text and
- * gemma3's language model, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, olmoe); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
+/* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2,
+ * phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
+ * llama_config_image_text.c); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
 #include <math.h>
 #include <stdio.h>
 
@@ -43,8 +44,8 @@ const char *zt_llama_arch_prefix(const char *model_type)
 
 const char *zt_llama_model_types(void)
 {
-    return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3 (its language model), olmo2, phi3, smollm3, "
-           "granite, mixtral, qwen3_moe or olmoe";
+    return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, "
+           "olmoe, or the language model of gemma3, mistral3 or llava";
 }
 
 const char *zt_llama_text_name(const char *name)
@@ -101,14 +102,12 @@ static zt_status parse_num_labels(zt_llama_config *c, const cJSON *o, const char
     return ZT_OK;
 }
 
-static zt_status parse_image_text(zt_llama_config *c, const cJSON *o, const char *path);
-
-static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *path)
+zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *path)
 {
     zt_llama_config_default(c);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
     if (!cJSON_IsString(mt)) return zt_cfg_bad(path, "model_type", "is missing");
-    if (!strcmp(mt->valuestring, "gemma3")) return parse_image_text(c, o, path);
+    if (zt_llama_image_text_type(mt->valuestring)) return zt_llama_parse_image_text(c, o, path);
     if (!zt_llama_arch_prefix(mt->valuestring))
         return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (%s)", path, mt->valuestring,
                        zt_llama_model_types());
@@ -162,48 +161,6 @@ static zt_status parse_config(zt_llama_config *c, const cJSON *o, const char *pa
     else c->qkv_bias = c->o_bias = attention_bias;
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
-}
-
-/* Gemma 3's image-text checkpoints (model_type "gemma3", Gemma3ForConditionalGeneration): zt trains
- * the language model, whose config is text_config. That leaves out the keys at Gemma3TextConfig's
- * defaults (gemma-3-4b-it's names its sizes but not vocab_size), the required sizes and the token
- * ids included (those may sit at the top). The vision tower's config is carried as it is (saving keeps it). */
-static zt_status parse_image_text(zt_llama_config *c, const cJSON *o, const char *path)
-{
-    static const struct {
-        const char *key;
-        int v;
-    } defaults[] = {{"vocab_size", 262208},    {"hidden_size", 2304},      {"intermediate_size", 9216},
-                    {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
-                    {"bos_token_id", 2},       {"eos_token_id", 1},        {"pad_token_id", 0}};
-    static const char *const ids[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, "text_config");
-    if (!cJSON_IsObject(text))
-        return zt_cfg_bad(path, "text_config", "must be an object (the language model's config)");
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(text, "model_type");
-    if (mt && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma3_text")))
-        return zt_cfg_bad(path, "text_config.model_type", "must be \"gemma3_text\"");
-    cJSON *t = cJSON_Duplicate(text, 1);
-    if (!t) return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", path);
-    cJSON_DeleteItemFromObjectCaseSensitive(t, "model_type");
-    int ok = cJSON_AddStringToObject(t, "model_type", "gemma3_text") != NULL;
-    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
-        const cJSON *top = cJSON_GetObjectItemCaseSensitive(o, ids[i]);
-        if (top && !cJSON_GetObjectItemCaseSensitive(t, ids[i]))
-            ok &= cJSON_AddItemToObject(t, ids[i], cJSON_Duplicate(top, 1)); /* false on a NULL copy */
-    }
-    for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++)
-        if (!cJSON_GetObjectItemCaseSensitive(t, defaults[i].key))
-            ok &= cJSON_AddNumberToObject(t, defaults[i].key, defaults[i].v) != NULL;
-    char where[4096 + 32];
-    snprintf(where, sizeof where, "%s (text_config)", path);
-    zt_status st = ok ? parse_config(c, t, where) : zt_fail(ZT_ENOMEM, "out of memory reading '%s'", path);
-    cJSON_Delete(t);
-    if (st) return st;
-    if (!c->tie_word_embeddings)
-        return zt_cfg_bad(where, "tie_word_embeddings", "must be true (Gemma 3's image-text models tie the LM head)");
-    c->image_text = 1;
-    return ZT_OK;
 }
 
 zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
@@ -285,7 +242,7 @@ zt_status zt_llama_config_load(zt_llama_config *c, const char *path)
     zt_status st = zt_json_read(path, &o);
     if (st) return st;
     if (!cJSON_IsObject(o)) st = zt_fail(ZT_EUSER, "'%s': not a JSON object", path);
-    if (!st) st = parse_config(c, o, path);
+    if (!st) st = zt_llama_parse_config(c, o, path);
     cJSON_Delete(o);
     if (!st && snprintf(c->path, sizeof c->path, "%s", path) >= (int)sizeof c->path) c->path[0] = 0;
     return st;

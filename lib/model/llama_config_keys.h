@@ -23,6 +23,14 @@ zt_status zt_cfg_bool(const cJSON *o, const char *path, const char *key, int def
 /* a token id or a list of them (the first is used); missing, null or [] → -1 */
 zt_status zt_cfg_token_id(const cJSON *o, const char *path, const char *key, int *out);
 
+/* config.json's object o read into c (zt_llama_config_load's work; path names the file in errors) */
+zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *path);
+/* An image-text model's (llama_config_image_text.c): for its model_type ("gemma3"), the model_type
+ * of its text_config where that names none ("gemma3_text"), NULL for any other model_type; and its
+ * language model's config read from text_config into c. */
+const char *zt_llama_image_text_type(const char *model_type);
+zt_status zt_llama_parse_image_text(zt_llama_config *c, const cJSON *o, const char *path);
+
 /* model_type → the architecture's class-name prefix ("Qwen3"), NULL when zt has no such family */
 const char *zt_llama_arch_prefix(const char *model_type);
 /* The supported model_types, as "a, b, ... or z" (and: the joining word) */

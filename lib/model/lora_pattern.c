@@ -1,7 +1,7 @@
 /* target_modules written as one regular expression (lora.h: zt_lora_pattern_targets). PEFT takes
  * a string other than "all-linear" as a pattern that a module's whole name must match
  * (re.fullmatch), the name as the transformers model calls it ("model.layers.3.mlp.down_proj",
- * in Gemma 3's image-text model "language_model.model.layers.3.mlp.down_proj"); Unsloth saves its
+ * in an image-text model "language_model.model.layers.3.mlp.down_proj"); Unsloth saves its
  * adapters that way, and zt those of an image-text model. PCRE2 reads Python's syntax for what such patterns use. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -72,8 +72,8 @@ static zt_status open_model(zt_llama *m, const char *dir, zt_dtype dtype, zt_dev
                        dir);
     if (score_head && cfg.image_text) /* transformers has no such class for it */
         return zt_fail(ZT_EUSER,
-                       "'%s': a reward or value model on Gemma 3's image-text checkpoint is not supported (use a "
-                       "gemma3_text model)",
+                       "'%s': a reward or value model on an image-text checkpoint is not supported (use its language "
+                       "model alone)",
                        dir);
     if (score_head) zt_model_score_config(&cfg);
     if ((st = zt_backend_open(device, &be))) return st;

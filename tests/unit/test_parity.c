@@ -258,15 +258,19 @@ static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tie
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
-/* Gemma 3's image-text model: gemma3's language model under language_model., a vision tower beside it */
+/* Image-text models: a language model under language_model., a vision tower beside it. Gemma 3's
+ * (gemma3's blocks), Mistral Small 3.1's (Mistral, untied), LLaVA's (Llama, tied) */
 static void test_gemma3_vision(void) { check_family("gemma3-vision"); }
+static void test_mistral3_vision(void) { check_family("mistral3-vision"); }
+static void test_llava_vision(void) { check_family("llava-vision"); }
 
-/* config.json of family with text_config's members replaced by text (a JSON object) and the top's
- * eos_token_id by eos, loaded into c; the status, the message in *why */
-static zt_status load_image_text(zt_llama_config *c, const char *text, const char *eos, char *why, size_t cap)
+/* config.json of the parity fixture `family` with text_config replaced by text (JSON) and, unless
+ * NULL, the top's eos_token_id set to eos, loaded into c; the status, the message in *why */
+static zt_status load_image_text(zt_llama_config *c, const char *family, const char *text, const char *eos, char *why,
+                                 size_t cap)
 {
     char path[8192], dir[] = "/tmp/zt_test_parity_XXXXXX", out[64];
-    snprintf(path, sizeof path, "%s/gemma3-vision/config.json", fixtures);
+    snprintf(path, sizeof path, "%s/%s/config.json", fixtures, family);
     cJSON *o;
     ZT_ASSERT(zt_json_read(path, &o) == ZT_OK && mkdtemp(dir));
     cJSON_ReplaceItemInObjectCaseSensitive(o, "text_config", cJSON_Parse(text));
@@ -280,14 +284,15 @@ static zt_status load_image_text(zt_llama_config *c, const char *text, const cha
     return st;
 }
 
-/* A text_config that leaves keys out (gemma-3-4b-it's names no vocab_size) takes Gemma3TextConfig's
- * defaults, as transformers 4.51.3 has them; the token ids may come from the top */
-static void test_gemma3_vision_defaults(void)
+/* A text_config that leaves keys out (gemma-3-4b-it's names no vocab_size, llava-1.5's no
+ * hidden_size) takes its family's *Config defaults, as transformers 4.51.3 has them (Gemma3TextConfig,
+ * MistralConfig, LlamaConfig), the text family the image-text model's own where it names none; the
+ * top's token ids are not the language model's (gemma-3-4b-it's eos_token_id [1, 106]) */
+static void test_image_text_defaults(void)
 {
     zt_llama_config c;
     char why[512];
-    CHECK_MSG(load_image_text(&c, "{\"model_type\": \"gemma3_text\"}", "[1, 106]", why, sizeof why) == ZT_OK, "%s",
-              why);
+    CHECK_MSG(load_image_text(&c, "gemma3-vision", "{}", "[7, 106]", why, sizeof why) == ZT_OK, "%s", why);
     CHECK(c.image_text && !strcmp(c.model_type, "gemma3_text") && c.gemma && c.qk_norm == ZT_QK_NORM_HEADS);
     CHECK(c.vocab_size == 262208 && c.hidden_size == 2304 && c.intermediate_size == 9216 && c.num_hidden_layers == 26 &&
           c.num_attention_heads == 8 && c.num_key_value_heads == 4 && c.head_dim == 256);
@@ -295,16 +300,40 @@ static void test_gemma3_vision_defaults(void)
           c.query_pre_attn_scalar == 256 && c.sliding_window == 4096 && c.sliding_window_pattern == 6 &&
           c.rope_local_theta == 10000 && c.tie_word_embeddings && !c.rope_scaling.type[0]);
     CHECK(c.bos_token_id == 2 && c.eos_token_id == 1 && c.pad_token_id == 0);
-    CHECK(load_image_text(&c, "{\"hidden_size\": 2560, \"eos_token_id\": 7}", "[1, 106]", why, sizeof why) == ZT_OK);
+    CHECK(load_image_text(&c, "gemma3-vision", "{\"hidden_size\": 2560, \"eos_token_id\": 7}", NULL, why, sizeof why) ==
+          ZT_OK);
     CHECK(c.hidden_size == 2560 && c.eos_token_id == 7 && c.num_hidden_layers == 26);
+
+    CHECK_MSG(load_image_text(&c, "mistral3-vision", "{}", NULL, why, sizeof why) == ZT_OK, "%s", why);
+    CHECK(c.image_text && !strcmp(c.model_type, "mistral") && !c.gemma && !c.qk_norm);
+    CHECK(c.vocab_size == 32000 && c.hidden_size == 4096 && c.intermediate_size == 14336 && c.num_hidden_layers == 32 &&
+          c.num_attention_heads == 32 && c.num_key_value_heads == 8 && c.head_dim == 128);
+    CHECK(c.max_position_embeddings == 131072 && c.rms_norm_eps == 1e-6 && c.rope_theta == 10000 &&
+          c.sliding_window == 4096 && !c.tie_word_embeddings);
+    CHECK(c.bos_token_id == 1 && c.eos_token_id == 2 && c.pad_token_id == -1);
+    CHECK(load_image_text(&c, "mistral3-vision", "{\"sliding_window\": null}", NULL, why, sizeof why) == ZT_OK &&
+          c.sliding_window == 0); /* Mistral Small 3.1's: no window */
+
+    CHECK_MSG(load_image_text(&c, "llava-vision", "{}", NULL, why, sizeof why) == ZT_OK, "%s", why);
+    CHECK(c.image_text && !strcmp(c.model_type, "llama"));
+    CHECK(c.vocab_size == 32000 && c.hidden_size == 4096 && c.intermediate_size == 11008 && c.num_hidden_layers == 32 &&
+          c.num_attention_heads == 32 && c.num_key_value_heads == 32 && c.head_dim == 128);
+    CHECK(c.max_position_embeddings == 2048 && c.rms_norm_eps == 1e-6 && c.rope_theta == 10000 && !c.sliding_window &&
+          !c.tie_word_embeddings);
+    CHECK(c.bos_token_id == 1 && c.eos_token_id == 2 && c.pad_token_id == -1);
+    /* another family named in text_config: its own keys, required ones included */
+    CHECK(load_image_text(&c, "llava-vision", "{\"model_type\": \"qwen2\"}", NULL, why, sizeof why) == ZT_EUSER);
+    CHECK_MSG(strstr(why, "(text_config)': key 'vocab_size' is missing"), "%s", why);
+
     static const struct {
         const char *text, *says;
     } bad[] = {{"[]", "key 'text_config' must be an object"},
-               {"{\"model_type\": \"siglip\"}", "key 'text_config.model_type' must be \"gemma3_text\""},
-               {"{\"tie_word_embeddings\": false}", "(text_config)': key 'tie_word_embeddings' must be true"},
+               {"{\"model_type\": \"siglip\"}", "key 'text_config.model_type' must name a language model zt trains"},
+               {"{\"model_type\": \"gemma3\"}", "key 'text_config.model_type' must name a language model zt trains"},
+               {"{\"model_type\": 3}", "key 'text_config.model_type' must name a language model zt trains"},
                {"{\"hidden_size\": -4}", "(text_config)': key 'hidden_size' must be a positive integer"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK(load_image_text(&c, bad[i].text, NULL, why, sizeof why) == ZT_EUSER);
+        CHECK(load_image_text(&c, "gemma3-vision", bad[i].text, NULL, why, sizeof why) == ZT_EUSER);
         CHECK_MSG(strstr(why, bad[i].says), "%s: %s", bad[i].text, why);
     }
 }
@@ -401,7 +430,9 @@ int main(void)
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_gemma3_vision);
-    RUN(test_gemma3_vision_defaults);
+    RUN(test_mistral3_vision);
+    RUN(test_llava_vision);
+    RUN(test_image_text_defaults);
     RUN(test_olmo2);
     RUN(test_phi3);
     RUN(test_phi3_tied);
