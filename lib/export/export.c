@@ -244,7 +244,10 @@ zt_status zt_export_merged(const char *src, const char *base, const char *out_di
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(base_dir, out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
-    if (!st) st = zt_llama_save(&m, out_dir, dt, max_shard_bytes);
+    zt_lora_carried vision = {0}; /* an image-text model's adapters on its vision tower */
+    if (!st) st = zt_lora_carried_open(&vision, &m, info->source);
+    if (!st) st = zt_llama_save_carrying(&m, out_dir, dt, max_shard_bytes, &vision);
+    zt_lora_carried_close(&vision);
     if (!st) st = write_model_files(base_dir, info->source, out_dir, &m.cfg, dt);
     info->numel = m.numel;
     info->dtype = zt_dtype_name(dt);
@@ -305,7 +308,7 @@ zt_status zt_export(const char *src, const char *base, const char *out_dir, cons
         st = add_decoded(w, d, dt, t, n, dctx);
     if (!st && !is_ckpt && !nf4 && !(st = zt_st_open(&r, info->source)))
         st = add_from_model(w, r, info->source, dt, t, n);
-    if (!st) st = zt_llama_add_passed_through(&cfg, w, &vision);
+    if (!st) st = zt_llama_add_passed_through(&cfg, w, &vision, NULL);
     if (!st) st = zt_mkdir_p(out_dir);
     if (!st) st = check_out_dir(info->source, out_dir);
     if (!st && base) st = check_out_dir(base, out_dir);

@@ -320,11 +320,17 @@ zt_status zt_llama_weights_open_with(const zt_llama *m, const char *dir, int (*a
                                      struct zt_st_reader **out);
 zt_status zt_llama_weights_read(const zt_llama *m, struct zt_st_reader *r, size_t off, size_t n, zt_real *dst);
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes);
+/* The same, the carried tensors merged with the adapters merge has for them (zt export --merge). */
+struct zt_lora_carried;
+zt_status zt_llama_save_carrying(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes,
+                                 struct zt_lora_carried *merge);
 /* The tensors an image-text checkpoint carries through (zt_llama_passes_through) into a writer, as
- * the source beside c->path stores them (its float data checked finite); *src is left open for the
+ * the source beside c->path stores them (its float data checked finite), or merged with their
+ * adapters where merge (NULL: none) has some (lora.h: zt_lora_carried); *src is left open for the
  * writer to read them (NULL for any other model), to be closed with zt_st_close after it finished. */
 struct zt_st_writer;
-zt_status zt_llama_add_passed_through(const zt_llama_config *c, struct zt_st_writer *w, struct zt_st_reader **src);
+zt_status zt_llama_add_passed_through(const zt_llama_config *c, struct zt_st_writer *w, struct zt_st_reader **src,
+                                      struct zt_lora_carried *merge);
 /* config.json of c in dir, its torch_dtype the weights' dtype (what zt_llama_save writes beside them). */
 zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dtype dtype);
 /* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements

@@ -7,6 +7,7 @@
 #include "lib/core/fileio.h"
 #include "lib/core/rng.h"
 #include "llama.h"
+#include "lora.h"
 
 /* Tensors a checkpoint may carry that the model does not need (the vision tower: saves carry it). */
 static int ignorable(const zt_llama *m, const char *name)
@@ -105,7 +106,8 @@ static zt_status copy_bytes(void *ctx, void *dst, size_t offset, size_t n)
     return ZT_OK;
 }
 
-zt_status zt_llama_add_passed_through(const zt_llama_config *c, zt_st_writer *w, zt_st_reader **src)
+zt_status zt_llama_add_passed_through(const zt_llama_config *c, zt_st_writer *w, zt_st_reader **src,
+                                      zt_lora_carried *merge)
 {
     char dir[sizeof c->path];
     *src = NULL;
@@ -117,8 +119,10 @@ zt_status zt_llama_add_passed_through(const zt_llama_config *c, zt_st_writer *w,
     zt_status st = zt_st_open(src, dir);
     for (int i = 0; !st && i < zt_st_count(*src); i++) {
         const zt_st_tensor *t = zt_st_get(*src, i);
+        int merged = 0;
         if (!zt_llama_passes_through(c, t->name)) continue;
-        if (!(st = zt_st_check_finite(t)))
+        if (merge) st = zt_lora_carried_add(merge, w, t, &merged);
+        if (!st && !merged && !(st = zt_st_check_finite(t)))
             st = zt_st_writer_add_bytes_fn(w, t->name, t->dtype, t->shape, t->ndim, copy_bytes, (void *)t);
     }
     if (st) return zt_fail_context(st, "carrying the vision tower of '%s'", dir);
@@ -126,6 +130,12 @@ zt_status zt_llama_add_passed_through(const zt_llama_config *c, zt_st_writer *w,
 }
 
 zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes)
+{
+    return zt_llama_save_carrying(m, dir, dtype, max_shard_bytes, NULL);
+}
+
+zt_status zt_llama_save_carrying(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes,
+                                 zt_lora_carried *merge)
 {
     zt_status st = zt_mkdir_p(dir);
     if (st) return st;
@@ -137,7 +147,7 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
         const zt_llama_tensor *t = &m->tensors[i];
         st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, params + t->offset, ZT_REAL_DTYPE);
     }
-    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src);
+    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src, merge);
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     if (src) zt_st_close(src);
     zt_st_writer_free(w);
@@ -171,7 +181,7 @@ zt_status zt_llama_save_with(const zt_llama *m, const char *dir, zt_dtype dtype,
         c[i] = (read_ctx){read, ctx, t->offset};
         st = zt_st_writer_add_fn(w, t->name, dtype, t->shape, t->ndim, fill_tensor, &c[i]);
     }
-    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src);
+    if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src, NULL);
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     if (src) zt_st_close(src);
     zt_st_writer_free(w);

@@ -89,6 +89,11 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
     unsigned has = model_modules(m), targets = c->targets;
     const int *layers_named = c->layers_named;
     char names[128], known[128];
+    if (c->other_target[0] && !m->cfg.image_text) /* an image-text model's vision tower has it */
+        return zt_fail(ZT_EUSER,
+                       "lora: target_modules '%s' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                       "down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3",
+                       c->other_target);
     zt_status st =
         c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, &m->cfg, m->L, &targets) : ZT_OK;
     if (st) return st;
@@ -745,10 +750,7 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     for (int i = 0; !st && i < zt_st_count(rd); i++) {
         const char *name = zt_st_get(rd, i)->name;
         if (!strncmp(name, "base_model.model.", top) && zt_llama_passes_through(&m->cfg, name + top))
-            st = zt_fail(ZT_EUSER,
-                         "'%s': tensor '%s' adapts the vision tower, which zt does not run (it trains the language "
-                         "model of an image-text model: target its modules alone)",
-                         path, name);
+            m->lora->carried++;
         else if (!zt_llama_find_tensor(v, name) && !peft_copy(v, name))
             st = zt_fail(ZT_EUSER, "'%s': tensor '%s' is not an adapter of this model and adapter_config.json", path,
                          name);
@@ -763,6 +765,10 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
     }
     if (p) zt_llama_params_unmap(v, p, !st);
     zt_st_close(rd);
+    if (!st && m->lora->carried)
+        zt_log_info("'%s': %d of its tensors adapt the vision tower, which text does not reach (zt export --merge "
+                    "merges them)",
+                    path, m->lora->carried);
     return st;
 }
 

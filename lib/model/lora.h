@@ -78,6 +78,9 @@ typedef struct zt_lora_config {
     /* or adapter_config.json's target_modules as one regular expression (zt_lora_pattern_targets;
      * targets: what it names in layer 0), "" none */
     char target_pattern[2048];
+    /* the first target_modules name (no path) that is none of zt's modules, "" none: allowed on an
+       image-text model, whose vision tower PEFT adapts too ("fc1", "out_proj"), refused elsewhere */
+    char other_target[64];
     int rslora;
     double loraplus_lr_ratio; /* LoRA+: B (and DoRA's magnitudes) at the learning rate times this; 0: off */
     zt_lora_init init;
@@ -140,6 +143,10 @@ typedef struct zt_lora {
     size_t norm_off[ZT_LORA_NMODULES], layer_outputs;
     int keep_norms;
     int decode_norms; /* zt_lora_prepare_decode has computed them */
+    /* tensors of the adapter file on the tensors an image-text model carries through (its vision
+       tower, which PEFT's "all-linear" and lists naming q_proj adapt too): no pass reads them (text
+       does not reach the tower); zt export --merge merges them into the carried weights */
+    int carried;
 } zt_lora;
 
 /* Attaches zeroed adapters to m (weights loaded, vocabulary final; with c->score and c->save the
@@ -202,6 +209,24 @@ uint32_t zt_lora_base_hash_add(uint32_t h, const zt_real *w, size_t n);
 /* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)), and the trained score head for the
  * model's: the merged model, in m->params (adapters left as they are). */
 zt_status zt_lora_merge(zt_llama *m);
+/* The adapters of an adapter file on the tensors an image-text model carries through, merged into
+ * them as a save copies them (lora_carried.c): zt_llama_save_carrying takes it. open reads m's
+ * attached adapters' configuration (r, alpha, rsLoRA; DoRA on those tensors is refused) and dir's
+ * adapter_model.safetensors, left open until close. */
+struct zt_st_reader;
+struct zt_st_writer;
+struct zt_st_tensor;
+typedef struct zt_lora_carried {
+    struct zt_st_reader *rd;
+    double scale;
+    struct carried_merge *merges; /* one per merged tensor, alive until close (the writer's fills) */
+    int n, cap;
+} zt_lora_carried;
+zt_status zt_lora_carried_open(zt_lora_carried *lc, const zt_llama *m, const char *dir);
+void zt_lora_carried_close(zt_lora_carried *lc);
+/* Base tensor t (carried through) merged with its adapter, W + s·B·A in fp32, into w in t's
+ * dtype (*added 1); *added 0 where the adapter has none for t. */
+zt_status zt_lora_carried_add(zt_lora_carried *lc, struct zt_st_writer *w, const struct zt_st_tensor *t, int *added);
 
 /* The forward and backward of module mod's adapter in layer l (llama.c): y[N, O] (rows ldy
  * apart) += s·B·A·drop(x[N, I]) (DoRA: its part of y above, W·x being in y already); and from

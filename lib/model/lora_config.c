@@ -58,7 +58,13 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
     int layer, mod;
     cJSON_ArrayForEach(e, t)
     {
-        if ((mod = target_of(e, &layer)) < 0)
+        mod = target_of(e, &layer);
+        if (mod < 0 && cJSON_IsString(e) && !strchr(e->valuestring, '.') && e->valuestring[0]) {
+            /* another module's name: the vision tower's, if the model has one (zt_lora_attach) */
+            if (!c->other_target[0]) snprintf(c->other_target, sizeof c->other_target, "%.63s", e->valuestring);
+            continue;
+        }
+        if (mod < 0)
             return zt_fail(
                 ZT_EUSER,
                 "'%s': 'target_modules': '%.200s' is not one of q_proj, k_proj, v_proj, o_proj, "

@@ -293,6 +293,12 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_opti
     if (sharded && (st = zt_zero_init(&t->base, t->comm, base, &t->m))) return st;
     st = r->lora.adapter[0] ? zt_lora_load(&t->m, r->lora.adapter)
                             : zt_lora_init_weights(&t->m, (uint64_t)r->train.seed);
+    if (!st && t->m.lora->carried) /* zt_lora_save writes the language model's adapters alone */
+        st = zt_fail(ZT_EUSER,
+                     "lora.adapter '%s' adapts the vision tower too (%d tensors): zt trains the language model "
+                     "alone and would save the adapter without them; merge it first (zt export --merge) and train "
+                     "on the merged model",
+                     r->lora.adapter, t->m.lora->carried);
     return st;
 }
 

@@ -4,7 +4,8 @@
 # carries the vision tower through every save byte for byte, its config.json's vision_config too:
 # a full run's final/, its checkpoint exported with --base (a checkpoint holds the language model
 # alone), a LoRA run's adapter (PEFT's names under language_model., target_modules a pattern over
-# the language model) merged by zt export --merge. What cannot work exits 2 naming why.
+# the language model) merged by zt export --merge; PEFT's all-linear adapter, which adapts the vision
+# tower too, evaluated and merged whole. What cannot work exits 2 naming why.
 . "$(dirname "$0")/lib.sh"
 BASE=$ROOT/tests/fixtures/lora/gemma3-vision/base
 random_tokens data.jsonl 3 12 64
@@ -70,22 +71,26 @@ expect_ok "merged" "$ZT" export lora --merge --out merged
 got=$(carried "$BASE" merged) && say "ok - merged: $got" || fail "merged carried the vision tower"
 
 
-# an adapter with adapters in the vision tower too (as PEFT makes from a list naming q_proj)
-$PY - "$ROOT/tests/fixtures/lora/gemma3-vision/adapter" vision <<'PY'
-import json, os, shutil, struct, sys
-src, out = sys.argv[1:3]
-os.makedirs(out)
-shutil.copy(src + "/adapter_config.json", out)
-blob = open(src + "/adapter_model.safetensors", "rb").read()
-n = struct.unpack("<Q", blob[:8])[0]
-header, data = json.loads(blob[8:8 + n]), blob[8 + n:]
-end = max(e["data_offsets"][1] for k, e in header.items() if k != "__metadata__")
-name = "base_model.model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.lora_A.weight"
-header[name] = {"dtype": "F32", "shape": [1, 4], "data_offsets": [end, end + 16]}
-text = json.dumps(header).encode()
-text += b" " * (-len(text) % 8)
-open(out + "/adapter_model.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + data[:end] + bytes(16))
+# PEFT's "all-linear" adapts the vision tower too (tests/fixtures/lora/gemma3-vision/all-linear):
+# zt evaluates with it (text does not reach the tower), refuses to train from it (its saved adapter
+# would lose those), and zt export --merge merges all of it
+ALL=$ROOT/tests/fixtures/lora/gemma3-vision/all-linear
+expect_ok "PEFT's all-linear adapter evaluates" "$ZT" eval full.toml model.path="$ALL/base" lora.adapter="$ALL/adapter"
+expect_exit 2 "training from it" "adapts the vision tower too \(18 tensors\).*zt export --merge" \
+  "$ZT" pretrain full.toml model.path="$ALL/base" lora.adapter="$ALL/adapter" output.dir=va
+expect_ok "merging it" "$ZT" export "$ALL/adapter" --merge --base "$ALL/base" --out allmerged
+$PY - "$ALL/base" allmerged <<'PY' && say "ok - merged: $(cat msg)" || fail "the merged vision tower"
+import json, os, struct, sys
+def tensors(d):
+    blob = open(os.path.join(d, "model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    return {k: blob[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]] for k, e in header.items()}
+base, out = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert sorted(base) == sorted(out)
+changed = sorted(k for k in base if base[k] != out[k] and not k.startswith("language_model."))
+assert len(changed) == 9 and all(k.endswith("proj.weight") or ".fc" in k for k in changed), changed
+open("msg", "w").write(f"{len(changed)} weights of the vision tower changed, its other tensors as they were")
 PY
-expect_exit 2 "an adapter on the vision tower" "vision_tower.*adapts the vision tower, which zt does not run" \
-  "$ZT" eval full.toml lora.adapter=vision
 done_testing

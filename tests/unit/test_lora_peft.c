@@ -17,6 +17,7 @@
 
 #include "lib/ckpt/safetensors.h"
 #include "lib/core/fileio.h"
+#include "lib/export/export.h"
 #include "lib/model/lora.h"
 #include "lib/model/open.h"
 #include "test.h"
@@ -373,14 +374,14 @@ static void test_saved_moe_adapter_is_peft(void)
 
 /* A copy of the fixture's LoRA adapter in dir (mkdtemp'd) whose adapter_config.json gives
  * target_modules as the pattern, the weights a link to the fixture's */
-static void pattern_adapter(char *dir, const char *src, const char *pattern)
+static void targets_adapter(char *dir, const char *src, cJSON *targets)
 {
     char path[4096], real[4096];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/adapter_config.json", src);
     cJSON *c = read_json(path);
     ZT_ASSERT(c != NULL);
-    cJSON_ReplaceItemInObject(c, "target_modules", cJSON_CreateString(pattern));
+    cJSON_ReplaceItemInObject(c, "target_modules", targets);
     char *text = cJSON_Print(c);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     CHECK(zt_write_file_atomic(path, text, strlen(text)) == ZT_OK);
@@ -390,6 +391,11 @@ static void pattern_adapter(char *dir, const char *src, const char *pattern)
     ZT_ASSERT(realpath(path, real) != NULL);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     CHECK(symlink(real, path) == 0);
+}
+
+static void pattern_adapter(char *dir, const char *src, const char *pattern)
+{
+    targets_adapter(dir, src, cJSON_CreateString(pattern));
 }
 
 /* target_modules as one regular expression, as PEFT matches a string against each module's
@@ -486,6 +492,68 @@ static void test_gemma3_vision_is_peft(void)
     CHECK_MSG(strstr(zt_errmsg(), "reward or value model on an image-text checkpoint"), "%s", zt_errmsg());
 }
 
+/* PEFT's "all-linear" on an image-text model adapts the vision tower too: zt loads such an adapter
+ * (the tower's adapters unused: text does not reach it, so the loss is PEFT's) and zt export --merge
+ * writes every merged weight as PEFT's merge_and_unload() does, the tower's W + s·B·A included
+ * (fp32 on both sides over r = 4 terms: the merge bound above, 1e-5 of the row's largest) and every
+ * other tensor of the tower as it was. */
+static void test_gemma3_vision_all_linear(void)
+{
+    const char *base = FIXTURE "/gemma3-vision/all-linear/base", *dir = FIXTURE "/gemma3-vision/all-linear/adapter";
+    check_loss_matches_peft(base, dir, FIXTURE "/gemma3-vision", "all_linear_loss", "all_linear_base_loss");
+    zt_llama m;
+    CHECK_MSG(open_adapted(&m, base, dir) == ZT_OK, "%s", zt_errmsg());
+    CHECK(m.lora && m.lora->carried == 2 * 9); /* q, k, v, out_proj, fc1, fc2 of one layer and the head's
+                                                  out_proj, attention's and the MLP's: A and B each */
+    zt_llama_free(&m);
+    char out[] = "/tmp/zt_test_lora_XXXXXX", path[256];
+    zt_export_info info;
+    CHECK(mkdtemp(out) != NULL);
+    CHECK_MSG(zt_export_merged(dir, base, out, "fp32", 0, &info) == ZT_OK, "%s", zt_errmsg());
+    zt_st_reader *want = NULL, *got = NULL, *src = NULL;
+    CHECK(zt_st_open(&want, FIXTURE "/gemma3-vision/all-linear/merged.safetensors") == ZT_OK);
+    CHECK(zt_st_open(&got, out) == ZT_OK && zt_st_open(&src, base) == ZT_OK);
+    double worst = 0;
+    int merged = 0;
+    for (int i = 0; want && got && i < zt_st_count(want); i++) {
+        const zt_st_tensor *w = zt_st_get(want, i), *g = zt_st_find(got, w->name), *b = zt_st_find(src, w->name);
+        CHECK_MSG(g && g->ndim == w->ndim && g->nbytes == w->nbytes && g->dtype == ZT_ST_F32, "%s", w->name);
+        if (!g || g->nbytes != w->nbytes) continue;
+        size_t n = w->nbytes / 4, cols = w->ndim == 2 ? (size_t)w->shape[1] : n;
+        float *x = malloc(2 * n * sizeof *x), *y = x + n;
+        CHECK(zt_st_read_into(w, x, ZT_F32, NULL, 1) == ZT_OK && zt_st_read_into(g, y, ZT_F32, NULL, 1) == ZT_OK);
+        for (size_t r = 0; r < n / cols; r++) {
+            double big = 0, diff = 0;
+            for (size_t k = r * cols; k < (r + 1) * cols; k++)
+                big = fmax(big, fabs(x[k])), diff = fmax(diff, fabs(x[k] - y[k]));
+            worst = fmax(worst, diff / big);
+        }
+        merged += b && memcmp(b->data, g->data, g->nbytes) != 0;
+        free(x);
+    }
+    CHECK_MSG(worst <= 1e-5, "merged weights: worst error %g of the row's largest", worst);
+    CHECK(merged == 2 * 7 + 9); /* the language model's 14 targeted weights and the tower's 9 */
+    /* a module name zt's models lack (PEFT's list for the tower: fc1) is refused on a text model */
+    char odd[] = "/tmp/zt_test_lora_XXXXXX";
+    const char *names[] = {"q_proj", "fc1"};
+    targets_adapter(odd, FIXTURE "/adapter", cJSON_CreateStringArray(names, 2));
+    CHECK(open_adapted(&m, FIXTURE "/base", odd) == ZT_EUSER);
+    CHECK_MSG(strstr(zt_errmsg(), "target_modules 'fc1' is not one of q_proj"), "%s", zt_errmsg());
+    zt_llama_free(&m);
+    remove_adapter(odd);
+    for (int i = 0; got && src && i < zt_st_count(src); i++) { /* the tower's other tensors as they were */
+        const zt_st_tensor *b = zt_st_get(src, i), *g = zt_st_find(got, b->name);
+        if (!strncmp(b->name, "language_model.", 15) || zt_st_find(want, b->name)) continue;
+        CHECK_MSG(g && g->nbytes == b->nbytes && !memcmp(g->data, b->data, b->nbytes), "%s", b->name);
+    }
+    printf("# %s: merged by zt export --merge within %.2g of PEFT's, the vision tower's %d included\n", dir, worst, 9);
+    zt_st_close(want), zt_st_close(got), zt_st_close(src);
+    static const char *const files[] = {"model.safetensors", "config.json", "generation_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        snprintf(path, sizeof path, "%s/%s", out, files[i]), unlink(path);
+    CHECK(rmdir(out) == 0);
+}
+
 int main(void)
 {
     RUN(test_loss_matches_peft);
@@ -506,5 +574,6 @@ int main(void)
     RUN(test_saved_moe_adapter_is_peft);
     RUN(test_moe_pattern_targets);
     RUN(test_gemma3_vision_is_peft);
+    RUN(test_gemma3_vision_all_linear);
     return test_summary();
 }
