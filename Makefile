@@ -270,7 +270,7 @@ FUZZ_recipe_SRC           := lib/recipe/*.c lib/toml/*.c lib/data/*.c lib/jinja/
                              lib/offload/offload.c lib/optim/schedule.c lib/backend/devices.c lib/model/lora_names.c
 FUZZ_generate_SRC         := lib/generate/generate_input.c lib/data/jsonl.c lib/data/messages.c lib/core/*.c
 FUZZ_state_SRC            := lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c
-FUZZ_lora_config_SRC      := lib/model/lora_config.c lib/model/lora_names.c lib/model/lora_pattern.c lib/core/*.c
+FUZZ_lora_config_SRC      := lib/model/lora_config.c lib/model/lora_names.c lib/model/lora_pattern.c lib/model/llama_config*.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 
 fuzz: $(addprefix fuzz-,$(FUZZ_NAMES))

@@ -56,6 +56,8 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
     const cJSON *e;
     unsigned every = 0; /* modules named alone: in every layer */
     int layer, mod;
+    const char *what = "is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, qkv_proj, "
+                       "gate_up_proj, gate, w1, w2, w3 (or such a module's path model.layers.N.self_attn|mlp.NAME)";
     cJSON_ArrayForEach(e, t)
     {
         mod = target_of(e, &layer);
@@ -65,16 +67,14 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
             continue;
         }
         if (mod < 0)
-            return zt_fail(
-                ZT_EUSER,
-                "'%s': 'target_modules': '%.200s' is not one of q_proj, k_proj, v_proj, o_proj, "
-                "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3 (or such a module's path "
-                "model.layers.N.self_attn|mlp.NAME)",
-                path, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+            return zt_fail(ZT_EUSER, "'%s': 'target_modules': '%.200s' %s", path,
+                           cJSON_IsString(e) ? e->valuestring : "(not a string)", what);
         c->targets |= 1u << mod;
         every |= (layer < 0) << mod;
         c->layers_named[mod] += layer >= 0;
     }
+    if (!c->targets) /* other modules' names alone: none of a language model's */
+        return zt_fail(ZT_EUSER, "'%s': 'target_modules': '%s' %s", path, c->other_target, what);
     for (mod = 0; mod < ZT_LORA_NMODULES; mod++) {
         int k = c->layers_named[mod], once = 1;
         if ((every >> mod) & 1) c->layers_named[mod] = k = 0;
