@@ -80,19 +80,21 @@ typedef struct zt_llama_config {
     int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits;
     double router_aux_loss_coef;
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
-    /* The language model of an image-text checkpoint (model_type gemma3, mistral3 or llava:
-       *ForConditionalGeneration; model_type here is its text_config's): its tensors are named under
-       ZT_LLAMA_TEXT_PREFIX, the vision tower's are carried from the source through every save */
+    /* The language model of an image-text checkpoint (model_type gemma3, mistral3 or llava, whose
+       text_config it is, model_type here its own; qwen2_vl or qwen2_5_vl, a qwen2 at the top): its
+       tensors are named as a causal LM's under text_prefix ("language_model.", or "" for Qwen2-VL's),
+       every other tensor (the vision tower's) is carried from the source through every save */
     int image_text;
+    char text_prefix[16];
     char path[4096];  /* the config.json it was read from ("" when made up): saving keeps its other keys */
 } zt_llama_config;
 
-/* Where an image-text checkpoint names its language model's tensors: language_model.model.layers.0... */
-#define ZT_LLAMA_TEXT_PREFIX "language_model."
-/* name past ZT_LLAMA_TEXT_PREFIX (the name itself when it has none) */
+/* name past "language_model." (an image-text checkpoint's language model: language_model.model.layers.0...),
+ * the name itself when it has none */
 const char *zt_llama_text_name(const char *name);
-/* A tensor of c's checkpoints that zt does not train but carries through a save: the vision
- * tower and its projector in an image-text checkpoint (those outside ZT_LLAMA_TEXT_PREFIX). */
+/* A tensor of c's checkpoints that zt does not train but carries through a save: in an image-text
+ * checkpoint every tensor outside its language model's text_prefix + model. and lm_head. (the
+ * vision tower, its projector). */
 int zt_llama_passes_through(const zt_llama_config *c, const char *name);
 
 /* Defaults of a small Llama (what `zt init --arch llama` starts from). */

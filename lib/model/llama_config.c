@@ -45,18 +45,21 @@ const char *zt_llama_arch_prefix(const char *model_type)
 const char *zt_llama_model_types(void)
 {
     return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, "
-           "olmoe, or the language model of gemma3, mistral3 or llava";
+           "olmoe, or the language model of gemma3, mistral3, llava, qwen2_vl or qwen2_5_vl";
 }
 
 const char *zt_llama_text_name(const char *name)
 {
-    size_t n = strlen(ZT_LLAMA_TEXT_PREFIX);
-    return strncmp(name, ZT_LLAMA_TEXT_PREFIX, n) ? name : name + n;
+    size_t n = strlen("language_model.");
+    return strncmp(name, "language_model.", n) ? name : name + n;
 }
 
 int zt_llama_passes_through(const zt_llama_config *c, const char *name)
 {
-    return c->image_text && zt_llama_text_name(name) == name;
+    size_t n = strlen(c->text_prefix);
+    if (!c->image_text) return 0;
+    if (strncmp(name, c->text_prefix, n)) return 1;
+    return strncmp(name + n, "model.", strlen("model.")) && strncmp(name + n, "lm_head.", strlen("lm_head."));
 }
 
 int zt_llama_expert_size(const zt_llama_config *c)

@@ -84,7 +84,7 @@ static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
     cJSON_DeleteItemFromObjectCaseSensitive(src, "quantization_config");
     static const char *head_keys[] = {"architectures", "num_labels", "id2label", "label2id", "pad_token_id"};
     /* an image-text checkpoint's language model: its text_config (it may leave vocab_size out) */
-    cJSON *lm = c->image_text ? cJSON_GetObjectItemCaseSensitive(src, "text_config") : src;
+    cJSON *lm = c->text_prefix[0] ? cJSON_GetObjectItemCaseSensitive(src, "text_config") : src;
     if (!cJSON_IsObject(lm)) lm = src;
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(lm, "num_labels");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(lm, "vocab_size");

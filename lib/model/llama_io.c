@@ -15,8 +15,9 @@ static int ignorable(const zt_llama *m, const char *name)
     size_t n = strlen(name), k = strlen("rotary_emb.inv_freq");
     if (n >= k && !strcmp(name + n - k, "rotary_emb.inv_freq")) return 1;
     if (zt_llama_passes_through(&m->cfg, name)) return 1;
-    const char *head = m->cfg.image_text ? ZT_LLAMA_TEXT_PREFIX "lm_head.weight" : "lm_head.weight";
-    return (m->cfg.tie_word_embeddings || m->cfg.num_labels) && !strcmp(name, head);
+    size_t p = strlen(m->cfg.text_prefix);
+    return (m->cfg.tie_word_embeddings || m->cfg.num_labels) && !strncmp(name, m->cfg.text_prefix, p) &&
+           !strcmp(name + p, "lm_head.weight");
 }
 
 /* A causal LM opened as a reward or value model: its LM head is dropped and the score

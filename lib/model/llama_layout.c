@@ -12,8 +12,8 @@
 static void add_tensor(zt_llama *m, size_t off, int64_t rows, int64_t cols, int decay, const char *fmt, int layer)
 {
     zt_llama_tensor *t = &m->tensors[m->n_tensors++];
-    size_t k = m->cfg.image_text ? strlen(ZT_LLAMA_TEXT_PREFIX) : 0; /* the names fit in 128 with it */
-    memcpy(t->name, ZT_LLAMA_TEXT_PREFIX, k);
+    size_t k = strlen(m->cfg.text_prefix); /* an image-text model's: the names fit in 128 with it */
+    memcpy(t->name, m->cfg.text_prefix, k);
     snprintf(t->name + k, sizeof t->name - k, fmt, layer);
     t->offset = off;
     t->ndim = cols ? 2 : 1;

@@ -778,7 +778,9 @@ zt_status zt_lora_load(zt_llama *m, const char *dir)
 static cJSON *target_modules(const zt_llama *m)
 {
     const zt_lora *a = m->lora;
-    char pattern[256] = "language_model\\.model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(";
+    char pattern[256];
+    snprintf(pattern, sizeof pattern, "%smodel\\.layers\\.\\d+\\.(self_attn|mlp)\\.(",
+             m->cfg.text_prefix[0] ? "language_model\\." : "");
     cJSON *t = m->cfg.image_text ? NULL : cJSON_CreateArray();
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
         if (!targeted(a, mod)) continue;

@@ -28,7 +28,7 @@ int zt_lora_per_expert(const zt_llama_config *c, zt_lora_module mod)
 
 const char *zt_lora_peft_prefix(const zt_llama_config *c)
 {
-    return c && c->image_text ? "base_model.model." ZT_LLAMA_TEXT_PREFIX : "base_model.model.";
+    return c && c->text_prefix[0] ? "base_model.model.language_model." : "base_model.model.";
 }
 
 static int mixtral(const zt_llama_config *c) { return c && !strcmp(c->model_type, "mixtral"); }

@@ -27,7 +27,7 @@ static int full_match(matcher *x, const char *name)
 }
 
 /* The modules of layer l of a model of config c whose names (past top: "", or an image-text
- * checkpoint's ZT_LLAMA_TEXT_PREFIX) the pattern matches; a module with an adapter per expert
+ * checkpoint's text_prefix) the pattern matches; a module with an adapter per expert
  * where it matches every expert's; *some: where it matches some alone */
 static unsigned layer_matches(matcher *x, const zt_llama_config *c, const char *top, int l, int *some)
 {
@@ -62,10 +62,10 @@ zt_status zt_lora_pattern_targets(const char *where, const char *pattern, const 
     zt_status st = x.md && x.mc ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory matching target_modules");
     if (!st) pcre2_set_match_limit(x.mc, 100000);
     /* read without a model (c NULL): the pattern may name either checkpoint's modules */
-    const char *top = c && c->image_text ? ZT_LLAMA_TEXT_PREFIX : "";
+    const char *top = c ? c->text_prefix : "";
     int some = 0;
     *targets = st ? 0 : layer_matches(&x, c, top, 0, &some);
-    if (!st && !c && !*targets) top = ZT_LLAMA_TEXT_PREFIX, *targets = layer_matches(&x, c, top, 0, &some);
+    if (!st && !c && !*targets) top = "language_model.", *targets = layer_matches(&x, c, top, 0, &some);
     static const char *const whole[] = {"lm_head", "model.embed_tokens"};
     for (int i = 0; i < 2 && !st; i++) {
         char name[64];

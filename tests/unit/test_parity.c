@@ -259,22 +259,25 @@ static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
 /* Image-text models: a language model under language_model., a vision tower beside it. Gemma 3's
- * (gemma3's blocks), Mistral Small 3.1's (Mistral, untied), LLaVA's (Llama, tied) */
+ * (gemma3's blocks), Mistral Small 3.1's (Mistral, untied), LLaVA's (Llama, tied); Qwen2.5-VL's below */
 static void test_gemma3_vision(void) { check_family("gemma3-vision"); }
 static void test_mistral3_vision(void) { check_family("mistral3-vision"); }
 static void test_llava_vision(void) { check_family("llava-vision"); }
+/* Qwen2.5-VL: a Qwen2 language model at the top with M-RoPE's rope_scaling, a visual.* tower beside it */
+static void test_qwen2_5_vl_vision(void) { check_family("qwen2_5_vl-vision"); }
 
-/* config.json of the parity fixture `family` with text_config replaced by text (JSON) and, unless
- * NULL, the top's eos_token_id set to eos, loaded into c; the status, the message in *why */
-static zt_status load_image_text(zt_llama_config *c, const char *family, const char *text, const char *eos, char *why,
-                                 size_t cap)
+/* config.json of the parity fixture `family` with key's value set to json (JSON text), and key2's
+ * to json2 unless key2 is NULL, loaded into c; the status, the message in *why */
+static zt_status load_changed(zt_llama_config *c, const char *family, const char *key, const char *json,
+                              const char *key2, const char *json2, char *why, size_t cap)
 {
     char path[8192], dir[] = "/tmp/zt_test_parity_XXXXXX", out[64];
     snprintf(path, sizeof path, "%s/%s/config.json", fixtures, family);
     cJSON *o;
     ZT_ASSERT(zt_json_read(path, &o) == ZT_OK && mkdtemp(dir));
-    cJSON_ReplaceItemInObjectCaseSensitive(o, "text_config", cJSON_Parse(text));
-    if (eos) cJSON_AddItemToObject(o, "eos_token_id", cJSON_Parse(eos));
+    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+    cJSON_AddItemToObject(o, key, cJSON_Parse(json));
+    if (key2) cJSON_DeleteItemFromObjectCaseSensitive(o, key2), cJSON_AddItemToObject(o, key2, cJSON_Parse(json2));
     snprintf(out, sizeof out, "%s/config.json", dir);
     ZT_ASSERT(zt_json_write(out, o) == ZT_OK);
     zt_status st = zt_llama_config_load(c, out);
@@ -282,6 +285,12 @@ static zt_status load_image_text(zt_llama_config *c, const char *family, const c
     cJSON_Delete(o);
     remove(out), remove(dir);
     return st;
+}
+
+static zt_status load_image_text(zt_llama_config *c, const char *family, const char *text, const char *eos, char *why,
+                                 size_t cap)
+{
+    return load_changed(c, family, "text_config", text, eos ? "eos_token_id" : NULL, eos, why, cap);
 }
 
 /* A text_config that leaves keys out (gemma-3-4b-it's names no vocab_size, llava-1.5's no
@@ -325,6 +334,16 @@ static void test_image_text_defaults(void)
     CHECK(load_image_text(&c, "llava-vision", "{\"model_type\": \"qwen2\"}", NULL, why, sizeof why) == ZT_EUSER);
     CHECK_MSG(strstr(why, "(text_config)': key 'vocab_size' is missing"), "%s", why);
 
+    /* Qwen2.5-VL's: a qwen2 at the top; M-RoPE's rope_scaling ("mrope", or "default" with its sections,
+       as transformers writes it back) the plain rotary embedding, another kind read as qwen2's */
+    CHECK_MSG(load_changed(&c, "qwen2_5_vl-vision", "rope_scaling",
+                           "{\"type\": \"mrope\", \"mrope_section\": [2, 1, 1]}", NULL, NULL, why, sizeof why) == ZT_OK,
+              "%s", why);
+    CHECK(c.image_text && !c.text_prefix[0] && !strcmp(c.model_type, "qwen2") && c.qkv_bias && !c.o_bias &&
+          !c.rope_scaling.type[0] && !c.sliding_window && c.hidden_size == 32);
+    CHECK(load_changed(&c, "qwen2_5_vl-vision", "rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}", NULL, NULL,
+                       why, sizeof why) == ZT_OK &&
+          !strcmp(c.rope_scaling.type, "linear") && c.rope_scaling.factor == 2);
     static const struct {
         const char *text, *says;
     } bad[] = {{"[]", "key 'text_config' must be an object"},
@@ -432,6 +451,7 @@ int main(void)
     RUN(test_gemma3_vision);
     RUN(test_mistral3_vision);
     RUN(test_llava_vision);
+    RUN(test_qwen2_5_vl_vision);
     RUN(test_image_text_defaults);
     RUN(test_olmo2);
     RUN(test_phi3);
