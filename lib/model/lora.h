@@ -78,8 +78,9 @@ typedef struct zt_lora_config {
     /* or adapter_config.json's target_modules as one regular expression (zt_lora_pattern_targets;
      * targets: what it names in layer 0), "" none */
     char target_pattern[2048];
-    /* the first target_modules name (no path) that is none of zt's modules, "" none: allowed on an
-       image-text model, whose vision tower PEFT adapts too ("fc1", "out_proj"), refused elsewhere */
+    /* the first target_modules name that is none of zt's modules nor a path under model., "" none:
+       allowed on an image-text model, whose vision tower PEFT adapts too ("fc1", "attn.proj"),
+       refused elsewhere */
     char other_target[64];
     int rslora;
     double loraplus_lr_ratio; /* LoRA+: B (and DoRA's magnitudes) at the learning rate times this; 0: off */

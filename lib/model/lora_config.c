@@ -61,8 +61,10 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
     cJSON_ArrayForEach(e, t)
     {
         mod = target_of(e, &layer);
-        if (mod < 0 && cJSON_IsString(e) && !strchr(e->valuestring, '.') && e->valuestring[0]) {
-            /* another module's name: the vision tower's, if the model has one (zt_lora_attach) */
+        if (mod < 0 && cJSON_IsString(e) && e->valuestring[0] &&
+            strncmp(zt_llama_text_name(e->valuestring), "model.", strlen("model."))) {
+            /* another module's name, outside the language model: the vision tower's ("fc1", Qwen2.5-VL's
+               "attn.proj"), if the model has one (zt_lora_attach) */
             if (!c->other_target[0]) snprintf(c->other_target, sizeof c->other_target, "%.63s", e->valuestring);
             continue;
         }

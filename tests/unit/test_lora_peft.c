@@ -496,22 +496,26 @@ static void test_gemma3_vision_is_peft(void)
  * (the tower's adapters unused: text does not reach it, so the loss is PEFT's) and zt export --merge
  * writes every merged weight as PEFT's merge_and_unload() does, the tower's W + s·B·A included
  * (fp32 on both sides over r = 4 terms: the merge bound above, 1e-5 of the row's largest) and every
- * other tensor of the tower as it was. */
-static void test_gemma3_vision_all_linear(void)
+ * other tensor of the tower as it was. FIXTURE/family/all-linear holds the base, the adapter (with
+ * `carried` tensors on the tower) and PEFT's merged weights, `changed` of them changed by the merge. */
+static void check_image_text_all_linear(const char *family, int carried, int changed)
 {
-    const char *base = FIXTURE "/gemma3-vision/all-linear/base", *dir = FIXTURE "/gemma3-vision/all-linear/adapter";
-    check_loss_matches_peft(base, dir, FIXTURE "/gemma3-vision", "all_linear_loss", "all_linear_base_loss");
+    char fixture[128], base[256], dir[256], merged_file[256];
+    snprintf(fixture, sizeof fixture, FIXTURE "/%s", family);
+    snprintf(base, sizeof base, "%s/all-linear/base", fixture);
+    snprintf(dir, sizeof dir, "%s/all-linear/adapter", fixture);
+    snprintf(merged_file, sizeof merged_file, "%s/all-linear/merged.safetensors", fixture);
+    check_loss_matches_peft(base, dir, fixture, "all_linear_loss", "all_linear_base_loss");
     zt_llama m;
     CHECK_MSG(open_adapted(&m, base, dir) == ZT_OK, "%s", zt_errmsg());
-    CHECK(m.lora && m.lora->carried == 2 * 9); /* q, k, v, out_proj, fc1, fc2 of one layer and the head's
-                                                  out_proj, attention's and the MLP's: A and B each */
+    CHECK_MSG(m.lora && m.lora->carried == carried, "%s: %d", family, m.lora ? m.lora->carried : -1);
     zt_llama_free(&m);
     char out[] = "/tmp/zt_test_lora_XXXXXX", path[256];
     zt_export_info info;
     CHECK(mkdtemp(out) != NULL);
     CHECK_MSG(zt_export_merged(dir, base, out, "fp32", 0, &info) == ZT_OK, "%s", zt_errmsg());
     zt_st_reader *want = NULL, *got = NULL, *src = NULL;
-    CHECK(zt_st_open(&want, FIXTURE "/gemma3-vision/all-linear/merged.safetensors") == ZT_OK);
+    CHECK(zt_st_open(&want, merged_file) == ZT_OK);
     CHECK(zt_st_open(&got, out) == ZT_OK && zt_st_open(&src, base) == ZT_OK);
     double worst = 0;
     int merged = 0;
@@ -532,8 +536,27 @@ static void test_gemma3_vision_all_linear(void)
         free(x);
     }
     CHECK_MSG(worst <= 1e-5, "merged weights: worst error %g of the row's largest", worst);
-    CHECK(merged == 2 * 7 + 9); /* the language model's 14 targeted weights and the tower's 9 */
-    /* a module name zt's models lack (PEFT's list for the tower: fc1) is refused on a text model */
+    CHECK_MSG(merged == changed, "%s: %d weights changed", family, merged);
+    for (int i = 0; got && src && i < zt_st_count(src); i++) { /* the tower's other tensors as they were */
+        const zt_st_tensor *b = zt_st_get(src, i), *g = zt_st_find(got, b->name);
+        if (!strncmp(b->name, "language_model.", 15) || zt_st_find(want, b->name)) continue;
+        CHECK_MSG(g && g->nbytes == b->nbytes && !memcmp(g->data, b->data, b->nbytes), "%s", b->name);
+    }
+    printf("# %s: merged by zt export --merge within %.2g of PEFT's, the vision tower's %d included\n", dir, worst,
+           changed - 2 * 7);
+    zt_st_close(want), zt_st_close(got), zt_st_close(src);
+    static const char *const files[] = {"model.safetensors", "config.json", "generation_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        snprintf(path, sizeof path, "%s/%s", out, files[i]), unlink(path);
+    CHECK(rmdir(out) == 0);
+}
+
+/* Gemma 3's tower: q, k, v, out_proj, fc1, fc2 of its layer and its head's out_proj, fc1, fc2 (A and
+ * B each); a module name only the tower has (PEFT's list for it: fc1) is refused on a text model */
+static void test_gemma3_vision_all_linear(void)
+{
+    check_image_text_all_linear("gemma3-vision", 2 * 9, 2 * 7 + 9);
+    zt_llama m;
     char odd[] = "/tmp/zt_test_lora_XXXXXX";
     const char *names[] = {"q_proj", "fc1"};
     targets_adapter(odd, FIXTURE "/adapter", cJSON_CreateStringArray(names, 2));
@@ -541,18 +564,11 @@ static void test_gemma3_vision_all_linear(void)
     CHECK_MSG(strstr(zt_errmsg(), "target_modules 'fc1' is not one of q_proj"), "%s", zt_errmsg());
     zt_llama_free(&m);
     remove_adapter(odd);
-    for (int i = 0; got && src && i < zt_st_count(src); i++) { /* the tower's other tensors as they were */
-        const zt_st_tensor *b = zt_st_get(src, i), *g = zt_st_find(got, b->name);
-        if (!strncmp(b->name, "language_model.", 15) || zt_st_find(want, b->name)) continue;
-        CHECK_MSG(g && g->nbytes == b->nbytes && !memcmp(g->data, b->data, b->nbytes), "%s", b->name);
-    }
-    printf("# %s: merged by zt export --merge within %.2g of PEFT's, the vision tower's %d included\n", dir, worst, 9);
-    zt_st_close(want), zt_st_close(got), zt_st_close(src);
-    static const char *const files[] = {"model.safetensors", "config.json", "generation_config.json"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
-        snprintf(path, sizeof path, "%s/%s", out, files[i]), unlink(path);
-    CHECK(rmdir(out) == 0);
 }
+
+/* Qwen2.5-VL's tower beside a top-level language model: its layer's qkv, proj, gate_proj, up_proj,
+ * down_proj and the merger's two (PEFT's list names "attn.proj" and "mlp.0": paths of the tower) */
+static void test_qwen2_5_vl_all_linear(void) { check_image_text_all_linear("qwen2_5_vl-vision", 2 * 7, 2 * 7 + 7); }
 
 int main(void)
 {
@@ -575,5 +591,6 @@ int main(void)
     RUN(test_moe_pattern_targets);
     RUN(test_gemma3_vision_is_peft);
     RUN(test_gemma3_vision_all_linear);
+    RUN(test_qwen2_5_vl_all_linear);
     return test_summary();
 }
