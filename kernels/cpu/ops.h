@@ -88,10 +88,11 @@ void zt_cpu_swiglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int
 void zt_cpu_swiglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
                             int F);
 
-/* h = gelu_tanh(gate)·up (GeGLU, torch's gelu with approximate="tanh"), rows as swiglu's. */
-void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
+/* h = gelu(gate)·up (GeGLU), rows as swiglu's: torch's gelu with approximate="tanh", or with
+ * exact its erf form (approximate="none"). */
+void zt_cpu_geglu_forward(zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F, int exact);
 void zt_cpu_geglu_backward(zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh, const zt_real *gateup, int N,
-                           int F);
+                           int F, int exact);
 
 /* Soft-capping in place over n elements: x = cap·tanh(x / cap). Backward: dx *= 1 - (y / cap)²
  * with y the capped values. */

@@ -8,30 +8,44 @@
 
 #define GELU_BETA 0.7978845608028654f /* sqrt(2/π) */
 #define GELU_KAPPA 0.044715f
+#define SQRT_HALF 0.7071067811865476f
+#define INV_SQRT_2PI 0.3989422804014327f
+
+/* gelu(x) and gelu'(x): exact, ½x(1 + erf(x/√2)) and ½(1 + erf(x/√2)) + x·φ(x); else the tanh
+ * form, ½x(1 + t) and ½(1 + t) + ½x·(1 - t²)·β·(1 + 3κx²), t = tanh(β(x + κx³)) */
+static __device__ float gelu(float x, int exact)
+{
+    if (exact) return 0.5f * x * (1 + erff(x * SQRT_HALF));
+    return 0.5f * x * (1 + tanhf(GELU_BETA * (x + GELU_KAPPA * (x * x * x))));
+}
+
+static __device__ float gelu_slope(float x, int exact)
+{
+    float x2 = x * x;
+    if (exact) return 0.5f * (1 + erff(x * SQRT_HALF)) + x * INV_SQRT_2PI * expf(-0.5f * x2);
+    float t = tanhf(GELU_BETA * (x + GELU_KAPPA * x2 * x));
+    return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * GELU_BETA * (1 + 3 * GELU_KAPPA * x2);
+}
 
 /* h16 and dgateup16, where not NULL, get the outputs rounded to bf16 too */
-static __global__ void geglu_forward_kernel(float *h, uint16_t *h16, const float *gateup, int F)
+static __global__ void geglu_forward_kernel(float *h, uint16_t *h16, const float *gateup, int F, int exact)
 {
     const float *g = gateup + (size_t)blockIdx.x * 2 * F, *u = g + F;
     size_t row = (size_t)blockIdx.x * F;
     for (int i = threadIdx.x; i < F; i += blockDim.x) {
-        float x = g[i], inner = GELU_BETA * (x + GELU_KAPPA * (x * x * x));
-        float v = 0.5f * x * (1 + tanhf(inner)) * u[i];
+        float v = gelu(g[i], exact) * u[i];
         h[row + i] = v;
         if (h16) h16[row + i] = zt_bf16_round(v);
     }
 }
 
-/* gelu'(x) = ½(1 + t) + ½x·(1 - t²)·β·(1 + 3κx²), t = tanh(β(x + κx³)) */
 static __global__ void geglu_backward_kernel(float *dgateup, uint16_t *dgateup16, const float *dh,
-                                             const float *gateup, int F)
+                                             const float *gateup, int F, int exact)
 {
     const float *g = gateup + (size_t)blockIdx.x * 2 * F, *u = g + F, *d = dh + (size_t)blockIdx.x * F;
     size_t row = (size_t)blockIdx.x * 2 * F;
     for (int i = threadIdx.x; i < F; i += blockDim.x) {
-        float x = g[i], x2 = x * x, t = tanhf(GELU_BETA * (x + GELU_KAPPA * x2 * x));
-        float slope = 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * GELU_BETA * (1 + 3 * GELU_KAPPA * x2);
-        float du = d[i] * 0.5f * x * (1 + t), dg = d[i] * u[i] * slope;
+        float du = d[i] * gelu(g[i], exact), dg = d[i] * u[i] * gelu_slope(g[i], exact);
         dgateup[row + F + i] = du, dgateup[row + i] = dg;
         if (dgateup16) dgateup16[row + F + i] = zt_bf16_round(du), dgateup16[row + i] = zt_bf16_round(dg);
     }
@@ -63,18 +77,18 @@ static __global__ void add_kernel(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
-void zt_cuda_geglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F)
+void zt_cuda_geglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F, int exact)
 {
     if (N <= 0 || F <= 0) return;
-    geglu_forward_kernel<<<N, GEGLU_THREADS, 0, s>>>(h, h16, gateup, F);
+    geglu_forward_kernel<<<N, GEGLU_THREADS, 0, s>>>(h, h16, gateup, F, exact);
     zt_cuda_check("geglu_forward");
 }
 
 void zt_cuda_geglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
-                            int N, int F)
+                            int N, int F, int exact)
 {
     if (N <= 0 || F <= 0) return;
-    geglu_backward_kernel<<<N, GEGLU_THREADS, 0, s>>>(dgateup, dgateup16, dh, gateup, F);
+    geglu_backward_kernel<<<N, GEGLU_THREADS, 0, s>>>(dgateup, dgateup16, dh, gateup, F, exact);
     zt_cuda_check("geglu_backward");
 }
 

@@ -61,9 +61,9 @@ void zt_cuda_swiglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float
 void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
                              int N, int F);
 /* GeGLU, soft-capping, scaling and sums (geglu.cu) */
-void zt_cuda_geglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F);
+void zt_cuda_geglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F, int exact);
 void zt_cuda_geglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
-                            int N, int F);
+                            int N, int F, int exact);
 void zt_cuda_softcap_forward(cudaStream_t s, float *x, size_t n, double cap);
 void zt_cuda_softcap_backward(cudaStream_t s, float *dx, const float *y, size_t n, double cap);
 void zt_cuda_scale(cudaStream_t s, float *x, size_t n, float alpha);

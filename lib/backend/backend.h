@@ -103,9 +103,10 @@ struct zt_backend {
     /* dgateup16, where not NULL, gets dgateup in bf16 too (the products' dy) */
     void (*swiglu_backward)(zt_backend *be, zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh,
                             const zt_real *gateup, int N, int F);
-    void (*geglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F);
+    /* GeGLU: gelu's tanh form, or with exact its erf form */
+    void (*geglu_forward)(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F, int exact);
     void (*geglu_backward)(zt_backend *be, zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh,
-                           const zt_real *gateup, int N, int F);
+                           const zt_real *gateup, int N, int F, int exact);
     void (*softcap_forward)(zt_backend *be, zt_real *x, size_t n, double cap);
     void (*softcap_backward)(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap);
     void (*scale)(zt_backend *be, zt_real *x, size_t n, zt_real alpha);  /* x *= alpha */

@@ -149,14 +149,14 @@ static void cpu_swiglu_backward(zt_backend *be, zt_real *dgateup, uint16_t *dgat
 {
     zt_cpu_swiglu_backward(dgateup, dgateup16, dh, gateup, N, F);
 }
-static void cpu_geglu_forward(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F)
+static void cpu_geglu_forward(zt_backend *be, zt_real *h, uint16_t *h16, const zt_real *gateup, int N, int F, int exact)
 {
-    zt_cpu_geglu_forward(h, h16, gateup, N, F);
+    zt_cpu_geglu_forward(h, h16, gateup, N, F, exact);
 }
 static void cpu_geglu_backward(zt_backend *be, zt_real *dgateup, uint16_t *dgateup16, const zt_real *dh,
-                               const zt_real *gateup, int N, int F)
+                               const zt_real *gateup, int N, int F, int exact)
 {
-    zt_cpu_geglu_backward(dgateup, dgateup16, dh, gateup, N, F);
+    zt_cpu_geglu_backward(dgateup, dgateup16, dh, gateup, N, F, exact);
 }
 static void cpu_softcap_forward(zt_backend *be, zt_real *x, size_t n, double cap) { zt_cpu_softcap_forward(x, n, cap); }
 static void cpu_softcap_backward(zt_backend *be, zt_real *dx, const zt_real *y, size_t n, double cap)

@@ -440,17 +440,17 @@ static void cuda_swiglu_backward(zt_backend *be, float *dgateup, uint16_t *dgate
     zt_cuda_swiglu_backward(stream, dgateup, dgateup16, dh, gateup, N, F);
 }
 
-static void cuda_geglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F)
+static void cuda_geglu_forward(zt_backend *be, float *h, uint16_t *h16, const float *gateup, int N, int F, int exact)
 {
     MARK();
-    zt_cuda_geglu_forward(stream, h, h16, gateup, N, F);
+    zt_cuda_geglu_forward(stream, h, h16, gateup, N, F, exact);
 }
 
 static void cuda_geglu_backward(zt_backend *be, float *dgateup, uint16_t *dgateup16, const float *dh,
-                                const float *gateup, int N, int F)
+                                const float *gateup, int N, int F, int exact)
 {
     MARK();
-    zt_cuda_geglu_backward(stream, dgateup, dgateup16, dh, gateup, N, F);
+    zt_cuda_geglu_backward(stream, dgateup, dgateup16, dh, gateup, N, F, exact);
 }
 
 static void cuda_softcap_forward(zt_backend *be, float *x, size_t n, double cap)

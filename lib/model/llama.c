@@ -323,7 +323,7 @@ void zt_llama_release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
 
 void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n)
 {
-    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, h16, gateup, n, m->F);
+    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, h16, gateup, n, m->F, m->cfg.gelu_exact);
     else m->be->swiglu_forward(m->be, h, h16, gateup, n, m->F);
 }
 
@@ -386,7 +386,7 @@ static void mlp_backward(zt_llama *m, int l, const zt_real *dout)
     zt_lora_backward(m, l, ZT_LORA_DOWN, a->h, a->h16, dout, dy16_of(m, K), C, m->dh);
     /* dgateup's bf16 copy, made by the activation's backward, serves every tile's products */
     uint16_t *dgateup16 = keeps_bf16_inputs(m) ? m->b16 : NULL;
-    if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F);
+    if (m->cfg.gemma) be->geglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F, m->cfg.gelu_exact);
     else be->swiglu_backward(be, m->dgateup, dgateup16, m->dh, a->gateup, N, F);
     for (int j = K - 1; j >= 0; j--) {
         zt_llama_tile(2 * F, K, j, &r0, &nr);

@@ -1,5 +1,5 @@
-/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3,
- * smollm3, and the mixtures of experts mixtral, qwen3_moe, olmoe): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
+/* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2,
+ * phi3, smollm3, and the mixtures of experts mixtral, qwen3_moe, olmoe): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
  * final norm (+ LM head when untied)], each layer one contiguous block whose
@@ -30,7 +30,7 @@ enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotar
 enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    /* llama | mistral | qwen2 | qwen3 | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | granite | mixtral |
+    /* llama | mistral | qwen2 | qwen3 | gemma | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | granite | mixtral |
        qwen3_moe | olmoe */
     char model_type[16];
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
@@ -51,9 +51,9 @@ typedef struct zt_llama_config {
        each q and k head, ZT_QK_NORM_WHOLE (OLMo 2) one over the whole q and the whole k projection */
     int qk_norm;
     int sliding_window; /* keys per query, 0 = unlimited */
-    /* Gemma: norm scales 1 + weight, embeddings times sqrt(hidden_size), GeGLU (gelu_tanh) in
-       place of SwiGLU */
-    int gemma;
+    /* Gemma: norm scales 1 + weight, embeddings times sqrt(hidden_size), GeGLU in place of SwiGLU:
+       gelu's tanh form, or its exact (erf) form with gelu_exact (Gemma 1's hidden_act "gelu") */
+    int gemma, gelu_exact;
     /* Gemma, OLMo 2: a norm on each block's output inside the residual (post_attention /
        post_feedforward); OLMo 2 has no norm on the blocks' inputs (no_pre_norms) */
     int post_norms, no_pre_norms;

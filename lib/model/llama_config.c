@@ -1,5 +1,5 @@
-/* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2,
- * phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
+/* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text,
+ * olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
  * llama_config_image_text.c); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
 #include <math.h>
 #include <stdio.h>
@@ -28,11 +28,11 @@ void zt_llama_config_default(zt_llama_config *c)
 }
 
 /* model_type → the architecture's class-name prefix */
-static const char *const model_types[][2] = {{"llama", "Llama"},     {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
-                                             {"qwen3", "Qwen3"},     {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"},
-                                             {"olmo2", "Olmo2"},     {"phi3", "Phi3"},       {"smollm3", "SmolLM3"},
-                                             {"granite", "Granite"}, {"mixtral", "Mixtral"}, {"qwen3_moe", "Qwen3Moe"},
-                                             {"olmoe", "Olmoe"}};
+static const char *const model_types[][2] = {{"llama", "Llama"},        {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
+                                             {"qwen3", "Qwen3"},        {"gemma", "Gemma"},     {"gemma2", "Gemma2"},
+                                             {"gemma3_text", "Gemma3"}, {"olmo2", "Olmo2"},     {"phi3", "Phi3"},
+                                             {"smollm3", "SmolLM3"},    {"granite", "Granite"}, {"mixtral", "Mixtral"},
+                                             {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 const char *zt_llama_arch_prefix(const char *model_type)
@@ -44,7 +44,8 @@ const char *zt_llama_arch_prefix(const char *model_type)
 
 const char *zt_llama_model_types(void)
 {
-    return "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, "
+    return "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3, smollm3, granite, mixtral, "
+           "qwen3_moe, "
            "olmoe, or the language model of gemma3, mistral3, llava, qwen2_vl or qwen2_5_vl";
 }
 
@@ -115,7 +116,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
         return zt_fail(ZT_EUSER, "'%s': model_type '%.32s' is not supported (%s)", path, mt->valuestring,
                        zt_llama_model_types());
     strcpy(c->model_type, mt->valuestring);
-    /* Gemma's MLP reads hidden_activation (parse_gemma) and leaves hidden_act unread */
+    /* Gemma's activation is parse_gemma's */
     zt_llama_family_defaults(c);
     int gemma = c->gemma;
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
@@ -212,8 +213,11 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (!(c->rms_norm_eps > 0)) return zt_cfg_bad(where, "rms_norm_eps", "must be positive");
     if (!(c->rope_theta > 0)) return zt_cfg_bad(where, "rope_theta", "must be positive");
     if (c->sliding_window < 0) return zt_cfg_bad(where, "sliding_window", "must be positive or null");
-    if (c->sliding_window && zt_llama_is(c, "olmo2")) /* Olmo2Config has none: transformers would ignore it */
-        return zt_cfg_bad(where, "sliding_window", "must be null for olmo2 (its attention has no window)");
+    if (c->sliding_window && (zt_llama_is(c, "olmo2") || zt_llama_is(c, "gemma"))) /* their *Config has none */
+        return zt_cfg_bad(where, "sliding_window", "must be null for olmo2 and gemma (their attention has no window)");
+    if (c->gelu_exact && !zt_llama_is(c, "gemma"))
+        return zt_cfg_bad(where, "hidden_act",
+                          "\"gelu\" is for gemma only (the others' MLPs are SwiGLU or Gemma's tanh GeGLU)");
     if (c->sliding_window_pattern < 0) return zt_cfg_bad(where, "sliding_window_pattern", "must be a positive integer");
     if (c->query_pre_attn_scalar < 0) return zt_cfg_bad(where, "query_pre_attn_scalar", "must be positive");
     if (c->attn_softcap < 0) return zt_cfg_bad(where, "attn_logit_softcapping", "must be positive or null");

@@ -1,4 +1,4 @@
-/* The keys of config.json that only some families have (Gemma 2 and 3, OLMo 2, Phi-3, SmolLM3, Granite),
+/* The keys of config.json that only some families have (Gemma 1, 2 and 3, OLMo 2, Phi-3, SmolLM3, Granite),
  * their *Config defaults, and rope_scaling. */
 #include <math.h>
 #include <stdio.h>
@@ -6,26 +6,29 @@
 #include "lib/core/json.h"
 #include "llama_config_keys.h"
 
-/* What Gemma2Config and Gemma3TextConfig default to, on c's sizes: the Gemma blocks, head_dim
- * 256, a tied head, Gemma 2's soft-capping and window on every other layer, Gemma 3's q/k norms
- * and window on five layers of six (their local rope theta 10000 against a global 1e6), and
- * none of its soft-capping (final_logit_softcapping is honoured when set). */
+/* What GemmaConfig, Gemma2Config and Gemma3TextConfig default to, on c's sizes: the Gemma
+ * blocks, head_dim 256, a tied head; Gemma 1's pre norms alone and gelu's tanh form, nothing else
+ * below; Gemma 2's soft-capping and window on every other layer, Gemma 3's q/k norms and window on
+ * five layers of six (their local rope theta 10000 against a global 1e6), and none of its
+ * soft-capping (final_logit_softcapping is honoured when set). */
 static void gemma_defaults(zt_llama_config *c)
 {
-    int g3 = zt_llama_is(c, "gemma3_text");
-    c->gemma = c->post_norms = 1;
-    c->qk_norm = g3 ? ZT_QK_NORM_HEADS : 0;
+    int g1 = zt_llama_is(c, "gemma"), g3 = zt_llama_is(c, "gemma3_text");
+    c->gemma = 1;
+    c->bos_token_id = 2, c->eos_token_id = 1, c->pad_token_id = 0;
     c->head_dim = 256;
-    c->query_pre_attn_scalar = 256;
     c->tie_word_embeddings = 1;
+    c->max_position_embeddings = g3 ? 131072 : 8192;
+    if (g1) return;
+    c->post_norms = 1;
+    c->qk_norm = g3 ? ZT_QK_NORM_HEADS : 0;
+    c->query_pre_attn_scalar = 256;
     c->sliding_window = 4096;
     c->sliding_window_pattern = g3 ? 6 : 2;
     c->attn_softcap = g3 ? 0 : 50;
     c->final_softcap = g3 ? 0 : 30;
     c->rope_theta = g3 ? 1e6 : 10000;
     c->rope_local_theta = g3 ? 10000 : 0;
-    c->max_position_embeddings = g3 ? 131072 : 8192;
-    c->bos_token_id = 2, c->eos_token_id = 1, c->pad_token_id = 0;
 }
 
 /* Olmo2Config: norms on the blocks' outputs only, q/k norms over the whole projections */
@@ -48,7 +51,7 @@ static void smollm3_defaults(zt_llama_config *c)
 
 void zt_llama_family_defaults(zt_llama_config *c)
 {
-    c->gemma = c->post_norms = c->no_pre_norms = c->sliding_window_pattern = 0;
+    c->gemma = c->gelu_exact = c->post_norms = c->no_pre_norms = c->sliding_window_pattern = 0;
     c->qk_norm = zt_llama_is(c, "qwen3") ? ZT_QK_NORM_HEADS : 0;
     c->attn_softcap = c->final_softcap = c->rope_local_theta = 0;
     c->partial_rotary_factor = 1;
@@ -156,9 +159,23 @@ static zt_status parse_phi3(zt_llama_config *c, const cJSON *o, const char *path
     return ZT_OK;
 }
 
+/* Gemma 1's activation: hidden_act, as transformers' GemmaMLP reads it (4.51.3; hidden_activation,
+ * which Google's configs also name, is left unread as it leaves it): "gelu" (Google's Gemma 1
+ * configs) is the exact gelu, "gelu_pytorch_tanh" (GemmaConfig's default) its tanh form. */
+static zt_status parse_gemma1(zt_llama_config *c, const cJSON *o, const char *path)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
+    if (!act) return ZT_OK;
+    if (cJSON_IsString(act) && !strcmp(act->valuestring, "gelu_pytorch_tanh")) return ZT_OK;
+    if (cJSON_IsString(act) && !strcmp(act->valuestring, "gelu")) c->gelu_exact = 1;
+    else return zt_cfg_bad(path, "hidden_act", "must be \"gelu\" or \"gelu_pytorch_tanh\" for gemma");
+    return ZT_OK;
+}
+
 /* The keys only Gemma has (c holds gemma_defaults and the common keys). */
 static zt_status parse_gemma(zt_llama_config *c, const cJSON *o, const char *path)
 {
+    if (zt_llama_is(c, "gemma")) return parse_gemma1(c, o, path);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_activation");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "gelu_pytorch_tanh")))
         return zt_cfg_bad(path, "hidden_activation", "must be \"gelu_pytorch_tanh\"");
@@ -266,6 +283,7 @@ static void add_softcap(cJSON *o, const char *key, double cap)
 
 static void add_gemma_keys(cJSON *o, const zt_llama_config *c)
 {
+    if (zt_llama_is(c, "gemma")) return; /* hidden_act alone (made_config) */
     zt_json_add_float(o, "query_pre_attn_scalar", c->query_pre_attn_scalar);
     add_softcap(o, "attn_logit_softcapping", c->attn_softcap);
     add_softcap(o, "final_logit_softcapping", c->final_softcap);

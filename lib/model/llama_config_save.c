@@ -34,7 +34,8 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
     int pad = c->pad_token_id >= 0 ? c->pad_token_id : c->num_labels ? c->eos_token_id : -1;
     add_token_id(o, "pad_token_id", pad);
     cJSON_AddStringToObject(o, "model_type", c->model_type);
-    if (c->gemma) cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
+    if (zt_llama_is(c, "gemma")) cJSON_AddStringToObject(o, "hidden_act", c->gelu_exact ? "gelu" : "gelu_pytorch_tanh");
+    else if (c->gemma) cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
     else cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden_size);
@@ -187,6 +188,18 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         zt_status st = parse_bool_value(key, value, &c->qkv_bias);
         c->o_bias = c->qkv_bias;
         return st;
+    }
+    if (!strcmp(key, "hidden_act")) { /* Gemma 1's two GELUs; SiLU for the others (Gemma 2 and 3 read none) */
+        int gemma1 = zt_llama_is(c, "gemma");
+        if (gemma1 && (!strcmp(value, "gelu") || !strcmp(value, "gelu_pytorch_tanh"))) {
+            c->gelu_exact = !strcmp(value, "gelu");
+            return ZT_OK;
+        }
+        if (!c->gemma && !strcmp(value, "silu")) return ZT_OK;
+        return zt_fail(ZT_EUSER, "config key 'hidden_act': '%s' is not %s", value,
+                       gemma1     ? "gelu or gelu_pytorch_tanh"
+                       : c->gemma ? "read by gemma2 and gemma3"
+                                  : "silu");
     }
     if (!strcmp(key, "model_type")) {
         if (!zt_llama_arch_prefix(value))

@@ -476,20 +476,21 @@ static void test_rope(void)
         }
 }
 
-/* SwiGLU, or Gemma's GeGLU; the bf16 copies of h and dgateup in all but the first case */
-static void check_glu(int geglu)
+/* SwiGLU, or Gemma's GeGLU (gelu's tanh form, or its exact erf form: exact 1); the bf16 copies of
+ * h and dgateup in all but the first case */
+static void check_glu(int geglu, int exact)
 {
     static const int cases[][2] = {{1, 1}, {77, 1001}, {16, 4096}};
     for (size_t c = 0; c < 3; c++) {
         int N = cases[c][0], F = cases[c][1], with16 = c > 0;
-        set_case("N=%d F=%d%s", N, F, with16 ? " h16 dgateup16" : "");
+        set_case("N=%d F=%d%s%s", N, F, exact ? " exact" : "", with16 ? " h16 dgateup16" : "");
         buf gateup = buf_floats((size_t)N * 2 * F, 4), h = buf_floats((size_t)N * F, 1);
         buf dh = buf_floats((size_t)N * F, 1), dgateup = buf_floats((size_t)N * 2 * F, 1);
         buf h16 = buf_bytes((size_t)N * F * sizeof(uint16_t)), dgateup16 = buf_bytes((size_t)N * 2 * F * sizeof(uint16_t));
-        if (geglu) BOTH(geglu_forward, S(h), with16 ? S(h16) : NULL, S(gateup), N, F);
+        if (geglu) BOTH(geglu_forward, S(h), with16 ? S(h16) : NULL, S(gateup), N, F, exact);
         else BOTH(swiglu_forward, S(h), with16 ? S(h16) : NULL, S(gateup), N, F);
         expect(geglu ? "geglu_fwd" : "swiglu_fwd", h, AS_F32, 1e-10);
-        if (geglu) BOTH(geglu_backward, S(dgateup), with16 ? S(dgateup16) : NULL, S(dh), S(gateup), N, F);
+        if (geglu) BOTH(geglu_backward, S(dgateup), with16 ? S(dgateup16) : NULL, S(dh), S(gateup), N, F, exact);
         else BOTH(swiglu_backward, S(dgateup), with16 ? S(dgateup16) : NULL, S(dh), S(gateup), N, F);
         expect(geglu ? "geglu_bwd" : "swiglu_bwd", dgateup, AS_F32, 1e-10);
         if (with16) {
@@ -503,8 +504,9 @@ static void check_glu(int geglu)
     }
 }
 
-static void test_swiglu(void) { check_glu(0); }
-static void test_geglu(void) { check_glu(1); }
+static void test_swiglu(void) { check_glu(0, 0); }
+static void test_geglu(void) { check_glu(1, 0); }
+static void test_geglu_exact(void) { check_glu(1, 1); } /* Gemma 1's hidden_act "gelu" */
 
 /* soft-capping (values up to 40 against a cap of 30), scaling, adding and adding noise:
  * elementwise, the same fp32 operations but for tanhf's last bit */
@@ -707,6 +709,7 @@ int main(void)
     RUN(test_rope);
     RUN(test_swiglu);
     RUN(test_geglu);
+    RUN(test_geglu_exact);
     RUN(test_elementwise);
     RUN(test_bias);
     RUN(test_attention);

@@ -171,6 +171,21 @@ static void test_neftune(void)
     neftune = 0;
 }
 
+/* Gemma 1: (1 + w) pre norms, scaled embeddings, GeGLU with the exact gelu (hidden_act "gelu");
+ * tied, then untied with checkpointing and tiles */
+static void test_gemma(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "hidden_act", "gelu") == ZT_OK);
+    c.head_dim = 6;
+    double e = check_model(c, 0, 21, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
+    c.tie_word_embeddings = 0;
+    e = check_model(c, 1, 22, (int[3]){2, 3, 2});
+    CHECK_MSG(e < 1e-5, "worst relative error (untied, checkpointing, tiles) %g", e);
+}
+
 /* Gemma 2: its four (1 + w) norms a layer, scaled embeddings, GeGLU, a window of 3 on layer 0
  * only, a score scale of query_pre_attn_scalar, soft-capping small enough to bend scores and
  * logits; tied and untied, with checkpointing and tiles */
@@ -317,6 +332,7 @@ int main(void)
     RUN(test_qwen2_bias_and_window);
     RUN(test_llama_bias_rope_scaling);
     RUN(test_qwen3);
+    RUN(test_gemma);
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_olmo2);

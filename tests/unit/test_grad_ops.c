@@ -126,43 +126,50 @@ static void check_head_rmsnorm(double w_offset)
 static void test_head_rmsnorm(void) { check_head_rmsnorm(0); }
 static void test_head_rmsnorm_offset(void) { check_head_rmsnorm(1); } /* Gemma 3's q/k norms */
 
-/* gated activations on rows [gate | up]: SwiGLU, or Gemma's GeGLU */
+/* gated activations on rows [gate | up]: SwiGLU, or Gemma's GeGLU (gelu's tanh form, or with
+ * exact its erf form) */
 struct glu_ctx {
     double gu[N * 2 * C], h[N * C];
-    int geglu;
+    int geglu, exact;
 };
 static void glu_fwd(void *p)
 {
     struct glu_ctx *c = p;
-    (c->geglu ? zt_cpu_geglu_forward : zt_cpu_swiglu_forward)(c->h, NULL, c->gu, N, C);
+    if (c->geglu) zt_cpu_geglu_forward(c->h, NULL, c->gu, N, C, c->exact);
+    else zt_cpu_swiglu_forward(c->h, NULL, c->gu, N, C);
 }
 
 /* the backward pass against finite differences; returns the forward's context */
-static struct glu_ctx *check_glu(int geglu)
+static struct glu_ctx *check_glu(int geglu, int exact)
 {
     static struct glu_ctx c;
     double r[N * C], d[N * 2 * C];
-    c.geglu = geglu;
+    c.geglu = geglu, c.exact = exact;
     fill(c.gu, N * 2 * C, 4), fill(r, N * C, 1);
     glu_fwd(&c);
-    (geglu ? zt_cpu_geglu_backward : zt_cpu_swiglu_backward)(d, NULL, r, c.gu, N, C);
+    if (geglu) zt_cpu_geglu_backward(d, NULL, r, c.gu, N, C, exact);
+    else zt_cpu_swiglu_backward(d, NULL, r, c.gu, N, C);
     CHECK(fd_check(glu_fwd, &c, c.gu, N * 2 * C, d, c.h, r, N * C) < 1e-6);
     return &c;
 }
 
-static void test_swiglu(void) { check_glu(0); }
+static void test_swiglu(void) { check_glu(0, 0); }
 
-/* and against torch's tanh-approximated gelu written out */
-static void test_geglu(void)
+/* and against torch's gelu written out: approximate="tanh", or "none" (the normal CDF) */
+static void check_geglu(int exact)
 {
-    const struct glu_ctx *c = check_glu(1);
+    const struct glu_ctx *c = check_glu(1, exact);
     for (int n = 0; n < N; n++)
         for (int i = 0; i < C; i++) {
             double g = c->gu[n * 2 * C + i], u = c->gu[n * 2 * C + C + i];
-            double gelu = 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+            double gelu = exact ? 0.5 * g * erfc(-g / sqrt(2))
+                                : 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
             CHECK_NEAR(c->h[n * C + i], gelu * u, 1e-12);
         }
 }
+
+static void test_geglu(void) { check_geglu(0); }
+static void test_geglu_exact(void) { check_geglu(1); }
 
 struct softcap_ctx {
     double x[N * C], y[N * C];
@@ -412,6 +419,7 @@ int main(void)
     RUN(test_head_rmsnorm_offset);
     RUN(test_swiglu);
     RUN(test_geglu);
+    RUN(test_geglu_exact);
     RUN(test_softcap);
     RUN(test_bias);
     RUN(test_embedding);
