@@ -49,10 +49,11 @@ void zt_cpu_head_rmsnorm_backward(zt_real *dx, zt_real *dw, const zt_real *xin, 
 
 /* Rotary embedding in place on heads [0, nheads) of each row (row stride `stride`
  * elements, head size D) at positions pos[n], Hugging Face rotate-half pairing (j, j+R/2) over
- * the head's first R elements (R = D, or Phi-3's partial rotary: the other D - R pass through).
- * cos/sin tables are [max_pos, R/2]. inverse = 1 applies the transpose (the backward pass). */
-void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, int R, const int32_t *pos, const zt_real *cos_t,
-                 const zt_real *sin_t, int inverse);
+ * the head's first R elements (R = D, or a partial rotary: the other D - R pass through), or with
+ * interleaved GLM's pairing (2j, 2j+1); pair j turns by table entry j. cos/sin tables are
+ * [max_pos, R/2]. inverse = 1 applies the transpose (the backward pass). */
+void zt_cpu_rope(zt_real *x, int N, int stride, int nheads, int D, int R, int interleaved, const int32_t *pos,
+                 const zt_real *cos_t, const zt_real *sin_t, int inverse);
 
 /* Causal attention with grouped-query heads and a document mask over qkv rows laid
  * out [q heads (H) | k heads (KV) | v heads (KV)] × D. Query t of a row attends key u

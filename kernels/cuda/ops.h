@@ -55,8 +55,8 @@ void zt_cuda_head_rmsnorm_forward(cudaStream_t s, float *x, float *xin, float *r
                                   int N, int stride, int nheads, int D, double eps);
 void zt_cuda_head_rmsnorm_backward(cudaStream_t s, float *dx, float *dw, const float *xin, const float *w,
                                    float w_offset, const float *rstd, int N, int stride, int nheads, int D);
-void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
-                  const float *cos_t, const float *sin_t, int inverse);
+void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, int interleaved,
+                  const int32_t *pos, const float *cos_t, const float *sin_t, int inverse);
 void zt_cuda_swiglu_forward(cudaStream_t s, float *h, uint16_t *h16, const float *gateup, int N, int F);
 void zt_cuda_swiglu_backward(cudaStream_t s, float *dgateup, uint16_t *dgateup16, const float *dh, const float *gateup,
                              int N, int F);

@@ -4,7 +4,8 @@
 
 #define ROPE_THREADS 256
 
-static __global__ void rope_kernel(float *x, int stride, int nheads, int D, int R, const int32_t *pos,
+/* pair j of a head: (j, j + R/2), or interleaved (2j, 2j + 1) */
+static __global__ void rope_kernel(float *x, int stride, int nheads, int D, int R, int interleaved, const int32_t *pos,
                                    const float *cos_t, const float *sin_t, int inverse)
 {
     int half = R / 2;
@@ -12,7 +13,7 @@ static __global__ void rope_kernel(float *x, int stride, int nheads, int D, int 
     float *row = x + (size_t)blockIdx.x * stride;
     for (int i = threadIdx.x; i < nheads * half; i += blockDim.x) {
         int h = i / half, j = i - h * half;
-        float *a = row + (size_t)h * D + j, *b = a + half;
+        float *a = row + (size_t)h * D + (interleaved ? 2 * j : j), *b = a + (interleaved ? 1 : half);
         float sn = inverse ? -s[j] : s[j];
         float a0 = *a, b0 = *b;
         *a = a0 * c[j] - b0 * sn;
@@ -20,10 +21,10 @@ static __global__ void rope_kernel(float *x, int stride, int nheads, int D, int 
     }
 }
 
-void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
-                  const float *cos_t, const float *sin_t, int inverse)
+void zt_cuda_rope(cudaStream_t s, float *x, int N, int stride, int nheads, int D, int R, int interleaved,
+                  const int32_t *pos, const float *cos_t, const float *sin_t, int inverse)
 {
     if (N <= 0 || nheads <= 0 || R < 2) return;
-    rope_kernel<<<N, ROPE_THREADS, 0, s>>>(x, stride, nheads, D, R, pos, cos_t, sin_t, inverse);
+    rope_kernel<<<N, ROPE_THREADS, 0, s>>>(x, stride, nheads, D, R, interleaved, pos, cos_t, sin_t, inverse);
     zt_cuda_check("rope");
 }

@@ -81,8 +81,9 @@ struct zt_backend {
                                  zt_real w_offset, int N, int stride, int nheads, int D, double eps);
     void (*head_rmsnorm_backward)(zt_backend *be, zt_real *dx, zt_real *dw, const zt_real *xin, const zt_real *w,
                                   zt_real w_offset, const zt_real *rstd, int N, int stride, int nheads, int D);
-    void (*rope)(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
-                 const zt_real *cos_t, const zt_real *sin_t, int inverse);
+    /* interleaved: GLM's pairs (2j, 2j+1), else rotate-half's (j, j+R/2) (zt_cpu_rope) */
+    void (*rope)(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, int R, int interleaved,
+                 const int32_t *pos, const zt_real *cos_t, const zt_real *sin_t, int inverse);
     /* scores scale·q·k, soft-capped when softcap > 0 (zt_cpu_attention_forward) */
     void (*attention_forward)(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos, int B,
                               int T, int H, int KV, int D, int window, double scale, double softcap);

@@ -118,10 +118,10 @@ static void cpu_head_rmsnorm_backward(zt_backend *be, zt_real *dx, zt_real *dw, 
 {
     zt_cpu_head_rmsnorm_backward(dx, dw, xin, w, w_offset, rstd, N, stride, nheads, D);
 }
-static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
-                     const zt_real *cos_t, const zt_real *sin_t, int inverse)
+static void cpu_rope(zt_backend *be, zt_real *x, int N, int stride, int nheads, int D, int R, int interleaved,
+                     const int32_t *pos, const zt_real *cos_t, const zt_real *sin_t, int inverse)
 {
-    zt_cpu_rope(x, N, stride, nheads, D, R, pos, cos_t, sin_t, inverse);
+    zt_cpu_rope(x, N, stride, nheads, D, R, interleaved, pos, cos_t, sin_t, inverse);
 }
 static void cpu_attention_forward(zt_backend *be, zt_real *out, zt_real *lse, const zt_real *qkv, const int32_t *pos,
                                   int B, int T, int H, int KV, int D, int window, double scale, double softcap)

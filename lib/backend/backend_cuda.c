@@ -382,11 +382,11 @@ static void cuda_head_rmsnorm_backward(zt_backend *be, float *dx, float *dw, con
     zt_cuda_head_rmsnorm_backward(stream, dx, dw, xin, w, w_offset, rstd, N, stride, nheads, D);
 }
 
-static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, int R, const int32_t *pos,
-                      const float *cos_t, const float *sin_t, int inverse)
+static void cuda_rope(zt_backend *be, float *x, int N, int stride, int nheads, int D, int R, int interleaved,
+                      const int32_t *pos, const float *cos_t, const float *sin_t, int inverse)
 {
     MARK();
-    zt_cuda_rope(stream, x, N, stride, nheads, D, R, pos, cos_t, sin_t, inverse);
+    zt_cuda_rope(stream, x, N, stride, nheads, D, R, interleaved, pos, cos_t, sin_t, inverse);
 }
 
 static void cuda_attention_forward(zt_backend *be, float *out, float *lse, const float *qkv, const int32_t *pos, int B,

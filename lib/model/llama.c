@@ -407,8 +407,8 @@ static void layer_rope(zt_llama *m, int l, zt_real *qkv, int inverse)
 {
     if (!zt_llama_layer_rope(&m->cfg, l)) return;
     int local = m->cos_l && zt_llama_layer_local(&m->cfg, l);
-    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->R, m->pos, local ? m->cos_l : m->cos_t,
-                local ? m->sin_l : m->sin_t, inverse);
+    m->be->rope(m->be, qkv, m->B * m->T, m->S3, m->H + m->KV, m->D, m->R, m->cfg.rope_interleaved, m->pos,
+                local ? m->cos_l : m->cos_t, local ? m->sin_l : m->sin_t, inverse);
 }
 
 /* The bf16 attention kernels serve bf16 models whose scores are not soft-capped. */

@@ -30,13 +30,14 @@ enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotar
 enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    /* llama | mistral | qwen2 | qwen3 | gemma | gemma2 | gemma3_text | olmo2 | phi3 | smollm3 | granite | mixtral |
+    /* llama | mistral | qwen2 | qwen3 | gemma | gemma2 | gemma3_text | glm | glm4 | olmo2 | phi3 | smollm3 | granite | mixtral |
        qwen3_moe | olmoe */
     char model_type[16];
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
     int num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings;
     double rms_norm_eps, rope_theta;
     double partial_rotary_factor; /* the rotary embedding on the first head_dim·factor elements of a head */
+    int rope_interleaved;         /* GLM: its pairs are a head's elements (2j, 2j+1), not (j, j + rotary/2) */
     struct {
         char type[16]; /* "" (none) | linear | llama3 | longrope (Phi-3) */
         double factor, low_freq_factor, high_freq_factor;
@@ -46,7 +47,7 @@ typedef struct zt_llama_config {
         double short_factor[ZT_ROPE_MAX_FACTORS], long_factor[ZT_ROPE_MAX_FACTORS];
     } rope_scaling;
     int tie_word_embeddings;
-    int qkv_bias, o_bias; /* Qwen2: q/k/v only; Llama attention_bias: q/k/v/o */
+    int qkv_bias, o_bias; /* Qwen2, GLM: q/k/v only; Llama attention_bias: q/k/v/o */
     /* q_norm, k_norm before the rotary embedding: ZT_QK_NORM_HEADS (Qwen3, Gemma 3) an RMSNorm over
        each q and k head, ZT_QK_NORM_WHOLE (OLMo 2) one over the whole q and the whole k projection */
     int qk_norm;
@@ -54,8 +55,9 @@ typedef struct zt_llama_config {
     /* Gemma: norm scales 1 + weight, embeddings times sqrt(hidden_size), GeGLU in place of SwiGLU:
        gelu's tanh form, or its exact (erf) form with gelu_exact (Gemma 1's hidden_act "gelu") */
     int gemma, gelu_exact;
-    /* Gemma, OLMo 2: a norm on each block's output inside the residual (post_attention /
-       post_feedforward); OLMo 2 has no norm on the blocks' inputs (no_pre_norms) */
+    /* Gemma, OLMo 2, GLM-4: a norm on each block's output inside the residual (post_attention /
+       post_feedforward, GLM-4's post_self_attn / post_mlp); OLMo 2 has no norm on the blocks'
+       inputs (no_pre_norms) */
     int post_norms, no_pre_norms;
     int sliding_window_pattern;         /* 0: the window on every layer; p: on layers l with (l + 1) % p != 0 only */
     double query_pre_attn_scalar;       /* attention scores scaled by its -1/2 power; 0: head_dim's */
@@ -115,8 +117,10 @@ int zt_llama_layer_window(const zt_llama_config *c, int l);
 int zt_llama_layer_rope(const zt_llama_config *c, int l);
 /* An expert's intermediate size: Qwen3-MoE's moe_intermediate_size, else intermediate_size. */
 int zt_llama_expert_size(const zt_llama_config *c);
-/* Phi-3: checkpoints name q, k, v as one qkv_proj and gate, up as one gate_up_proj. */
-int zt_llama_fused_names(const zt_llama_config *c);
+/* Whether c's checkpoints name q, k, v as one qkv_proj (Phi-3), and gate, up as one gate_up_proj
+ * (Phi-3, GLM, GLM-4). */
+int zt_llama_fused_qkv(const zt_llama_config *c);
+int zt_llama_fused_gate_up(const zt_llama_config *c);
 /* The rotary elements of a head: int(head_dim · partial_rotary_factor), as transformers. */
 int zt_llama_rotary_dim(const zt_llama_config *c);
 

@@ -1,5 +1,5 @@
 /* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text,
- * olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
+ * glm, glm4, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
  * llama_config_image_text.c); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
 #include <math.h>
 #include <stdio.h>
@@ -28,11 +28,11 @@ void zt_llama_config_default(zt_llama_config *c)
 }
 
 /* model_type → the architecture's class-name prefix */
-static const char *const model_types[][2] = {{"llama", "Llama"},        {"mistral", "Mistral"}, {"qwen2", "Qwen2"},
-                                             {"qwen3", "Qwen3"},        {"gemma", "Gemma"},     {"gemma2", "Gemma2"},
-                                             {"gemma3_text", "Gemma3"}, {"olmo2", "Olmo2"},     {"phi3", "Phi3"},
-                                             {"smollm3", "SmolLM3"},    {"granite", "Granite"}, {"mixtral", "Mixtral"},
-                                             {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
+static const char *const model_types[][2] = {
+    {"llama", "Llama"},     {"mistral", "Mistral"}, {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
+    {"gemma", "Gemma"},     {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"}, {"glm", "Glm"},
+    {"glm4", "Glm4"},       {"olmo2", "Olmo2"},     {"phi3", "Phi3"},          {"smollm3", "SmolLM3"},
+    {"granite", "Granite"}, {"mixtral", "Mixtral"}, {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 const char *zt_llama_arch_prefix(const char *model_type)
@@ -44,7 +44,8 @@ const char *zt_llama_arch_prefix(const char *model_type)
 
 const char *zt_llama_model_types(void)
 {
-    return "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2, phi3, smollm3, granite, mixtral, "
+    return "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, glm, glm4, olmo2, phi3, smollm3, granite, "
+           "mixtral, "
            "qwen3_moe, "
            "olmoe, or the language model of gemma3, mistral3, llava, qwen2_vl or qwen2_5_vl";
 }
@@ -68,7 +69,12 @@ int zt_llama_expert_size(const zt_llama_config *c)
     return zt_llama_is(c, "qwen3_moe") ? c->moe_intermediate_size : c->intermediate_size;
 }
 
-int zt_llama_fused_names(const zt_llama_config *c) { return zt_llama_is(c, "phi3"); }
+int zt_llama_fused_qkv(const zt_llama_config *c) { return zt_llama_is(c, "phi3"); }
+
+int zt_llama_fused_gate_up(const zt_llama_config *c)
+{
+    return zt_llama_is(c, "phi3") || zt_llama_is(c, "glm") || zt_llama_is(c, "glm4");
+}
 
 int zt_llama_rotary_dim(const zt_llama_config *c) { return (int)(c->head_dim * c->partial_rotary_factor); }
 
@@ -126,7 +132,8 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
        (without the key) a head_dim of 128 */
     int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3");
     int qwen = qwen2 || qwen3 || zt_llama_is(c, "qwen3_moe");
-    int mlp_bias = 0, attention_bias = 0, use_sw = 1, max_window_layers;
+    int glm = zt_llama_is(c, "glm") || zt_llama_is(c, "glm4"); /* biases on q, k, v alone, true by default */
+    int mlp_bias = 0, attention_bias = glm, use_sw = 1, max_window_layers;
     double attention_dropout = 0;
     zt_status st;
     if ((st = zt_cfg_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
@@ -142,7 +149,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
         (st = zt_cfg_num(o, path, "rope_theta", c->rope_theta, &c->rope_theta)) ||
         (st = zt_cfg_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = zt_cfg_bool(o, path, "tie_word_embeddings", c->tie_word_embeddings, &c->tie_word_embeddings)) ||
-        (st = zt_cfg_bool(o, path, "attention_bias", 0, &attention_bias)) ||
+        (st = zt_cfg_bool(o, path, "attention_bias", glm, &attention_bias)) ||
         (st = zt_cfg_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
         (st = zt_cfg_int(o, path, "sliding_window", c->sliding_window, &c->sliding_window)) ||
         (st = zt_cfg_bool(o, path, "use_sliding_window", !qwen, &use_sw)) ||
@@ -162,6 +169,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
             return zt_cfg_bad(path, "max_window_layers", "other than 0 with use_sliding_window is not supported");
     }
     if (qwen2) c->qkv_bias = 1;
+    else if (glm) c->qkv_bias = attention_bias, c->o_bias = 0;
     else c->qkv_bias = c->o_bias = attention_bias;
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
@@ -187,9 +195,9 @@ zt_status zt_llama_config_check(const zt_llama_config *c, const char *where)
     if (c->num_attention_heads % c->num_key_value_heads)
         return zt_cfg_bad(where, "num_key_value_heads", "must divide num_attention_heads");
     if (c->head_dim % 2) return zt_cfg_bad(where, "head_dim", "must be even (rotary embedding)");
-    if (!(c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1) ||
-        (!zt_llama_is(c, "phi3") && c->partial_rotary_factor != 1)) /* only Phi-3's attention honours it */
-        return zt_cfg_bad(where, "partial_rotary_factor", "must be in (0, 1], and 1 but for phi3");
+    int partial = zt_llama_is(c, "phi3") || zt_llama_is(c, "glm") || zt_llama_is(c, "glm4"); /* their attention's */
+    if (!(c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1) || (!partial && c->partial_rotary_factor != 1))
+        return zt_cfg_bad(where, "partial_rotary_factor", "must be in (0, 1], and 1 but for phi3, glm and glm4");
     int rd = zt_llama_rotary_dim(c);
     if (rd < 2 || rd % 2)
         return zt_cfg_bad(where, "partial_rotary_factor",

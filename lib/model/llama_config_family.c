@@ -1,4 +1,4 @@
-/* The keys of config.json that only some families have (Gemma 1, 2 and 3, OLMo 2, Phi-3, SmolLM3, Granite),
+/* The keys of config.json that only some families have (Gemma 1, 2 and 3, GLM, OLMo 2, Phi-3, SmolLM3, Granite),
  * their *Config defaults, and rope_scaling. */
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +40,19 @@ static void olmo2_defaults(zt_llama_config *c)
     c->bos_token_id = -1, c->eos_token_id = 50279, c->pad_token_id = 1;
 }
 
+/* GlmConfig and Glm4Config: the rotary embedding on half of a head of 128 in GLM's interleaved
+ * pairs, biases on q, k and v (zt_llama_parse_config); GLM-4's norms on the blocks' outputs too */
+static void glm_defaults(zt_llama_config *c)
+{
+    c->partial_rotary_factor = 0.5;
+    c->rope_interleaved = 1;
+    c->post_norms = zt_llama_is(c, "glm4");
+    c->head_dim = 128;
+    c->rms_norm_eps = 1.5625e-7;
+    c->max_position_embeddings = 131072;
+    c->bos_token_id = -1, c->eos_token_id = c->pad_token_id = 151329;
+}
+
 /* SmolLM3Config: every fourth layer without the rotary embedding, a tied head */
 static void smollm3_defaults(zt_llama_config *c)
 {
@@ -55,11 +68,13 @@ void zt_llama_family_defaults(zt_llama_config *c)
     c->qk_norm = zt_llama_is(c, "qwen3") ? ZT_QK_NORM_HEADS : 0;
     c->attn_softcap = c->final_softcap = c->rope_local_theta = 0;
     c->partial_rotary_factor = 1;
+    c->rope_interleaved = 0;
     c->embedding_multiplier = c->residual_multiplier = c->logits_scaling = 1;
     c->attention_multiplier = zt_llama_is(c, "granite") ? 1 : 0; /* GraniteConfig's default: no 1/sqrt(head_dim) */
     c->no_rope_layer_interval = c->n_no_rope_layers = 0;
     if (!strncmp(c->model_type, "gemma", 5)) gemma_defaults(c);
     if (zt_llama_is(c, "olmo2")) olmo2_defaults(c);
+    if (zt_llama_is(c, "glm") || zt_llama_is(c, "glm4")) glm_defaults(c);
     if (zt_llama_is(c, "phi3")) {
         c->rms_norm_eps = 1e-5;
         c->max_position_embeddings = c->rope_scaling.original_max_position_embeddings = 4096;
@@ -272,6 +287,8 @@ zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *
     if (zt_llama_is(c, "granite")) return parse_granite(c, o, path);
     if (zt_llama_is(c, "phi3")) return parse_phi3(c, o, path);
     if (zt_llama_is(c, "smollm3")) return parse_smollm3(c, o, path);
+    if (zt_llama_is(c, "glm") || zt_llama_is(c, "glm4"))
+        return zt_cfg_num(o, path, "partial_rotary_factor", c->partial_rotary_factor, &c->partial_rotary_factor);
     return zt_llama_parse_experts(c, o, path);
 }
 
@@ -342,6 +359,8 @@ void zt_llama_add_family_keys(cJSON *o, const zt_llama_config *c)
 {
     if (zt_llama_is(c, "phi3")) add_phi3_keys(o, c);
     else add_rope_scaling(o, c);
+    if (zt_llama_is(c, "glm") || zt_llama_is(c, "glm4"))
+        zt_json_add_float(o, "partial_rotary_factor", c->partial_rotary_factor);
     if (c->gemma) add_gemma_keys(o, c);
     if (zt_llama_is(c, "smollm3")) add_smollm3_keys(o, c);
     if (zt_llama_is(c, "granite")) {

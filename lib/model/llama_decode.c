@@ -200,8 +200,8 @@ static void attention_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
     if (m->cfg.qkv_bias) be->bias_forward(be, c->qkv, w + y->bqkv, n, m->S3);
     if (m->cfg.qk_norm) zt_llama_qk_norm_forward(m, c->qkv, c->qkin, c->rstdqk, w + y->qkn, n);
     if (zt_llama_layer_rope(&m->cfg, l))
-        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, c->pos, local ? c->cos_l : c->cos_t,
-                 local ? c->sin_l : c->sin_t, 0);
+        be->rope(be, c->qkv, n, m->S3, m->H + m->KV, m->D, m->R, m->cfg.rope_interleaved, c->pos,
+                 local ? c->cos_l : c->cos_t, local ? c->sin_l : c->sin_t, 0);
     for (int i = 0, j; i < n; i = j) { /* each slot's rows: their keys and values, then their queries */
         int s = c->row_slot[i], p0 = c->row_pos[i];
         zt_real *K = slot_kv(m, c, 0, l, s), *V = slot_kv(m, c, 1, l, s);

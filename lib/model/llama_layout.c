@@ -36,7 +36,7 @@ static void layout(zt_llama *m)
     zt_llama_layer_layout *y = &m->lay;
     size_t C = m->C, o = 0, pre = c->no_pre_norms ? 0 : C, post = c->post_norms ? C : 0;
     size_t qd = m->HD, kd = (size_t)m->KV * m->D, F = m->F;
-    int fused = zt_llama_fused_names(c); /* one tensor, or q, k, v (gate, up) apart */
+    int fused = zt_llama_fused_qkv(c), fused_gu = zt_llama_fused_gate_up(c); /* one tensor, or apart */
     y->ln1 = o, o += pre;
     y->wqkv = o, o += fused ? linear_elems(m, m->S3, C) : linear_elems(m, qd, C) + 2 * linear_elems(m, kd, C);
     y->bqkv = o, o += c->qkv_bias ? (size_t)m->S3 : 0;
@@ -48,7 +48,7 @@ static void layout(zt_llama *m)
     y->post_mlp = o, o += post; /* before the MLP's matrices: in the layer's first unit */
     size_t experts = c->n_experts ? (size_t)c->n_experts : 1;
     y->router = o, o += c->n_experts ? linear_elems(m, (size_t)c->n_experts, C) : 0;
-    y->wgu = o, o += fused ? linear_elems(m, 2 * F, C) : 2 * linear_elems(m, F, C);
+    y->wgu = o, o += fused_gu ? linear_elems(m, 2 * F, C) : 2 * linear_elems(m, F, C);
     y->wd = o, o += linear_elems(m, C, F);
     y->expert = c->n_experts ? o - y->wgu : 0;
     o += (experts - 1) * y->expert; /* experts 1 .. n-1, as expert 0 */
@@ -99,7 +99,8 @@ static void name_experts(zt_llama *m, int l)
 static void name_tensors(zt_llama *m)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    int C = m->C, qd = m->H * m->D, kd = m->KV * m->D, fused = zt_llama_fused_names(&m->cfg);
+    int C = m->C, qd = m->H * m->D, kd = m->KV * m->D, fused = zt_llama_fused_qkv(&m->cfg);
+    int glm4 = !strcmp(m->cfg.model_type, "glm4"); /* its post norms' names */
     add_tensor(m, m->embed_off, m->V, C, 1, "model.embed_tokens.weight", 0);
     for (int l = 0; l < m->L; l++) {
         size_t b = m->layer0_off + y->numel * l, w = b + y->wqkv;
@@ -124,7 +125,11 @@ static void name_tensors(zt_llama *m)
         w = b + y->wo;
         add_linear(m, &w, C, qd, "model.layers.%d.self_attn.o_proj.weight", l);
         if (m->cfg.o_bias) add_tensor(m, b + y->bo, C, 0, 0, "model.layers.%d.self_attn.o_proj.bias", l);
-        if (m->cfg.post_norms) { /* then post_attention_layernorm is a norm of the attention's output */
+        if (glm4) { /* GLM-4's post_attention_layernorm is the MLP's input's, as Llama's */
+            add_tensor(m, b + y->post_attn, C, 0, 0, "model.layers.%d.post_self_attn_layernorm.weight", l);
+            add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+            add_tensor(m, b + y->post_mlp, C, 0, 0, "model.layers.%d.post_mlp_layernorm.weight", l);
+        } else if (m->cfg.post_norms) { /* then post_attention_layernorm is a norm of the attention's output */
             add_tensor(m, b + y->post_attn, C, 0, 0, "model.layers.%d.post_attention_layernorm.weight", l);
             if (!m->cfg.no_pre_norms)
                 add_tensor(m, b + y->ln2, C, 0, 0, "model.layers.%d.pre_feedforward_layernorm.weight", l);
@@ -137,7 +142,7 @@ static void name_tensors(zt_llama *m)
             continue;
         }
         w = b + y->wgu;
-        if (fused) { /* and gate over up */
+        if (zt_llama_fused_gate_up(&m->cfg)) { /* gate over up */
             add_linear(m, &w, 2 * (int64_t)m->F, C, "model.layers.%d.mlp.gate_up_proj.weight", l);
         } else {
             add_linear(m, &w, m->F, C, "model.layers.%d.mlp.gate_proj.weight", l);

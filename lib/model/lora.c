@@ -55,13 +55,13 @@ static size_t widest(const zt_llama *m) { return widest_of(m, m->lora->cfg.targe
 
 static size_t base_weight(const zt_llama *m, int l, int e, zt_lora_module mod);
 
-/* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj, else each projection
- * (and a mixture of experts' router) */
+/* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj (GLM's gate_up_proj),
+ * else each projection (and a mixture of experts' router) */
 static unsigned model_modules(const zt_llama *m)
 {
-    unsigned common = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN | (m->cfg.n_experts ? 1u << ZT_LORA_ROUTER : 0);
-    if (zt_llama_fused_names(&m->cfg)) return common | 1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP;
-    return common | 1u << ZT_LORA_Q | 1u << ZT_LORA_K | 1u << ZT_LORA_V | 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP;
+    unsigned mods = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN | (m->cfg.n_experts ? 1u << ZT_LORA_ROUTER : 0);
+    mods |= zt_llama_fused_qkv(&m->cfg) ? 1u << ZT_LORA_QKV : 1u << ZT_LORA_Q | 1u << ZT_LORA_K | 1u << ZT_LORA_V;
+    return mods | (zt_llama_fused_gate_up(&m->cfg) ? 1u << ZT_LORA_GATE_UP : 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP);
 }
 
 /* The names of the modules in mask, comma-separated, into buf */

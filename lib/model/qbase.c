@@ -240,7 +240,8 @@ static void add_parts(zt_qbase *q, size_t off, int n, const int *rows, int cols)
 static zt_status layer_parts(const zt_llama *m, zt_qbase *q)
 {
     const zt_llama_layer_layout *y = &m->lay;
-    int fused = zt_llama_fused_names(&m->cfg), kd = m->KV * m->D, E = m->cfg.n_experts, mlps = E ? E : 1;
+    int fused = zt_llama_fused_qkv(&m->cfg), fused_gu = zt_llama_fused_gate_up(&m->cfg), kd = m->KV * m->D,
+        E = m->cfg.n_experts, mlps = E ? E : 1;
     const int qkv[3] = {m->HD, kd, kd}, s3 = m->S3, gu[2] = {m->F, m->F}, f2 = 2 * m->F, c = m->C;
     q->part = malloc((size_t)(5 + 3 * mlps) * sizeof *q->part);   /* q, k, v, o, the router, 3 an MLP */
     q->first = malloc((size_t)(4 + 2 * mlps) * sizeof *q->first); /* 3 matrices, 2 an MLP, the end */
@@ -249,7 +250,7 @@ static zt_status layer_parts(const zt_llama *m, zt_qbase *q)
     add_parts(q, y->wo, 1, &c, m->HD);
     if (E) add_parts(q, y->router, 1, &E, m->C);
     for (int e = 0; e < mlps; e++) {
-        add_parts(q, y->wgu + y->expert * (size_t)e, fused ? 1 : 2, fused ? &f2 : gu, m->C);
+        add_parts(q, y->wgu + y->expert * (size_t)e, fused_gu ? 1 : 2, fused_gu ? &f2 : gu, m->C);
         add_parts(q, y->wd + y->expert * (size_t)e, 1, &c, m->F);
     }
     return ZT_OK;

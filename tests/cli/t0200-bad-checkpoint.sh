@@ -134,7 +134,7 @@ done
 # keys zt does not implement, each refused by name: another family, Qwen3's window on its upper
 # layers only (max_window_layers is 28 without the key), another activation, dropout; Gemma's
 # keys out of range (another activation, no window, a negative cap, a pattern of 0, a text theta);
-# Gemma 1's activation other than its two GELUs; a window on OLMo 2 or Gemma 1, whose attention has none; Phi-3's dropouts, a rotary share out of range or of
+# Gemma 1's activation other than its two GELUs; GLM's rotary share out of range; a window on OLMo 2 or Gemma 1, whose attention has none; Phi-3's dropouts, a rotary share out of range or of
 # no pair, biases, rope scaling other than longrope, longrope factors not one per rotary pair or with
 # a key Phi3Config refuses, an original length whose log is 0
 for edit in '"model_type": "phimoe"|model_type' '"model_type": "olmo2", "sliding_window": 8|sliding_window' \
@@ -142,6 +142,7 @@ for edit in '"model_type": "phimoe"|model_type' '"model_type": "olmo2", "sliding
             '"model_type": "qwen3", "hidden_act": "gelu"|hidden_act' '"attention_dropout": 0.1|attention_dropout' \
             '"model_type": "gemma2", "hidden_activation": "gelu"|hidden_activation' \
             '"model_type": "gemma", "hidden_act": "gelu_new"|hidden_act' \
+            '"model_type": "glm", "partial_rotary_factor": 0|partial_rotary_factor' \
             '"model_type": "gemma", "hidden_act": "gelu", "sliding_window": 8|sliding_window' \
             '"model_type": "gemma2", "sliding_window": null|sliding_window' \
             '"model_type": "gemma2", "sliding_window": 8, "attn_logit_softcapping": -1|attn_logit_softcapping' \

@@ -452,15 +452,17 @@ static void test_head_rmsnorm(void)
     }
 }
 
-/* whole heads, and Phi-3's partial rotary (the first R of D elements: 3/4 of 128, 3/4 of 96) */
+/* whole heads, and Phi-3's partial rotary (the first R of D elements: 3/4 of 128, 3/4 of 96);
+ * GLM's interleaved pairs on half of 128 and 64 */
 static void test_rope(void)
 {
-    static const int Ds[][2] = {{16, 16}, {64, 64}, {128, 128}, {128, 96}, {96, 72}};
+    static const int Ds[][3] = {{16, 16, 0}, {64, 64, 0},  {128, 128, 0}, {128, 96, 0},
+                                {96, 72, 0}, {128, 64, 1}, {64, 32, 1}};
     const int N = 50, H = 4, KV = 2, max_pos = 64;
     for (size_t c = 0; c < sizeof Ds / sizeof Ds[0]; c++)
         for (int inverse = 0; inverse < 2; inverse++) {
-            int D = Ds[c][0], R = Ds[c][1], half = R / 2, stride = (H + 2 * KV) * D;
-            set_case("N=%d heads=%d of %d D=%d R=%d", N, H + KV, H + 2 * KV, D, R);
+            int D = Ds[c][0], R = Ds[c][1], il = Ds[c][2], half = R / 2, stride = (H + 2 * KV) * D;
+            set_case("N=%d heads=%d of %d D=%d R=%d%s", N, H + KV, H + 2 * KV, D, R, il ? " interleaved" : "");
             size_t table_bytes = (size_t)max_pos * half * sizeof(float);
             float *cs = host_alloc(table_bytes), *sn = host_alloc(table_bytes);
             for (int p = 0; p < max_pos; p++)
@@ -470,7 +472,7 @@ static void test_rope(void)
                 }
             buf x = buf_floats((size_t)N * stride, 1), pos = buf_of(host_ids(N, max_pos), N * sizeof(int32_t));
             buf cos_t = buf_of(cs, table_bytes), sin_t = buf_of(sn, table_bytes);
-            BOTH(rope, S(x), N, stride, H + KV, D, R, S(pos), S(cos_t), S(sin_t), inverse);
+            BOTH(rope, S(x), N, stride, H + KV, D, R, il, S(pos), S(cos_t), S(sin_t), inverse);
             expect(inverse ? "rope_inverse" : "rope", x, AS_F32, 1e-10);
             case_end();
         }

@@ -171,6 +171,22 @@ static void test_neftune(void)
     neftune = 0;
 }
 
+/* GLM: half of each head rotated in interleaved pairs, q/k/v biases alone; GLM-4 adds norms on the
+ * blocks' outputs; untied then tied, with checkpointing and tiles */
+static void test_glm(void)
+{
+    zt_llama_config c = tiny_config();
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "glm") == ZT_OK);
+    ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
+    c.o_bias = 0, c.head_dim = 8, c.tie_word_embeddings = 0;
+    double e = check_model(c, 0, 23, untiled);
+    CHECK_MSG(e < 1e-5, "worst relative error (glm) %g", e);
+    ZT_ASSERT(zt_llama_config_set(&c, "model_type", "glm4") == ZT_OK);
+    c.head_dim = 8, c.tie_word_embeddings = 1, c.partial_rotary_factor = 0.75;
+    e = check_model(c, 1, 24, (int[3]){2, 3, 2});
+    CHECK_MSG(e < 1e-5, "worst relative error (glm4, checkpointing, tiles) %g", e);
+}
+
 /* Gemma 1: (1 + w) pre norms, scaled embeddings, GeGLU with the exact gelu (hidden_act "gelu");
  * tied, then untied with checkpointing and tiles */
 static void test_gemma(void)
@@ -333,6 +349,7 @@ int main(void)
     RUN(test_llama_bias_rope_scaling);
     RUN(test_qwen3);
     RUN(test_gemma);
+    RUN(test_glm);
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_olmo2);

@@ -353,24 +353,25 @@ static void test_attention_window(void) { check_attention(2, 1 / sqrt(AD), 0); }
 /* Gemma 2: query_pre_attn_scalar's scale, and a cap of 0.8 against scores up to about 1.5·1.5·4·0.9 */
 static void test_attention_softcap(void) { check_attention(2, 0.9, 0.8); }
 
-/* rope with the rotate-half pairing over a head's first R of C elements, against the formula
- * written out; tables scaled by `scale` with each pair's frequency divided by a factor of its own
- * (longrope), so that the rotation is no longer orthogonal and the backward's transpose shows */
+/* rope with the rotate-half pairing (or GLM's interleaved one) over a head's first R of C
+ * elements, against the formula written out; tables scaled by `scale` with each pair's frequency
+ * divided by a factor of its own (longrope), so that the rotation is no longer orthogonal and the
+ * backward's transpose shows */
 struct rope_ctx {
     double x[N * 2 * C], y[N * 2 * C], cs[N * C / 2], sn[N * C / 2];
     int32_t pos[N];
-    int R;
+    int R, interleaved;
 };
 static void rope_fwd(void *p)
 {
     struct rope_ctx *c = p;
     memcpy(c->y, c->x, sizeof c->y);
-    zt_cpu_rope(c->y, N, 2 * C, 2, C, c->R, c->pos, c->cs, c->sn, 0);
+    zt_cpu_rope(c->y, N, 2 * C, 2, C, c->R, c->interleaved, c->pos, c->cs, c->sn, 0);
 }
 
-static void check_rope(int R, double scale, const double *factor)
+static void check_rope_pairs(int R, double scale, const double *factor, int interleaved)
 {
-    struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}, .R = R};
+    struct rope_ctx c = {.pos = {0, 1, 2, 0, 1, 5}, .R = R, .interleaved = interleaved};
     int half = R / 2;
     for (int p = 0; p < N; p++)
         for (int j = 0; j < half; j++) {
@@ -384,15 +385,18 @@ static void check_rope(int R, double scale, const double *factor)
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < C; j++) {
                 const double *x = c.x + n * 2 * C + h * C;
-                double th = c.pos[n] * pow(100.0, -2.0 * (j % half) / R) / factor[j % half];
-                double rot = j < half ? -x[j + half] : x[j - half];                    /* rotate_half */
+                int pair = interleaved ? j / 2 : j % half; /* GLM's rotate_half: (-x[2i+1], x[2i]) */
+                double th = c.pos[n] * pow(100.0, -2.0 * pair / R) / factor[pair];
+                double rot = interleaved ? (j % 2 ? x[j - 1] : -x[j + 1]) : j < half ? -x[j + half] : x[j - half];
                 double want = j < R ? scale * (x[j] * cos(th) + rot * sin(th)) : x[j]; /* the rest pass through */
                 CHECK_NEAR(c.y[n * 2 * C + h * C + j], want, 1e-12);
             }
     memcpy(d, r, sizeof d);
-    zt_cpu_rope(d, N, 2 * C, 2, C, R, c.pos, c.cs, c.sn, 1);
+    zt_cpu_rope(d, N, 2 * C, 2, C, R, interleaved, c.pos, c.cs, c.sn, 1);
     CHECK(fd_check(rope_fwd, &c, c.x, N * 2 * C, d, c.y, r, N * 2 * C) < 1e-6);
 }
+
+static void check_rope(int R, double scale, const double *factor) { check_rope_pairs(R, scale, factor, 0); }
 
 static const double unit_factors[C / 2] = {1, 1, 1, 1};
 
@@ -402,6 +406,12 @@ static void test_rope_partial(void)
 {
     check_rope(6, 1, unit_factors);
     check_rope(4, 1, unit_factors);
+}
+/* GLM: interleaved pairs on half of a head (partial_rotary_factor 0.5), and on all of it */
+static void test_rope_interleaved(void)
+{
+    check_rope_pairs(4, 1, unit_factors, 1);
+    check_rope_pairs(C, 1.3, (const double[C / 2]){1.5, 2.5, 4, 9}, 1);
 }
 static void test_rope_longrope(void)
 {
@@ -431,5 +441,6 @@ int main(void)
     RUN(test_rope);
     RUN(test_rope_partial);
     RUN(test_rope_longrope);
+    RUN(test_rope_interleaved);
     return test_summary();
 }

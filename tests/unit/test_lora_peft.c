@@ -570,6 +570,18 @@ static void test_gemma3_vision_all_linear(void)
  * down_proj and the merger's two (PEFT's list names "attn.proj" and "mlp.0": paths of the tower) */
 static void test_qwen2_5_vl_all_linear(void) { check_image_text_all_linear("qwen2_5_vl-vision", 2 * 7, 2 * 7 + 7); }
 
+/* GLM-4: PEFT's all-linear on separate q_proj, k_proj, v_proj (with biases) and one gate_up_proj;
+ * the loss (a rotary embedding in interleaved pairs over half of each head), the merge, the decoder
+ * and the saved adapter, under the bounds of the tests above */
+static void test_glm4_all_linear(void)
+{
+    const char *base = FIXTURE "/glm4/base", *dir = FIXTURE "/glm4/adapter";
+    check_loss_matches_peft(base, dir, FIXTURE "/glm4", "loss", "base_loss");
+    check_merge_is_peft(base, dir, FIXTURE "/glm4/merged.safetensors", 2 * 6);
+    check_decode_matches_merge(base, dir);
+    check_saved_adapter_is_peft(base, dir, 2 * 6 * 2, 6);
+}
+
 int main(void)
 {
     RUN(test_loss_matches_peft);
@@ -592,5 +604,6 @@ int main(void)
     RUN(test_gemma3_vision_is_peft);
     RUN(test_gemma3_vision_all_linear);
     RUN(test_qwen2_5_vl_all_linear);
+    RUN(test_glm4_all_linear);
     return test_summary();
 }

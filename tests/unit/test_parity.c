@@ -256,6 +256,8 @@ static void test_mistral(void) { check_family("mistral"); } /* a window of 8 ove
 static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tied */
 /* (1 + w) norms, GeGLU, a window of 8 on layer 0, query_pre_attn_scalar, both soft-cappings */
 static void test_gemma(void) { check_family("gemma"); }
+static void test_glm(void) { check_family("glm"); }
+static void test_glm4(void) { check_family("glm4"); }
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
@@ -448,6 +450,8 @@ int main(void)
     RUN(test_mistral);
     RUN(test_qwen2);
     RUN(test_gemma);
+    RUN(test_glm);
+    RUN(test_glm4);
     RUN(test_gemma2);
     RUN(test_gemma3);
     RUN(test_gemma3_vision);
