@@ -321,10 +321,10 @@ void zt_llama_release_tile(zt_llama *m, int tiles, int unit, zt_llama_use use)
     if (tiles > 1) zt_llama_release(m, unit, use);
 }
 
-void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n)
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n, int F)
 {
-    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, h16, gateup, n, m->F, m->cfg.gelu_exact);
-    else m->be->swiglu_forward(m->be, h, h16, gateup, n, m->F);
+    if (m->cfg.gemma) m->be->geglu_forward(m->be, h, h16, gateup, n, F, m->cfg.gelu_exact);
+    else m->be->swiglu_forward(m->be, h, h16, gateup, n, F);
 }
 
 /* Layer l's MLP on its ln2 into out: added to it (beta 1) or written (beta 0). With K tiles the
@@ -352,7 +352,7 @@ static void mlp_forward(zt_llama *m, int l, zt_llama_use use, zt_real *out, zt_r
     zt_lora_forward(m, l, ZT_LORA_GATE, a->ln2, lora16, a->gateup, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_UP, a->ln2, lora16, a->gateup + F, 2 * F);
     zt_lora_forward(m, l, ZT_LORA_GATE_UP, a->ln2, lora16, a->gateup, 2 * F);
-    zt_llama_mlp_act_forward(m, a->h, a->h16, a->gateup, N);
+    zt_llama_mlp_act_forward(m, a->h, a->h16, a->gateup, N, F);
     const uint16_t *h16 = a->h16;
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);

@@ -1,5 +1,5 @@
 /* model/llama: Llama-family decoder models (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, olmo2,
- * phi3, smollm3, and the mixtures of experts mixtral, qwen3_moe, olmoe): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
+ * phi3, smollm3, and the mixtures of experts mixtral, qwen2_moe, qwen3_moe, olmoe): config, parameter layout, and explicit forward/backward per layer (no autograd graph).
  *
  * Parameters live in one flat array: [embedding | layer 0 | ... | layer L-1 |
  * final norm (+ LM head when untied)], each layer one contiguous block whose
@@ -30,7 +30,7 @@ enum { ZT_ROPE_MAX_FACTORS = 256 };         /* longrope's factors: one per rotar
 enum { ZT_LLAMA_MAX_LISTED_LAYERS = 1024 }; /* per-layer lists in config.json (no_rope_layers) */
 
 typedef struct zt_llama_config {
-    /* llama | mistral | qwen2 | qwen3 | gemma | gemma2 | gemma3_text | glm | glm4 | olmo2 | phi3 | smollm3 | granite | mixtral |
+    /* llama | mistral | qwen2 | qwen3 | gemma | gemma2 | gemma3_text | glm | glm4 | qwen2_moe | olmo2 | phi3 | smollm3 | granite | mixtral |
        qwen3_moe | olmoe */
     char model_type[16];
     int vocab_size, hidden_size, intermediate_size, num_hidden_layers;
@@ -74,12 +74,14 @@ typedef struct zt_llama_config {
     unsigned char no_rope_layers[ZT_LLAMA_MAX_LISTED_LAYERS];
     int bos_token_id, eos_token_id; /* -1 = unset */
     int pad_token_id; /* -1 = unset; else its embedding row gets no gradient from the lookup (padding_idx) */
-    /* A mixture of experts (mixtral, qwen3_moe, olmoe) where n_experts > 0: every layer's MLP is
-       n_experts SwiGLU experts of moe_intermediate_size and a router, which takes the softmax of its
-       logits over all experts and sends each token to the experts_per_tok most likely, their outputs
-       weighted by those probabilities (norm_topk_prob: divided by their sum). output_router_logits:
-       the training loss adds router_aux_loss_coef times the load-balancing loss (llama_moe.c). */
-    int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits;
+    /* A mixture of experts (mixtral, qwen2_moe, qwen3_moe, olmoe) where n_experts > 0: every layer's
+       MLP is n_experts SwiGLU experts of moe_intermediate_size and a router, which takes the softmax
+       of its logits over all experts and sends each token to the experts_per_tok most likely, their
+       outputs weighted by those probabilities (norm_topk_prob: divided by their sum); Qwen2-MoE adds
+       a shared expert every token passes through, a SwiGLU of shared_expert_size (0: none) whose
+       output is weighted by the sigmoid of its gate's one logit. output_router_logits: the
+       training loss adds router_aux_loss_coef times the load-balancing loss (llama_moe.c). */
+    int n_experts, experts_per_tok, moe_intermediate_size, norm_topk_prob, output_router_logits, shared_expert_size;
     double router_aux_loss_coef;
     int num_labels;   /* 0: a causal LM (lm_head); 1: a value / reward model (score head, *ForSequenceClassification) */
     /* The language model of an image-text checkpoint (model_type gemma3, mistral3 or llava, whose
@@ -115,7 +117,7 @@ int zt_llama_layer_local(const zt_llama_config *c, int l);
 int zt_llama_layer_window(const zt_llama_config *c, int l);
 /* Whether layer l has the rotary embedding (all but SmolLM3's no-rope layers). */
 int zt_llama_layer_rope(const zt_llama_config *c, int l);
-/* An expert's intermediate size: Qwen3-MoE's moe_intermediate_size, else intermediate_size. */
+/* An expert's intermediate size: Qwen2-MoE's and Qwen3-MoE's moe_intermediate_size, else intermediate_size. */
 int zt_llama_expert_size(const zt_llama_config *c);
 /* Whether c's checkpoints name q, k, v as one qkv_proj (Phi-3), and gate, up as one gate_up_proj
  * (Phi-3, GLM, GLM-4). */
@@ -141,8 +143,9 @@ typedef struct zt_llama_layer_layout {
        ln1, ln2 take no room without pre norms */
     size_t ln1, wqkv, bqkv, qkn, wo, bo, post_attn, ln2, post_mlp, wgu, wd, numel;
     /* a mixture of experts: the router's weight [n_experts, C] at router, wgu and wd expert 0's
-       gate/up and down weights, expert e's `expert` elements further on (0 in a dense layer) */
-    size_t router, expert;
+       gate/up and down weights, expert e's `expert` elements further on (0 in a dense layer); a
+       shared expert's gate/up [2·shared_expert_size, C], down [C, shared_expert_size] and gate [1, C] */
+    size_t router, expert, shared_gu, shared_d, shared_gate;
 } zt_llama_layer_layout;
 
 typedef struct zt_llama_layer_acts {
@@ -377,8 +380,8 @@ static inline zt_real zt_llama_embed_scale(const zt_llama *m)
 }
 /* Granite: a block's output times residual_multiplier joins the residual (written apart first) */
 static inline int zt_llama_scaled_residual(const zt_llama *m) { return m->cfg.residual_multiplier != 1; }
-/* h = act(gate)·up on gateup rows: SwiGLU, or Gemma's GeGLU */
-void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n);
+/* h = act(gate)·up on n gateup rows [gate (F) | up (F)]: SwiGLU, or Gemma's GeGLU */
+void zt_llama_mlp_act_forward(const zt_llama *m, zt_real *h, uint16_t *h16, const zt_real *gateup, int n, int F);
 
 /* One micro-batch of B×T tokens: input ids, targets (already shifted, -100 =
  * none) and positions within documents. Adds Σ cross-entropy over targets to

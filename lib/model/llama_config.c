@@ -1,5 +1,5 @@
 /* Hugging Face config.json read and checked (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text,
- * glm, glm4, olmo2, phi3, smollm3, granite, mixtral, qwen3_moe, olmoe; the image-text models' language models:
+ * glm, glm4, olmo2, phi3, smollm3, granite, mixtral, qwen2_moe, qwen3_moe, olmoe; the image-text models' language models:
  * llama_config_image_text.c); the families' own keys are in llama_config_family.c, writing it in llama_config_save.c. */
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +32,8 @@ static const char *const model_types[][2] = {
     {"llama", "Llama"},     {"mistral", "Mistral"}, {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
     {"gemma", "Gemma"},     {"gemma2", "Gemma2"},   {"gemma3_text", "Gemma3"}, {"glm", "Glm"},
     {"glm4", "Glm4"},       {"olmo2", "Olmo2"},     {"phi3", "Phi3"},          {"smollm3", "SmolLM3"},
-    {"granite", "Granite"}, {"mixtral", "Mixtral"}, {"qwen3_moe", "Qwen3Moe"}, {"olmoe", "Olmoe"}};
+    {"granite", "Granite"}, {"mixtral", "Mixtral"}, {"qwen2_moe", "Qwen2Moe"}, {"qwen3_moe", "Qwen3Moe"},
+    {"olmoe", "Olmoe"}};
 enum { N_MODEL_TYPES = sizeof model_types / sizeof model_types[0] };
 
 const char *zt_llama_arch_prefix(const char *model_type)
@@ -45,9 +46,8 @@ const char *zt_llama_arch_prefix(const char *model_type)
 const char *zt_llama_model_types(void)
 {
     return "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, glm, glm4, olmo2, phi3, smollm3, granite, "
-           "mixtral, "
-           "qwen3_moe, "
-           "olmoe, or the language model of gemma3, mistral3, llava, qwen2_vl or qwen2_5_vl";
+           "mixtral, qwen2_moe, qwen3_moe, olmoe, or the language model of gemma3, mistral3, llava, qwen2_vl or "
+           "qwen2_5_vl";
 }
 
 const char *zt_llama_text_name(const char *name)
@@ -66,7 +66,8 @@ int zt_llama_passes_through(const zt_llama_config *c, const char *name)
 
 int zt_llama_expert_size(const zt_llama_config *c)
 {
-    return zt_llama_is(c, "qwen3_moe") ? c->moe_intermediate_size : c->intermediate_size;
+    int qwen = zt_llama_is(c, "qwen2_moe") || zt_llama_is(c, "qwen3_moe");
+    return qwen ? c->moe_intermediate_size : c->intermediate_size;
 }
 
 int zt_llama_fused_qkv(const zt_llama_config *c) { return zt_llama_is(c, "phi3"); }
@@ -131,9 +132,10 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
     /* Qwen2 and Qwen3 window only the layers from max_window_layers on; Qwen3 has q/k norms and
        (without the key) a head_dim of 128 */
     int qwen2 = !strcmp(c->model_type, "qwen2"), qwen3 = !strcmp(c->model_type, "qwen3");
-    int qwen = qwen2 || qwen3 || zt_llama_is(c, "qwen3_moe");
+    int qwen2_moe = zt_llama_is(c, "qwen2_moe"); /* its q/k/v biases: qkv_bias, true by default */
+    int qwen = qwen2 || qwen3 || qwen2_moe || zt_llama_is(c, "qwen3_moe");
     int glm = zt_llama_is(c, "glm") || zt_llama_is(c, "glm4"); /* biases on q, k, v alone, true by default */
-    int mlp_bias = 0, attention_bias = glm, use_sw = 1, max_window_layers;
+    int mlp_bias = 0, attention_bias = glm, qkv_bias = 1, use_sw = 1, max_window_layers;
     double attention_dropout = 0;
     zt_status st;
     if ((st = zt_cfg_int(o, path, "vocab_size", -2, &c->vocab_size)) ||
@@ -150,6 +152,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
         (st = zt_cfg_num(o, path, "attention_dropout", 0, &attention_dropout)) ||
         (st = zt_cfg_bool(o, path, "tie_word_embeddings", c->tie_word_embeddings, &c->tie_word_embeddings)) ||
         (st = zt_cfg_bool(o, path, "attention_bias", glm, &attention_bias)) ||
+        (qwen2_moe && (st = zt_cfg_bool(o, path, "qkv_bias", 1, &qkv_bias))) ||
         (st = zt_cfg_bool(o, path, "mlp_bias", 0, &mlp_bias)) ||
         (st = zt_cfg_int(o, path, "sliding_window", c->sliding_window, &c->sliding_window)) ||
         (st = zt_cfg_bool(o, path, "use_sliding_window", !qwen, &use_sw)) ||
@@ -169,6 +172,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
             return zt_cfg_bad(path, "max_window_layers", "other than 0 with use_sliding_window is not supported");
     }
     if (qwen2) c->qkv_bias = 1;
+    else if (qwen2_moe) c->qkv_bias = qkv_bias, c->o_bias = 0;
     else if (glm) c->qkv_bias = attention_bias, c->o_bias = 0;
     else c->qkv_bias = c->o_bias = attention_bias;
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;

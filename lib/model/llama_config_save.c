@@ -50,12 +50,14 @@ static cJSON *made_config(const zt_llama_config *c, const char *torch_dtype)
     zt_llama_add_family_keys(o, c);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
     int qwen2 = !strcmp(c->model_type, "qwen2");
-    int qwen = qwen2 || !strcmp(c->model_type, "qwen3") || !strcmp(c->model_type, "qwen3_moe");
+    int qwen2_moe = zt_llama_is(c, "qwen2_moe");
+    int qwen = qwen2 || qwen2_moe || zt_llama_is(c, "qwen3") || zt_llama_is(c, "qwen3_moe");
     if (qwen) {
         cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
         cJSON_AddNumberToObject(o, "max_window_layers", 0);
     }
-    if (!qwen2 && !zt_llama_is(c, "phi3")) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
+    if (qwen2_moe) cJSON_AddBoolToObject(o, "qkv_bias", c->qkv_bias);
+    else if (!qwen2 && !zt_llama_is(c, "phi3")) cJSON_AddBoolToObject(o, "attention_bias", c->qkv_bias);
     if (!qwen && !c->gemma && !zt_llama_is(c, "phi3")) cJSON_AddBoolToObject(o, "mlp_bias", 0);
     if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     else cJSON_AddNullToObject(o, "sliding_window");
@@ -151,6 +153,7 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         {"num_local_experts", &c->n_experts},
         {"num_experts_per_tok", &c->experts_per_tok},
         {"moe_intermediate_size", &c->moe_intermediate_size},
+        {"shared_expert_intermediate_size", &c->shared_expert_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].key)) return parse_int_value(key, value, ints[i].p);
@@ -184,6 +187,11 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
     if (!strcmp(key, "tie_word_embeddings")) return parse_bool_value(key, value, &c->tie_word_embeddings);
     if (!strcmp(key, "norm_topk_prob")) return parse_bool_value(key, value, &c->norm_topk_prob);
     if (!strcmp(key, "output_router_logits")) return parse_bool_value(key, value, &c->output_router_logits);
+    if (!strcmp(key, "qkv_bias")) { /* Qwen2-MoE's */
+        zt_status st = parse_bool_value(key, value, &c->qkv_bias);
+        c->o_bias = 0;
+        return st;
+    }
     if (!strcmp(key, "attention_bias")) {
         zt_status st = parse_bool_value(key, value, &c->qkv_bias);
         c->o_bias = c->qkv_bias;
@@ -206,8 +214,9 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
             return zt_fail(ZT_EUSER, "config key 'model_type': '%s' is not %s", value, zt_llama_model_types());
         strcpy(c->model_type, value);
         zt_llama_family_defaults(c);
-        c->qkv_bias = !strcmp(value, "qwen2") ? 1 : c->qkv_bias;
-        c->o_bias = !strcmp(value, "qwen2") ? 0 : c->o_bias;
+        int qwen2 = !strcmp(value, "qwen2") || !strcmp(value, "qwen2_moe"); /* biases on q, k, v */
+        c->qkv_bias = qwen2 ? 1 : c->qkv_bias;
+        c->o_bias = qwen2 ? 0 : c->o_bias;
         return ZT_OK;
     }
     return zt_fail(ZT_EUSER, "unknown config key '%s'", key);

@@ -246,7 +246,7 @@ static void mlp_rows(zt_llama *m, zt_llama_cache *c, int l, int n)
     adapters(m, c, l, ZT_LORA_GATE, in, C, c->gateup, 2 * F, n);
     adapters(m, c, l, ZT_LORA_UP, in, C, c->gateup + F, 2 * F, n);
     adapters(m, c, l, ZT_LORA_GATE_UP, in, C, c->gateup, 2 * F, n);
-    zt_llama_mlp_act_forward(m, c->h, NULL, c->gateup, n);
+    zt_llama_mlp_act_forward(m, c->h, NULL, c->gateup, n, F);
     for (int j = 0; j < K; j++) {
         zt_llama_tile(C, K, j, &r0, &nr);
         zt_llama_acquire_tile(m, K, u + 1 + K + j, ZT_LLAMA_FORWARD);

@@ -52,6 +52,10 @@ static void layout(zt_llama *m)
     y->wd = o, o += linear_elems(m, C, F);
     y->expert = c->n_experts ? o - y->wgu : 0;
     o += (experts - 1) * y->expert; /* experts 1 .. n-1, as expert 0 */
+    size_t Fs = (size_t)c->shared_expert_size; /* Qwen2-MoE's shared expert and its gate */
+    y->shared_gu = o, o += Fs ? 2 * linear_elems(m, Fs, C) : 0;
+    y->shared_d = o, o += Fs ? linear_elems(m, C, Fs) : 0;
+    y->shared_gate = o, o += Fs ? linear_elems(m, 1, C) : 0;
     y->numel = o;
 
     m->embed_off = 0;
@@ -72,7 +76,8 @@ static void add_linear(zt_llama *m, size_t *off, int64_t rows, int64_t cols, con
 }
 
 /* A mixture of experts' router and experts, named as the family's checkpoints name them (Mixtral's
- * block_sparse_moe with w1, w3, w2; Qwen3-MoE's and OLMoE's mlp with gate_proj, up_proj, down_proj) */
+ * block_sparse_moe with w1, w3, w2; the others' mlp with gate_proj, up_proj, down_proj), and
+ * Qwen2-MoE's shared expert and its gate */
 static void name_experts(zt_llama *m, int l)
 {
     const zt_llama_layer_layout *y = &m->lay;
@@ -94,6 +99,13 @@ static void name_experts(zt_llama *m, int l)
         snprintf(fmt, sizeof fmt, "model.layers.%%d.%s.experts.%d.%s.weight", block, e, down);
         add_linear(m, &w, C, F, fmt, l);
     }
+    int Fs = m->cfg.shared_expert_size;
+    if (!Fs) return;
+    w = b + y->shared_gu;
+    add_linear(m, &w, Fs, C, "model.layers.%d.mlp.shared_expert.gate_proj.weight", l);
+    add_linear(m, &w, Fs, C, "model.layers.%d.mlp.shared_expert.up_proj.weight", l);
+    add_linear(m, &w, C, Fs, "model.layers.%d.mlp.shared_expert.down_proj.weight", l);
+    add_linear(m, &w, 1, C, "model.layers.%d.mlp.shared_expert_gate.weight", l);
 }
 
 static void name_tensors(zt_llama *m)
@@ -359,9 +371,9 @@ void zt_llama_unit_range(const zt_llama *m, int unit, size_t *offset, size_t *co
 
 size_t zt_llama_matmul_params(const zt_llama *m)
 {
-    /* a mixture of experts: the router and the experts a token passes through */
-    size_t mlps = m->cfg.n_experts ? (size_t)m->cfg.experts_per_tok : 1;
-    size_t router = (size_t)m->cfg.n_experts * m->C;
+    /* a mixture of experts: the router and the experts a token passes through (a shared expert too) */
+    size_t mlps = m->cfg.n_experts ? (size_t)m->cfg.experts_per_tok : 1, Fs = (size_t)m->cfg.shared_expert_size;
+    size_t router = (size_t)m->cfg.n_experts * m->C + (Fs ? (3 * Fs + 1) * m->C : 0);
     size_t per_layer = (size_t)m->S3 * m->C + (size_t)m->C * m->HD + 3 * mlps * m->F * m->C + router;
     return per_layer * m->L + (size_t)zt_llama_head_rows(m) * m->C;
 }

@@ -1,6 +1,7 @@
-/* A mixture of experts' MLP (Mixtral, Qwen3-MoE, OLMoE), forward and backward: the router's
- * softmax over the experts, each token's experts_per_tok most likely experts, each expert's SwiGLU
- * on the rows sent to it, their outputs weighted and added back to their rows, and the
+/* A mixture of experts' MLP (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE), forward and backward: the
+ * router's softmax over the experts, each token's experts_per_tok most likely experts, each
+ * expert's SwiGLU on the rows sent to it, their outputs weighted and added back to their rows,
+ * Qwen2-MoE's shared expert on every row weighted by the sigmoid of its gate, and the
  * load-balancing loss.
  *
  * The routing is decided in host memory (a device's router logits downloaded): which rows an
@@ -25,6 +26,10 @@ typedef struct moe_set {
        expert's input row, gate/up, h and output, the pair's token and its weight */
     zt_real *logits, *x, *gateup, *h, *y, *w;
     int32_t *tok;
+    /* a shared expert's, per row: gate/up [n, 2·Fs], h [n, Fs], output [n, C], its gate's logit and
+       sigmoid [n] (the sigmoid in host memory too) */
+    zt_real *sgu, *sh, *sy, *sg, *sw;
+    zt_real *sw_host;
     /* host memory: the pairs of expert e are [start[e], start[e + 1]); token t's j-th choice is
        expert sel[t·k + j], pair pair[t·k + j]; prob [n, E] the router's softmax */
     int *start, *pair, *sel;
@@ -39,11 +44,21 @@ struct zt_llama_moe {
     moe_set *sets;
     zt_real *tmp;                      /* [n·k, C]: weighted outputs; in backward ∂pair output, then ∂pair input */
     zt_real *dgateup, *dh, *dlogits;   /* backward: [n·k, 2F], [n·k, F], [n, E] */
+    zt_real *dsgu, *dsh, *dsg, *dsg_host; /* backward, a shared expert: [n, 2·Fs], [n, Fs], its gate's [n] (and host) */
     zt_real *logits_host, *dw, *stage; /* host: [n·E]; [n·k]; on a device [2·n·k·C] (downloads), else NULL */
     double *cnt, *psum, *grad;         /* [L·E] pairs and summed probabilities of layer l's counted tokens; [E] */
 };
 
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* the backend memory of a shared expert's rows: n of gate/up, h (and output with out) */
+static size_t shared_bytes(const zt_llama *m, size_t n, int out)
+{
+    size_t Fs = (size_t)m->cfg.shared_expert_size;
+    if (!Fs) return 0;
+    return align64(n * 2 * Fs * sizeof(zt_real)) + align64(n * Fs * sizeof(zt_real)) +
+           (out ? align64(n * m->C * sizeof(zt_real)) : 0) + 2 * align64(n * sizeof(zt_real));
+}
 
 /* the backend memory of a set (elements of zt_real, then the int32 tokens) */
 static size_t set_bytes(const zt_llama *m, size_t n)
@@ -51,7 +66,7 @@ static size_t set_bytes(const zt_llama *m, size_t n)
     size_t E = m->cfg.n_experts, k = m->cfg.experts_per_tok, C = m->C, F = m->F, nk = n * k;
     return align64(n * E * sizeof(zt_real)) + 2 * align64(nk * C * sizeof(zt_real)) +
            align64(nk * 2 * F * sizeof(zt_real)) + align64(nk * F * sizeof(zt_real)) + align64(nk * sizeof(zt_real)) +
-           align64(nk * sizeof(int32_t));
+           align64(nk * sizeof(int32_t)) + shared_bytes(m, n, 1);
 }
 
 static size_t scratch_bytes(const zt_llama *m, size_t n, int backward)
@@ -60,7 +75,7 @@ static size_t scratch_bytes(const zt_llama *m, size_t n, int backward)
     size_t b = align64(nk * C * sizeof(zt_real));
     if (backward)
         b += align64(nk * 2 * F * sizeof(zt_real)) + align64(nk * F * sizeof(zt_real)) +
-             align64(n * E * sizeof(zt_real));
+             align64(n * E * sizeof(zt_real)) + shared_bytes(m, n, 0);
     return b;
 }
 
@@ -78,9 +93,10 @@ void zt_llama_moe_release(const zt_llama *m, struct zt_llama_moe *moe)
         for (int s = 0; s < moe->nsets; s++) {
             moe_set *x = &moe->sets[s];
             free(x->start), free(x->pair), free(x->sel), free(x->tok_host), free(x->w_host), free(x->prob);
+            free(x->sw_host);
         }
     free(moe->sets);
-    free(moe->logits_host), free(moe->dw), free(moe->stage);
+    free(moe->logits_host), free(moe->dw), free(moe->stage), free(moe->dsg_host);
     free(moe->cnt), free(moe->psum), free(moe->grad);
     free(moe);
 }
@@ -89,6 +105,7 @@ zt_status zt_llama_moe_alloc(const zt_llama *m, int n, int nsets, int backward, 
 {
     zt_backend *be = m->be;
     size_t E = m->cfg.n_experts, k = m->cfg.experts_per_tok, C = m->C, F = m->F, nk = (size_t)n * k, L = m->L;
+    size_t Fs = (size_t)m->cfg.shared_expert_size;
     struct zt_llama_moe *moe = calloc(1, sizeof *moe);
     size_t bytes = zt_llama_moe_bytes(m, n, nsets, backward);
     int ok = moe && (moe->sets = calloc((size_t)nsets, sizeof *moe->sets)) && (moe->mem = be->alloc(be, bytes));
@@ -109,6 +126,14 @@ zt_status zt_llama_moe_alloc(const zt_llama *m, int n, int nsets, int backward, 
             TAKE(x->h, nk * F);
             TAKE(x->w, nk);
             TAKE(x->tok, nk);
+            if (Fs) {
+                TAKE(x->sgu, (size_t)n * 2 * Fs);
+                TAKE(x->sh, (size_t)n * Fs);
+                TAKE(x->sy, (size_t)n * C);
+                TAKE(x->sg, (size_t)n);
+                TAKE(x->sw, (size_t)n);
+                ok = ok && (x->sw_host = malloc((size_t)n * sizeof *x->sw_host));
+            }
             x->start = malloc((E + 1) * sizeof *x->start);
             x->pair = malloc(nk * sizeof *x->pair);
             x->sel = malloc(nk * sizeof *x->sel);
@@ -122,6 +147,12 @@ zt_status zt_llama_moe_alloc(const zt_llama *m, int n, int nsets, int backward, 
             TAKE(moe->dgateup, nk * 2 * F);
             TAKE(moe->dh, nk * F);
             TAKE(moe->dlogits, (size_t)n * E);
+            if (Fs) {
+                TAKE(moe->dsgu, (size_t)n * 2 * Fs);
+                TAKE(moe->dsh, (size_t)n * Fs);
+                TAKE(moe->dsg, (size_t)n);
+                ok = ok && (moe->dsg_host = malloc((size_t)n * sizeof *moe->dsg_host));
+            }
         }
 #undef TAKE
         ZT_ASSERT((size_t)(p - (char *)moe->mem) <= bytes);
@@ -232,6 +263,30 @@ static void count_rows(const zt_llama *m, struct zt_llama_moe *moe, const moe_se
     }
 }
 
+/* Qwen2-MoE's shared expert on the n rows `in`, its output times the sigmoid of its gate's logit
+ * added to out */
+static void shared_forward(zt_llama *m, struct zt_llama_moe *moe, moe_set *s, int l, const zt_real *in,
+                           const uint16_t *in16, int n, zt_real *out, int decode)
+{
+    zt_backend *be = m->be;
+    int C = m->C, Fs = m->cfg.shared_expert_size;
+    size_t base = m->layer0_off + m->lay.numel * l;
+    product(m, decode, s->sgu, 2 * Fs, in, in16, base + m->lay.shared_gu, n, 2 * Fs, C);
+    adapter(m, decode, l, 0, ZT_LORA_SHARED_GATE, in, s->sgu, 2 * Fs, n);
+    adapter(m, decode, l, 0, ZT_LORA_SHARED_UP, in, s->sgu + Fs, 2 * Fs, n);
+    zt_llama_mlp_act_forward(m, s->sh, NULL, s->sgu, n, Fs);
+    product(m, decode, s->sy, C, s->sh, NULL, base + m->lay.shared_d, n, C, Fs);
+    adapter(m, decode, l, 0, ZT_LORA_SHARED_DOWN, s->sh, s->sy, C, n);
+    product(m, decode, s->sg, 1, in, in16, base + m->lay.shared_gate, n, 1, C);
+    adapter(m, decode, l, 0, ZT_LORA_SHARED_ROUTER, in, s->sg, 1, n);
+    const zt_real *g = host_view(m, s->sg, moe->logits_host, (size_t)n);
+    for (int t = 0; t < n; t++) s->sw_host[t] = (zt_real)(1 / (1 + exp(-(double)g[t])));
+    be->upload(be, s->sw, s->sw_host, (size_t)n * sizeof *s->sw);
+    be->copy(be, moe->tmp, s->sy, (size_t)n * C * sizeof(zt_real));
+    be->scale_rows(be, moe->tmp, s->sw, n, C);
+    be->add(be, out, moe->tmp, (size_t)n * C);
+}
+
 void zt_llama_moe_forward(zt_llama *m, struct zt_llama_moe *moe, int set, int l, const zt_real *in,
                           const uint16_t *in16, int n, zt_real *out, zt_real beta, int decode)
 {
@@ -256,7 +311,7 @@ void zt_llama_moe_forward(zt_llama *m, struct zt_llama_moe *moe, int set, int l,
         adapter(m, decode, l, e, ZT_LORA_GATE, x, gu, 2 * F, nr);
         adapter(m, decode, l, e, ZT_LORA_UP, x, gu + F, 2 * F, nr);
     }
-    zt_llama_mlp_act_forward(m, s->h, NULL, s->gateup, nk);
+    zt_llama_mlp_act_forward(m, s->h, NULL, s->gateup, nk, F);
     for (int e = 0; e < E; e++) {
         int r0 = s->start[e], nr = s->start[e + 1] - r0;
         if (!nr) continue;
@@ -269,6 +324,7 @@ void zt_llama_moe_forward(zt_llama *m, struct zt_llama_moe *moe, int set, int l,
     be->scale_rows(be, moe->tmp, s->w, nk, C);
     if (beta == 0) be->memset0(be, out, (size_t)n * C * sizeof(zt_real));
     be->embedding_backward(be, out, moe->tmp, s->tok, 0, n, nk, C);
+    if (m->cfg.shared_expert_size) shared_forward(m, moe, s, l, in, in16, n, out, decode);
 }
 
 void zt_llama_moe_aux(zt_llama *m)
@@ -314,6 +370,36 @@ static void router_grad(const zt_llama *m, struct zt_llama_moe *moe, const moe_s
     m->be->upload(m->be, moe->dlogits, dl, (size_t)n * E * sizeof *dl);
 }
 
+/* The shared expert's part of ∂loss/∂in added to m->dln, its weights' gradients added: ∂ its
+ * output = sigmoid · ∂out, ∂ its gate's logit = sigmoid' · (∂out · its output) */
+static void shared_backward(zt_llama *m, const moe_set *s, int l, const zt_real *in, const uint16_t *in16,
+                            const zt_real *dout)
+{
+    zt_backend *be = m->be;
+    struct zt_llama_moe *moe = m->moe;
+    int C = m->C, Fs = m->cfg.shared_expert_size, n = m->B * m->T, nk = n * m->cfg.experts_per_tok;
+    size_t base = m->layer0_off + m->lay.numel * l;
+    const zt_real *g = host_view(m, dout, moe->stage, (size_t)n * C);
+    const zt_real *o = host_view(m, s->sy, moe->stage ? moe->stage + (size_t)nk * C : NULL, (size_t)n * C);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++) {
+        double d = 0, w = s->sw_host[t];
+        for (int c = 0; c < C; c++) d += (double)g[(size_t)t * C + c] * o[(size_t)t * C + c];
+        moe->dsg_host[t] = (zt_real)(w * (1 - w) * d);
+    }
+    be->upload(be, moe->dsg, moe->dsg_host, (size_t)n * sizeof *moe->dsg);
+    be->copy(be, moe->tmp, dout, (size_t)n * C * sizeof(zt_real));
+    be->scale_rows(be, moe->tmp, s->sw, n, C);
+    zt_llama_linear_backward(m, moe->dsh, 0, moe->tmp, NULL, C, s->sh, NULL, base + m->lay.shared_d, n, C, Fs);
+    zt_lora_backward_rows(m, l, 0, ZT_LORA_SHARED_DOWN, s->sh, NULL, moe->tmp, NULL, C, moe->dsh, n);
+    be->swiglu_backward(be, moe->dsgu, NULL, moe->dsh, s->sgu, n, Fs);
+    zt_llama_linear_backward(m, m->dln, 1, moe->dsgu, NULL, 2 * Fs, in, in16, base + m->lay.shared_gu, n, 2 * Fs, C);
+    zt_lora_backward_rows(m, l, 0, ZT_LORA_SHARED_GATE, in, NULL, moe->dsgu, NULL, 2 * Fs, m->dln, n);
+    zt_lora_backward_rows(m, l, 0, ZT_LORA_SHARED_UP, in, NULL, moe->dsgu + Fs, NULL, 2 * Fs, m->dln, n);
+    zt_llama_linear_backward(m, m->dln, 1, moe->dsg, NULL, 1, in, in16, base + m->lay.shared_gate, n, 1, C);
+    zt_lora_backward_rows(m, l, 0, ZT_LORA_SHARED_ROUTER, in, NULL, moe->dsg, NULL, 1, m->dln, n);
+}
+
 void zt_llama_moe_backward(zt_llama *m, int set, int l, const zt_real *in, const uint16_t *in16, const zt_real *dout)
 {
     zt_backend *be = m->be;
@@ -354,4 +440,5 @@ void zt_llama_moe_backward(zt_llama *m, int set, int l, const zt_real *in, const
         zt_lora_backward_rows(m, l, e, ZT_LORA_UP, x, NULL, dgu + F, NULL, 2 * F, dx, nr);
     }
     be->embedding_backward(be, m->dln, moe->tmp, s->tok, 0, n, nk, C);
+    if (m->cfg.shared_expert_size) shared_backward(m, s, l, in, in16, dout);
 }

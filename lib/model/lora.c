@@ -25,6 +25,10 @@ static void dims(const zt_llama *m, zt_lora_module mod, int *in, int *out)
     case ZT_LORA_UP: *in = m->C, *out = m->F; return;
     case ZT_LORA_GATE_UP: *in = m->C, *out = 2 * m->F; return;
     case ZT_LORA_ROUTER: *in = m->C, *out = m->cfg.n_experts; return;
+    case ZT_LORA_SHARED_GATE:
+    case ZT_LORA_SHARED_UP: *in = m->C, *out = m->cfg.shared_expert_size; return;
+    case ZT_LORA_SHARED_DOWN: *in = m->cfg.shared_expert_size, *out = m->C; return;
+    case ZT_LORA_SHARED_ROUTER: *in = m->C, *out = 1; return;
     default: *in = m->F, *out = m->C; /* down */
     }
 }
@@ -55,22 +59,31 @@ static size_t widest(const zt_llama *m) { return widest_of(m, m->lora->cfg.targe
 
 static size_t base_weight(const zt_llama *m, int l, int e, zt_lora_module mod);
 
+/* A shared expert's modules */
+static const unsigned shared_modules =
+    1u << ZT_LORA_SHARED_GATE | 1u << ZT_LORA_SHARED_UP | 1u << ZT_LORA_SHARED_DOWN | 1u << ZT_LORA_SHARED_ROUTER;
+
 /* The linear modules of m's family: Phi-3's fused qkv_proj and gate_up_proj (GLM's gate_up_proj),
- * else each projection (and a mixture of experts' router) */
+ * else each projection (and a mixture of experts' router, a shared expert's) */
 static unsigned model_modules(const zt_llama *m)
 {
     unsigned mods = 1u << ZT_LORA_O | 1u << ZT_LORA_DOWN | (m->cfg.n_experts ? 1u << ZT_LORA_ROUTER : 0);
+    mods |= m->cfg.shared_expert_size ? shared_modules : 0;
     mods |= zt_llama_fused_qkv(&m->cfg) ? 1u << ZT_LORA_QKV : 1u << ZT_LORA_Q | 1u << ZT_LORA_K | 1u << ZT_LORA_V;
     return mods | (zt_llama_fused_gate_up(&m->cfg) ? 1u << ZT_LORA_GATE_UP : 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP);
 }
 
-/* The names of the modules in mask, comma-separated, into buf */
+/* Whether mod's name is an earlier module's too (a shared expert's gate_proj, up_proj, down_proj) */
+static int named_before(zt_lora_module mod) { return mod >= ZT_LORA_SHARED_GATE && mod <= ZT_LORA_SHARED_DOWN; }
+
+/* The names of the modules in mask, comma-separated, each once, into buf */
 static const char *module_list(unsigned mask, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = 0;
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-        if (((mask >> mod) & 1) && n < cap)
+        if (((mask >> mod) & 1) && n < cap &&
+            !(named_before(mod) && ((mask >> (mod - ZT_LORA_SHARED_GATE + ZT_LORA_GATE)) & 1)))
             n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", zt_lora_module_names[mod]);
     return buf;
 }
@@ -92,12 +105,24 @@ static zt_status resolve_targets(const zt_llama *m, const zt_lora_config *c, uns
     if (c->other_target[0] && !m->cfg.image_text) /* an image-text model's vision tower has it */
         return zt_fail(ZT_EUSER,
                        "lora: target_modules '%s' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-                       "down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3",
+                       "down_proj, qkv_proj, gate_up_proj, gate, shared_expert_gate, w1, w2, w3",
                        c->other_target);
     zt_status st =
         c->target_pattern[0] ? zt_lora_pattern_targets("lora", c->target_pattern, &m->cfg, m->L, &targets) : ZT_OK;
     if (st) return st;
-    unsigned moe = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_ROUTER;
+    if (targets != ZT_LORA_ALL && !c->target_pattern[0]) { /* names: the shared expert's too; paths: theirs */
+        unsigned named = 0;
+        for (int mod = ZT_LORA_GATE; mod <= ZT_LORA_DOWN; mod++)
+            if (((targets >> mod) & 1) && !layers_named[mod]) named |= 1u << mod;
+        targets |= zt_lora_named_targets(&m->cfg, named);
+    }
+    for (int i = 0; m->cfg.shared_expert_size && i < 3 && targets != ZT_LORA_ALL; i++)
+        if (((targets >> (ZT_LORA_GATE + i)) & 1) != ((targets >> (ZT_LORA_SHARED_GATE + i)) & 1))
+            return zt_fail(ZT_EUSER,
+                           "lora: target_modules adapt %s of the experts or of the shared expert alone: zt saves "
+                           "target_modules as names, which PEFT matches in both",
+                           zt_lora_module_names[ZT_LORA_GATE + i]);
+    unsigned moe = 1u << ZT_LORA_GATE | 1u << ZT_LORA_UP | 1u << ZT_LORA_DOWN | 1u << ZT_LORA_ROUTER | shared_modules;
     if (m->cfg.n_experts && c->method == ZT_LORA_METHOD_DORA && (targets == ZT_LORA_ALL || (targets & moe)))
         return zt_fail(ZT_EUSER,
                        "lora: DoRA (use_dora) on the experts and the router of a mixture of experts (%s) is not "
@@ -444,9 +469,11 @@ static void dropout(const zt_llama *m, int l, int e, zt_lora_module mod, const z
                     int accumulate)
 {
     double p = m->lora->cfg.dropout;
-    /* the modules before the router keyed as when they were all there were (the same masks) */
-    uint64_t module =
-        mod == ZT_LORA_ROUTER ? zt_mix64(0x7e7e0000u + (uint64_t)l) : zt_mix64((uint64_t)l * ZT_LORA_ROUTER + mod + 1);
+    /* the modules before the router keyed as when they were all there were (the same masks), a
+       shared expert's apart */
+    uint64_t module = mod > ZT_LORA_ROUTER    ? zt_mix64(0x5e5e0000u + (uint64_t)l * 4 + (mod - ZT_LORA_SHARED_GATE))
+                      : mod == ZT_LORA_ROUTER ? zt_mix64(0x7e7e0000u + (uint64_t)l)
+                                              : zt_mix64((uint64_t)l * ZT_LORA_ROUTER + mod + 1);
     if (e) module ^= zt_mix64(0xe7e70000u + (uint64_t)e);
     uint64_t key = zt_mix64(zt_mix64(m->draw_seed ^ 0xd50f) ^ zt_mix64(m->pass) ^ module);
     uint64_t drop_below = (uint64_t)(p * 9007199254740992.0); /* p·2⁵³ */
@@ -783,7 +810,7 @@ static cJSON *target_modules(const zt_llama *m)
              m->cfg.text_prefix[0] ? "language_model\\." : "");
     cJSON *t = m->cfg.image_text ? NULL : cJSON_CreateArray();
     for (int mod = 0; mod < ZT_LORA_NMODULES; mod++) {
-        if (!targeted(a, mod)) continue;
+        if (!targeted(a, mod) || named_before(mod)) continue; /* a shared expert's: the experts' names */
         const char *name = zt_lora_model_module_name(&m->cfg, mod);
         if (t) cJSON_AddItemToArray(t, cJSON_CreateString(name));
         else snprintf(pattern + strlen(pattern), sizeof pattern - strlen(pattern), "%s|", name);
@@ -876,6 +903,10 @@ static size_t base_weight(const zt_llama *m, int l, int e, zt_lora_module mod)
     case ZT_LORA_GATE:
     case ZT_LORA_GATE_UP: return b + y->wgu;
     case ZT_LORA_UP: return b + y->wgu + (size_t)m->F * C;
+    case ZT_LORA_SHARED_GATE: return b + y->shared_gu;
+    case ZT_LORA_SHARED_UP: return b + y->shared_gu + (size_t)m->cfg.shared_expert_size * C;
+    case ZT_LORA_SHARED_DOWN: return b + y->shared_d;
+    case ZT_LORA_SHARED_ROUTER: return b + y->shared_gate;
     default: return b + y->wd;
     }
 }

@@ -41,7 +41,9 @@
  * as one module each: one A [r, hidden] and one B [q + k + v outputs, r] over the fused output.
  * In a mixture of experts gate, up and down are every expert's (Mixtral's w1, w3, w2: adapters of
  * their own, expert by expert, as PEFT puts them on each expert's nn.Linear) and the router is
- * "gate" (its [experts, hidden] weight). */
+ * "gate" (its [experts, hidden] weight); Qwen2-MoE's shared expert has gate, up and down of its
+ * own (mlp.shared_expert.gate_proj, ...: the names gate_proj, up_proj and down_proj mean both, as
+ * PEFT matches them) and its gate "shared_expert_gate" ([1, hidden]). */
 typedef enum zt_lora_module {
     ZT_LORA_Q,
     ZT_LORA_K,
@@ -53,9 +55,15 @@ typedef enum zt_lora_module {
     ZT_LORA_QKV,
     ZT_LORA_GATE_UP,
     ZT_LORA_ROUTER,
+    ZT_LORA_SHARED_GATE,
+    ZT_LORA_SHARED_UP,
+    ZT_LORA_SHARED_DOWN,
+    ZT_LORA_SHARED_ROUTER,
     ZT_LORA_NMODULES
 } zt_lora_module;
-extern const char *const zt_lora_module_names[ZT_LORA_NMODULES]; /* q_proj, ..., qkv_proj, gate_up_proj, gate */
+/* q_proj, ..., qkv_proj, gate_up_proj, gate, gate_proj, up_proj, down_proj (the shared expert's),
+ * shared_expert_gate */
+extern const char *const zt_lora_module_names[ZT_LORA_NMODULES];
 /* "all-linear": every linear module the model's family has (zt_lora_attach picks them) */
 #define ZT_LORA_ALL ((1u << ZT_LORA_NMODULES) - 1)
 
@@ -91,10 +99,14 @@ typedef struct zt_lora_config {
 } zt_lora_config;
 enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embed_tokens", "lm_head" */
 
-/* The module named name (q_proj, ...; Mixtral's w1, w3, w2 are gate_proj, up_proj, down_proj), or -1. */
+/* The module named name (q_proj, ...; Mixtral's w1, w3, w2 are gate_proj, up_proj, down_proj; gate_proj,
+ * up_proj and down_proj the experts', zt_lora_named_targets adds the shared expert's), or -1. */
 int zt_lora_module_of(const char *name);
 /* Whether mod is a projection of the attention (self_attn), not of the MLP */
 int zt_lora_in_attention(zt_lora_module mod);
+/* targets given by module names in a model of config c: a shared expert's gate, up and down too
+ * where gate_proj, up_proj and down_proj are named, as PEFT matches names */
+unsigned zt_lora_named_targets(const zt_llama_config *c, unsigned targets);
 /* The Hugging Face path of module mod in layer l after "model." ("layers.3.mlp.down_proj") */
 void zt_lora_module_path(char *buf, size_t cap, int l, zt_lora_module mod);
 /* The same in a model of config c (NULL: a dense one's names): a mixture of experts' gate, up and

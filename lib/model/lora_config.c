@@ -16,8 +16,9 @@ static zt_status bad_config(const char *path, const char *key, const char *why)
 
 /* One entry of target_modules: a module name (that module in every layer), or one layer's module
  * by its path, as PEFT saves "all-linear" ("model.layers.3.mlp.down_proj", in an image-text
- * checkpoint "language_model.model.layers.3.mlp.down_proj"): the module, its layer
- * in *layer (-1: every layer); -1 for neither. */
+ * checkpoint "language_model.model.layers.3.mlp.down_proj", a shared expert's
+ * "model.layers.3.mlp.shared_expert.down_proj"): the module, its layer in *layer (-1: every
+ * layer); -1 for neither. */
 static int target_of(const cJSON *e, int *layer)
 {
     const char *s = cJSON_IsString(e) ? e->valuestring : "";
@@ -27,7 +28,10 @@ static int target_of(const cJSON *e, int *layer)
     if (mod >= 0) return mod;
     s = zt_llama_text_name(s);
     if (sscanf(s, "model.layers.%9d.%9[a-z_].%n", &l, block, &n) != 2 || !n || l < 0) return -1;
-    mod = zt_lora_module_of(s + n);
+    const char *shared = "shared_expert.";
+    int in_shared = !strncmp(s + n, shared, strlen(shared));
+    mod = zt_lora_module_of(s + n + (in_shared ? strlen(shared) : 0));
+    if (in_shared) mod = mod >= ZT_LORA_GATE && mod <= ZT_LORA_DOWN ? mod - ZT_LORA_GATE + ZT_LORA_SHARED_GATE : -1;
     if (mod < 0 || strcmp(block, zt_lora_in_attention(mod) ? "self_attn" : "mlp")) return -1;
     *layer = l;
     return mod;
@@ -57,7 +61,8 @@ static zt_status parse_targets(const char *path, const cJSON *t, zt_lora_config 
     unsigned every = 0; /* modules named alone: in every layer */
     int layer, mod;
     const char *what = "is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, qkv_proj, "
-                       "gate_up_proj, gate, w1, w2, w3 (or such a module's path model.layers.N.self_attn|mlp.NAME)";
+                       "gate_up_proj, gate, shared_expert_gate, w1, w2, w3 (or such a module's path "
+                       "model.layers.N.self_attn|mlp.NAME)";
     cJSON_ArrayForEach(e, t)
     {
         mod = target_of(e, &layer);

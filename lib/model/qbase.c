@@ -75,12 +75,21 @@ static int named(const char *name, const char *const *list, size_t n)
 
 int zt_qbase_is_linear(const char *name)
 {
-    static const char *const linear[] = {"self_attn.q_proj.weight",     "self_attn.k_proj.weight",
-                                         "self_attn.v_proj.weight",     "self_attn.qkv_proj.weight",
-                                         "self_attn.o_proj.weight",     "mlp.gate_proj.weight",
-                                         "mlp.up_proj.weight",          "mlp.gate_up_proj.weight",
-                                         "mlp.down_proj.weight",        "mlp.gate.weight",
-                                         "block_sparse_moe.gate.weight"};
+    static const char *const linear[] = {"self_attn.q_proj.weight",
+                                         "self_attn.k_proj.weight",
+                                         "self_attn.v_proj.weight",
+                                         "self_attn.qkv_proj.weight",
+                                         "self_attn.o_proj.weight",
+                                         "mlp.gate_proj.weight",
+                                         "mlp.up_proj.weight",
+                                         "mlp.gate_up_proj.weight",
+                                         "mlp.down_proj.weight",
+                                         "mlp.gate.weight",
+                                         "block_sparse_moe.gate.weight",
+                                         "mlp.shared_expert.gate_proj.weight",
+                                         "mlp.shared_expert.up_proj.weight",
+                                         "mlp.shared_expert.down_proj.weight",
+                                         "mlp.shared_expert_gate.weight"};
     /* an expert's: Qwen3-MoE's and OLMoE's mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1 */
     static const char *const expert[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight",
                                          "w1.weight",        "w3.weight",      "w2.weight"};
@@ -236,15 +245,16 @@ static void add_parts(zt_qbase *q, size_t off, int n, const int *rows, int cols)
 }
 
 /* A layer's matrices: q/k/v, o, then the MLP's gate/up and down, or a mixture's router and each
- * expert's gate/up and down. */
+ * expert's gate/up and down (and a shared expert's gate/up, down and gate). */
 static zt_status layer_parts(const zt_llama *m, zt_qbase *q)
 {
     const zt_llama_layer_layout *y = &m->lay;
     int fused = zt_llama_fused_qkv(&m->cfg), fused_gu = zt_llama_fused_gate_up(&m->cfg), kd = m->KV * m->D,
         E = m->cfg.n_experts, mlps = E ? E : 1;
     const int qkv[3] = {m->HD, kd, kd}, s3 = m->S3, gu[2] = {m->F, m->F}, f2 = 2 * m->F, c = m->C;
-    q->part = malloc((size_t)(5 + 3 * mlps) * sizeof *q->part);   /* q, k, v, o, the router, 3 an MLP */
-    q->first = malloc((size_t)(4 + 2 * mlps) * sizeof *q->first); /* 3 matrices, 2 an MLP, the end */
+    const int Fs = m->cfg.shared_expert_size, sgu[2] = {Fs, Fs}, one = 1;
+    q->part = malloc((size_t)(9 + 3 * mlps) * sizeof *q->part);   /* q, k, v, o, routers, shared, 3 an MLP */
+    q->first = malloc((size_t)(7 + 2 * mlps) * sizeof *q->first); /* 3 matrices and 3 shared, 2 an MLP, the end */
     if (!q->part || !q->first) return zt_fail(ZT_ENOMEM, "out of memory for the quantized base's layout");
     add_parts(q, y->wqkv, fused ? 1 : 3, fused ? &s3 : qkv, m->C);
     add_parts(q, y->wo, 1, &c, m->HD);
@@ -252,6 +262,11 @@ static zt_status layer_parts(const zt_llama *m, zt_qbase *q)
     for (int e = 0; e < mlps; e++) {
         add_parts(q, y->wgu + y->expert * (size_t)e, fused_gu ? 1 : 2, fused_gu ? &f2 : gu, m->C);
         add_parts(q, y->wd + y->expert * (size_t)e, 1, &c, m->F);
+    }
+    if (Fs) {
+        add_parts(q, y->shared_gu, 2, sgu, m->C);
+        add_parts(q, y->shared_d, 1, &c, Fs);
+        add_parts(q, y->shared_gate, 1, &one, m->C);
     }
     return ZT_OK;
 }

@@ -119,7 +119,7 @@ zt_status zt_qbase_bnb_write_init(const zt_llama_config *c, const char *dir, zt_
     zt_st_writer *w = zt_st_writer_new();
     zt_qbase_bnb_writer *b = NULL;
     zt_status st = w ? zt_llama_shape(&x.m, c, zt_backend_cpu(), ZT_F32) : zt_fail(ZT_ENOMEM, "out of memory");
-    size_t most = 5 + 3 * (size_t)(c->n_experts ? c->n_experts : 1);
+    size_t most = 9 + 3 * (size_t)(c->n_experts ? c->n_experts : 1); /* zt_qbase's layer_parts */
     if (!st) st = zt_llama_tensors(c, &x.m.tensors, &x.m.n_tensors);
     if (!st && (!(x.t = calloc((size_t)x.m.n_tensors, sizeof *x.t)) || !(x.part_of = calloc(most, sizeof *x.part_of)) ||
                 !(x.part = calloc(most, sizeof *x.part))))

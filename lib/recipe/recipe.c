@@ -715,7 +715,8 @@ static zt_status check_lora(const zt_recipe *r)
         if (!strcmp(name, "all-linear") ? r->lora.target_modules.n > 1 : zt_lora_module_of(name) < 0)
             return key_fail(r, targets,
                             "lora.target_modules: '%.100s' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
-                            "up_proj, down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3, or \"all-linear\" alone",
+                            "up_proj, down_proj, qkv_proj, gate_up_proj, gate, shared_expert_gate, w1, w2, w3, or "
+                            "\"all-linear\" alone",
                             name);
     }
     if (r->zero.quantized_gradients)

@@ -165,8 +165,9 @@ static const zt_recipe_key schema[] = {
     FLT("lora", "dropout", lora.dropout, HI_OPEN, "0", 0, 1, "dropout on each adapter's input, in training passes"),
     LIST("lora", "target_modules", lora.target_modules, 0, "[\"q_proj\", \"v_proj\"]",
          "the linear layers with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Phi-3: "
-         "qkv_proj, o_proj, gate_up_proj, down_proj; a mixture of experts: every expert's gate_proj, up_proj, "
-         "down_proj, Mixtral's w1, w3, w2, and the router, gate), or \"all-linear\" (the model's)"),
+         "qkv_proj, o_proj, gate_up_proj, down_proj; GLM: gate_up_proj; a mixture of experts: every expert's "
+         "gate_proj, up_proj, down_proj (Qwen2-MoE's shared expert's too), Mixtral's w1, w3, w2, the router, gate, "
+         "and Qwen2-MoE's shared_expert_gate), or \"all-linear\" (the model's)"),
     LIST("lora", "modules_to_save", lora.modules_to_save, 0, "[]",
          "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head; both for a chat "
          "template whose tokens the vocabulary lacks (their new rows train)"),

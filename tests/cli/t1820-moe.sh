@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mixtures of experts through the CLI: zt init makes Qwen3-MoE, Mixtral and OLMoE models; zt
+# Mixtures of experts through the CLI: zt init makes Qwen3-MoE, Mixtral, OLMoE and Qwen2-MoE (a
+# shared expert) models; zt
 # pretrain trains them with the load-balancing loss (output_router_logits) logged and in the
 # loss; on 2 ranks under ZeRO stage 3 like one rank; with activation checkpointing bitwise as
 # without; in bf16 near fp32; zt generate and zt export take them; LoRA adapters on their
@@ -16,8 +17,12 @@ make_tiny mixtral model_type=mixtral num_local_experts=3 num_experts_per_tok=2 m
   fail "mixtral model"
 make_tiny olmoe model_type=olmoe num_experts=5 num_experts_per_tok=3 pad_token_id=-1 max_position_embeddings=64 ||
   fail "olmoe model"
+make_tiny qwen2_moe model_type=qwen2_moe num_experts=4 num_experts_per_tok=2 moe_intermediate_size=16 \
+  shared_expert_intermediate_size=40 output_router_logits=true router_aux_loss_coef=0.05 max_position_embeddings=64 &&
+  $PY "$ROOT/tests/cli/llama_ref.py" perturb qwen2_moe || fail "qwen2_moe model"
 grep -qE '"num_local_experts":\s+3' mixtral/config.json && grep -qE '"num_experts":\s+5' olmoe/config.json &&
-  grep -qE '"moe_intermediate_size":\s+24' qwen3_moe/config.json && say "ok - zt init writes the experts' keys" ||
+  grep -qE '"moe_intermediate_size":\s+24' qwen3_moe/config.json &&
+  grep -qE '"shared_expert_intermediate_size":\s+40' qwen2_moe/config.json && say "ok - zt init writes the experts' keys" ||
   fail "zt init: the experts' keys"
 random_tokens data.jsonl 7 60
 printf '[model]\ndtype = "fp32"\nactivation_checkpointing = false\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 4\nmicro_batch_size = 1\nlearning_rate = 1e-2\nadam_epsilon = 1\nlogging_steps = 1\n[zero]\nstage = 3\n' > recipe.toml
@@ -25,7 +30,7 @@ printf '[model]\ndtype = "fp32"\nactivation_checkpointing = false\n[data]\ntrain
 same() { $PY "$ROOT/tests/cli/same_run.py" "$@"; }
 bitwise() { cmp -s "$1/final/model.safetensors" "$2/final/model.safetensors" && [ "$(loss_bits "$1")" = "$(loss_bits "$2")" ]; }
 loss_bits() { $PY -c "import json, sys; print([json.loads(l)['loss'].hex() for l in open(sys.argv[1])])" "$1/metrics.jsonl"; }
-for fam in qwen3_moe mixtral olmoe; do
+for fam in qwen3_moe mixtral olmoe qwen2_moe; do
   one() { "$ZT" pretrain recipe.toml model.path=$fam output.dir=$fam-$1 "${@:2}"; }
   two() { $MPI -np 2 "$ZT" pretrain recipe.toml model.path=$fam output.dir=$fam-$1 "${@:2}"; }
   expect_ok "$fam: one rank, accumulation 4" one 1 train.gradient_accumulation_steps=4
@@ -36,6 +41,12 @@ for fam in qwen3_moe mixtral olmoe; do
   if got=$(same $fam-1 $fam-2); then say "ok - $fam: 2 ranks train like one ($got)"; else fail "$fam: 2 ranks against one"; fi
   bitwise $fam-1 $fam-1c && say "ok - $fam: checkpointing bitwise as without" || fail "$fam: checkpointing differs"
 done
+# on a device (the CPU posing as one): the router's and the shared expert's gate logits downloaded,
+# the pairs' and rows' dot products staged through host memory; bitwise the CPU
+expect_ok "qwen2_moe: as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" pretrain recipe.toml model.path=qwen2_moe \
+  output.dir=qwen2_moe-dev train.gradient_accumulation_steps=4
+bitwise qwen2_moe-1 qwen2_moe-dev && say "ok - qwen2_moe: on a device bitwise as on the CPU" ||
+  fail "qwen2_moe: the device path differs"
 
 # the load-balancing loss: logged every step; with output_router_logits in the loss (Qwen3-MoE here)
 $PY - <<'PY' && say "ok - $(cat msg)" || fail "router_aux_loss in metrics.jsonl"
@@ -90,12 +101,13 @@ for l in range(2):
             assert f"model.layers.{l}.mlp.experts.{e}.{p}.weight" in names, (l, e, p)
 PY
 
-# LoRA: PEFT's all-linear adapters of a Qwen3-MoE and a Mixtral model (the attention, the router and
-# every expert: tests/fixtures/lora/make_moe_fixture.py) train 10 steps to PEFT's losses, within
-# t2400-lora.sh's bound (the same products, each expert's on its rows); on 2 ranks under ZeRO stage 3
-# like one rank; DoRA on the experts is refused
+# LoRA: PEFT's all-linear adapters of a Qwen3-MoE, a Mixtral and a Qwen2-MoE model (the attention,
+# the router and every expert, Qwen2-MoE's shared expert and its gate:
+# tests/fixtures/lora/make_moe_fixture.py) train 10 steps to PEFT's losses, within t2400-lora.sh's
+# bound (the same products, each expert's on its rows); on 2 ranks under ZeRO stage 3 like one rank;
+# DoRA on the experts is refused
 F=$ROOT/tests/fixtures/lora/moe
-for fam in qwen3_moe mixtral; do
+for fam in qwen3_moe mixtral qwen2_moe; do
   peft_steps "$fam" "$F/$fam/base" "$F/$fam/adapter" ${fam}_train_losses 10 "" "$F/expected.json"
 done
 printf '[lora]\nr = 4\nalpha = 8\ntarget_modules = "all-linear"\n' > lora.toml
@@ -121,6 +133,31 @@ cmp -s lora1/final/adapter_model.safetensors lora-drop/final/adapter_model.safet
   fail "dropout changes nothing" || say "ok - dropout changes the trained adapters"
 expect_exit 2 "qwen3_moe: DoRA on the experts refused" "DoRA.*experts" \
   "$ZT" pretrain lora_recipe.toml model.path=qwen3_moe output.dir=lora3 lora.method=dora lora.dropout=0
+# Qwen2-MoE: gate_proj, up_proj and down_proj name the shared expert's too (as PEFT matches names), and
+# shared_expert_gate its gate; on 2 ranks like one rank; QLoRA encodes the shared expert and its gate
+expect_ok "qwen2_moe: LoRA on the MLPs, one rank" "$ZT" sft lora_recipe.toml model.path=qwen2_moe output.dir=q2lora1 \
+  'lora.target_modules=["gate_proj", "up_proj", "down_proj", "shared_expert_gate"]' train.gradient_accumulation_steps=2
+expect_ok "qwen2_moe: LoRA on the MLPs, 2 ranks" $MPI -np 2 "$ZT" sft lora_recipe.toml model.path=qwen2_moe \
+  output.dir=q2lora2 'lora.target_modules=["gate_proj", "up_proj", "down_proj", "shared_expert_gate"]'
+expect_ok "qwen2_moe: QLoRA all-linear" "$ZT" sft lora_recipe.toml model.path=qwen2_moe output.dir=q2qlora \
+  lora.quantize_base=nf4 train.gradient_accumulation_steps=2
+$PY - <<'PY' && say "ok - $(cat msg)" || fail "LoRA on Qwen2-MoE's shared expert"
+import json, struct
+a = [json.loads(l)["loss"] for l in open("q2lora1/metrics.jsonl") if '"loss"' in l]
+b = [json.loads(l)["loss"] for l in open("q2lora2/metrics.jsonl") if '"loss"' in l]
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 4 and worst <= 1e-5, (a, b)
+cfg = json.load(open("q2lora1/final/adapter_config.json"))
+assert sorted(cfg["target_modules"]) == ["down_proj", "gate_proj", "shared_expert_gate", "up_proj"], cfg
+blob = open("q2lora1/final/adapter_model.safetensors", "rb").read()
+names = json.loads(blob[8:8 + struct.unpack("<Q", blob[:8])[0]])
+for m in ("shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj", "shared_expert_gate",
+          "experts.3.down_proj"):
+    assert f"base_model.model.model.layers.1.mlp.{m}.lora_B.weight" in names, m
+q = [json.loads(l)["loss"] for l in open("q2qlora/metrics.jsonl") if '"loss"' in l]
+assert len(q) == 4 and q[-1] < q[0], q
+open("msg", "w").write(f"LoRA on the experts and the shared expert: 2 ranks within {worst:.2g} of one rank; QLoRA {q[0]:.4f} -> {q[-1]:.4f}")
+PY
 
 # QLoRA: the router and every expert's weights quantized as bitsandbytes quantizes a mixture
 # (test_qbase, test_qbase_bnb: the products, bitsandbytes' checkpoints); 2 ranks under ZeRO stage 3

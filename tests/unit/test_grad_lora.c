@@ -42,9 +42,10 @@ static zt_llama_config tiny_config(const char *model_type)
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", model_type) == ZT_OK);
     c.vocab_size = 11, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.rms_norm_eps = 1e-5;
-    if (c.n_experts) { /* 3 experts of 6, 2 a token, the load-balancing loss at 0.3 */
+    if (c.n_experts) { /* 3 experts of 6, 2 a token, the load-balancing loss at 0.3; a shared expert of 5 */
         c.n_experts = 3, c.experts_per_tok = 2, c.moe_intermediate_size = c.intermediate_size = 6;
         c.output_router_logits = 1, c.router_aux_loss_coef = 0.3, c.pad_token_id = -1;
+        c.shared_expert_size = c.shared_expert_size ? 5 : 0;
     }
     if (!strcmp(model_type, "granite")) /* the adapters inside scaled blocks, under scaled logits */
         c.embedding_multiplier = 1.7, c.attention_multiplier = 0.3, c.residual_multiplier = 0.6, c.logits_scaling = 2.5;
@@ -319,12 +320,15 @@ static void test_dora_phi3(void) { check_dora("phi3", 1, 0.3); }
 
 /* Mixtures of experts: all-linear is the attention's projections, the router ("gate") and every
  * expert's gate, up and down (Mixtral's w1, w3, w2), each expert's adapters on the rows routed to
- * it; with dropout (its masks keyed by the expert too) and checkpointing. */
+ * it (Qwen2-MoE's shared expert's and its gate's on every row); with dropout (its masks keyed by
+ * the expert too) and checkpointing. */
 static void test_lora_experts(void)
 {
     zt_llama m;
     open_model(&m, "mixtral", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, 0);
-    unsigned want = ZT_LORA_ALL & ~(1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP);
+    unsigned shared =
+        1u << ZT_LORA_SHARED_GATE | 1u << ZT_LORA_SHARED_UP | 1u << ZT_LORA_SHARED_DOWN | 1u << ZT_LORA_SHARED_ROUTER;
+    unsigned want = ZT_LORA_ALL & ~(1u << ZT_LORA_QKV | 1u << ZT_LORA_GATE_UP | shared);
     CHECK_MSG(m.lora->cfg.targets == want, "targets %#x", m.lora->cfg.targets);
     const zt_llama_tensor
         *a = zt_llama_find_tensor(&m.lora->view,
@@ -336,6 +340,12 @@ static void test_lora_experts(void)
     check_lora("qwen3_moe", 0, 0, 0, 0);
     check_lora("mixtral", 1, 0.3, 0, 0);
     check_lora("olmoe", 0, 0.3, 1, 0);
+    open_model(&m, "qwen2_moe", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, 0);
+    CHECK_MSG(m.lora->cfg.targets == (want | shared), "targets %#x", m.lora->cfg.targets);
+    CHECK(zt_llama_find_tensor(&m.lora->view, "base_model.model.model.layers.1.mlp.shared_expert_gate.lora_B.weight"));
+    zt_llama_free(&m);
+    check_lora("qwen2_moe", 0, 0.3, 0, 0);
+    check_lora("qwen2_moe", 1, 0, 1, 0);
 }
 
 /* A frozen base (no gradient array) gives the adapters the same gradients, bit for bit: the

@@ -195,10 +195,10 @@ static void test_gemma(void)
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", "gemma") == ZT_OK);
     ZT_ASSERT(zt_llama_config_set(&c, "hidden_act", "gelu") == ZT_OK);
     c.head_dim = 6;
-    double e = check_model(c, 0, 21, untiled);
+    double e = check_model(c, 0, 25, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error (tied) %g", e);
     c.tie_word_embeddings = 0;
-    e = check_model(c, 1, 22, (int[3]){2, 3, 2});
+    e = check_model(c, 1, 26, (int[3]){2, 3, 2});
     CHECK_MSG(e < 1e-5, "worst relative error (untied, checkpointing, tiles) %g", e);
 }
 
@@ -316,21 +316,23 @@ static void test_granite(void)
 }
 
 /* Mixtures of experts: the router's softmax, top-k and (qwen3_moe) the chosen weights' division by
- * their sum, the experts' products on their rows, and the load-balancing loss (weight 0.3, the
- * padding left out) — through OLMoE's whole-projection q/k norms, with and without checkpointing.
+ * their sum, the experts' products on their rows, Qwen2-MoE's shared expert behind its sigmoid
+ * gate, and the load-balancing loss (weight 0.3, the padding left out) — through OLMoE's
+ * whole-projection q/k norms, with and without checkpointing.
  * A choice flips only where a token's k-th and next probabilities come within the step's effect,
  * 1e-6 of a weight: the random weights put none of the 20 tokens there. Mixtral with one expert
  * a token: its renormalised weight is 1, so its router learns from the load-balancing loss alone. */
 static void test_experts(void)
 {
-    const char *family[] = {"qwen3_moe", "olmoe", "mixtral"};
-    int experts[] = {4, 3, 4}, per_token[] = {2, 2, 1};
-    for (int f = 0; f < 3; f++) {
+    const char *family[] = {"qwen3_moe", "olmoe", "mixtral", "qwen2_moe"};
+    int experts[] = {4, 3, 4, 3}, per_token[] = {2, 2, 1, 2};
+    for (int f = 0; f < 4; f++) {
         zt_llama_config c = tiny_config();
         ZT_ASSERT(zt_llama_config_set(&c, "model_type", family[f]) == ZT_OK);
         c.n_experts = experts[f], c.experts_per_tok = per_token[f], c.moe_intermediate_size = 6;
         c.intermediate_size = 6, c.head_dim = 2, c.output_router_logits = 1, c.router_aux_loss_coef = 0.3;
-        c.norm_topk_prob = f != 1, c.pad_token_id = -1; /* OLMoE's default 1 takes no embedding gradient */
+        c.norm_topk_prob = f != 1 && f != 3, c.pad_token_id = -1; /* OLMoE's default 1 takes no embedding gradient */
+        c.shared_expert_size = f == 3 ? 5 : 0;
         for (int ckpt = 0; ckpt < 2; ckpt++) {
             double e = check_model(c, ckpt, 20 + f, untiled);
             CHECK_MSG(e < 1e-5, "%s (checkpointing %d): worst relative error %g", family[f], ckpt, e);

@@ -246,6 +246,7 @@ static void test_decode_matches_merge(void)
 {
     check_decode_matches_merge(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter");
     check_decode_matches_merge(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter");
+    check_decode_matches_merge(FIXTURE "/moe/qwen2_moe/base", FIXTURE "/moe/qwen2_moe/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/dora");
     check_decode_matches_merge(FIXTURE "/phi3/base", FIXTURE "/phi3/adapter");
@@ -355,6 +356,8 @@ static void test_moe_loss_matches_peft(void)
 {
     check_loss_matches_peft(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter", FIXTURE "/moe",
                             "qwen3_moe_loss", "qwen3_moe_base_loss");
+    check_loss_matches_peft(FIXTURE "/moe/qwen2_moe/base", FIXTURE "/moe/qwen2_moe/adapter", FIXTURE "/moe",
+                            "qwen2_moe_loss", "qwen2_moe_base_loss");
     check_loss_matches_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter", FIXTURE "/moe", "mixtral_loss",
                             "mixtral_base_loss");
 }
@@ -364,12 +367,16 @@ static void test_moe_merge_is_peft(void)
                         FIXTURE "/moe/qwen3_moe/merged.safetensors", 2 * 17);
     check_merge_is_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter",
                         FIXTURE "/moe/mixtral/merged.safetensors", 2 * 17);
+    /* and the shared expert's gate_proj, up_proj, down_proj and shared_expert_gate */
+    check_merge_is_peft(FIXTURE "/moe/qwen2_moe/base", FIXTURE "/moe/qwen2_moe/adapter",
+                        FIXTURE "/moe/qwen2_moe/merged.safetensors", 2 * 21);
 }
 /* target_modules back as PEFT named them: the router "gate", Mixtral's experts w1, w3, w2 */
 static void test_saved_moe_adapter_is_peft(void)
 {
     check_saved_adapter_is_peft(FIXTURE "/moe/qwen3_moe/base", FIXTURE "/moe/qwen3_moe/adapter", 2 * 17 * 2, 8);
     check_saved_adapter_is_peft(FIXTURE "/moe/mixtral/base", FIXTURE "/moe/mixtral/adapter", 2 * 17 * 2, 8);
+    check_saved_adapter_is_peft(FIXTURE "/moe/qwen2_moe/base", FIXTURE "/moe/qwen2_moe/adapter", 2 * 21 * 2, 9);
 }
 
 /* A copy of the fixture's LoRA adapter in dir (mkdtemp'd) whose adapter_config.json gives

@@ -254,10 +254,24 @@ static void test_qwen3_tied(void) { check_family("qwen3-tied"); }
 static void test_llama(void) { check_family("llama"); }     /* llama3 rope scaling, attention_bias */
 static void test_mistral(void) { check_family("mistral"); } /* a window of 8 over rows of 24 */
 static void test_qwen2(void) { check_family("qwen2"); }     /* q/k/v biases, tied */
+/* Gemma 1: (1 + w) pre norms, the exact GELU of hidden_act "gelu" */
+static void test_gemma(void)
+{
+    check_family("gemma");
+    check_config_written("gemma");
+}
+/* GLM: interleaved rotary pairs on half of each head, q/k/v biases, gate_up_proj; GLM-4 with post norms */
+static void test_glm(void)
+{
+    check_family("glm");
+    check_config_written("glm");
+}
+static void test_glm4(void)
+{
+    check_family("glm4");
+    check_config_written("glm4");
+}
 /* (1 + w) norms, GeGLU, a window of 8 on layer 0, query_pre_attn_scalar, both soft-cappings */
-static void test_gemma(void) { check_family("gemma"); }
-static void test_glm(void) { check_family("glm"); }
-static void test_glm4(void) { check_family("glm4"); }
 static void test_gemma2(void) { check_family("gemma2"); }
 /* (1 + w) q/k norms, windows on 3 layers of 4 with their own rope theta, linear rope_scaling on the other */
 static void test_gemma3(void) { check_family("gemma3"); }
@@ -425,6 +439,12 @@ static void test_mixtral(void)
     check_family("mixtral");
     check_config_written("mixtral");
 }
+/* Qwen2-MoE: 2 of 6 experts at their softmax weights and a shared expert behind a sigmoid gate */
+static void test_qwen2_moe(void)
+{
+    check_family("qwen2_moe");
+    check_config_written("qwen2_moe");
+}
 /* Qwen3-MoE: moe_intermediate_size, 3 of 8 experts renormalised, the load-balancing loss in the loss */
 static void test_qwen3_moe(void)
 {
@@ -467,6 +487,7 @@ int main(void)
     RUN(test_granite);
     RUN(test_granite_tied);
     RUN(test_mixtral);
+    RUN(test_qwen2_moe);
     RUN(test_qwen3_moe);
     RUN(test_olmoe);
     return test_summary();

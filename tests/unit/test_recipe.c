@@ -896,10 +896,11 @@ static void test_lora(void)
     EXPECT_ERROR(
         "[lora]\nr = 8\ntarget_modules = [\"q_proj\", \"qproj\"]\n", 0, NULL,
         "@:3:1: lora.target_modules: 'qproj' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-        "down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3, or \"all-linear\" alone");
+        "down_proj, qkv_proj, gate_up_proj, gate, shared_expert_gate, w1, w2, w3, or \"all-linear\" alone");
     EXPECT_ERROR("[lora]\nr = 8\ntarget_modules = [\"all-linear\", \"q_proj\"]\n", 0, NULL,
                  "@:3:1: lora.target_modules: 'all-linear' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
-                 "up_proj, down_proj, qkv_proj, gate_up_proj, gate, w1, w2, w3, or \"all-linear\" alone");
+                 "up_proj, down_proj, qkv_proj, gate_up_proj, gate, shared_expert_gate, w1, w2, w3, or \"all-linear\" "
+                 "alone");
     EXPECT_ERROR("[lora]\nr = 8\nalpha = 0\n", 0, NULL, "@:3:9: lora.alpha: must be > 0, got 0");
     EXPECT_ERROR("[lora]\nr = 8\nadapter = \"a\"\n", 0, NULL,
                  "@:3:1: lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
