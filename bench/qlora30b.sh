@@ -6,7 +6,10 @@
 # bf16 65 GB: neither fits the memory, nor the disk beside the run.
 # BENCH_QLORA_MODEL=qwen3-30b-a3b runs the same on Qwen3-30B-A3B's shape instead (a mixture of
 # experts of 30.5 billion parameters: hidden 2048, 48 layers, 32 heads / 4 KV of 128, 128 experts
-# of 768 a layer, 8 a token, vocab 151936), under build/bench/qlora-qwen3-30b-a3b.
+# of 768 a layer, 8 a token, vocab 151936), under build/bench/qlora-qwen3-30b-a3b;
+# BENCH_QLORA_MODEL=qwen1.5-moe-a2.7b on Qwen1.5-MoE-A2.7B's (qwen2_moe, 14.3 billion parameters:
+# hidden 2048, 24 layers, 16 heads of 128, 60 experts of 1408 a layer, 4 a token, a shared expert
+# of 5632, vocab 151936), under build/bench/qlora-qwen1.5-moe-a2.7b.
 #
 # Makes the model once with zt init --quantize nf4 --double-quant (random weights, the linear ones
 # written in the bitsandbytes 4-bit format tensor by tensor, the embedding, norms and LM head in
@@ -32,7 +35,12 @@ qwen3-30b-a3b)
     SHAPE="hidden_size=2048 moe_intermediate_size=768 num_experts=128 num_experts_per_tok=8 norm_topk_prob=true
            num_hidden_layers=48 num_attention_heads=32 num_key_value_heads=4 head_dim=128 vocab_size=151936
            max_position_embeddings=2048 rms_norm_eps=1e-6 tie_word_embeddings=false" ;;
-*) echo "BENCH_QLORA_MODEL: llama-30b or qwen3-30b-a3b, not '$MODEL'" >&2; exit 2 ;;
+qwen1.5-moe-a2.7b)
+    ARCH=qwen2_moe DIR=qlora-qwen1.5-moe-a2.7b
+    SHAPE="hidden_size=2048 moe_intermediate_size=1408 shared_expert_intermediate_size=5632 num_experts=60
+           num_experts_per_tok=4 num_hidden_layers=24 num_attention_heads=16 num_key_value_heads=16 vocab_size=151936
+           max_position_embeddings=2048 rms_norm_eps=1e-6 rope_theta=1000000 tie_word_embeddings=false" ;;
+*) echo "BENCH_QLORA_MODEL: llama-30b, qwen3-30b-a3b or qwen1.5-moe-a2.7b, not '$MODEL'" >&2; exit 2 ;;
 esac
 OUT=${BENCH_QLORA_DIR:-$PWD/build/bench/$DIR} # absolute: the recipe's paths are read relative to its directory
 PY=/usr/bin/python3
@@ -98,7 +106,8 @@ C, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
 n = int(params.group(1)) if params else 0
 if cfg.get("num_experts"):
     shape = (f"a {n / 1e9:.1f}B mixture of experts ({cfg['model_type']})",
-             f"{cfg['num_experts']} experts of {cfg['moe_intermediate_size']} a layer, {cfg['num_experts_per_tok']} a token")
+             f"{cfg['num_experts']} experts of {cfg['moe_intermediate_size']} a layer, {cfg['num_experts_per_tok']} a token"
+             + (f", a shared expert of {cfg['shared_expert_intermediate_size']}" if cfg.get("shared_expert_intermediate_size") else ""))
 else:
     shape = (f"a {n / 1e9:.1f}B Llama shape", f"intermediate {cfg['intermediate_size']}")
 init = open(out + "/init.time").read().split() if os.path.exists(out + "/init.time") else None

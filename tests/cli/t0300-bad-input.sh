@@ -39,6 +39,13 @@ expect_exit 2 "unknown config key in zt init" "unknown config key 'hiden_size'" 
 expect_exit 2 "heads that do not divide" "num_key_value_heads" "$ZT" init --arch llama --out m4 num_attention_heads=4 num_key_value_heads=3
 expect_exit 2 "a Granite multiplier on another family" "residual_multiplier.*for granite only" "$ZT" init --arch llama --out m5 residual_multiplier=0.5
 expect_exit 2 "a Granite multiplier of 0" "logits_scaling.*positive" "$ZT" init --arch granite --out m6 logits_scaling=0
+# attention_bias as each family's config.json means it: none in Qwen2's (its q, k, v always have biases);
+# GLM's biases q, k and v alone (zt init's model loads as written)
+expect_exit 2 "attention_bias for qwen2" "'attention_bias' is not read by qwen2" "$ZT" init --arch qwen2 --out m7 attention_bias=true
+"$ZT" init --arch glm --out m8 attention_bias=true head_dim=16 >/dev/null 2>&1 &&
+  printf '[model]\npath = "m8"\n[data]\ntrain = "t.jsonl"\nformat = "tokens"\n[train]\nmax_steps = 1\n' > m8.toml &&
+  echo '{"input_ids": [1, 2, 3, 4]}' > t.jsonl
+expect_ok "zt init --arch glm attention_bias=true trains" "$ZT" pretrain m8.toml output.dir=m8run
 expect_exit 2 "fp16 on the CPU" "fp16" "$ZT" eval recipe.toml model.dtype=fp16
 # a value with a newline or other control characters still gives one line, the characters escaped
 expect_exit 2 "a newline in a quoted value" 'model directory .*a\\nb\\x1b. has no config.json' \

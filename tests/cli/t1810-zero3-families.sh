@@ -2,7 +2,9 @@
 # ZeRO stage 3 on the families with their own ops: Qwen3 (per-head q/k norms, q/k/v biases,
 # head_dim apart from hidden / heads, an untied head) and Gemma 3 (1 + w norms around each
 # block, q/k norms, GeGLU, embeddings scaled by sqrt(hidden), windows on every other layer,
-# local rotary tables on those and linear rope scaling on the others, a tied head). On 2
+# local rotary tables on those and linear rope scaling on the others, a tied head) and GLM-4 (one
+# gate_up_proj beside q, k, v with biases, interleaved rotary pairs on half of each head, norms on
+# the blocks' outputs under GLM-4's names, an untied head). On 2
 # ranks each trains like one rank; in tiles (the MLP's, and Qwen3's embedding and head;
 # Gemma 3's tied ones cannot be tiled) like in whole units, on 1 and 2 ranks; with the
 # weights, gradients and moments in a swap file, or the moments in host memory, bitwise as
@@ -21,6 +23,8 @@ c = json.load(open("gemma3/config.json"))
 c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}  # zt init writes none
 json.dump(c, open("gemma3/config.json", "w"))
 PY
+make_tiny glm4 model_type=glm4 num_hidden_layers=3 head_dim=16 attention_bias=true tie_word_embeddings=false &&
+  $PY "$ROOT/tests/cli/llama_ref.py" perturb glm4 || fail "glm4 model"
 random_tokens data.jsonl 7 60
 printf '[model]\ndtype = "fp32"\nactivation_checkpointing = false\n[data]\ntrain = "data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\n[train]\nmax_steps = 4\nmicro_batch_size = 1\nlearning_rate = 1e-2\nadam_epsilon = 1\nlogging_steps = 1\n[zero]\nstage = 3\n' > recipe.toml
 
@@ -40,12 +44,13 @@ same() { $PY "$ROOT/tests/cli/same_run.py" "$@"; }
 bitwise() { cmp -s "$1/final/model.safetensors" "$2/final/model.safetensors" && [ "$(loss_bits "$1")" = "$(loss_bits "$2")" ]; }
 loss_bits() { $PY -c "import json, sys; print([json.loads(l)['loss'].hex() for l in open(sys.argv[1])])" "$1/metrics.jsonl"; }
 
-for fam in qwen3 gemma3; do
+for fam in qwen3 gemma3 glm4; do
   one() { "$ZT" pretrain recipe.toml model.path=$fam output.dir=$fam-$1 "${@:2}"; }
   two() { $MPI -np 2 "$ZT" pretrain recipe.toml model.path=$fam output.dir=$fam-$1 "${@:2}"; }
   case $fam in
     qwen3) tiles="zero.embedding_tiles=4 zero.mlp_tiles=4 zero.head_tiles=4" ;;
     gemma3) tiles="zero.mlp_tiles=4" ;;
+    glm4) tiles="zero.embedding_tiles=4 zero.mlp_tiles=4 zero.head_tiles=4" ;;
   esac
   nvme="offload.param=nvme offload.optimizer=nvme offload.nvme_path=swap"
   expect_ok "$fam: one rank, accumulation 4" one 1 train.gradient_accumulation_steps=4

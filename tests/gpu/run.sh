@@ -138,10 +138,12 @@ cuda_vs_cpu() { pair "$1" "$2" model.dtype="$1"; }
 # a tiled MLP; every one is compared, the part fails if any does
 variants() {
     local arch extra failed=""
-    for arch in qwen3 gemma2 phi3 granite; do
+    for arch in qwen3 gemma2 phi3 granite gemma glm4; do
         extra=() # Granite: multipliers as Granite 3's (the scores' 1/64 is head size 64's 1/sqrt(64)^2)
         [ $arch = granite ] && extra=(embedding_multiplier=12 attention_multiplier=0.015625 residual_multiplier=0.22
             logits_scaling=8)
+        [ $arch = gemma ] && extra=(hidden_act=gelu head_dim=64) # the exact GELU
+        [ $arch = glm4 ] && extra=(head_dim=64)                  # interleaved rotary pairs on half of each head
         "$ZT" init --arch $arch --out "$WORK/model-$arch" --seed 1 hidden_size=256 intermediate_size=512 \
             num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 \
             max_position_embeddings=128 tie_word_embeddings=false "${extra[@]}" > /dev/null || return 1
@@ -157,6 +159,13 @@ variants() {
         lora.target_modules=all-linear || failed+=" qwen3_moe-lora"
     pair qwen3_moe-qlora 2e-2 model.dtype=bf16 model.path="$WORK/model-moe" lora.r=8 lora.alpha=16 \
         lora.target_modules=all-linear lora.quantize_base=nf4 lora.double_quant=true || failed+=" qwen3_moe-qlora"
+    # a shared expert behind its sigmoid gate, its adapters too
+    "$ZT" init --arch qwen2_moe --out "$WORK/model-moe2" --seed 1 hidden_size=256 moe_intermediate_size=256 \
+        shared_expert_intermediate_size=512 num_experts=4 num_experts_per_tok=2 output_router_logits=true \
+        num_hidden_layers=2 num_attention_heads=4 num_key_value_heads=2 vocab_size=512 max_position_embeddings=128 \
+        > /dev/null || return 1
+    pair qwen2_moe-lora 2e-2 model.dtype=bf16 model.path="$WORK/model-moe2" lora.r=8 lora.alpha=16 \
+        lora.target_modules=all-linear || failed+=" qwen2_moe-lora"
     pair lora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear || failed+=" lora"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
@@ -164,7 +173,7 @@ variants() {
     pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
         offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, granite, qwen3_moe (and its experts' LoRA and QLoRA), LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, granite, gemma, glm4, qwen3_moe (and its experts' LoRA and QLoRA), qwen2_moe's LoRA, LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {

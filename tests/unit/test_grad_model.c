@@ -178,7 +178,7 @@ static void test_glm(void)
     zt_llama_config c = tiny_config();
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", "glm") == ZT_OK);
     ZT_ASSERT(zt_llama_config_set(&c, "attention_bias", "true") == ZT_OK);
-    c.o_bias = 0, c.head_dim = 8, c.tie_word_embeddings = 0;
+    c.head_dim = 8, c.tie_word_embeddings = 0;
     double e = check_model(c, 0, 23, untiled);
     CHECK_MSG(e < 1e-5, "worst relative error (glm) %g", e);
     ZT_ASSERT(zt_llama_config_set(&c, "model_type", "glm4") == ZT_OK);
