@@ -26,9 +26,8 @@ int cmd_init(int argc, char **argv)
                   "memory (or than the disk in fp32) for LoRA with lora.quantize_base = \"nf4\"."};
     zt_option opts[] = {
         {"arch", 'S', &arch, "NAME",
-         "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, glm, glm4, olmo2, phi3, smollm3 or granite (sets "
-         "model_type; "
-         "gemma3 is gemma3_text)",
+         "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, glm, glm4, olmo2, phi3, smollm3, granite, or the "
+         "mixtures of experts mixtral, qwen2_moe, qwen3_moe, olmoe (sets model_type; gemma3 is gemma3_text)",
          0, 0},
         {"out", 'S', &out, "DIR", "output directory", 0, 0},
         {"seed", 'I', &seed, "S", "random seed (default 0)", 0, LONG_MAX},
