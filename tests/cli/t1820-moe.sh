@@ -231,6 +231,15 @@ json.dump(c, open("bad/config.json", "w"))
 PY
 expect_exit 2 "mixtral: router_jitter_noise refused" "bad/config.json.*router_jitter_noise" \
   "$ZT" pretrain recipe.toml model.path=bad output.dir=bad-run
+# Qwen2-MoE's: a shared expert of no size, layers without experts, q/k/v biases not a boolean
+for edit in '"shared_expert_intermediate_size": 0|shared_expert_intermediate_size' \
+            '"mlp_only_layers": [1]|mlp_only_layers' '"decoder_sparse_step": 2|decoder_sparse_step' \
+            '"qkv_bias": "yes"|qkv_bias'; do
+  rm -rf bad2 && cp -r qwen2_moe bad2
+  $PY -c 'import json, sys; p="bad2/config.json"; c=json.load(open(p)); c.update(json.loads("{" + sys.argv[1] + "}")); json.dump(c, open(p,"w"))' "${edit%|*}"
+  expect_exit 2 "qwen2_moe: config.json with ${edit%|*}" "bad2/config.json.*${edit#*|}" \
+    "$ZT" pretrain recipe.toml model.path=bad2 output.dir=bad-run
+done
 
 # a Qwen3-MoE model memorises a text and zt generate (the KV-cache decoder, its experts chosen
 # token by token) continues its first words with the rest
