@@ -302,6 +302,10 @@ double zt_llama_flops_per_token(const zt_llama *m, int T);
 /* Grows the vocabulary to V (embedding and untied LM head): new rows are the mean
  * of the existing rows. Activations must be allocated again afterwards. */
 zt_status zt_llama_resize_vocab(zt_llama *m, int V);
+/* A model whose LM head is its embedding (tie_word_embeddings) given an LM head of its own, a copy
+ * of the embedding (config tie_word_embeddings false); nothing for an untied one. Attached
+ * adapters stay attached; activations must be allocated again afterwards. */
+zt_status zt_llama_untie(zt_llama *m);
 
 /* Weights N(0, std) for matrices, 1 for norm weights (0 for Gemma's: a scale of 1), 0 for biases. */
 zt_status zt_llama_init_weights(zt_llama *m, uint64_t seed, double std);

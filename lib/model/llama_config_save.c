@@ -78,8 +78,20 @@ static void take(cJSON *dst, cJSON *src, const char *key)
     else cJSON_AddItemToObject(dst, key, v);
 }
 
+/* Whether the source's language model config lm ties its LM head to its embedding: its key, else
+ * its family's default */
+static int source_tied(const cJSON *lm, const zt_llama_config *c)
+{
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(lm, "tie_word_embeddings");
+    if (tie) return cJSON_IsTrue(tie);
+    zt_llama_config d = *c;
+    zt_llama_family_defaults(&d); /* sets the tie of a family tied by default */
+    return d.tie_word_embeddings;
+}
+
 /* The source's config.json with what zt changed: the dtype it saves in, the writer, a
- * value/reward head put on a causal LM, a grown vocabulary, and no quantization_config (zt saves
+ * value/reward head put on a causal LM, a grown vocabulary, an LM head untied from the embedding
+ * (a merged adapter's copies of them), and no quantization_config (zt saves
  * floats: a bitsandbytes source was decoded). Every other key stays as the source wrote it,
  * unknown keys, number types and an image-text checkpoint's vision_config included. */
 static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
@@ -96,6 +108,11 @@ static void carry_over(cJSON *src, cJSON *made, const zt_llama_config *c)
     if (c->num_labels && !(cJSON_IsNumber(labels) && labels->valueint == c->num_labels))
         for (size_t i = 0; i < sizeof head_keys / sizeof head_keys[0]; i++) take(lm, made, head_keys[i]);
     if (!cJSON_IsNumber(vocab) || vocab->valuedouble != c->vocab_size) take(lm, made, "vocab_size");
+    if (!c->num_labels && !c->tie_word_embeddings && source_tied(lm, c)) {
+        take(lm, made, "tie_word_embeddings");
+        if (lm != src && cJSON_GetObjectItemCaseSensitive(src, "tie_word_embeddings"))
+            cJSON_ReplaceItemInObjectCaseSensitive(src, "tie_word_embeddings", cJSON_CreateFalse());
+    }
 }
 
 zt_status zt_llama_config_save(const zt_llama_config *c, const char *path, const char *torch_dtype)

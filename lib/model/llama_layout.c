@@ -440,28 +440,24 @@ void zt_llama_sync_params16(zt_llama *m)
 #endif
 }
 
-zt_status zt_llama_resize_vocab(zt_llama *m, int V)
+/* m laid out again for config c, m's with a larger vocabulary or the LM head untied from the
+ * embedding (what: the message's words): each tensor in its new place, the rows a
+ * vocabulary-sized matrix gains at the mean of the old ones, an untied head starting as the
+ * embedding. The attached adapters stay attached. */
+static zt_status relayout(zt_llama *m, const zt_llama_config *c, const char *what)
 {
-    if (V == m->V) return ZT_OK;
-    ZT_ASSERT(V > m->V);
-    if (m->qbase)
-        return zt_fail(ZT_EUSER,
-                       "the vocabulary of a quantized base cannot grow (%d to %d tokens): add the tokens to the model "
-                       "first",
-                       m->V, V);
-    zt_llama_config c = m->cfg;
-    c.vocab_size = V;
+    if (m->qbase) return zt_fail(ZT_EUSER, "a quantized base cannot be laid out again (%s)", what);
     zt_llama n;
-    zt_status st = zt_llama_init(&n, &c, m->be, m->dtype_bf16 ? ZT_BF16 : ZT_F32);
+    zt_status st = zt_llama_init(&n, c, m->be, m->dtype_bf16 ? ZT_BF16 : ZT_F32);
     if (st) return st;
     zt_real *from = zt_llama_params_map(m), *to = zt_llama_params_map(&n);
     if (!from || !to) {
         zt_llama_params_unmap(m, from, 0);
         zt_llama_params_unmap(&n, to, 0);
         zt_llama_free(&n);
-        return zt_fail(ZT_ENOMEM, "out of memory resizing the vocabulary");
+        return zt_fail(ZT_ENOMEM, "out of memory %s", what);
     }
-    for (int i = 0; i < m->n_tensors; i++) {
+    for (int i = 0; i < m->n_tensors; i++) { /* the same tensors in the same order, an untied head last */
         const zt_llama_tensor *a = &m->tensors[i], *b = &n.tensors[i];
         size_t cols = a->ndim == 2 ? (size_t)a->shape[1] : 1, old_rows = (size_t)a->shape[0];
         memcpy(to + b->offset, from + a->offset, old_rows * cols * sizeof(zt_real));
@@ -474,11 +470,36 @@ zt_status zt_llama_resize_vocab(zt_llama *m, int V)
             for (size_t r = old_rows; r < (size_t)b->shape[0]; r++) to[b->offset + r * cols + j] = (zt_real)mean;
         }
     }
+    if (n.head_off != n.embed_off && m->head_off == m->embed_off)
+        memcpy(to + n.head_off, to + n.embed_off, (size_t)n.V * n.C * sizeof(zt_real));
     zt_llama_params_unmap(m, from, 0);
     zt_llama_params_unmap(&n, to, 1);
     n.embed_tiles = m->embed_tiles, n.mlp_tiles = m->mlp_tiles, n.head_tiles = m->head_tiles;
     n.router_aux_weight = m->router_aux_weight;
+    n.lora = m->lora, m->lora = NULL;
     zt_llama_free(m);
     *m = n;
     return ZT_OK;
+}
+
+zt_status zt_llama_resize_vocab(zt_llama *m, int V)
+{
+    if (V == m->V) return ZT_OK;
+    ZT_ASSERT(V > m->V);
+    if (m->qbase)
+        return zt_fail(ZT_EUSER,
+                       "the vocabulary of a quantized base cannot grow (%d to %d tokens): add the tokens to the model "
+                       "first",
+                       m->V, V);
+    zt_llama_config c = m->cfg;
+    c.vocab_size = V;
+    return relayout(m, &c, "resizing the vocabulary");
+}
+
+zt_status zt_llama_untie(zt_llama *m)
+{
+    if (!m->cfg.tie_word_embeddings) return ZT_OK;
+    zt_llama_config c = m->cfg;
+    c.tie_word_embeddings = 0;
+    return relayout(m, &c, "untying the LM head from the embedding");
 }

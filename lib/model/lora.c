@@ -198,10 +198,6 @@ static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
                        "LM lacks: it is a reward model's adapter");
     if ((c->save & ZT_LORA_SAVE_HEAD) && m->cfg.num_labels)
         return zt_fail(ZT_EUSER, "lora: modules_to_save names lm_head, which a model with a score head lacks");
-    if (c->save && m->cfg.tie_word_embeddings)
-        return zt_fail(ZT_EUSER,
-                       "lora: modules_to_save = embed_tokens or lm_head on a model whose LM head is its embedding "
-                       "(tie_word_embeddings) is not supported yet");
     return ZT_OK;
 }
 
@@ -925,6 +921,9 @@ static void scale_rows(const zt_llama *m, zt_real *w, zt_real *p, int l, zt_lora
 
 zt_status zt_lora_merge(zt_llama *m)
 {
+    /* PEFT's copies of a tied embedding and LM head train apart: the merged model keeps both */
+    zt_status st = m->lora->cfg.save ? zt_llama_untie(m) : ZT_OK;
+    if (st) return st;
     zt_lora *a = m->lora;
     size_t cap = 0;
     zt_real *w = zt_llama_params_map(m), *p = zt_llama_params_map(&a->view);

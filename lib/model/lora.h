@@ -219,8 +219,10 @@ uint32_t zt_lora_base_hash(const zt_llama *m);
 uint32_t zt_lora_base_hash_start(const zt_llama *m);
 uint32_t zt_lora_base_hash_add(uint32_t h, const zt_real *w, size_t n);
 
-/* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)), and the trained score head for the
- * model's: the merged model, in m->params (adapters left as they are). */
+/* W += s·B·A for every adapter (DoRA: W = g·(W + s·B·A)), and the trained copies (modules_to_save,
+ * the score head) for the model's: the merged model, in m->params (adapters left as they are). A
+ * model whose LM head is its embedding is untied first (zt_llama_untie) when the adapters train
+ * either: PEFT's copies of them train apart. */
 zt_status zt_lora_merge(zt_llama *m);
 /* The adapters of an adapter file on the tensors an image-text model carries through, merged into
  * them as a save copies them (lora_carried.c): zt_llama_save_carrying takes it. open reads m's
@@ -265,12 +267,13 @@ void zt_lora_decode(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real
 zt_status zt_lora_prepare_decode(zt_llama *m);
 /* The score head's trained copy and its gradient (config.score, adapters on), else NULL. */
 zt_real *zt_lora_score(const zt_llama *m, int grad);
-/* The trained copies of the embedding and of the LM head, [V, C] each, and their gradients
- * (config.save, adapters on), else NULL. */
 /* A base streamed into its stage-3 slices, elements [off, off + n) of it just read into src (host
  * memory): the copies of modules_to_save and the score head take their part of them (attached
  * before the base is read, they start as its tensors). */
 void zt_lora_copies_load(zt_llama *m, size_t off, size_t n, const zt_real *src);
+/* The trained copies of the embedding and of the LM head, [V, C] each, and their gradients
+ * (config.save, adapters on), else NULL. On a model whose LM head is its embedding each copy
+ * starts as that matrix and trains apart, as PEFT's. */
 zt_real *zt_lora_embed(const zt_llama *m, int grad);
 zt_real *zt_lora_head(const zt_llama *m, int grad);
 

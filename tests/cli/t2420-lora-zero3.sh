@@ -119,7 +119,7 @@ s = json.load(open("p-nvme/summary.json"))
 assert s["zero_stage"] == 3 and s["model_state_bytes"]["grads"] == json.load(open("one/summary.json"))["model_state_bytes"]["grads"]
 PY
 
-# --- DoRA, modules_to_save, a tied embedding with checkpointing, bf16, tiles ---------------------
+# --- DoRA, modules_to_save (a tied model's too), a tied embedding with checkpointing, bf16, tiles -
 # DoRA's magnitudes start at ||W||, which a sharded base gathers layer by layer to compute
 expect_ok "DoRA, 1 rank" one output.dir=d1 lora.method=dora
 expect_ok "DoRA, 2 ranks, stage 3" two output.dir=d2 lora.method=dora zero.stage=3
@@ -135,6 +135,13 @@ expect_ok "modules_to_save, 1 rank, offload.param = nvme" one output.dir=s1-nvme
   offload.nvme_path=swap "$SAVE"
 same "modules_to_save at stage 3 on 2 ranks trains as 1 rank" s1 s2 &&
   same "...and bitwise with the base streamed" s1 s1-nvme 0
+# on a tied model both copies start as the one matrix, which its first unit holds
+expect_ok "modules_to_save on a tied model, 1 rank" one output.dir=ts1 model.path=tied "$SAVE"
+expect_ok "modules_to_save on a tied model, 2 ranks, stage 3" two output.dir=ts2 model.path=tied zero.stage=3 "$SAVE"
+expect_ok "modules_to_save on a tied model, 1 rank, offload.param = nvme" one output.dir=ts1-nvme model.path=tied \
+  zero.stage=3 offload.param=nvme offload.nvme_path=swap "$SAVE"
+same "modules_to_save on a tied model at stage 3 on 2 ranks trains as 1 rank" ts1 ts2 &&
+  same "...and bitwise with the base streamed" ts1 ts1-nvme 0
 expect_ok "tied embedding, checkpointing, 1 rank" one output.dir=t1 model.path=tied model.activation_checkpointing=true
 expect_ok "tied embedding, checkpointing, 2 ranks, stage 3" two output.dir=t2 model.path=tied \
   model.activation_checkpointing=true zero.stage=3

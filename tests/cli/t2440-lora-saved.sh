@@ -3,8 +3,9 @@
 # modules_to_save. 10 AdamW steps from PEFT's adapter with both on a vocabulary grown to 66 tokens
 # log PEFT's losses; a chat template whose tokens the vocabulary lacks trains with both (refused
 # without), its new rows trained: final/ is PEFT's layout (names, shapes, modules_to_save), a run cut
-# after a checkpoint resumes bitwise, and zt eval, zt generate and the merged export agree; what
-# cannot work exits 2 naming the key.
+# after a checkpoint resumes bitwise, and zt eval, zt generate and the merged export agree; on a model
+# whose LM head is its embedding the two copies train apart, as PEFT's; what cannot work exits 2
+# naming the key.
 . "$(dirname "$0")/lib.sh"
 need_cmd spm_train sentencepiece
 export ROOT  # the Python checks read safetensors with llama_ref.py's reader
@@ -16,11 +17,20 @@ export ROOT  # the Python checks read safetensors with llama_ref.py's reader
 # at step 7): 1e-4 relative, as for the adapters alone
 F=$ROOT/tests/fixtures/lora
 printf '[model]\npath = "%s/base"\ndtype = "fp32"\n[data]\ntrain = "%s/saved/data.jsonl"\nformat = "tokens"\nmax_length = 32\npacking = false\nshuffle = false\n[train]\nmax_steps = 10\nmicro_batch_size = 2\nlogging_steps = 1\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\nweight_decay = 0.01\nadam_beta1 = 0.9\nadam_beta2 = 0.999\nadam_epsilon = 1e-8\nmax_grad_norm = 1.0\n[lora]\nadapter = "%s/saved/adapter"\n' "$F" "$F" "$F" > peft.toml
+peft_losses() { # RUN_DIR EXPECTED_JSON WHAT: the run's 10 logged losses against PEFT's
+  sed -n '/"train_losses"/,/]/p' "$2" | sed 1d | grep -oE '[0-9][0-9.e+-]*' > want.txt
+  grep -oE '"loss":[0-9.e+-]+' "$1/metrics.jsonl" | cut -d: -f2 > got.txt
+  if [ "$(wc -l < want.txt)" = 10 ] && paste got.txt want.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) bad = 1 }
+      END { exit bad || NR != 10 }'; then say "ok - $3: the 10 losses are PEFT's"; else fail "$3: losses: $(paste got.txt want.txt | tr '\n\t' '; ')"; fi
+}
 expect_ok "10 steps from PEFT's adapter with modules_to_save" "$ZT" pretrain peft.toml output.dir=peft
-sed -n '/"train_losses"/,/]/p' "$F/saved/expected.json" | sed 1d | grep -oE '[0-9][0-9.e+-]*' > want.txt
-grep -oE '"loss":[0-9.e+-]+' peft/metrics.jsonl | cut -d: -f2 > got.txt
-if [ "$(wc -l < want.txt)" = 10 ] && paste got.txt want.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) bad = 1 }
-    END { exit bad || NR != 10 }'; then say "ok - the 10 losses are PEFT's"; else fail "losses: $(paste got.txt want.txt | tr '\n\t' '; ')"; fi
+peft_losses peft "$F/saved/expected.json" "a grown vocabulary"
+# the same on a model whose LM head is its embedding (tests/fixtures/lora/saved/tied): PEFT copies
+# the one matrix twice, and the embedding's copy and the LM head's train apart
+sed -e "s#$F/base#$F/saved/tied/base#" -e "s#$F/saved/data.jsonl#$F/saved/tied/data.jsonl#" \
+  -e "s#$F/saved/adapter#$F/saved/tied/adapter#" peft.toml > tied_peft.toml
+expect_ok "10 steps from PEFT's adapter on a tied model" "$ZT" pretrain tied_peft.toml output.dir=tied_peft
+peft_losses tied_peft "$F/saved/tied/expected.json" "a tied embedding and LM head"
 
 # a chat template (ChatML) whose two tokens the tokenizer lacks
 $PY - <<'PY'
@@ -86,11 +96,33 @@ expect_ok "generate with the merged model" "$ZT" generate --model merged --input
 grep -q '"completion":"daeb"' a.jsonl && cmp -s a.jsonl m.jsonl && say "ok - zt generate answers as the merged model: $(cat a.jsonl)" \
   || fail "generate: adapter $(cat a.jsonl), merged $(cat m.jsonl)"
 
+# a tied model: the chat template's tokens train in both copies of its embedding, and the merged
+# export keeps the two apart (tie_word_embeddings false, an lm_head.weight of its own), as zt eval of
+# the adapter computes
+make_tiny tied vocab_size=$V bos_token_id=1 eos_token_id=2 tie_word_embeddings=true \
+  && $PY "$ROOT/tests/cli/llama_ref.py" perturb tied && cp chat.model tied/tokenizer.model
+expect_ok "sft of a tied model with modules_to_save" "$ZT" sft chat.toml output.dir=tied_run model.path=tied \
+  train.max_steps=30 eval.generate=false
+expect_ok "export --merge of a tied model's adapter" "$ZT" export tied_run --merge --out tied_merged
+$PY - "$V" <<'PY' && say "ok - the merged tied model has its embedding and LM head apart, the adapter's copies" || fail "tied merge"
+import json, os, sys
+import numpy as np
+exec(open(os.environ["ROOT"] + "/tests/cli/llama_ref.py").read().split("def inv_freq")[0])
+V = int(sys.argv[1])
+assert json.load(open("tied/config.json"))["tie_word_embeddings"] is True
+assert json.load(open("tied_merged/config.json"))["tie_word_embeddings"] is False
+A, M = read_st("tied_run/final/adapter_model.safetensors"), read_st("tied_merged/model.safetensors")
+E, H = A["base_model.model.model.embed_tokens.weight"], A["base_model.model.lm_head.weight"]
+assert E.shape == H.shape == (V + 2, 32) and np.abs(E - H).max() > 1e-3, (E.shape, H.shape)
+assert np.array_equal(M["model.embed_tokens.weight"], E) and np.array_equal(M["lm_head.weight"], H)
+PY
+adapted=$("$ZT" eval chat.toml --checkpoint tied_run/final model.path=tied lora.r=0 'lora.modules_to_save=[]') \
+  && merged=$("$ZT" eval chat.toml --checkpoint tied_merged lora.r=0 'lora.modules_to_save=[]') && $PY -c "
+import json; a, m = json.loads('$adapted'), json.loads('$merged')
+assert abs(a['loss'] - m['loss']) <= 1e-4 * a['loss'] and a['accuracy'] == m['accuracy'], (a, m)" \
+  && say "ok - zt eval of the tied model's adapter is the merged model's: $adapted" || fail "tied eval: adapter $adapted, merged $merged"
+
 # refusals
-make_tiny tied vocab_size=$V tie_word_embeddings=true && cp chat.model tied/tokenizer.model
-expect_exit 2 "modules_to_save on a tied embedding" \
-  "lora: modules_to_save = embed_tokens or lm_head on a model whose LM head is its embedding \(tie_word_embeddings\) is not supported yet" \
-  "$ZT" sft chat.toml output.dir=t model.path=tied
 expect_exit 2 "an unknown module" "lora.modules_to_save: 'norm' is not embed_tokens or lm_head" \
   "$ZT" sft chat.toml output.dir=u 'lora.modules_to_save=[embed_tokens, norm]'
 expect_exit 2 "modules_to_save with lora.adapter" "lora.adapter supplies modules_to_save from its adapter_config.json" \

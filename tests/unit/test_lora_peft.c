@@ -147,6 +147,10 @@ static void test_phi3_loss_matches_peft(void)
 static void test_saved_modules_loss_matches_peft(void)
 {
     check_loss_matches_peft(FIXTURE "/base", FIXTURE "/saved/adapter", FIXTURE "/saved", "loss", "base_loss");
+    /* on a model whose LM head is its embedding PEFT's two copies of it train apart: the
+       embedding's rows looked up, the LM head's multiplied, as above */
+    check_loss_matches_peft(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter", FIXTURE "/saved/tied", "loss",
+                            "base_loss");
 }
 
 /* zt_lora_merge of the adapter in dir against PEFT's merge_and_unload() in merged (n tensors),
@@ -251,6 +255,8 @@ static void test_decode_matches_merge(void)
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/dora");
     check_decode_matches_merge(FIXTURE "/phi3/base", FIXTURE "/phi3/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/saved/adapter"); /* the trained embedding and LM head */
+    /* the same of a tied model: the merge unties its LM head from its embedding */
+    check_decode_matches_merge(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter");
 }
 
 /* The module name of a target_modules entry: itself, or the end of a layer's module path */
@@ -345,6 +351,7 @@ static void test_saved_phi3_adapter_is_peft(void)
 static void test_saved_modules_adapter_is_peft(void)
 {
     check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/saved/adapter", 2 * 7 * 2 + 2, 7);
+    check_saved_adapter_is_peft(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter", 2 * 7 * 2 + 2, 7);
 }
 
 /* Mixtures of experts: PEFT's "all-linear" takes in the attention's projections, the router
