@@ -587,6 +587,7 @@ static void head_forward(zt_llama *m, zt_real *logits, const zt_real *x, const u
     size_t C = m->C;
     if (w) m->be->gemm(m->be, 0, 1, n, nv, m->C, 1, x, m->C, w + v0 * C, m->C, 0, logits, m->V);
     else zt_llama_linear_forward(m, logits, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C, 0);
+    zt_lora_tokens_logits(m, logits, m->V, x, v0, n, nv); /* trainable tokens' rows of a tied head */
 }
 
 /* ∂loss/∂x (dx, + dx_beta·dx) from the logits' gradient dlogits, and the head's weight gradient */
@@ -598,6 +599,7 @@ static void head_backward(zt_llama *m, zt_real *dx, zt_real dx_beta, const zt_re
     size_t C = m->C;
     if (!w) {
         zt_llama_linear_backward(m, dx, dx_beta, dlogits, dlogits16, m->V, x, x16, m->head_off + v0 * C, n, nv, m->C);
+        zt_lora_tokens_head_backward(m, dx, dlogits, x, v0, n, nv);
         return;
     }
     be->gemm(be, 0, 0, n, m->C, nv, 1, dlogits, m->V, w + v0 * C, m->C, dx_beta, dx, m->C);
@@ -624,7 +626,9 @@ static double lm_head(zt_llama *m, const int32_t *target, zt_real grad_scale, co
     /* the logits' gradient straight into bf16 where nothing more is done to it in fp32 */
     uint16_t *d16 = NULL;
 #ifndef ZT_REAL_DOUBLE
-    if (lnf16 && be->cross_entropy_bf16 && grad_scale != 0 && !(cap > 0) && !scaled && !row_scale) d16 = m->b16;
+    if (lnf16 && be->cross_entropy_bf16 && grad_scale != 0 && !(cap > 0) && !scaled && !row_scale &&
+        !zt_lora_tokens_on_head(m)) /* whose gradient takes fp32 columns */
+        d16 = m->b16;
 #endif
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int n = N - r0 < m->chunk ? N - r0 : m->chunk;
@@ -770,6 +774,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         be->embedding_forward(be, m->x[0], m->input, embed_weight(m) + (size_t)v0 * m->C, v0, nv, N, m->C);
         zt_llama_release(m, j, ZT_LLAMA_FORWARD);
     }
+    zt_lora_tokens_lookup(m, m->x[0], input, N);
     if (grad && m->neftune_alpha > 0) /* on the embedding's output, before Gemma's scale, as transformers */
         be->add_uniform_noise(be, m->x[0], (size_t)N * m->C, zt_mix64(m->draw_seed ^ 0x7e5e) ^ zt_mix64(m->pass),
                               (zt_real)(m->neftune_alpha / sqrt((double)m->T * m->C)));
@@ -797,6 +802,7 @@ static double forward_backward(zt_llama *m, const int32_t *input, const int32_t 
         }
         if (zt_llama_embed_scaled(m)) be->scale(be, m->dres, (size_t)N * m->C, zt_llama_embed_scale(m));
         drop_pad_rows(m, input);
+        zt_lora_tokens_embed_backward(m, m->dres, N);
         zt_real *dembed = embed_grad(m);
         for (int j = E - 1; j >= 0 && dembed; j--) { /* a frozen embedding has no gradient */
             zt_llama_tile(m->V, E, j, &v0, &nv);

@@ -163,7 +163,7 @@ static void add_block_out(zt_llama *m, zt_llama_cache *c, size_t w, int n)
 }
 
 /* The tokens' embeddings into c->x, tile by tile (each tile's unit acquired for its lookup) */
-static void embed_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, int n)
+static void embed_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, const int32_t *host_tokens, int n)
 {
     zt_backend *be = m->be;
     const zt_real *embed = zt_lora_embed(m, 0); /* modules_to_save's copy */
@@ -175,6 +175,7 @@ static void embed_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, in
                               n, m->C);
         zt_llama_release(m, j, ZT_LLAMA_FORWARD);
     }
+    zt_lora_tokens_lookup(m, c->x, host_tokens, n);
     if (zt_llama_embed_scaled(m)) be->scale(be, c->x, (size_t)n * m->C, zt_llama_embed_scale(m));
 }
 
@@ -284,6 +285,7 @@ static void head_rows(zt_llama *m, zt_llama_cache *c, int n, int rows, zt_real *
         zt_llama_tile(m->V, H, j, &v0, &nv);
         zt_llama_acquire_tile(m, H, head + 1 + j, ZT_LLAMA_FORWARD);
         product(m, c, z + v0, m->V, c->ln, (copy ? copy : m->params + m->head_off) + (size_t)v0 * C, 0, rows, nv, C, 0);
+        zt_lora_tokens_logits(m, z + v0, m->V, c->ln, v0, rows, nv);
         zt_llama_release_tile(m, H, head + 1 + j, ZT_LLAMA_FORWARD);
     }
     if (tied) zt_llama_release(m, 0, ZT_LLAMA_FORWARD);
@@ -299,11 +301,12 @@ static void decode_rows(zt_llama *m, zt_llama_cache *c, const int32_t *tokens, i
 {
     zt_backend *be = m->be;
     be->upload(be, c->pos, c->row_pos, (size_t)n * sizeof *c->pos);
+    const int32_t *host_tokens = tokens;
     if (c->tokens) { /* on a device */
         be->upload(be, c->tokens, tokens, (size_t)n * sizeof *tokens);
         tokens = c->tokens;
     }
-    embed_rows(m, c, tokens, n);
+    embed_rows(m, c, tokens, host_tokens, n);
     for (int l = 0; l < m->L; l++) layer_rows(m, c, l, n);
     for (int i = 0; i < n; i++) c->lens[c->row_slot[i]] = c->row_pos[i] + 1;
     int rows = all ? n : 1;

@@ -189,6 +189,24 @@ static void add_copy(zt_llama *m, zt_lora *a, const char *name, size_t off, int 
     m->be->copy(m->be, v->params + off, m->params + base_off, (size_t)rows * m->C * sizeof(zt_real));
 }
 
+/* The trainable tokens' rows, named as PEFT saves them, starting as the base's rows */
+static void add_tokens(zt_llama *m, zt_lora *a)
+{
+    zt_llama *v = &a->view;
+    zt_llama_tensor *t = &v->tensors[v->n_tensors++];
+    const zt_lora_config *c = &a->cfg;
+    snprintf(t->name, sizeof t->name, "%smodel.embed_tokens.token_adapter.trainable_tokens_delta",
+             zt_lora_peft_prefix(&m->cfg));
+    t->offset = a->tokens_off, t->ndim = 2, t->shape[0] = c->n_tokens, t->shape[1] = m->C, t->decay = 1,
+    t->lr_scale = 1;
+    for (int i = 0; i < m->V; i++) a->slot_of[i] = -1;
+    for (int j = 0; j < c->n_tokens; j++) {
+        a->slot_of[c->tokens[j]] = j;
+        m->be->copy(m->be, v->params + a->tokens_off + (size_t)j * m->C,
+                    m->params + m->embed_off + (size_t)c->tokens[j] * m->C, (size_t)m->C * sizeof(zt_real));
+    }
+}
+
 /* modules_to_save the model cannot take */
 static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
 {
@@ -198,6 +216,34 @@ static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
                        "LM lacks: it is a reward model's adapter");
     if ((c->save & ZT_LORA_SAVE_HEAD) && m->cfg.num_labels)
         return zt_fail(ZT_EUSER, "lora: modules_to_save names lm_head, which a model with a score head lacks");
+    return ZT_OK;
+}
+
+/* trainable_token_indices the model cannot take: a row it lacks, one named twice, and the
+ * embedding trained whole too (PEFT refuses that) or a tied LM head's copy trained apart */
+static zt_status check_tokens(const zt_llama *m, const zt_lora_config *c)
+{
+    if (c->n_tokens < 0 || c->n_tokens > ZT_LORA_MAX_TOKENS)
+        return zt_fail(ZT_EUSER, "lora: trainable_token_indices names %d tokens, more than %d", c->n_tokens,
+                       ZT_LORA_MAX_TOKENS);
+    for (int i = 0; i < c->n_tokens; i++) {
+        if (c->tokens[i] == -1) /* zt_plan_lora_config without a tokenizer */
+            return zt_fail(ZT_EUSER, "lora: trainable_token_indices names a token by its text, which this run has no "
+                                     "tokenizer to look up: give its id");
+        if (c->tokens[i] < 0 || c->tokens[i] >= m->V)
+            return zt_fail(ZT_EUSER, "lora: trainable_token_indices: %d is not a token of the vocabulary (%d tokens)",
+                           c->tokens[i], m->V);
+        for (int j = 0; j < i; j++)
+            if (c->tokens[j] == c->tokens[i])
+                return zt_fail(ZT_EUSER, "lora: trainable_token_indices names %d twice", c->tokens[i]);
+    }
+    if (c->n_tokens && (c->save & ZT_LORA_SAVE_EMBED))
+        return zt_fail(ZT_EUSER, "lora: trainable_token_indices with modules_to_save = embed_tokens: the embedding is "
+                                 "trained whole already (use one or the other)");
+    if (c->n_tokens && (c->save & ZT_LORA_SAVE_HEAD) && m->cfg.tie_word_embeddings)
+        return zt_fail(ZT_EUSER,
+                       "lora: trainable_token_indices with modules_to_save = lm_head on a model whose LM head "
+                       "is its embedding is not supported (the tokens' rows train in both)");
     return ZT_OK;
 }
 
@@ -226,7 +272,8 @@ static size_t lay_out(const zt_llama *m, zt_lora *a)
     a->score_off = a->layer_numel * m->L;
     a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
     a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
-    return a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+    a->tokens_off = a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
+    return a->tokens_off + (size_t)c->n_tokens * m->C;
 }
 
 /* The scratch's elements for micro-batches of `tokens` positions: xd and dxd, u and du, DoRA's
@@ -279,6 +326,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
 {
     zt_status st = check_config(c);
     if (!st) st = check_saved(m, c);
+    if (!st) st = check_tokens(m, c);
     if (st) return st;
     if (c->dropout > 0 && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
@@ -296,13 +344,15 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     zt_llama *v = &a->view;
     v->cfg = m->cfg, v->be = m->be, v->L = m->L;
     v->numel = lay_out(m, a);
-    v->tensors = calloc((size_t)m->L * (ZT_LORA_NMODULES + 3 * (size_t)m->cfg.n_experts) * 3 + 3, sizeof *v->tensors);
+    v->tensors = calloc((size_t)m->L * (ZT_LORA_NMODULES + 3 * (size_t)m->cfg.n_experts) * 3 + 4, sizeof *v->tensors);
     v->params = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     v->grads = m->be->alloc(m->be, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     a->norm_sink = m->be->alloc(m->be, sink_elems(m) * sizeof(zt_real));
     if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
+    if (c->n_tokens) a->slot_of = malloc((size_t)m->V * sizeof *a->slot_of);
     m->lora = a;
-    if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm)) {
+    if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm) ||
+        (c->n_tokens && !a->slot_of)) {
         zt_lora_free(m);
         return zt_fail(ZT_ENOMEM, "out of memory for %zu adapter parameters", v->numel);
     }
@@ -323,6 +373,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (c->score) add_copy(m, a, "score.weight", a->score_off, m->cfg.num_labels, m->head_off);
     if (c->save & ZT_LORA_SAVE_EMBED) add_copy(m, a, "model.embed_tokens.weight", a->embed_off, m->V, m->embed_off);
     if (c->save & ZT_LORA_SAVE_HEAD) add_copy(m, a, "lm_head.weight", a->head_off, m->V, m->head_off);
+    if (c->n_tokens) add_tokens(m, a);
     m->be->free(m->be, m->grads); /* the base is frozen: it has no gradient */
     m->grads = NULL;
     return m->B ? zt_lora_alloc_scratch(m, (size_t)m->B * m->T_alloc) : ZT_OK;
@@ -339,6 +390,9 @@ void zt_lora_free(zt_llama *m)
     be->free(be, a->weight_norm);
     be->free(be, a->scratch);
     be->free(be, a->scratch16);
+    be->free(be, a->token_slot);
+    free(a->slot_host);
+    free(a->slot_of);
     free(a->view.tensors);
     free(a);
     m->lora = NULL;
@@ -361,7 +415,12 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
     if (n16 && !a->scratch16) return zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
     a->w16 = a->scratch16, a->u16 = a->w16 + 2 * (size_t)a->cfg.r * widest(m), a->du16 = a->u16 + u;
     a->xd16 = a->du16 + u;
-    return ZT_OK;
+    if (!a->cfg.n_tokens) return ZT_OK;
+    be->free(be, a->token_slot);
+    free(a->slot_host);
+    a->token_slot = be->alloc(be, tokens * sizeof(int32_t));
+    a->slot_host = malloc(tokens * sizeof(int32_t));
+    return a->token_slot && a->slot_host ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory for the adapters' scratch");
 }
 
 /* A of module mod (of expert e: 0 but for per_expert modules) in layer l, in the adapters' array base */
@@ -725,6 +784,8 @@ void zt_lora_copies_load(zt_llama *m, size_t off, size_t n, const zt_real *src)
     if (a->cfg.score) copy_part(m, a->score_off, m->head_off, (size_t)m->cfg.num_labels, off, n, src);
     if (a->cfg.save & ZT_LORA_SAVE_EMBED) copy_part(m, a->embed_off, m->embed_off, (size_t)m->V, off, n, src);
     if (a->cfg.save & ZT_LORA_SAVE_HEAD) copy_part(m, a->head_off, m->head_off, (size_t)m->V, off, n, src);
+    for (int j = 0; j < a->cfg.n_tokens; j++)
+        copy_part(m, a->tokens_off + (size_t)j * m->C, m->embed_off + (size_t)a->cfg.tokens[j] * m->C, 1, off, n, src);
 }
 
 zt_real *zt_lora_embed(const zt_llama *m, int grad)
@@ -840,6 +901,9 @@ static zt_status save_config(const zt_llama *m, const char *dir, const char *bas
     } else {
         cJSON_AddNullToObject(o, "modules_to_save");
     }
+    cJSON *tokens = a->cfg.n_tokens ? cJSON_AddArrayToObject(o, "trainable_token_indices")
+                                    : cJSON_AddNullToObject(o, "trainable_token_indices");
+    for (int j = 0; j < a->cfg.n_tokens; j++) cJSON_AddItemToArray(tokens, cJSON_CreateNumber(a->cfg.tokens[j]));
     cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
     if (a->cfg.init == ZT_LORA_INIT_GAUSSIAN) cJSON_AddStringToObject(o, "init_lora_weights", "gaussian");
@@ -951,6 +1015,9 @@ zt_status zt_lora_merge(zt_llama *m)
     if (a->cfg.score) memcpy(w + m->head_off, p + a->score_off, (size_t)m->C * sizeof *w);
     if (a->cfg.save & ZT_LORA_SAVE_EMBED) memcpy(w + m->embed_off, p + a->embed_off, vocab * sizeof *w);
     if (a->cfg.save & ZT_LORA_SAVE_HEAD) memcpy(w + m->head_off, p + a->head_off, vocab * sizeof *w);
+    for (int j = 0; j < a->cfg.n_tokens; j++) /* a tied LM head takes them too */
+        memcpy(w + m->embed_off + (size_t)a->cfg.tokens[j] * m->C, p + a->tokens_off + (size_t)j * m->C,
+               (size_t)m->C * sizeof *w);
     free(buf);
     free(norm);
     zt_llama_params_unmap(&a->view, p, 0);

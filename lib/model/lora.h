@@ -14,7 +14,9 @@
  * trained fully, as PEFT's modules_to_save trains it: a copy of it follows the adapters in the
  * flat array (base_model.model.score.weight), and the passes use the copy; so do the embedding
  * and the LM head with modules_to_save = ["embed_tokens", "lm_head"]
- * (base_model.model.model.embed_tokens.weight, base_model.model.lm_head.weight). `disabled` switches every
+ * (base_model.model.model.embed_tokens.weight, base_model.model.lm_head.weight), and the rows of
+ * trainable_token_indices (base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta,
+ * [tokens, C]: the rows themselves, not a difference). `disabled` switches every
  * adapter (and the copy) off: the passes compute the frozen base model alone, bit for bit as a
  * model without adapters does (DPO's reference, as PEFT's disable_adapter()).
  *
@@ -76,6 +78,11 @@ extern const char *const zt_lora_init_names[2]; /* "default", "gaussian" */
 typedef enum zt_lora_method { ZT_LORA_METHOD_LORA, ZT_LORA_METHOD_DORA } zt_lora_method;
 extern const char *const zt_lora_method_names[2]; /* "lora", "dora" */
 
+/* The most rows trainable_token_indices may name, and the most new rows of a vocabulary their ids
+ * may grow an adapter's base by (a chat template's tokens: a few) */
+#define ZT_LORA_MAX_TOKENS 1024
+#define ZT_LORA_MAX_NEW_ROWS 1024
+
 typedef struct zt_lora_config {
     int r;
     double alpha, dropout;
@@ -96,6 +103,10 @@ typedef struct zt_lora_config {
     zt_lora_method method;
     int score;     /* the score head trained too (PEFT's SEQ_CLS task: modules_to_save = ["classifier", "score"]) */
     unsigned save; /* ZT_LORA_SAVE_* bits: the embedding and the LM head trained whole (modules_to_save) */
+    /* PEFT's trainable_token_indices: these rows of the embedding (and so of a tied LM head)
+       trained, the rest frozen (lora_tokens.c); n_tokens 0: none */
+    int n_tokens;
+    int32_t tokens[ZT_LORA_MAX_TOKENS];
 } zt_lora_config;
 enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embed_tokens", "lm_head" */
 
@@ -142,6 +153,10 @@ typedef struct zt_lora {
     int training;                          /* this pass drops (forward and backward of a gradient pass) */
     int disabled;                          /* the adapters are switched off: the passes are the base's */
     size_t score_off, embed_off, head_off; /* the copies of the score head, embedding and LM head */
+    size_t tokens_off;                     /* the trainable tokens' rows [n_tokens, C] */
+    int32_t *slot_of;                      /* host [V]: each token's row among the trainable tokens', -1 none */
+    int32_t *slot_host;  /* host [scratch_tokens]: a pass's positions' rows (slot_of of their tokens) */
+    int32_t *token_slot; /* the same where the backend computes */
     zt_real *scratch;                      /* xd [N, widest input], dxd likewise, u and du [N, r] */
     uint16_t *scratch16; /* bf16 products: A and B of a module, u and du, and xd ([N, widest], dropout) */
     uint16_t *w16, *u16, *du16, *xd16;
@@ -205,10 +220,13 @@ zt_status zt_lora_read_base(const char *dir, char *base, size_t cap);
  * say (ZT_QBASE_NONE: left as they are). Base + adapter without merging (zt eval, zt generate). */
 zt_status zt_lora_attach_dir(zt_llama *m, const char *dir, zt_qbase_kind kind, int double_quant);
 /* m's vocabulary grown (zt_llama_resize_vocab) to the rows of dir's trained embedding or LM head
- * (modules_to_save: a vocabulary grown in training, which PEFT saves there); nothing without them. */
+ * (modules_to_save: a vocabulary grown in training, which PEFT saves there), or past its largest
+ * trainable token (up to ZT_LORA_MAX_NEW_ROWS new rows; one further is refused as outside the
+ * vocabulary); nothing without them. */
 zt_status zt_lora_fit_vocab(zt_llama *m, const char *dir);
 /* m's vocabulary grew from V (tokens a chat template adds): ZT_EUSER unless c trains the new rows,
- * its modules_to_save holding the embedding and (a causal LM) the LM head. */
+ * its modules_to_save holding the embedding and (a causal LM) the LM head, or its trainable tokens
+ * the new ids (and, an untied LM head, modules_to_save the head). */
 zt_status zt_lora_check_vocab(const zt_llama *m, const zt_lora_config *c, int V);
 
 /* CRC-32C of the base model's weights as they are in memory (and its shape): what a
@@ -276,5 +294,19 @@ void zt_lora_copies_load(zt_llama *m, size_t off, size_t n, const zt_real *src);
  * starts as that matrix and trains apart, as PEFT's. */
 zt_real *zt_lora_embed(const zt_llama *m, int grad);
 zt_real *zt_lora_head(const zt_llama *m, int grad);
+
+/* Trainable tokens (lora_tokens.c), nothing without them or with the adapters off. lookup: the
+ * trained rows of the positions ids[N] (host memory) holds them at, written over out [N, C] (the
+ * base's lookup); embed_backward: their gradient from dout [N, C], the positions of the last
+ * lookup. logits: a tied LM head's logits of the vocabulary tile [v0, v0 + nv) (logits[n][ld]
+ * at v0's column) for the trained tokens in it, from x [n, C]; head_backward: from the tile's
+ * gradient dlogits (rows V apart), the trained rows' gradient and their part of dx (the base's
+ * rows' already in it). on_head: whether the LM head's logits are patched so. */
+void zt_lora_tokens_lookup(zt_llama *m, zt_real *out, const int32_t *ids, int N);
+void zt_lora_tokens_embed_backward(zt_llama *m, const zt_real *dout, int N);
+void zt_lora_tokens_logits(zt_llama *m, zt_real *logits, int ld, const zt_real *x, int v0, int n, int nv);
+void zt_lora_tokens_head_backward(zt_llama *m, zt_real *dx, const zt_real *dlogits, const zt_real *x, int v0, int n,
+                                  int nv);
+int zt_lora_tokens_on_head(const zt_llama *m);
 
 #endif

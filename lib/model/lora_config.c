@@ -2,6 +2,8 @@
  * zt_lora_read_config, zt_lora_read_base): what zt trains exactly, or a one-line refusal naming
  * the file and the key. */
 #include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,31 @@ static int parse_saved(const cJSON *save, zt_lora_config *c)
     return !classifier || c->score;
 }
 
+/* trainable_token_indices: null, a list of token ids (the input embedding's rows), or
+ * {"embed_tokens": [...]}; another module's rows are not supported */
+static zt_status parse_tokens(const char *path, const cJSON *v, zt_lora_config *c)
+{
+    const char *key = "trainable_token_indices";
+    if (cJSON_IsNull(v) || !v) return ZT_OK;
+    if (cJSON_IsObject(v)) {
+        if (!v->child || v->child->next || strcmp(v->child->string, "embed_tokens"))
+            return bad_config(path, key, "trains rows of a module other than embed_tokens: not supported yet");
+        v = v->child;
+    }
+    if (!cJSON_IsArray(v)) return bad_config(path, key, "must be a list of token ids");
+    if (cJSON_GetArraySize(v) > ZT_LORA_MAX_TOKENS)
+        return bad_config(path, key, "names more tokens than zt trains (1024)");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble > INT32_MAX)
+            return bad_config(path, key, "must be a list of token ids (integers from 0)");
+        c->tokens[c->n_tokens++] = (int32_t)e->valuedouble;
+    }
+    return ZT_OK;
+}
+
 static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
@@ -154,13 +181,13 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
         return bad_config(path, "modules_to_save",
                           "names a module zt cannot train whole (it trains embed_tokens, lm_head and a reward "
                           "model's score)");
-    static const char *const unsupported[] = {"layers_to_transform",     "rank_pattern",
-                                              "alpha_pattern",           "lora_bias",
-                                              "exclude_modules",         "layer_replication",
-                                              "trainable_token_indices", "fan_in_fan_out"};
+    static const char *const unsupported[] = {"layers_to_transform", "rank_pattern",      "alpha_pattern", "lora_bias",
+                                              "exclude_modules",     "layer_replication", "fan_in_fan_out"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
+    zt_status st = parse_tokens(path, cJSON_GetObjectItemCaseSensitive(o, "trainable_token_indices"), c);
+    if (st) return st;
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
     c->rslora = cJSON_IsTrue(rs);
     c->method = cJSON_IsTrue(dora) ? ZT_LORA_METHOD_DORA : ZT_LORA_METHOD_LORA;

@@ -414,7 +414,7 @@ zt_status zt_memory_estimate(const zt_recipe *r, int world, int ranks_per_node, 
     zt_plan_tile_model(r, &m);
     if ((st = zt_recipe_check_world(r, world, ranks_per_node))) return st;
     /* a reward model's score head trains whole beside the adapters (the trainer's attach_lora) */
-    if (lora_on && (st = zt_plan_lora_config(r, algo == ZT_RLHF_REWARD, &lora))) return st;
+    if (lora_on && (st = zt_plan_lora_config(r, algo == ZT_RLHF_REWARD, NULL, &lora))) return st;
     if ((st = train_estimate(r, &m, lora_on ? &lora : NULL, world, e))) return st;
     return algo >= 0 ? rlhf_estimate(r, (zt_rlhf_algorithm)algo, &m, lora_on ? &lora : NULL, world, e) : ZT_OK;
 }

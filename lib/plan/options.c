@@ -1,7 +1,11 @@
 /* The recipe's settings on ZeRO and the model (options.h). */
 #include "options.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "lib/zero/optstate.h"
+#include "tokenizers/tokenizer.h"
 
 zt_zero_options zt_plan_zero_options(const zt_recipe *r)
 {
@@ -55,7 +59,7 @@ void zt_plan_tile_model(const zt_recipe *r, zt_llama *m)
     m->embed_tiles = r->zero.embedding_tiles, m->mlp_tiles = r->zero.mlp_tiles, m->head_tiles = r->zero.head_tiles;
 }
 
-zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c)
+zt_status zt_plan_lora_config(const zt_recipe *r, int score, const zt_tokenizer *tok, zt_lora_config *c)
 {
     *c = (zt_lora_config){.r = r->lora.r,
                           .alpha = r->lora.alpha,
@@ -66,6 +70,19 @@ zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c)
                           .method = r->lora.method,
                           .score = score,
                           .save = zt_recipe_lora_saved(r)};
+    const zt_strlist *ids = &r->lora.trainable_token_indices; /* ids in digits, or tokens (the recipe checked) */
+    c->n_tokens = ids->n < ZT_LORA_MAX_TOKENS ? ids->n : ZT_LORA_MAX_TOKENS + 1; /* more: zt_lora_attach refuses */
+    for (int i = 0; i < ids->n && i < ZT_LORA_MAX_TOKENS; i++) {
+        const char *s = ids->items[i];
+        c->tokens[i] = strspn(s, "0123456789") == strlen(s) ? (int32_t)atol(s)
+                       : tok                                ? zt_tokenizer_piece_to_id(tok, s)
+                                                            : -1;
+        if (tok && c->tokens[i] < 0)
+            return zt_fail(ZT_EUSER,
+                           "lora.trainable_token_indices: '%.100s' is not a token of the tokenizer (give a token "
+                           "as the tokenizer holds it whole, or its id)",
+                           s);
+    }
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
     c->loraplus_lr_ratio = r->lora.loraplus_lr_ratio; /* the optimizer's setting: no adapter file holds it */
     return st;

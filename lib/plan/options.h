@@ -29,8 +29,11 @@ zt_actstore_options zt_plan_actstore_options(const zt_recipe *r);
  * the model leaves untiled what cannot be (a tied embedding or head, a score head). */
 void zt_plan_tile_model(const zt_recipe *r, zt_llama *m);
 /* The adapters LoRA trains: lora.r, alpha, ... (score: a reward model's head trained too), or
- * lora.adapter's adapter_config.json. */
-zt_status zt_plan_lora_config(const zt_recipe *r, int score, zt_lora_config *c);
+ * lora.adapter's adapter_config.json. lora.trainable_token_indices' tokens given as strings are
+ * looked up in tok (its chat template's added tokens included); without a tokenizer (zt validate,
+ * which counts them) they are -1. ZT_EUSER for a string that is not one of tok's tokens. */
+struct zt_tokenizer;
+zt_status zt_plan_lora_config(const zt_recipe *r, int score, const struct zt_tokenizer *tok, zt_lora_config *c);
 /* zt rlhf's frozen reference (lib/train/rlhf): the directory of the model a run opens for it
  * (rlhf.reference, else the starting model), or NULL where it opens none: the algorithm compares
  * with no reference (GRPO with rlhf.beta = 0, the reward model), or the policy serves as its own

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -178,13 +180,22 @@ static void list_free(zt_strlist *l)
 
 static zt_status list_value(const source *src, const zt_recipe_key *k, const zt_toml *v, zt_strlist *out)
 {
-    int n = v->kind == ZT_TOML_ARRAY ? v->n : v->len > 0;
+    int ids = k->flags & ZT_RECIPE_IDS, n = v->kind == ZT_TOML_ARRAY ? v->n : v->kind == ZT_TOML_INT || v->len > 0;
     zt_strlist l = {calloc((size_t)n + 1, sizeof(char *)), 0};
     if (!l.items) return zt_fail(ZT_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const zt_toml *s = v->kind == ZT_TOML_ARRAY ? v->items[i].value : v;
         zt_status st = ZT_OK;
-        if (s->kind != ZT_TOML_STRING)
+        char id[24];
+        if (ids && s->kind == ZT_TOML_INT) {
+            if (s->i < 0 || s->i > INT32_MAX) st = src_fail(src, k, "a token id below 0 or above 2147483647");
+            else snprintf(id, sizeof id, "%lld", (long long)s->i), st = string_value(src, k, id, &l.items[l.n]);
+        } else if (ids && s->kind == ZT_TOML_STRING && s->len && strspn(s->str, "0123456789") == s->len)
+            st = src_fail(src, k, "'%s': a token id is written as a number, not a string", s->str);
+        else if (ids && s->kind != ZT_TOML_STRING)
+            st = src_fail(src, k, "expected token ids (integers from 0) or tokens (strings), got %s",
+                          zt_toml_kind_name(s->kind));
+        else if (s->kind != ZT_TOML_STRING)
             st = src_fail(src, k, "expected a string or an array of strings, got an array holding %s",
                           zt_toml_kind_name(s->kind));
         else if (!s->len) st = src_fail(src, k, "an empty string in the list");
@@ -254,7 +265,8 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
     char got[64];
     bool number = v->kind == ZT_TOML_INT || v->kind == ZT_TOML_FLOAT;
     bool ok = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM ? v->kind == ZT_TOML_STRING
-              : k->type == ZT_RECIPE_LIST  ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY
+              : k->type == ZT_RECIPE_LIST ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY ||
+                                                (v->kind == ZT_TOML_INT && (k->flags & ZT_RECIPE_IDS))
               : k->type == ZT_RECIPE_FLOAT ? number
               : k->type == ZT_RECIPE_BOOL  ? v->kind == ZT_TOML_BOOL
               : k->type == ZT_RECIPE_TABLE ? v->kind == ZT_TOML_TABLE
@@ -507,8 +519,8 @@ static const zt_toml *parse_value_text(char *text, zt_toml **doc)
 }
 
 /* "v = <value>": as written, or quoted as a string, or as an array of the
- * quoted items of a bare list "[a, b]". */
-static char *override_toml(const char *value, bool as_written, bool list)
+ * quoted items of a bare list "[a, b]" (numbers: items of digits alone left numbers). */
+static char *override_toml(const char *value, bool as_written, bool list, bool numbers)
 {
     char *text = NULL;
     size_t n = 0;
@@ -527,7 +539,9 @@ static char *override_toml(const char *value, bool as_written, bool list)
             s = b + 1;
             while (a < b && (*a == ' ' || *a == '\t')) a++;
             while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
-            if (b > a) {
+            if (b > a && numbers && strspn(a, "0123456789") >= (size_t)(b - a)) {
+                fprintf(f, "%.*s,", (int)(b - a), a);
+            } else if (b > a) {
                 zt_toml_write_string(f, a, (size_t)(b - a));
                 fputc(',', f);
             }
@@ -547,9 +561,9 @@ static const zt_toml *override_value(const zt_recipe_key *k, const char *value, 
     bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
     bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
     const zt_toml *v = NULL;
-    if (!stringy || list || value[0] == '"' || value[0] == '\'')
-        v = parse_value_text(override_toml(value, true, list), doc);
-    if (!v && stringy) v = parse_value_text(override_toml(value, false, list), doc);
+    if (!stringy || list || value[0] == '"' || value[0] == '\'' || (k->flags & ZT_RECIPE_IDS)) /* an id: a number */
+        v = parse_value_text(override_toml(value, true, list, false), doc);
+    if (!v && stringy) v = parse_value_text(override_toml(value, false, list, k->flags & ZT_RECIPE_IDS), doc);
     return v;
 }
 
@@ -688,6 +702,9 @@ static zt_status check_lora(const zt_recipe *r)
                         "zero.mlp_tiles cuts the MLP weights into row tiles; a quantized base (lora.quantize_base = "
                         "\"%s\") keeps each encoded weight whole (leave zero.mlp_tiles at 1)",
                         zt_qbase_kind_names[r->lora.quantize_base]);
+    if (r->lora.trainable_token_indices.n && !zt_recipe_lora_on(r))
+        return key_fail(r, schema_key("lora", "trainable_token_indices"),
+                        "lora.trainable_token_indices trains rows beside LoRA's adapters: set lora.r too");
     if (!zt_recipe_lora_on(r)) return ZT_OK;
     const zt_recipe_key *targets = schema_key("lora", "target_modules");
     if (r->lora.r > 0 && r->lora.adapter[0])
@@ -704,6 +721,11 @@ static zt_status check_lora(const zt_recipe *r)
         return key_fail(r, later(r, saved, schema_key("lora", "adapter")),
                         "lora.adapter supplies modules_to_save from its adapter_config.json: leave "
                         "lora.modules_to_save empty");
+    const zt_recipe_key *tokens = schema_key("lora", "trainable_token_indices");
+    if (r->lora.adapter[0] && r->lora.trainable_token_indices.n)
+        return key_fail(r, tokens,
+                        "lora.adapter supplies trainable_token_indices from its adapter_config.json: leave "
+                        "lora.trainable_token_indices empty");
     for (int i = 0; i < r->lora.modules_to_save.n; i++)
         if (strcmp(r->lora.modules_to_save.items[i], "embed_tokens") &&
             strcmp(r->lora.modules_to_save.items[i], "lm_head"))

@@ -33,6 +33,7 @@
 
 #define PATH ZT_RECIPE_PATH
 #define DATA ZT_RECIPE_DATA
+#define IDS ZT_RECIPE_IDS
 #define LO_OPEN ZT_RECIPE_MIN_OPEN
 #define HI_OPEN ZT_RECIPE_MAX_OPEN
 #define NOMAX INFINITY
@@ -171,6 +172,10 @@ static const zt_recipe_key schema[] = {
     LIST("lora", "modules_to_save", lora.modules_to_save, 0, "[]",
          "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head; both for a chat "
          "template whose tokens the vocabulary lacks (their new rows train)"),
+    LIST("lora", "trainable_token_indices", lora.trainable_token_indices, IDS, "[]",
+         "rows of the embedding trained beside the adapters, the rest frozen (PEFT's trainable_token_indices; a tied LM "
+         "head's rows too), by id or as the tokenizer's tokens (\"<|im_start|>\"): e.g. a chat template's tokens, new or "
+         "never trained"),
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     FLT("lora", "loraplus_lr_ratio", lora.loraplus_lr_ratio, 0, "0", 0, NOMAX, "LoRA+: B (and DoRA's magnitudes) learn at learning_rate times this, A at learning_rate (the paper suggests 16); 0: off"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
@@ -302,6 +307,7 @@ static void write_key_row(FILE *f, const zt_recipe_key *k)
     static const char *type_names[] = {"string", "string", "list of strings", "int", "int", "float", "bool", "table"};
     const char *type = type_names[k->type];
     if (k->flags & ZT_RECIPE_PATH) type = k->type == ZT_RECIPE_LIST ? "path or list of paths" : "path";
+    if (k->flags & ZT_RECIPE_IDS) type = "list of token ids or tokens";
     if (k->type == ZT_RECIPE_ENUM) type = "string";
     fprintf(f, "| `%s` | %s | `", k->key, type);
     if (k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) zt_toml_write_string(f, k->def, strlen(k->def));
@@ -347,10 +353,11 @@ zt_status zt_recipe_write_docs(FILE *f)
           "`zero.quantized_gradients`; `offload.aio.block_size` is a multiple of 4096;\n"
           "`zero.hpz_partition_size` divides the world size and the ranks per node; with LoRA on (`lora.r` above 0\n"
           "or `lora.adapter` set) `lora.r` and `lora.adapter` are not both set, nor `lora.method` and `lora.adapter`\n"
-          "(the adapter's `use_dora` is its method), nor `lora.modules_to_save` and `lora.adapter`, every\n"
-          "`lora.target_modules` and `lora.modules_to_save` name is known, `zero.quantized_gradients` is off (a LoRA\n"
+          "(the adapter's `use_dora` is its method), nor `lora.modules_to_save` or `lora.trainable_token_indices`\n"
+          "and `lora.adapter`, every `lora.target_modules` and `lora.modules_to_save` name is known,\n"
+          "`lora.trainable_token_indices` needs LoRA on, `zero.quantized_gradients` is off (a LoRA\n"
           "run reduces the adapters' gradients alone, exactly); once the world is known, a base sharded at stage 3\n"
-          "(several ranks, or `offload.param`) has no `lora.modules_to_save` and DoRA's is not in MLP tiles\n"
+          "(several ranks, or `offload.param`) has DoRA's norms out of MLP tiles\n"
           "(`zero.mlp_tiles`); `lora.quantize_base` other than `none` needs LoRA on, and `lora.double_quant` needs\n"
           "`lora.quantize_base = \"nf4\"`; `lora.quantize_base` is not set with `lora.method = \"dora\"`,\n"
           "`zero.quantized_weights` nor `zero.mlp_tiles` above 1.\n\n"

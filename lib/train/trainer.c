@@ -273,7 +273,8 @@ static zt_status attach_lora(zt_trainer *t, int vocab_before, const zt_zero_opti
 {
     const zt_recipe *r = t->r;
     zt_lora_config c;
-    zt_status st = zt_plan_lora_config(r, t->algo->score_head, &c); /* a reward model's head trains fully */
+    zt_status st =
+        zt_plan_lora_config(r, t->algo->score_head, t->tools.tok, &c); /* a reward model's head trains fully */
     if (!st && c.score != t->algo->score_head)
         st = zt_fail(ZT_EUSER, "lora.adapter '%s' is %s (its adapter_config.json's modules_to_save), not one for %s",
                      r->lora.adapter, c.score ? "a reward model's adapter" : "a causal LM's adapter",

@@ -7,7 +7,7 @@ ZT=${ZT_BIN:?ZT_BIN must point at the zt binary}
 TEST_TOOL=${ZT_TEST_TOOL:-$(dirname "$ZT")/$(case "$ZT" in *-san) echo build-san ;; *) echo build ;; esac)/zt-test-tool}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TMP=$(mktemp -d)
-trap '[ -n "$ZT_KEEP_TMP" ] && say "kept $TMP" || rm -rf "$TMP"' EXIT
+trap '[ -n "${ZT_KEEP_TMP:-}" ] && say "kept $TMP" || rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/home" && export HOME="$TMP/home"  # ~/.cache/zt (the tokenized cache) stays inside the test
 cd "$TMP"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

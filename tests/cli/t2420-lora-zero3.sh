@@ -142,6 +142,14 @@ expect_ok "modules_to_save on a tied model, 1 rank, offload.param = nvme" one ou
   zero.stage=3 offload.param=nvme offload.nvme_path=swap "$SAVE"
 same "modules_to_save on a tied model at stage 3 on 2 ranks trains as 1 rank" ts1 ts2 &&
   same "...and bitwise with the base streamed" ts1 ts1-nvme 0
+# trainable tokens (their rows of the embedding, a tied LM head's with them) likewise
+TOKENS='lora.trainable_token_indices=[3, 17, 40]'
+expect_ok "trainable tokens on a tied model, 1 rank" one output.dir=tt1 model.path=tied "$TOKENS"
+expect_ok "trainable tokens on a tied model, 2 ranks, stage 3" two output.dir=tt2 model.path=tied zero.stage=3 "$TOKENS"
+expect_ok "trainable tokens on a tied model, 1 rank, offload.param = nvme" one output.dir=tt1-nvme model.path=tied \
+  zero.stage=3 offload.param=nvme offload.nvme_path=swap "$TOKENS"
+same "trainable tokens at stage 3 on 2 ranks train as 1 rank" tt1 tt2 &&
+  same "...and bitwise with the base streamed" tt1 tt1-nvme 0
 expect_ok "tied embedding, checkpointing, 1 rank" one output.dir=t1 model.path=tied model.activation_checkpointing=true
 expect_ok "tied embedding, checkpointing, 2 ranks, stage 3" two output.dir=t2 model.path=tied \
   model.activation_checkpointing=true zero.stage=3

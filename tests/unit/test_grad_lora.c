@@ -93,12 +93,18 @@ static void scale_magnitudes(zt_llama *v)
             v->params[v->tensors[i].offset + j] *= 1 + 0.3 * sin(1.3 * (double)(i + j));
 }
 
+/* Trainable tokens open_model gives the adapters (0: none), and whether its model's LM head is
+ * its embedding */
+static int n_token_rows, tied_model;
+static const int32_t token_rows[] = {6, 2, 10};
+
 /* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
  * with_base: the base keeps a gradient array too, to check ∂loss/∂x below each adapter. */
 static void open_model(zt_llama *m, const char *model_type, int checkpointing, double dropout, int rslora,
                        int with_base, zt_lora_method method, unsigned save)
 {
     zt_llama_config c = tiny_config(model_type);
+    c.tie_word_embeddings |= tied_model;
     ZT_ASSERT(zt_llama_init(m, &c, zt_backend_cpu(), ZT_F32) == ZT_OK);
     ZT_ASSERT(zt_llama_alloc_acts(m, B, T, checkpointing) == ZT_OK);
     zt_llama_init_weights(m, 11, 0.5);
@@ -108,7 +114,9 @@ static void open_model(zt_llama *m, const char *model_type, int checkpointing, d
                          .targets = ZT_LORA_ALL,
                          .rslora = rslora,
                          .method = method,
-                         .save = save};
+                         .save = save,
+                         .n_tokens = n_token_rows};
+    memcpy(lc.tokens, token_rows, sizeof(int32_t) * (size_t)n_token_rows);
     ZT_ASSERT(zt_lora_attach(m, &lc) == ZT_OK);
     ZT_ASSERT(zt_lora_init_weights(m, 5) == ZT_OK);
     zt_llama *v = &m->lora->view;
@@ -289,6 +297,47 @@ static void test_lora_saved_modules(void)
     CHECK(zt_lora_embed(&m, 0) == NULL && zt_lora_head(&m, 0) == NULL);
     zt_llama_free(&m);
 }
+/* Trainable tokens (trainable_token_indices): their rows' gradients, from the lookups and, on a
+ * tied model, from the LM head's logits of those tokens, with the adapters'. The base's gradient
+ * (∂loss/∂x below each adapter) is checked but for the tokens' own rows, which the passes no
+ * longer read: a gradient array of the base still collects their lookups' part. Moved, the
+ * rows change the loss; switched off, the base's rows are read. */
+static void check_tokens(const char *model_type, int tied, int checkpointing)
+{
+    zt_llama m;
+    zt_real *ga, *gb;
+    n_token_rows = 3, tied_model = tied;
+    open_model(&m, model_type, checkpointing, 0, 0, 1, ZT_LORA_METHOD_LORA, 0);
+    n_token_rows = 0, tied_model = 0;
+    CHECK(m.cfg.tie_word_embeddings == tied && m.lora->view.n_tensors == 2 * 7 * 2 + 1);
+    gradients(&m, &ga, &gb);
+    double ea = worst_error(&m, m.lora->view.params, ga, m.lora->view.numel), ex = 0;
+    for (int v = 0; v < m.V; v++) { /* the embedding's rows but the trained tokens' */
+        int trained = v == 6 || v == 2 || v == 10;
+        size_t row = m.embed_off + (size_t)v * m.C;
+        if (!trained) ex = fmax(ex, worst_error(&m, m.params + row, gb + row, m.C));
+    }
+    size_t rest = m.embed_off + (size_t)m.V * m.C;
+    ex = fmax(ex, worst_error(&m, m.params + rest, gb + rest, m.numel - rest));
+    CHECK_MSG(ea < 1e-5, "%s%s: adapters and token rows: worst relative error %g", model_type, tied ? " tied" : "", ea);
+    CHECK_MSG(ex < 1e-5, "%s%s: inputs and base weights: worst relative error %g", model_type, tied ? " tied" : "", ex);
+    double before = loss_of(&m);
+    m.lora->view.params[m.lora->tokens_off + 1] += 0.5; /* token 6's row */
+    CHECK_MSG(fabs(loss_of(&m) - before) > 1e-4 * before, "the token rows do not take part");
+    m.lora->disabled = 1;
+    double off = loss_of(&m);
+    m.lora->disabled = 0;
+    CHECK(off != before);
+    free(ga);
+    free(gb);
+    zt_llama_free(&m);
+}
+static void test_lora_tokens(void)
+{
+    check_tokens("llama", 0, 0);
+    check_tokens("llama", 1, 1);
+    check_tokens("gemma3_text", 1, 0); /* the rows under Gemma's embedding scale, the head tied */
+}
 /* Granite: adapters (dropout, checkpointing) and the saved embedding and head under its multipliers */
 static void test_lora_granite(void) { check_lora("granite", 1, 0.3, 0, ZT_LORA_SAVE_EMBED | ZT_LORA_SAVE_HEAD); }
 static void test_dora(void) { check_dora("llama", 0, 0); }
@@ -376,6 +425,7 @@ int main(void)
     RUN(test_lora_dropout_checkpointing);
     RUN(test_frozen_base_same_adapter_grads);
     RUN(test_lora_saved_modules);
+    RUN(test_lora_tokens);
     RUN(test_lora_granite);
     RUN(test_dora);
     RUN(test_dora_dropout_checkpointing);

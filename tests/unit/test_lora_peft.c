@@ -152,6 +152,15 @@ static void test_saved_modules_loss_matches_peft(void)
     check_loss_matches_peft(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter", FIXTURE "/saved/tied", "loss",
                             "base_loss");
 }
+/* PEFT's trainable_token_indices: the trained rows looked up in place of the base's, and on a tied
+ * model the LM head's logits of those tokens their products (PEFT ties the head's rows to them) */
+static void test_tokens_loss_matches_peft(void)
+{
+    check_loss_matches_peft(FIXTURE "/saved/tied/base", FIXTURE "/tokens/tied/adapter", FIXTURE "/tokens/tied", "loss",
+                            "base_loss");
+    check_loss_matches_peft(FIXTURE "/base", FIXTURE "/tokens/untied/adapter", FIXTURE "/tokens/untied", "loss",
+                            "base_loss");
+}
 
 /* zt_lora_merge of the adapter in dir against PEFT's merge_and_unload() in merged (n tensors),
  * each weight against its row's largest: see the tests below for the bounds. */
@@ -257,6 +266,9 @@ static void test_decode_matches_merge(void)
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/saved/adapter"); /* the trained embedding and LM head */
     /* the same of a tied model: the merge unties its LM head from its embedding */
     check_decode_matches_merge(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter");
+    /* trainable tokens: their rows looked up and (tied) multiplied, against them merged */
+    check_decode_matches_merge(FIXTURE "/saved/tied/base", FIXTURE "/tokens/tied/adapter");
+    check_decode_matches_merge(FIXTURE "/base", FIXTURE "/tokens/untied/adapter");
 }
 
 /* The module name of a target_modules entry: itself, or the end of a layer's module path */
@@ -308,8 +320,17 @@ static void check_saved_adapter_is_peft(const char *base, const char *src, int n
     cJSON *ours = read_json(path);
     snprintf(path, sizeof path, "%s/adapter_config.json", src);
     cJSON *peft = read_json(path);
-    static const char *const same[] = {"peft_type", "task_type",  "r",        "lora_alpha",      "lora_dropout",
-                                       "bias",      "use_rslora", "use_dora", "modules_to_save", "fan_in_fan_out"};
+    static const char *const same[] = {"peft_type",
+                                       "task_type",
+                                       "r",
+                                       "lora_alpha",
+                                       "lora_dropout",
+                                       "bias",
+                                       "use_rslora",
+                                       "use_dora",
+                                       "modules_to_save",
+                                       "fan_in_fan_out",
+                                       "trainable_token_indices"};
     for (size_t i = 0; ours && peft && i < sizeof same / sizeof *same; i++)
         CHECK_MSG(cJSON_Compare(cJSON_GetObjectItem(ours, same[i]), cJSON_GetObjectItem(peft, same[i]), 1), "%s",
                   same[i]);
@@ -352,6 +373,9 @@ static void test_saved_modules_adapter_is_peft(void)
 {
     check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/saved/adapter", 2 * 7 * 2 + 2, 7);
     check_saved_adapter_is_peft(FIXTURE "/saved/tied/base", FIXTURE "/saved/tied/adapter", 2 * 7 * 2 + 2, 7);
+    /* trainable tokens: their rows, one tensor (PEFT saves none for the tied LM head) */
+    check_saved_adapter_is_peft(FIXTURE "/saved/tied/base", FIXTURE "/tokens/tied/adapter", 2 * 7 * 2 + 1, 7);
+    check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/tokens/untied/adapter", 2 * 7 * 2 + 1, 7);
 }
 
 /* Mixtures of experts: PEFT's "all-linear" takes in the attention's projections, the router
@@ -610,6 +634,7 @@ int main(void)
     RUN(test_decode_matches_merge);
     RUN(test_saved_modules_loss_matches_peft);
     RUN(test_saved_modules_adapter_is_peft);
+    RUN(test_tokens_loss_matches_peft);
     RUN(test_pattern_targets);
     RUN(test_moe_loss_matches_peft);
     RUN(test_moe_merge_is_peft);

@@ -905,6 +905,38 @@ static void test_lora(void)
     EXPECT_ERROR("[lora]\nr = 8\nadapter = \"a\"\n", 0, NULL,
                  "@:3:1: lora.adapter supplies r, alpha and target_modules from its adapter_config.json: leave lora.r "
                  "at 0 (it is 8)");
+    /* trainable tokens: ids kept as their decimal text and written back as integers, tokens as strings */
+    char *ids[] = {"lora.trainable_token_indices=[7, 9]"}, *bare[] = {"lora.trainable_token_indices=[<s>, 4]"},
+         *one[] = {"lora.trainable_token_indices=3"};
+    CHECK(load_text(&r, "[lora]\nr = 8\ntrainable_token_indices = [5, \"<|im_end|>\", 151643]\n", 0, NULL) == ZT_OK);
+    CHECK(r.lora.trainable_token_indices.n == 3 && !strcmp(r.lora.trainable_token_indices.items[2], "151643") &&
+          !strcmp(r.lora.trainable_token_indices.items[1], "<|im_end|>"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    zt_recipe_write_value(f, &r, zt_recipe_find("lora", "trainable_token_indices"));
+    fclose(f);
+    CHECK_MSG(!strcmp(text, "[5, \"<|im_end|>\", 151643]"), "%s", text);
+    free(text);
+    zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\nr = 8\n", 1, ids) == ZT_OK);
+    CHECK(r.lora.trainable_token_indices.n == 2 && !strcmp(r.lora.trainable_token_indices.items[1], "9"));
+    zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\nr = 8\n", 1, bare) == ZT_OK);
+    CHECK(r.lora.trainable_token_indices.n == 2 && !strcmp(r.lora.trainable_token_indices.items[0], "<s>"));
+    zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\nr = 8\n", 1, one) == ZT_OK);
+    CHECK(r.lora.trainable_token_indices.n == 1 && !strcmp(r.lora.trainable_token_indices.items[0], "3"));
+    zt_recipe_free(&r);
+    EXPECT_ERROR("[lora]\nr = 8\ntrainable_token_indices = [1.5]\n", 0, NULL,
+                 "@:3:27: lora.trainable_token_indices: expected token ids (integers from 0) or tokens (strings), got "
+                 "a float");
+    EXPECT_ERROR("[lora]\nr = 8\ntrainable_token_indices = [3, -1]\n", 0, NULL,
+                 "@:3:27: lora.trainable_token_indices: a token id below 0 or above 2147483647");
+    EXPECT_ERROR("[lora]\nr = 8\ntrainable_token_indices = [\"12\"]\n", 0, NULL,
+                 "@:3:27: lora.trainable_token_indices: '12': a token id is written as a number, not a string");
+    EXPECT_ERROR("[lora]\ntrainable_token_indices = [3]\n", 0, NULL,
+                 "@:2:1: lora.trainable_token_indices trains rows beside LoRA's adapters: set lora.r too");
     /* stage 3 shards the frozen base, offload.param streams it, on either backend */
     CHECK(load_text(&r, "[zero]\nstage = 3\n[lora]\nr = 8\n", 0, NULL) == ZT_OK);
     CHECK(zt_recipe_check_world(&r, 1, 1) == ZT_OK && zt_recipe_check_world(&r, 2, 2) == ZT_OK);
