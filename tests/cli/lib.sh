@@ -49,6 +49,43 @@ make_tiny() {
     num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
 }
 
+# a chat task whose ChatML template's two tokens the tokenizer lacks (t2440, t2445): chat.jsonl
+# (reverse a word, 4 conversations), a character SentencePiece tokenizer chat.model of V tokens
+chat_reverse_task() {
+  need_cmd spm_train sentencepiece
+  $PY - <<'PY'
+import json
+with open("chat.jsonl", "w") as f, open("corpus.txt", "w") as c:
+    for a in ("abcd", "bead", "cafe", "dace"):
+        f.write(json.dumps({"messages": [{"role": "user", "content": "reverse " + a}, {"role": "assistant", "content": a[::-1]}]}) + "\n")
+        c.write("user reverse %s assistant %s\n" % (a, a[::-1]))
+PY
+  spm_train --input=corpus.txt --model_prefix=chat --vocab_size=30 --model_type=char --minloglevel=2 \
+    --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
+  V=$(wc -l < chat.vocab)
+}
+
+# zt eval and zt generate of a chat_reverse_task run's adapter RUN/final on chat.toml against its
+# merged export MERGED; ARGS: the overrides that leave the recipe's own adapters off. The same
+# products, the adapters' merged into W (their logits within ~1e-6 of their size, under 30 here,
+# t2400-lora.sh), trained rows the merged model's own. The loss of a confident model is small
+# (about 2e-4) and so is its gradient: p - y sums to 2(1 - p_t), about 2L in absolute value, so a
+# logit error e moves L by at most 2·L·e, 6e-5 relative; measured 0 (bitwise): 1e-4 relative, and
+# every answer right; zt generate answers "reverse bead" as the merged model does
+adapter_is_merge() { # RUN MERGED ARGS...
+  local run=$1 merged=$2 a m; shift 2
+  a=$("$ZT" eval chat.toml --checkpoint "$run/final" "$@") && m=$("$ZT" eval chat.toml --checkpoint "$merged" "$@") \
+    && $PY -c "
+import json; a, m = json.loads('$a'), json.loads('$m')
+assert abs(a['loss'] - m['loss']) <= 1e-4 * a['loss'] and a['accuracy'] == m['accuracy'] == 1, (a, m)" \
+    && say "ok - zt eval of the adapter is the merged model's: $a" || fail "eval: adapter $a, merged $m"
+  echo '{"messages": [{"role": "user", "content": "reverse bead"}]}' > ask.jsonl
+  expect_ok "generate with the adapter" "$ZT" generate --model "$run/final" --input ask.jsonl --output a.jsonl
+  expect_ok "generate with the merged model" "$ZT" generate --model "$merged" --input ask.jsonl --output m.jsonl
+  grep -q '"completion":"daeb"' a.jsonl && cmp -s a.jsonl m.jsonl \
+    && say "ok - zt generate answers as the merged model: $(cat a.jsonl)" || fail "generate: adapter $(cat a.jsonl), merged $(cat m.jsonl)"
+}
+
 # zt rlhf's starting point (t2300, t2304): the demo task's data (reverse a word; scripts/demo_data.py
 # and demo_rl_data.py, pref_small.jsonl its first 2000 pairs), a character SentencePiece tokenizer,
 # a 4-layer model and sft.toml, which trains it 150 steps into sft/ (under-trained on purpose)

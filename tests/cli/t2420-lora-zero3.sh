@@ -135,21 +135,17 @@ expect_ok "modules_to_save, 1 rank, offload.param = nvme" one output.dir=s1-nvme
   offload.nvme_path=swap "$SAVE"
 same "modules_to_save at stage 3 on 2 ranks trains as 1 rank" s1 s2 &&
   same "...and bitwise with the base streamed" s1 s1-nvme 0
-# on a tied model both copies start as the one matrix, which its first unit holds
-expect_ok "modules_to_save on a tied model, 1 rank" one output.dir=ts1 model.path=tied "$SAVE"
-expect_ok "modules_to_save on a tied model, 2 ranks, stage 3" two output.dir=ts2 model.path=tied zero.stage=3 "$SAVE"
-expect_ok "modules_to_save on a tied model, 1 rank, offload.param = nvme" one output.dir=ts1-nvme model.path=tied \
-  zero.stage=3 offload.param=nvme offload.nvme_path=swap "$SAVE"
-same "modules_to_save on a tied model at stage 3 on 2 ranks trains as 1 rank" ts1 ts2 &&
-  same "...and bitwise with the base streamed" ts1 ts1-nvme 0
-# trainable tokens (their rows of the embedding, a tied LM head's with them) likewise
-TOKENS='lora.trainable_token_indices=[3, 17, 40]'
-expect_ok "trainable tokens on a tied model, 1 rank" one output.dir=tt1 model.path=tied "$TOKENS"
-expect_ok "trainable tokens on a tied model, 2 ranks, stage 3" two output.dir=tt2 model.path=tied zero.stage=3 "$TOKENS"
-expect_ok "trainable tokens on a tied model, 1 rank, offload.param = nvme" one output.dir=tt1-nvme model.path=tied \
-  zero.stage=3 offload.param=nvme offload.nvme_path=swap "$TOKENS"
-same "trainable tokens at stage 3 on 2 ranks train as 1 rank" tt1 tt2 &&
-  same "...and bitwise with the base streamed" tt1 tt1-nvme 0
+# on a tied model both copies start as the one matrix, which its first unit holds; trainable tokens
+# (their rows of the embedding, a tied LM head's with them) likewise
+for run in "ts:$SAVE" "tt:lora.trainable_token_indices=[3, 17, 40]"; do
+  tag=${run%%:*} key=${run#*:}
+  expect_ok "$key on a tied model, 1 rank" one output.dir=${tag}1 model.path=tied "$key"
+  expect_ok "$key on a tied model, 2 ranks, stage 3" two output.dir=${tag}2 model.path=tied zero.stage=3 "$key"
+  expect_ok "$key on a tied model, 1 rank, offload.param = nvme" one output.dir=${tag}1-nvme model.path=tied \
+    zero.stage=3 offload.param=nvme offload.nvme_path=swap "$key"
+  same "$key on a tied model at stage 3 on 2 ranks trains as 1 rank" ${tag}1 ${tag}2 &&
+    same "...and bitwise with the base streamed" ${tag}1 ${tag}1-nvme 0
+done
 expect_ok "tied embedding, checkpointing, 1 rank" one output.dir=t1 model.path=tied model.activation_checkpointing=true
 expect_ok "tied embedding, checkpointing, 2 ranks, stage 3" two output.dir=t2 model.path=tied \
   model.activation_checkpointing=true zero.stage=3

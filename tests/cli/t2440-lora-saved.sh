@@ -33,16 +33,7 @@ expect_ok "10 steps from PEFT's adapter on a tied model" "$ZT" pretrain tied_pef
 peft_losses tied_peft "$F/saved/tied/expected.json" "a tied embedding and LM head"
 
 # a chat template (ChatML) whose two tokens the tokenizer lacks
-$PY - <<'PY'
-import json
-with open("chat.jsonl", "w") as f, open("corpus.txt", "w") as c:
-    for a in ("abcd", "bead", "cafe", "dace"):
-        f.write(json.dumps({"messages": [{"role": "user", "content": "reverse " + a}, {"role": "assistant", "content": a[::-1]}]}) + "\n")
-        c.write("user reverse %s assistant %s\n" % (a, a[::-1]))
-PY
-spm_train --input=corpus.txt --model_prefix=chat --vocab_size=30 --model_type=char --minloglevel=2 \
-  --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
-V=$(wc -l < chat.vocab)
+chat_reverse_task
 make_tiny base vocab_size=$V bos_token_id=1 eos_token_id=2 && $PY "$ROOT/tests/cli/llama_ref.py" perturb base \
   && cp chat.model base/tokenizer.model  # weights larger than init: a frozen model the adapters can steer
 printf '[model]\npath = "base"\ndtype = "fp32"\n[tokenizer]\nchat_template = "chatml"\n[data]\ntrain = "chat.jsonl"\nvalid = "chat.jsonl"\nformat = "chat"\nmax_length = 64\n[train]\nmax_steps = 60\nsave_steps = 30\nmicro_batch_size = 4\nlearning_rate = 1e-2\nlr_scheduler_type = "constant"\nlogging_steps = 1\n[eval]\ngenerate = true\nmax_new_tokens = 8\n[lora]\nr = 8\nalpha = 16\ndropout = 0.1\ntarget_modules = "all-linear"\nmodules_to_save = ["embed_tokens", "lm_head"]\n' > chat.toml
@@ -81,20 +72,7 @@ cmp -s run/final/adapter_model.safetensors cut/final/adapter_model.safetensors \
 expect_ok "export --merge" "$ZT" export run --merge --out merged
 grep -q "\"vocab_size\":[[:space:]]*$((V + 2))" merged/config.json && say "ok - the merged model has $((V + 2)) tokens" \
   || fail "merged config.json: $(grep vocab merged/config.json)"
-adapted=$("$ZT" eval chat.toml --checkpoint run/final lora.r=0 'lora.modules_to_save=[]') \
-  && merged=$("$ZT" eval chat.toml --checkpoint merged lora.r=0 'lora.modules_to_save=[]') && $PY -c "
-import json; a, m = json.loads('$adapted'), json.loads('$merged')
-# the same products, the adapters' merged into W (their logits within ~1e-6 of their size, under 30
-# here, t2400-lora.sh), the copies the merged model's own. The loss of a confident model is small
-# (about 2e-4) and so is its gradient: p - y sums to 2(1 - p_t), about 2L in absolute value, so a
-# logit error e moves L by at most 2·L·e, 6e-5 relative; measured 0 (bitwise): 1e-4 relative
-assert abs(a['loss'] - m['loss']) <= 1e-4 * a['loss'] and a['accuracy'] == m['accuracy'] == 1, (a, m)" \
-  && say "ok - zt eval of the adapter is the merged model's: $adapted" || fail "eval: adapter $adapted, merged $merged"
-echo '{"messages": [{"role": "user", "content": "reverse bead"}]}' > ask.jsonl
-expect_ok "generate with the adapter" "$ZT" generate --model run/final --input ask.jsonl --output a.jsonl
-expect_ok "generate with the merged model" "$ZT" generate --model merged --input ask.jsonl --output m.jsonl
-grep -q '"completion":"daeb"' a.jsonl && cmp -s a.jsonl m.jsonl && say "ok - zt generate answers as the merged model: $(cat a.jsonl)" \
-  || fail "generate: adapter $(cat a.jsonl), merged $(cat m.jsonl)"
+adapter_is_merge run merged lora.r=0 'lora.modules_to_save=[]'
 
 # a tied model: the chat template's tokens train in both copies of its embedding, and the merged
 # export keeps the two apart (tie_word_embeddings false, an lm_head.weight of its own), as zt eval of

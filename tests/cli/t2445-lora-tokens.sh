@@ -28,16 +28,7 @@ done
 
 # a chat template (ChatML) whose two tokens a tied model's tokenizer lacks, named as trainable
 # tokens: the template adds them as V and V + 1
-$PY - <<'PY'
-import json
-with open("chat.jsonl", "w") as f, open("corpus.txt", "w") as c:
-    for a in ("abcd", "bead", "cafe", "dace"):
-        f.write(json.dumps({"messages": [{"role": "user", "content": "reverse " + a}, {"role": "assistant", "content": a[::-1]}]}) + "\n")
-        c.write("user reverse %s assistant %s\n" % (a, a[::-1]))
-PY
-spm_train --input=corpus.txt --model_prefix=chat --vocab_size=30 --model_type=char --minloglevel=2 \
-  --hard_vocab_limit=false >/dev/null 2>&1 || fail "spm_train"
-V=$(wc -l < chat.vocab)
+chat_reverse_task
 make_tiny tied vocab_size=$V bos_token_id=1 eos_token_id=2 tie_word_embeddings=true \
   && $PY "$ROOT/tests/cli/llama_ref.py" perturb tied && cp chat.model tied/tokenizer.model
 make_tiny untied vocab_size=$V bos_token_id=1 eos_token_id=2 && cp chat.model untied/tokenizer.model
@@ -78,18 +69,7 @@ M, A = read_st("merged/model.safetensors"), read_st("run/final/adapter_model.saf
 assert "lm_head.weight" not in M
 assert np.array_equal(M["model.embed_tokens.weight"][V:], A["base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta"])
 PY
-adapted=$("$ZT" eval chat.toml --checkpoint run/final lora.r=0 'lora.trainable_token_indices=[]') \
-  && merged=$("$ZT" eval chat.toml --checkpoint merged lora.r=0 'lora.trainable_token_indices=[]') && $PY -c "
-import json; a, m = json.loads('$adapted'), json.loads('$merged')
-# the same products, the adapters' merged into W (t2440-lora-saved.sh's bound), the rows the
-# merged model's own: 1e-4 relative
-assert abs(a['loss'] - m['loss']) <= 1e-4 * a['loss'] and a['accuracy'] == m['accuracy'] == 1, (a, m)" \
-  && say "ok - zt eval of the adapter is the merged model's: $adapted" || fail "eval: adapter $adapted, merged $merged"
-echo '{"messages": [{"role": "user", "content": "reverse bead"}]}' > ask.jsonl
-expect_ok "generate with the adapter" "$ZT" generate --model run/final --input ask.jsonl --output a.jsonl
-expect_ok "generate with the merged model" "$ZT" generate --model merged --input ask.jsonl --output m.jsonl
-grep -q '"completion":"daeb"' a.jsonl && cmp -s a.jsonl m.jsonl && say "ok - zt generate answers as the merged model: $(cat a.jsonl)" \
-  || fail "generate: adapter $(cat a.jsonl), merged $(cat m.jsonl)"
+adapter_is_merge run merged lora.r=0 'lora.trainable_token_indices=[]'
 
 # on a device (the CPU posing as one: the positions' rows uploaded) bitwise as on the CPU; bf16
 # (the base's products on bf16 operands, the rows' own in fp32) within 1e-2 of fp32 over the first
