@@ -105,6 +105,11 @@ void zt_cpu_add(zt_real *y, const zt_real *x, size_t n);
 /* x[i] += magnitude·u, u = zt_hash_uniform_pm1(key + i) (lib/core/rng.h): uniform in [-1, 1), a
  * function of the index alone (noise.c); the CUDA twin adds the same bits */
 void zt_cpu_add_uniform_noise(zt_real *x, size_t n, uint64_t key, zt_real magnitude);
+/* dst[i] = keep(i) ? src[i]·keep_scale : 0 (accumulate: dst[i] += that), keep(i) when
+ * zt_mix64(key + i) >> 11 is not below drop_below (p·2⁵³ drops with probability p): a function of
+ * the index alone (dropout.c); the CUDA twin keeps and adds the same bits */
+void zt_cpu_dropout(zt_real *dst, const zt_real *src, size_t n, uint64_t key, uint64_t drop_below, zt_real keep_scale,
+                    int accumulate);
 
 /* y[n,:] += b; backward: db += Σ_n dy[n,:] */
 void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);

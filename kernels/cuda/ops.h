@@ -69,6 +69,8 @@ void zt_cuda_softcap_backward(cudaStream_t s, float *dx, const float *y, size_t 
 void zt_cuda_scale(cudaStream_t s, float *x, size_t n, float alpha);
 void zt_cuda_add(cudaStream_t s, float *y, const float *x, size_t n);
 void zt_cuda_add_uniform_noise(cudaStream_t s, float *x, size_t n, uint64_t key, float magnitude); /* noise.cu */
+void zt_cuda_dropout(cudaStream_t s, float *dst, const float *src, size_t n, uint64_t key, uint64_t drop_below,
+                     float keep_scale, int accumulate); /* dropout.cu */
 void zt_cuda_bias_forward(cudaStream_t s, float *y, const float *b, int N, int M);
 void zt_cuda_bias_backward(cudaStream_t s, float *db, const float *dy, int N, int M);
 

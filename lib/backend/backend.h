@@ -114,6 +114,9 @@ struct zt_backend {
     void (*add)(zt_backend *be, zt_real *y, const zt_real *x, size_t n); /* y += x */
     /* x[i] += magnitude·u(key + i), u uniform in [-1, 1) (kernels/cpu/ops.h): the same bits everywhere */
     void (*add_uniform_noise)(zt_backend *be, zt_real *x, size_t n, uint64_t key, zt_real magnitude);
+    /* dst[i] (+)= keep(i) ? src[i]·keep_scale : 0, keep(i) a function of key + i (kernels/cpu/ops.h) */
+    void (*dropout)(zt_backend *be, zt_real *dst, const zt_real *src, size_t n, uint64_t key, uint64_t drop_below,
+                    zt_real keep_scale, int accumulate);
     void (*bias_forward)(zt_backend *be, zt_real *y, const zt_real *b, int N, int M);
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,

@@ -169,6 +169,11 @@ static void cpu_add_uniform_noise(zt_backend *be, zt_real *x, size_t n, uint64_t
 {
     zt_cpu_add_uniform_noise(x, n, key, magnitude);
 }
+static void cpu_dropout(zt_backend *be, zt_real *dst, const zt_real *src, size_t n, uint64_t key, uint64_t drop_below,
+                        zt_real keep_scale, int accumulate)
+{
+    zt_cpu_dropout(dst, src, n, key, drop_below, keep_scale, accumulate);
+}
 static void cpu_bias_forward(zt_backend *be, zt_real *y, const zt_real *b, int N, int M)
 {
     zt_cpu_bias_forward(y, b, N, M);
@@ -241,6 +246,7 @@ static zt_backend cpu_backend = {
     .scale = cpu_scale,
     .add = cpu_add,
     .add_uniform_noise = cpu_add_uniform_noise,
+    .dropout = cpu_dropout,
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,

@@ -483,6 +483,13 @@ static void cuda_add_uniform_noise(zt_backend *be, float *x, size_t n, uint64_t 
     zt_cuda_add_uniform_noise(stream, x, n, key, magnitude);
 }
 
+static void cuda_dropout(zt_backend *be, float *dst, const float *src, size_t n, uint64_t key, uint64_t drop_below,
+                         float keep_scale, int accumulate)
+{
+    MARK();
+    zt_cuda_dropout(stream, dst, src, n, key, drop_below, keep_scale, accumulate);
+}
+
 static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
 {
     MARK();
@@ -603,6 +610,7 @@ static zt_backend cuda_backend = {
     .scale = cuda_scale,
     .add = cuda_add,
     .add_uniform_noise = cuda_add_uniform_noise,
+    .dropout = cuda_dropout,
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,

@@ -328,9 +328,6 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (!st) st = check_saved(m, c);
     if (!st) st = check_tokens(m, c);
     if (st) return st;
-    if (c->dropout > 0 && !m->be->host_memory)
-        return zt_fail(ZT_EUSER, "lora.dropout = %g is not supported on the %s backend yet (set it to 0)", c->dropout,
-                       m->be->name);
     if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
         return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
                        m->be->name);
@@ -532,12 +529,7 @@ static void dropout(const zt_llama *m, int l, int e, zt_lora_module mod, const z
     if (e) module ^= zt_mix64(0xe7e70000u + (uint64_t)e);
     uint64_t key = zt_mix64(zt_mix64(m->draw_seed ^ 0xd50f) ^ zt_mix64(m->pass) ^ module);
     uint64_t drop_below = (uint64_t)(p * 9007199254740992.0); /* p·2⁵³ */
-    zt_real keep_scale = (zt_real)(1 / (1 - p));
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        zt_real v = (zt_mix64(key + i) >> 11) < drop_below ? 0 : src[i] * keep_scale;
-        dst[i] = accumulate ? dst[i] + v : v;
-    }
+    m->be->dropout(m->be, dst, src, n, key, drop_below, (zt_real)(1 / (1 - p)), accumulate);
 }
 
 /* The adapter's input: x, or x with dropout in a->xd (training passes with p > 0). */

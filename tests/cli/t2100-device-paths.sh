@@ -29,6 +29,7 @@ runs=(
   "one process, offload.param = cpu|offload.param=cpu offload.optimizer=cpu zero.stage=3"
   "one process, offload.param = nvme|offload.param=nvme offload.optimizer=nvme zero.stage=3 offload.nvme_path=[\"$PWD\"]"
   "one process, LoRA, offload.param = cpu|lora.r=4 lora.target_modules=all-linear offload.param=cpu offload.optimizer=cpu zero.stage=3"
+  "one process, LoRA with dropout|lora.r=4 lora.target_modules=all-linear lora.dropout=0.1"
 )
 for spec in "${runs[@]}"; do
   name=${spec%%|*} keys=${spec#*|}

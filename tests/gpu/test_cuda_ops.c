@@ -528,6 +528,11 @@ static void test_elementwise(void)
     expect("add", y, AS_BYTES, 0);
     BOTH(add_uniform_noise, S(y), n, 0x9e3779b97f4a7c15ull, 0.0123f); /* NEFTune's noise: the same draws */
     expect("add_uniform_noise", y, AS_BYTES, 0);
+    uint64_t drop_below = (uint64_t)(0.1 * 9007199254740992.0); /* LoRA's dropout: the same masks */
+    BOTH(dropout, S(dx), S(y), n, 0x5bd1e995ull, drop_below, 1 / 0.9f, 0);
+    expect("dropout", dx, AS_BYTES, 0);
+    BOTH(dropout, S(dx), S(y), n, 0x5bd1e996ull, drop_below, 1 / 0.9f, 1);
+    expect("dropout (accumulated)", dx, AS_BYTES, 0);
     case_end();
 }
 
