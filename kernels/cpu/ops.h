@@ -111,6 +111,15 @@ void zt_cpu_add_uniform_noise(zt_real *x, size_t n, uint64_t key, zt_real magnit
 void zt_cpu_dropout(zt_real *dst, const zt_real *src, size_t n, uint64_t key, uint64_t drop_below, zt_real keep_scale,
                     int accumulate);
 
+/* DoRA (dora.c): norm[j] = ||x[j, :]|| over rows × cols (each sum in double); forward
+ * y[n, j] (rows ldy apart) += (g_j - 1)·v[n, j] + g_j·bu[n, j], g = M / norm; backward
+ * gM[j] += Σₙ dy[n, j]·t[n, j] / norm[j], de = g·dy, dv = (g - 1)·dy ([N, out] each) */
+void zt_cpu_row_norms(zt_real *norm, const zt_real *x, int rows, int cols);
+void zt_cpu_dora_forward(zt_real *y, int ldy, const zt_real *v, const zt_real *bu, const zt_real *M,
+                         const zt_real *norm, int N, int out);
+void zt_cpu_dora_backward(zt_real *gM, zt_real *de, zt_real *dv, const zt_real *dy, int ldy, const zt_real *t,
+                          const zt_real *M, const zt_real *norm, int N, int out);
+
 /* y[n,:] += b; backward: db += Σ_n dy[n,:] */
 void zt_cpu_bias_forward(zt_real *y, const zt_real *b, int N, int M);
 void zt_cpu_bias_backward(zt_real *db, const zt_real *dy, int N, int M);

@@ -71,6 +71,12 @@ void zt_cuda_add(cudaStream_t s, float *y, const float *x, size_t n);
 void zt_cuda_add_uniform_noise(cudaStream_t s, float *x, size_t n, uint64_t key, float magnitude); /* noise.cu */
 void zt_cuda_dropout(cudaStream_t s, float *dst, const float *src, size_t n, uint64_t key, uint64_t drop_below,
                      float keep_scale, int accumulate); /* dropout.cu */
+/* dora.cu */
+void zt_cuda_row_norms(cudaStream_t s, float *norm, const float *x, int rows, int cols);
+void zt_cuda_dora_forward(cudaStream_t s, float *y, int ldy, const float *v, const float *bu, const float *M,
+                          const float *norm, int N, int out);
+void zt_cuda_dora_backward(cudaStream_t s, float *gM, float *de, float *dv, const float *dy, int ldy, const float *t,
+                           const float *M, const float *norm, int N, int out);
 void zt_cuda_bias_forward(cudaStream_t s, float *y, const float *b, int N, int M);
 void zt_cuda_bias_backward(cudaStream_t s, float *db, const float *dy, int N, int M);
 

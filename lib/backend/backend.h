@@ -117,6 +117,12 @@ struct zt_backend {
     /* dst[i] (+)= keep(i) ? src[i]·keep_scale : 0, keep(i) a function of key + i (kernels/cpu/ops.h) */
     void (*dropout)(zt_backend *be, zt_real *dst, const zt_real *src, size_t n, uint64_t key, uint64_t drop_below,
                     zt_real keep_scale, int accumulate);
+    /* DoRA's row norms, output scaling and magnitude gradient (kernels/cpu/ops.h) */
+    void (*row_norms)(zt_backend *be, zt_real *norm, const zt_real *x, int rows, int cols);
+    void (*dora_forward)(zt_backend *be, zt_real *y, int ldy, const zt_real *v, const zt_real *bu, const zt_real *M,
+                         const zt_real *norm, int N, int out);
+    void (*dora_backward)(zt_backend *be, zt_real *gM, zt_real *de, zt_real *dv, const zt_real *dy, int ldy,
+                          const zt_real *t, const zt_real *M, const zt_real *norm, int N, int out);
     void (*bias_forward)(zt_backend *be, zt_real *y, const zt_real *b, int N, int M);
     void (*bias_backward)(zt_backend *be, zt_real *db, const zt_real *dy, int N, int M);
     void (*cross_entropy)(zt_backend *be, zt_real *logits, double *loss_rows, const int32_t *targets, int n, int V,

@@ -174,6 +174,20 @@ static void cpu_dropout(zt_backend *be, zt_real *dst, const zt_real *src, size_t
 {
     zt_cpu_dropout(dst, src, n, key, drop_below, keep_scale, accumulate);
 }
+static void cpu_row_norms(zt_backend *be, zt_real *norm, const zt_real *x, int rows, int cols)
+{
+    zt_cpu_row_norms(norm, x, rows, cols);
+}
+static void cpu_dora_forward(zt_backend *be, zt_real *y, int ldy, const zt_real *v, const zt_real *bu, const zt_real *M,
+                             const zt_real *norm, int N, int out)
+{
+    zt_cpu_dora_forward(y, ldy, v, bu, M, norm, N, out);
+}
+static void cpu_dora_backward(zt_backend *be, zt_real *gM, zt_real *de, zt_real *dv, const zt_real *dy, int ldy,
+                              const zt_real *t, const zt_real *M, const zt_real *norm, int N, int out)
+{
+    zt_cpu_dora_backward(gM, de, dv, dy, ldy, t, M, norm, N, out);
+}
 static void cpu_bias_forward(zt_backend *be, zt_real *y, const zt_real *b, int N, int M)
 {
     zt_cpu_bias_forward(y, b, N, M);
@@ -247,6 +261,9 @@ static zt_backend cpu_backend = {
     .add = cpu_add,
     .add_uniform_noise = cpu_add_uniform_noise,
     .dropout = cpu_dropout,
+    .row_norms = cpu_row_norms,
+    .dora_forward = cpu_dora_forward,
+    .dora_backward = cpu_dora_backward,
     .bias_forward = cpu_bias_forward,
     .bias_backward = cpu_bias_backward,
     .cross_entropy = cpu_cross_entropy,

@@ -490,6 +490,26 @@ static void cuda_dropout(zt_backend *be, float *dst, const float *src, size_t n,
     zt_cuda_dropout(stream, dst, src, n, key, drop_below, keep_scale, accumulate);
 }
 
+static void cuda_row_norms(zt_backend *be, float *norm, const float *x, int rows, int cols)
+{
+    MARK();
+    zt_cuda_row_norms(stream, norm, x, rows, cols);
+}
+
+static void cuda_dora_forward(zt_backend *be, float *y, int ldy, const float *v, const float *bu, const float *M,
+                              const float *norm, int N, int out)
+{
+    MARK();
+    zt_cuda_dora_forward(stream, y, ldy, v, bu, M, norm, N, out);
+}
+
+static void cuda_dora_backward(zt_backend *be, float *gM, float *de, float *dv, const float *dy, int ldy,
+                               const float *t, const float *M, const float *norm, int N, int out)
+{
+    MARK();
+    zt_cuda_dora_backward(stream, gM, de, dv, dy, ldy, t, M, norm, N, out);
+}
+
 static void cuda_bias_forward(zt_backend *be, float *y, const float *b, int N, int M)
 {
     MARK();
@@ -611,6 +631,9 @@ static zt_backend cuda_backend = {
     .add = cuda_add,
     .add_uniform_noise = cuda_add_uniform_noise,
     .dropout = cuda_dropout,
+    .row_norms = cuda_row_norms,
+    .dora_forward = cuda_dora_forward,
+    .dora_backward = cuda_dora_backward,
     .bias_forward = cuda_bias_forward,
     .bias_backward = cuda_bias_backward,
     .cross_entropy = cuda_cross_entropy,

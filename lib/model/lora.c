@@ -328,9 +328,6 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     if (!st) st = check_saved(m, c);
     if (!st) st = check_tokens(m, c);
     if (st) return st;
-    if (c->method == ZT_LORA_METHOD_DORA && !m->be->host_memory)
-        return zt_fail(ZT_EUSER, "lora.method = \"dora\" (use_dora) is not supported on the %s backend yet",
-                       m->be->name);
     unsigned targets = 0;
     if ((st = resolve_targets(m, c, &targets))) return st;
     zt_lora *a = calloc(1, sizeof *a);
@@ -435,56 +432,57 @@ static zt_real *magnitude(const zt_llama *m, zt_real *p, int l, zt_lora_module m
 }
 
 /* DoRA: norm[j] = ||W_j + s·(B·A)_j|| over the outputs j of module mod in layer l, W from the
- * base weights w and A, B from the adapters p (host memory both), a block of rows at a time in
- * buf (cap elements, at least one row). */
-static void weight_norms(const zt_llama *m, const zt_real *w, zt_real *p, int l, zt_lora_module mod, zt_real *norm,
-                         zt_real *buf, size_t cap)
+ * base weights w and A, B from the adapters p, all where be computes (the model's backend on
+ * its arrays, the CPU's on mapped ones), a block of rows at a time in buf (cap elements there, at
+ * least one row). */
+static void weight_norms(const zt_llama *m, zt_backend *be, const zt_real *w, zt_real *p, int l, zt_lora_module mod,
+                         zt_real *norm, zt_real *buf, size_t cap)
 {
     const zt_lora *a = m->lora;
-    zt_backend *cpu = zt_backend_cpu();
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
     const zt_real *A = adapter_a(a, p, l, 0, mod), *B = A + (size_t)r * in, *W = w + base_weight(m, l, 0, mod);
     int rows = cap / in < (size_t)out ? (int)(cap / in) : out;
     for (int j0 = 0; j0 < out; j0 += rows) {
         int n = out - j0 < rows ? out - j0 : rows;
-        memcpy(buf, W + (size_t)j0 * in, (size_t)n * in * sizeof *buf);
-        cpu->gemm(cpu, 0, 0, n, in, r, (zt_real)a->scale, B + (size_t)j0 * r, r, A, in, 1, buf, in);
-#pragma omp parallel for schedule(static)
-        for (int j = 0; j < n; j++) {
-            double sum = 0;
-            for (int i = 0; i < in; i++) sum += (double)buf[(size_t)j * in + i] * buf[(size_t)j * in + i];
-            norm[j0 + j] = (zt_real)sqrt(sum);
-        }
+        be->copy(be, buf, W + (size_t)j0 * in, (size_t)n * in * sizeof *buf);
+        be->gemm(be, 0, 0, n, in, r, (zt_real)a->scale, B + (size_t)j0 * r, r, A, in, 1, buf, in);
+        be->row_norms(be, norm + j0, buf, n, in);
     }
 }
 
-/* A host buffer of 64 rows of the widest layer, for weight_norms outside a pass. */
-static zt_real *norm_rows(const zt_llama *m, size_t *cap)
+/* A buffer of 64 rows of the widest layer where be computes, for weight_norms outside a pass. */
+static zt_real *norm_rows(const zt_llama *m, zt_backend *be, size_t *cap)
 {
     *cap = 64 * widest(m);
-    return malloc(*cap * sizeof(zt_real));
+    return be->alloc(be, *cap * sizeof(zt_real));
 }
 
-/* DoRA's magnitudes M = ||W + s·B·A|| (||W|| with B = 0), in the mapped adapters p. A base that
- * ZeRO stage 3 shards (m->hooks) has each layer gathered for it, as a forward pass would. */
-static zt_status init_magnitudes(zt_llama *m, zt_real *p)
+/* DoRA's norms ||W + s·B·A|| of every targeted module of every layer into dst(l, mod), where the
+ * model computes, from its arrays. A base that ZeRO stage 3 shards (m->hooks) has each layer
+ * gathered for it, as a forward pass would. */
+static zt_status all_norms(zt_llama *m, zt_real *(*dst)(zt_llama *m, int l, zt_lora_module mod))
 {
     size_t cap;
-    const zt_llama_hooks *h = m->hooks;
-    zt_real *w = h ? m->params : zt_llama_params_map(m), *buf = norm_rows(m, &cap);
-    zt_status st = w && buf ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory initialising the DoRA magnitudes");
-    for (int l = 0; !st && l < m->L; l++) {
+    zt_backend *be = m->be;
+    zt_real *buf = norm_rows(m, be, &cap);
+    if (!buf) return zt_fail(ZT_ENOMEM, "out of memory for the DoRA norms");
+    for (int l = 0; l < m->L; l++) {
         int unit = zt_llama_layer_unit(m, l); /* the whole layer: DoRA runs with an untiled MLP */
-        if (h) h->acquire(h->ctx, unit, ZT_LLAMA_FORWARD);
+        zt_llama_acquire(m, unit, ZT_LLAMA_FORWARD);
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-            if (targeted(m->lora, mod)) weight_norms(m, w, p, l, mod, magnitude(m, p, l, mod), buf, cap);
-        if (h) h->release(h->ctx, unit, ZT_LLAMA_FORWARD);
+            if (targeted(m->lora, mod))
+                weight_norms(m, be, m->params, m->lora->view.params, l, mod, dst(m, l, mod), buf, cap);
+        zt_llama_release(m, unit, ZT_LLAMA_FORWARD);
     }
-    if (h) h->finish(h->ctx, 0);
-    free(buf);
-    if (w && !h) zt_llama_params_unmap(m, w, 0);
-    return st;
+    if (m->hooks) m->hooks->finish(m->hooks->ctx, 0);
+    be->free(be, buf);
+    return ZT_OK;
+}
+
+static zt_real *magnitude_of(zt_llama *m, int l, zt_lora_module mod)
+{
+    return magnitude(m, m->lora->view.params, l, mod);
 }
 
 zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
@@ -508,9 +506,8 @@ zt_status zt_lora_init_weights(zt_llama *m, uint64_t seed)
             p[t->offset + j] = (zt_real)w;
         }
     }
-    zt_status st = is_dora(a) ? init_magnitudes(m, p) : ZT_OK;
-    zt_llama_params_unmap(v, p, !st);
-    return st;
+    zt_llama_params_unmap(v, p, 1);
+    return is_dora(a) ? all_norms(m, magnitude_of) : ZT_OK; /* M = ||W + s·B·A||, ||W|| with B = 0 */
 }
 
 /* ---- dropout ---------------------------------------------------------------------------- */
@@ -563,12 +560,7 @@ static void dora_forward(zt_llama *m, int l, zt_lora_module mod, const zt_real *
     zt_real *v = a->dv, *bu = a->de;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, 0, mod), in, 0, v, out); /* W·xd */
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 0, bu, out);                  /* s·u·Bᵀ */
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < out; j++) {
-            zt_real g = M[j] / norm[j];
-            y[(size_t)n * ldy + j] += (g - 1) * v[(size_t)n * out + j] + g * bu[(size_t)n * out + j];
-        }
+    be->dora_forward(be, y, ldy, v, bu, M, norm, N, out);
 }
 
 /* DoRA's backward, u = xd·Aᵀ given: ∂M += Σₙ dy·(W·xd + s·u·Bᵀ) / ||W + s·B·A|| (the norm a
@@ -586,19 +578,7 @@ static void dora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real 
     zt_real *gM = magnitude(m, a->view.grads, l, mod), *t = a->dv;
     be->gemm(be, 0, 1, N, out, in, 1, xd, in, m->params + base_weight(m, l, 0, mod), in, 0, t, out);
     be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, t, out); /* t = W·xd + s·u·Bᵀ */
-#pragma omp parallel for schedule(static)
-    for (int j = 0; j < out; j++) {
-        zt_real sum = 0;
-        for (int n = 0; n < N; n++) sum += dy[(size_t)n * ldy + j] * t[(size_t)n * out + j];
-        gM[j] += sum / norm[j];
-    }
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < out; j++) {
-            zt_real g = M[j] / norm[j], d = dy[(size_t)n * ldy + j];
-            a->de[(size_t)n * out + j] = g * d;
-            a->dv[(size_t)n * out + j] = (g - 1) * d;
-        }
+    be->dora_backward(be, gM, a->de, a->dv, dy, ldy, t, M, norm, N, out);       /* t read before dv is written */
 }
 
 #ifndef ZT_REAL_DOUBLE
@@ -673,7 +653,7 @@ void zt_lora_forward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const z
 #endif
     be->gemm(be, 0, 1, N, r, in, 1, xd, in, A, in, 0, a->u, r);
     if (is_dora(a) && !a->keep_norms) /* for the backward pass too */
-        weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), a->dv,
+        weight_norms(m, be, m->params, a->view.params, l, mod, layer_norms(a, l, mod), a->dv,
                      a->scratch_tokens * widest(m));
     if (is_dora(a)) dora_forward(m, l, mod, xd, y, ldy, N);
     else be->gemm(be, 0, 1, N, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
@@ -692,23 +672,15 @@ void zt_lora_decode(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real
     else be->gemm(be, 0, 1, n, out, r, (zt_real)a->scale, a->u, r, B, r, 1, y, ldy);
 }
 
+static zt_real *norms_of(zt_llama *m, int l, zt_lora_module mod) { return layer_norms(m->lora, l, mod); }
+
 zt_status zt_lora_prepare_decode(zt_llama *m)
 {
     zt_lora *a = m->lora;
     if (!a || !is_dora(a)) return ZT_OK;
-    size_t cap;
-    zt_real *buf = norm_rows(m, &cap);
-    if (!buf) return zt_fail(ZT_ENOMEM, "out of memory for the DoRA norms");
-    for (int l = 0; l < m->L; l++) { /* a base ZeRO stage 3 shards (m->hooks) gathered layer by layer */
-        zt_llama_acquire(m, zt_llama_layer_unit(m, l), ZT_LLAMA_FORWARD);
-        for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-            if (targeted(a, mod)) weight_norms(m, m->params, a->view.params, l, mod, layer_norms(a, l, mod), buf, cap);
-        zt_llama_release(m, zt_llama_layer_unit(m, l), ZT_LLAMA_FORWARD);
-    }
-    if (m->hooks) m->hooks->finish(m->hooks->ctx, 0);
-    free(buf);
-    a->decode_norms = 1;
-    return ZT_OK;
+    zt_status st = all_norms(m, norms_of);
+    a->decode_norms = !st;
+    return st;
 }
 
 void zt_lora_backward(zt_llama *m, int l, zt_lora_module mod, const zt_real *x, const uint16_t *x16, const zt_real *dy,
@@ -981,17 +953,18 @@ zt_status zt_lora_merge(zt_llama *m)
     zt_status st = m->lora->cfg.save ? zt_llama_untie(m) : ZT_OK;
     if (st) return st;
     zt_lora *a = m->lora;
+    zt_backend *cpu = zt_backend_cpu(); /* on the mapped arrays */
     size_t cap = 0;
     zt_real *w = zt_llama_params_map(m), *p = zt_llama_params_map(&a->view);
-    zt_real *buf = is_dora(a) ? norm_rows(m, &cap) : NULL, *norm = is_dora(a) ? malloc(widest(m) * sizeof *norm) : NULL;
+    zt_real *buf = is_dora(a) ? norm_rows(m, cpu, &cap) : NULL,
+            *norm = is_dora(a) ? malloc(widest(m) * sizeof *norm) : NULL;
     if (!w || !p || (is_dora(a) && (!buf || !norm))) {
         zt_llama_params_unmap(m, w, 0);
         zt_llama_params_unmap(&a->view, p, 0);
-        free(buf);
+        cpu->free(cpu, buf);
         free(norm);
         return zt_fail(ZT_ENOMEM, "out of memory merging the adapters");
     }
-    zt_backend *cpu = zt_backend_cpu();
     int r = a->cfg.r;
     for (int l = 0; l < m->L; l++)
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
@@ -999,7 +972,7 @@ zt_status zt_lora_merge(zt_llama *m)
                 int in, out;
                 dims(m, mod, &in, &out);
                 const zt_real *A = adapter_a(a, p, l, e, mod), *B = A + (size_t)r * in;
-                if (is_dora(a)) weight_norms(m, w, p, l, mod, norm, buf, cap);
+                if (is_dora(a)) weight_norms(m, cpu, w, p, l, mod, norm, buf, cap);
                 cpu->gemm(cpu, 0, 0, out, in, r, (zt_real)a->scale, B, r, A, in, 1, w + base_weight(m, l, e, mod), in);
                 if (is_dora(a)) scale_rows(m, w, p, l, mod, norm);
             }
@@ -1010,7 +983,7 @@ zt_status zt_lora_merge(zt_llama *m)
     for (int j = 0; j < a->cfg.n_tokens; j++) /* a tied LM head takes them too */
         memcpy(w + m->embed_off + (size_t)a->cfg.tokens[j] * m->C, p + a->tokens_off + (size_t)j * m->C,
                (size_t)m->C * sizeof *w);
-    free(buf);
+    cpu->free(cpu, buf);
     free(norm);
     zt_llama_params_unmap(&a->view, p, 0);
     zt_llama_params_unmap(m, w, 1);

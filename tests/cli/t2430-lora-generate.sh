@@ -39,6 +39,19 @@ for a in adapter dora qlora; do
   gen merged-$a --model merged-$a
   same $a
 done
+# on a device (the CPU posing as one): DoRA's norms computed there for the decoder, trainable
+# tokens' rows written over the lookups and the tied head's logits, the same completions
+ZT_CPU_AS_DEVICE=1 gen dora-dev --model base --adapter "$F/dora"
+cp -r "$F/saved/tied/base" tied && cp tok.model tied/tokenizer.model
+gen tokens --model tied --adapter "$F/tokens/tied/adapter"
+ZT_CPU_AS_DEVICE=1 gen tokens-dev --model tied --adapter "$F/tokens/tied/adapter"
+expect_ok "export --merge of tokens" "$ZT" export "$F/tokens/tied/adapter" --merge --base tied --out merged-tokens
+cp tok.model merged-tokens/tokenizer.model
+gen merged-tokens --model merged-tokens
+gen plain-tied --model tied
+same tokens plain-tied
+cmp -s dora.txt dora-dev.txt && cmp -s tokens.txt tokens-dev.txt && say "ok - DoRA and trainable tokens on a device: the CPU's completions" \
+  || fail "as a device: dora '$(cat dora-dev.txt)' for '$(cat dora.txt)', tokens '$(cat tokens-dev.txt)' for '$(cat tokens.txt)'"
 cmp -s qlora.txt adapter.txt && fail "the QLoRA adapter's completion is the unquantized base's" \
   || say "ok - the QLoRA adapter ran on the quantized base"
 # a mixture of experts: the KV-cache decoder routes each token through the quantized router and experts

@@ -170,6 +170,9 @@ variants() {
     # the dropout masks the CPU's (the same counter-based draws), trainable tokens' rows written over the lookups
     pair lora-dropout-tokens 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear \
         lora.dropout=0.1 'lora.trainable_token_indices=[3, 17, 40]' || failed+=" lora-dropout-tokens"
+    # DoRA: the weight norms, the outputs' scaling and the magnitudes' gradient in the DoRA kernels
+    pair dora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.method=dora \
+        || failed+=" dora"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
         lora.double_quant=true || failed+=" qlora"

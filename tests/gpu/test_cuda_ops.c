@@ -678,6 +678,32 @@ static void test_adamw(void)
         }
 }
 
+/* DoRA: the row norms of W + s·B·A (double sums in another order: 1e-12), then on the CPU's
+ * norms the outputs' scaling and the backward pass's parts, the same fp32 operations in the same
+ * order (the magnitude gradient's sum over the rows too): bitwise */
+static void test_dora(void)
+{
+    static const int cases[][3] = {{1, 1, 1}, {33, 517, 300}, {128, 1408, 512}}; /* N, out, in */
+    for (size_t c = 0; c < 3; c++) {
+        int N = cases[c][0], out = cases[c][1], in = cases[c][2], ldy = out + 3;
+        set_case("N=%d out=%d in=%d", N, out, in);
+        buf w = buf_floats((size_t)out * in, 1), norm = buf_floats(out, 1), M = buf_floats(out, 1);
+        BOTH(row_norms, S(norm), S(w), out, in);
+        expect("row_norms", norm, AS_F32, 1e-12);
+        mirror(norm);
+        buf y = buf_floats((size_t)N * ldy, 1), v = buf_floats((size_t)N * out, 1), bu = buf_floats((size_t)N * out, 1);
+        BOTH(dora_forward, S(y), ldy, S(v), S(bu), S(M), S(norm), N, out);
+        expect("dora_fwd", y, AS_BYTES, 0);
+        buf gM = buf_floats(out, 1), de = buf_floats((size_t)N * out, 1), dy = buf_floats((size_t)N * ldy, 1);
+        buf t = buf_floats((size_t)N * out, 1);
+        BOTH(dora_backward, S(gM), S(de), S(t), S(dy), ldy, S(t), S(M), S(norm), N, out); /* dv over t, as lora.c */
+        expect("dora_bwd.gM", gM, AS_BYTES, 0);
+        expect("dora_bwd.de", de, AS_BYTES, 0);
+        expect("dora_bwd.dv", t, AS_BYTES, 0);
+        case_end();
+    }
+}
+
 static void test_sumsq(void)
 {
     static const size_t sizes[] = {0, 1, 4097, 1000003};
@@ -725,6 +751,7 @@ int main(void)
     RUN(test_scale_rows);
     RUN(test_adamw);
     RUN(test_sumsq);
+    RUN(test_dora);
     RUN(test_gemm_unaligned);
     return test_summary();
 }
