@@ -138,8 +138,9 @@ int cmd_validate(int argc, char **argv)
         printf("\n# memory per rank: ZeRO stage %d, world size %ld, %ld ranks per node, %zu parameters%s\n", e.stage,
                world, per_node, e.numel, e.device.total ? ", if it computed on the CPU" : "");
         if (e.trained)
-            printf("# LoRA: %zu parameters trained (the adapters%s), the base frozen\n", e.trained,
-                   r.lora.modules_to_save.n ? " and lora.modules_to_save" : "");
+            printf("# LoRA: %zu parameters trained (the adapters%s%s), the base frozen\n", e.trained,
+                   r.lora.modules_to_save.n ? " and lora.modules_to_save" : "",
+                   r.lora.trainable_token_indices.n ? " and the rows of lora.trainable_token_indices" : "");
         row("parameters", e.params, "");
         if (e.hpz) row("  of which hpZ's slices", e.hpz, "(zero.hpz_partition_size)");
         if (e.trained) row("  of which the frozen base", e.base, lora_base_note(&r, e.stage));
