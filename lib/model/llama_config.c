@@ -173,8 +173,7 @@ zt_status zt_llama_parse_config(zt_llama_config *c, const cJSON *o, const char *
     }
     if (qwen2) c->qkv_bias = 1;
     else if (qwen2_moe) c->qkv_bias = qkv_bias, c->o_bias = 0;
-    else if (glm) c->qkv_bias = attention_bias, c->o_bias = 0;
-    else c->qkv_bias = c->o_bias = attention_bias;
+    else zt_llama_set_attention_bias(c, attention_bias);
     if (!c->head_dim && c->num_attention_heads > 0) c->head_dim = c->hidden_size / c->num_attention_heads;
     return zt_llama_config_check(c, path);
 }

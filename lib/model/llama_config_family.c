@@ -62,6 +62,12 @@ static void smollm3_defaults(zt_llama_config *c)
     c->max_position_embeddings = 32768;
 }
 
+void zt_llama_set_attention_bias(zt_llama_config *c, int on)
+{
+    c->qkv_bias = on;
+    c->o_bias = zt_llama_is(c, "glm") || zt_llama_is(c, "glm4") ? 0 : on;
+}
+
 void zt_llama_family_defaults(zt_llama_config *c)
 {
     c->gemma = c->gelu_exact = c->post_norms = c->no_pre_norms = c->sliding_window_pattern = 0;

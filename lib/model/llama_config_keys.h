@@ -38,6 +38,9 @@ const char *zt_llama_model_types(void);
 
 /* What the family's *Config defaults to on c's sizes (c->model_type set, the rest llama's). */
 void zt_llama_family_defaults(zt_llama_config *c);
+/* attention_bias as c's family's config.json means it: GLM's biases on q, k and v alone, the
+ * other families' on o too (Qwen2 and Qwen2-MoE read no such key) */
+void zt_llama_set_attention_bias(zt_llama_config *c, int on);
 /* rope_scaling, and the keys only some families have (c holds the common keys). */
 zt_status zt_llama_parse_rope_scaling(zt_llama_config *c, const cJSON *o, const char *path);
 zt_status zt_llama_parse_family(zt_llama_config *c, const cJSON *o, const char *path);

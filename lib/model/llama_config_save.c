@@ -213,8 +213,9 @@ zt_status zt_llama_config_set(zt_llama_config *c, const char *key, const char *v
         if (zt_llama_is(c, "qwen2") || zt_llama_is(c, "qwen2_moe"))
             return zt_fail(ZT_EUSER, "config key 'attention_bias' is not read by %s (its q, k, v have biases%s)",
                            c->model_type, zt_llama_is(c, "qwen2") ? " always" : ": qkv_bias");
-        zt_status st = parse_bool_value(key, value, &c->qkv_bias);
-        c->o_bias = zt_llama_is(c, "glm") || zt_llama_is(c, "glm4") ? 0 : c->qkv_bias; /* GLM: q, k, v alone */
+        int on = 0;
+        zt_status st = parse_bool_value(key, value, &on);
+        if (!st) zt_llama_set_attention_bias(c, on);
         return st;
     }
     if (!strcmp(key, "hidden_act")) { /* Gemma 1's two GELUs; SiLU for the others (Gemma 2 and 3 read none) */
