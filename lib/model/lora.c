@@ -40,6 +40,16 @@ static int experts_of(const zt_llama *m, zt_lora_module mod) { return per_expert
 
 static int targeted(const zt_lora *a, zt_lora_module mod) { return (a->cfg.targets >> mod) & 1; }
 
+/* Whether layer l has module mod's adapter (layers_to_transform names it, or names none) */
+static int adapted(const zt_lora *a, int l, zt_lora_module mod) { return targeted(a, mod) && a->layer_slot[l] >= 0; }
+
+/* Where A of module mod (of expert e: 0 but for per_expert modules) in layer l is in the adapters'
+ * array */
+static size_t adapter_off(const zt_lora *a, int l, int e, zt_lora_module mod)
+{
+    return a->layer_numel * (size_t)a->layer_slot[l] + a->off[mod] + a->expert_numel * e;
+}
+
 static int is_dora(const zt_lora *a) { return a->cfg.method == ZT_LORA_METHOD_DORA; }
 
 /* The widest input or output of a layer in targets. */
@@ -219,6 +229,31 @@ static zt_status check_saved(const zt_llama *m, const zt_lora_config *c)
     return ZT_OK;
 }
 
+/* The first of v[0..n) outside [0, limit) or equal to one before it (*twice: which), -1 none */
+static int first_bad(const int32_t *v, int n, int limit, int *twice)
+{
+    for (int i = 0; i < n; i++) {
+        *twice = 0;
+        if (v[i] < 0 || v[i] >= limit) return i;
+        for (int j = 0; j < i; j++)
+            if (v[j] == v[i]) return *twice = 1, i;
+    }
+    return -1;
+}
+
+/* layers_to_transform naming a layer the model lacks, or one twice */
+static zt_status check_layers(const zt_llama *m, const zt_lora_config *c)
+{
+    int twice, i;
+    if (c->n_layers < 0 || c->n_layers > ZT_LORA_MAX_LAYERS)
+        return zt_fail(ZT_EUSER, "lora: layers_to_transform names %d layers, more than %d", c->n_layers,
+                       ZT_LORA_MAX_LAYERS);
+    if ((i = first_bad(c->layers, c->n_layers, m->L, &twice)) < 0) return ZT_OK;
+    return twice ? zt_fail(ZT_EUSER, "lora: layers_to_transform names layer %d twice", c->layers[i])
+                 : zt_fail(ZT_EUSER, "lora: layers_to_transform: %d is not a layer of the model (layers 0 to %d)",
+                           c->layers[i], m->L - 1);
+}
+
 /* trainable_token_indices the model cannot take: a row it lacks, one named twice, and the
  * embedding trained whole too (PEFT refuses that) or a tied LM head's copy trained apart */
 static zt_status check_tokens(const zt_llama *m, const zt_lora_config *c)
@@ -226,17 +261,15 @@ static zt_status check_tokens(const zt_llama *m, const zt_lora_config *c)
     if (c->n_tokens < 0 || c->n_tokens > ZT_LORA_MAX_TOKENS)
         return zt_fail(ZT_EUSER, "lora: trainable_token_indices names %d tokens, more than %d", c->n_tokens,
                        ZT_LORA_MAX_TOKENS);
-    for (int i = 0; i < c->n_tokens; i++) {
-        if (c->tokens[i] == -1) /* zt_plan_lora_config without a tokenizer */
-            return zt_fail(ZT_EUSER, "lora: trainable_token_indices names a token by its text, which this run has no "
-                                     "tokenizer to look up: give its id");
-        if (c->tokens[i] < 0 || c->tokens[i] >= m->V)
-            return zt_fail(ZT_EUSER, "lora: trainable_token_indices: %d is not a token of the vocabulary (%d tokens)",
-                           c->tokens[i], m->V);
-        for (int j = 0; j < i; j++)
-            if (c->tokens[j] == c->tokens[i])
-                return zt_fail(ZT_EUSER, "lora: trainable_token_indices names %d twice", c->tokens[i]);
-    }
+    int twice, i = first_bad(c->tokens, c->n_tokens, m->V, &twice);
+    if (i >= 0 && c->tokens[i] == -1) /* zt_plan_lora_config without a tokenizer */
+        return zt_fail(ZT_EUSER, "lora: trainable_token_indices names a token by its text, which this run has no "
+                                 "tokenizer to look up: give its id");
+    if (i >= 0)
+        return twice
+                   ? zt_fail(ZT_EUSER, "lora: trainable_token_indices names %d twice", c->tokens[i])
+                   : zt_fail(ZT_EUSER, "lora: trainable_token_indices: %d is not a token of the vocabulary (%d tokens)",
+                             c->tokens[i], m->V);
     if (c->n_tokens && (c->save & ZT_LORA_SAVE_EMBED))
         return zt_fail(ZT_EUSER, "lora: trainable_token_indices with modules_to_save = embed_tokens: the embedding is "
                                  "trained whole already (use one or the other)");
@@ -269,7 +302,7 @@ static size_t lay_out(const zt_llama *m, zt_lora *a)
     }
     a->layer_numel += (size_t)m->cfg.n_experts * a->expert_numel;
     size_t vocab = (size_t)m->V * m->C;
-    a->score_off = a->layer_numel * m->L;
+    a->score_off = a->layer_numel * (size_t)(c->n_layers ? c->n_layers : m->L);
     a->embed_off = a->score_off + (c->score ? (size_t)m->C : 0);
     a->head_off = a->embed_off + (c->save & ZT_LORA_SAVE_EMBED ? vocab : 0);
     a->tokens_off = a->head_off + (c->save & ZT_LORA_SAVE_HEAD ? vocab : 0);
@@ -327,6 +360,7 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     zt_status st = check_config(c);
     if (!st) st = check_saved(m, c);
     if (!st) st = check_tokens(m, c);
+    if (!st) st = check_layers(m, c);
     if (st) return st;
     unsigned targets = 0;
     if ((st = resolve_targets(m, c, &targets))) return st;
@@ -344,22 +378,28 @@ zt_status zt_lora_attach(zt_llama *m, const zt_lora_config *c)
     a->norm_sink = m->be->alloc(m->be, sink_elems(m) * sizeof(zt_real));
     if (is_dora(a)) a->weight_norm = m->be->alloc(m->be, a->layer_outputs * m->L * sizeof(zt_real));
     if (c->n_tokens) a->slot_of = malloc((size_t)m->V * sizeof *a->slot_of);
+    a->layer_slot = malloc((size_t)m->L * sizeof *a->layer_slot);
     m->lora = a;
     if (!v->tensors || !v->params || !v->grads || !a->norm_sink || (is_dora(a) && !a->weight_norm) ||
-        (c->n_tokens && !a->slot_of)) {
+        (c->n_tokens && !a->slot_of) || !a->layer_slot) {
         zt_lora_free(m);
         return zt_fail(ZT_ENOMEM, "out of memory for %zu adapter parameters", v->numel);
     }
     m->be->memset0(m->be, v->params, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
     m->be->memset0(m->be, v->grads, (v->numel + ZT_LLAMA_PAD) * sizeof(zt_real));
+    for (int l = 0; l < m->L; l++) /* the layers in order, whichever layers_to_transform names */
+        a->layer_slot[l] = c->n_layers ? -1 : l;
+    for (int i = 0, k = 0; i < m->L; i++)
+        for (int j = 0; j < c->n_layers; j++)
+            if (c->layers[j] == i) a->layer_slot[i] = k++;
     for (int l = 0; l < m->L; l++)
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-            for (int e = 0; targeted(a, mod) && e < experts_of(m, mod); e++) {
+            for (int e = 0; adapted(a, l, mod) && e < experts_of(m, mod); e++) {
                 int in, out;
                 char path[64]; /* layers.N.block_sparse_moe.experts.E.w1: the tensor name fits in 128 */
                 dims(m, mod, &in, &out);
                 zt_lora_model_path(&m->cfg, path, sizeof path, l, e, mod);
-                size_t A = a->layer_numel * l + a->off[mod] + a->expert_numel * e;
+                size_t A = adapter_off(a, l, e, mod);
                 add_tensor(v, c, A, c->r, in, path, 'A');
                 add_tensor(v, c, A + (size_t)c->r * in, out, c->r, path, 'B');
                 if (is_dora(a)) add_magnitude(v, c, A + (size_t)c->r * (in + out), out, path);
@@ -387,6 +427,7 @@ void zt_lora_free(zt_llama *m)
     be->free(be, a->token_slot);
     free(a->slot_host);
     free(a->slot_of);
+    free(a->layer_slot);
     free(a->view.tensors);
     free(a);
     m->lora = NULL;
@@ -420,7 +461,7 @@ zt_status zt_lora_alloc_scratch(zt_llama *m, size_t tokens)
 /* A of module mod (of expert e: 0 but for per_expert modules) in layer l, in the adapters' array base */
 static zt_real *adapter_a(const zt_lora *a, zt_real *base, int l, int e, zt_lora_module mod)
 {
-    return base + a->layer_numel * l + a->off[mod] + a->expert_numel * e;
+    return base + adapter_off(a, l, e, mod);
 }
 
 /* DoRA's magnitude of module mod in layer l in the adapters p (it follows B) */
@@ -471,7 +512,7 @@ static zt_status all_norms(zt_llama *m, zt_real *(*dst)(zt_llama *m, int l, zt_l
         int unit = zt_llama_layer_unit(m, l); /* the whole layer: DoRA runs with an untiled MLP */
         zt_llama_acquire(m, unit, ZT_LLAMA_FORWARD);
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-            if (targeted(m->lora, mod))
+            if (adapted(m->lora, l, mod))
                 weight_norms(m, be, m->params, m->lora->view.params, l, mod, dst(m, l, mod), buf, cap);
         zt_llama_release(m, unit, ZT_LLAMA_FORWARD);
     }
@@ -639,7 +680,7 @@ void zt_lora_forward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const z
                           zt_real *y, int ldy, int N)
 {
     zt_lora *a = m->lora;
-    if (!a || a->disabled || !targeted(a, mod)) return;
+    if (!a || a->disabled || !adapted(a, l, mod)) return;
     zt_backend *be = m->be;
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
@@ -662,7 +703,7 @@ void zt_lora_forward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const z
 void zt_lora_decode(zt_llama *m, int l, int e, zt_lora_module mod, const zt_real *x, zt_real *y, int ldy, int n)
 {
     zt_lora *a = m->lora;
-    if (!a || a->disabled || !targeted(a, mod)) return;
+    if (!a || a->disabled || !adapted(a, l, mod)) return;
     zt_backend *be = m->be;
     int r = a->cfg.r, in, out;
     dims(m, mod, &in, &out);
@@ -693,7 +734,7 @@ void zt_lora_backward_rows(zt_llama *m, int l, int e, zt_lora_module mod, const 
                            const zt_real *dy, const uint16_t *dy16, int ldy, zt_real *dx, int N)
 {
     zt_lora *a = m->lora;
-    if (!a || a->disabled || !targeted(a, mod)) return;
+    if (!a || a->disabled || !adapted(a, l, mod)) return;
     zt_backend *be = m->be;
     int r = a->cfg.r, in, out;
     zt_real s = (zt_real)a->scale;
@@ -868,6 +909,10 @@ static zt_status save_config(const zt_llama *m, const char *dir, const char *bas
     cJSON *tokens = a->cfg.n_tokens ? cJSON_AddArrayToObject(o, "trainable_token_indices")
                                     : cJSON_AddNullToObject(o, "trainable_token_indices");
     for (int j = 0; j < a->cfg.n_tokens; j++) cJSON_AddItemToArray(tokens, cJSON_CreateNumber(a->cfg.tokens[j]));
+    cJSON *layers = a->cfg.n_layers ? cJSON_AddArrayToObject(o, "layers_to_transform")
+                                    : cJSON_AddNullToObject(o, "layers_to_transform");
+    for (int j = 0; j < a->cfg.n_layers; j++) cJSON_AddItemToArray(layers, cJSON_CreateNumber(a->cfg.layers[j]));
+    cJSON_AddNullToObject(o, "layers_pattern");
     cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
     if (a->cfg.init == ZT_LORA_INIT_GAUSSIAN) cJSON_AddStringToObject(o, "init_lora_weights", "gaussian");
@@ -968,7 +1013,7 @@ zt_status zt_lora_merge(zt_llama *m)
     int r = a->cfg.r;
     for (int l = 0; l < m->L; l++)
         for (int mod = 0; mod < ZT_LORA_NMODULES; mod++)
-            for (int e = 0; targeted(a, mod) && e < experts_of(m, mod); e++) {
+            for (int e = 0; adapted(a, l, mod) && e < experts_of(m, mod); e++) {
                 int in, out;
                 dims(m, mod, &in, &out);
                 const zt_real *A = adapter_a(a, p, l, e, mod), *B = A + (size_t)r * in;

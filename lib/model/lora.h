@@ -82,6 +82,8 @@ extern const char *const zt_lora_method_names[2]; /* "lora", "dora" */
  * may grow an adapter's base by (a chat template's tokens: a few) */
 #define ZT_LORA_MAX_TOKENS 1024
 #define ZT_LORA_MAX_NEW_ROWS 1024
+/* The most layers layers_to_transform may name */
+#define ZT_LORA_MAX_LAYERS 1024
 
 typedef struct zt_lora_config {
     int r;
@@ -107,6 +109,9 @@ typedef struct zt_lora_config {
        trained, the rest frozen (lora_tokens.c); n_tokens 0: none */
     int n_tokens;
     int32_t tokens[ZT_LORA_MAX_TOKENS];
+    /* PEFT's layers_to_transform: the adapters on these layers alone; n_layers 0: on every layer */
+    int n_layers;
+    int32_t layers[ZT_LORA_MAX_LAYERS];
 } zt_lora_config;
 enum { ZT_LORA_SAVE_EMBED = 1, ZT_LORA_SAVE_HEAD = 2 }; /* modules_to_save "embed_tokens", "lm_head" */
 
@@ -146,6 +151,7 @@ typedef struct zt_lora {
     double scale;                          /* s */
     size_t off[ZT_LORA_NMODULES];          /* A's offset in a layer's adapter block (B follows A) */
     size_t layer_numel;                    /* elements of one layer's adapters */
+    int *layer_slot;                       /* [L]: each layer's place among the adapted ones, -1 none */
     /* a mixture of experts: each expert's gate, up and down adapters (their off[] in expert 0's)
        take expert_numel elements, one expert after the other, after the layer's other adapters */
     size_t expert_numel;

@@ -154,6 +154,29 @@ static zt_status parse_tokens(const char *path, const cJSON *v, zt_lora_config *
     return ZT_OK;
 }
 
+/* layers_to_transform: null, a layer or a list of layers (each from 0), under layers_pattern null or
+ * "layers" (the decoder layers of model.layers, which PEFT finds by itself) */
+static zt_status parse_layers(const char *path, const cJSON *o, zt_lora_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "layers_to_transform"), *e;
+    const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(o, "layers_pattern");
+    if (cJSON_IsArray(pattern) && cJSON_GetArraySize(pattern) == 1) pattern = pattern->child;
+    if (!is_off(pattern) && !(cJSON_IsString(pattern) && !strcmp(pattern->valuestring, "layers")))
+        return bad_config(path, "layers_pattern", "must be null or \"layers\" (the decoder layers)");
+    if (!v || cJSON_IsNull(v)) return ZT_OK;
+    if (!cJSON_IsArray(v) && !cJSON_IsNumber(v))
+        return bad_config(path, "layers_to_transform", "must be a list of layers");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > ZT_LORA_MAX_LAYERS)
+        return bad_config(path, "layers_to_transform", "names more layers than zt adapts (1024)");
+    for (e = cJSON_IsArray(v) ? v->child : v; e; e = cJSON_IsArray(v) ? e->next : NULL) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble > INT32_MAX)
+            return bad_config(path, "layers_to_transform", "must be a list of layers (integers from 0)");
+        c->layers[c->n_layers++] = (int32_t)e->valuedouble;
+    }
+    return ZT_OK;
+}
+
 static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_config *c)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "peft_type");
@@ -181,12 +204,13 @@ static zt_status parse_adapter_config(const char *path, const cJSON *o, zt_lora_
         return bad_config(path, "modules_to_save",
                           "names a module zt cannot train whole (it trains embed_tokens, lm_head and a reward "
                           "model's score)");
-    static const char *const unsupported[] = {"layers_to_transform", "rank_pattern",      "alpha_pattern", "lora_bias",
-                                              "exclude_modules",     "layer_replication", "fan_in_fan_out"};
+    static const char *const unsupported[] = {"rank_pattern",    "alpha_pattern",     "lora_bias",
+                                              "exclude_modules", "layer_replication", "fan_in_fan_out"};
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (!is_off(cJSON_GetObjectItemCaseSensitive(o, unsupported[i])))
             return bad_config(path, unsupported[i], "is set: not supported yet");
     zt_status st = parse_tokens(path, cJSON_GetObjectItemCaseSensitive(o, "trainable_token_indices"), c);
+    if (!st) st = parse_layers(path, o, c);
     if (st) return st;
     c->r = r->valueint, c->alpha = alpha->valuedouble, c->dropout = drop ? drop->valuedouble : 0;
     c->rslora = cJSON_IsTrue(rs);

@@ -83,6 +83,10 @@ zt_status zt_plan_lora_config(const zt_recipe *r, int score, const zt_tokenizer 
                            "as the tokenizer holds it whole, or its id)",
                            s);
     }
+    const zt_strlist *layers = &r->lora.layers_to_transform; /* integers (the recipe checked) */
+    c->n_layers =
+        layers->n < ZT_LORA_MAX_LAYERS ? layers->n : ZT_LORA_MAX_LAYERS + 1; /* more: zt_lora_attach refuses */
+    for (int i = 0; i < layers->n && i < ZT_LORA_MAX_LAYERS; i++) c->layers[i] = (int32_t)atol(layers->items[i]);
     zt_status st = r->lora.adapter[0] ? zt_lora_read_config(r->lora.adapter, c) : ZT_OK;
     c->loraplus_lr_ratio = r->lora.loraplus_lr_ratio; /* the optimizer's setting: no adapter file holds it */
     return st;

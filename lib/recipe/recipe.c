@@ -180,21 +180,24 @@ static void list_free(zt_strlist *l)
 
 static zt_status list_value(const source *src, const zt_recipe_key *k, const zt_toml *v, zt_strlist *out)
 {
-    int ids = k->flags & ZT_RECIPE_IDS, n = v->kind == ZT_TOML_ARRAY ? v->n : v->kind == ZT_TOML_INT || v->len > 0;
+    int ints = k->flags & ZT_RECIPE_INTS, tokens = k->flags & ZT_RECIPE_TOKENS;
+    int n = v->kind == ZT_TOML_ARRAY ? v->n : v->kind == ZT_TOML_INT || v->len > 0;
     zt_strlist l = {calloc((size_t)n + 1, sizeof(char *)), 0};
     if (!l.items) return zt_fail(ZT_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const zt_toml *s = v->kind == ZT_TOML_ARRAY ? v->items[i].value : v;
         zt_status st = ZT_OK;
         char id[24];
-        if (ids && s->kind == ZT_TOML_INT) {
-            if (s->i < 0 || s->i > INT32_MAX) st = src_fail(src, k, "a token id below 0 or above 2147483647");
+        if (ints && s->kind == ZT_TOML_INT) {
+            if (s->i < 0 || s->i > INT32_MAX)
+                st = src_fail(src, k, "%s below 0 or above 2147483647", tokens ? "a token id" : "a number");
             else snprintf(id, sizeof id, "%lld", (long long)s->i), st = string_value(src, k, id, &l.items[l.n]);
-        } else if (ids && s->kind == ZT_TOML_STRING && s->len && strspn(s->str, "0123456789") == s->len)
+        } else if (tokens && s->kind == ZT_TOML_STRING && s->len && strspn(s->str, "0123456789") == s->len)
             st = src_fail(src, k, "'%s': a token id is written as a number, not a string", s->str);
-        else if (ids && s->kind != ZT_TOML_STRING)
+        else if (tokens && s->kind != ZT_TOML_STRING)
             st = src_fail(src, k, "expected token ids (integers from 0) or tokens (strings), got %s",
                           zt_toml_kind_name(s->kind));
+        else if (ints && !tokens) st = src_fail(src, k, "expected integers from 0, got %s", zt_toml_kind_name(s->kind));
         else if (s->kind != ZT_TOML_STRING)
             st = src_fail(src, k, "expected a string or an array of strings, got an array holding %s",
                           zt_toml_kind_name(s->kind));
@@ -266,7 +269,7 @@ static zt_status set_key(zt_recipe *r, const zt_recipe_key *k, const zt_toml *v,
     bool number = v->kind == ZT_TOML_INT || v->kind == ZT_TOML_FLOAT;
     bool ok = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM ? v->kind == ZT_TOML_STRING
               : k->type == ZT_RECIPE_LIST ? v->kind == ZT_TOML_STRING || v->kind == ZT_TOML_ARRAY ||
-                                                (v->kind == ZT_TOML_INT && (k->flags & ZT_RECIPE_IDS))
+                                                (v->kind == ZT_TOML_INT && (k->flags & ZT_RECIPE_INTS))
               : k->type == ZT_RECIPE_FLOAT ? number
               : k->type == ZT_RECIPE_BOOL  ? v->kind == ZT_TOML_BOOL
               : k->type == ZT_RECIPE_TABLE ? v->kind == ZT_TOML_TABLE
@@ -561,9 +564,9 @@ static const zt_toml *override_value(const zt_recipe_key *k, const char *value, 
     bool stringy = k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM || k->type == ZT_RECIPE_LIST;
     bool list = k->type == ZT_RECIPE_LIST && value[0] == '[';
     const zt_toml *v = NULL;
-    if (!stringy || list || value[0] == '"' || value[0] == '\'' || (k->flags & ZT_RECIPE_IDS)) /* an id: a number */
+    if (!stringy || list || value[0] == '"' || value[0] == '\'' || (k->flags & ZT_RECIPE_INTS)) /* a number */
         v = parse_value_text(override_toml(value, true, list, false), doc);
-    if (!v && stringy) v = parse_value_text(override_toml(value, false, list, k->flags & ZT_RECIPE_IDS), doc);
+    if (!v && stringy) v = parse_value_text(override_toml(value, false, list, k->flags & ZT_RECIPE_INTS), doc);
     return v;
 }
 
@@ -705,6 +708,9 @@ static zt_status check_lora(const zt_recipe *r)
     if (r->lora.trainable_token_indices.n && !zt_recipe_lora_on(r))
         return key_fail(r, schema_key("lora", "trainable_token_indices"),
                         "lora.trainable_token_indices trains rows beside LoRA's adapters: set lora.r too");
+    if (r->lora.layers_to_transform.n && !zt_recipe_lora_on(r))
+        return key_fail(r, schema_key("lora", "layers_to_transform"),
+                        "lora.layers_to_transform places LoRA's adapters: set lora.r too");
     if (!zt_recipe_lora_on(r)) return ZT_OK;
     const zt_recipe_key *targets = schema_key("lora", "target_modules");
     if (r->lora.r > 0 && r->lora.adapter[0])
@@ -726,6 +732,10 @@ static zt_status check_lora(const zt_recipe *r)
         return key_fail(r, tokens,
                         "lora.adapter supplies trainable_token_indices from its adapter_config.json: leave "
                         "lora.trainable_token_indices empty");
+    if (r->lora.adapter[0] && r->lora.layers_to_transform.n)
+        return key_fail(r, schema_key("lora", "layers_to_transform"),
+                        "lora.adapter supplies layers_to_transform from its adapter_config.json: leave "
+                        "lora.layers_to_transform empty");
     for (int i = 0; i < r->lora.modules_to_save.n; i++)
         if (strcmp(r->lora.modules_to_save.items[i], "embed_tokens") &&
             strcmp(r->lora.modules_to_save.items[i], "lm_head"))

@@ -181,7 +181,8 @@ typedef struct zt_recipe {
         double alpha, dropout;
         zt_strlist target_modules;  /* module names, or "all-linear" */
         zt_strlist modules_to_save; /* "embed_tokens", "lm_head" */
-        zt_strlist trainable_token_indices; /* token ids (decimal text) */
+        zt_strlist trainable_token_indices; /* token ids (decimal text) or tokens */
+        zt_strlist layers_to_transform;     /* layers (decimal text) */
         bool use_rslora;
         double loraplus_lr_ratio; /* LoRA+; 0: off */
         zt_lora_init init_lora_weights;
@@ -233,8 +234,8 @@ enum {
     ZT_RECIPE_DATA = 2,     /* defines the training data: part of zt_recipe_data_hash */
     ZT_RECIPE_MIN_OPEN = 4, /* the range excludes min */
     ZT_RECIPE_MAX_OPEN = 8, /* the range excludes max */
-    ZT_RECIPE_IDS = 16,     /* LIST: the items are token ids, integers from 0 kept as their decimal text, or tokens
-                           (strings, not of digits alone) */
+    ZT_RECIPE_INTS = 16,    /* LIST: the items are integers from 0, kept as their decimal text */
+    ZT_RECIPE_TOKENS = 32,  /* with INTS: token ids, or tokens (strings, not of digits alone) */
 };
 
 typedef struct zt_recipe_key {

@@ -33,7 +33,8 @@
 
 #define PATH ZT_RECIPE_PATH
 #define DATA ZT_RECIPE_DATA
-#define IDS ZT_RECIPE_IDS
+#define INTS ZT_RECIPE_INTS
+#define TOKENS (ZT_RECIPE_INTS | ZT_RECIPE_TOKENS)
 #define LO_OPEN ZT_RECIPE_MIN_OPEN
 #define HI_OPEN ZT_RECIPE_MAX_OPEN
 #define NOMAX INFINITY
@@ -172,10 +173,12 @@ static const zt_recipe_key schema[] = {
     LIST("lora", "modules_to_save", lora.modules_to_save, 0, "[]",
          "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head; both for a chat "
          "template whose tokens the vocabulary lacks (their new rows train)"),
-    LIST("lora", "trainable_token_indices", lora.trainable_token_indices, IDS, "[]",
+    LIST("lora", "trainable_token_indices", lora.trainable_token_indices, TOKENS, "[]",
          "rows of the embedding trained beside the adapters, the rest frozen (PEFT's trainable_token_indices; a tied LM "
          "head's rows too), by id or as the tokenizer's tokens (\"<|im_start|>\"): e.g. a chat template's tokens, new or "
          "never trained"),
+    LIST("lora", "layers_to_transform", lora.layers_to_transform, INTS, "[]",
+         "the layers with adapters (PEFT's layers_to_transform: 0 is the first); empty: every layer"),
     BOOL("lora", "use_rslora", lora.use_rslora, 0, "false", "rank-stabilised LoRA: scale by alpha / sqrt(r)"),
     FLT("lora", "loraplus_lr_ratio", lora.loraplus_lr_ratio, 0, "0", 0, NOMAX, "LoRA+: B (and DoRA's magnitudes) learn at learning_rate times this, A at learning_rate (the paper suggests 16); 0: off"),
     ENUM("lora", "init_lora_weights", lora.init_lora_weights, zt_lora_init, 0, "default", zt_lora_init_names, 2,
@@ -307,7 +310,7 @@ static void write_key_row(FILE *f, const zt_recipe_key *k)
     static const char *type_names[] = {"string", "string", "list of strings", "int", "int", "float", "bool", "table"};
     const char *type = type_names[k->type];
     if (k->flags & ZT_RECIPE_PATH) type = k->type == ZT_RECIPE_LIST ? "path or list of paths" : "path";
-    if (k->flags & ZT_RECIPE_IDS) type = "list of token ids or tokens";
+    if (k->flags & ZT_RECIPE_INTS) type = k->flags & ZT_RECIPE_TOKENS ? "list of token ids or tokens" : "list of ints";
     if (k->type == ZT_RECIPE_ENUM) type = "string";
     fprintf(f, "| `%s` | %s | `", k->key, type);
     if (k->type == ZT_RECIPE_STRING || k->type == ZT_RECIPE_ENUM) zt_toml_write_string(f, k->def, strlen(k->def));

@@ -64,7 +64,8 @@ void zt_recipe_write_value(FILE *f, const zt_recipe *r, const zt_recipe_key *k)
         for (int i = 0; i < l->n; i++) {
             if (i) fputs(", ", f);
             size_t n = strlen(l->items[i]);
-            if ((k->flags & ZT_RECIPE_IDS) && strspn(l->items[i], "0123456789") == n) fputs(l->items[i], f); /* an id */
+            if ((k->flags & ZT_RECIPE_INTS) && strspn(l->items[i], "0123456789") == n)
+                fputs(l->items[i], f); /* a number */
             else zt_toml_write_string(f, l->items[i], n);
         }
         fputc(']', f);

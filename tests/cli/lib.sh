@@ -49,6 +49,15 @@ make_tiny() {
     num_attention_heads=4 num_key_value_heads=2 vocab_size=64 max_position_embeddings=64 "$@" >/dev/null 2>&1
 }
 
+# peft_losses RUN_DIR EXPECTED_JSON WHAT: the 10 losses RUN_DIR/metrics.jsonl logged against
+# train_losses of a PEFT fixture's expected.json, within 1e-4 relative (t2440-lora-saved.sh argues it)
+peft_losses() {
+  sed -n '/"train_losses"/,/]/p' "$2" | sed 1d | grep -oE '[0-9][0-9.e+-]*' > want.txt
+  grep -oE '"loss":[0-9.e+-]+' "$1/metrics.jsonl" | cut -d: -f2 > got.txt
+  if [ "$(wc -l < want.txt)" = 10 ] && paste got.txt want.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) bad = 1 }
+      END { exit bad || NR != 10 }'; then say "ok - $3: the 10 losses are PEFT's"; else fail "$3: losses: $(paste got.txt want.txt | tr '\n\t' '; ')"; fi
+}
+
 # a chat task whose ChatML template's two tokens the tokenizer lacks (t2440, t2445): chat.jsonl
 # (reverse a word, 4 conversations), a character SentencePiece tokenizer chat.model of V tokens
 chat_reverse_task() {

@@ -136,8 +136,8 @@ expect_ok "modules_to_save, 1 rank, offload.param = nvme" one output.dir=s1-nvme
 same "modules_to_save at stage 3 on 2 ranks trains as 1 rank" s1 s2 &&
   same "...and bitwise with the base streamed" s1 s1-nvme 0
 # on a tied model both copies start as the one matrix, which its first unit holds; trainable tokens
-# (their rows of the embedding, a tied LM head's with them) likewise
-for run in "ts:$SAVE" "tt:lora.trainable_token_indices=[3, 17, 40]"; do
+# (their rows of the embedding, a tied LM head's with them) likewise; and adapters on 2 layers of 3
+for run in "ts:$SAVE" "tt:lora.trainable_token_indices=[3, 17, 40]" "tl:lora.layers_to_transform=[0, 2]"; do
   tag=${run%%:*} key=${run#*:}
   expect_ok "$key on a tied model, 1 rank" one output.dir=${tag}1 model.path=tied "$key"
   expect_ok "$key on a tied model, 2 ranks, stage 3" two output.dir=${tag}2 model.path=tied zero.stage=3 "$key"

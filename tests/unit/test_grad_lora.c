@@ -95,7 +95,7 @@ static void scale_magnitudes(zt_llama *v)
 
 /* Trainable tokens open_model gives the adapters (0: none), and whether its model's LM head is
  * its embedding */
-static int n_token_rows, tied_model;
+static int n_token_rows, tied_model, one_layer;
 static const int32_t token_rows[] = {6, 2, 10};
 
 /* A model with adapters on every linear layer, B non-zero so that every gradient is generic.
@@ -115,7 +115,9 @@ static void open_model(zt_llama *m, const char *model_type, int checkpointing, d
                          .rslora = rslora,
                          .method = method,
                          .save = save,
-                         .n_tokens = n_token_rows};
+                         .n_tokens = n_token_rows,
+                         .n_layers = one_layer,
+                         .layers = {1}};
     memcpy(lc.tokens, token_rows, sizeof(int32_t) * (size_t)n_token_rows);
     ZT_ASSERT(zt_lora_attach(m, &lc) == ZT_OK);
     ZT_ASSERT(zt_lora_init_weights(m, 5) == ZT_OK);
@@ -338,6 +340,18 @@ static void test_lora_tokens(void)
     check_tokens("llama", 1, 1);
     check_tokens("gemma3_text", 1, 0); /* the rows under Gemma's embedding scale, the head tied */
 }
+/* layers_to_transform = [1]: the adapters of layer 1 alone (dropout, checkpointing); layer 0's
+ * inputs' gradients through its frozen weights */
+static void test_lora_one_layer(void)
+{
+    one_layer = 1;
+    check_lora("llama", 1, 0.3, 0, 0);
+    zt_llama m;
+    open_model(&m, "llama", 0, 0, 0, 0, ZT_LORA_METHOD_LORA, 0);
+    CHECK(m.lora->view.n_tensors == 7 * 2 && strstr(m.lora->view.tensors[0].name, ".layers.1."));
+    zt_llama_free(&m);
+    one_layer = 0;
+}
 /* Granite: adapters (dropout, checkpointing) and the saved embedding and head under its multipliers */
 static void test_lora_granite(void) { check_lora("granite", 1, 0.3, 0, ZT_LORA_SAVE_EMBED | ZT_LORA_SAVE_HEAD); }
 static void test_dora(void) { check_dora("llama", 0, 0); }
@@ -426,6 +440,7 @@ int main(void)
     RUN(test_frozen_base_same_adapter_grads);
     RUN(test_lora_saved_modules);
     RUN(test_lora_tokens);
+    RUN(test_lora_one_layer);
     RUN(test_lora_granite);
     RUN(test_dora);
     RUN(test_dora_dropout_checkpointing);

@@ -161,6 +161,11 @@ static void test_tokens_loss_matches_peft(void)
     check_loss_matches_peft(FIXTURE "/base", FIXTURE "/tokens/untied/adapter", FIXTURE "/tokens/untied", "loss",
                             "base_loss");
 }
+/* PEFT's layers_to_transform = [1]: layer 0 runs as the base's */
+static void test_layers_loss_matches_peft(void)
+{
+    check_loss_matches_peft(FIXTURE "/base", FIXTURE "/layers/adapter", FIXTURE "/layers", "loss", "base_loss");
+}
 
 /* zt_lora_merge of the adapter in dir against PEFT's merge_and_unload() in merged (n tensors),
  * each weight against its row's largest: see the tests below for the bounds. */
@@ -269,6 +274,7 @@ static void test_decode_matches_merge(void)
     /* trainable tokens: their rows looked up and (tied) multiplied, against them merged */
     check_decode_matches_merge(FIXTURE "/saved/tied/base", FIXTURE "/tokens/tied/adapter");
     check_decode_matches_merge(FIXTURE "/base", FIXTURE "/tokens/untied/adapter");
+    check_decode_matches_merge(FIXTURE "/base", FIXTURE "/layers/adapter"); /* layer 1's adapters alone */
 }
 
 /* The module name of a target_modules entry: itself, or the end of a layer's module path */
@@ -330,7 +336,9 @@ static void check_saved_adapter_is_peft(const char *base, const char *src, int n
                                        "use_dora",
                                        "modules_to_save",
                                        "fan_in_fan_out",
-                                       "trainable_token_indices"};
+                                       "trainable_token_indices",
+                                       "layers_to_transform",
+                                       "layers_pattern"};
     for (size_t i = 0; ours && peft && i < sizeof same / sizeof *same; i++)
         CHECK_MSG(cJSON_Compare(cJSON_GetObjectItem(ours, same[i]), cJSON_GetObjectItem(peft, same[i]), 1), "%s",
                   same[i]);
@@ -376,6 +384,8 @@ static void test_saved_modules_adapter_is_peft(void)
     /* trainable tokens: their rows, one tensor (PEFT saves none for the tied LM head) */
     check_saved_adapter_is_peft(FIXTURE "/saved/tied/base", FIXTURE "/tokens/tied/adapter", 2 * 7 * 2 + 1, 7);
     check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/tokens/untied/adapter", 2 * 7 * 2 + 1, 7);
+    /* layers_to_transform = [1]: the second layer's adapters alone */
+    check_saved_adapter_is_peft(FIXTURE "/base", FIXTURE "/layers/adapter", 7 * 2, 7);
 }
 
 /* Mixtures of experts: PEFT's "all-linear" takes in the attention's projections, the router
@@ -635,6 +645,7 @@ int main(void)
     RUN(test_saved_modules_loss_matches_peft);
     RUN(test_saved_modules_adapter_is_peft);
     RUN(test_tokens_loss_matches_peft);
+    RUN(test_layers_loss_matches_peft);
     RUN(test_pattern_targets);
     RUN(test_moe_loss_matches_peft);
     RUN(test_moe_merge_is_peft);

@@ -925,6 +925,15 @@ static void test_lora(void)
     CHECK(load_text(&r, "[lora]\nr = 8\n", 1, bare) == ZT_OK);
     CHECK(r.lora.trainable_token_indices.n == 2 && !strcmp(r.lora.trainable_token_indices.items[0], "<s>"));
     zt_recipe_free(&r);
+    CHECK(load_text(&r, "[lora]\nr = 8\nlayers_to_transform = [3, 1]\n", 0, NULL) == ZT_OK); /* integers alone */
+    f = open_memstream(&text, &len);
+    zt_recipe_write_value(f, &r, zt_recipe_find("lora", "layers_to_transform"));
+    fclose(f);
+    CHECK_MSG(!strcmp(text, "[3, 1]"), "%s", text);
+    free(text);
+    zt_recipe_free(&r);
+    EXPECT_ERROR("[lora]\nr = 8\nlayers_to_transform = [\"1\"]\n", 0, NULL,
+                 "@:3:23: lora.layers_to_transform: expected integers from 0, got a string");
     CHECK(load_text(&r, "[lora]\nr = 8\n", 1, one) == ZT_OK);
     CHECK(r.lora.trainable_token_indices.n == 1 && !strcmp(r.lora.trainable_token_indices.items[0], "3"));
     zt_recipe_free(&r);
