@@ -68,19 +68,20 @@ PY
 adapter_is_merge run merged lora.r=0 'lora.trainable_token_indices=[]'
 
 # on a device (the CPU posing as one: the positions' rows uploaded) bitwise as on the CPU; bf16
-# (the base's products on bf16 operands, the rows' own in fp32) within 1e-2 of fp32 over the first
-# two steps, t2400-lora.sh's bound (measured 0.2% and 0.8%); then the steps of 1e-2 on a loss that
-# falls by half a step carry the roundings on (measured 1.9% at step 4): 5e-2; on an NF4 base (PEFT's
-# tied fixture) the rows and the adapters train
+# (the base's products on bf16 operands, 2^-9 relative a rounding; the rows' own in fp32) against
+# fp32 over 4 steps of 1e-3, so that the roundings are not amplified by steps that halve the loss:
+# measured 0.19%, 0.43%, 0.51%, 0.15% on AVX2 and with the scalar kernels alike; 2e-2, 4x that.
+# On an NF4 base (PEFT's tied fixture) the rows and the adapters train
 short='train.max_steps=4 train.save_steps=0 eval.generate=false data.valid=[]'
 expect_ok "4 steps" "$ZT" sft chat.toml output.dir=c4 $short
 expect_ok "4 steps as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" sft chat.toml output.dir=d4 $short
 cmp -s c4/final/adapter_model.safetensors d4/final/adapter_model.safetensors \
   && say "ok - on a device bitwise as on the CPU" || fail "the device path differs"
-expect_ok "4 steps in bf16" "$ZT" sft chat.toml output.dir=b4 model.dtype=bf16 $short
-paste <(grep -oE '"loss":[0-9.e+-]+' c4/metrics.jsonl | cut -d: -f2) <(grep -oE '"loss":[0-9.e+-]+' b4/metrics.jsonl | cut -d: -f2) \
-  | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > (NR < 3 ? 1e-2 : 5e-2) * $1) bad = 1 } END { exit bad || NR != 4 }' \
-  && say "ok - bf16 within 1e-2 of fp32 (5e-2 after two steps)" || fail "bf16 losses"
+expect_ok "4 steps of 1e-3 in fp32" "$ZT" sft chat.toml output.dir=f4 train.learning_rate=1e-3 $short
+expect_ok "4 steps of 1e-3 in bf16" "$ZT" sft chat.toml output.dir=b4 model.dtype=bf16 train.learning_rate=1e-3 $short
+paste <(grep -oE '"loss":[0-9.e+-]+' f4/metrics.jsonl | cut -d: -f2) <(grep -oE '"loss":[0-9.e+-]+' b4/metrics.jsonl | cut -d: -f2) \
+  | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-2 * $1) bad = 1 } END { exit bad || NR != 4 }' \
+  && say "ok - bf16 within 2e-2 of fp32" || fail "bf16 losses"
 expect_ok "an NF4 base" "$ZT" pretrain peft-tied.toml output.dir=nf4 lora.quantize_base=nf4
 # refusals
 expect_exit 2 "a token the vocabulary lacks" "lora: trainable_token_indices: $((V + 2)) is not a token of the vocabulary \($((V + 2)) tokens\)" \
