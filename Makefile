@@ -227,7 +227,7 @@ tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN) $(TEST_TOOL)
 CLI     ?= t[0-9]*.sh
 # the sanitizer pass (make SAN=1 test-san): unit tests, the bad-input CLI tests, the image-text saves and
 # multi-rank ones (2 to 4 ranks; Open MPI's own allocations suppressed: tests/lsan-openmpi.supp)
-SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1500-zero.sh t2450-image-text.sh
+SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1500-zero.sh t1630-adamw8bit.sh t2450-image-text.sh
 test: all tests
 	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) $(foreach g,$(CLI),'$(g)')
 

@@ -28,8 +28,7 @@
 
 enum { ZT_NF4_BLOCK = 64, ZT_NF4_DQ_BLOCK = 256 };
 
-extern const float zt_nf4_code[16];   /* sorted, code[0] = -1, code[7] = 0, code[15] = 1 */
-extern const float zt_dyn8_code[256]; /* the signed dynamic 8-bit code, sorted */
+extern const float zt_nf4_code[16]; /* sorted, code[0] = -1, code[7] = 0, code[15] = 1 */
 
 static inline size_t zt_nf4_blocks(size_t n) { return (n + ZT_NF4_BLOCK - 1) / ZT_NF4_BLOCK; }
 static inline size_t zt_nf4_dq_blocks(size_t nb) { return (nb + ZT_NF4_DQ_BLOCK - 1) / ZT_NF4_DQ_BLOCK; }

@@ -7,6 +7,7 @@
  * Nothing in lib/ calls these yet: the CUDA backend has no quantized base (lora.quantize_base is refused
  * there). They are the dequantizing half of its tiled product, which will multiply each decoded tile with
  * cuBLASLt as zt_qbase_forward does on the CPU; tests/gpu/test_cuda_quant.c checks them against the CPU. */
+#include "kernels/cpu/dyn8.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cuda/device.cuh"
 #include "kernels/cuda/ops.h"

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/cpu/dyn8.h"
 #include "kernels/cpu/nf4.h"
 #include "lib/core/fileio.h"
 #include "lib/core/json.h"

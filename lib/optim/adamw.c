@@ -42,11 +42,15 @@ void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *par
     }
 }
 
+zt_adamw_kernel *zt_adamw_kernel_dispatch(void)
+{
+    return zt_cpu_has(ZT_CPU_AVX512) ? zt_adamw_kernel_avx512
+           : zt_cpu_has(ZT_CPU_AVX2) ? zt_adamw_kernel_avx2
+                                     : zt_adamw_kernel_scalar;
+}
+
 void zt_adamw_update(const zt_adamw *h, float *param, const float *grad, float *m, float *v, size_t n, float grad_scale,
                      int apply_decay, uint16_t *param_bf16)
 {
-    zt_adamw_kernel *kernel = zt_cpu_has(ZT_CPU_AVX512) ? zt_adamw_kernel_avx512
-                              : zt_cpu_has(ZT_CPU_AVX2) ? zt_adamw_kernel_avx2
-                                                        : zt_adamw_kernel_scalar;
-    zt_adamw_update_with(kernel, h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
+    zt_adamw_update_with(zt_adamw_kernel_dispatch(), h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
 }

@@ -25,6 +25,8 @@ typedef void zt_adamw_kernel(const zt_adamw_consts *c, float *param, const float
 zt_adamw_kernel zt_adamw_kernel_scalar;
 zt_adamw_kernel zt_adamw_kernel_avx2;   /* only after zt_cpu_has(ZT_CPU_AVX2) */
 zt_adamw_kernel zt_adamw_kernel_avx512; /* only after zt_cpu_has(ZT_CPU_AVX512) */
+/* The kernel of this CPU: AVX-512, AVX2 or scalar, capped by ZT_CPU. */
+zt_adamw_kernel *zt_adamw_kernel_dispatch(void);
 
 /* zt_adamw_update with the given kernel instead of the dispatched one. */
 void zt_adamw_update_with(zt_adamw_kernel *kernel, const zt_adamw *h, float *param, const float *grad, float *m,

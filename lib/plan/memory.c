@@ -227,7 +227,10 @@ static zt_status lora_estimate(const zt_recipe *r, const zt_llama *m, const zt_l
     lora_io_and_flops(r, m, world, e);
     e->params = e->base + n * 4;
     e->grads = n * 4;
-    e->optimizer = (stage >= 1 ? (n + world - 1) / world : n) * 8;
+    size_t shard = stage >= 1 ? (n + world - 1) / world : n;
+    /* adamw_8bit: a byte a moment and an element, an absmax a block (adapters under 4096 elements,
+       which keep fp32 moments, counted as 8-bit: a few KiB) */
+    e->optimizer = r->train.optim == ZT_OPTIM_ADAMW_8BIT ? 2 * shard + 8 * (shard / ZT_ADAMW8_BLOCK + 1) : shard * 8;
     scratch = zt_lora_buffer_bytes(m, c, tokens);
     e->activations += scratch, e->activations_other += scratch;
     /* the start: a whole base read beside its largest tensor's file pages, or the adapters made
@@ -267,6 +270,17 @@ static zt_status train_estimate(const zt_recipe *r, zt_llama *m, const zt_lora_c
     if (stage >= 3 && zo.quantized_gradients && zo.error_feedback) e->grads += zt_zero_qgz_residual_bytes(m);
     zt_offload_io io = zt_recipe_offload_io(r);
     e->optimizer = zt_optstate_bytes(ZT_OFFLOAD_NONE, &io, local);
+    if (r->train.optim == ZT_OPTIM_ADAMW_8BIT) { /* the tensors decide which moments are 8-bit */
+        zt_llama shaped = *m;
+        zt_zero_segment *seg = malloc((size_t)nseg * sizeof *seg);
+        zt_status st = seg ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory");
+        if (!st && !m->tensors) st = zt_llama_tensors(&m->cfg, &shaped.tensors, &shaped.n_tensors);
+        if (!st) zt_zero_segments(m, stage, world, 0, seg, &nseg);
+        if (!st) e->optimizer = zt_optstate_bytes_8bit(&shaped, seg, nseg);
+        if (!m->tensors) free(shaped.tensors);
+        free(seg);
+        if (st) return st;
+    }
     if (r->offload.optimizer == ZT_OFFLOAD_NVME && r->offload.param != ZT_OFFLOAD_NVME) {
         e->io_optimizer = 2 * blocks(local * 4); /* the moments stream through every step: m and v, whole blocks */
         e->io_buffers = zt_optstate_bytes(ZT_OFFLOAD_NVME, &io, local);

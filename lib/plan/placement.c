@@ -131,6 +131,7 @@ zt_status zt_placement_decide(const zt_recipe *r, int world, int ranks_per_node,
     zt_offload_tier param_tiers[] = {ZT_OFFLOAD_NONE, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME};
     int nopt = 3, nparam = r->zero.stage == 3 ? 3 : 1;
     if (r->offload.optimizer != ZT_OFFLOAD_AUTO) opt_tiers[0] = r->offload.optimizer, nopt = 1;
+    if (r->train.optim == ZT_OPTIM_ADAMW_8BIT) nopt = 1; /* its moments stay in memory (none) */
     if (r->offload.param != ZT_OFFLOAD_AUTO) param_tiers[0] = r->offload.param, nparam = 1;
     size_t budget = p->have / 10 * 9;
     int fits = 0;

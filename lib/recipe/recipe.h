@@ -44,6 +44,7 @@
 #include "lib/model/lora.h"
 #include "lib/model/qbase.h"
 #include "lib/offload/offload.h"
+#include "lib/optim/adamw8bit.h"
 #include "lib/optim/schedule.h"
 
 /* train.resume */
@@ -137,6 +138,7 @@ typedef struct zt_recipe {
         double decay_ratio;
         double min_lr_ratio;
         double weight_decay;
+        zt_optim_kind optim;
         double adam_beta1, adam_beta2, adam_epsilon;
         double max_grad_norm;
         double neftune_noise_alpha;

@@ -107,6 +107,11 @@ static const zt_recipe_key schema[] = {
     FLT("train", "decay_ratio", train.decay_ratio, 0, "0.1", 0, 1, "wsd: fraction of steps spent decaying"),
     FLT("train", "min_lr_ratio", train.min_lr_ratio, 0, "0", 0, 1, "the schedule ends at learning_rate * min_lr_ratio"),
     FLT("train", "weight_decay", train.weight_decay, 0, "0", 0, NOMAX, "AdamW weight decay; not applied to norm weights and biases"),
+    ENUM("train", "optim", train.optim, zt_optim_kind, 0, "adamw_torch", zt_optim_names, 2,
+         "AdamW with fp32 moments, or adamw_8bit: moments in 8 bits a block of 256 as bitsandbytes' AdamW8bit "
+         "(tensors under 4096 elements keep fp32; the CPU backend, offload.optimizer = \"none\"); Hugging Face's "
+         "adamw_torch_fused and paged_adamw_32bit read as adamw_torch, adamw_bnb_8bit and paged_adamw_8bit as "
+         "adamw_8bit (paging is CUDA's unified memory, which zt does not use)"),
     FLT("train", "adam_beta1", train.adam_beta1, HI_OPEN, "0.9", 0, 1, "AdamW beta1"),
     FLT("train", "adam_beta2", train.adam_beta2, HI_OPEN, "0.95", 0, 1, "AdamW beta2"),
     FLT("train", "adam_epsilon", train.adam_epsilon, LO_OPEN, "1e-8", 0, NOMAX, "AdamW epsilon"),
@@ -250,6 +255,10 @@ static const struct {
     {"train", "lr_scheduler_type", "constant_with_warmup", "constant"},
     {"train", "lr_scheduler_type", "cosine_with_min_lr", "cosine"},
     {"train", "lr_scheduler_type", "warmup_stable_decay", "wsd"},
+    {"train", "optim", "adamw_torch_fused", "adamw_torch"},
+    {"train", "optim", "paged_adamw_32bit", "adamw_torch"},
+    {"train", "optim", "adamw_bnb_8bit", "adamw_8bit"},
+    {"train", "optim", "paged_adamw_8bit", "adamw_8bit"},
 };
 
 const char *zt_recipe_enum_alias(const zt_recipe_key *k, const char *s)

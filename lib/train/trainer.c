@@ -405,7 +405,7 @@ static zt_status setup(zt_trainer *t, int argc, char **argv)
                               r->train.warmup_ratio, r->train.min_lr_ratio, r->train.decay_ratio, &r->train.lr_kwargs)))
         return st;
     zt_offload_io io = zt_recipe_offload_io(r);
-    if ((st = zt_optstate_open(&t->opt, r->offload.optimizer, &io, &t->zero, "optim"))) return st;
+    if ((st = zt_optstate_open(&t->opt, r->offload.optimizer, r->train.optim, &io, &t->zero, "optim"))) return st;
     t->start_step = 1;
     if (t->resume_from[0] && (st = restore(t))) return st;
     t->flops_per_token = zt_llama_flops_per_token(&t->m, T);
@@ -684,6 +684,7 @@ zt_status zt_train_with(const zt_recipe *r, const zt_algo *algo, int argc, char 
     /* before the final save assembles the whole model */
     size_t peak_rss_train = zt_peak_rss_bytes(), rss_train_end = zt_rss_bytes();
     zt_zero_memory mem = t.zero.m ? zt_zero_memory_use(&t.zero) : (zt_zero_memory){0};
+    if (t.opt.q8) mem.optimizer = zt_optstate_memory(&t.opt);
     if (t.base.m) { /* LoRA: the frozen base's slices (weights alone) beside the adapters */
         zt_zero_memory b = zt_zero_memory_use(&t.base);
         mem.params += b.params, mem.grads += b.grads, mem.optimizer += b.optimizer;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "lib/ckpt/state.h"
+#include "lib/zero/optstate8.h"
 
 size_t zt_optstate_chunk_bytes(const zt_offload_io *io, size_t n, int narrays)
 {
@@ -27,12 +28,28 @@ size_t zt_optstate_bytes(zt_offload_tier tier, const zt_offload_io *io, size_t n
     return zt_swap_buffer_bytes(n, zt_optstate_chunk_bytes(io, n, 2), ZT_SWAP_MOMENTS);
 }
 
-zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offload_io *io, const zt_zero *z,
-                           const char *kind)
+size_t zt_optstate_bytes_8bit(const zt_llama *m, const zt_zero_segment *seg, int nseg)
+{
+    return zt_optstate8_bytes(m, seg, nseg);
+}
+
+zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, zt_optim_kind optim, const zt_offload_io *io,
+                           const zt_zero *z, const char *kind)
 {
     memset(o, 0, sizeof *o);
     o->z = z;
     size_t n = z->local_numel;
+    if (optim == ZT_OPTIM_ADAMW_8BIT) {
+        if (tier != ZT_OFFLOAD_NONE || zt_zero_swap(z) || z->windows)
+            return zt_fail(ZT_EUSER, "train.optim = \"adamw_8bit\" keeps its moments in memory: it needs "
+                                     "offload.optimizer = \"none\"");
+        if (!z->be->host_memory)
+            return zt_fail(ZT_EUSER,
+                           "train.optim = \"adamw_8bit\" runs on the CPU backend only (model.device = "
+                           "\"cpu\"), or use adamw_torch on %s",
+                           z->be->name);
+        return zt_optstate8_open(&o->q8, z);
+    }
     if ((o->swap = zt_zero_swap(z))) { /* offload.param = "nvme": the partition's file has the moments too */
         o->aio = o->swap->aio;
         return ZT_OK;
@@ -54,8 +71,14 @@ zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, const zt_offloa
     return st;
 }
 
+size_t zt_optstate_memory(const zt_optstate *o)
+{
+    return o->q8 ? zt_optstate8_bytes(o->z->m, o->z->seg, o->z->nseg) : 2 * moment_bytes(o->z->local_numel);
+}
+
 void zt_optstate_close(zt_optstate *o)
 {
+    zt_optstate8_close(o->q8);
     if (o->z) {
         o->z->be->free(o->z->be, o->m);
         o->z->be->free(o->z->be, o->v);
@@ -114,6 +137,7 @@ static zt_status adamw_window(void *ctx, size_t w0, size_t n, float *const *arra
 zt_status zt_optstate_step(zt_optstate *o, const zt_llama *m, const zt_adamw *h, float coef)
 {
     window w = {o, m, h, coef};
+    if (o->q8) return zt_optstate8_step(o->q8, h, coef);
     if (!o->m) return zt_swap_update(o->swap, adamw_window, &w);
     size_t n = o->z->local_numel, size = zt_zero_window_size(o->z);
     if (!size) size = n;
@@ -138,6 +162,7 @@ static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float 
     zt_backend *be = s->o->z->be;
     if (array == 0 && weights_in_file(s->o)) return zt_swap_get(s->o->swap, ZT_SWAP_MASTER, at, n, dst);
     if (array == 0) be->download(be, dst, s->o->z->master + at, n * sizeof *dst);
+    else if (s->o->q8) zt_optstate8_read(s->o->q8, array - 1, at, n, dst);
     else if (s->o->m) be->download(be, dst, (array == 1 ? s->o->m : s->o->v) + at, n * sizeof *dst);
     else return zt_swap_get(s->o->swap, array == 1 ? ZT_SWAP_M : ZT_SWAP_V, at, n, dst);
     return ZT_OK;
@@ -175,6 +200,14 @@ static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *sr
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
+    if (o->q8) { /* the weights as below (in host memory), the moments block by block */
+        for (int i = 0; i < z->nseg && z->stage == 3; i++) {
+            const zt_zero_segment *g = &z->seg[i];
+            zt_status st = zt_state_read_range(dir, numel, g->lo, g->hi - g->lo, z->master + g->local, NULL, NULL);
+            if (st) return st;
+        }
+        return zt_optstate8_restore(o->q8, dir, numel);
+    }
     int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too */
     int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */
     size_t piece = direct ? 0 : o->m ? (size_t)16 << 20 : o->swap->chunk;

@@ -14,19 +14,30 @@
  * the world updates at that stage (lib/zero/zero.h, zt_zero_segments):
  *     segment RANK LO HI LOCAL         elements [LO, HI) of the array, at LOCAL in the rank's own
  *     rank RANK NUMEL                  the rank's elements, all its segments together
+ *     zt-test-tool moments8 MODEL_DIR CHECKPOINT_DIR [--world N] [--stage S]
+ *
+ * moments8: the AdamW moments of a checkpoint of train.optim = "adamw_8bit" (lib/zero/optstate8.h)
+ * read as 8-bit blocks, each tensor of 4096 elements or more in blocks of 256 from its start:
+ *     blocks N    the blocks
+ *     exact N     those whose m and whose v are each code · absmax for one absmax (zt_adamw8_recover
+ *                 gives back every value), as one process would have quantized them
+ *     cut N       those that the boundaries between the ranks of world N at stage S cut
  * Bad arguments or a bad config.json: a message, exit 2 (as zt's commands).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/ckpt/state.h"
 #include "lib/core/status.h"
 #include "lib/model/llama.h"
+#include "lib/optim/adamw8bit.h"
 #include "lib/zero/zero.h"
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: zt-test-tool layout MODEL_DIR [--world N] [--stage S]\n");
+    fprintf(stderr, "usage: zt-test-tool layout MODEL_DIR [--world N] [--stage S]\n"
+                    "       zt-test-tool moments8 MODEL_DIR CHECKPOINT_DIR [--world N] [--stage S]\n");
     return 2;
 }
 
@@ -99,39 +110,106 @@ static int print_segments(const zt_llama *m, int world, int stage)
     return 0;
 }
 
-static int cmd_layout(int argc, char **argv)
+typedef struct args {
+    const char *dir[2];
+    long world, stage;
+    int partition; /* --world or --stage given */
+} args;
+
+/* ndir directories and the options; 0, or -1 for a bad command line */
+static int parse_args(int argc, char **argv, int ndir, args *a)
 {
-    const char *dir = NULL;
-    long world = 1, stage = 3;
-    int partition = 0;
+    *a = (args){{NULL, NULL}, 1, 3, 0};
+    int dirs = 0;
     for (int i = 0; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--world")) {
-            if ((world = parse_int(argv[++i], 1, 1 << 20)) < 0) return usage();
-            partition = 1;
+            if ((a->world = parse_int(argv[++i], 1, 1 << 20)) < 0) return -1;
+            a->partition = 1;
         } else if (i + 1 < argc && !strcmp(argv[i], "--stage")) {
-            if ((stage = parse_int(argv[++i], 0, 3)) < 0) return usage();
-            partition = 1;
-        } else if (!dir && argv[i][0] != '-') {
-            dir = argv[i];
+            if ((a->stage = parse_int(argv[++i], 0, 3)) < 0) return -1;
+            a->partition = 1;
+        } else if (dirs < ndir && argv[i][0] != '-') {
+            a->dir[dirs++] = argv[i];
         } else {
-            return usage();
+            return -1;
         }
     }
-    if (!dir) return usage();
+    return dirs == ndir ? 0 : -1;
+}
+
+static zt_status shape_of(const char *dir, zt_llama_config *c, zt_llama *m)
+{
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    zt_status st = zt_llama_config_load(c, path);
+    return st ? st : zt_llama_shape(m, c, zt_backend_cpu(), ZT_F32);
+}
+
+static int cmd_layout(int argc, char **argv)
+{
+    args a;
+    if (parse_args(argc, argv, 1, &a)) return usage();
     zt_llama_config c;
     zt_llama m;
-    zt_status st = zt_llama_config_load(&c, path);
-    if (st || (st = zt_llama_shape(&m, &c, zt_backend_cpu(), ZT_F32))) return fail(st);
+    zt_status st = shape_of(a.dir[0], &c, &m);
+    if (st) return fail(st);
     printf("numel %zu\n", m.numel);
     print_tensors(&c);
     print_units(&m);
-    return partition ? print_segments(&m, (int)world, (int)stage) : 0;
+    return a.partition ? print_segments(&m, (int)a.world, (int)a.stage) : 0;
+}
+
+/* whether a boundary between the ranks of world at stage lies inside [lo, hi) */
+static int is_cut(const zt_llama *m, int world, int stage, size_t lo, size_t hi, zt_zero_segment *seg)
+{
+    for (int r = 1; r < world; r++) {
+        int n;
+        zt_zero_segments(m, stage, world, r, seg, &n);
+        for (int i = 0; i < n; i++)
+            if (seg[i].lo > lo && seg[i].lo < hi) return 1;
+    }
+    return 0;
+}
+
+static int cmd_moments8(int argc, char **argv)
+{
+    args a;
+    if (parse_args(argc, argv, 2, &a)) return usage();
+    zt_llama_config c;
+    zt_llama m;
+    zt_llama_tensor *t;
+    int n;
+    zt_status st = shape_of(a.dir[0], &c, &m);
+    if (st || (st = zt_llama_tensors(&c, &t, &n))) return fail(st);
+    zt_zero_segment *seg = malloc((size_t)zt_zero_nsegments(&m, (int)a.stage) * sizeof *seg);
+    if (!seg) return fail(zt_fail(ZT_ENOMEM, "out of memory"));
+    size_t blocks = 0, exact = 0, cut = 0;
+    for (int i = 0; i < n && !st; i++) {
+        size_t numel = (size_t)t[i].shape[0] * (t[i].ndim == 2 ? (size_t)t[i].shape[1] : 1);
+        if (numel < ZT_ADAMW8_MIN_NUMEL) continue;
+        for (size_t b = 0; b < numel && !st; b += ZT_ADAMW8_BLOCK) {
+            size_t k = numel - b < ZT_ADAMW8_BLOCK ? numel - b : ZT_ADAMW8_BLOCK, lo = t[i].offset + b;
+            float mv[2][ZT_ADAMW8_BLOCK], back[ZT_ADAMW8_BLOCK];
+            uint8_t q[ZT_ADAMW8_BLOCK];
+            if ((st = zt_state_read_range(a.dir[1], m.numel, lo, k, NULL, mv[0], mv[1]))) break;
+            int same = 1;
+            for (int j = 0; j < 2; j++) {
+                float absmax = zt_adamw8_recover(zt_adamw8_map(j), mv[j], k, q);
+                zt_adamw8_dequantize(zt_adamw8_map(j), q, k, absmax, back);
+                same &= !memcmp(back, mv[j], k * sizeof *back);
+            }
+            blocks++, exact += same, cut += is_cut(&m, (int)a.world, (int)a.stage, lo, lo + k, seg);
+        }
+    }
+    free(seg), free(t);
+    if (st) return fail(st);
+    printf("blocks %zu\nexact %zu\ncut %zu\n", blocks, exact, cut);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "layout")) return cmd_layout(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "moments8")) return cmd_moments8(argc - 2, argv + 2);
     return usage();
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/dyn8.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/nf4_kernel.h"
 #include "lib/ckpt/safetensors.h"

@@ -85,7 +85,7 @@ static zt_status open_run(run *x, const char *const *overrides, int n)
     if (!st) st = zt_lora_init_weights(&x->m, 5);
     if (!st) st = zt_zero_init(&x->z, NULL, &ao, &x->m.lora->view);
     if (!st) st = zt_llama_alloc_acts(&x->m, 1, T, x->r.model.activation_checkpointing);
-    if (!st) st = zt_optstate_open(&x->opt, x->r.offload.optimizer, &io, &x->z, "optim");
+    if (!st) st = zt_optstate_open(&x->opt, x->r.offload.optimizer, x->r.train.optim, &io, &x->z, "optim");
     return st;
 }
 

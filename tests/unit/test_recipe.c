@@ -719,13 +719,15 @@ static void test_enum_values(void)
             snprintf(value, sizeof value, "%s.%s=%s", s[i].section, s[i].key,
                      v < s[i].nnames ? s[i].names[v] : "/x/a.jinja");
             /* what the key's values need: offload.param = nvme offload.optimizer = nvme, lora.quantize_base
-             * LoRA, GRPO's loss types and reward scalings GRPO, KTO's loss types KTO */
+             * LoRA, GRPO's loss types and reward scalings GRPO, KTO's loss types KTO (and train.optim
+             * nothing: adamw_8bit refuses offload.optimizer = nvme) */
             int loss = !strcmp(s[i].key, "loss_type"),
                 grpo = !strcmp(s[i].key, "scale_rewards") || (loss && v >= ZT_RLHF_LOSS_GRPO && v <= ZT_RLHF_LOSS_DAPO);
             char *ov[] = {!strcmp(s[i].section, "lora")   ? "lora.r=8"
                           : grpo                          ? "rlhf.algorithm=grpo"
                           : loss && v >= ZT_RLHF_LOSS_KTO ? "rlhf.algorithm=kto"
                           : loss && v == ZT_RLHF_EXO_PAIR ? "rlhf.label_smoothing=0.001"
+                          : !strcmp(s[i].key, "optim")    ? "train.seed=1"
                                                           : "offload.optimizer=nvme",
                           value};
             zt_recipe r;
@@ -743,18 +745,21 @@ static void test_enum_values(void)
             zt_recipe_free(&r);
         }
     }
-    /* Hugging Face's scheduler names are read as the schedules they are, and written as zt names them */
-    static const char *const hf[][2] = {{"constant_with_warmup", "constant"},
-                                        {"cosine_with_min_lr", "cosine"},
-                                        {"warmup_stable_decay", "wsd"}};
+    /* Hugging Face's scheduler and optimizer names are read as what they are, and written as zt names them */
+    static const char *const hf[][3] = {{"lr_scheduler_type", "constant_with_warmup", "constant"},
+                                        {"lr_scheduler_type", "cosine_with_min_lr", "cosine"},
+                                        {"lr_scheduler_type", "warmup_stable_decay", "wsd"},
+                                        {"optim", "adamw_torch_fused", "adamw_torch"},
+                                        {"optim", "paged_adamw_32bit", "adamw_torch"},
+                                        {"optim", "adamw_bnb_8bit", "adamw_8bit"},
+                                        {"optim", "paged_adamw_8bit", "adamw_8bit"}};
     for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
         char value[96];
-        snprintf(value, sizeof value, "train.lr_scheduler_type=%s", hf[i][0]);
+        snprintf(value, sizeof value, "train.%s=%s", hf[i][0], hf[i][1]);
         char *ov[] = {value};
         zt_recipe r;
         CHECK_MSG(zt_recipe_load(&r, NULL, 1, ov) == ZT_OK, "%s: %s", value, zt_errmsg());
-        CHECK_MSG(!strcmp(zt_recipe_enum_text(&r, zt_recipe_find("train", "lr_scheduler_type")), hf[i][1]), "%s",
-                  value);
+        CHECK_MSG(!strcmp(zt_recipe_enum_text(&r, zt_recipe_find("train", hf[i][0])), hf[i][2]), "%s", value);
         zt_recipe_free(&r);
     }
     char *bad[] = {"train.lr_scheduler_type=cosine_with_hard_restarts"};

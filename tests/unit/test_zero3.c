@@ -141,7 +141,7 @@ static result train(const run *c)
     if (!(st = zt_llama_init(&m, &cfg, be, ZT_F32)) && !(st = zt_llama_init_weights(&m, 3, 0.02)) &&
         !(st = zt_zero_init(&z, NULL, &o, &m)) &&
         !(st = zt_llama_alloc_acts(&m, 1, T, r.model.activation_checkpointing)))
-        st = zt_optstate_open(&opt, r.offload.optimizer, &io, &z, "optim");
+        st = zt_optstate_open(&opt, r.offload.optimizer, r.train.optim, &io, &z, "optim");
     CHECK_MSG(!st, "%s: %s", c->name, zt_errmsg());
     if (!st) {
         CHECK_MSG(z.stage == c->stage && z.staged == c->staged && !!z.swap == c->swap,
@@ -228,7 +228,7 @@ static result train_lora(const char *name, const char *const *overrides, zt_lora
     if (!st) st = zt_lora_init_weights(&m, 5);
     if (!st) st = zt_zero_init(&z, NULL, &ao, &m.lora->view);
     if (!st) st = zt_llama_alloc_acts(&m, 1, T, r.model.activation_checkpointing);
-    if (!st) st = zt_optstate_open(&opt, r.offload.optimizer, &io, &z, "optim");
+    if (!st) st = zt_optstate_open(&opt, r.offload.optimizer, r.train.optim, &io, &z, "optim");
     CHECK_MSG(!st, "%s: %s", name, zt_errmsg());
     if (!st && sharded) {
         zt_zero_memory u = zt_zero_memory_use(&base);

@@ -281,7 +281,7 @@ static zt_status ppo_open(zt_trainer *t)
     s->ctrained = s->critic.lora ? &s->critic.lora->view : &s->critic;
     if ((st = zt_llama_alloc_acts(&s->critic, s->ro.B, s->ro.T, r->model.activation_checkpointing)) ||
         (st = zt_zero_init(&s->czero, t->comm, &opts, s->ctrained)) ||
-        (st = zt_optstate_open(&s->copt, r->offload.optimizer, &io, &s->czero, "critic-optim")))
+        (st = zt_optstate_open(&s->copt, r->offload.optimizer, r->train.optim, &io, &s->czero, "critic-optim")))
         return st;
     zt_log_info("data: %lld prompts, %lld held out; %d per rank and step; the critic from '%s'",
                 (long long)s->ro.train.n_examples, (long long)s->ro.valid.n_examples, s->ro.A * s->ro.B, from);

@@ -1,0 +1,83 @@
+/* AdamW with 8-bit moments (adamw8bit.h). */
+#include "lib/optim/adamw8bit.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "lib/core/status.h"
+
+const char *const zt_optim_names[2] = {"adamw_torch", "adamw_8bit"};
+
+const zt_dyn8 *zt_adamw8_map(int unsigned_map) { return unsigned_map ? zt_dyn8_unsigned() : zt_dyn8_signed(); }
+
+float zt_adamw8_absmax(const float *x, size_t n)
+{
+    /* |x| orders as its bits do (for numbers): an integer maximum, which vectorizes */
+    uint32_t a = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        b &= 0x7FFFFFFFu;
+        a = b > a ? b : a;
+    }
+    float f;
+    memcpy(&f, &a, sizeof f);
+    return f;
+}
+
+void zt_adamw8_quantize(const zt_dyn8 *map, const float *x, size_t n, float absmax, uint8_t *q)
+{
+    if (!(absmax > 0.0f)) {
+        memset(q, zt_dyn8_index(map, 0.0f), n);
+        return;
+    }
+    for (size_t i0 = 0; i0 < n; i0 += ZT_ADAMW8_BLOCK) { /* the divisions apart, where they vectorize */
+        size_t k = n - i0 < ZT_ADAMW8_BLOCK ? n - i0 : ZT_ADAMW8_BLOCK;
+        float s[ZT_ADAMW8_BLOCK];
+        for (size_t i = 0; i < k; i++) s[i] = x[i0 + i] / absmax;
+        for (size_t i = 0; i < k; i++) q[i0 + i] = (uint8_t)zt_dyn8_index(map, s[i]);
+    }
+}
+
+void zt_adamw8_dequantize(const zt_dyn8 *map, const uint8_t *q, size_t n, float absmax, float *x)
+{
+    for (size_t i = 0; i < n; i++) x[i] = map->code[q[i]] * absmax;
+}
+
+void zt_adamw8_update(const zt_adamw_consts *c, zt_adamw_kernel *kernel, float *param, const float *grad,
+                      const uint8_t *q1, const uint8_t *q2, float a1, float a2, size_t n, uint16_t *param_bf16,
+                      float *m, float *v)
+{
+    ZT_ASSERT(n <= ZT_ADAMW8_BLOCK);
+    zt_adamw8_dequantize(zt_adamw8_map(0), q1, n, a1, m);
+    zt_adamw8_dequantize(zt_adamw8_map(1), q2, n, a2, v);
+    kernel(c, param, grad, m, v, n, param_bf16);
+}
+
+static int reproduces(const zt_dyn8 *map, const float *x, size_t n, float absmax, uint8_t *q)
+{
+    zt_adamw8_quantize(map, x, n, absmax, q);
+    for (size_t i = 0; i < n; i++)
+        if (map->code[q[i]] * absmax != x[i]) return 0;
+    return 1;
+}
+
+float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q)
+{
+    float pos = 0.0f, neg = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        pos = x[i] > pos ? x[i] : pos;
+        neg = -x[i] > neg ? -x[i] : neg;
+    }
+    if (pos == 0.0f && neg == 0.0f) return zt_adamw8_quantize(map, x, n, 0.0f, q), 0.0f;
+    /* The largest |x| had the code 1 (exactly absmax) when positive, the smallest code map->code[0]
+       when negative; neg / -map->code[0] is then within an ulp or two of the absmax it came from. */
+    float a = pos > neg || map->code[0] == 0.0f ? pos : neg / -map->code[0]; /* the unsigned map: no negatives */
+    float tries[5] = {a, nextafterf(a, 0.0f), nextafterf(a, INFINITY), nextafterf(nextafterf(a, 0.0f), 0.0f),
+                      nextafterf(nextafterf(a, INFINITY), INFINITY)};
+    for (int i = 0; i < 5; i++)
+        if (reproduces(map, x, n, tries[i], q)) return tries[i];
+    a = pos > neg ? pos : neg;
+    zt_adamw8_quantize(map, x, n, a, q);
+    return a;
+}

@@ -1,0 +1,50 @@
+/* optim/adamw8bit: AdamW whose moments are kept in 8 bits, as bitsandbytes' blockwise AdamW8bit
+ * (Hugging Face's optim = "adamw_8bit"): a tensor's moments are cut into blocks of 256 elements
+ * from its start; each block stores one fp32 absmax per moment and one byte per element, the
+ * index of the code nearest to x / absmax in a 256-entry map (kernels/cpu/dyn8.h: the signed
+ * dynamic code for m, the unsigned one for v, bitsandbytes' create_dynamic_map; a tie to the
+ * lower). A step dequantizes a block
+ * (code * absmax), runs the fp32 AdamW update on it (optim/adamw.h, the same kernels), takes
+ * the block's new absmax (max |x|) and quantizes it again. Tensors of fewer than 4096 elements
+ * keep fp32 moments, as bitsandbytes' min_8bit_size. The nearest code is the one the CUDA
+ * kernels of bitsandbytes choose (the CPU path of bitsandbytes 0.50 looks codes up in a coarser table).
+ *
+ *     float m[256], v[256];
+ *     zt_adamw8_update(&c, kernel, param, grad, q1, q2, a1, a2, n, NULL, m, v);   // fp32 states
+ *     a1 = zt_adamw8_absmax(m, n), a2 = zt_adamw8_absmax(v, n);                       // or the whole block's
+ *     zt_adamw8_quantize(zt_adamw8_map(0), m, n, a1, q1);
+ *     zt_adamw8_quantize(zt_adamw8_map(1), v, n, a2, q2);
+ */
+#ifndef ZT_OPTIM_ADAMW8BIT_H
+#define ZT_OPTIM_ADAMW8BIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/dyn8.h"
+#include "lib/optim/adamw_kernels.h"
+
+enum { ZT_ADAMW8_BLOCK = 256, ZT_ADAMW8_MIN_NUMEL = 4096 };
+
+/* The optimizer a recipe names (train.optim). */
+typedef enum zt_optim_kind { ZT_OPTIM_ADAMW, ZT_OPTIM_ADAMW_8BIT } zt_optim_kind;
+extern const char *const zt_optim_names[2];
+
+/* The code maps, sorted ascending: 0 the signed (m), 1 the unsigned (v). */
+const zt_dyn8 *zt_adamw8_map(int unsigned_map);
+/* max |x[i]| over n elements. */
+float zt_adamw8_absmax(const float *x, size_t n);
+/* Quantizes n ≤ 256 elements of x with that absmax into q (absmax 0: all zeros). */
+void zt_adamw8_quantize(const zt_dyn8 *map, const float *x, size_t n, float absmax, uint8_t *q);
+/* x[i] = map->code[q[i]] * absmax. */
+void zt_adamw8_dequantize(const zt_dyn8 *map, const uint8_t *q, size_t n, float absmax, float *x);
+/* The inverse of zt_adamw8_dequantize for a whole block's n values x: their codes into q, and
+ * the absmax returned. A block of values that no absmax reproduces exactly (fp32 moments of
+ * another optimizer) is quantized as a step would, with absmax max |x|. */
+float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q);
+/* One block's step, up to its fp32 moments: dequantizes the n ≤ 256 states (q1, a1 and q2,
+ * a2) into m and v, and runs the AdamW kernel on param with them. */
+void zt_adamw8_update(const zt_adamw_consts *c, zt_adamw_kernel *kernel, float *param, const float *grad,
+                      const uint8_t *q1, const uint8_t *q2, float a1, float a2, size_t n, uint16_t *param_bf16,
+                      float *m, float *v);
+#endif
