@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/core/status.h"
 
@@ -93,7 +94,6 @@ void zt_dyn8_build(float *code, int is_signed)
     qsort(code, (size_t)k, sizeof *code, ascending); /* k is 256 */
 }
 
-static float unsigned_code[256];
 static zt_dyn8 tables[2];
 
 /* The midpoints below x, by bisection. */
@@ -108,9 +108,9 @@ static int count_below(const float *mid, float x)
     return lo;
 }
 
-static void build_table(zt_dyn8 *d, const float *code)
+static void build_table(zt_dyn8 *d)
 {
-    d->code = code;
+    const float *code = d->code;
     for (int i = 0; i < 255; i++) d->mid[i] = (code[i] + code[i + 1]) / 2;
     d->mid[255] = INFINITY;
     for (uint32_t k = 0; k < 65536; k++) {
@@ -128,9 +128,10 @@ static void build_table(zt_dyn8 *d, const float *code)
 
 static void build_tables(void)
 {
-    zt_dyn8_build(unsigned_code, 0);
-    build_table(&tables[0], zt_dyn8_code);
-    build_table(&tables[1], unsigned_code);
+    memcpy(tables[0].code, zt_dyn8_code, sizeof zt_dyn8_code);
+    zt_dyn8_build(tables[1].code, 0);
+    build_table(&tables[0]);
+    build_table(&tables[1]);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

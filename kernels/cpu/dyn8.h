@@ -21,8 +21,9 @@
 
 extern const float zt_dyn8_code[256]; /* the signed code */
 
+/* A code with its lookup table, self-contained (a device copies it as it is). */
 typedef struct zt_dyn8 {
-    const float *code;
+    float code[256];
     float mid[256];       /* the 255 midpoints, then +inf */
     uint8_t below[65536]; /* by a float's top 16 bits: the midpoints below the smallest such float */
 } zt_dyn8;

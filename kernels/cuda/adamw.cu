@@ -1,6 +1,6 @@
-/* The AdamW update of lib/optim/adamw.c, bit for bit: every multiply, add, divide and
- * square root is an explicitly rounded intrinsic, so nvcc cannot contract them into FMAs,
- * in the order of zt_adamw_kernel_scalar. And the sum of squares for gradient clipping. */
+/* The AdamW update of lib/optim/adamw.c, bit for bit (adamw.cuh), and the sum of squares for
+ * gradient clipping. */
+#include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/device.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -12,13 +12,7 @@ static __global__ void adamw_kernel(zt_adamw_consts c, float *param, const float
                                     uint16_t *param_bf16)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = __fmul_rn(grad[i], c.grad_scale);
-        float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(c.one_minus_beta1, g));
-        float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(c.one_minus_beta2, g), g));
-        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c.bias2_sqrt), c.eps);
-        float p = __fsub_rn(__fmul_rn(param[i], c.decay), __fmul_rn(c.step_size, __fdiv_rn(mi, denom)));
-        m[i] = mi;
-        v[i] = vi;
+        float p = zt_adamw_element(c, param[i], grad[i], &m[i], &v[i]);
         param[i] = p;
         if (param_bf16) param_bf16[i] = zt_bf16_round(p);
     }

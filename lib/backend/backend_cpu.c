@@ -33,6 +33,17 @@ static void cpu_adamw(zt_backend *be, const zt_adamw *h, float *param, const flo
 {
     zt_adamw_update(h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
 }
+static void cpu_adamw8(zt_backend *be, const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts,
+                       float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                       uint16_t *param16, float *held, float *slots)
+{
+    zt_adamw8_step(blocks, nb, consts, param, grad, q1, q2, a1, a2, param16, held, slots);
+}
+static void cpu_adamw8_finish(zt_backend *be, const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2,
+                              float *a1, float *a2, const float *held, const float *slots)
+{
+    zt_adamw8_finish(r, nr, q1, q2, a1, a2, held, slots);
+}
 static double cpu_sumsq(zt_backend *be, const float *x, size_t n) { return zt_sumsq(x, n); }
 static void cpu_nf4_dequantize(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, size_t n, float *y)
 {
@@ -277,6 +288,8 @@ static zt_backend cpu_backend = {
     .nf4_product = cpu_nf4_product,
     .nf4_product_t = cpu_nf4_product_t,
     .adamw = cpu_adamw,
+    .adamw8 = cpu_adamw8,
+    .adamw8_finish = cpu_adamw8_finish,
     .sumsq = cpu_sumsq,
 };
 

@@ -550,6 +550,23 @@ static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const fl
     zt_cuda_adamw(stream, &c, param, grad, m, v, n, param_bf16);
 }
 
+static void cuda_adamw8(zt_backend *be, const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts,
+                        float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                        uint16_t *param16, float *held, float *slots)
+{
+    MARK();
+    const zt_dyn8 *maps[2] = {zt_adamw8_map(0), zt_adamw8_map(1)};
+    zt_cuda_adamw8(stream, maps, blocks, nb, consts, param, grad, q1, q2, a1, a2, param16, held, slots);
+}
+
+static void cuda_adamw8_finish(zt_backend *be, const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2,
+                               float *a1, float *a2, const float *held, const float *slots)
+{
+    MARK();
+    const zt_dyn8 *maps[2] = {zt_adamw8_map(0), zt_adamw8_map(1)};
+    zt_cuda_adamw8_finish(stream, maps, r, nr, q1, q2, a1, a2, held, slots);
+}
+
 static void cuda_nf4_dequantize(zt_backend *be, const uint8_t *q, const float *absmax, size_t first, size_t n,
                                 float *y)
 {
@@ -643,6 +660,8 @@ static zt_backend cuda_backend = {
     .nf4_dq_dequantize = cuda_nf4_dq_dequantize,
     .int8_rows_dequantize = cuda_int8_rows_dequantize,
     .adamw = cuda_adamw,
+    .adamw8 = cuda_adamw8,
+    .adamw8_finish = cuda_adamw8_finish,
     .sumsq = cuda_sumsq,
 };
 

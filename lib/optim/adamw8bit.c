@@ -81,3 +81,50 @@ float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q
     zt_adamw8_quantize(map, x, n, a, q);
     return a;
 }
+
+void zt_adamw8_step(const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts, float *param,
+                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
+                    float *slots)
+{
+    zt_adamw_kernel *kernel = zt_adamw_kernel_dispatch();
+    uint8_t *q[2] = {q1, q2};
+    float *a[2] = {a1, a2};
+#pragma omp parallel for schedule(static) if (nb > 16)
+    for (size_t j = 0; j < nb; j++) {
+        const zt_adamw8_block *b = &blocks[j];
+        float mv[2][ZT_ADAMW8_BLOCK];
+        zt_adamw8_update(&consts[b->consts], kernel, param + b->local, grad + b->local, q1 + b->local, q2 + b->local,
+                         a1[b->absmax], a2[b->absmax], b->n, param16 ? param16 + b->flat : NULL, mv[0], mv[1]);
+        for (int k = 0; k < 2; k++) {
+            float x = zt_adamw8_absmax(mv[k], b->n);
+            if (b->held < 0) {
+                a[k][b->absmax] = x;
+                zt_adamw8_quantize(zt_adamw8_map(k), mv[k], b->n, x, q[k] + b->local);
+                continue;
+            }
+            memcpy(held + (size_t)b->held * 2 * ZT_ADAMW8_BLOCK + (size_t)k * ZT_ADAMW8_BLOCK, mv[k],
+                   b->n * sizeof(float));
+            for (int e = 0; e < 2; e++)
+                if (b->slot[e] >= 0) slots[b->slot[e] + k] = x;
+        }
+    }
+}
+
+void zt_adamw8_finish(const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                      const float *held, const float *slots)
+{
+    uint8_t *q[2] = {q1, q2};
+    float *a[2] = {a1, a2};
+    for (size_t j = 0; j < nr; j++)
+        for (int k = 0; k < 2; k++) {
+            float x = 0.0f;
+            for (uint32_t i = 0; i < r[j].nslots; i++) {
+                float y = slots[r[j].first + 2 * i + (uint32_t)k];
+                x = y > x ? y : x;
+            }
+            a[k][r[j].absmax] = x;
+            zt_adamw8_quantize(zt_adamw8_map(k),
+                               held + (size_t)r[j].held * 2 * ZT_ADAMW8_BLOCK + (size_t)k * ZT_ADAMW8_BLOCK, r[j].n, x,
+                               q[k] + r[j].local);
+        }
+}

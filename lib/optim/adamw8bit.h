@@ -42,6 +42,38 @@ void zt_adamw8_dequantize(const zt_dyn8 *map, const uint8_t *q, size_t n, float 
  * the absmax returned. A block of values that no absmax reproduces exactly (fp32 moments of
  * another optimizer) is quantized as a step would, with absmax max |x|. */
 float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q);
+/* One block of a step (lib/zero/optstate8.h lays them out): its elements, its constants and absmax,
+ * and for a block a rank boundary cuts, where its part's fp32 moments wait for the whole block's
+ * absmax (held: 2 · 256 floats, m's then v's) and the slots its part's maxima go to (m's; v's is
+ * the next one), before this rank and after it. The same bytes on the host and on a device. */
+typedef struct zt_adamw8_block {
+    uint64_t local;  /* its first element here: in the weights, the gradient and the codes */
+    uint64_t flat;   /* the same element in the flat array: in the bf16 copy */
+    uint32_t n;      /* its elements here, at most 256 */
+    uint32_t consts; /* its step constants, an index */
+    uint32_t absmax; /* its absmax values, an index */
+    int32_t held;    /* -1: all of it here, quantized at once; else where its moments wait */
+    int32_t slot[2]; /* held: the first slot before and after it, or -1 */
+} zt_adamw8_block;
+
+/* A held block finished: its absmax the largest of the nslots slots first, first + 2, ... (m's; v's
+ * from first + 1), and its moments quantized with it. */
+typedef struct zt_adamw8_release {
+    uint64_t local;
+    uint32_t n, absmax;
+    int32_t held;
+    uint32_t first, nslots;
+} zt_adamw8_release;
+
+/* The blocks' step on host memory (OpenMP over the blocks): the CUDA kernels' twin. consts is
+ * one per index that the blocks name; param16 may be NULL; held and slots are written for held
+ * blocks only. */
+void zt_adamw8_step(const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts, float *param,
+                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
+                    float *slots);
+/* The held blocks finished, with the slots summed over the ranks. */
+void zt_adamw8_finish(const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                      const float *held, const float *slots);
 /* One block's step, up to its fp32 moments: dequantizes the n ≤ 256 states (q1, a1 and q2,
  * a2) into m and v, and runs the AdamW kernel on param with them. */
 void zt_adamw8_update(const zt_adamw_consts *c, zt_adamw_kernel *kernel, float *param, const float *grad,

@@ -884,10 +884,6 @@ static zt_status check_keys(zt_recipe *r)
                         "train.optim = \"adamw_8bit\" keeps its moments in memory: it needs offload.optimizer = "
                         "\"none\" (it is \"%s\")",
                         zt_offload_tier_names[r->offload.optimizer]);
-    if (r->train.optim == ZT_OPTIM_ADAMW_8BIT && r->model.device == ZT_DEVICE_CUDA)
-        return key_fail(r, later(r, schema_key("train", "optim"), schema_key("model", "device")),
-                        "train.optim = \"adamw_8bit\" runs on the CPU backend only: model.device = \"cuda\" "
-                        "needs adamw_torch");
     static const char *const zeropp[] = {"quantized_weights", "hpz_partition_size", "quantized_gradients"};
     const int on[] = {r->zero.quantized_weights, r->zero.hpz_partition_size > 1, r->zero.quantized_gradients};
     for (int i = 0; i < 3; i++)

@@ -109,7 +109,7 @@ static const zt_recipe_key schema[] = {
     FLT("train", "weight_decay", train.weight_decay, 0, "0", 0, NOMAX, "AdamW weight decay; not applied to norm weights and biases"),
     ENUM("train", "optim", train.optim, zt_optim_kind, 0, "adamw_torch", zt_optim_names, 2,
          "AdamW with fp32 moments, or adamw_8bit: moments in 8 bits a block of 256 as bitsandbytes' AdamW8bit "
-         "(tensors under 4096 elements keep fp32; the CPU backend, offload.optimizer = \"none\"); Hugging Face's "
+         "(tensors under 4096 elements keep fp32; needs offload.optimizer = \"none\"); Hugging Face's "
          "adamw_torch_fused and paged_adamw_32bit read as adamw_torch, adamw_bnb_8bit and paged_adamw_8bit as "
          "adamw_8bit (paging is CUDA's unified memory, which zt does not use)"),
     FLT("train", "adam_beta1", train.adam_beta1, HI_OPEN, "0.9", 0, 1, "AdamW beta1"),

@@ -43,11 +43,6 @@ zt_status zt_optstate_open(zt_optstate *o, zt_offload_tier tier, zt_optim_kind o
         if (tier != ZT_OFFLOAD_NONE || zt_zero_swap(z) || z->windows)
             return zt_fail(ZT_EUSER, "train.optim = \"adamw_8bit\" keeps its moments in memory: it needs "
                                      "offload.optimizer = \"none\"");
-        if (!z->be->host_memory)
-            return zt_fail(ZT_EUSER,
-                           "train.optim = \"adamw_8bit\" runs on the CPU backend only (model.device = "
-                           "\"cpu\"), or use adamw_torch on %s",
-                           z->be->name);
         return zt_optstate8_open(&o->q8, z);
     }
     if ((o->swap = zt_zero_swap(z))) { /* offload.param = "nvme": the partition's file has the moments too */
@@ -173,6 +168,7 @@ static zt_status read_piece(void *ctx, int array, size_t first, size_t n, float 
 zt_status zt_optstate_save(zt_optstate *o, const char *dir)
 {
     const zt_zero *z = o->z;
+    if (o->q8) zt_optstate8_pull(o->q8);
     source src = {o, 0};
     if (z->stage == 0) {
         zt_state_segment one;
@@ -200,13 +196,23 @@ static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *sr
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    if (o->q8) { /* the weights as below (in host memory), the moments block by block */
-        for (int i = 0; i < z->nseg && z->stage == 3; i++) {
+    if (o->q8) { /* stage 3's weights (16M elements at a time to a device), the moments block by block */
+        size_t piece = (size_t)16 << 20;
+        float *bounce = z->stage == 3 && !z->be->host_memory ? malloc(piece * sizeof *bounce) : NULL;
+        zt_status st = z->stage == 3 && !z->be->host_memory && !bounce
+                           ? zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state")
+                           : ZT_OK;
+        for (int i = 0; i < z->nseg && z->stage == 3 && !st; i++) {
             const zt_zero_segment *g = &z->seg[i];
-            zt_status st = zt_state_read_range(dir, numel, g->lo, g->hi - g->lo, z->master + g->local, NULL, NULL);
-            if (st) return st;
+            for (size_t j = 0; j < g->hi - g->lo && !st; j += piece) {
+                size_t n = g->hi - g->lo - j < piece ? g->hi - g->lo - j : piece;
+                st = zt_state_read_range(dir, numel, g->lo + j, n, bounce ? bounce : z->master + g->local + j, NULL,
+                                         NULL);
+                if (!st && bounce) z->be->upload(z->be, z->master + g->local + j, bounce, n * sizeof *bounce);
+            }
         }
-        return zt_optstate8_restore(o->q8, dir, numel);
+        free(bounce);
+        return st ? st : zt_optstate8_restore(o->q8, dir, numel);
     }
     int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too */
     int direct = o->m && z->be->host_memory; /* else a piece at a time through the swap file or to the device */

@@ -20,24 +20,28 @@ typedef struct piece {
     size_t at;      /* small: its first element in fp32[]; else its first block's absmax */
 } piece;
 
-/* A block that a rank boundary cuts, its part here updated and waiting for the whole block's absmax. */
-typedef struct held {
-    int used;
-    size_t key, local, n, block; /* key: the block's first flat element; block: its absmax */
-    float mv[2][B];
-} held;
-
+/* The moments and what a step needs, in the backend's memory; the host mirrors of the moments
+ * (the same arrays on the CPU backend) serve checkpoints. */
 struct zt_optstate8 {
     const zt_zero *z;
+    zt_backend *be;
     piece *p;
     int np;
+    size_t nblocks, nsmall, nheld;
     uint8_t *q[2];    /* m's and v's codes, a byte a local element */
     float *absmax[2]; /* a block's each */
     float *fp32[2];   /* the small tensors' moments */
-    size_t *keys;     /* [seg][boundary]: the first element of the block the boundary cuts, or SIZE_MAX */
-    float *slots;     /* [seg][boundary][side][moment]: the parts' maxima, summed over the ranks */
-    held *held;       /* [seg][0: cut at the segment's end, 1: at its start] */
-    size_t nblocks, nsmall, nslots;
+    zt_adamw8_block *blocks;
+    zt_adamw8_release *rel;
+    zt_adamw_consts *consts; /* a piece's each, this step's */
+    float *held;             /* the cut blocks' parts' fp32 moments */
+    float *slots, *sums;     /* [seg][boundary][side][moment]: this rank's parts' maxima; summed over the ranks */
+    size_t nslots;
+    zt_adamw8_block *host_blocks; /* what is uploaded into the above */
+    zt_adamw_consts *host_consts;
+    float *host_slots;
+    uint8_t *mirror_q[2];
+    float *mirror_absmax[2], *mirror_fp32[2];
 };
 
 static size_t tensor_numel(const zt_llama_tensor *t)
@@ -46,6 +50,7 @@ static size_t tensor_numel(const zt_llama_tensor *t)
 }
 static size_t first_block(const piece *p) { return (p->flat - p->t0) / B; }
 static size_t count_blocks(const piece *p) { return (p->flat + p->n - 1 - p->t0) / B - first_block(p) + 1; }
+static int cuts(const zt_zero *z) { return z->comm && z->world > 1 && z->stage > 0; }
 
 static int by_local(const void *a, const void *b)
 {
@@ -79,7 +84,33 @@ static int pieces(const zt_llama *m, const zt_zero_segment *seg, int nseg, piece
     return np;
 }
 
-static int cuts(const zt_zero *z) { return z->comm && z->world > 1 && z->stage > 0; }
+/* Block j of piece p: the tensor's flat [*lo, *hi), of which [*a, *e) is here. */
+static void block_part(const piece *p, size_t j, size_t *lo, size_t *hi, size_t *a, size_t *e)
+{
+    *lo = p->t0 + (first_block(p) + j) * B;
+    *hi = *lo + B < p->t0 + p->tn ? *lo + B : p->t0 + p->tn;
+    *a = *lo > p->flat ? *lo : p->flat;
+    *e = *hi < p->flat + p->n ? *hi : p->flat + p->n;
+}
+
+static int is_cut(const piece *p, size_t j)
+{
+    size_t lo, hi, a, e;
+    block_part(p, j, &lo, &hi, &a, &e);
+    return a > lo || e < hi;
+}
+
+/* The blocks a rank boundary cuts: a piece's first or last, where it ends a segment. */
+static size_t count_held(const piece *p, int np)
+{
+    size_t held = 0;
+    for (int i = 0; i < np; i++) {
+        size_t nb = p[i].small ? 0 : count_blocks(&p[i]);
+        held += nb && is_cut(&p[i], 0);
+        held += nb > 1 && is_cut(&p[i], nb - 1);
+    }
+    return held;
+}
 
 size_t zt_optstate8_bytes(const zt_llama *m, const zt_zero_segment *seg, int nseg)
 {
@@ -89,16 +120,10 @@ size_t zt_optstate8_bytes(const zt_llama *m, const zt_zero_segment *seg, int nse
     if (!p) return SIZE_MAX;
     np = pieces(m, seg, nseg, p, &nblocks, &nsmall);
     for (int i = 0; i < np; i++) local += p[i].n; /* a code byte each, small tensors too (unused there) */
+    size_t held = count_held(p, np);
     free(p);
-    return 2 * local + 2 * sizeof(float) * (nblocks + nsmall) + (size_t)nseg * 2 * sizeof(held);
-}
-
-void zt_optstate8_close(zt_optstate8 *q)
-{
-    if (!q) return;
-    for (int k = 0; k < 2; k++) free(q->q[k]), free(q->absmax[k]), free(q->fp32[k]);
-    free(q->p), free(q->keys), free(q->slots), free(q->held);
-    free(q);
+    return 2 * local + 2 * sizeof(float) * (nblocks + nsmall) + nblocks * sizeof(zt_adamw8_block) +
+           held * (2 * B * sizeof(float) + sizeof(zt_adamw8_release)) + (size_t)np * sizeof(zt_adamw_consts);
 }
 
 /* The first element of the block of m's tensors that flat element x lies in, or SIZE_MAX. */
@@ -112,22 +137,69 @@ static size_t block_key(const zt_llama *m, size_t x)
 }
 
 /* For every segment, the block each boundary between ranks b and b + 1 cuts (the same on every rank). */
-static zt_status boundary_keys(zt_optstate8 *q)
+static size_t *boundary_keys(const zt_zero *z)
 {
-    const zt_zero *z = q->z;
     int W = z->world;
     zt_zero_segment *seg = malloc((size_t)z->nseg * sizeof *seg);
-    q->keys = malloc((size_t)z->nseg * (size_t)(W - 1) * sizeof *q->keys);
-    q->nslots = (size_t)z->nseg * (size_t)(W - 1) * 4;
-    q->slots = calloc(q->nslots, sizeof *q->slots);
-    if (!seg || !q->keys || !q->slots) return free(seg), zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
-    for (int b = 0; b + 1 < W; b++) {
+    size_t *keys = malloc((size_t)z->nseg * (size_t)(W - 1) * sizeof *keys + 1);
+    for (int b = 0; b + 1 < W && seg && keys; b++) {
         int nseg;
         zt_zero_segments(z->m, z->stage, W, b + 1, seg, &nseg);
-        for (int k = 0; k < nseg; k++) q->keys[(size_t)k * (W - 1) + b] = block_key(z->m, seg[k].lo);
+        for (int k = 0; k < nseg; k++) keys[(size_t)k * (W - 1) + b] = block_key(z->m, seg[k].lo);
     }
+    if (!seg) free(keys), keys = NULL;
     free(seg);
+    return keys;
+}
+
+/* The blocks' table and the held blocks' releases, on the host: a block's slots are those of the
+ * boundaries that cut it, its release the range of the boundaries that cut the same block. */
+static zt_status lay_out(zt_optstate8 *q, zt_adamw8_release *rel)
+{
+    const zt_zero *z = q->z;
+    size_t *keys = cuts(z) ? boundary_keys(z) : NULL, nb = 0, nh = 0;
+    if (cuts(z) && !keys) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    int W = z->world;
+    for (int i = 0; i < q->np; i++) {
+        const piece *p = &q->p[i];
+        if (p->small) continue;
+        size_t row = (size_t)p->seg * (size_t)(W - 1);
+        for (size_t j = 0; j < count_blocks(p); j++) {
+            size_t lo, hi, a, e;
+            block_part(p, j, &lo, &hi, &a, &e);
+            zt_adamw8_block *b = &q->host_blocks[nb++];
+            *b = (zt_adamw8_block){p->local + (a - p->flat), a,  (uint32_t)(e - a), (uint32_t)i,
+                                   (uint32_t)(p->at + j),    -1, {-1, -1}};
+            if (a == lo && e == hi) continue;
+            b->held = (int32_t)nh;
+            if (a > lo) b->slot[0] = (int32_t)(((row + (size_t)(z->rank - 1)) * 2 + 1) * 2);
+            if (e < hi) b->slot[1] = (int32_t)(((row + (size_t)z->rank) * 2 + 0) * 2);
+            size_t b0 = 0, b1 = 0;             /* the boundaries that cut this block: consecutive */
+            while (keys[row + b0] != lo) b0++; /* one does: the block is cut */
+            for (b1 = b0; b1 + 1 < (size_t)(W - 1) && keys[row + b1 + 1] == lo; b1++) {
+            }
+            rel[nh++] = (zt_adamw8_release){
+                b->local, b->n, b->absmax, b->held, (uint32_t)((row + b0) * 4), (uint32_t)(2 * (b1 - b0 + 1))};
+        }
+    }
+    free(keys);
     return ZT_OK;
+}
+
+void zt_optstate8_close(zt_optstate8 *q)
+{
+    if (!q) return;
+    zt_backend *be = q->be;
+    for (int k = 0; k < 2 && be; k++) {
+        if (!be->host_memory) free(q->mirror_q[k]), free(q->mirror_absmax[k]), free(q->mirror_fp32[k]);
+        be->free(be, q->q[k]), be->free(be, q->absmax[k]), be->free(be, q->fp32[k]);
+    }
+    if (be) {
+        be->free(be, q->blocks), be->free(be, q->rel), be->free(be, q->consts), be->free(be, q->held);
+        be->free(be, q->slots), be->free(be, q->sums);
+    }
+    free(q->p), free(q->host_blocks), free(q->host_consts), free(q->host_slots);
+    free(q);
 }
 
 zt_status zt_optstate8_open(zt_optstate8 **out, const zt_zero *z)
@@ -135,112 +207,82 @@ zt_status zt_optstate8_open(zt_optstate8 **out, const zt_zero *z)
     zt_optstate8 *q = calloc(1, sizeof *q);
     *out = q;
     if (!q) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    zt_backend *be = q->be = z->be;
     q->z = z;
     q->np = pieces(z->m, z->seg, z->nseg, NULL, &q->nblocks, &q->nsmall);
     q->p = malloc((size_t)(q->np ? q->np : 1) * sizeof *q->p);
-    if (q->p) pieces(z->m, z->seg, z->nseg, q->p, &q->nblocks, &q->nsmall);
-    q->held = calloc((size_t)z->nseg * 2, sizeof *q->held);
-    for (int k = 0; k < 2; k++) {
-        q->q[k] = calloc(z->local_numel + 1, 1);
-        q->absmax[k] = calloc(q->nblocks + 1, sizeof(float));
-        q->fp32[k] = calloc(q->nsmall + 1, sizeof(float));
-        if (!q->q[k] || !q->absmax[k] || !q->fp32[k]) q->held = (free(q->held), NULL);
+    if (!q->p) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
+    pieces(z->m, z->seg, z->nseg, q->p, &q->nblocks, &q->nsmall);
+    q->nheld = count_held(q->p, q->np);
+    q->nslots = cuts(z) ? (size_t)z->nseg * (size_t)(z->world - 1) * 4 : 0;
+    q->host_blocks = malloc((q->nblocks + 1) * sizeof *q->host_blocks);
+    q->host_consts = malloc(((size_t)q->np + 1) * sizeof *q->host_consts);
+    q->host_slots = calloc(q->nslots + 1, sizeof *q->host_slots);
+    zt_adamw8_release *rel = malloc((q->nheld + 1) * sizeof *rel);
+    int ok = q->host_blocks && q->host_consts && q->host_slots && rel;
+    for (int k = 0; k < 2 && ok; k++) {
+        ok = (q->q[k] = be->alloc(be, z->local_numel + 1)) && (q->absmax[k] = be->alloc(be, (q->nblocks + 1) * 4)) &&
+             (q->fp32[k] = be->alloc(be, (q->nsmall + 1) * 4));
+        if (ok && be->host_memory)
+            q->mirror_q[k] = q->q[k], q->mirror_absmax[k] = q->absmax[k], q->mirror_fp32[k] = q->fp32[k];
+        else if (ok)
+            ok = (q->mirror_q[k] = malloc(z->local_numel + 1)) && (q->mirror_absmax[k] = calloc(q->nblocks + 1, 4)) &&
+                 (q->mirror_fp32[k] = calloc(q->nsmall + 1, 4));
     }
-    if (!q->p || !q->held) return zt_fail(ZT_ENOMEM, "out of memory for optimizer state");
-    /* zero moments: every block's absmax 0, codes of 0 */
-    for (int k = 0; k < 2; k++) memset(q->q[k], zt_dyn8_index(zt_adamw8_map(k), 0.0f), z->local_numel);
-    return cuts(z) ? boundary_keys(q) : ZT_OK;
-}
-
-/* Block j of piece p: the tensor's flat [*lo, *hi), of which [*a, *e) is here. */
-static void block_part(const piece *p, size_t j, size_t *lo, size_t *hi, size_t *a, size_t *e)
-{
-    *lo = p->t0 + (first_block(p) + j) * B;
-    *hi = *lo + B < p->t0 + p->tn ? *lo + B : p->t0 + p->tn;
-    *a = *lo > p->flat ? *lo : p->flat;
-    *e = *hi < p->flat + p->n ? *hi : p->flat + p->n;
-}
-
-/* A cut block's part [a, e) of [lo, hi), its fp32 moments mv: kept, and its maxima put in the slots
- * of the boundaries that cut it (side 1 of the boundary before this rank, side 0 of the one after). */
-static void hold(zt_optstate8 *q, const piece *p, size_t j, size_t lo, size_t hi, size_t a, size_t e, float mv[2][B])
-{
-    const zt_zero *z = q->z;
-    held *h = &q->held[p->seg * 2 + (a > lo)];
-    h->used = 1, h->key = lo, h->local = p->local + (a - p->flat), h->n = e - a, h->block = p->at + j;
-    memcpy(h->mv, mv, sizeof h->mv);
-    size_t row = (size_t)p->seg * (size_t)(z->world - 1);
-    for (int k = 0; k < 2; k++) {
-        float x = zt_adamw8_absmax(mv[k], e - a);
-        if (a > lo) q->slots[((row + (size_t)(z->rank - 1)) * 2 + 1) * 2 + k] = x;
-        if (e < hi) q->slots[((row + (size_t)z->rank) * 2 + 0) * 2 + k] = x;
+    ok = ok && (q->blocks = be->alloc(be, (q->nblocks + 1) * sizeof *q->blocks)) &&
+         (q->rel = be->alloc(be, (q->nheld + 1) * sizeof *q->rel)) &&
+         (q->consts = be->alloc(be, ((size_t)q->np + 1) * sizeof *q->consts)) &&
+         (q->held = be->alloc(be, (q->nheld + 1) * 2 * B * sizeof(float))) &&
+         (q->slots = be->alloc(be, (q->nslots + 1) * sizeof(float))) &&
+         (q->sums = be->alloc(be, (q->nslots + 1) * sizeof(float)));
+    zt_status st = ok ? lay_out(q, rel) : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", be->name);
+    if (!st) {
+        be->upload(be, q->blocks, q->host_blocks, q->nblocks * sizeof *q->blocks);
+        be->upload(be, q->rel, rel, q->nheld * sizeof *rel);
+        /* zero moments: every block's absmax 0 (alloc zeroes), codes of 0 */
+        for (int k = 0; k < 2; k++) memset(q->mirror_q[k], zt_dyn8_index(zt_adamw8_map(k), 0.0f), z->local_numel);
+        if (!be->host_memory)
+            for (int k = 0; k < 2; k++) be->upload(be, q->q[k], q->mirror_q[k], z->local_numel);
     }
-}
-
-/* The held blocks quantized with their whole block's absmax: the largest of the slots that name it. */
-static void release(zt_optstate8 *q)
-{
-    const zt_zero *z = q->z;
-    int W = z->world;
-    for (int s = 0; s < z->nseg * 2; s++) {
-        held *h = &q->held[s];
-        if (!h->used) continue;
-        size_t row = (size_t)(s / 2) * (size_t)(W - 1);
-        for (int k = 0; k < 2; k++) {
-            float x = 0.0f;
-            for (int b = 0; b + 1 < W; b++)
-                for (int side = 0; side < 2 && q->keys[row + b] == h->key; side++) {
-                    float y = q->slots[((row + b) * 2 + side) * 2 + k];
-                    x = y > x ? y : x;
-                }
-            q->absmax[k][h->block] = x;
-            zt_adamw8_quantize(zt_adamw8_map(k), h->mv[k], h->n, x, q->q[k] + h->local);
-        }
-        h->used = 0;
-    }
+    free(rel);
+    return st;
 }
 
 zt_status zt_optstate8_step(zt_optstate8 *q, const zt_adamw *h0, float coef)
 {
     const zt_zero *z = q->z;
-    zt_adamw_kernel *kernel = zt_adamw_kernel_dispatch();
-    if (cuts(z)) memset(q->slots, 0, q->nslots * sizeof *q->slots);
+    zt_backend *be = q->be;
     for (int i = 0; i < q->np; i++) {
         const piece *p = &q->p[i];
         zt_adamw h = *h0;
         h.lr *= p->t->lr_scale;
-        if (p->small) {
-            zt_adamw_update_with(kernel, &h, z->master + p->local, z->grad + p->local, q->fp32[0] + p->at,
-                                 q->fp32[1] + p->at, p->n, coef, p->t->decay,
-                                 z->params16 ? z->params16 + p->flat : NULL);
-            continue;
-        }
-        zt_adamw_consts c = zt_adamw_consts_of(&h, coef, p->t->decay);
-        size_t nb = count_blocks(p);
-#pragma omp parallel for schedule(static) if (nb > 16)
-        for (size_t j = 0; j < nb; j++) {
-            size_t lo, hi, a, e;
-            block_part(p, j, &lo, &hi, &a, &e);
-            size_t l = p->local + (a - p->flat), n = e - a;
-            float mv[2][B];
-            zt_adamw8_update(&c, kernel, z->master + l, z->grad + l, q->q[0] + l, q->q[1] + l, q->absmax[0][p->at + j],
-                             q->absmax[1][p->at + j], n, z->params16 ? z->params16 + a : NULL, mv[0], mv[1]);
-            if (a > lo || e < hi) {
-                hold(q, p, j, lo, hi, a, e, mv);
-                continue;
-            }
-            for (int k = 0; k < 2; k++) {
-                q->absmax[k][p->at + j] = zt_adamw8_absmax(mv[k], n);
-                zt_adamw8_quantize(zt_adamw8_map(k), mv[k], n, q->absmax[k][p->at + j], q->q[k] + l);
-            }
-        }
+        if (p->small)
+            be->adamw(be, &h, z->master + p->local, z->grad + p->local, q->fp32[0] + p->at, q->fp32[1] + p->at, p->n,
+                      coef, p->t->decay, z->params16 ? z->params16 + p->flat : NULL);
+        else q->host_consts[i] = zt_adamw_consts_of(&h, coef, p->t->decay);
     }
-    if (cuts(z)) {
-        zt_status st = zt_comm_allreduce_sum(z->comm, q->slots, q->nslots, ZT_COMM_OTHER);
-        if (st) return st;
-    }
-    release(q);
+    be->upload(be, q->consts, q->host_consts, (size_t)q->np * sizeof *q->consts);
+    be->adamw8(be, q->blocks, q->nblocks, q->consts, z->master, z->grad, q->q[0], q->q[1], q->absmax[0], q->absmax[1],
+               z->params16, q->held, q->slots);
+    if (!q->nslots) return ZT_OK;
+    /* every rank takes part: its slots hold its own parts' maxima and zeros */
+    be->download(be, q->host_slots, q->slots, q->nslots * sizeof(float));
+    zt_status st = zt_comm_allreduce_sum(z->comm, q->host_slots, q->nslots, ZT_COMM_OTHER);
+    if (st) return st;
+    be->upload(be, q->sums, q->host_slots, q->nslots * sizeof(float));
+    be->adamw8_finish(be, q->rel, q->nheld, q->q[0], q->q[1], q->absmax[0], q->absmax[1], q->held, q->sums);
     return ZT_OK;
+}
+
+void zt_optstate8_pull(zt_optstate8 *q)
+{
+    zt_backend *be = q->be;
+    if (be->host_memory) return;
+    for (int k = 0; k < 2; k++) {
+        be->download(be, q->mirror_q[k], q->q[k], q->z->local_numel);
+        be->download(be, q->mirror_absmax[k], q->absmax[k], q->nblocks * sizeof(float));
+        be->download(be, q->mirror_fp32[k], q->fp32[k], q->nsmall * sizeof(float));
+    }
 }
 
 void zt_optstate8_read(const zt_optstate8 *q, int k, size_t first, size_t n, float *dst)
@@ -252,7 +294,8 @@ void zt_optstate8_read(const zt_optstate8 *q, int k, size_t first, size_t n, flo
         size_t a = p->local > first ? p->local : first, e = p->local + p->n < first + n ? p->local + p->n : first + n;
         for (size_t l = a; l < e; l++) {
             size_t j = (p->flat + (l - p->local) - p->t0) / B - first_block(p);
-            dst[l - first] = p->small ? q->fp32[k][p->at + (l - p->local)] : map[q->q[k][l]] * q->absmax[k][p->at + j];
+            dst[l - first] = p->small ? q->mirror_fp32[k][p->at + (l - p->local)]
+                                      : map[q->mirror_q[k][l]] * q->mirror_absmax[k][p->at + j];
         }
     }
 }
@@ -265,7 +308,8 @@ zt_status zt_optstate8_restore(zt_optstate8 *q, const char *dir, size_t numel)
     for (int i = 0; i < q->np && !st; i++) {
         const piece *p = &q->p[i];
         if (p->small) {
-            st = zt_state_read_range(dir, numel, p->flat, p->n, NULL, q->fp32[0] + p->at, q->fp32[1] + p->at);
+            st = zt_state_read_range(dir, numel, p->flat, p->n, NULL, q->mirror_fp32[0] + p->at,
+                                     q->mirror_fp32[1] + p->at);
             continue;
         }
         size_t nb = count_blocks(p);
@@ -278,12 +322,19 @@ zt_status zt_optstate8_restore(zt_optstate8 *q, const char *dir, size_t numel)
                 block_part(p, j, &lo, &hi, &a, &e);
                 uint8_t codes[B];
                 for (int k = 0; k < 2; k++) {
-                    q->absmax[k][p->at + j] = zt_adamw8_recover(zt_adamw8_map(k), mv[k] + (lo - first), hi - lo, codes);
-                    memcpy(q->q[k] + p->local + (a - p->flat), codes + (a - lo), e - a);
+                    q->mirror_absmax[k][p->at + j] =
+                        zt_adamw8_recover(zt_adamw8_map(k), mv[k] + (lo - first), hi - lo, codes);
+                    memcpy(q->mirror_q[k] + p->local + (a - p->flat), codes + (a - lo), e - a);
                 }
             }
         }
     }
     free(mv[0]), free(mv[1]);
+    zt_backend *be = q->be;
+    for (int k = 0; k < 2 && !st && !be->host_memory; k++) {
+        be->upload(be, q->q[k], q->mirror_q[k], q->z->local_numel);
+        be->upload(be, q->absmax[k], q->mirror_absmax[k], q->nblocks * sizeof(float));
+        be->upload(be, q->fp32[k], q->mirror_fp32[k], q->nsmall * sizeof(float));
+    }
     return st;
 }

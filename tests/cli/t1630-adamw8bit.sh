@@ -41,6 +41,24 @@ for s in 1 3; do
   echo "$got" | grep -qE '^blocks ([0-9]+) exact \1 cut [1-9]' && say "ok - stage $s: $got" || fail "stage $s moments: $got"
 done
 
+# the device path (the CPU posing as one: the moments, the block table and the cut blocks' parts in
+# "device" memory, the backend's adamw8 and adamw8_finish, as on a GPU) bitwise as the CPU's: one
+# process (the update on the device's arrays), 3 ranks at stage 1 with device collectives and stage 3
+expect_ok "one process, as a device" env ZT_CPU_AS_DEVICE=1 "$ZT" pretrain recipe.toml output.dir=dev
+cmp -s q8/final/model.safetensors dev/final/model.safetensors && say "ok - as a device: bitwise as on the CPU" \
+  || fail "as a device: differs"
+for s in 1 3; do
+  expect_ok "3 ranks, stage $s, as a device" env ZT_CPU_AS_DEVICE=1 $MPI -np 3 -x ZT_CPU_AS_DEVICE "$ZT" pretrain \
+    recipe.toml output.dir=dev$s zero.stage=$s zero.device_collectives=true train.max_grad_norm=0
+  cmp -s s$s/final/model.safetensors dev$s/final/model.safetensors \
+    && say "ok - stage $s as a device: bitwise as on the CPU" || fail "stage $s as a device: differs"
+done
+cp -r dev3 devcut && rm -rf devcut/final devcut/summary.json
+expect_ok "stage 3 as a device: resume = auto" env ZT_CPU_AS_DEVICE=1 $MPI -np 3 -x ZT_CPU_AS_DEVICE "$ZT" pretrain \
+  recipe.toml output.dir=devcut zero.stage=3 zero.device_collectives=true train.max_grad_norm=0
+cmp -s s3/final/model.safetensors devcut/final/model.safetensors && say "ok - as a device: resumes bitwise" \
+  || fail "as a device: the resumed run differs"
+
 # a run cut off after its step-4 checkpoint, resumed: bitwise (the moments' absmax values and codes
 # come back from the checkpoint's dequantized values exactly)
 for s in 1 3; do
@@ -88,19 +106,18 @@ grep -q '^optim = "adamw_8bit"' paged/recipe.resolved.toml && say "ok - written 
   || fail "paged_adamw_8bit resolved as: $(grep '^optim' paged/*.toml)"
 expect_exit 2 "an unknown optimizer" "'adamw_4bit' is not one of adamw_torch, adamw_8bit" \
   "$ZT" pretrain recipe.toml output.dir=bad train.optim=adamw_4bit
-expect_exit 2 "adamw_8bit on the CUDA backend" 'adamw_8bit.*runs on the CPU backend only' \
-  "$ZT" validate recipe.toml model.device=cuda
 expect_exit 2 "adamw_8bit with its moments on NVMe" 'adamw_8bit.*needs offload.optimizer = "none"' \
   "$ZT" pretrain recipe.toml output.dir=bad offload.optimizer=nvme
 
 # summary.json's optimizer bytes and zt validate's: a byte a moment and an element where fp32 has four
+# (under half here: this model's norms keep fp32 moments; bench/optim8.sh measures a 0.6B model's)
 $PY - q8/summary.json f32/summary.json <<'PY' && say "ok - summary.json: the 8-bit moments' bytes" || fail "summary.json"
 import json, sys
 q8, f32 = (json.load(open(p))["model_state_bytes"]["optimizer"] for p in sys.argv[1:])
-assert 0 < q8 < f32 / 2.5, (q8, f32)
+assert 0 < q8 < f32 / 2, (q8, f32)
 PY
 b32=$("$ZT" validate recipe.toml train.optim=adamw_torch | sed -n 's/^#   optimizer state *\([0-9.]*\) MiB.*/\1/p')
 b8=$("$ZT" validate recipe.toml | sed -n 's/^#   optimizer state *\([0-9.]*\) MiB.*/\1/p')
-awk -v a="$b8" -v b="$b32" 'BEGIN { exit !(a > 0 && a < b / 2.5) }' \
+awk -v a="$b8" -v b="$b32" 'BEGIN { exit !(a > 0 && a < b / 2) }' \
   && say "ok - zt validate: optimizer state $b8 MiB against $b32 MiB" || fail "validate: $b8 MiB against $b32 MiB"
 done_testing

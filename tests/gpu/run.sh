@@ -173,13 +173,15 @@ variants() {
     # DoRA: the weight norms, the outputs' scaling and the magnitudes' gradient in the DoRA kernels
     pair dora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.method=dora \
         || failed+=" dora"
+    # 8-bit AdamW: the moments' blocks in the adamw8 kernels (one process: no cut blocks)
+    pair adamw-8bit 2e-2 model.dtype=bf16 train.optim=adamw_8bit || failed+=" adamw-8bit"
     pair mlp-tiles 2e-2 model.dtype=bf16 zero.mlp_tiles=2 || failed+=" mlp-tiles"
     pair qlora 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear lora.quantize_base=nf4 \
         lora.double_quant=true || failed+=" qlora"
     pair lora-offload 2e-2 model.dtype=bf16 lora.r=8 lora.alpha=16 lora.target_modules=all-linear zero.stage=3 \
         offload.param=cpu offload.optimizer=cpu || failed+=" lora-offload"
     [ -z "$failed" ] || { echo "failed:$failed"; return 1; }
-    echo "qwen3, gemma2, phi3, granite, gemma, glm4, qwen3_moe (and its experts' LoRA and QLoRA), qwen2_moe's LoRA, LoRA, QLoRA, LoRA on a streamed base and a tiled MLP within 2e-2 of the CPU"
+    echo "qwen3, gemma2, phi3, granite, gemma, glm4, qwen3_moe (and its experts' LoRA and QLoRA), qwen2_moe's LoRA, LoRA, QLoRA, LoRA on a streamed base, 8-bit AdamW and a tiled MLP within 2e-2 of the CPU"
 }
 
 zero3() {

@@ -678,6 +678,48 @@ static void test_adamw(void)
         }
 }
 
+/* AdamW with 8-bit moments over a table of blocks: whole ones, a tensor's short last one, the two
+ * parts of cut blocks (held, their maxima in slots), each constant set used; then the held blocks
+ * finished from summed slots: bitwise */
+static void test_adamw8(void)
+{
+    const size_t n = 868;
+    set_case("n=%zu", n);
+    zt_adamw h = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 7};
+    zt_adamw_consts c[2] = {zt_adamw_consts_of(&h, 0.37f, 1), zt_adamw_consts_of(&h, 0.37f, 0)};
+    const zt_adamw8_block table[] = {{0, 0, 256, 0, 0, -1, {-1, -1}},
+                                     {256, 256, 256, 1, 1, -1, {-1, -1}},
+                                     {512, 512, 100, 0, 2, -1, {-1, -1}},
+                                     {612, 612, 200, 1, 3, 0, {0, -1}},
+                                     {812, 812, 56, 0, 4, 1, {-1, 4}}};
+    float *absmax = host_floats(10, 1e-2);
+    for (int i = 0; i < 10; i++) absmax[i] = fabsf(absmax[i]) + 1e-3f;
+    buf blocks = buf_of(table, sizeof table), consts = buf_of(c, sizeof c);
+    buf param = buf_floats(n, 1), grad = buf_floats(n, 0.1), q1 = buf_bytes(n), q2 = buf_bytes(n);
+    buf a1 = buf_of(absmax, 5 * sizeof(float)), a2 = buf_of(absmax + 5, 5 * sizeof(float));
+    buf pb = buf_bytes(n * sizeof(uint16_t)), held = buf_floats(2 * 2 * ZT_ADAMW8_BLOCK, 0), slots = buf_floats(8, 0);
+    BOTH(adamw8, S(blocks), 5, S(consts), S(param), S(grad), S(q1), S(q2), S(a1), S(a2), S(pb), S(held), S(slots));
+    expect("adamw8.param", param, AS_BYTES, 0);
+    expect("adamw8.param_bf16", pb, AS_BYTES, 0);
+    expect("adamw8.q1", q1, AS_BYTES, 0);
+    expect("adamw8.q2", q2, AS_BYTES, 0);
+    expect("adamw8.a1", a1, AS_BYTES, 0);
+    expect("adamw8.a2", a2, AS_BYTES, 0);
+    expect("adamw8.held", held, AS_BYTES, 0);
+    expect("adamw8.slots", slots, AS_BYTES, 0);
+    /* the other ranks' parts' maxima summed in: larger or smaller than this rank's */
+    float *sums = host_floats(8, 2e-2);
+    for (int i = 0; i < 8; i++) sums[i] = fabsf(sums[i]);
+    const zt_adamw8_release rel[] = {{612, 200, 3, 0, 0, 4}, {812, 56, 4, 1, 4, 2}};
+    buf r = buf_of(rel, sizeof rel), summed = buf_of(sums, 8 * sizeof(float));
+    BOTH(adamw8_finish, S(r), 2, S(q1), S(q2), S(a1), S(a2), S(held), S(summed));
+    expect("adamw8_finish.q1", q1, AS_BYTES, 0);
+    expect("adamw8_finish.q2", q2, AS_BYTES, 0);
+    expect("adamw8_finish.a1", a1, AS_BYTES, 0);
+    expect("adamw8_finish.a2", a2, AS_BYTES, 0);
+    case_end();
+}
+
 /* DoRA: the row norms of W + s·B·A (double sums in another order: 1e-12), then on the CPU's
  * norms the outputs' scaling and the backward pass's parts, the same fp32 operations in the same
  * order (the magnitude gradient's sum over the rows too): bitwise */
@@ -750,6 +792,7 @@ int main(void)
     RUN(test_cross_entropy);
     RUN(test_scale_rows);
     RUN(test_adamw);
+    RUN(test_adamw8);
     RUN(test_sumsq);
     RUN(test_dora);
     RUN(test_gemm_unaligned);
