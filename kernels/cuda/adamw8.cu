@@ -45,35 +45,42 @@ __device__ void load_mids(const zt_dyn8 *maps, float mid[2][B])
     __syncthreads();
 }
 
-static __global__ void adamw8_kernel(const zt_adamw8_block *blocks, const zt_adamw_consts *consts, const zt_dyn8 *maps,
-                                     float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
-                                     uint16_t *param16, float *held, float *slots)
+/* thread block g: blocks[g], or past nb cut[g - nb] (its part held at g - nb) */
+static __global__ void adamw8_kernel(const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb,
+                                     const zt_adamw8_cut *cut, const zt_dyn8 *maps, float *param, const float *grad,
+                                     uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
+                                     float *slots)
 {
     __shared__ float mid[2][B];
     load_mids(maps, mid);
-    const zt_adamw8_block b = blocks[blockIdx.x];
+    size_t g = blockIdx.x;
+    const zt_adamw8_cut *c = g < nb ? NULL : &cut[g - nb];
+    uint32_t j = c ? c->j : blocks[g].j, n;
+    const zt_adamw8_piece *p = &pieces[c ? c->piece : blocks[g].piece];
+    uint64_t l = p->local + zt_adamw8_block_at(p, j, &n);
+    uint32_t at = p->absmax + j;
     uint8_t *q[2] = {q1, q2};
     float *a[2] = {a1, a2}, mv[2] = {0.0f, 0.0f};
     int t = threadIdx.x;
-    if (t < (int)b.n) {
-        size_t i = b.local + t;
-        mv[0] = __fmul_rn(maps[0].code[q1[i]], a1[b.absmax]);
-        mv[1] = __fmul_rn(maps[1].code[q2[i]], a2[b.absmax]);
-        float p = zt_adamw_element(consts[b.consts], param[i], grad[i], &mv[0], &mv[1]);
-        param[i] = p;
-        if (param16) param16[b.flat + t] = zt_bf16_round(p);
+    if (t < (int)n) {
+        size_t i = l + t;
+        mv[0] = __fmul_rn(maps[0].code[q1[i]], a1[at]);
+        mv[1] = __fmul_rn(maps[1].code[q2[i]], a2[at]);
+        float w = zt_adamw_element(p->c, param[i], grad[i], &mv[0], &mv[1]);
+        param[i] = w;
+        if (param16) param16[p->flat + (i - p->local)] = zt_bf16_round(w);
     }
     for (int k = 0; k < 2; k++) {
         float x = block_absmax(mv[k]); /* after every thread read the old absmax */
-        if (b.held < 0) {
-            if (t == 0) a[k][b.absmax] = x;
-            if (t < (int)b.n) q[k][b.local + t] = dyn8_index(&maps[k], mid[k], x > 0.0f ? __fdiv_rn(mv[k], x) : 0.0f);
+        if (!c) {
+            if (t == 0) a[k][at] = x;
+            if (t < (int)n) q[k][l + t] = dyn8_index(&maps[k], mid[k], x > 0.0f ? __fdiv_rn(mv[k], x) : 0.0f);
             continue;
         }
-        if (t < (int)b.n) held[(size_t)b.held * 2 * B + (size_t)k * B + t] = mv[k];
+        if (t < (int)n) held[(g - nb) * 2 * B + (size_t)k * B + t] = mv[k];
         if (t == 0)
             for (int e = 0; e < 2; e++)
-                if (b.slot[e] >= 0) slots[b.slot[e] + k] = x;
+                if (c->slot[e] >= 0) slots[c->slot[e] + k] = x;
     }
 }
 
@@ -101,13 +108,14 @@ static __global__ void adamw8_finish_kernel(const zt_adamw8_release *r, const zt
     }
 }
 
-void zt_cuda_adamw8(cudaStream_t s, const zt_dyn8 *const maps[2], const zt_adamw8_block *blocks, size_t nb,
-                    const zt_adamw_consts *consts, float *param, const float *grad, uint8_t *q1, uint8_t *q2,
-                    float *a1, float *a2, uint16_t *param16, float *held, float *slots)
+void zt_cuda_adamw8(cudaStream_t s, const zt_dyn8 *const maps[2], const zt_adamw8_piece *pieces,
+                    const zt_adamw8_block *blocks, size_t nb, const zt_adamw8_cut *cut, size_t nc, float *param,
+                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
+                    float *slots)
 {
-    if (nb == 0) return;
-    adamw8_kernel<<<(unsigned)nb, B, 0, s>>>(blocks, consts, device_maps(maps), param, grad, q1, q2, a1, a2, param16,
-                                             held, slots);
+    if (nb + nc == 0) return;
+    adamw8_kernel<<<(unsigned)(nb + nc), B, 0, s>>>(pieces, blocks, nb, cut, device_maps(maps), param, grad, q1, q2,
+                                                    a1, a2, param16, held, slots);
     zt_cuda_check("adamw8");
 }
 

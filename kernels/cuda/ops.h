@@ -111,9 +111,10 @@ void zt_cuda_adamw(cudaStream_t s, const zt_adamw_consts *c, float *param, const
                    size_t n, uint16_t *param_bf16);
 /* adamw8.cu: lib/optim/adamw8bit.h's zt_adamw8_step and zt_adamw8_finish, bitwise; maps are
  * zt_adamw8_map(0) and (1) in host memory (copied to the device on the first call) */
-void zt_cuda_adamw8(cudaStream_t s, const zt_dyn8 *const maps[2], const zt_adamw8_block *blocks, size_t nb,
-                    const zt_adamw_consts *consts, float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1,
-                    float *a2, uint16_t *param16, float *held, float *slots);
+void zt_cuda_adamw8(cudaStream_t s, const zt_dyn8 *const maps[2], const zt_adamw8_piece *pieces,
+                    const zt_adamw8_block *blocks, size_t nb, const zt_adamw8_cut *cut, size_t nc, float *param,
+                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
+                    float *slots);
 void zt_cuda_adamw8_finish(cudaStream_t s, const zt_dyn8 *const maps[2], const zt_adamw8_release *r, size_t nr,
                            uint8_t *q1, uint8_t *q2, float *a1, float *a2, const float *held, const float *slots);
 /* Σ x² in double; waits for the stream and returns the value. */

@@ -176,9 +176,9 @@ struct zt_backend {
                   float grad_scale, int apply_decay, uint16_t *param_bf16);
     /* AdamW with 8-bit moments over a table of blocks (lib/optim/adamw8bit.h: zt_adamw8_step and
      * zt_adamw8_finish; every array, the tables too, in the backend's memory) */
-    void (*adamw8)(zt_backend *be, const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts,
-                   float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16,
-                   float *held, float *slots);
+    void (*adamw8)(zt_backend *be, const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb,
+                   const zt_adamw8_cut *cut, size_t nc, float *param, const float *grad, uint8_t *q1, uint8_t *q2,
+                   float *a1, float *a2, uint16_t *param16, float *held, float *slots);
     void (*adamw8_finish)(zt_backend *be, const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2, float *a1,
                           float *a2, const float *held, const float *slots);
     double (*sumsq)(zt_backend *be, const float *x, size_t n); /* waits */

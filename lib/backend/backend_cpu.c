@@ -33,11 +33,11 @@ static void cpu_adamw(zt_backend *be, const zt_adamw *h, float *param, const flo
 {
     zt_adamw_update(h, param, grad, m, v, n, grad_scale, apply_decay, param_bf16);
 }
-static void cpu_adamw8(zt_backend *be, const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts,
-                       float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
-                       uint16_t *param16, float *held, float *slots)
+static void cpu_adamw8(zt_backend *be, const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb,
+                       const zt_adamw8_cut *cut, size_t nc, float *param, const float *grad, uint8_t *q1, uint8_t *q2,
+                       float *a1, float *a2, uint16_t *param16, float *held, float *slots)
 {
-    zt_adamw8_step(blocks, nb, consts, param, grad, q1, q2, a1, a2, param16, held, slots);
+    zt_adamw8_step(pieces, blocks, nb, cut, nc, param, grad, q1, q2, a1, a2, param16, held, slots);
 }
 static void cpu_adamw8_finish(zt_backend *be, const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2,
                               float *a1, float *a2, const float *held, const float *slots)

@@ -550,13 +550,13 @@ static void cuda_adamw(zt_backend *be, const zt_adamw *h, float *param, const fl
     zt_cuda_adamw(stream, &c, param, grad, m, v, n, param_bf16);
 }
 
-static void cuda_adamw8(zt_backend *be, const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts,
-                        float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
-                        uint16_t *param16, float *held, float *slots)
+static void cuda_adamw8(zt_backend *be, const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb,
+                        const zt_adamw8_cut *cut, size_t nc, float *param, const float *grad, uint8_t *q1, uint8_t *q2,
+                        float *a1, float *a2, uint16_t *param16, float *held, float *slots)
 {
     MARK();
     const zt_dyn8 *maps[2] = {zt_adamw8_map(0), zt_adamw8_map(1)};
-    zt_cuda_adamw8(stream, maps, blocks, nb, consts, param, grad, q1, q2, a1, a2, param16, held, slots);
+    zt_cuda_adamw8(stream, maps, pieces, blocks, nb, cut, nc, param, grad, q1, q2, a1, a2, param16, held, slots);
 }
 
 static void cuda_adamw8_finish(zt_backend *be, const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2,

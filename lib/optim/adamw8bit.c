@@ -82,31 +82,41 @@ float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q
     return a;
 }
 
-void zt_adamw8_step(const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts, float *param,
-                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
-                    float *slots)
+/* Block j of piece p, whole here (cut NULL) or its part (cut, at held index k). */
+static void block_step(const zt_adamw8_piece *p, uint32_t j, const zt_adamw8_cut *cut, size_t k,
+                       zt_adamw_kernel *kernel, float *param, const float *grad, uint8_t *const q[2], float *const a[2],
+                       uint16_t *param16, float *held, float *slots)
+{
+    uint32_t n;
+    uint64_t l = p->local + zt_adamw8_block_at(p, j, &n), f = p->flat + (l - p->local);
+    float mv[2][ZT_ADAMW8_BLOCK];
+    zt_adamw8_update(&p->c, kernel, param + l, grad + l, q[0] + l, q[1] + l, a[0][p->absmax + j], a[1][p->absmax + j],
+                     n, param16 ? param16 + f : NULL, mv[0], mv[1]);
+    for (int m = 0; m < 2; m++) {
+        float x = zt_adamw8_absmax(mv[m], n);
+        if (!cut) {
+            a[m][p->absmax + j] = x;
+            zt_adamw8_quantize(zt_adamw8_map(m), mv[m], n, x, q[m] + l);
+            continue;
+        }
+        memcpy(held + k * 2 * ZT_ADAMW8_BLOCK + (size_t)m * ZT_ADAMW8_BLOCK, mv[m], n * sizeof(float));
+        for (int e = 0; e < 2; e++)
+            if (cut->slot[e] >= 0) slots[cut->slot[e] + m] = x;
+    }
+}
+
+void zt_adamw8_step(const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb, const zt_adamw8_cut *cut,
+                    size_t nc, float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                    uint16_t *param16, float *held, float *slots)
 {
     zt_adamw_kernel *kernel = zt_adamw_kernel_dispatch();
-    uint8_t *q[2] = {q1, q2};
-    float *a[2] = {a1, a2};
-#pragma omp parallel for schedule(static) if (nb > 16)
-    for (size_t j = 0; j < nb; j++) {
-        const zt_adamw8_block *b = &blocks[j];
-        float mv[2][ZT_ADAMW8_BLOCK];
-        zt_adamw8_update(&consts[b->consts], kernel, param + b->local, grad + b->local, q1 + b->local, q2 + b->local,
-                         a1[b->absmax], a2[b->absmax], b->n, param16 ? param16 + b->flat : NULL, mv[0], mv[1]);
-        for (int k = 0; k < 2; k++) {
-            float x = zt_adamw8_absmax(mv[k], b->n);
-            if (b->held < 0) {
-                a[k][b->absmax] = x;
-                zt_adamw8_quantize(zt_adamw8_map(k), mv[k], b->n, x, q[k] + b->local);
-                continue;
-            }
-            memcpy(held + (size_t)b->held * 2 * ZT_ADAMW8_BLOCK + (size_t)k * ZT_ADAMW8_BLOCK, mv[k],
-                   b->n * sizeof(float));
-            for (int e = 0; e < 2; e++)
-                if (b->slot[e] >= 0) slots[b->slot[e] + k] = x;
-        }
+    uint8_t *const q[2] = {q1, q2};
+    float *const a[2] = {a1, a2};
+#pragma omp parallel for schedule(static) if (nb + nc > 16)
+    for (size_t i = 0; i < nb + nc; i++) {
+        const zt_adamw8_cut *c = i < nb ? NULL : &cut[i - nb];
+        uint32_t piece = c ? c->piece : blocks[i].piece, j = c ? c->j : blocks[i].j;
+        block_step(&pieces[piece], j, c, i - nb, kernel, param, grad, q, a, param16, held, slots);
     }
 }
 

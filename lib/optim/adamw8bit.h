@@ -42,19 +42,47 @@ void zt_adamw8_dequantize(const zt_dyn8 *map, const uint8_t *q, size_t n, float 
  * the absmax returned. A block of values that no absmax reproduces exactly (fp32 moments of
  * another optimizer) is quantized as a step would, with absmax max |x|. */
 float zt_adamw8_recover(const zt_dyn8 *map, const float *x, size_t n, uint8_t *q);
-/* One block of a step (lib/zero/optstate8.h lays them out): its elements, its constants and absmax,
- * and for a block a rank boundary cuts, where its part's fp32 moments wait for the whole block's
- * absmax (held: 2 · 256 floats, m's then v's) and the slots its part's maxima go to (m's; v's is
- * the next one), before this rank and after it. The same bytes on the host and on a device. */
-typedef struct zt_adamw8_block {
+/* A tensor's part here, with this step's constants (lib/zero/optstate8.h lays them out); its
+ * blocks count from the tensor's start, so the first may begin on the rank before. The same bytes
+ * on the host and on a device. */
+typedef struct zt_adamw8_piece {
     uint64_t local;  /* its first element here: in the weights, the gradient and the codes */
     uint64_t flat;   /* the same element in the flat array: in the bf16 copy */
-    uint32_t n;      /* its elements here, at most 256 */
-    uint32_t consts; /* its step constants, an index */
-    uint32_t absmax; /* its absmax values, an index */
-    int32_t held;    /* -1: all of it here, quantized at once; else where its moments wait */
-    int32_t slot[2]; /* held: the first slot before and after it, or -1 */
+    uint64_t n;      /* its elements here */
+    uint32_t lead;   /* its first block's elements before it: (flat - the tensor's first) % 256 */
+    uint32_t absmax; /* its first block's absmax values, an index */
+    zt_adamw_consts c;
+} zt_adamw8_piece;
+
+/* Block j of a piece, all of it here. */
+typedef struct zt_adamw8_block {
+    uint32_t piece, j;
 } zt_adamw8_block;
+
+/* Block j of a piece, cut by a rank boundary: its part's fp32 moments wait at held index k (its
+ * place in the table: 2 · 256 floats, m's then v's) for the whole block's absmax, its part's
+ * maxima go to the first slot of the boundary before this rank and after it (m's; v's the next
+ * one), -1 where none cuts it. */
+typedef struct zt_adamw8_cut {
+    uint32_t piece, j;
+    int32_t slot[2];
+} zt_adamw8_cut;
+
+#ifdef __CUDACC__
+#define ZT_ADAMW8_HD __host__ __device__
+#else
+#define ZT_ADAMW8_HD
+#endif
+
+/* Block j of piece p: its first element's offset in the piece, and *n its elements here. */
+static inline ZT_ADAMW8_HD uint64_t zt_adamw8_block_at(const zt_adamw8_piece *p, uint32_t j, uint32_t *n)
+{
+    uint64_t lo = (uint64_t)j * ZT_ADAMW8_BLOCK, hi = lo + ZT_ADAMW8_BLOCK - p->lead;
+    lo = lo > p->lead ? lo - p->lead : 0;
+    hi = hi < p->n ? hi : p->n;
+    *n = (uint32_t)(hi - lo);
+    return lo;
+}
 
 /* A held block finished: its absmax the largest of the nslots slots first, first + 2, ... (m's; v's
  * from first + 1), and its moments quantized with it. */
@@ -65,12 +93,11 @@ typedef struct zt_adamw8_release {
     uint32_t first, nslots;
 } zt_adamw8_release;
 
-/* The blocks' step on host memory (OpenMP over the blocks): the CUDA kernels' twin. consts is
- * one per index that the blocks name; param16 may be NULL; held and slots are written for held
- * blocks only. */
-void zt_adamw8_step(const zt_adamw8_block *blocks, size_t nb, const zt_adamw_consts *consts, float *param,
-                    const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2, uint16_t *param16, float *held,
-                    float *slots);
+/* The blocks' step on host memory (OpenMP over the blocks): the CUDA kernels' twin. param16 may
+ * be NULL; held and slots are written for the cut blocks only. */
+void zt_adamw8_step(const zt_adamw8_piece *pieces, const zt_adamw8_block *blocks, size_t nb, const zt_adamw8_cut *cut,
+                    size_t nc, float *param, const float *grad, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
+                    uint16_t *param16, float *held, float *slots);
 /* The held blocks finished, with the slots summed over the ranks. */
 void zt_adamw8_finish(const zt_adamw8_release *r, size_t nr, uint8_t *q1, uint8_t *q2, float *a1, float *a2,
                       const float *held, const float *slots);

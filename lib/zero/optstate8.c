@@ -31,14 +31,14 @@ struct zt_optstate8 {
     uint8_t *q[2];    /* m's and v's codes, a byte a local element */
     float *absmax[2]; /* a block's each */
     float *fp32[2];   /* the small tensors' moments */
-    zt_adamw8_block *blocks;
-    zt_adamw8_release *rel;
-    zt_adamw_consts *consts; /* a piece's each, this step's */
+    zt_adamw8_piece *pieces; /* every piece's (the small ones' unused), this step's constants in them */
+    zt_adamw8_block *blocks; /* the blocks all here */
+    zt_adamw8_cut *cut;      /* the blocks a rank boundary cuts, held in that order */
+    zt_adamw8_release *rel;  /* and how each is finished */
     float *held;             /* the cut blocks' parts' fp32 moments */
     float *slots, *sums;     /* [seg][boundary][side][moment]: this rank's parts' maxima; summed over the ranks */
     size_t nslots;
-    zt_adamw8_block *host_blocks; /* what is uploaded into the above */
-    zt_adamw_consts *host_consts;
+    zt_adamw8_piece *host_pieces; /* what is uploaded into pieces */
     float *host_slots;
     uint8_t *mirror_q[2];
     float *mirror_absmax[2], *mirror_fp32[2];
@@ -123,7 +123,8 @@ size_t zt_optstate8_bytes(const zt_llama *m, const zt_zero_segment *seg, int nse
     size_t held = count_held(p, np);
     free(p);
     return 2 * local + 2 * sizeof(float) * (nblocks + nsmall) + nblocks * sizeof(zt_adamw8_block) +
-           held * (2 * B * sizeof(float) + sizeof(zt_adamw8_release)) + (size_t)np * sizeof(zt_adamw_consts);
+           held * (2 * B * sizeof(float) + sizeof(zt_adamw8_cut) + sizeof(zt_adamw8_release)) +
+           (size_t)np * sizeof(zt_adamw8_piece);
 }
 
 /* The first element of the block of m's tensors that flat element x lies in, or SIZE_MAX. */
@@ -152,9 +153,10 @@ static size_t *boundary_keys(const zt_zero *z)
     return keys;
 }
 
-/* The blocks' table and the held blocks' releases, on the host: a block's slots are those of the
- * boundaries that cut it, its release the range of the boundaries that cut the same block. */
-static zt_status lay_out(zt_optstate8 *q, zt_adamw8_release *rel)
+/* The tables, on the host: the pieces (lead: where the first block starts before the piece), the
+ * blocks all here, and the cut ones with their slots (those of the boundaries that cut them) and
+ * releases (the range of the boundaries that cut the same block). */
+static zt_status lay_out(zt_optstate8 *q, zt_adamw8_block *blocks, zt_adamw8_cut *cut, zt_adamw8_release *rel)
 {
     const zt_zero *z = q->z;
     size_t *keys = cuts(z) ? boundary_keys(z) : NULL, nb = 0, nh = 0;
@@ -162,24 +164,32 @@ static zt_status lay_out(zt_optstate8 *q, zt_adamw8_release *rel)
     int W = z->world;
     for (int i = 0; i < q->np; i++) {
         const piece *p = &q->p[i];
+        q->host_pieces[i] = (zt_adamw8_piece){.local = p->local,
+                                              .flat = p->flat,
+                                              .n = p->n,
+                                              .lead = (uint32_t)((p->flat - p->t0) % B),
+                                              .absmax = (uint32_t)p->at};
         if (p->small) continue;
         size_t row = (size_t)p->seg * (size_t)(W - 1);
         for (size_t j = 0; j < count_blocks(p); j++) {
             size_t lo, hi, a, e;
             block_part(p, j, &lo, &hi, &a, &e);
-            zt_adamw8_block *b = &q->host_blocks[nb++];
-            *b = (zt_adamw8_block){p->local + (a - p->flat), a,  (uint32_t)(e - a), (uint32_t)i,
-                                   (uint32_t)(p->at + j),    -1, {-1, -1}};
-            if (a == lo && e == hi) continue;
-            b->held = (int32_t)nh;
-            if (a > lo) b->slot[0] = (int32_t)(((row + (size_t)(z->rank - 1)) * 2 + 1) * 2);
-            if (e < hi) b->slot[1] = (int32_t)(((row + (size_t)z->rank) * 2 + 0) * 2);
+            if (a == lo && e == hi) {
+                blocks[nb++] = (zt_adamw8_block){(uint32_t)i, (uint32_t)j};
+                continue;
+            }
+            zt_adamw8_cut *c = &cut[nh];
+            *c = (zt_adamw8_cut){(uint32_t)i, (uint32_t)j, {-1, -1}};
+            if (a > lo) c->slot[0] = (int32_t)(((row + (size_t)(z->rank - 1)) * 2 + 1) * 2);
+            if (e < hi) c->slot[1] = (int32_t)(((row + (size_t)z->rank) * 2 + 0) * 2);
             size_t b0 = 0, b1 = 0;             /* the boundaries that cut this block: consecutive */
             while (keys[row + b0] != lo) b0++; /* one does: the block is cut */
             for (b1 = b0; b1 + 1 < (size_t)(W - 1) && keys[row + b1 + 1] == lo; b1++) {
             }
-            rel[nh++] = (zt_adamw8_release){
-                b->local, b->n, b->absmax, b->held, (uint32_t)((row + b0) * 4), (uint32_t)(2 * (b1 - b0 + 1))};
+            rel[nh] = (zt_adamw8_release){p->local + (a - p->flat),   (uint32_t)(e - a),
+                                          (uint32_t)(p->at + j),      (int32_t)nh,
+                                          (uint32_t)((row + b0) * 4), (uint32_t)(2 * (b1 - b0 + 1))};
+            nh++;
         }
     }
     free(keys);
@@ -195,10 +205,10 @@ void zt_optstate8_close(zt_optstate8 *q)
         be->free(be, q->q[k]), be->free(be, q->absmax[k]), be->free(be, q->fp32[k]);
     }
     if (be) {
-        be->free(be, q->blocks), be->free(be, q->rel), be->free(be, q->consts), be->free(be, q->held);
-        be->free(be, q->slots), be->free(be, q->sums);
+        be->free(be, q->pieces), be->free(be, q->blocks), be->free(be, q->cut), be->free(be, q->rel);
+        be->free(be, q->held), be->free(be, q->slots), be->free(be, q->sums);
     }
-    free(q->p), free(q->host_blocks), free(q->host_consts), free(q->host_slots);
+    free(q->p), free(q->host_pieces), free(q->host_slots);
     free(q);
 }
 
@@ -215,11 +225,13 @@ zt_status zt_optstate8_open(zt_optstate8 **out, const zt_zero *z)
     pieces(z->m, z->seg, z->nseg, q->p, &q->nblocks, &q->nsmall);
     q->nheld = count_held(q->p, q->np);
     q->nslots = cuts(z) ? (size_t)z->nseg * (size_t)(z->world - 1) * 4 : 0;
-    q->host_blocks = malloc((q->nblocks + 1) * sizeof *q->host_blocks);
-    q->host_consts = malloc(((size_t)q->np + 1) * sizeof *q->host_consts);
+    size_t nb = q->nblocks - q->nheld, nh = q->nheld;
+    q->host_pieces = calloc((size_t)q->np + 1, sizeof *q->host_pieces);
     q->host_slots = calloc(q->nslots + 1, sizeof *q->host_slots);
-    zt_adamw8_release *rel = malloc((q->nheld + 1) * sizeof *rel);
-    int ok = q->host_blocks && q->host_consts && q->host_slots && rel;
+    zt_adamw8_block *blocks = malloc((nb + 1) * sizeof *blocks);
+    zt_adamw8_cut *cut = malloc((nh + 1) * sizeof *cut);
+    zt_adamw8_release *rel = malloc((nh + 1) * sizeof *rel);
+    int ok = q->host_pieces && q->host_slots && blocks && cut && rel;
     for (int k = 0; k < 2 && ok; k++) {
         ok = (q->q[k] = be->alloc(be, z->local_numel + 1)) && (q->absmax[k] = be->alloc(be, (q->nblocks + 1) * 4)) &&
              (q->fp32[k] = be->alloc(be, (q->nsmall + 1) * 4));
@@ -229,22 +241,24 @@ zt_status zt_optstate8_open(zt_optstate8 **out, const zt_zero *z)
             ok = (q->mirror_q[k] = malloc(z->local_numel + 1)) && (q->mirror_absmax[k] = calloc(q->nblocks + 1, 4)) &&
                  (q->mirror_fp32[k] = calloc(q->nsmall + 1, 4));
     }
-    ok = ok && (q->blocks = be->alloc(be, (q->nblocks + 1) * sizeof *q->blocks)) &&
-         (q->rel = be->alloc(be, (q->nheld + 1) * sizeof *q->rel)) &&
-         (q->consts = be->alloc(be, ((size_t)q->np + 1) * sizeof *q->consts)) &&
-         (q->held = be->alloc(be, (q->nheld + 1) * 2 * B * sizeof(float))) &&
+    ok = ok && (q->pieces = be->alloc(be, ((size_t)q->np + 1) * sizeof *q->pieces)) &&
+         (q->blocks = be->alloc(be, (nb + 1) * sizeof *q->blocks)) &&
+         (q->cut = be->alloc(be, (nh + 1) * sizeof *q->cut)) && (q->rel = be->alloc(be, (nh + 1) * sizeof *q->rel)) &&
+         (q->held = be->alloc(be, (nh + 1) * 2 * B * sizeof(float))) &&
          (q->slots = be->alloc(be, (q->nslots + 1) * sizeof(float))) &&
          (q->sums = be->alloc(be, (q->nslots + 1) * sizeof(float)));
-    zt_status st = ok ? lay_out(q, rel) : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", be->name);
+    zt_status st =
+        ok ? lay_out(q, blocks, cut, rel) : zt_fail(ZT_ENOMEM, "out of %s memory for optimizer state", be->name);
     if (!st) {
-        be->upload(be, q->blocks, q->host_blocks, q->nblocks * sizeof *q->blocks);
-        be->upload(be, q->rel, rel, q->nheld * sizeof *rel);
+        be->upload(be, q->blocks, blocks, nb * sizeof *blocks);
+        be->upload(be, q->cut, cut, nh * sizeof *cut);
+        be->upload(be, q->rel, rel, nh * sizeof *rel);
         /* zero moments: every block's absmax 0 (alloc zeroes), codes of 0 */
         for (int k = 0; k < 2; k++) memset(q->mirror_q[k], zt_dyn8_index(zt_adamw8_map(k), 0.0f), z->local_numel);
         if (!be->host_memory)
             for (int k = 0; k < 2; k++) be->upload(be, q->q[k], q->mirror_q[k], z->local_numel);
     }
-    free(rel);
+    free(blocks), free(cut), free(rel);
     return st;
 }
 
@@ -259,11 +273,11 @@ zt_status zt_optstate8_step(zt_optstate8 *q, const zt_adamw *h0, float coef)
         if (p->small)
             be->adamw(be, &h, z->master + p->local, z->grad + p->local, q->fp32[0] + p->at, q->fp32[1] + p->at, p->n,
                       coef, p->t->decay, z->params16 ? z->params16 + p->flat : NULL);
-        else q->host_consts[i] = zt_adamw_consts_of(&h, coef, p->t->decay);
+        else q->host_pieces[i].c = zt_adamw_consts_of(&h, coef, p->t->decay);
     }
-    be->upload(be, q->consts, q->host_consts, (size_t)q->np * sizeof *q->consts);
-    be->adamw8(be, q->blocks, q->nblocks, q->consts, z->master, z->grad, q->q[0], q->q[1], q->absmax[0], q->absmax[1],
-               z->params16, q->held, q->slots);
+    be->upload(be, q->pieces, q->host_pieces, (size_t)q->np * sizeof *q->pieces);
+    be->adamw8(be, q->pieces, q->blocks, q->nblocks - q->nheld, q->cut, q->nheld, z->master, z->grad, q->q[0], q->q[1],
+               q->absmax[0], q->absmax[1], z->params16, q->held, q->slots);
     if (!q->nslots) return ZT_OK;
     /* every rank takes part: its slots hold its own parts' maxima and zeros */
     be->download(be, q->host_slots, q->slots, q->nslots * sizeof(float));

@@ -678,27 +678,29 @@ static void test_adamw(void)
         }
 }
 
-/* AdamW with 8-bit moments over a table of blocks: whole ones, a tensor's short last one, the two
- * parts of cut blocks (held, their maxima in slots), each constant set used; then the held blocks
+/* AdamW with 8-bit moments over the tables of blocks: whole ones, a tensor's short last one, the
+ * two parts of blocks cut at a piece's start and end (held, their maxima in slots; the second
+ * piece's bf16 copy elsewhere in the flat array), both pieces' constants; then the held blocks
  * finished from summed slots: bitwise */
 static void test_adamw8(void)
 {
     const size_t n = 868;
     set_case("n=%zu", n);
     zt_adamw h = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 7};
-    zt_adamw_consts c[2] = {zt_adamw_consts_of(&h, 0.37f, 1), zt_adamw_consts_of(&h, 0.37f, 0)};
-    const zt_adamw8_block table[] = {{0, 0, 256, 0, 0, -1, {-1, -1}},
-                                     {256, 256, 256, 1, 1, -1, {-1, -1}},
-                                     {512, 512, 100, 0, 2, -1, {-1, -1}},
-                                     {612, 612, 200, 1, 3, 0, {0, -1}},
-                                     {812, 812, 56, 0, 4, 1, {-1, 4}}};
+    const zt_adamw8_piece piece[2] = {
+        {.local = 0, .flat = 0, .n = 612, .lead = 0, .absmax = 0, .c = zt_adamw_consts_of(&h, 0.37f, 1)},
+        {.local = 612, .flat = 619, .n = 256, .lead = 56, .absmax = 3, .c = zt_adamw_consts_of(&h, 0.37f, 0)}};
+    const zt_adamw8_block whole[] = {{0, 0}, {0, 1}, {0, 2}};
+    const zt_adamw8_cut cut[] = {{1, 0, {0, -1}}, {1, 1, {-1, 4}}};
     float *absmax = host_floats(10, 1e-2);
     for (int i = 0; i < 10; i++) absmax[i] = fabsf(absmax[i]) + 1e-3f;
-    buf blocks = buf_of(table, sizeof table), consts = buf_of(c, sizeof c);
+    buf pieces = buf_of(piece, sizeof piece), blocks = buf_of(whole, sizeof whole), cuts = buf_of(cut, sizeof cut);
     buf param = buf_floats(n, 1), grad = buf_floats(n, 0.1), q1 = buf_bytes(n), q2 = buf_bytes(n);
     buf a1 = buf_of(absmax, 5 * sizeof(float)), a2 = buf_of(absmax + 5, 5 * sizeof(float));
-    buf pb = buf_bytes(n * sizeof(uint16_t)), held = buf_floats(2 * 2 * ZT_ADAMW8_BLOCK, 0), slots = buf_floats(8, 0);
-    BOTH(adamw8, S(blocks), 5, S(consts), S(param), S(grad), S(q1), S(q2), S(a1), S(a2), S(pb), S(held), S(slots));
+    buf pb = buf_bytes((n + 7) * sizeof(uint16_t)), held = buf_floats(2 * 2 * ZT_ADAMW8_BLOCK, 0);
+    buf slots = buf_floats(8, 0);
+    BOTH(adamw8, S(pieces), S(blocks), 3, S(cuts), 2, S(param), S(grad), S(q1), S(q2), S(a1), S(a2), S(pb), S(held),
+         S(slots));
     expect("adamw8.param", param, AS_BYTES, 0);
     expect("adamw8.param_bf16", pb, AS_BYTES, 0);
     expect("adamw8.q1", q1, AS_BYTES, 0);
