@@ -267,7 +267,8 @@ FUZZ_disk_cache_SRC       := lib/plan/disk_cache.c
 FUZZ_reward_SRC           := lib/train/rlhf/reward_program.c lib/core/*.c
 FUZZ_hub_SRC              := lib/hub/hub_api.c lib/hub/hub_cache.c lib/hub/hub_config.c lib/hub/hub_fs.c lib/core/*.c
 FUZZ_recipe_SRC           := lib/recipe/*.c lib/toml/*.c lib/data/*.c lib/jinja/*.c tokenizers/*.c lib/core/*.c \
-                             lib/offload/offload.c lib/optim/schedule.c lib/backend/devices.c lib/model/lora_names.c
+                             lib/offload/offload.c lib/optim/schedule.c lib/optim/optim.c lib/backend/devices.c \
+                             lib/model/lora_names.c
 FUZZ_generate_SRC         := lib/generate/generate_input.c lib/data/jsonl.c lib/data/messages.c lib/core/*.c
 FUZZ_state_SRC            := lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c
 FUZZ_lora_config_SRC      := lib/model/lora_config.c lib/model/lora_names.c lib/model/lora_pattern.c lib/model/llama_config*.c lib/core/*.c

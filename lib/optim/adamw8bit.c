@@ -6,8 +6,6 @@
 
 #include "lib/core/status.h"
 
-const char *const zt_optim_names[2] = {"adamw_torch", "adamw_8bit"};
-
 const zt_dyn8 *zt_adamw8_map(int unsigned_map) { return unsigned_map ? zt_dyn8_unsigned() : zt_dyn8_signed(); }
 
 float zt_adamw8_absmax(const float *x, size_t n)

@@ -26,10 +26,6 @@
 
 enum { ZT_ADAMW8_BLOCK = 256, ZT_ADAMW8_MIN_NUMEL = 4096 };
 
-/* The optimizer a recipe names (train.optim). */
-typedef enum zt_optim_kind { ZT_OPTIM_ADAMW, ZT_OPTIM_ADAMW_8BIT } zt_optim_kind;
-extern const char *const zt_optim_names[2];
-
 /* The code maps, sorted ascending: 0 the signed (m), 1 the unsigned (v). */
 const zt_dyn8 *zt_adamw8_map(int unsigned_map);
 /* max |x[i]| over n elements. */

@@ -10,6 +10,7 @@
 #include "lib/model/qbase.h"
 #include "lib/model/sample.h"
 #include "lib/offload/actstore.h"
+#include "lib/optim/adamw8bit.h"
 #include "lib/zero/optstate.h"
 #include "lib/zero/zero.h"
 #include "options.h"

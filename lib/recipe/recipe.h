@@ -44,7 +44,7 @@
 #include "lib/model/lora.h"
 #include "lib/model/qbase.h"
 #include "lib/offload/offload.h"
-#include "lib/optim/adamw8bit.h"
+#include "lib/optim/optim.h"
 #include "lib/optim/schedule.h"
 
 /* train.resume */

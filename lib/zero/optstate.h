@@ -17,7 +17,7 @@
 #include "lib/offload/offload.h"
 #include "lib/offload/swap.h"
 #include "lib/optim/adamw.h"
-#include "lib/optim/adamw8bit.h"
+#include "lib/optim/optim.h"
 #include "lib/zero/zero.h"
 
 typedef struct zt_optstate {
