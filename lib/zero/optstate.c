@@ -193,25 +193,32 @@ static zt_status put(zt_optstate *o, int a, size_t at, size_t n, const float *sr
     return ZT_OK;
 }
 
+/* Stage 3's weight slices of this rank alone (adamw_8bit restores its moments itself): straight
+ * into host memory, or to a device 16M elements at a time. */
+static zt_status restore_slices(const zt_zero *z, const char *dir, size_t numel)
+{
+    size_t piece = (size_t)16 << 20;
+    float *bounce = z->be->host_memory ? NULL : malloc(piece * sizeof *bounce);
+    if (!z->be->host_memory && !bounce) return zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state");
+    zt_status st = ZT_OK;
+    for (int i = 0; i < z->nseg && !st; i++) {
+        const zt_zero_segment *g = &z->seg[i];
+        for (size_t j = 0; j < g->hi - g->lo && !st; j += piece) {
+            size_t n = g->hi - g->lo - j < piece ? g->hi - g->lo - j : piece;
+            float *at = z->master + g->local + j;
+            st = zt_state_read_range(dir, numel, g->lo + j, n, bounce ? bounce : at, NULL, NULL);
+            if (!st && bounce) z->be->upload(z->be, at, bounce, n * sizeof *bounce);
+        }
+    }
+    free(bounce);
+    return st;
+}
+
 zt_status zt_optstate_restore(zt_optstate *o, const char *dir, size_t numel)
 {
     const zt_zero *z = o->z;
-    if (o->q8) { /* stage 3's weights (16M elements at a time to a device), the moments block by block */
-        size_t piece = (size_t)16 << 20;
-        float *bounce = z->stage == 3 && !z->be->host_memory ? malloc(piece * sizeof *bounce) : NULL;
-        zt_status st = z->stage == 3 && !z->be->host_memory && !bounce
-                           ? zt_fail(ZT_ENOMEM, "out of memory restoring the optimizer state")
-                           : ZT_OK;
-        for (int i = 0; i < z->nseg && z->stage == 3 && !st; i++) {
-            const zt_zero_segment *g = &z->seg[i];
-            for (size_t j = 0; j < g->hi - g->lo && !st; j += piece) {
-                size_t n = g->hi - g->lo - j < piece ? g->hi - g->lo - j : piece;
-                st = zt_state_read_range(dir, numel, g->lo + j, n, bounce ? bounce : z->master + g->local + j, NULL,
-                                         NULL);
-                if (!st && bounce) z->be->upload(z->be, z->master + g->local + j, bounce, n * sizeof *bounce);
-            }
-        }
-        free(bounce);
+    if (o->q8) {
+        zt_status st = z->stage == 3 ? restore_slices(z, dir, numel) : ZT_OK;
         return st ? st : zt_optstate8_restore(o->q8, dir, numel);
     }
     int sharded = z->stage == 3 && !weights_in_file(o); /* the weights are this rank's segments too */
