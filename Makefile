@@ -227,7 +227,7 @@ tests: $(TEST_BIN) $(F64_BIN) $(GPU_BIN) $(TEST_TOOL)
 CLI     ?= t[0-9]*.sh
 # the sanitizer pass (make SAN=1 test-san): unit tests, the bad-input CLI tests, the image-text saves and
 # multi-rank ones (2 to 4 ranks; Open MPI's own allocations suppressed: tests/lsan-openmpi.supp)
-SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1500-zero.sh t1630-adamw8bit.sh t2450-image-text.sh
+SAN_CLI := t[0-9]*-bad-*.sh t1100-comm.sh t1410-export-gguf.sh t1500-zero.sh t1630-adamw8bit.sh t2450-image-text.sh
 test: all tests
 	@OMP_NUM_THREADS=2 scripts/run-tests.sh $(BUILD) $(ZT) $(foreach g,$(CLI),'$(g)')
 
@@ -271,6 +271,7 @@ FUZZ_recipe_SRC           := lib/recipe/*.c lib/toml/*.c lib/data/*.c lib/jinja/
                              lib/model/lora_names.c
 FUZZ_generate_SRC         := lib/generate/generate_input.c lib/data/jsonl.c lib/data/messages.c lib/core/*.c
 FUZZ_state_SRC            := lib/ckpt/state.c lib/ckpt/state_files.c lib/core/*.c
+FUZZ_gguf_tokenizer_SRC   := lib/export/gguf.c lib/export/gguf_tokenizer.c lib/core/*.c
 FUZZ_lora_config_SRC      := lib/model/lora_config.c lib/model/lora_names.c lib/model/lora_pattern.c lib/model/llama_config*.c lib/core/*.c
 FUZZ_NAMES := $(patsubst FUZZ_%_SRC,%,$(filter FUZZ_%_SRC,$(.VARIABLES)))
 

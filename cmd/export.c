@@ -1,5 +1,6 @@
 /* zt export: a Hugging Face model directory from a run or a training checkpoint. */
 #include <stdio.h>
+#include <string.h>
 
 #include "commands.h"
 #include "lib/export/export.h"
@@ -8,11 +9,13 @@
 
 int cmd_export(int argc, char **argv)
 {
-    const char *out = NULL, *dtype = NULL, *shard = "5GB", *base = NULL;
+    const char *out = NULL, *dtype = NULL, *shard = "5GB", *base = NULL, *format = "hf";
     int merge = 0;
     unsigned long long max_shard;
     zt_usage u = {"zt export",
-                  "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge] [--base DIR]",
+                  "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge] [--base DIR]\n"
+                  "       zt export RUN_OR_CHECKPOINT_DIR --format gguf --out FILE.gguf [--dtype fp32|fp16|bf16|q8_0] "
+                  "[--merge]",
                   "Write a Hugging Face model directory (config.json, model.safetensors or shards with an\n"
                   "index, tokenizer files, generation_config.json). A run directory exports its newest\n"
                   "complete checkpoint, or its final/ when it has none; a checkpoint directory exports\n"
@@ -20,10 +23,14 @@ int cmd_export(int argc, char **argv)
                   "With --merge, a LoRA run (its final/) or a PEFT adapter directory: the base model with\n"
                   "every adapter merged into its weights (the base read whole into memory).\n"
                   "A checkpoint of an image-text model (Gemma 3's, ...) holds its language model alone: --base names\n"
-                  "the model it was trained from, whose vision tower the export carries."};
+                  "the model it was trained from, whose vision tower the export carries.\n"
+                  "With --format gguf, one GGUF file for llama.cpp, Ollama or LM Studio (llama, mistral, qwen2, qwen3\n"
+                  "models with a byte-level BPE tokenizer): the weights, the tokenizer and the chat template."};
     zt_option opts[] = {
-        {"out", 'S', &out, "DIR", "output directory", 0, 0},
-        {"dtype", 'S', &dtype, "TYPE", "bf16 or fp32 (default: the source config.json's torch_dtype)", 0, 0},
+        {"out", 'S', &out, "DIR", "output directory (--format gguf: the file)", 0, 0},
+        {"dtype", 'S', &dtype, "TYPE",
+         "bf16 or fp32; GGUF also fp16 or q8_0 (default: the source config.json's torch_dtype)", 0, 0},
+        {"format", 'S', &format, "FORMAT", "hf (a model directory, the default) or gguf (one file)", 0, 0},
         {"max-shard-size", 'S', &shard, "SIZE", "largest safetensors file (default 5GB); more are sharded", 0, 0},
         {"merge", 'F', &merge, "", "merge LoRA adapters into their base model", 0, 0},
         {"base", 'S', &base, "DIR",
@@ -41,9 +48,13 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "zt: error: zt export: --max-shard-size '%s' is not a size like 500MB or 5GB\n", shard);
         return 2;
     }
+    if (strcmp(format, "hf") && strcmp(format, "gguf")) {
+        fprintf(stderr, "zt: error: zt export: --format '%s' is not hf or gguf\n", format);
+        return 2;
+    }
     zt_export_info info;
-    zt_status st = merge ? zt_export_merged(argv[1], base, out, dtype, (size_t)max_shard, &info)
-                         : zt_export(argv[1], base, out, dtype, (size_t)max_shard, &info);
+    zt_export_options o = {base, dtype, (size_t)max_shard, !strcmp(format, "gguf")};
+    zt_status st = merge ? zt_export_merged(argv[1], out, &o, &info) : zt_export(argv[1], out, &o, &info);
     if (st) return cmd_fail(st);
     if (info.step >= 0)
         zt_log_info("exported step %ld from '%s' (%zu parameters, %s) to '%s'", info.step, info.source, info.numel,

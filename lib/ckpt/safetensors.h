@@ -125,4 +125,12 @@ zt_status zt_st_writer_finish(const zt_st_writer *w, const char *dir, size_t max
 zt_status zt_st_writer_finish_file(const zt_st_writer *w, const char *dir, const char *name);
 void zt_st_writer_free(zt_st_writer *w);
 
+/* The recorded tensors, for a writer of another format (export/gguf): how many, tensor i's name
+ * with its shape (ZT_ST_MAX_DIMS) and dimensions, and elements [offset, offset + n) of its data
+ * as fp32 (the source's values, before any conversion to the output dtype; a tensor recorded as
+ * stored bytes is ZT_EUSER). */
+int zt_st_writer_count(const zt_st_writer *w);
+const char *zt_st_writer_tensor(const zt_st_writer *w, int i, int64_t *shape, int *ndim);
+zt_status zt_st_writer_read(const zt_st_writer *w, int i, float *dst, size_t offset, size_t n);
+
 #endif

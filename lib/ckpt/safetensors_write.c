@@ -119,6 +119,27 @@ zt_status zt_st_writer_add_bytes_fn(zt_st_writer *w, const char *name, zt_st_dty
     return st ? st : st_add(w, e);
 }
 
+int zt_st_writer_count(const zt_st_writer *w) { return w->n; }
+
+const char *zt_st_writer_tensor(const zt_st_writer *w, int i, int64_t *shape, int *ndim)
+{
+    const st_entry *e = &w->v[i];
+    memcpy(shape, e->shape, sizeof e->shape);
+    *ndim = e->ndim;
+    return e->name;
+}
+
+zt_status zt_st_writer_read(const zt_st_writer *w, int i, float *dst, size_t offset, size_t n)
+{
+    const st_entry *e = &w->v[i];
+    ZT_ASSERT(offset + n <= e->numel);
+    if (e->bytes)
+        return zt_fail(ZT_EUSER, "tensor '%s' is %s, not floating-point", e->name, zt_st_dtype_name(e->stored));
+    if (e->fill) return e->fill(e->ctx, dst, offset, n);
+    zt_st_convert(dst, ZT_F32, (const char *)e->src + offset * zt_dtype_size(e->src_dtype), e->src_dtype, n);
+    return ZT_OK;
+}
+
 /* --- one output file: dir/name, written atomically -------------------------------------- */
 
 static zt_status st_out_open(zt_atomic_file *o, const char *dir, const char *name)

@@ -160,9 +160,9 @@ zt_status zt_state_read_json(const char *ckpt_dir, zt_trainer_state *s)
 zt_status zt_state_copy_model_files(const char *ckpt_dir, const char *model_dir)
 {
     /* an image-text model's image processor too (AutoProcessor loads the saved model with it) */
-    static const char *names[] = {"config.json",           "generation_config.json",  "tokenizer.json",
-                                  "tokenizer.model",       "tokenizer_config.json",   "special_tokens_map.json",
-                                  "processor_config.json", "preprocessor_config.json"};
+    static const char *names[] = {"config.json",           "generation_config.json",   "tokenizer.json",
+                                  "tokenizer.model",       "tokenizer_config.json",    "special_tokens_map.json",
+                                  "processor_config.json", "preprocessor_config.json", "chat_template.jinja"};
     zt_status st = ZT_OK;
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !st; i++) {
         char src[4096], dst[4096], *data;

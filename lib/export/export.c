@@ -12,6 +12,7 @@
 #include "lib/ckpt/safetensors.h"
 #include "lib/ckpt/state.h"
 #include "lib/core/fileio.h"
+#include "lib/export/gguf_model.h"
 #include "lib/model/generation_config.h"
 #include "lib/model/llama.h"
 #include "lib/model/lora.h"
@@ -198,12 +199,40 @@ static zt_status refuse_adapters(const char *source, int is_ckpt)
     return ZT_OK;
 }
 
-static zt_status parse_dtype(const char *dtype, const char *config_path, zt_dtype *dt)
+/* The dtype o asks for (or the source's), as written: *dt for a directory, *gt for GGUF. */
+static zt_status parse_dtype(const zt_export_options *o, const char *config_path, zt_dtype *dt, zt_gguf_type *gt)
 {
-    if (!dtype) return default_dtype(config_path, dt);
-    if (zt_dtype_parse(dtype, dt) || (*dt != ZT_F32 && *dt != ZT_BF16))
-        return zt_fail(ZT_EUSER, "dtype '%s': export writes bf16 or fp32", dtype);
-    return ZT_OK;
+    zt_status st = o->dtype ? ZT_OK : default_dtype(config_path, dt);
+    if (!o->dtype) *gt = *dt == ZT_BF16 ? ZT_GGUF_BF16 : ZT_GGUF_F32;
+    else if (o->gguf && zt_gguf_type_parse(o->dtype, gt))
+        st = zt_fail(ZT_EUSER, "dtype '%s': GGUF export writes fp32, fp16, bf16 or q8_0", o->dtype);
+    else if (!o->gguf && (zt_dtype_parse(o->dtype, dt) || (*dt != ZT_F32 && *dt != ZT_BF16)))
+        st = zt_fail(ZT_EUSER, "dtype '%s': export writes bf16 or fp32 (GGUF: also fp16, q8_0)", o->dtype);
+    if (o->gguf) *dt = ZT_F32; /* the GGUF writer reads the source's values */
+    return st;
+}
+
+/* general.name of a GGUF file: the last component of the source the user named */
+static void gguf_name(const char *src, char *name, size_t cap)
+{
+    size_t n = strlen(src);
+    while (n > 1 && src[n - 1] == '/') n--;
+    size_t a = n;
+    while (a > 0 && src[a - 1] != '/') a--;
+    snprintf(name, cap, "%.*s", (int)(n - a), src + a);
+}
+
+/* The GGUF file out of the tensors w holds, the tokenizer's files from tok_dir. */
+static zt_status write_gguf(const char *src, const zt_llama_config *cfg, const zt_st_writer *w, const char *tok_dir,
+                            zt_gguf_type t, const char *out)
+{
+    char name[256], dir[4096];
+    gguf_name(src, name, sizeof name);
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    zt_status st = ZT_OK;
+    if (slash && slash != dir) *slash = '\0', st = zt_mkdir_p(dir);
+    return st ? st : zt_gguf_write_model(cfg, w, tok_dir, t, name, out);
 }
 
 /* The PEFT adapter directory src names (itself, or a run's final/), into info->source. */
@@ -221,36 +250,52 @@ static zt_status resolve_adapter(const char *src, zt_export_info *info)
     return ZT_OK;
 }
 
-zt_status zt_export_merged(const char *src, const char *base, const char *out_dir, const char *dtype,
-                           size_t max_shard_bytes, zt_export_info *info)
+/* The merged model m as GGUF; the tokenizer the adapter trained with (a run's final/), else the base's. */
+static zt_status merged_gguf(const char *src, const zt_llama *m, const char *adapter, const char *base_dir,
+                             zt_gguf_type t, const char *out)
+{
+    zt_st_writer *w = zt_st_writer_new();
+    zt_real *params = zt_llama_params_map(m);
+    zt_status st = !w || !params ? zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", adapter) : ZT_OK;
+    if (!st) st = zt_llama_writer_add(m, w, ZT_F32, params);
+    if (!st) st = write_gguf(src, &m->cfg, w, has_file(adapter, "tokenizer.json") ? adapter : base_dir, t, out);
+    if (params) zt_llama_params_unmap((zt_llama *)m, params, 0);
+    zt_st_writer_free(w);
+    return st;
+}
+
+zt_status zt_export_merged(const char *src, const char *out_dir, const zt_export_options *o, zt_export_info *info)
 {
     char base_dir[4096], config_path[4096 + 32];
     zt_lora_config c;
     zt_dtype dt;
+    zt_gguf_type gt;
     zt_llama m = {0};
     zt_status st = resolve_adapter(src, info);
-    if (!st && base) snprintf(base_dir, sizeof base_dir, "%s", base);
+    if (!st && o->base) snprintf(base_dir, sizeof base_dir, "%s", o->base);
     else if (!st && (st = zt_lora_read_base(info->source, base_dir, sizeof base_dir))) {
         char why[1024];
         snprintf(why, sizeof why, "%s", zt_errmsg());
         zt_fail(st, "%s (give --base DIR)", why);
     }
     snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
-    if (!st) st = parse_dtype(dtype, config_path, &dt);
+    if (!st) st = parse_dtype(o, config_path, &dt, &gt);
     if (!st) st = zt_lora_read_config(info->source, &c);
     if (!st) st = zt_model_open_head(&m, base_dir, ZT_F32, ZT_DEVICE_CPU, c.score); /* a reward model's adapter */
+    if (!st && o->gguf) st = zt_gguf_check_model(&m.cfg);
     if (!st) st = zt_lora_attach_dir(&m, info->source, ZT_QBASE_NONE, 0);
     if (!st) st = zt_lora_merge(&m);
-    if (!st) st = zt_mkdir_p(out_dir);
-    if (!st) st = check_out_dir(base_dir, out_dir);
-    if (!st) st = check_out_dir(info->source, out_dir);
+    if (!st && o->gguf) st = merged_gguf(src, &m, info->source, base_dir, gt, out_dir);
+    if (!st && !o->gguf) st = zt_mkdir_p(out_dir);
+    if (!st && !o->gguf) st = check_out_dir(base_dir, out_dir);
+    if (!st && !o->gguf) st = check_out_dir(info->source, out_dir);
     zt_lora_carried vision = {0}; /* an image-text model's adapters on its vision tower */
-    if (!st) st = zt_lora_carried_open(&vision, &m, info->source);
-    if (!st) st = zt_llama_save_carrying(&m, out_dir, dt, max_shard_bytes, &vision);
+    if (!st && !o->gguf) st = zt_lora_carried_open(&vision, &m, info->source);
+    if (!st && !o->gguf) st = zt_llama_save_carrying(&m, out_dir, dt, o->max_shard_bytes, &vision);
     zt_lora_carried_close(&vision);
-    if (!st) st = write_model_files(base_dir, info->source, out_dir, &m.cfg, dt);
+    if (!st && !o->gguf) st = write_model_files(base_dir, info->source, out_dir, &m.cfg, dt);
     info->numel = m.numel;
-    info->dtype = zt_dtype_name(dt);
+    info->dtype = o->gguf ? zt_gguf_type_name(gt) : zt_dtype_name(dt);
     zt_llama_free(&m);
     return st;
 }
@@ -273,12 +318,13 @@ static zt_status passed_through_source(zt_llama_config *cfg, const char *source,
     return ZT_OK;
 }
 
-zt_status zt_export(const char *src, const char *base, const char *out_dir, const char *dtype, size_t max_shard_bytes,
-                    zt_export_info *info)
+zt_status zt_export(const char *src, const char *out_dir, const zt_export_options *o, zt_export_info *info)
 {
+    const char *base = o->base;
     char config_path[4096];
     int is_ckpt, n = 0;
     zt_dtype dt = ZT_F32;
+    zt_gguf_type gt;
     zt_llama_config cfg;
     zt_llama shape;
     zt_llama_tensor *t = NULL;
@@ -286,13 +332,14 @@ zt_status zt_export(const char *src, const char *base, const char *out_dir, cons
     if (!st) st = refuse_adapters(info->source, is_ckpt);
     if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");
     if (!st) st = zt_llama_config_load(&cfg, config_path);
+    if (!st && o->gguf) st = zt_gguf_check_model(&cfg);
     if (!st) st = passed_through_source(&cfg, info->source, is_ckpt, base);
-    if (!st) st = parse_dtype(dtype, config_path, &dt);
+    if (!st) st = parse_dtype(o, config_path, &dt, &gt);
     if (!st) st = zt_llama_shape(&shape, &cfg, zt_backend_cpu(), ZT_F32);
     if (!st) st = zt_llama_tensors(&cfg, &t, &n);
     if (st) return st;
     info->numel = shape.numel;
-    info->dtype = zt_dtype_name(dt);
+    info->dtype = o->gguf ? zt_gguf_type_name(gt) : zt_dtype_name(dt);
 
     zt_st_writer *w = zt_st_writer_new();
     fill_ctx *ctx = calloc((size_t)n, sizeof *ctx);
@@ -308,12 +355,13 @@ zt_status zt_export(const char *src, const char *base, const char *out_dir, cons
         st = add_decoded(w, d, dt, t, n, dctx);
     if (!st && !is_ckpt && !nf4 && !(st = zt_st_open(&r, info->source)))
         st = add_from_model(w, r, info->source, dt, t, n);
-    if (!st) st = zt_llama_add_passed_through(&cfg, w, &vision, NULL);
-    if (!st) st = zt_mkdir_p(out_dir);
-    if (!st) st = check_out_dir(info->source, out_dir);
-    if (!st && base) st = check_out_dir(base, out_dir);
-    if (!st) st = zt_st_writer_finish(w, out_dir, max_shard_bytes);
-    if (!st) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
+    if (!st && o->gguf) st = write_gguf(src, &cfg, w, info->source, gt, out_dir);
+    if (!st && !o->gguf) st = zt_llama_add_passed_through(&cfg, w, &vision, NULL);
+    if (!st && !o->gguf) st = zt_mkdir_p(out_dir);
+    if (!st && !o->gguf) st = check_out_dir(info->source, out_dir);
+    if (!st && !o->gguf && base) st = check_out_dir(base, out_dir);
+    if (!st && !o->gguf) st = zt_st_writer_finish(w, out_dir, o->max_shard_bytes);
+    if (!st && !o->gguf) st = write_model_files(info->source, NULL, out_dir, &cfg, dt);
     if (vision) zt_st_close(vision);
     if (r) zt_st_close(r);
     zt_qbase_decoder_close(d);

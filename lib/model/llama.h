@@ -344,6 +344,9 @@ zt_status zt_llama_save_carrying(const zt_llama *m, const char *dir, zt_dtype dt
 struct zt_st_writer;
 zt_status zt_llama_add_passed_through(const zt_llama_config *c, struct zt_st_writer *w, struct zt_st_reader **src,
                                       struct zt_lora_carried *merge);
+/* Records m's tensors in w to be written as dtype, their data params (zt_llama_params_map's),
+ * which must stay mapped until the writer finished. */
+zt_status zt_llama_writer_add(const zt_llama *m, struct zt_st_writer *w, zt_dtype dtype, const zt_real *params);
 /* config.json of c in dir, its torch_dtype the weights' dtype (what zt_llama_save writes beside them). */
 zt_status zt_llama_save_config(const zt_llama_config *c, const char *dir, zt_dtype dtype);
 /* Saves like zt_llama_save, the weights read on demand, tensor by tensor: read fills elements

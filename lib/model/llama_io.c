@@ -135,6 +135,16 @@ zt_status zt_llama_save(const zt_llama *m, const char *dir, zt_dtype dtype, size
     return zt_llama_save_carrying(m, dir, dtype, max_shard_bytes, NULL);
 }
 
+zt_status zt_llama_writer_add(const zt_llama *m, zt_st_writer *w, zt_dtype dtype, const zt_real *params)
+{
+    zt_status st = ZT_OK;
+    for (int i = 0; i < m->n_tensors && !st; i++) {
+        const zt_llama_tensor *t = &m->tensors[i];
+        st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, params + t->offset, ZT_REAL_DTYPE);
+    }
+    return st;
+}
+
 zt_status zt_llama_save_carrying(const zt_llama *m, const char *dir, zt_dtype dtype, size_t max_shard_bytes,
                                  zt_lora_carried *merge)
 {
@@ -144,10 +154,7 @@ zt_status zt_llama_save_carrying(const zt_llama *m, const char *dir, zt_dtype dt
     zt_st_reader *src = NULL;
     zt_real *params = zt_llama_params_map(m);
     if (!w || !params) st = zt_fail(ZT_ENOMEM, "out of memory saving '%s'", dir);
-    for (int i = 0; i < m->n_tensors && !st; i++) {
-        const zt_llama_tensor *t = &m->tensors[i];
-        st = zt_st_writer_add(w, t->name, dtype, t->shape, t->ndim, params + t->offset, ZT_REAL_DTYPE);
-    }
+    if (!st) st = zt_llama_writer_add(m, w, dtype, params);
     if (!st) st = zt_llama_add_passed_through(&m->cfg, w, &src, merge);
     if (!st) st = zt_st_writer_finish(w, dir, max_shard_bytes);
     if (src) zt_st_close(src);

@@ -22,6 +22,13 @@
  *     exact N     those whose m and whose v are each code · absmax for one absmax (zt_adamw8_recover
  *                 gives back every value), as one process would have quantized them
  *     cut N       those that the boundaries between the ranks of world N at stage S cut
+ *     zt-test-tool gguf FILE
+ *
+ * gguf: what a GGUF file (zt export --format gguf) holds, a line a key or tensor in the file's
+ * order, its values' bytes as stored (after the type) given whole when 8 or fewer, else by their
+ * CRC-32C and length:
+ *     kv KEY TYPE HEX | kv KEY TYPE crc CRC len N
+ *     tensor NAME TYPE DIMS crc CRC    DIMS innermost first (64x151936), TYPE GGML's number
  * Bad arguments or a bad config.json: a message, exit 2 (as zt's commands).
  */
 #include <stdio.h>
@@ -29,6 +36,8 @@
 #include <string.h>
 
 #include "lib/ckpt/state.h"
+#include "lib/core/crc32c.h"
+#include "lib/core/fileio.h"
 #include "lib/core/status.h"
 #include "lib/model/llama.h"
 #include "lib/optim/adamw8bit.h"
@@ -37,7 +46,8 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: zt-test-tool layout MODEL_DIR [--world N] [--stage S]\n"
-                    "       zt-test-tool moments8 MODEL_DIR CHECKPOINT_DIR [--world N] [--stage S]\n");
+                    "       zt-test-tool moments8 MODEL_DIR CHECKPOINT_DIR [--world N] [--stage S]\n"
+                    "       zt-test-tool gguf FILE\n");
     return 2;
 }
 
@@ -207,9 +217,120 @@ static int cmd_moments8(int argc, char **argv)
     return 0;
 }
 
+/* --- gguf ---------------------------------------------------------------------------------- */
+
+typedef struct cursor {
+    const unsigned char *p;
+    size_t n, at;
+    int bad;
+} cursor;
+
+static const unsigned char *take(cursor *c, size_t k)
+{
+    if (c->bad || k > c->n - c->at) return c->bad = 1, NULL;
+    c->at += k;
+    return c->p + c->at - k;
+}
+
+static uint64_t take_u(cursor *c, size_t k) /* little-endian, k of 1, 4, 8 bytes */
+{
+    const unsigned char *q = take(c, k);
+    uint64_t v = 0;
+    for (size_t i = 0; q && i < k; i++) v |= (uint64_t)q[i] << (8 * i);
+    return v;
+}
+
+static const char *take_str(cursor *c, int *len)
+{
+    uint64_t n = take_u(c, 8);
+    const unsigned char *q = n < (1u << 30) ? take(c, n) : (c->bad = 1, NULL);
+    *len = (int)n;
+    return (const char *)q;
+}
+
+static void skip_value(cursor *c, uint32_t type, int depth)
+{
+    static const size_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type == 8) {
+        int len;
+        take_str(c, &len);
+    } else if (type == 9 && depth == 0) {
+        uint32_t item = (uint32_t)take_u(c, 4);
+        uint64_t n = take_u(c, 8);
+        for (uint64_t i = 0; i < n && !c->bad; i++) skip_value(c, item, 1);
+    } else if (type < 13 && size[type]) {
+        take(c, size[type]);
+    } else {
+        c->bad = 1;
+    }
+}
+
+static int cmd_gguf(int argc, char **argv)
+{
+    char *data;
+    size_t len;
+    if (argc != 1) return usage();
+    zt_status st = zt_read_file(argv[0], &data, &len);
+    if (st) return fail(st);
+    cursor c = {(const unsigned char *)data, len, 0, 0};
+    const unsigned char *magic = take(&c, 4);
+    uint32_t version = (uint32_t)take_u(&c, 4);
+    uint64_t nt = take_u(&c, 8), nkv = take_u(&c, 8), align = 32;
+    if (!magic || memcmp(magic, "GGUF", 4) || version != 3) c.bad = 1;
+    for (uint64_t i = 0; i < nkv && !c.bad; i++) {
+        int klen;
+        const char *k = take_str(&c, &klen);
+        uint32_t type = (uint32_t)take_u(&c, 4);
+        size_t from = c.at;
+        skip_value(&c, type, 0);
+        if (c.bad) break;
+        if (klen == 17 && !memcmp(k, "general.alignment", 17)) align = c.p[from] | (uint32_t)c.p[from + 1] << 8;
+        printf("kv %.*s %u ", klen, k, type);
+        if (c.at - from <= 8)
+            for (size_t j = from; j < c.at; j++) printf("%02x", c.p[j]);
+        else printf("crc %08x len %zu", zt_crc32c(0, c.p + from, c.at - from), c.at - from);
+        printf("\n");
+    }
+    size_t info = c.at;
+    for (uint64_t i = 0; i < nt && !c.bad; i++) { /* the infos first: the data starts after the last */
+        int nlen;
+        take_str(&c, &nlen);
+        uint32_t nd = (uint32_t)take_u(&c, 4);
+        for (uint32_t d = 0; d < nd && d < 4; d++) take_u(&c, 8);
+        take(&c, 12); /* type, offset */
+        if (nd < 1 || nd > 4) c.bad = 1;
+    }
+    size_t base = (c.at + align - 1) / align * align;
+    c.at = info;
+    for (uint64_t i = 0; i < nt && !c.bad; i++) {
+        int nlen;
+        const char *name = take_str(&c, &nlen);
+        uint32_t nd = (uint32_t)take_u(&c, 4);
+        uint64_t dims[4], numel = 1;
+        for (uint32_t d = 0; d < nd; d++) numel *= dims[d] = take_u(&c, 8);
+        uint32_t type = (uint32_t)take_u(&c, 4);
+        uint64_t off = take_u(&c, 8);
+        uint64_t bytes = type == 0 ? 4 * numel : type == 1 || type == 30 ? 2 * numel : type == 8 ? numel / 32 * 34 : 0;
+        if (!bytes || off % align || base + off + bytes > len) {
+            c.bad = 1;
+            break;
+        }
+        printf("tensor %.*s %u ", nlen, name, type);
+        for (uint32_t d = 0; d < nd; d++) printf("%s%llu", d ? "x" : "", (unsigned long long)dims[d]);
+        printf(" crc %08x\n", zt_crc32c(0, c.p + base + off, bytes));
+    }
+    free(data);
+    if (c.bad) {
+        fprintf(stderr, "zt-test-tool: error: '%s': not a GGUF file zt-test-tool reads (at byte %zu)\n", argv[0], c.at);
+        return 2;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "layout")) return cmd_layout(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "moments8")) return cmd_moments8(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "gguf")) return cmd_gguf(argc - 2, argv + 2);
     return usage();
 }

@@ -561,7 +561,8 @@ static void check_image_text_all_linear(const char *family, int carried, int cha
     char out[] = "/tmp/zt_test_lora_XXXXXX", path[256];
     zt_export_info info;
     CHECK(mkdtemp(out) != NULL);
-    CHECK_MSG(zt_export_merged(dir, base, out, "fp32", 0, &info) == ZT_OK, "%s", zt_errmsg());
+    CHECK_MSG(zt_export_merged(dir, out, &(zt_export_options){.base = base, .dtype = "fp32"}, &info) == ZT_OK, "%s",
+              zt_errmsg());
     zt_st_reader *want = NULL, *got = NULL, *src = NULL;
     CHECK(zt_st_open(&want, merged_file) == ZT_OK);
     CHECK(zt_st_open(&got, out) == ZT_OK && zt_st_open(&src, base) == ZT_OK);
