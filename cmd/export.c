@@ -25,7 +25,7 @@ int cmd_export(int argc, char **argv)
                   "A checkpoint of an image-text model (Gemma 3's, ...) holds its language model alone: --base names\n"
                   "the model it was trained from, whose vision tower the export carries.\n"
                   "With --format gguf, one GGUF file for llama.cpp, Ollama or LM Studio (llama, mistral, qwen2, qwen3\n"
-                  "models with a byte-level BPE tokenizer): the weights, the tokenizer and the chat template."};
+                  "and phi3 models with a BPE tokenizer.json): the weights, the tokenizer and the chat template."};
     zt_option opts[] = {
         {"out", 'S', &out, "DIR", "output directory (--format gguf: the file)", 0, 0},
         {"dtype", 'S', &dtype, "TYPE",

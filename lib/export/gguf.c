@@ -151,12 +151,22 @@ zt_status zt_gguf_str_array(zt_gguf *g, const char *k, const char *const *values
     return st;
 }
 
-zt_status zt_gguf_i32_array(zt_gguf *g, const char *k, const int32_t *values, size_t n)
+static zt_status array4(zt_gguf *g, const char *k, uint32_t type, const void *values, size_t n)
 {
     zt_status st = key(g, k, KV_ARRAY);
-    if (!st) st = put_u32(g, KV_I32);
+    if (!st) st = put_u32(g, type);
     if (!st) st = put_u64(g, n);
     return st ? st : put(g, values, n * 4);
+}
+
+zt_status zt_gguf_i32_array(zt_gguf *g, const char *k, const int32_t *values, size_t n)
+{
+    return array4(g, k, KV_I32, values, n);
+}
+
+zt_status zt_gguf_f32_array(zt_gguf *g, const char *k, const float *values, size_t n)
+{
+    return array4(g, k, KV_F32, values, n);
 }
 
 /* --- tensors ------------------------------------------------------------------------------ */

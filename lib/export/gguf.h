@@ -42,6 +42,7 @@ zt_status zt_gguf_f32(zt_gguf *g, const char *key, float value);
 zt_status zt_gguf_bool(zt_gguf *g, const char *key, int value);
 zt_status zt_gguf_str_array(zt_gguf *g, const char *key, const char *const *values, size_t n);
 zt_status zt_gguf_i32_array(zt_gguf *g, const char *key, const int32_t *values, size_t n);
+zt_status zt_gguf_f32_array(zt_gguf *g, const char *key, const float *values, size_t n);
 
 /* Supplies n elements of a tensor from element offset on (row-major, Hugging Face's layout) as
  * fp32 into dst; offset and n are multiples of the tensor's unit. */

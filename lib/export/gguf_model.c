@@ -14,6 +14,7 @@ static const char *gguf_arch(const zt_llama_config *cfg, int *pairs)
     *pairs = 0;
     if (!strcmp(cfg->model_type, "qwen2")) return "qwen2";
     if (!strcmp(cfg->model_type, "qwen3")) return "qwen3";
+    if (!strcmp(cfg->model_type, "phi3")) return "phi3";
     *pairs = 1;
     if (!strcmp(cfg->model_type, "llama") || !strcmp(cfg->model_type, "mistral")) return "llama";
     return NULL;
@@ -31,13 +32,15 @@ zt_status zt_gguf_check_model(const zt_llama_config *c)
                        c->image_text   ? "an image-text model"
                        : c->num_labels ? "num_labels"
                                        : "num_experts");
-    if (c->rope_scaling.type[0] && strcmp(c->rope_scaling.type, "linear") && strcmp(c->rope_scaling.type, "llama3"))
-        return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%s': zt writes GGUF with linear or llama3 scaling", where,
-                       c->rope_scaling.type);
-    if (c->partial_rotary_factor != 1)
+    int phi3 = !strcmp(c->model_type, "phi3");
+    if (c->rope_scaling.type[0] && strcmp(c->rope_scaling.type, phi3 ? "longrope" : "linear") &&
+        strcmp(c->rope_scaling.type, "llama3"))
+        return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%s': zt writes GGUF with %s scaling", where,
+                       c->rope_scaling.type, phi3 ? "longrope" : "linear or llama3");
+    if (c->partial_rotary_factor != 1 && !phi3)
         return zt_fail(ZT_EUSER, "'%s': partial_rotary_factor: GGUF of %s has the rotary embedding on whole heads",
                        where, c->model_type);
-    if (c->sliding_window && strcmp(c->model_type, "mistral"))
+    if (c->sliding_window && strcmp(c->model_type, "mistral") && !phi3)
         return zt_fail(ZT_EUSER, "'%s': sliding_window: llama.cpp's %s has no window", where, c->model_type);
     return ZT_OK;
 }
@@ -48,14 +51,24 @@ static int gguf_name(const char *hf, char *out, size_t cap)
     static const struct {
         const char *hf, *gguf;
     } layer[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},    {"post_attention_layernorm.weight", "ffn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},      {"self_attn.q_proj.bias", "attn_q.bias"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.k_proj.bias", "attn_k.bias"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},      {"self_attn.v_proj.bias", "attn_v.bias"},
-        {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.o_proj.bias", "attn_output.bias"},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-        {"mlp.gate_proj.weight", "ffn_gate.weight"},       {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.q_proj.bias", "attn_q.bias"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.k_proj.bias", "attn_k.bias"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.v_proj.bias", "attn_v.bias"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.o_proj.bias", "attn_output.bias"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
+        /* Phi-3's fused projections, which llama.cpp keeps fused (gate first, then up) */
+        {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+        {"mlp.gate_up_proj.weight", "ffn_up.weight"},
     };
     if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight") > 0;
     if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight") > 0;
@@ -118,6 +131,30 @@ static zt_status fill_rope_freqs(void *ctx, float *dst, size_t offset, size_t n)
     return ZT_OK;
 }
 
+/* Phi-3's longrope factors, a rotary pair each: ctx the list (short or long) */
+static zt_status fill_factors(void *ctx, float *dst, size_t offset, size_t n)
+{
+    const double *f = ctx;
+    for (size_t j = 0; j < n; j++) dst[j] = (float)f[offset + j];
+    return ZT_OK;
+}
+
+/* Phi-3's keys (what llama.cpp's phi3 reads): the rotary dimensions, the window, longrope's
+ * original context and attention factor sqrt(1 + ln(scale) / ln(original)). */
+static zt_status add_phi3(zt_gguf *g, const zt_llama_config *c)
+{
+    int orig = c->rope_scaling.original_max_position_embeddings;
+    zt_status st = zt_gguf_u32(g, "phi3.rope.dimension_count", (uint32_t)zt_llama_rotary_dim(c));
+    if (!st) st = zt_gguf_u32(g, "phi3.attention.sliding_window", (uint32_t)c->sliding_window);
+    if (!st && orig) st = zt_gguf_u32(g, "phi3.rope.scaling.original_context_length", (uint32_t)orig);
+    if (!st && !strcmp(c->rope_scaling.type, "longrope")) {
+        double scale = (double)c->max_position_embeddings / orig;
+        st = zt_gguf_f32(g, "phi3.rope.scaling.attn_factor",
+                         (float)(scale > 1 ? sqrt(1 + log(scale) / log((double)orig)) : 1.0));
+    }
+    return st;
+}
+
 static zt_status add_hparams(zt_gguf *g, const zt_llama_config *c, const char *arch, zt_gguf_type t, const char *name)
 {
     char k[128];
@@ -139,6 +176,7 @@ static zt_status add_hparams(zt_gguf *g, const zt_llama_config *c, const char *a
         if (!(st = zt_gguf_str(g, KEY("rope.scaling.type"), "linear")))
             st = zt_gguf_f32(g, KEY("rope.scaling.factor"), (float)c->rope_scaling.factor);
     }
+    if (!st && !strcmp(arch, "phi3")) st = add_phi3(g, c);
     if (!st && !strcmp(arch, "llama")) {
         if (!(st = zt_gguf_u32(g, KEY("vocab_size"), (uint32_t)c->vocab_size)))
             st = zt_gguf_u32(g, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
@@ -164,6 +202,13 @@ zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w,
     int64_t one = cfg->head_dim / 2;
     if (!st && !strcmp(cfg->rope_scaling.type, "llama3"))
         st = zt_gguf_add(g, "rope_freqs.weight", ZT_GGUF_F32, &one, 1, 0, fill_rope_freqs, (void *)cfg);
+    int64_t pairs_n = zt_llama_rotary_dim(cfg) / 2;
+    if (!st && !strcmp(cfg->rope_scaling.type, "longrope"))
+        st = zt_gguf_add(g, "rope_factors_long.weight", ZT_GGUF_F32, &pairs_n, 1, 0, fill_factors,
+                         (void *)cfg->rope_scaling.long_factor);
+    if (!st && !strcmp(cfg->rope_scaling.type, "longrope"))
+        st = zt_gguf_add(g, "rope_factors_short.weight", ZT_GGUF_F32, &pairs_n, 1, 0, fill_factors,
+                         (void *)cfg->rope_scaling.short_factor);
     for (int i = 0; i < n && !st; i++) {
         int64_t shape[ZT_ST_MAX_DIMS];
         int ndim;

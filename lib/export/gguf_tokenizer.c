@@ -1,5 +1,7 @@
-/* A byte-level BPE tokenizer (tokenizer.json) as llama.cpp's "gpt2" tokenizer model: the tokens
- * by id with their types, the merges, the pre-tokenizer by the name llama.cpp gives its regex,
+/* A tokenizer.json as llama.cpp's tokenizer models: byte-level BPE as "gpt2" (the tokens by id with
+ * their types, the merges, the pre-tokenizer by the name llama.cpp gives its regex), and BPE over
+ * characters with byte fallback (SentencePiece's, as Mistral, Llama 2 and Phi-3 ship it) as
+ * "llama" (the tokens with scores that make llama.cpp merge in the order of the merges); for both
  * the special ids, whether BOS and EOS are added, and the chat template. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -12,7 +14,7 @@
 #include "lib/core/json.h"
 
 /* llama.cpp's token types */
-enum { TOK_NORMAL = 1, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5 };
+enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
 
 /* The split regexes of Llama 3 and of Qwen2/Qwen3 (one digit a piece), as their tokenizer.json has them. */
 #define WORDS "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
@@ -46,6 +48,32 @@ static const char *pre_name(const cJSON *p)
     if (!strcmp(re->valuestring, llama3_regex)) return "llama-bpe";
     if (!strcmp(re->valuestring, qwen2_regex)) return "qwen2";
     return NULL;
+}
+
+/* A SentencePiece-style tokenizer's space handling: *prefix whether a text gets "▁" in front
+ * (Metaspace with its prepend scheme, or a Prepend normalizer); 0 for one llama.cpp's "llama"
+ * tokenizer does not do (spaces not all made "▁", Metaspace splitting at them). */
+static int spm_spaces(const cJSON *tok, int *prefix)
+{
+    const cJSON *pre = get(tok, "pre_tokenizer"), *norm = get(tok, "normalizer"), *scheme = get(pre, "prepend_scheme");
+    if (is_type(pre, "Metaspace")) {
+        *prefix = !cJSON_IsString(scheme) || strcmp(scheme->valuestring, "never");
+        return cJSON_IsNull(norm) || !norm ? !cJSON_IsTrue(get(pre, "split")) : 0;
+    }
+    if (pre && !cJSON_IsNull(pre)) return 0;
+    const cJSON *list = is_type(norm, "Sequence") ? get(norm, "normalizers") : NULL, *n;
+    int replace = 0;
+    *prefix = 0;
+    cJSON_ArrayForEach(n, list)
+    {
+        const cJSON *from = get(get(n, "pattern"), "String"), *to = get(n, "content"), *p = get(n, "prepend");
+        if (is_type(n, "Prepend") && cJSON_IsString(p) && !strcmp(p->valuestring, "\xe2\x96\x81" /* ▁ */)) *prefix = 1;
+        else if (is_type(n, "Replace") && cJSON_IsString(from) && cJSON_IsString(to) &&
+                 !strcmp(from->valuestring, " ") && !strcmp(to->valuestring, "\xe2\x96\x81" /* ▁ */))
+            replace = 1;
+        else return 0;
+    }
+    return replace;
 }
 
 /* An added token that marks structure (ChatML's <|im_start|>, ...) though not flagged special. */
@@ -135,18 +163,23 @@ static zt_status chat_template(const char *dir, const cJSON *tc, const char **ou
 
 /* tokens[vocab_size] with types: the vocabulary, the added tokens over it, "[PADi]" where no
  * token has the id (a model's vocab_size rounded up past its tokenizer's). */
-static zt_status token_list(const char *file, const cJSON *vocab, const cJSON *added, int n, char **tokens,
+static zt_status token_list(const char *file, const cJSON *model, const cJSON *added, int n, char **tokens,
                             int32_t *types)
 {
-    const cJSON *e;
-    cJSON_ArrayForEach(e, vocab)
+    const cJSON *e, *unk = get(model, "unk_token");
+    int spm = cJSON_IsTrue(get(model, "byte_fallback"));
+    cJSON_ArrayForEach(e, get(model, "vocab"))
     {
         if (!cJSON_IsNumber(e) || e->valueint < 0 || e->valueint >= n)
             return zt_fail(ZT_EUSER, "'%s': model.vocab: token id of '%s' is not below config.json's vocab_size %d",
                            file, e->string, n);
         free(tokens[e->valueint]);
         if (!(tokens[e->valueint] = strdup(e->string))) return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
-        types[e->valueint] = TOK_NORMAL;
+        unsigned byte;
+        char end;
+        int is_byte = strlen(e->string) == 6 && sscanf(e->string, "<0x%2X%c", &byte, &end) == 2 && end == '>';
+        int is_unk = cJSON_IsString(unk) && !strcmp(unk->valuestring, e->string);
+        types[e->valueint] = spm && is_byte ? TOK_BYTE : spm && is_unk ? TOK_UNKNOWN : TOK_NORMAL;
     }
     cJSON_ArrayForEach(e, added)
     {
@@ -156,8 +189,9 @@ static zt_status token_list(const char *file, const cJSON *vocab, const cJSON *a
         free(tokens[id->valueint]);
         if (!(tokens[id->valueint] = strdup(c->valuestring)))
             return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
-        types[id->valueint] =
-            cJSON_IsTrue(get(e, "special")) || looks_control(c->valuestring) ? TOK_CONTROL : TOK_USER_DEFINED;
+        if (types[id->valueint] != TOK_UNKNOWN) /* SentencePiece's <unk> is an added token too */
+            types[id->valueint] =
+                cJSON_IsTrue(get(e, "special")) || looks_control(c->valuestring) ? TOK_CONTROL : TOK_USER_DEFINED;
     }
     for (int i = 0; i < n; i++) {
         if (tokens[i]) continue;
@@ -166,6 +200,45 @@ static zt_status token_list(const char *file, const cJSON *vocab, const cJSON *a
         types[i] = TOK_UNUSED;
     }
     return ZT_OK;
+}
+
+typedef struct named {
+    const char *text;
+    int id;
+} named;
+
+static int by_text(const void *a, const void *b) { return strcmp(((const named *)a)->text, ((const named *)b)->text); }
+
+/* SentencePiece's scores for tokens[n]: the token that merge r makes -r (llama.cpp's "llama"
+ * tokenizer merges the adjacent pair whose joined text is the token of the highest score, so it
+ * merges in the merges' order), every other token 0. */
+static zt_status add_scores(zt_gguf *g, const char *file, const cJSON *merges, char **tokens, int n)
+{
+    float *score = calloc((size_t)n, sizeof *score);
+    named *sorted = malloc((size_t)n * sizeof *sorted);
+    zt_status st = score && sorted ? ZT_OK : zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
+    for (int i = 0; i < n && !st; i++) sorted[i] = (named){tokens[i], i};
+    if (!st) qsort(sorted, (size_t)n, sizeof *sorted, by_text);
+    const cJSON *m;
+    int rank = 0;
+    cJSON_ArrayForEach(m, merges)
+    {
+        char *pair = st ? NULL : merge_text(m), *space = pair ? strchr(pair, ' ') : NULL;
+        if (!st && !space) st = zt_fail(ZT_EUSER, "'%s': model.merges[%d] is not a pair", file, rank);
+        if (st) {
+            free(pair);
+            break;
+        }
+        memmove(space, space + 1, strlen(space)); /* the two halves joined: the token it makes */
+        const named key = {pair, 0}, *t = bsearch(&key, sorted, (size_t)n, sizeof *sorted, by_text);
+        if (t && score[t->id] == 0) score[t->id] = -(float)rank;
+        free(pair);
+        rank++;
+    }
+    if (!st) st = zt_gguf_f32_array(g, "tokenizer.ggml.scores", score, (size_t)n);
+    free(score);
+    free(sorted);
+    return st;
 }
 
 static zt_status add_merges(zt_gguf *g, const char *file, const cJSON *merges)
@@ -229,10 +302,16 @@ zt_status zt_gguf_add_tokenizer(zt_gguf *g, const char *dir, const zt_llama_conf
     if (st) return cJSON_Delete(tok), st;
 
     const cJSON *model = get(tok, "model");
-    const char *pre = pre_name(get(tok, "pre_tokenizer"));
-    if (!is_type(model, "BPE") || cJSON_IsTrue(get(model, "byte_fallback")))
+    int spm = cJSON_IsTrue(get(model, "byte_fallback")), prefix = 0;
+    const char *pre = spm ? "default" : pre_name(get(tok, "pre_tokenizer"));
+    if (!is_type(model, "BPE"))
+        st = zt_fail(ZT_EUSER, "'%s': model: zt writes GGUF for BPE tokenizers (Llama 3's, Qwen's, Mistral's, ...)",
+                     file);
+    else if (spm && !spm_spaces(tok, &prefix))
         st = zt_fail(ZT_EUSER,
-                     "'%s': model: zt writes GGUF for byte-level BPE tokenizers (Llama 3, Qwen, SmolLM, GPT-2)", file);
+                     "'%s': normalizer, pre_tokenizer: spaces not handled as llama.cpp's SentencePiece tokenizer does "
+                     "(all of them made U+2581, a Metaspace that does not split)",
+                     file);
     else if (!pre)
         st =
             zt_fail(ZT_EUSER,
@@ -242,12 +321,14 @@ zt_status zt_gguf_add_tokenizer(zt_gguf *g, const char *dir, const zt_llama_conf
     char **tokens = calloc((size_t)n, sizeof *tokens);
     int32_t *types = calloc((size_t)n, sizeof *types);
     if (!st && (!tokens || !types)) st = zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
-    if (!st) st = token_list(file, get(model, "vocab"), get(tok, "added_tokens"), n, tokens, types);
-    if (!st) st = zt_gguf_str(g, "tokenizer.ggml.model", "gpt2");
+    if (!st) st = token_list(file, model, get(tok, "added_tokens"), n, tokens, types);
+    if (!st) st = zt_gguf_str(g, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     if (!st) st = zt_gguf_str(g, "tokenizer.ggml.pre", pre);
     if (!st) st = zt_gguf_str_array(g, "tokenizer.ggml.tokens", (const char *const *)tokens, (size_t)n);
+    if (!st && spm) st = add_scores(g, file, get(model, "merges"), tokens, n);
     if (!st) st = zt_gguf_i32_array(g, "tokenizer.ggml.token_type", types, (size_t)n);
-    if (!st) st = add_merges(g, file, get(model, "merges"));
+    if (!st && !spm) st = add_merges(g, file, get(model, "merges"));
+    if (!st && spm) st = zt_gguf_bool(g, "tokenizer.ggml.add_space_prefix", prefix);
     if (!st) st = add_specials(g, tc, tok, cfg);
     const char *template = NULL;
     char *owned = NULL;

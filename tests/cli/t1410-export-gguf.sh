@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # zt export --format gguf: the files of the models of tests/fixtures/gguf/models.sh (Qwen3's,
-# SmolLM2's and GPT-2's real tokenizers; fp32, fp16, bf16, Q8_0) hold what llama.cpp's own
-# converter writes, key by key and tensor by tensor (make_gguf.py wrote its files' contents;
-# it also checked llama.cpp's logits on zt's files against transformers'); a run's checkpoint and
+# SmolLM2's, GPT-2's, Mistral's and Phi-3.5's real tokenizers; fp32, fp16, bf16, Q8_0) hold what
+# llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py wrote its files'
+# contents: Mistral's token scores and the Phi-3 file zt's own, once llama.cpp tokenized with them
+# as Hugging Face and computed transformers' logits; it checked llama.cpp's logits on the others too); a run's checkpoint and
 # a LoRA run merged export as their Hugging Face exports do; bad input exits 2 and leaves no file.
 . "$(dirname "$0")/lib.sh"
 FX=$ROOT/tests/fixtures
 . "$FX/gguf/models.sh"
 gguf_models "$ZT" "$FX" models 2>/dev/null || fail "the models of models.sh"
 
-# contents FILE: zt-test-tool's lines without the name; add_bos/add_eos written false where the
-# converter says nothing are Hugging Face's default (nothing added), and the converter's
-# add_space_prefix false llama.cpp's default for these tokenizers
-contents() { grep -vE '^kv (general\.name |general\.size_label |tokenizer\.ggml\.add_space_prefix 7 00$)' "$1" | sort; }
+# contents FILE: zt-test-tool's lines without the name and the converter's add_sep_token false
+# (nothing added between two texts, llama.cpp's default); then a flag only one side writes is
+# dropped from both: zt writes add_bos/add_eos false where the tokenizer says nothing (Hugging
+# Face's encode then adds nothing), the converter add_space_prefix from tokenizer_config.json,
+# zt from the tokenizer's Metaspace or Prepend ("llama" tokenizers), each llama.cpp's default there
+contents() { grep -vE '^kv (general\.name |general\.size_label |tokenizer\.ggml\.add_sep_token 7 00$)' "$1" | sort; }
+flags() { grep -oE '^kv tokenizer\.ggml\.add_(bos_token|eos_token|space_prefix) ' "$1" | sort; }
 same_contents() { # WHAT REFERENCE_LINES FILE
   test_tool gguf "$3" > got.txt || { fail "$1: zt-test-tool gguf $3"; return; }
   contents "$2" > want.s
-  contents got.txt | grep -vxF -e "$(grep -q add_eos_token want.s || echo 'kv tokenizer.ggml.add_eos_token 7 00')" \
-    -e "$(grep -q add_bos_token want.s || echo 'kv tokenizer.ggml.add_bos_token 7 00')" > got.s
-  if cmp -s want.s got.s; then say "ok - $1: $(wc -l < got.s) keys and tensors as llama.cpp's converter writes them"
-  else fail "$1 differs (< the converter, > zt):"; diff want.s got.s | head -20 >&2; fi
+  contents got.txt > got.s
+  comm -3 <(flags want.s) <(flags got.s) | sed 's/^\t//' > one-sided
+  grep -vFf one-sided want.s > want.t; grep -vFf one-sided got.s > got.t
+  [ -s one-sided ] || { cp want.s want.t; cp got.s got.t; }
+  if cmp -s want.t got.t; then say "ok - $1: the $(wc -l < got.t) keys and tensors of the fixture"
+  else fail "$1 differs (< the converter, > zt):"; diff want.t got.t | head -20 >&2; fi
 }
 
 while read -r model dtype; do
@@ -63,9 +69,13 @@ test_tool gguf llama-q8_0.gguf | grep '^tensor' > base.txt
 expect_exit 2 "a gemma model" "config.json': model_type 'gemma'" "$ZT" export gemma --format gguf --out bad.gguf
 cp -r models/gpt2 notok && rm notok/tokenizer.json
 expect_exit 2 "no tokenizer.json" "notok': no tokenizer.json" "$ZT" export notok --format gguf --out bad.gguf
-cp -r models/gpt2 spm && gzip -dc "$FX/tokenizers/real/mistral/tokenizer.json.gz" > spm/tokenizer.json
-expect_exit 2 "a SentencePiece-style tokenizer" "tokenizer.json': model: zt writes GGUF for byte-level BPE" \
+cp -r models/mistral spm && sed -i 's/"split": *false/"split": true/' spm/tokenizer.json
+cmp -s spm/tokenizer.json models/mistral/tokenizer.json && fail "the Metaspace edit changed nothing"
+expect_exit 2 "a Metaspace that splits" "tokenizer.json': normalizer, pre_tokenizer: spaces not handled" \
   "$ZT" export spm --format gguf --out bad.gguf
+cp -r models/gpt2 wp && gzip -dc "$FX/tokenizers/real/gpt2/tokenizer.json.gz" | sed 's/"type": *"BPE"/"type": "WordPiece"/' > wp/tokenizer.json
+expect_exit 2 "a WordPiece tokenizer" "tokenizer.json': model: zt writes GGUF for BPE tokenizers" \
+  "$ZT" export wp --format gguf --out bad.gguf
 cp -r models/qwen3 regex && sed -i 's/\\\\p{N}| ?/\\\\p{N}{1,2}| ?/' regex/tokenizer.json
 cmp -s regex/tokenizer.json models/qwen3/tokenizer.json && fail "the regex edit changed nothing"
 expect_exit 2 "an unknown pre-tokenizer" "tokenizer.json': pre_tokenizer" "$ZT" export regex --format gguf --out bad.gguf
