@@ -15,6 +15,8 @@ static const char *gguf_arch(const zt_llama_config *cfg, int *pairs)
     if (!strcmp(cfg->model_type, "qwen2")) return "qwen2";
     if (!strcmp(cfg->model_type, "qwen3")) return "qwen3";
     if (!strcmp(cfg->model_type, "phi3")) return "phi3";
+    if (!strcmp(cfg->model_type, "gemma")) return "gemma";
+    if (!strcmp(cfg->model_type, "gemma2")) return "gemma2";
     *pairs = 1;
     if (!strcmp(cfg->model_type, "llama") || !strcmp(cfg->model_type, "mistral")) return "llama";
     return NULL;
@@ -40,14 +42,34 @@ zt_status zt_gguf_check_model(const zt_llama_config *c)
     if (c->partial_rotary_factor != 1 && !phi3)
         return zt_fail(ZT_EUSER, "'%s': partial_rotary_factor: GGUF of %s has the rotary embedding on whole heads",
                        where, c->model_type);
-    if (c->sliding_window && strcmp(c->model_type, "mistral") && !phi3)
+    if (c->gemma && c->gelu_exact)
+        return zt_fail(ZT_EUSER, "'%s': hidden_activation: llama.cpp's Gemma has gelu's tanh form, not the exact one",
+                       where);
+    if (c->gemma && c->query_pre_attn_scalar && c->query_pre_attn_scalar != c->head_dim)
+        return zt_fail(ZT_EUSER, "'%s': query_pre_attn_scalar: llama.cpp scales %s's scores by head_dim^-1/2", where,
+                       c->model_type);
+    int gemma2 = !strcmp(c->model_type, "gemma2");
+    if (gemma2 && (!c->attn_softcap || !c->final_softcap))
+        return zt_fail(ZT_EUSER, "'%s': %s: llama.cpp's Gemma 2 always soft-caps", where,
+                       c->attn_softcap ? "final_logit_softcapping" : "attn_logit_softcapping");
+    if (gemma2 && c->sliding_window && c->sliding_window_pattern != 2)
+        return zt_fail(ZT_EUSER, "'%s': sliding_window_pattern: llama.cpp's Gemma 2 windows every other layer", where);
+    if (c->sliding_window && strcmp(c->model_type, "mistral") && !phi3 && !gemma2)
         return zt_fail(ZT_EUSER, "'%s': sliding_window: llama.cpp's %s has no window", where, c->model_type);
     return ZT_OK;
 }
 
 /* A Hugging Face tensor name → llama.cpp's; 0 when there is no such tensor. */
-static int gguf_name(const char *hf, char *out, size_t cap)
+static int gguf_name(const char *hf, int post_norms, char *out, size_t cap)
 {
+    /* Gemma 2's norms of each block's output inside the residual (post_norms), its MLP's input's */
+    static const struct {
+        const char *hf, *gguf;
+    } post[] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    };
     static const struct {
         const char *hf, *gguf;
     } layer[] = {
@@ -75,6 +97,8 @@ static int gguf_name(const char *hf, char *out, size_t cap)
     if (!strcmp(hf, "lm_head.weight")) return snprintf(out, cap, "output.weight") > 0;
     int l, n = 0;
     if (sscanf(hf, "model.layers.%d.%n", &l, &n) != 1 || !n) return 0;
+    for (size_t i = 0; post_norms && i < sizeof post / sizeof *post; i++)
+        if (!strcmp(hf + n, post[i].hf)) return snprintf(out, cap, "blk.%d.%s", l, post[i].gguf) > 0;
     for (size_t i = 0; i < sizeof layer / sizeof *layer; i++)
         if (!strcmp(hf + n, layer[i].hf)) return snprintf(out, cap, "blk.%d.%s", l, layer[i].gguf) > 0;
     return 0;
@@ -85,6 +109,7 @@ typedef struct source {
     int i;
     size_t cols;  /* elements a row */
     int head_dim; /* rows a head, when its rows are reordered (0: as they are) */
+    float shift;  /* added to every element: Gemma's norms scale by 1 + weight, llama.cpp's by the weight */
 } source;
 
 /* A head's rows (halves [0, d/2) and [d/2, d) of the rotary pairs) interleaved: row 2i + j of
@@ -92,7 +117,11 @@ typedef struct source {
 static zt_status fill_source(void *ctx, float *dst, size_t offset, size_t n)
 {
     const source *s = ctx;
-    if (!s->head_dim) return zt_st_writer_read(s->w, s->i, dst, offset, n);
+    if (!s->head_dim) {
+        zt_status st = zt_st_writer_read(s->w, s->i, dst, offset, n);
+        for (size_t j = 0; j < n && s->shift != 0; j++) dst[j] += s->shift;
+        return st;
+    }
     float *x = malloc(n * sizeof *x);
     if (!x) return zt_fail(ZT_ENOMEM, "out of memory writing GGUF");
     zt_status st = zt_st_writer_read(s->w, s->i, x, offset, n);
@@ -177,6 +206,11 @@ static zt_status add_hparams(zt_gguf *g, const zt_llama_config *c, const char *a
             st = zt_gguf_f32(g, KEY("rope.scaling.factor"), (float)c->rope_scaling.factor);
     }
     if (!st && !strcmp(arch, "phi3")) st = add_phi3(g, c);
+    if (!st && !strcmp(arch, "gemma2")) {
+        if (!(st = zt_gguf_f32(g, "gemma2.attn_logit_softcapping", (float)c->attn_softcap)))
+            st = zt_gguf_f32(g, "gemma2.final_logit_softcapping", (float)c->final_softcap);
+        if (!st) st = zt_gguf_u32(g, "gemma2.attention.sliding_window", (uint32_t)c->sliding_window);
+    }
     if (!st && !strcmp(arch, "llama")) {
         if (!(st = zt_gguf_u32(g, KEY("vocab_size"), (uint32_t)c->vocab_size)))
             st = zt_gguf_u32(g, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
@@ -214,13 +248,14 @@ zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w,
         int ndim;
         char gname[128];
         const char *hf = zt_st_writer_tensor(w, i, shape, &ndim);
-        if (!gguf_name(hf, gname, sizeof gname)) {
+        if (cfg->gemma && !strcmp(hf, "lm_head.weight")) continue; /* Gemma's head is its embedding, always */
+        if (!gguf_name(hf, cfg->post_norms, gname, sizeof gname)) {
             st = zt_fail(ZT_EUSER, "tensor '%s': llama.cpp's %s has no such tensor", hf, arch);
             break;
         }
         size_t numel = 1;
         for (int d = 0; d < ndim; d++) numel *= (size_t)shape[d];
-        src[i] = (source){w, i, numel / (size_t)shape[0], 0};
+        src[i] = (source){w, i, numel / (size_t)shape[0], 0, cfg->gemma && strstr(hf, "norm.weight") ? 1.0f : 0.0f};
         int q = strstr(hf, ".q_proj.") != NULL, k = strstr(hf, ".k_proj.") != NULL;
         if (pairs && (q || k)) src[i].head_dim = cfg->head_dim;
         /* vectors (norms, biases) stay fp32: llama.cpp's kernels take them so */

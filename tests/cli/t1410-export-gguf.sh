@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # zt export --format gguf: the files of the models of tests/fixtures/gguf/models.sh (Qwen3's,
-# SmolLM2's, GPT-2's, Mistral's and Phi-3.5's real tokenizers; fp32, fp16, bf16, Q8_0) hold what
-# llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py wrote its files'
-# contents: Mistral's token scores and the Phi-3 file zt's own, once llama.cpp tokenized with them
-# as Hugging Face and computed transformers' logits; it checked llama.cpp's logits on the others too); a run's checkpoint and
+# SmolLM2's, GPT-2's, Mistral's and Phi-3.5's real tokenizers; Gemma and Gemma 2; fp32, fp16, bf16,
+# Q8_0) hold what llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py
+# wrote its files' contents: Mistral's token scores and the Phi-3 and Gemma files zt's own, once
+# llama.cpp tokenized with them as Hugging Face and computed transformers' logits); a run's checkpoint and
 # a LoRA run merged export as their Hugging Face exports do; bad input exits 2 and leaves no file.
 . "$(dirname "$0")/lib.sh"
 FX=$ROOT/tests/fixtures
@@ -64,9 +64,12 @@ test_tool gguf llama-q8_0.gguf | grep '^tensor' > base.txt
 [ ! -s merged.txt ] || cmp -s merged.txt base.txt && fail "the merged model's tensors are the base's" || say "ok - the merged model's tensors are not the base's"
 
 # bad input: exit 2 naming the file and key, no file left behind
-"$ZT" init --arch gemma --out gemma --seed 1 hidden_size=32 intermediate_size=64 num_hidden_layers=1 \
-  num_attention_heads=2 num_key_value_heads=1 head_dim=16 vocab_size=64 >/dev/null 2>&1 || fail "zt init gemma"
-expect_exit 2 "a gemma model" "config.json': model_type 'gemma'" "$ZT" export gemma --format gguf --out bad.gguf
+"$ZT" init --arch olmo2 --out olmo2 --seed 1 hidden_size=32 intermediate_size=64 num_hidden_layers=1 \
+  num_attention_heads=2 num_key_value_heads=1 vocab_size=64 >/dev/null 2>&1 || fail "zt init olmo2"
+expect_exit 2 "an olmo2 model" "config.json': model_type 'olmo2'" "$ZT" export olmo2 --format gguf --out bad.gguf
+cp -r models/gemma2 nocap && sed -i 's/"attn_logit_softcapping":[^,]*,/"attn_logit_softcapping": null,/' nocap/config.json
+expect_exit 2 "Gemma 2 without soft-capping" "config.json': attn_logit_softcapping: llama.cpp's Gemma 2 always" \
+  "$ZT" export nocap --format gguf --out bad.gguf
 cp -r models/gpt2 notok && rm notok/tokenizer.json
 expect_exit 2 "no tokenizer.json" "notok': no tokenizer.json" "$ZT" export notok --format gguf --out bad.gguf
 cp -r models/mistral spm && sed -i 's/"split": *false/"split": true/' spm/tokenizer.json
