@@ -59,20 +59,20 @@ zt_status zt_gguf_check_model(const zt_llama_config *c)
     return ZT_OK;
 }
 
+typedef struct renamed {
+    const char *hf, *gguf; /* a layer's tensor, after "model.layers.N." and after "blk.N." */
+} renamed;
+
 /* A Hugging Face tensor name → llama.cpp's; 0 when there is no such tensor. */
 static int gguf_name(const char *hf, int post_norms, char *out, size_t cap)
 {
     /* Gemma 2's norms of each block's output inside the residual (post_norms), its MLP's input's */
-    static const struct {
-        const char *hf, *gguf;
-    } post[] = {
+    static const renamed post[] = {
         {"post_attention_layernorm.weight", "post_attention_norm.weight"},
         {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
         {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
     };
-    static const struct {
-        const char *hf, *gguf;
-    } layer[] = {
+    static const renamed layer[] = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
