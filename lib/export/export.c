@@ -333,7 +333,9 @@ zt_status zt_export(const char *src, const char *out_dir, const zt_export_option
     if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");
     if (!st) st = zt_llama_config_load(&cfg, config_path);
     if (!st && o->gguf) st = zt_gguf_check_model(&cfg);
-    if (!st) st = passed_through_source(&cfg, info->source, is_ckpt, base);
+    if (!st && o->gguf && cfg.image_text && base) /* the vision tower stays out */
+        st = zt_fail(ZT_EUSER, "--base: a GGUF file holds the language model alone, which '%s' has", info->source);
+    else if (!st && !(o->gguf && cfg.image_text)) st = passed_through_source(&cfg, info->source, is_ckpt, base);
     if (!st) st = parse_dtype(o, config_path, &dt, &gt);
     if (!st) st = zt_llama_shape(&shape, &cfg, zt_backend_cpu(), ZT_F32);
     if (!st) st = zt_llama_tensors(&cfg, &t, &n);

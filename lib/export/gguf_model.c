@@ -1,63 +1,11 @@
-/* A Llama-family model into GGUF: hyperparameters, tensor names, the rotary reordering. */
+/* A Llama-family model's tensors into GGUF: their names, the rotary reordering, the experts of a
+ * mixture stacked into one tensor each. */
 #define _GNU_SOURCE
 #include "gguf_model.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* llama.cpp's architecture for cfg (NULL: none that zt writes), and whether its rotary embedding
- * pairs neighbours ("llama": q and k rows reordered) rather than a head's halves (Qwen's NEOX). */
-static const char *gguf_arch(const zt_llama_config *cfg, int *pairs)
-{
-    *pairs = 0;
-    if (!strcmp(cfg->model_type, "qwen2")) return "qwen2";
-    if (!strcmp(cfg->model_type, "qwen3")) return "qwen3";
-    if (!strcmp(cfg->model_type, "phi3")) return "phi3";
-    if (!strcmp(cfg->model_type, "gemma")) return "gemma";
-    if (!strcmp(cfg->model_type, "gemma2")) return "gemma2";
-    *pairs = 1;
-    if (!strcmp(cfg->model_type, "llama") || !strcmp(cfg->model_type, "mistral")) return "llama";
-    return NULL;
-}
-
-zt_status zt_gguf_check_model(const zt_llama_config *c)
-{
-    int pairs;
-    const char *where = c->path[0] ? c->path : "config.json";
-    if (!gguf_arch(c, &pairs))
-        return zt_fail(ZT_EUSER, "'%s': model_type '%s': zt writes GGUF for llama, mistral, qwen2 and qwen3 models",
-                       where, c->model_type);
-    if (c->image_text || c->num_labels || c->n_experts)
-        return zt_fail(ZT_EUSER, "'%s': %s: zt writes GGUF for causal language models without experts", where,
-                       c->image_text   ? "an image-text model"
-                       : c->num_labels ? "num_labels"
-                                       : "num_experts");
-    int phi3 = !strcmp(c->model_type, "phi3");
-    if (c->rope_scaling.type[0] && strcmp(c->rope_scaling.type, phi3 ? "longrope" : "linear") &&
-        strcmp(c->rope_scaling.type, "llama3"))
-        return zt_fail(ZT_EUSER, "'%s': rope_scaling type '%s': zt writes GGUF with %s scaling", where,
-                       c->rope_scaling.type, phi3 ? "longrope" : "linear or llama3");
-    if (c->partial_rotary_factor != 1 && !phi3)
-        return zt_fail(ZT_EUSER, "'%s': partial_rotary_factor: GGUF of %s has the rotary embedding on whole heads",
-                       where, c->model_type);
-    if (c->gemma && c->gelu_exact)
-        return zt_fail(ZT_EUSER, "'%s': hidden_activation: llama.cpp's Gemma has gelu's tanh form, not the exact one",
-                       where);
-    if (c->gemma && c->query_pre_attn_scalar && c->query_pre_attn_scalar != c->head_dim)
-        return zt_fail(ZT_EUSER, "'%s': query_pre_attn_scalar: llama.cpp scales %s's scores by head_dim^-1/2", where,
-                       c->model_type);
-    int gemma2 = !strcmp(c->model_type, "gemma2");
-    if (gemma2 && (!c->attn_softcap || !c->final_softcap))
-        return zt_fail(ZT_EUSER, "'%s': %s: llama.cpp's Gemma 2 always soft-caps", where,
-                       c->attn_softcap ? "final_logit_softcapping" : "attn_logit_softcapping");
-    if (gemma2 && c->sliding_window && c->sliding_window_pattern != 2)
-        return zt_fail(ZT_EUSER, "'%s': sliding_window_pattern: llama.cpp's Gemma 2 windows every other layer", where);
-    if (c->sliding_window && strcmp(c->model_type, "mistral") && !phi3 && !gemma2)
-        return zt_fail(ZT_EUSER, "'%s': sliding_window: llama.cpp's %s has no window", where, c->model_type);
-    return ZT_OK;
-}
 
 typedef struct renamed {
     const char *hf, *gguf; /* a layer's tensor, after "model.layers.N." and after "blk.N." */
@@ -66,7 +14,7 @@ typedef struct renamed {
 /* A Hugging Face tensor name → llama.cpp's; 0 when there is no such tensor. */
 static int gguf_name(const char *hf, int post_norms, char *out, size_t cap)
 {
-    /* Gemma 2's norms of each block's output inside the residual (post_norms), its MLP's input's */
+    /* Gemma 2's and 3's norms of each block's output inside the residual (post_norms), its MLP's input's */
     static const renamed post[] = {
         {"post_attention_layernorm.weight", "post_attention_norm.weight"},
         {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
@@ -91,6 +39,13 @@ static int gguf_name(const char *hf, int post_norms, char *out, size_t cap)
         /* Phi-3's fused projections, which llama.cpp keeps fused (gate first, then up) */
         {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
         {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+        /* a mixture's router (Mixtral's in block_sparse_moe), Qwen2-MoE's shared expert and its gate */
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+        {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
     };
     if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight") > 0;
     if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight") > 0;
@@ -104,13 +59,47 @@ static int gguf_name(const char *hf, int post_norms, char *out, size_t cap)
     return 0;
 }
 
+/* llama.cpp's stacked expert tensors, [experts, rows, columns] */
+static const char *const stacked[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+
+/* An expert's matrix, "model.layers.L.mlp.experts.E.gate_proj.weight" (Mixtral's
+ * block_sparse_moe.experts.E.w1): its layer, expert and stacked tensor (0 gate, 1 up, 2 down); -1
+ * when hf is not one. */
+static int expert_matrix(const char *hf, int *layer, int *expert)
+{
+    static const char *const kinds[][2] = {{"gate_proj", "w1"}, {"up_proj", "w3"}, {"down_proj", "w2"}};
+    int n = 0;
+    if (sscanf(hf, "model.layers.%d.%*[a-z_].experts.%d.%n", layer, expert, &n) != 2 || !n) return -1;
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 2; j++) {
+            size_t len = strlen(kinds[k][j]);
+            if (!strncmp(hf + n, kinds[k][j], len) && !strcmp(hf + n + len, ".weight")) return k;
+        }
+    return -1;
+}
+
 typedef struct source {
     const zt_st_writer *w;
-    int i;
+    int i;            /* the writer's tensor */
+    const int *parts; /* experts stacked: the writer's tensor of each, part elements each (NULL: i alone) */
+    size_t part;
     size_t cols;  /* elements a row */
     int head_dim; /* rows a head, when its rows are reordered (0: as they are) */
     float shift;  /* added to every element: Gemma's norms scale by 1 + weight, llama.cpp's by the weight */
 } source;
+
+/* elements [offset, offset + n) of the tensor, across the experts it stacks */
+static zt_status read_source(const source *s, float *dst, size_t offset, size_t n)
+{
+    if (!s->parts) return zt_st_writer_read(s->w, s->i, dst, offset, n);
+    zt_status st = ZT_OK;
+    for (size_t done = 0, k; done < n && !st; done += k) {
+        size_t at = offset + done, in = at % s->part;
+        k = n - done < s->part - in ? n - done : s->part - in;
+        st = zt_st_writer_read(s->w, s->parts[at / s->part], dst + done, in, k);
+    }
+    return st;
+}
 
 /* A head's rows (halves [0, d/2) and [d/2, d) of the rotary pairs) interleaved: row 2i + j of
  * the output is row j·d/2 + i of the head. */
@@ -118,13 +107,13 @@ static zt_status fill_source(void *ctx, float *dst, size_t offset, size_t n)
 {
     const source *s = ctx;
     if (!s->head_dim) {
-        zt_status st = zt_st_writer_read(s->w, s->i, dst, offset, n);
+        zt_status st = read_source(s, dst, offset, n);
         for (size_t j = 0; j < n && s->shift != 0; j++) dst[j] += s->shift;
         return st;
     }
     float *x = malloc(n * sizeof *x);
     if (!x) return zt_fail(ZT_ENOMEM, "out of memory writing GGUF");
-    zt_status st = zt_st_writer_read(s->w, s->i, x, offset, n);
+    zt_status st = read_source(s, x, offset, n);
     size_t d = (size_t)s->head_dim, half = d / 2, rows = n / s->cols;
     for (size_t r = 0; r < rows && !st; r++) {
         size_t h = r / d, k = r % d, from = h * d + (k % 2) * half + k / 2;
@@ -133,138 +122,99 @@ static zt_status fill_source(void *ctx, float *dst, size_t offset, size_t n)
     free(x);
     return st;
 }
-
-/* Llama 3's frequency divisors (rope_freqs.weight): 1 for short wavelengths, factor for long
- * ones, a blend between, computed in fp32 as llama.cpp's converter does. */
-static zt_status fill_rope_freqs(void *ctx, float *dst, size_t offset, size_t n)
+/* The writer's tensor of every layer's every expert matrix (layer, stacked kind, expert: -1
+ * where there is none), each of the shape of its kind's expert 0; NULL with st set on failure. */
+static int *find_experts(const zt_llama_config *cfg, const zt_st_writer *w, zt_status *st)
 {
-    const zt_llama_config *c = ctx;
-    int dim = c->head_dim;
-    float factor = (float)c->rope_scaling.factor, lo = (float)c->rope_scaling.low_freq_factor,
-          hi = (float)c->rope_scaling.high_freq_factor;
-    double old = c->rope_scaling.original_max_position_embeddings;
-    float lo_wavelen = (float)(old / c->rope_scaling.low_freq_factor),
-          hi_wavelen = (float)(old / c->rope_scaling.high_freq_factor);
-    for (size_t j = 0; j < n; j++) {
-        size_t i = offset + j;
-        float freq = 1.0f / powf((float)c->rope_theta, (float)(2 * i) / (float)dim);
-        /* a number over a tensor, as PyTorch divides: the tensor's reciprocal times the number */
-        float wavelen = 1.0f / freq * (float)(2 * M_PI);
-        if (wavelen < hi_wavelen) dst[j] = 1;
-        else if (wavelen > lo_wavelen) dst[j] = factor;
-        else {
-            float smooth = (1.0f / wavelen * (float)old - lo) / (hi - lo);
-            dst[j] = 1.0f / ((1.0f - smooth) / factor + smooth);
+    int ne = cfg->n_experts, L = cfg->num_hidden_layers, n = zt_st_writer_count(w);
+    int *at = malloc((size_t)L * 3 * (size_t)ne * sizeof *at);
+    if (!at) {
+        *st = zt_fail(ZT_ENOMEM, "out of memory writing GGUF");
+        return NULL;
+    }
+    for (size_t j = 0; j < (size_t)L * 3 * (size_t)ne; j++) at[j] = -1;
+    for (int i = 0; i < n; i++) {
+        int l, e, k = expert_matrix(zt_st_writer_tensor(w, i, (int64_t[ZT_ST_MAX_DIMS]){0}, &(int){0}), &l, &e);
+        if (k >= 0 && l >= 0 && l < L && e >= 0 && e < ne) at[((size_t)l * 3 + (size_t)k) * (size_t)ne + (size_t)e] = i;
+    }
+    for (size_t j = 0; j < (size_t)L * 3 * (size_t)ne; j++) {
+        int64_t s0[ZT_ST_MAX_DIMS], s[ZT_ST_MAX_DIMS];
+        int d0, d;
+        if (at[j] >= 0) zt_st_writer_tensor(w, at[j], s, &d);
+        if (at[j] >= 0 && j % (size_t)ne) zt_st_writer_tensor(w, at[j - j % (size_t)ne], s0, &d0);
+        if (at[j] < 0 || (j % (size_t)ne && (d != d0 || memcmp(s, s0, (size_t)d * sizeof *s)))) {
+            *st =
+                zt_fail(ZT_EUSER, "layer %d: expert %d's %s is %s", (int)(j / (3 * (size_t)ne)), (int)(j % (size_t)ne),
+                        stacked[j / (size_t)ne % 3], at[j] < 0 ? "missing" : "of another shape than expert 0's");
+            free(at);
+            return NULL;
         }
     }
-    return ZT_OK;
+    return at;
 }
 
-/* Phi-3's longrope factors, a rotary pair each: ctx the list (short or long) */
-static zt_status fill_factors(void *ctx, float *dst, size_t offset, size_t n)
+/* Adds src's tensor hf to g as llama.cpp names it: a layer's expert 0 stacks the layer's experts
+ * (the others then add nothing). */
+static zt_status add_tensor(zt_gguf *g, const zt_llama_config *cfg, source *src, const int *experts, const char *hf,
+                            int pairs, zt_gguf_type t)
 {
-    const double *f = ctx;
-    for (size_t j = 0; j < n; j++) dst[j] = (float)f[offset + j];
-    return ZT_OK;
-}
-
-/* Phi-3's keys (what llama.cpp's phi3 reads): the rotary dimensions, the window, longrope's
- * original context and attention factor sqrt(1 + ln(scale) / ln(original)). */
-static zt_status add_phi3(zt_gguf *g, const zt_llama_config *c)
-{
-    int orig = c->rope_scaling.original_max_position_embeddings;
-    zt_status st = zt_gguf_u32(g, "phi3.rope.dimension_count", (uint32_t)zt_llama_rotary_dim(c));
-    if (!st) st = zt_gguf_u32(g, "phi3.attention.sliding_window", (uint32_t)c->sliding_window);
-    if (!st && orig) st = zt_gguf_u32(g, "phi3.rope.scaling.original_context_length", (uint32_t)orig);
-    if (!st && !strcmp(c->rope_scaling.type, "longrope")) {
-        double scale = (double)c->max_position_embeddings / orig;
-        st = zt_gguf_f32(g, "phi3.rope.scaling.attn_factor",
-                         (float)(scale > 1 ? sqrt(1 + log(scale) / log((double)orig)) : 1.0));
-    }
-    return st;
-}
-
-static zt_status add_hparams(zt_gguf *g, const zt_llama_config *c, const char *arch, zt_gguf_type t, const char *name)
-{
-    char k[128];
-#define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
-    zt_status st = zt_gguf_str(g, "general.architecture", arch);
-    if (!st) st = zt_gguf_str(g, "general.type", "model");
-    if (!st) st = zt_gguf_str(g, "general.name", name);
-    if (!st) st = zt_gguf_u32(g, KEY("block_count"), (uint32_t)c->num_hidden_layers);
-    if (!st) st = zt_gguf_u32(g, KEY("context_length"), (uint32_t)c->max_position_embeddings);
-    if (!st) st = zt_gguf_u32(g, KEY("embedding_length"), (uint32_t)c->hidden_size);
-    if (!st) st = zt_gguf_u32(g, KEY("feed_forward_length"), (uint32_t)c->intermediate_size);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.head_count"), (uint32_t)c->num_attention_heads);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.head_count_kv"), (uint32_t)c->num_key_value_heads);
-    if (!st) st = zt_gguf_f32(g, KEY("rope.freq_base"), (float)c->rope_theta);
-    if (!st) st = zt_gguf_f32(g, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.key_length"), (uint32_t)c->head_dim);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.value_length"), (uint32_t)c->head_dim);
-    if (!st && !strcmp(c->rope_scaling.type, "linear")) {
-        if (!(st = zt_gguf_str(g, KEY("rope.scaling.type"), "linear")))
-            st = zt_gguf_f32(g, KEY("rope.scaling.factor"), (float)c->rope_scaling.factor);
-    }
-    if (!st && !strcmp(arch, "phi3")) st = add_phi3(g, c);
-    if (!st && !strcmp(arch, "gemma2")) {
-        if (!(st = zt_gguf_f32(g, "gemma2.attn_logit_softcapping", (float)c->attn_softcap)))
-            st = zt_gguf_f32(g, "gemma2.final_logit_softcapping", (float)c->final_softcap);
-        if (!st) st = zt_gguf_u32(g, "gemma2.attention.sliding_window", (uint32_t)c->sliding_window);
-    }
-    if (!st && !strcmp(arch, "llama")) {
-        if (!(st = zt_gguf_u32(g, KEY("vocab_size"), (uint32_t)c->vocab_size)))
-            st = zt_gguf_u32(g, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
-    }
-#undef KEY
-    if (!st) st = zt_gguf_u32(g, "general.file_type", zt_gguf_file_type(t));
-    if (!st) st = zt_gguf_u32(g, "general.quantization_version", 2);
-    return st;
+    int64_t shape[ZT_ST_MAX_DIMS + 1];
+    int ndim, l, e, k = expert_matrix(hf, &l, &e);
+    char gname[128];
+    zt_st_writer_tensor(src->w, src->i, shape, &ndim);
+    if (k >= 0 && experts) {
+        if (e) return ZT_OK;
+        src->parts = experts + ((size_t)l * 3 + (size_t)k) * (size_t)cfg->n_experts;
+        src->part = (size_t)shape[0] * (size_t)shape[1];
+        memmove(shape + 1, shape, (size_t)ndim * sizeof *shape);
+        shape[0] = cfg->n_experts, ndim++;
+        snprintf(gname, sizeof gname, "blk.%d.%s", l, stacked[k]);
+    } else if (!gguf_name(hf, cfg->post_norms, gname, sizeof gname))
+        return zt_fail(ZT_EUSER, "tensor '%s': llama.cpp's %s has no such tensor", hf, cfg->model_type);
+    src->cols = (size_t)shape[ndim - 1];
+    src->shift = cfg->gemma && strstr(hf, "norm.weight") ? 1.0f : 0.0f;
+    if (pairs && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."))) src->head_dim = cfg->head_dim;
+    /* vectors (norms, biases) and routers stay fp32, as llama.cpp's converter keeps them */
+    zt_gguf_type tt = ndim == 1 || strstr(gname, "_norm.weight") || strstr(gname, ".ffn_gate_inp") ? ZT_GGUF_F32 : t;
+    size_t unit = src->head_dim ? (size_t)cfg->head_dim * src->cols : 0;
+    return zt_gguf_add(g, gname, tt, shape, ndim, ndim == 1 ? (size_t)shape[0] : unit, fill_source, src);
 }
 
 zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w, const char *tokenizer_dir,
                               zt_gguf_type t, const char *name, const char *path)
 {
-    int pairs, n = zt_st_writer_count(w);
-    const char *arch = gguf_arch(cfg, &pairs);
+    int pairs, n = zt_st_writer_count(w), embed = -1, head = 0;
+    size_t prefix = strlen(cfg->text_prefix);
+    const char *arch = zt_gguf_arch(cfg, &pairs);
     zt_status st = zt_gguf_check_model(cfg);
     if (st) return st;
+    int *experts = cfg->n_experts ? find_experts(cfg, w, &st) : NULL;
+    if (st) return st;
     zt_gguf *g = zt_gguf_new();
-    source *src = calloc((size_t)n, sizeof *src);
+    source *src = calloc((size_t)n + 1, sizeof *src);
     if (!g || !src) st = zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path);
-    if (!st) st = add_hparams(g, cfg, arch, t, name);
+    if (!st) st = zt_gguf_add_hparams(g, cfg, t, name);
     if (!st) st = zt_gguf_add_tokenizer(g, tokenizer_dir, cfg);
-    int64_t one = cfg->head_dim / 2;
-    if (!st && !strcmp(cfg->rope_scaling.type, "llama3"))
-        st = zt_gguf_add(g, "rope_freqs.weight", ZT_GGUF_F32, &one, 1, 0, fill_rope_freqs, (void *)cfg);
-    int64_t pairs_n = zt_llama_rotary_dim(cfg) / 2;
-    if (!st && !strcmp(cfg->rope_scaling.type, "longrope"))
-        st = zt_gguf_add(g, "rope_factors_long.weight", ZT_GGUF_F32, &pairs_n, 1, 0, fill_factors,
-                         (void *)cfg->rope_scaling.long_factor);
-    if (!st && !strcmp(cfg->rope_scaling.type, "longrope"))
-        st = zt_gguf_add(g, "rope_factors_short.weight", ZT_GGUF_F32, &pairs_n, 1, 0, fill_factors,
-                         (void *)cfg->rope_scaling.short_factor);
     for (int i = 0; i < n && !st; i++) {
+        const char *hf = zt_st_writer_tensor(w, i, (int64_t[ZT_ST_MAX_DIMS]){0}, &(int){0});
+        if (prefix && !strncmp(hf, cfg->text_prefix, prefix)) hf += prefix; /* an image-text model's language model */
+        if (!strcmp(hf, "model.embed_tokens.weight")) embed = i;
+        if (cfg->gemma && cfg->tie_word_embeddings && !strcmp(hf, "lm_head.weight")) continue; /* its embedding */
+        head |= !strcmp(hf, "lm_head.weight");
+        src[i] = (source){.w = w, .i = i};
+        st = add_tensor(g, cfg, &src[i], experts, hf, pairs, t);
+    }
+    /* Qwen2-MoE's and OLMoE's head, which llama.cpp requires, when it is the embedding */
+    if (!st && !head && embed >= 0 && (!strcmp(arch, "qwen2moe") || !strcmp(arch, "olmoe"))) {
         int64_t shape[ZT_ST_MAX_DIMS];
         int ndim;
-        char gname[128];
-        const char *hf = zt_st_writer_tensor(w, i, shape, &ndim);
-        if (cfg->gemma && !strcmp(hf, "lm_head.weight")) continue; /* Gemma's head is its embedding, always */
-        if (!gguf_name(hf, cfg->post_norms, gname, sizeof gname)) {
-            st = zt_fail(ZT_EUSER, "tensor '%s': llama.cpp's %s has no such tensor", hf, arch);
-            break;
-        }
-        size_t numel = 1;
-        for (int d = 0; d < ndim; d++) numel *= (size_t)shape[d];
-        src[i] = (source){w, i, numel / (size_t)shape[0], 0, cfg->gemma && strstr(hf, "norm.weight") ? 1.0f : 0.0f};
-        int q = strstr(hf, ".q_proj.") != NULL, k = strstr(hf, ".k_proj.") != NULL;
-        if (pairs && (q || k)) src[i].head_dim = cfg->head_dim;
-        /* vectors (norms, biases) stay fp32: llama.cpp's kernels take them so */
-        zt_gguf_type tt = ndim == 1 || strstr(gname, "_norm.weight") ? ZT_GGUF_F32 : t;
-        size_t unit = src[i].head_dim ? (size_t)cfg->head_dim * src[i].cols : 0;
-        st = zt_gguf_add(g, gname, tt, shape, ndim, ndim == 1 ? (size_t)shape[0] : unit, fill_source, &src[i]);
+        zt_st_writer_tensor(w, embed, shape, &ndim);
+        src[n] = (source){.w = w, .i = embed, .cols = (size_t)shape[1]};
+        st = zt_gguf_add(g, "output.weight", t, shape, ndim, 0, fill_source, &src[n]);
     }
     if (!st) st = zt_gguf_finish(g, path);
     zt_gguf_free(g);
     free(src);
+    free(experts);
     return st;
 }

@@ -1,14 +1,22 @@
 /* export/gguf_model: a Llama-family model as llama.cpp reads it from GGUF: its architecture's
- * hyperparameters, its tensors renamed (blk.N.attn_q.weight, ...) and, for the "llama"
- * architecture, q and k's rows reordered from transformers' rotary layout (a head's two halves)
- * to llama.cpp's (pairs of neighbours); and the tokenizer (gguf_tokenizer.c). docs/export.md
- * lists what maps where and what is refused. */
+ * hyperparameters (gguf_hparams.c), its tensors renamed (blk.N.attn_q.weight, ...), a mixture's
+ * experts stacked and, for the "llama" architecture, q and k's rows reordered from transformers'
+ * rotary layout (a head's two halves) to llama.cpp's (pairs of neighbours); and the tokenizer
+ * (gguf_tokenizer.c). docs/export.md lists what maps where and what is refused. */
 #ifndef ZT_EXPORT_GGUF_MODEL_H
 #define ZT_EXPORT_GGUF_MODEL_H
 
 #include "lib/ckpt/safetensors.h"
 #include "lib/export/gguf.h"
 #include "lib/model/llama.h"
+
+/* gguf_hparams.c: llama.cpp's architecture for cfg (NULL: none that zt writes), and whether its
+ * rotary embedding pairs neighbours (q and k rows reordered) rather than a head's halves. */
+const char *zt_gguf_arch(const zt_llama_config *cfg, int *pairs);
+
+/* The architecture's keys (general.*, ARCH.*) and its rope scaling's tensors, for a model whose
+ * matrices are t, named name. */
+zt_status zt_gguf_add_hparams(zt_gguf *g, const zt_llama_config *cfg, zt_gguf_type t, const char *name);
 
 /* Checks that llama.cpp has cfg's architecture and every feature it uses (ZT_EUSER naming the
  * config.json key otherwise), before anything is read or written. */

@@ -161,6 +161,13 @@ static zt_status chat_template(const char *dir, const cJSON *tc, const char **ou
     return st;
 }
 
+typedef struct named {
+    const char *text;
+    int id;
+} named;
+
+static int by_text(const void *a, const void *b) { return strcmp(((const named *)a)->text, ((const named *)b)->text); }
+
 /* tokens[vocab_size] with types: the vocabulary, the added tokens over it, "[PADi]" where no
  * token has the id (a model's vocab_size rounded up past its tokenizer's). */
 static zt_status token_list(const char *file, const cJSON *model, const cJSON *added, int n, char **tokens,
@@ -202,12 +209,35 @@ static zt_status token_list(const char *file, const cJSON *model, const cJSON *a
     return ZT_OK;
 }
 
-typedef struct named {
-    const char *text;
-    int id;
-} named;
+static int from_vocab(int32_t type) { return type == TOK_NORMAL || type == TOK_BYTE; }
 
-static int by_text(const void *a, const void *b) { return strcmp(((const named *)a)->text, ((const named *)b)->text); }
+/* Each text once, as llama.cpp requires: Hugging Face's vocabulary maps a text to one id, an
+ * added token's over the vocabulary's entry of the same text, which is then unreachable and
+ * becomes "[PADi]" (as llama.cpp's converter has it); two added tokens of one text are refused. */
+static zt_status unique_texts(const char *file, char **tokens, int32_t *types, int n)
+{
+    named *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted) return zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
+    for (int i = 0; i < n; i++) sorted[i] = (named){tokens[i], i};
+    qsort(sorted, (size_t)n, sizeof *sorted, by_text);
+    zt_status st = ZT_OK;
+    for (int i = 1; i < n && !st; i++) {
+        int a = sorted[i - 1].id, b = sorted[i].id, lost = from_vocab(types[a]) ? a : b, kept = a + b - lost;
+        if (strcmp(sorted[i - 1].text, sorted[i].text)) continue;
+        if (from_vocab(types[a]) == from_vocab(types[b])) {
+            st = zt_fail(ZT_EUSER, "'%s': model.vocab, added_tokens: ids %d and %d are both '%s'", file, a, b,
+                         tokens[a]);
+            break;
+        }
+        sorted[i] = (named){tokens[kept], kept}; /* a third of the same text is compared with the one kept */
+        free(tokens[lost]);
+        types[lost] = TOK_UNUSED;
+        if (asprintf(&tokens[lost], "[PAD%d]", lost) < 0)
+            tokens[lost] = NULL, st = zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
+    }
+    free(sorted);
+    return st;
+}
 
 /* SentencePiece's scores for tokens[n]: the token that merge r makes -r (llama.cpp's "llama"
  * tokenizer merges the adjacent pair whose joined text is the token of the highest score, so it
@@ -322,6 +352,7 @@ zt_status zt_gguf_add_tokenizer(zt_gguf *g, const char *dir, const zt_llama_conf
     int32_t *types = calloc((size_t)n, sizeof *types);
     if (!st && (!tokens || !types)) st = zt_fail(ZT_ENOMEM, "out of memory reading '%s'", file);
     if (!st) st = token_list(file, model, get(tok, "added_tokens"), n, tokens, types);
+    if (!st) st = unique_texts(file, tokens, types, n);
     if (!st) st = zt_gguf_str(g, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     if (!st) st = zt_gguf_str(g, "tokenizer.ggml.pre", pre);
     if (!st) st = zt_gguf_str_array(g, "tokenizer.ggml.tokens", (const char *const *)tokens, (size_t)n);
