@@ -25,9 +25,9 @@ int cmd_export(int argc, char **argv)
                   "A checkpoint of an image-text model (Gemma 3's, ...) holds its language model alone: --base names\n"
                   "the model it was trained from, whose vision tower the export carries.\n"
                   "With --format gguf, one GGUF file for llama.cpp, Ollama or LM Studio (Llama, Mistral, Qwen 2 and\n"
-                  "3, Phi-3, Gemma 1 to 3 and the mixtures of experts Mixtral, Qwen-MoE and OLMoE, with a BPE\n"
-                  "tokenizer.json): the weights, the tokenizer and the chat template; of an image-text model, its\n"
-                  "language model."};
+                  "3, Phi-3, Gemma 1 to 3, OLMo 2, SmolLM3, Granite and the mixtures of experts Mixtral, Qwen-MoE and\n"
+                  "OLMoE, with a BPE tokenizer.json): the weights, the tokenizer and the chat template; of an\n"
+                  "image-text model, its language model."};
     zt_option opts[] = {
         {"out", 'S', &out, "DIR", "output directory (--format gguf: the file)", 0, 0},
         {"dtype", 'S', &dtype, "TYPE",

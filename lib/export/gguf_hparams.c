@@ -17,6 +17,7 @@ static const struct {
     {"llama", "llama", 1}, {"mistral", "llama", 1},      {"mixtral", "llama", 1},      {"qwen2", "qwen2", 0},
     {"qwen3", "qwen3", 0}, {"qwen2_moe", "qwen2moe", 0}, {"qwen3_moe", "qwen3moe", 0}, {"olmoe", "olmoe", 0},
     {"phi3", "phi3", 0},   {"gemma", "gemma", 0},        {"gemma2", "gemma2", 0},      {"gemma3_text", "gemma3", 0},
+    {"olmo2", "olmo2", 0}, {"smollm3", "smollm3", 1},    {"granite", "granite", 1},
 };
 
 const char *zt_gguf_arch(const zt_llama_config *cfg, int *pairs)
@@ -73,6 +74,21 @@ static zt_status check_gemma(const zt_llama_config *c, const char *where)
     return ZT_OK;
 }
 
+/* What llama.cpp fixes for OLMo 2, SmolLM3 and Granite: heads of hidden_size / heads (it reads no
+ * head_dim for them), SmolLM3's layers without the rotary embedding every fourth */
+static zt_status check_family(const zt_llama_config *c, const char *where)
+{
+    if ((is(c, "olmo2") || is(c, "granite")) && c->head_dim * c->num_attention_heads != c->hidden_size)
+        return zt_fail(ZT_EUSER, "'%s': head_dim: llama.cpp's %s has heads of hidden_size / num_attention_heads", where,
+                       c->model_type);
+    for (int l = 0; is(c, "smollm3") && l < c->num_hidden_layers; l++)
+        if (zt_llama_layer_rope(c, l) != ((l + 1) % 4 != 0))
+            return zt_fail(ZT_EUSER,
+                           "'%s': %s: llama.cpp's SmolLM3 leaves the rotary embedding out of every fourth layer", where,
+                           c->n_no_rope_layers ? "no_rope_layers" : "no_rope_layer_interval");
+    return ZT_OK;
+}
+
 zt_status zt_gguf_check_model(const zt_llama_config *c)
 {
     int pairs;
@@ -80,7 +96,7 @@ zt_status zt_gguf_check_model(const zt_llama_config *c)
     if (!arch)
         return zt_fail(ZT_EUSER,
                        "'%s': model_type '%s': zt writes GGUF for llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, "
-                       "qwen3_moe, olmoe, phi3, gemma, gemma2 and gemma3 models",
+                       "qwen3_moe, olmoe, olmo2, phi3, gemma, gemma2, gemma3, smollm3 and granite models",
                        where, c->model_type);
     if (c->num_labels) return zt_fail(ZT_EUSER, "'%s': num_labels: zt writes GGUF for causal language models", where);
     /* Qwen2-VL's language model rotates by M-RoPE's three rows of positions (llama.cpp's qwen2vl) */
@@ -99,7 +115,7 @@ zt_status zt_gguf_check_model(const zt_llama_config *c)
     if (c->partial_rotary_factor != 1 && !phi3)
         return zt_fail(ZT_EUSER, "'%s': partial_rotary_factor: GGUF of %s has the rotary embedding on whole heads",
                        where, c->model_type);
-    zt_status st = c->n_experts ? check_experts(c, where) : c->gemma ? check_gemma(c, where) : ZT_OK;
+    zt_status st = c->n_experts ? check_experts(c, where) : c->gemma ? check_gemma(c, where) : check_family(c, where);
     if (st) return st;
     if (c->sliding_window && !pairs && !phi3 && !c->gemma)
         return zt_fail(ZT_EUSER, "'%s': sliding_window: llama.cpp's %s has no window", where, c->model_type);
@@ -156,6 +172,18 @@ static zt_status add_phi3(zt_gguf *g, const zt_llama_config *c)
     return st;
 }
 
+/* Granite's multipliers: its scores' scale, the embedding's, each block's output's, the logits'
+ * divisor (written where not 0, as the converter; llama.cpp requires the last) */
+static zt_status add_granite(zt_gguf *g, const zt_llama_config *c)
+{
+    zt_status st = ZT_OK;
+    if (c->attention_multiplier) st = zt_gguf_f32(g, "granite.attention.scale", (float)c->attention_multiplier);
+    if (!st && c->embedding_multiplier) st = zt_gguf_f32(g, "granite.embedding_scale", (float)c->embedding_multiplier);
+    if (!st && c->residual_multiplier) st = zt_gguf_f32(g, "granite.residual_scale", (float)c->residual_multiplier);
+    if (!st) st = zt_gguf_f32(g, "granite.logit_scale", (float)c->logits_scaling);
+    return st;
+}
+
 /* A mixture's keys: the experts, how many a token uses, Qwen's experts' (and shared expert's) sizes */
 static zt_status add_experts(zt_gguf *g, const zt_llama_config *c, const char *arch)
 {
@@ -190,8 +218,10 @@ static zt_status add_gemma(zt_gguf *g, const zt_llama_config *c, const char *arc
     return st;
 }
 
-static zt_status add_keys(zt_gguf *g, const zt_llama_config *c, const char *arch, zt_gguf_type t, const char *name)
+static zt_status add_keys(zt_gguf *g, const zt_llama_config *c, zt_gguf_type t, const char *name)
 {
+    int pairs;
+    const char *arch = zt_gguf_arch(c, &pairs);
     char k[128];
 #define KEY(s) (snprintf(k, sizeof k, "%s." s, arch), k)
     zt_status st = zt_gguf_str(g, "general.architecture", arch);
@@ -205,16 +235,17 @@ static zt_status add_keys(zt_gguf *g, const zt_llama_config *c, const char *arch
     if (!st) st = zt_gguf_u32(g, KEY("attention.head_count_kv"), (uint32_t)c->num_key_value_heads);
     if (!st) st = zt_gguf_f32(g, KEY("rope.freq_base"), (float)c->rope_theta);
     if (!st) st = zt_gguf_f32(g, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_norm_eps);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.key_length"), (uint32_t)c->head_dim);
-    if (!st) st = zt_gguf_u32(g, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    if (!st && !is(c, "granite")) st = zt_gguf_u32(g, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    if (!st && !is(c, "granite")) st = zt_gguf_u32(g, KEY("attention.value_length"), (uint32_t)c->head_dim);
     if (!st && !strcmp(c->rope_scaling.type, "linear")) {
         if (!(st = zt_gguf_str(g, KEY("rope.scaling.type"), "linear")))
             st = zt_gguf_f32(g, KEY("rope.scaling.factor"), (float)c->rope_scaling.factor);
     }
     if (!st && c->n_experts) st = add_experts(g, c, arch);
     if (!st && !strcmp(arch, "phi3")) st = add_phi3(g, c);
+    if (!st && !strcmp(arch, "granite")) st = add_granite(g, c);
     if (!st && c->gemma) st = add_gemma(g, c, arch);
-    if (!st && !strcmp(arch, "llama")) {
+    if (!st && pairs) { /* what llama.cpp's converter writes for the Llama-derived architectures */
         if (!(st = zt_gguf_u32(g, KEY("vocab_size"), (uint32_t)c->vocab_size)))
             st = zt_gguf_u32(g, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
     }
@@ -242,8 +273,6 @@ static zt_status add_rope_tensors(zt_gguf *g, const zt_llama_config *cfg)
 
 zt_status zt_gguf_add_hparams(zt_gguf *g, const zt_llama_config *c, zt_gguf_type t, const char *name)
 {
-    int pairs;
-    const char *arch = zt_gguf_arch(c, &pairs);
-    zt_status st = add_keys(g, c, arch, t, name);
+    zt_status st = add_keys(g, c, t, name);
     return st ? st : add_rope_tensors(g, c);
 }

@@ -204,8 +204,8 @@ zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w,
         src[i] = (source){.w = w, .i = i};
         st = add_tensor(g, cfg, &src[i], experts, hf, pairs, t);
     }
-    /* Qwen2-MoE's and OLMoE's head, which llama.cpp requires, when it is the embedding */
-    if (!st && !head && embed >= 0 && (!strcmp(arch, "qwen2moe") || !strcmp(arch, "olmoe"))) {
+    /* Qwen2-MoE's, OLMoE's and OLMo 2's head, which llama.cpp requires, when it is the embedding */
+    if (!st && !head && embed >= 0 && (!strcmp(arch, "qwen2moe") || !strcmp(arch, "olmoe") || !strcmp(arch, "olmo2"))) {
         int64_t shape[ZT_ST_MAX_DIMS];
         int ndim;
         zt_st_writer_tensor(w, embed, shape, &ndim);

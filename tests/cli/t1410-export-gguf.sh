@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zt export --format gguf: the files of the models of tests/fixtures/gguf/models.sh (Qwen3's,
 # SmolLM2's, GPT-2's, Mistral's and Phi-3.5's real tokenizers; Gemma, Gemma 2 and Gemma 3; the
-# mixtures of experts Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE; fp32, fp16, bf16, Q8_0) hold what llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py
+# mixtures of experts Qwen3-MoE, Qwen2-MoE, Mixtral and OLMoE; OLMo 2, SmolLM3, Granite; fp32, fp16,
+# bf16, Q8_0) hold what llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py
 # wrote its files' contents: Mistral's token scores and the Phi-3 and Gemma files zt's own, once
 # llama.cpp tokenized with them as Hugging Face and computed transformers' logits); a run's checkpoint and
 # a LoRA run merged export as their Hugging Face exports do; bad input exits 2 and leaves no file.
@@ -32,12 +33,13 @@ same_contents() { # WHAT REFERENCE_LINES FILE
 
 # under the sanitizers, the types once each, and no more of the largest vocabulary than the older
 # models' (its tokenizer's million JSON nodes take 20 s there): the other qwen3 files, Qwen3-MoE's,
-# Qwen2-MoE's and Gemma 3's are the same code again (Mixtral's and OLMoE's experts, Gemma 2's keys)
+# Qwen2-MoE's and Gemma 3's are the same code again (Mixtral's and OLMoE's experts, Gemma 2's keys),
+# as are SmolLM3's and Granite's but for a few keys
 san=0
 [ "$(basename "$ZT")" = zt-san ] && san=1
 while read -r model dtype; do
   [ $san = 1 ] && [ "$model $dtype" != "qwen3 q8_0" ] && [ "$model" = qwen3 ] && continue
-  [ $san = 1 ] && case $model in qwen3_moe | qwen2_moe | gemma3) continue ;; esac
+  [ $san = 1 ] && case $model in qwen3_moe | qwen2_moe | gemma3 | smollm3 | granite) continue ;; esac
   expect_ok "export $model $dtype" "$ZT" export "models/$model" --format gguf --dtype "$dtype" --out "$model-$dtype.gguf"
   same_contents "$model $dtype" "$FX/gguf/$model-$dtype.txt" "$model-$dtype.gguf"
 done < <(gguf_cases)
@@ -150,9 +152,9 @@ expect_exit 2 "--base with GGUF" "--base: a GGUF file holds the language model a
   "$ZT" export vision-run --base vision --format gguf --out bad.gguf
 
 # bad input: exit 2 naming the file and key, no file left behind
-"$ZT" init --arch olmo2 --out olmo2 --seed 1 hidden_size=32 intermediate_size=64 num_hidden_layers=1 \
-  num_attention_heads=2 num_key_value_heads=1 vocab_size=64 >/dev/null 2>&1 || fail "zt init olmo2"
-expect_exit 2 "an olmo2 model" "config.json': model_type 'olmo2'" "$ZT" export olmo2 --format gguf --out bad.gguf
+"$ZT" init --arch glm4 --out glm4 --seed 1 hidden_size=32 intermediate_size=64 num_hidden_layers=1 \
+  num_attention_heads=2 num_key_value_heads=1 vocab_size=64 >/dev/null 2>&1 || fail "zt init glm4"
+expect_exit 2 "a glm4 model" "config.json': model_type 'glm4'" "$ZT" export glm4 --format gguf --out bad.gguf
 # refused WHAT MODEL EDIT PATTERN: models/MODEL with the sed EDIT on its config.json exits 2 (PATTERN)
 refused() {
   rm -rf edited && cp -r "models/$2" edited && sed -i "$3" edited/config.json
@@ -167,6 +169,11 @@ refused "Qwen3-MoE without renormalised experts" qwen3_moe 's/"norm_topk_prob":[
 refused "a 46-layer Gemma 2 scaled by head_dim" gemma2 \
   's/"num_hidden_layers":[^,]*,/"num_hidden_layers": 46,/; s/"head_dim":[^,]*,/"head_dim": 8,/; s/"query_pre_attn_scalar":[^,]*,/"query_pre_attn_scalar": 8,/' \
   "config.json': query_pre_attn_scalar: llama.cpp scales gemma2's scores by 16"
+refused "SmolLM3 with the rotary embedding left out of layer 0" smollm3 \
+  's/"no_rope_layers":[^]]*],/"no_rope_layers": [0, 1, 1, 0, 1],/' \
+  "config.json': no_rope_layers: llama.cpp's SmolLM3 leaves the rotary embedding out of every fourth layer"
+refused "Granite with heads of another size" granite 's/"head_dim":[^,]*,/"head_dim": 8,/' \
+  "config.json': head_dim: llama.cpp's granite has heads of hidden_size / num_attention_heads"
 refused "an untied Gemma 2" gemma2 's/"tie_word_embeddings":[^,]*,/"tie_word_embeddings": false,/' \
   "config.json': tie_word_embeddings: llama.cpp's gemma2's head is its embedding"
 refused "Llama 3's rope scaling on a qwen3" qwen3 \
