@@ -15,7 +15,7 @@ int cmd_export(int argc, char **argv)
     zt_usage u = {"zt export",
                   "RUN_OR_CHECKPOINT_DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] [--merge] [--base DIR]\n"
                   "       zt export RUN_OR_CHECKPOINT_DIR --format gguf --out FILE.gguf [--dtype fp32|fp16|bf16|q8_0] "
-                  "[--merge]",
+                  "[--merge] [--base DIR]",
                   "Write a Hugging Face model directory (config.json, model.safetensors or shards with an\n"
                   "index, tokenizer files, generation_config.json). A run directory exports its newest\n"
                   "complete checkpoint, or its final/ when it has none; a checkpoint directory exports\n"
@@ -27,7 +27,8 @@ int cmd_export(int argc, char **argv)
                   "With --format gguf, one GGUF file for llama.cpp, Ollama or LM Studio (Llama, Mistral, Qwen 2 and\n"
                   "3, Phi-3, Gemma 1 to 3, OLMo 2, SmolLM3, Granite and the mixtures of experts Mixtral, Qwen-MoE and\n"
                   "OLMoE, with a BPE tokenizer.json): the weights, the tokenizer and the chat template; of an\n"
-                  "image-text model, its language model."};
+                  "image-text model, its language model. Of a LoRA run or PEFT adapter without --merge, a GGUF\n"
+                  "LoRA adapter (llama.cpp's --lora, Ollama's ADAPTER)."};
     zt_option opts[] = {
         {"out", 'S', &out, "DIR", "output directory (--format gguf: the file)", 0, 0},
         {"dtype", 'S', &dtype, "TYPE",

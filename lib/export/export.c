@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,16 +223,22 @@ static void gguf_name(const char *src, char *name, size_t cap)
     snprintf(name, cap, "%.*s", (int)(n - a), src + a);
 }
 
+/* The directory a file goes into */
+static zt_status make_parent(const char *file)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    return slash && slash != dir ? (*slash = '\0', zt_mkdir_p(dir)) : ZT_OK;
+}
+
 /* The GGUF file out of the tensors w holds, the tokenizer's files from tok_dir. */
 static zt_status write_gguf(const char *src, const zt_llama_config *cfg, const zt_st_writer *w, const char *tok_dir,
                             zt_gguf_type t, const char *out)
 {
-    char name[256], dir[4096];
+    char name[256];
     gguf_name(src, name, sizeof name);
-    snprintf(dir, sizeof dir, "%s", out);
-    char *slash = strrchr(dir, '/');
-    zt_status st = ZT_OK;
-    if (slash && slash != dir) *slash = '\0', st = zt_mkdir_p(dir);
+    zt_status st = make_parent(out);
     return st ? st : zt_gguf_write_model(cfg, w, tok_dir, t, name, out);
 }
 
@@ -248,6 +255,101 @@ static zt_status resolve_adapter(const char *src, zt_export_info *info)
                        "whose final/ is one",
                        src);
     return ZT_OK;
+}
+
+/* The base model of the adapter in dir: --base, else the one its adapter_config.json names. */
+static zt_status adapter_base(const zt_export_options *o, const char *dir, char *base_dir, size_t cap)
+{
+    zt_status st = ZT_OK;
+    if (o->base) snprintf(base_dir, cap, "%s", o->base);
+    else if ((st = zt_lora_read_base(dir, base_dir, cap))) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", zt_errmsg());
+        zt_fail(st, "%s (give --base DIR)", why);
+    }
+    return st;
+}
+
+/* The adapter's tensors of reader r (PEFT's names) into w as "HF_NAME.lora_a" and ".lora_b",
+ * each checked against the base's matrix (t[n]) it adapts: A [r, in], B [out, r]. */
+static zt_status add_adapter(zt_st_writer *w, const zt_st_reader *r, const zt_llama_config *cfg,
+                             const zt_llama_tensor *t, int n, int rank)
+{
+    static const char top[] = "base_model.model.";
+    zt_status st = ZT_OK;
+    for (int i = 0; i < zt_st_count(r) && !st; i++) {
+        const zt_st_tensor *x = zt_st_get(r, i);
+        size_t len = strlen(x->name), k = strlen(".lora_A.weight");
+        int b = len > k && !strcmp(x->name + len - k, ".lora_B.weight");
+        if (strncmp(x->name, top, strlen(top)) || len <= k || (!b && strcmp(x->name + len - k, ".lora_A.weight")))
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s': a GGUF adapter holds LoRA's A and B alone (merge it: --merge)",
+                           x->file, x->name);
+        char base[256], name[256 + 8];
+        snprintf(base, sizeof base, "%.*s.weight", (int)(len - k - strlen(top)), x->name + strlen(top));
+        const zt_llama_tensor *m = NULL;
+        for (int j = 0; j < n && !m; j++) m = strcmp(t[j].name, base) ? NULL : &t[j];
+        zt_dtype sd;
+        if (!m || m->ndim != 2 || x->ndim != 2 || x->shape[b] != rank || x->shape[!b] != m->shape[!b])
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s' adapts no %d-rank matrix of the base model", x->file, x->name,
+                           rank);
+        if (!st_to_dtype(x->dtype, &sd))
+            return zt_fail(ZT_EUSER, "'%s': tensor '%s' is %s, not a floating-point type", x->file, x->name,
+                           zt_st_dtype_name(x->dtype));
+        /* an image-text model's language model by its own names, as in its GGUF file */
+        size_t p = strlen(cfg->text_prefix);
+        snprintf(name, sizeof name, "%s.lora_%c", base + (strncmp(base, cfg->text_prefix, p) ? 0 : p), b ? 'b' : 'a');
+        if (!(st = zt_st_check_finite(x))) st = zt_st_writer_add(w, name, ZT_F32, x->shape, x->ndim, x->data, sd);
+    }
+    return st;
+}
+
+/* A PEFT adapter (a LoRA run's final/) as a GGUF LoRA adapter; alpha / r its scale, rsLoRA's
+ * alpha / sqrt(r) written as alpha·sqrt(r) over r. */
+static zt_status export_adapter_gguf(const char *src, const char *out, const zt_export_options *o, zt_export_info *info)
+{
+    char base_dir[4096], config_path[4096 + 32], path[4096 + 32], name[256];
+    zt_lora_config c;
+    zt_llama_config cfg;
+    zt_dtype dt;
+    zt_gguf_type gt;
+    zt_llama_tensor *t = NULL;
+    zt_st_reader *r = NULL;
+    int n = 0;
+    zt_status st = resolve_adapter(src, info);
+    if (!st) st = adapter_base(o, info->source, base_dir, sizeof base_dir);
+    snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
+    if (!st) st = parse_dtype(o, config_path, &dt, &gt);
+    if (!st) st = zt_lora_read_config(info->source, &c);
+    if (!st && (c.method != ZT_LORA_METHOD_LORA || c.save || c.n_tokens || c.score))
+        st = zt_fail(ZT_EUSER, "'%s': %s: llama.cpp's adapters are LoRA's A and B alone (merge it: --merge)",
+                     info->source,
+                     c.method != ZT_LORA_METHOD_LORA ? "use_dora"
+                     : c.n_tokens                    ? "trainable_token_indices"
+                                                     : "modules_to_save");
+    if (!st) st = zt_llama_config_load(&cfg, config_path);
+    if (!st) st = zt_gguf_check_model(&cfg);
+    if (!st) st = zt_llama_tensors(&cfg, &t, &n);
+    if (!st) st = zt_path_join(path, sizeof path, info->source, "adapter_model.safetensors");
+    if (!st) st = zt_st_open(&r, path);
+    zt_st_writer *w = st ? NULL : zt_st_writer_new();
+    if (!st && !w) st = zt_fail(ZT_ENOMEM, "out of memory exporting '%s'", info->source);
+    if (!st) st = add_adapter(w, r, &cfg, t, n, c.r);
+    gguf_name(src, name, sizeof name);
+    double alpha = c.rslora ? c.alpha * sqrt((double)c.r) : c.alpha;
+    if (!st) st = make_parent(out);
+    if (!st) st = zt_gguf_write_adapter(&cfg, w, alpha, gt, name, out);
+    info->numel = 0;
+    for (int i = 0; w && i < zt_st_writer_count(w); i++) {
+        int64_t shape[ZT_ST_MAX_DIMS];
+        int nd;
+        zt_st_writer_tensor(w, i, shape, &nd);
+        info->numel += (size_t)(shape[0] * shape[1]);
+    }
+    info->dtype = zt_gguf_type_name(gt);
+    zt_st_writer_free(w);
+    if (r) zt_st_close(r);
+    free(t);
+    return st;
 }
 
 /* The merged model m as GGUF; the tokenizer the adapter trained with (a run's final/), else the base's. */
@@ -272,12 +374,7 @@ zt_status zt_export_merged(const char *src, const char *out_dir, const zt_export
     zt_gguf_type gt;
     zt_llama m = {0};
     zt_status st = resolve_adapter(src, info);
-    if (!st && o->base) snprintf(base_dir, sizeof base_dir, "%s", o->base);
-    else if (!st && (st = zt_lora_read_base(info->source, base_dir, sizeof base_dir))) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", zt_errmsg());
-        zt_fail(st, "%s (give --base DIR)", why);
-    }
+    if (!st) st = adapter_base(o, info->source, base_dir, sizeof base_dir);
     snprintf(config_path, sizeof config_path, "%s/config.json", base_dir);
     if (!st) st = parse_dtype(o, config_path, &dt, &gt);
     if (!st) st = zt_lora_read_config(info->source, &c);
@@ -328,6 +425,10 @@ zt_status zt_export(const char *src, const char *out_dir, const zt_export_option
     zt_llama_config cfg;
     zt_llama shape;
     zt_llama_tensor *t = NULL;
+    char final[4096 + 8];
+    snprintf(final, sizeof final, "%s/final", src);
+    if (o->gguf && (has_file(src, "adapter_config.json") || has_file(final, "adapter_config.json")))
+        return export_adapter_gguf(src, out_dir, o, info);
     zt_status st = resolve_source(src, info, &is_ckpt);
     if (!st) st = refuse_adapters(info->source, is_ckpt);
     if (!st) st = zt_path_join(config_path, sizeof config_path, info->source, "config.json");

@@ -153,6 +153,19 @@ static int *find_experts(const zt_llama_config *cfg, const zt_st_writer *w, zt_s
     return at;
 }
 
+/* Adds src's tensor (shape[ndim]) to g as gname, its rows reordered in heads of head_dim (0: as
+ * they are), its matrices of type t. */
+static zt_status add_source(zt_gguf *g, const char *gname, source *src, const int64_t *shape, int ndim, int head_dim,
+                            zt_gguf_type t)
+{
+    src->cols = (size_t)shape[ndim - 1];
+    src->head_dim = head_dim;
+    /* vectors (norms, biases) and routers stay fp32, as llama.cpp's converter keeps them */
+    zt_gguf_type tt = ndim == 1 || strstr(gname, "_norm.weight") || strstr(gname, ".ffn_gate_inp") ? ZT_GGUF_F32 : t;
+    size_t unit = head_dim ? (size_t)head_dim * src->cols : 0;
+    return zt_gguf_add(g, gname, tt, shape, ndim, ndim == 1 ? (size_t)shape[0] : unit, fill_source, src);
+}
+
 /* Adds src's tensor hf to g as llama.cpp names it: a layer's expert 0 stacks the layer's experts
  * (the others then add nothing). */
 static zt_status add_tensor(zt_gguf *g, const zt_llama_config *cfg, source *src, const int *experts, const char *hf,
@@ -171,13 +184,9 @@ static zt_status add_tensor(zt_gguf *g, const zt_llama_config *cfg, source *src,
         snprintf(gname, sizeof gname, "blk.%d.%s", l, stacked[k]);
     } else if (!gguf_name(hf, cfg->post_norms, gname, sizeof gname))
         return zt_fail(ZT_EUSER, "tensor '%s': llama.cpp's %s has no such tensor", hf, cfg->model_type);
-    src->cols = (size_t)shape[ndim - 1];
     src->shift = cfg->gemma && strstr(hf, "norm.weight") ? 1.0f : 0.0f;
-    if (pairs && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."))) src->head_dim = cfg->head_dim;
-    /* vectors (norms, biases) and routers stay fp32, as llama.cpp's converter keeps them */
-    zt_gguf_type tt = ndim == 1 || strstr(gname, "_norm.weight") || strstr(gname, ".ffn_gate_inp") ? ZT_GGUF_F32 : t;
-    size_t unit = src->head_dim ? (size_t)cfg->head_dim * src->cols : 0;
-    return zt_gguf_add(g, gname, tt, shape, ndim, ndim == 1 ? (size_t)shape[0] : unit, fill_source, src);
+    int rotated = pairs && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."));
+    return add_source(g, gname, src, shape, ndim, rotated ? cfg->head_dim : 0, t);
 }
 
 zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w, const char *tokenizer_dir,
@@ -216,5 +225,42 @@ zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w,
     zt_gguf_free(g);
     free(src);
     free(experts);
+    return st;
+}
+
+zt_status zt_gguf_write_adapter(const zt_llama_config *cfg, const zt_st_writer *w, double alpha, zt_gguf_type t,
+                                const char *name, const char *path)
+{
+    int pairs, n = zt_st_writer_count(w);
+    const char *arch = zt_gguf_arch(cfg, &pairs);
+    zt_gguf *g = zt_gguf_new();
+    source *src = calloc((size_t)n, sizeof *src);
+    zt_status st = !g || !src ? zt_fail(ZT_ENOMEM, "out of memory writing '%s'", path) : ZT_OK;
+    if (!st) st = zt_gguf_str(g, "general.architecture", arch);
+    if (!st) st = zt_gguf_str(g, "general.type", "adapter");
+    if (!st) st = zt_gguf_str(g, "adapter.type", "lora");
+    if (!st) st = zt_gguf_str(g, "general.name", name);
+    if (!st) st = zt_gguf_f32(g, "adapter.lora.alpha", (float)alpha);
+    if (!st) st = zt_gguf_u32(g, "general.quantization_version", 2);
+    for (int i = 0; i < n && !st; i++) {
+        int64_t shape[ZT_ST_MAX_DIMS];
+        int ndim, l, e;
+        char hf[256], gname[160] = "";
+        const char *full = zt_st_writer_tensor(w, i, shape, &ndim), *dot = strrchr(full, '.');
+        int b = !strcmp(dot, ".lora_b");
+        snprintf(hf, sizeof hf, "%.*s", (int)(dot - full), full);
+        if (expert_matrix(hf, &l, &e) >= 0)
+            st = zt_fail(ZT_EUSER, "'%s': llama.cpp's adapters have no experts: merge the adapter (--merge)", hf);
+        else if (!gguf_name(hf, cfg->post_norms, gname, sizeof gname - 8))
+            st = zt_fail(ZT_EUSER, "tensor '%s': llama.cpp's %s has no such tensor", hf, cfg->model_type);
+        strcat(gname, b ? ".lora_b" : ".lora_a");
+        src[i] = (source){.w = w, .i = i};
+        /* B's rows are the projection's outputs: q's and k's reordered as their weights' */
+        int rotated = b && pairs && (strstr(hf, ".q_proj.") || strstr(hf, ".k_proj."));
+        if (!st) st = add_source(g, gname, &src[i], shape, ndim, rotated ? cfg->head_dim : 0, t);
+    }
+    if (!st) st = zt_gguf_finish(g, path);
+    zt_gguf_free(g);
+    free(src);
     return st;
 }

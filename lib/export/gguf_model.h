@@ -28,6 +28,12 @@ zt_status zt_gguf_check_model(const zt_llama_config *cfg);
 zt_status zt_gguf_write_model(const zt_llama_config *cfg, const zt_st_writer *w, const char *tokenizer_dir,
                               zt_gguf_type t, const char *name, const char *path);
 
+/* Writes path: a LoRA adapter for the model of cfg (llama.cpp's --lora, Ollama's ADAPTER), w
+ * holding each adapted matrix's A [r, in] and B [out, r] as "HF_NAME.lora_a" and "HF_NAME.lora_b",
+ * scaled by alpha / r (adapter.lora.alpha), in t (B's rows of q and k reordered as the model's). */
+zt_status zt_gguf_write_adapter(const zt_llama_config *cfg, const zt_st_writer *w, double alpha, zt_gguf_type t,
+                                const char *name, const char *path);
+
 /* The tokenizer's metadata (tokenizer.ggml.*, tokenizer.chat_template) from dir's
  * tokenizer.json, tokenizer_config.json (and chat_template.jinja) and cfg's special ids. */
 zt_status zt_gguf_add_tokenizer(zt_gguf *g, const char *dir, const zt_llama_config *cfg);

@@ -5,7 +5,8 @@
 # bf16, Q8_0) hold what llama.cpp's own converter writes, key by key and tensor by tensor (make_gguf.py
 # wrote its files' contents: Mistral's token scores and the Phi-3 and Gemma files zt's own, once
 # llama.cpp tokenized with them as Hugging Face and computed transformers' logits); a run's checkpoint and
-# a LoRA run merged export as their Hugging Face exports do; bad input exits 2 and leaves no file.
+# a LoRA run merged export as their Hugging Face exports do, LoRA adapters as llama.cpp's LoRA
+# converter writes them; bad input exits 2 and leaves no file.
 # kernel levels: own only (the export converts in plain C; the runs it exports are compared with each other)
 . "$(dirname "$0")/lib.sh"
 FX=$ROOT/tests/fixtures
@@ -89,6 +90,23 @@ same_as_hf "a merged LoRA run" merged.gguf merged-hf
 test_tool gguf merged.gguf | grep '^tensor' > merged.txt
 test_tool gguf llama-q8_0.gguf | grep '^tensor' > base.txt
 [ ! -s merged.txt ] || cmp -s merged.txt base.txt && fail "the merged model's tensors are the base's" || say "ok - the merged model's tensors are not the base's"
+
+# LoRA adapters as GGUF adapters (llama.cpp's --lora): PEFT's tests/fixtures/lora/adapter as
+# llama.cpp's LoRA converter writes it; rsLoRA's scale alpha / sqrt(r) as alpha·sqrt(r) over r (the
+# converter ignores use_rslora); the LoRA run's final/, every adapted matrix's A and B; DoRA refused
+LA=$ROOT/tests/fixtures/lora
+expect_ok "export a PEFT adapter as GGUF" "$ZT" export "$LA/adapter" --base "$LA/base" --format gguf --dtype q8_0 \
+  --out adapter.gguf
+same_contents "the adapter" "$FX/gguf/lora-adapter-q8_0.txt" adapter.gguf
+cp -r "$LA/adapter" rslora && sed -i 's/"use_rslora": false/"use_rslora": true/' rslora/adapter_config.json
+expect_ok "export an rsLoRA adapter" "$ZT" export rslora --base "$LA/base" --format gguf --out rslora.gguf
+test_tool gguf rslora.gguf | grep -q '^kv adapter.lora.alpha 6 00008041$' && say "ok - rsLoRA's alpha is 8·sqrt(4)" ||
+  fail "rsLoRA's adapter.lora.alpha is not 16: $(test_tool gguf rslora.gguf | grep alpha)"
+expect_ok "export the LoRA run's adapter" "$ZT" export lora --format gguf --out lora-adapter.gguf
+[ "$(test_tool gguf lora-adapter.gguf | grep -c '^tensor blk\.[01]\.[a-z_]*\.weight\.lora_[ab] ')" = 28 ] &&
+  say "ok - the run's adapter has A and B of its 14 matrices" || fail "the run's adapter: $(test_tool gguf lora-adapter.gguf | grep -c '^tensor')"
+expect_exit 2 "a DoRA adapter" "dora': use_dora: llama.cpp's adapters are LoRA's A and B alone" \
+  "$ZT" export "$LA/dora" --base "$LA/base" --format gguf --out bad.gguf
 
 # Gemma 3's image-text checkpoint (tests/fixtures/lora/gemma3-vision/base): its language model, as the
 # same model saved as a Gemma3ForCausalLM (the language_model. tensors renamed, text_config for
