@@ -111,18 +111,15 @@ expect_exit 2 "a DoRA adapter" "dora': use_dora: llama.cpp's adapters are LoRA's
 # Gemma 3's image-text checkpoint (tests/fixtures/lora/gemma3-vision/base): its language model, as the
 # same model saved as a Gemma3ForCausalLM (the language_model. tensors renamed, text_config for
 # config.json, pad_token_id at Gemma3TextConfig's default, as transformers would save it), the vision
-# tower left out; with a 64-id tokenizer (Qwen2's pre-tokenizer on 300 pieces, cut) whose added
+# tower left out; with a 64-id tokenizer (tests/fixtures/gguf/tiny_tokenizer.py) whose added
 # tokens' texts are also vocabulary entries of other ids, which become "[PADi]" (llama.cpp needs each
 # text once): as a tokenizer that has those texts at the added ids only
-$PY - "$ROOT/tests/fixtures/lora/gemma3-vision/base" "$small" <<'PY'
+$PY "$FX/gguf/tiny_tokenizer.py" "$small" tiny.json || fail "tiny_tokenizer.py"
+$PY - "$ROOT/tests/fixtures/lora/gemma3-vision/base" tiny.json <<'PY'
 import json, os, shutil, struct, sys
-base, small = sys.argv[1:3]
-t = json.load(open(small))
-keep = {k: v for k, v in t["model"]["vocab"].items() if v < 60}
-pair = lambda m: m.split(" ") if isinstance(m, str) else m
-t["model"]["vocab"] = keep
-t["model"]["merges"] = [m for m in t["model"]["merges"] if all(p in keep for p in pair(m)) and "".join(pair(m)) in keep]
-t["added_tokens"] = [dict(a, id=60 + i) for i, a in enumerate(t["added_tokens"][:4])]
+base, tiny = sys.argv[1:3]
+t = json.load(open(tiny))
+keep = t["model"]["vocab"]
 shutil.copytree(base, "vision")
 os.makedirs("text")
 c = json.load(open(os.path.join(base, "config.json")))
