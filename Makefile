@@ -50,7 +50,7 @@ HAVE_MPI   := $(if $(NO_MPI),,$(call have_pc,ompi-c))
 HAVE_URING := $(if $(NO_URING),,$(call have_pc,liburing))
 HAVE_CURL  := $(if $(NO_CURL),,$(call have_pc,libcurl libcrypto))
 HAVE_SPM   := $(if $(NO_SPM),,$(call have_pc,sentencepiece))
-# oneDNN (Debian's libdnnl-dev ships no pkg-config file): bf16 GEMMs, kernels/cpu/gemm_bf16_dnnl.c
+# oneDNN (Debian's libdnnl-dev ships no pkg-config file): bf16 and fp32 GEMMs, kernels/cpu/gemm_dnnl.c
 HAVE_DNNL  := $(if $(NO_DNNL),,$(shell echo '\#include <oneapi/dnnl/dnnl.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1))
 # (the sanitizer pass skips CUDA: the plain build compiles and links it)
 HAVE_CUDA  := $(if $(NO_CUDA)$(filter 1,$(SAN)),,$(shell test -x $(NVCC) && echo 1))

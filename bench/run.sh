@@ -8,7 +8,8 @@
 #
 # Order: OpenBLAS sgemm peak (bench/sgemm_peak.c), then BENCH_ROUNDS rounds (default 3) of
 # PyTorch eager in fp32 and under bf16 autocast (bench/torch_llama.py), `zt pretrain` in fp32,
-# in bf16 (oneDNN's GEMMs where zt has them) and in bf16 on zt's own GEMM kernels (ZT_DNNL=0),
+# in bf16 (oneDNN's GEMMs where zt has them), in bf16 on zt's own GEMM kernels and, where zt runs
+# its fp32 products on oneDNN, in fp32 on OpenBLAS alone (both ZT_DNNL=0),
 # each without activation recomputation as PyTorch's eager loop trains
 # (model.activation_checkpointing = false), then fp32 and bf16 again with zt's default
 # (checkpointing on: a third more products in the layers, for less memory). A part that is
@@ -120,6 +121,7 @@ fi
 # zt's runs: each without activation recomputation as PyTorch's eager loop trains, then fp32 and
 # bf16 again with zt's default (checkpointing on: a third more products in the layers)
 NOCK=model.activation_checkpointing=false
+DNNL=$([ -x ./zt ] && ./zt env 2>/dev/null | grep -q '^bf16 gemm: oneDNN' && echo 1)
 for round in $(seq "$ROUNDS"); do
     torch_run "$round" fp32
     if [ "$round" = 1 ] || [ $BF16_EVERY = 1 ]; then torch_run "$round" bf16 $BF16_STEPS; fi
@@ -127,6 +129,7 @@ for round in $(seq "$ROUNDS"); do
         zt_run "$round" fp32 $NOCK
         zt_run "$round" bf16 $NOCK model.dtype=bf16
         ZT_DNNL=0 zt_run "$round" bf16-own $NOCK model.dtype=bf16
+        [ "$DNNL" = 1 ] && ZT_DNNL=0 zt_run "$round" fp32-blas $NOCK
         zt_run "$round" fp32-ck
         zt_run "$round" bf16-ck model.dtype=bf16
     fi
@@ -165,11 +168,14 @@ ck = ", activation checkpointing (zt's default)"
 for label, name, base, fp32 in (("PyTorch eager fp32", "torch-fp32", None, None),
                                 ("PyTorch eager, bf16 autocast", "torch-bf16", None, None),
                                 ("zt fp32", "zt-fp32", "torch-fp32", None),
+                                ("zt fp32 (OpenBLAS alone: ZT_DNNL=0)", "zt-fp32-blas", "torch-fp32", "zt-fp32"),
                                 (f"zt bf16 ({gemm})", "zt-bf16", "torch-bf16", "zt-fp32"),
                                 ("zt bf16 (zt's own GEMM kernels)", "zt-bf16-own", "torch-bf16", "zt-fp32"),
                                 ("zt fp32" + ck, "zt-fp32-ck", "torch-fp32", None),
                                 (f"zt bf16 ({gemm})" + ck, "zt-bf16-ck", "torch-bf16", "zt-fp32-ck")):
     v = runs.get(name)
+    if not v and name == "zt-fp32-blas":
+        continue  # zt runs its fp32 products on OpenBLAS anyway
     if not v:
         out.append(f"| {label} | missing | | | | | |")
         continue

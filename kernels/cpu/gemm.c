@@ -2,6 +2,19 @@
 
 #include "ops.h"
 
+/* oneDNN plans a shape in about a millisecond, once: it takes the products of training, OpenBLAS
+ * or zt's bf16 kernels the small ones. Where C's rows are A's (transa == 0: a layer's forward
+ * product and its input gradient) the choice depends on N and K alone, as if M were 256: the two
+ * sum in other orders, and a token's values must not depend on how many rows its micro-batch has
+ * (a sequence alone, or among others, or decoded). */
+#define DNNL_MIN_FLOPS (1 << 21)
+
+int zt_gemm_dnnl_takes(int transa, int M, int N, int K)
+{
+    if (N < 16) return 0;
+    return transa ? M >= 16 && (double)M * N * K >= DNNL_MIN_FLOPS : 256.0 * N * K >= DNNL_MIN_FLOPS;
+}
+
 void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                  const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc)
 {
@@ -10,7 +23,9 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
     cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
                 A, lda, B, ldb, beta, C, ldc);
 #else
-    if (zt_gemm_f32_skinny(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (zt_gemm_dnnl_takes(transa, M, N, K) &&
+        zt_gemm_f32_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
     cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
                 A, lda, B, ldb, beta, C, ldc);
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gemm_bf16_kernel.h"
+#include "ops.h"
 #include "parallel.h"
 #include "lib/core/arena.h"
 #include "lib/core/cpu.h"
@@ -208,25 +209,13 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
 
 /* ---- entry points ----------------------------------------------------------------------- */
 
-#define DNNL_MIN_FLOPS (1 << 21)
-
-/* Whether oneDNN takes a product (its plan for a shape costs about a millisecond, once): the
- * products of training; zt's kernels take small ones. Where C's rows are A's (transa == 0: a
- * layer's forward product and its input gradient), the choice depends on N and K alone, as if M
- * were 256: oneDNN's kernels and zt's sum in other orders, and a token's values must not depend
- * on how many rows its micro-batch has (a sequence alone, or among others, or decoded). */
-static int dnnl_takes(int transa, int M, int N, int K)
-{
-    if (N < 16) return 0;
-    return transa ? M >= 16 && (double)M * N * K >= DNNL_MIN_FLOPS : 256.0 * N * K >= DNNL_MIN_FLOPS;
-}
-
 void zt_gemm_bf16(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                   const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     ZT_ASSERT(M >= 0 && N >= 0 && K >= 0);
     ZT_ASSERT(lda >= (transa ? M : K) && ldb >= (transb ? K : N) && ldc >= N);
-    if (dnnl_takes(transa, M, N, K) && zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (zt_gemm_dnnl_takes(transa, M, N, K) &&
+        zt_gemm_bf16_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     if (zt_cpu_has(ZT_CPU_AVX512BF16))
         zt_gemm_bf16_blocked(&zt_gemm_bf16_avx512bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -50,7 +50,7 @@ void zt_gemm_bf16_blocked(const zt_gemm_bf16_kernel *kern, int transa, int trans
 void zt_gemm_bf16_ref(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
-/* The same contract through oneDNN's matmul (gemm_bf16_dnnl.c): 0 when it did nothing (built
+/* The same contract through oneDNN's matmul (gemm_dnnl.c): 0 when it did nothing (built
  * without oneDNN, below zt's avx512-bf16 level, or no fast oneDNN kernel for this shape here),
  * for zt's own kernels to run. Where transa == 0 a row of C is the same bits for any M. The name says which oneDNN and which of its
  * kernels ("oneDNN 2.6.3 brg:avx512_core_bf16"); NULL when zt's own kernels run everything. */

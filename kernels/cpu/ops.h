@@ -17,14 +17,18 @@
 
 #include "lib/core/real.h"
 
-/* C[M,N] = alpha·op(A)·op(B) + beta·C; op(A) is [M,K] (A stored [K,M] when transa). OpenBLAS,
- * or oneDNN for the skinny fp32 products zt_gemm_f32_skinny takes. */
+/* C[M,N] = alpha·op(A)·op(B) + beta·C; op(A) is [M,K] (A stored [K,M] when transa). oneDNN for
+ * the products zt_gemm_dnnl_takes where zt uses oneDNN (zt_gemm_f32_dnnl), else OpenBLAS. */
 void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, const zt_real *A, int lda,
                  const zt_real *B, int ldb, zt_real beta, zt_real *C, int ldc);
-/* A LoRA adapter's fp32 product (rank-sized N or K, or M with transa) through oneDNN where zt
- * uses it (kernels/cpu/gemm_f32_dnnl.c says when); 0: not taken, C untouched. */
-int zt_gemm_f32_skinny(int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc);
+/* Whether a product of this shape goes to oneDNN where zt uses it (fp32 and bf16 alike): large
+ * enough, and for transa == 0 decided by N and K alone (kernels/cpu/gemm.c). */
+int zt_gemm_dnnl_takes(int transa, int M, int N, int K);
+/* The fp32 product through oneDNN (kernels/cpu/gemm_dnnl.c), blocked as the bf16 ones are: the
+ * same bits for any thread count, a row of C the same for any M where transa == 0; 0 where zt
+ * does not use oneDNN (built without it, below the avx512-bf16 level, ZT_DNNL=0), C untouched. */
+int zt_gemm_f32_dnnl(int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc);
 
 /* out[n,:] = table[ids[n],:]; backward: dtable[ids[n],:] += dout[n,:] */
 void zt_cpu_embedding_forward(zt_real *out, const int32_t *ids, const zt_real *table, int v0, int nv, int N, int C);

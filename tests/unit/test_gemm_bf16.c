@@ -168,6 +168,21 @@ static int problem_check(const problem *p, gemm_fn fn, const char *name)
     return bad;
 }
 
+/* Run first in the process, before any product has grown a thread's buffers: a decoder's few
+ * rows of a product cut in 256 x 256 blocks (an LM head's logits: the rows padded to 16, each
+ * block's C made in a dense buffer) and of a product of one block (a layer's, run outside a
+ * parallel region). The padded block wrote 16 rows into a dense buffer sized for the 4 real ones
+ * (heap corruption; seen as a crash of fp32 decoding, and as an error under the sanitizers). */
+static void test_few_rows_first(void)
+{
+    static const int shapes[][3] = {{4, 512, 512}, {4, 4200, 1000}};
+    for (int s = 0; s < 2; s++) {
+        problem p = problem_make(0, 1, shapes[s][0], shapes[s][1], shapes[s][2], 0, 1.0f, 0.0f);
+        CHECK_MSG(problem_check(&p, zt_gemm_bf16, "zt_gemm_bf16") == 0, "%dx%dx%d", p.M, p.N, p.K);
+        problem_free(&p);
+    }
+}
+
 static void test_shapes_all_paths(void)
 {
     static const int sizes[] = {1, 3, 17, 64, 127, 300};
@@ -557,6 +572,7 @@ static void bench_vs_sgemm(void)
 
 int main(void)
 {
+    RUN(test_few_rows_first); /* first: what it checks needs buffers no product has grown */
     RUN(test_concurrent_products);
     RUN(test_rows_independent_of_m); /* early: before other tests fill the cache of oneDNN's primitives */
     RUN(test_empty);

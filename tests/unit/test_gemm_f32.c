@@ -1,8 +1,11 @@
-/* zt_cpu_gemm's skinny fp32 products (kernels/cpu/gemm_f32_dnnl.c: a LoRA adapter's, through
- * oneDNN where zt uses it) against a double-precision reference: every layout, alpha and beta,
- * padded leading dimensions, beta 0 ignoring NaN in C, the same bits on a second call; which
- * products oneDNN takes (the adapters' shapes where oneDNN runs, none where it does not). */
+/* zt_cpu_gemm's fp32 products (OpenBLAS, or oneDNN's blocks where zt uses it: kernels/cpu/gemm_dnnl.c)
+ * against a double-precision reference: a LoRA adapter's and a layer's shapes, tails of rows and
+ * columns, every layout, alpha and beta, padded leading dimensions, beta 0 ignoring NaN in C, the
+ * same bits on a second call; which products oneDNN takes (training's where oneDNN runs, none
+ * where it does not); where it runs, the same bits on 1, 2 and 3 threads and a row of C the same
+ * whatever M is. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,10 +71,12 @@ static int check(int ta, int tb, int M, int N, int K, int pad, float alpha, floa
 }
 
 /* the products of a rank-16 adapter on a 512-wide layer over 1024 tokens: x·Aᵀ, u·Bᵀ, dy·B, du·A,
- * duᵀ·x and dyᵀ·u; and a narrow score head's (N = 1) */
+ * duᵀ·x and dyᵀ·u; a narrow score head's (N = 1); a layer's three with tails of rows (not a
+ * multiple of 16 or of a block) and of columns (past a 256-column block) */
 static const int shapes[][5] = {{0, 1, 1024, 16, 512}, {0, 1, 1024, 1408, 16}, {0, 0, 1024, 16, 1408},
                                 {0, 0, 1024, 512, 16}, {1, 0, 16, 512, 1024},  {1, 0, 1408, 16, 1024},
-                                {0, 1, 2048, 1, 640}};
+                                {0, 1, 2048, 1, 640},  {0, 1, 300, 520, 64},   {0, 0, 271, 300, 96},
+                                {1, 0, 96, 300, 1100}};
 enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
 
 static void test_adapter_products(void)
@@ -94,29 +99,78 @@ static void test_beta0_ignores_nan(void)
                   "shape %d", s);
 }
 
-/* oneDNN takes the adapters' products exactly where zt runs its bf16 products through it too,
- * and never a layer's or a decoder's few rows */
+/* Run first in the process, before any product has grown a thread's buffers: a decoder's few
+ * rows of an LM head's product (256 x 256 blocks, the rows padded to 16, each block's C made in
+ * a dense buffer) and of a layer's (one block, run outside a parallel region, where oneDNN's fp32
+ * kernel planned for one thread was handed two and overran its scratchpad: a crash) */
+static void test_few_rows_first(void)
+{
+    CHECK(check(0, 1, 4, 512, 512, 0, 1, 0, 0) == 0);
+    CHECK(check(0, 1, 4, 4200, 1000, 0, 1, 0, 0) == 0);
+}
+
+static int uses_dnnl(void) { return !strncmp(zt_gemm_bf16_name(), "oneDNN", 6); }
+
+/* oneDNN runs the fp32 products exactly where zt runs its bf16 products through it too; it
+ * takes training's and a decoder's few rows of them (decided by N and K), not a small product */
 static void test_which_products(void)
 {
-    const char *path = zt_gemm_bf16_name();
-    int dnnl = !strncmp(path, "oneDNN", 6);
+    int dnnl = uses_dnnl();
     size_t n = 1 << 22;
     float *A = random_f32(n), *B = random_f32(n), *C = calloc(n, sizeof *C);
     for (int s = 0; s < NSHAPES; s++) {
         const int *d = shapes[s];
         int lda = d[0] ? d[2] : d[4], ldb = d[1] ? d[4] : d[3];
-        CHECK_MSG(zt_gemm_f32_skinny(d[0], d[1], d[2], d[3], d[4], 1, A, lda, B, ldb, 0, C, d[3]) == dnnl,
-                  "shape %d (bf16 products: %s)", s, path);
+        CHECK_MSG(!zt_gemm_dnnl_takes(d[0], d[2], d[3], d[4]) ||
+                      zt_gemm_f32_dnnl(d[0], d[1], d[2], d[3], d[4], 1, A, lda, B, ldb, 0, C, d[3]) == dnnl,
+                  "shape %d (bf16 products: %s)", s, zt_gemm_bf16_name());
     }
-    CHECK(!zt_gemm_f32_skinny(0, 1, 1024, 1408, 512, 1, A, 512, B, 512, 0, C, 1408)); /* a layer's */
-    CHECK(!zt_gemm_f32_skinny(0, 1, 4, 16, 512, 1, A, 512, B, 512, 0, C, 16));        /* a decoder's rows */
+    CHECK(zt_gemm_dnnl_takes(0, 1024, 1408, 512) && zt_gemm_dnnl_takes(1, 512, 1408, 1024)); /* a layer's */
+    CHECK(zt_gemm_dnnl_takes(0, 4, 16, 512));                                                /* a decoder's */
+    CHECK(!zt_gemm_dnnl_takes(0, 4, 8, 64) && !zt_gemm_dnnl_takes(1, 8, 64, 64));            /* small */
     free(A), free(B), free(C);
+}
+
+/* Where oneDNN runs them: the same bits on 1, 2 and 3 threads (a weight gradient's long token
+ * axis is never split by the thread count), and rows of C that are rows of A the same bits
+ * whatever M is (a token alone, in a micro-batch, in a tail of rows). */
+static void test_deterministic(void)
+{
+    if (!uses_dnnl()) return;
+    static const int sh[][5] = {{0, 1, 600, 1408, 512},
+                                {0, 0, 600, 300, 96},
+                                {1, 0, 512, 16, 8192},
+                                {1, 0, 300, 520, 1100}};
+    int saved = omp_get_max_threads();
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int ta = sh[s][0], tb = sh[s][1], M = sh[s][2], N = sh[s][3], K = sh[s][4];
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = random_f32((size_t)M * K), *B = random_f32((size_t)N * K), *c[3];
+        for (int th = 0; th < 3; th++) {
+            c[th] = malloc((size_t)M * N * sizeof(float));
+            omp_set_num_threads(th + 1);
+            zt_cpu_gemm(ta, tb, M, N, K, 1, A, lda, B, ldb, 0, c[th], N);
+        }
+        omp_set_num_threads(saved);
+        size_t bytes = (size_t)M * N * sizeof(float);
+        CHECK_MSG(!memcmp(c[0], c[1], bytes) && !memcmp(c[0], c[2], bytes), "shape %zu: thread counts differ", s);
+        static const int ms[] = {1, 4, 15, 16, 17, 255, 256, 257, 300, 513};
+        for (size_t q = 0; q < sizeof ms / sizeof ms[0] && !ta; q++) {
+            zt_cpu_gemm(0, tb, ms[q], N, K, 1, A, lda, B, ldb, 0, c[1], N);
+            CHECK_MSG(!memcmp(c[1], c[0], (size_t)ms[q] * N * sizeof(float)), "shape %zu: M=%d gives other rows", s,
+                      ms[q]);
+        }
+        for (int th = 0; th < 3; th++) free(c[th]);
+        free(A), free(B);
+    }
 }
 
 int main(void)
 {
+    RUN(test_few_rows_first); /* first: what it checks needs buffers no product has grown */
     RUN(test_adapter_products);
     RUN(test_beta0_ignores_nan);
     RUN(test_which_products);
+    RUN(test_deterministic);
     return test_summary();
 }

@@ -1,5 +1,7 @@
-/* zt_gemm_bf16 through oneDNN's matmul (the library PyTorch uses on CPUs): its JIT kernels
- * pick AMX or AVX-512 BF16 at run time; zt uses them only at its avx512-bf16 level (ZT_CPU).
+/* zt_gemm_bf16's and zt_cpu_gemm's products through oneDNN's matmul (the library PyTorch uses on
+ * CPUs): its JIT kernels pick AMX, AVX-512 BF16 or AVX-512 at run time; zt uses them only at its
+ * avx512-bf16 level (ZT_CPU). A and B are bf16 or fp32 (the product's type, part of each block's
+ * geometry), C is fp32.
  *
  * zt keeps the threading: C is cut into blocks that depend on the shape and layout alone
  * (tiling()), and each block is one single-threaded oneDNN primitive, run by whichever thread
@@ -15,8 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "gemm_bf16_kernel.h"
 #include "lib/core/cpu.h"
+#include "ops.h"
 
 enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 64, NARROW = 2048, SMALL_B = 1 << 22 };
 
@@ -25,6 +30,7 @@ enum { BLOCK = 256, BAND = 128, ROWS = 16, CACHE = 512, KCHUNK = 256, SKINNY = 6
  * when the cache is full (never one a thread is running). ok == 0: oneDNN has no fast kernel
  * for it here. */
 typedef struct {
+    dnnl_data_type_t type; /* A's and B's: dnnl_bf16 or dnnl_f32 */
     int ta, tb, rows, cols, K, lda, ldb, ldc;
     float alpha, beta;
     int packed; /* B given in the layout the kernel wants (b), made from B's by `pack` */
@@ -78,9 +84,9 @@ static thread_state *this_thread(void)
 
 static int same_block(const block *b, const block *k)
 {
-    return b->ta == k->ta && b->tb == k->tb && b->rows == k->rows && b->cols == k->cols && b->K == k->K &&
-           b->lda == k->lda && b->ldb == k->ldb && b->ldc == k->ldc && b->alpha == k->alpha && b->beta == k->beta &&
-           b->packed == k->packed;
+    return b->type == k->type && b->ta == k->ta && b->tb == k->tb && b->rows == k->rows && b->cols == k->cols &&
+           b->K == k->K && b->lda == k->lda && b->ldb == k->ldb && b->ldc == k->ldc && b->alpha == k->alpha &&
+           b->beta == k->beta && b->packed == k->packed;
 }
 
 /* Makes b's primitive. Made while zt's thread count is 1, so that oneDNN plans it for one
@@ -98,10 +104,10 @@ static void make_block(block *b, char impl_name[64])
     dnnl_primitive_desc_t pd = NULL;
     const char *impl = "ref";
     b->prim = b->pack = NULL;
-    int ok = dnnl_memory_desc_init_by_strides(&b->a, 2, da, dnnl_bf16, sa) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&b->b_own, 2, db, dnnl_bf16, sb) == dnnl_success &&
-             (b->packed ? dnnl_memory_desc_init_by_tag(&b->b, 2, db, dnnl_bf16, dnnl_format_tag_any)
-                        : dnnl_memory_desc_init_by_strides(&b->b, 2, db, dnnl_bf16, sb)) == dnnl_success &&
+    int ok = dnnl_memory_desc_init_by_strides(&b->a, 2, da, b->type, sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&b->b_own, 2, db, b->type, sb) == dnnl_success &&
+             (b->packed ? dnnl_memory_desc_init_by_tag(&b->b, 2, db, b->type, dnnl_format_tag_any)
+                        : dnnl_memory_desc_init_by_strides(&b->b, 2, db, b->type, sb)) == dnnl_success &&
              dnnl_memory_desc_init_by_strides(&b->c, 2, dc, dnnl_f32, sc) == dnnl_success &&
              dnnl_matmul_desc_init(&md, &b->a, &b->b, NULL, &b->c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success &&
@@ -147,7 +153,14 @@ static void init(void)
     }
     /* what oneDNN runs for a block of training size names the path (zt env, run.json); its
      * reference code is no faster than zt's kernels, so then zt's run everything */
-    block probe = {.rows = BLOCK, .cols = BLOCK, .K = BLOCK, .lda = BLOCK, .ldb = BLOCK, .ldc = BLOCK, .alpha = 1.0f};
+    block probe = {.type = dnnl_bf16,
+                   .rows = BLOCK,
+                   .cols = BLOCK,
+                   .K = BLOCK,
+                   .lda = BLOCK,
+                   .ldb = BLOCK,
+                   .ldc = BLOCK,
+                   .alpha = 1.0f};
     char impl[64] = "";
     make_block(&probe, impl);
     if (!probe.ok) {
@@ -208,7 +221,7 @@ static void *scratchpad(thread_state *t, size_t bytes)
     return t->scratch;
 }
 
-static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float *C)
+static int run_block(const block *p, const void *A, const void *B, float *C)
 {
     thread_state *t = this_thread();
     if (!t) return 0;
@@ -224,8 +237,14 @@ static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float
                                   {DNNL_ARG_WEIGHTS, mb},
                                   {DNNL_ARG_DST, mc},
                                   {DNNL_ARG_SCRATCHPAD, ms}};
+        /* on this thread alone, as the block was planned: a block run outside a parallel region
+         * (a product of one block: a decoder's rows) would otherwise get every OpenMP thread,
+         * and the fp32 brgemm kernel then overruns its one thread's scratchpad (a crash) */
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
         ok = dnnl_primitive_execute(p->prim, t->stream, ms ? 4 : 3, args) == dnnl_success &&
              dnnl_stream_wait(t->stream) == dnnl_success;
+        omp_set_num_threads(threads);
     }
     if (ma) dnnl_memory_destroy(ma);
     if (mb) dnnl_memory_destroy(mb);
@@ -235,7 +254,7 @@ static int run_block(const block *p, const uint16_t *A, const uint16_t *B, float
 }
 
 /* B into the layout of p's kernel, at dst (dnnl_memory_desc_get_size(&p->b) bytes) */
-static int pack_b(const block *p, const uint16_t *B, void *dst)
+static int pack_b(const block *p, const void *B, void *dst)
 {
     thread_state *t = this_thread();
     dnnl_memory_t from = NULL, to = NULL;
@@ -258,18 +277,21 @@ static int pack_b(const block *p, const uint16_t *B, void *dst)
  * gives each row what a block of 256 gives it. */
 typedef struct {
     int rows, padded;
-    uint16_t *a;
+    char *a;
     float *c;
 } staged_tail;
 
-static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const uint16_t *A, int lda, const float *C,
-                      int ldc)
+/* an element's size: a product's A and B are bf16 or fp32 */
+static size_t esize(dnnl_data_type_t type) { return type == dnnl_f32 ? 4 : 2; }
+
+static int stage_tail(staged_tail *st, size_t es, int rows, int N, int K, float beta, const char *A, int lda,
+                      const float *C, int ldc)
 {
     static _Thread_local void *buf;
     static _Thread_local size_t size;
     st->rows = rows;
     st->padded = (rows + ROWS - 1) / ROWS * ROWS;
-    size_t abytes = ((size_t)st->padded * K * sizeof(uint16_t) + 63) / 64 * 64;
+    size_t abytes = ((size_t)st->padded * K * es + 63) / 64 * 64;
     size_t bytes = abytes + (size_t)st->padded * N * sizeof(float);
     if (bytes > size) {
         free(buf);
@@ -280,10 +302,10 @@ static int stage_tail(staged_tail *st, int rows, int N, int K, float beta, const
     st->a = buf;
     st->c = (float *)((char *)buf + abytes);
     for (int r = 0; r < rows; r++) {
-        memcpy(st->a + (size_t)r * K, A + (size_t)r * lda, (size_t)K * sizeof(uint16_t));
+        memcpy(st->a + (size_t)r * K * es, A + (size_t)r * lda * es, (size_t)K * es);
         if (beta != 0.0f) memcpy(st->c + (size_t)r * N, C + (size_t)r * ldc, (size_t)N * sizeof(float));
     }
-    memset(st->a + (size_t)rows * K, 0, (size_t)(st->padded - rows) * K * sizeof(uint16_t));
+    memset(st->a + (size_t)rows * K * es, 0, (size_t)(st->padded - rows) * K * es);
     memset(st->c + (size_t)(beta != 0.0f ? rows : 0) * N, 0,
            (size_t)(st->padded - (beta != 0.0f ? rows : 0)) * N * sizeof(float));
     return 1;
@@ -337,14 +359,15 @@ static void *block_buffer(int which, size_t bytes)
 
 /* One block of the product: r x c of C at cc (rows ldc apart) from a and bb, through the dense
  * buffers the cut asks for; 0 when there is no memory for them or for oneDNN's objects. */
-static int run_cut_block(const block *p, const cut *k, int transa, int r, int c, int K, float beta, const uint16_t *a,
-                         int lda, const uint16_t *bb, float *cc, int ldc)
+static int run_cut_block(const block *p, const cut *k, int transa, int r, int c, int K, float beta, const char *a,
+                         int lda, const void *bb, float *cc, int ldc)
 {
+    size_t es = esize(p->type);
     if (k->pack_a) { /* the band of A (transposed: K rows of r; else r rows of K) made dense */
-        uint16_t *pa = block_buffer(PACKED_A, (size_t)K * r * sizeof *pa);
+        char *pa = block_buffer(PACKED_A, (size_t)K * r * es);
         if (!pa) return 0;
         int lines = transa ? K : r, len = transa ? r : K;
-        for (int q = 0; q < lines; q++) memcpy(pa + (size_t)q * len, a + (size_t)q * lda, (size_t)len * sizeof *pa);
+        for (int q = 0; q < lines; q++) memcpy(pa + (size_t)q * len * es, a + (size_t)q * lda * es, (size_t)len * es);
         a = pa;
     }
     if (!k->dense_c) return run_block(p, a, bb, cc);
@@ -357,19 +380,30 @@ static int run_cut_block(const block *p, const cut *k, int transa, int r, int c,
     return 1;
 }
 
+/* A block oneDNN could not run (no memory for its objects), on one thread: zt's kernel for bf16,
+ * OpenBLAS for fp32 (C as oneDNN left it: untouched) */
+static void own_block(dnnl_data_type_t type, int transa, int transb, int M, int N, int K, float alpha, const void *A,
+                      int lda, const void *B, int ldb, float beta, float *C, int ldc)
+{
+    if (type == dnnl_f32)
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K,
+                    alpha, A, lda, B, ldb, beta, C, ldc);
+    else zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* A skinny product of a transposed A (at most SKINNY rows or columns: an adapter's weight
  * gradient, r of them, over K tokens) is one small block that would run on one thread: K is cut
  * in chunks of KCHUNK instead, each chunk's product made on its own thread into a buffer, and
  * the chunks added to C in their order; the chunks depend on K alone, so the sums' order does
  * too. (Wider blocks, a small model's weight gradients, keep their single block: summed otherwise
  * they train otherwise, and the tests' chaotic runs are measured on that order.) */
-static int split_k(int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                   float beta, float *C, int ldc)
+static int split_k(dnnl_data_type_t type, int transb, int M, int N, int K, float alpha, const char *A, int lda,
+                   const char *B, int ldb, float beta, float *C, int ldc)
 {
     static _Thread_local float *buf;
     static _Thread_local size_t size;
     int chunks = (K + KCHUNK - 1) / KCHUNK, tail = K - (chunks - 1) * KCHUNK;
-    size_t mn = (size_t)M * N, bytes = (size_t)chunks * mn * sizeof(float);
+    size_t mn = (size_t)M * N, bytes = (size_t)chunks * mn * sizeof(float), es = esize(type);
     if (bytes > size) {
         free(buf);
         buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -381,7 +415,8 @@ static int split_k(int transb, int M, int N, int K, float alpha, const uint16_t 
     int ok = 1;
     for (int t = 0; t < 2 && ok; t++) { /* whole chunks, and the last when shorter */
         if ((t == 0 && chunks == 1 && tail < KCHUNK) || (t == 1 && tail == KCHUNK)) continue;
-        block k = {.ta = 1,
+        block k = {.type = type,
+                   .ta = 1,
                    .tb = transb,
                    .rows = M,
                    .cols = N,
@@ -398,10 +433,9 @@ static int split_k(int transb, int M, int N, int K, float alpha, const uint16_t 
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
         for (int c = 0; c < chunks; c++) {
             int k0 = c * KCHUNK, last = c == chunks - 1 && tail < KCHUNK;
-            const uint16_t *a = A + (size_t)k0 * lda, *b = B + (size_t)k0 * bks;
+            const char *a = A + (size_t)k0 * lda * es, *b = B + (size_t)k0 * bks * es;
             if (!run_block(blk[last], a, b, part + c * mn))
-                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, 1, transb, M, N, last ? tail : KCHUNK, alpha, a, lda, b, ldb,
-                                     0.0f, part + c * mn, N);
+                own_block(type, 1, transb, M, N, last ? tail : KCHUNK, alpha, a, lda, b, ldb, 0.0f, part + c * mn, N);
         }
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
         for (int i = 0; i < M; i++)
@@ -417,19 +451,23 @@ static int split_k(int transb, int M, int N, int K, float alpha, const uint16_t 
     return ok;
 }
 
-int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+/* The product of A and B of `type` as the blocks of tiling() cut it; 0 where oneDNN is not used
+ * or could not make a block's primitive (C untouched). */
+static int product(dnnl_data_type_t type, int transa, int transb, int M, int N, int K, float alpha, const char *A,
+                   int lda, const char *B, int ldb, float beta, float *C, int ldc)
 {
     pthread_once(&dn.once, init);
     if (!dn.engine || M <= 0 || N <= 0 || K <= 0 || alpha == 0.0f) return 0;
     cut k = tiling(transa, transb, M, N, K, lda, ldb, ldc);
     int rb = k.rb, cb = k.cb;
     if (transa && rb == M && cb == N && K > KCHUNK && (M <= SKINNY || N <= SKINNY))
-        return split_k(transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return split_k(type, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    size_t es = esize(type);
     int whole = M / rb * rb, tail = M - whole; /* rows in whole row blocks, and the rest */
     staged_tail st = {0};
     int staged = !transa && tail % ROWS;
-    if (staged && !stage_tail(&st, tail, N, K, beta, A + (size_t)whole * lda, lda, C + (size_t)whole * ldc, ldc))
+    if (staged &&
+        !stage_tail(&st, es, tail, N, K, beta, A + (size_t)whole * lda * es, lda, C + (size_t)whole * ldc, ldc))
         return 0;
     /* the blocks' geometries: [tail rows?][tail columns?]. Where every row block reads all of
      * B, B is packed once into the layout of the kernel (packed blocks) rather than by each
@@ -444,7 +482,8 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
         for (int jt = 0; jt < 2; jt++) {
             if ((it == 0 && !whole) || !rows[it] || !cols[jt] || !ok) continue;
             int st_ = it && staged;
-            block g = {.ta = transa,
+            block g = {.type = type,
+                       .ta = transa,
                        .tb = transb,
                        .rows = rows[it],
                        .cols = cols[jt],
@@ -469,7 +508,7 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
             blk[it][jt] = b;
             ok = b && b->ok;
         }
-    const uint16_t *packed_b = NULL;
+    const void *packed_b = NULL;
     if (ok && packed) {
         void *buf = block_buffer(PACKED_B, dnnl_memory_desc_get_size(&blk[0][0]->b));
         ok = buf && pack_b(blk[0][0], B, buf);
@@ -480,15 +519,15 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
 #pragma omp parallel for schedule(static) if (mblocks * nblocks > 1 && !omp_in_parallel())
         for (int b = 0; b < mblocks * nblocks; b++) {
             int i = b / nblocks * rb, j = b % nblocks * cb, it = i >= whole, jt = j + cb > N && N > cb;
-            int r = it ? tail : rb, c = N - j < cb ? N - j : cb;
-            const uint16_t *a = it && staged ? st.a : A + i * ars;
+            /* a staged tail's block is all its padded rows (a dense C or packed A of it too) */
+            int r = !it ? rb : staged ? st.padded : tail, c = N - j < cb ? N - j : cb;
+            const char *a = it && staged ? st.a : A + i * ars * es;
             float *cc = it && staged ? st.c + j : C + (size_t)i * ldc + j;
-            const uint16_t *bb = blk[it][jt]->packed ? packed_b : B + j * bcs;
+            const void *bb = blk[it][jt]->packed ? packed_b : B + j * bcs * es;
             /* a block oneDNN cannot run (no memory for its objects: C untouched) is zt's */
             int la = it && staged ? K : lda, lc = it && staged ? N : ldc;
             if (!run_cut_block(blk[it][jt], &k, transa, r, c, K, beta, a, la, bb, cc, lc))
-                zt_gemm_bf16_blocked(&zt_gemm_bf16_scalar, transa, transb, r, c, K, alpha, a, la, B + j * bcs, ldb,
-                                     beta, cc, lc);
+                own_block(type, transa, transb, r, c, K, alpha, a, la, B + j * bcs * es, ldb, beta, cc, lc);
         }
         if (staged)
             for (int r = 0; r < tail; r++)
@@ -497,6 +536,18 @@ int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, 
     for (int it = 0; it < 2; it++)
         for (int jt = 0; jt < 2; jt++) release(blk[it][jt]);
     return ok;
+}
+
+int zt_gemm_bf16_dnnl(int transa, int transb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    return product(dnnl_bf16, transa, transb, M, N, K, alpha, (const char *)A, lda, (const char *)B, ldb, beta, C, ldc);
+}
+
+int zt_gemm_f32_dnnl(int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
+{
+    return product(dnnl_f32, transa, transb, M, N, K, alpha, (const char *)A, lda, (const char *)B, ldb, beta, C, ldc);
 }
 
 const char *zt_gemm_bf16_dnnl_name(void)
