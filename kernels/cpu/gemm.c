@@ -8,6 +8,7 @@
  * sum in other orders, and a token's values must not depend on how many rows its micro-batch has
  * (a sequence alone, or among others, or decoded). */
 #define DNNL_MIN_FLOPS (1 << 21)
+#define FEW_ROWS 16
 
 int zt_gemm_dnnl_takes(int transa, int M, int N, int K)
 {
@@ -23,7 +24,10 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
     cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
                 A, lda, B, ldb, beta, C, ldc);
 #else
-    if (zt_gemm_dnnl_takes(transa, M, N, K) &&
+    /* a decoder's few rows (fewer than 16) stay with OpenBLAS: oneDNN would pad them to 16 and run
+     * a layer's product as one block on one thread (fp32 decoding 17% slower); fp32 rows were
+     * never promised M's independence, which the bf16 products keep */
+    if (zt_gemm_dnnl_takes(transa, M, N, K) && (transa || M >= FEW_ROWS) &&
         zt_gemm_f32_dnnl(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
     cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, M, N, K, alpha,

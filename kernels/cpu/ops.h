@@ -25,8 +25,9 @@ void zt_cpu_gemm(int transa, int transb, int M, int N, int K, zt_real alpha, con
  * enough, and for transa == 0 decided by N and K alone (kernels/cpu/gemm.c). */
 int zt_gemm_dnnl_takes(int transa, int M, int N, int K);
 /* The fp32 product through oneDNN (kernels/cpu/gemm_dnnl.c), blocked as the bf16 ones are: the
- * same bits for any thread count, a row of C the same for any M where transa == 0; 0 where zt
- * does not use oneDNN (built without it, below the avx512-bf16 level, ZT_DNNL=0), C untouched. */
+ * same bits for any thread count, a row of C the same for any M where transa == 0 (zt_cpu_gemm
+ * leaves fewer than 16 such rows, a decoder's, to OpenBLAS); 0 where zt does not use oneDNN
+ * (built without it, below the avx512-bf16 level, ZT_DNNL=0), C untouched. */
 int zt_gemm_f32_dnnl(int transa, int transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc);
 
