@@ -17,7 +17,7 @@
 
 /* The process beyond zt's buffers, measured on this kind of machine: the binary, its
  * libraries and small allocations (about 22 MB resident: oneDNN's library 4.9 MB of it, touched
- * as it loads whether or not a product runs there, OpenBLAS's 1.8, libc++, OpenSSL and GnuTLS
+ * as it loads whether or not a product runs there, OpenBLAS's 1.8, libstdc++, OpenSSL and GnuTLS
  * 1-1.5 each; a 2-layer model's run on a Zen 4, 2026-12-08), and OpenBLAS's per-thread packing
  * buffers, which grow with the largest GEMM operand up to about 16 MB. */
 enum { RUNTIME_BASE = 22 << 20, PACK_CAP = 16 << 20 };
